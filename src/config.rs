@@ -1,0 +1,320 @@
+//! Configuration, read once from the environment when the engine initialises
+//! (`../shared/DESIGN.md` §2, "Configuration").
+
+use crate::error::{Error, Result};
+
+/// Which caching pool serves allocations (`JULIA_CUDA_MEMORY_POOL`; the names are
+/// CUDA.jl 2.x's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PoolKind {
+    /// Every request goes to the device, every free back to it (`NoPool`).
+    None,
+    /// Whole freed blocks are cached and reused when not wastefully large (`SimplePool`).
+    Simple,
+    /// Power-of-two size classes with one free list each (`BinnedPool`, the default).
+    Binned,
+    /// Blocks carved out of larger segments, best fit, split and merged (`SplitPool`).
+    Split,
+}
+
+impl PoolKind {
+    /// All pools, in the order the documentation lists them.
+    pub const ALL: [PoolKind; 4] = [
+        PoolKind::Binned,
+        PoolKind::Split,
+        PoolKind::Simple,
+        PoolKind::None,
+    ];
+
+    /// The lower-case name accepted by `JULIA_CUDA_MEMORY_POOL` (`"binned"`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            PoolKind::None => "none",
+            PoolKind::Simple => "simple",
+            PoolKind::Binned => "binned",
+            PoolKind::Split => "split",
+        }
+    }
+
+    /// The CUDA.jl type name used by `memory_status` (`"BinnedPool"`, ...).
+    pub fn type_name(self) -> &'static str {
+        match self {
+            PoolKind::None => "NoPool",
+            PoolKind::Simple => "SimplePool",
+            PoolKind::Binned => "BinnedPool",
+            PoolKind::Split => "SplitPool",
+        }
+    }
+
+    /// Parses a pool name (case-insensitive). Error: [`Error::Config`] naming the
+    /// accepted values.
+    pub fn parse(s: &str) -> Result<PoolKind> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "none" => Ok(PoolKind::None),
+            "simple" => Ok(PoolKind::Simple),
+            "binned" => Ok(PoolKind::Binned),
+            "split" => Ok(PoolKind::Split),
+            _ => Err(Error::Config(format!(
+                "JULIA_CUDA_MEMORY_POOL={s:?} is not a pool; accepted: binned, split, simple, none"
+            ))),
+        }
+    }
+}
+
+/// Which device backs the engine (`CUMEM_DEVICE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceChoice {
+    /// CUDA when the driver loads and a GPU exists, else the host device (with a warning).
+    Auto,
+    /// The CUDA device 0; an error if there is none.
+    Cuda,
+    /// Host memory standing in for a GPU.
+    Host,
+}
+
+/// A byte amount given either absolutely or as a share of the device's memory.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Amount {
+    /// An absolute number of bytes (> 0).
+    Bytes(u64),
+    /// A fraction in (0, 1] of the device's total memory (`80%` is `Fraction(0.8)`).
+    Fraction(f64),
+}
+
+impl Amount {
+    /// Resolves to bytes against a device of `total` bytes (at least 1 byte).
+    pub fn resolve(self, total: u64) -> u64 {
+        match self {
+            Amount::Bytes(b) => b,
+            Amount::Fraction(f) => ((total as f64 * f) as u64).max(1),
+        }
+    }
+}
+
+/// The engine's configuration. [`Config::from_env`] reads it; tests build it directly.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// `JULIA_CUDA_MEMORY_POOL` (default `binned`).
+    pub pool: PoolKind,
+    /// `JULIA_CUDA_MEMORY_LIMIT`: cap on reserved bytes (default: none).
+    pub limit: Option<Amount>,
+    /// `CUMEM_DEVICE` (default `auto`).
+    pub device: DeviceChoice,
+    /// `CUMEM_HOST_CAPACITY`: the host device's capacity (default: physical memory).
+    pub host_capacity: Option<Amount>,
+    /// `CUMEM_DEBUG`: 0 off; 1 records time and thread of each live allocation;
+    /// 2 also records a native backtrace.
+    pub debug: u8,
+    /// `CUMEM_LOG`: an `env_logger` filter (default `warn`).
+    pub log: Option<String>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            pool: PoolKind::Binned,
+            limit: None,
+            device: DeviceChoice::Auto,
+            host_capacity: None,
+            debug: 0,
+            log: None,
+        }
+    }
+}
+
+impl Config {
+    /// Reads every variable of the table in DESIGN.md §2 from the process environment.
+    /// An empty value counts as unset. Errors: [`Error::Config`] for the first value
+    /// that cannot be parsed, naming the variable, the value and what is accepted.
+    pub fn from_env() -> Result<Config> {
+        Config::from_lookup(|k| std::env::var(k).ok())
+    }
+
+    /// As [`Config::from_env`], with `lookup` standing in for the environment.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Config> {
+        let get = |k: &str| lookup(k).filter(|v| !v.trim().is_empty());
+        let mut cfg = Config::default();
+        if let Some(v) = get("JULIA_CUDA_MEMORY_POOL") {
+            cfg.pool = PoolKind::parse(&v)?;
+        }
+        if let Some(v) = get("JULIA_CUDA_MEMORY_LIMIT") {
+            cfg.limit = Some(parse_amount("JULIA_CUDA_MEMORY_LIMIT", &v)?);
+        }
+        if let Some(v) = get("CUMEM_DEVICE") {
+            cfg.device = match v.trim().to_ascii_lowercase().as_str() {
+                "auto" => DeviceChoice::Auto,
+                "cuda" => DeviceChoice::Cuda,
+                "host" => DeviceChoice::Host,
+                _ => {
+                    return Err(Error::Config(format!(
+                        "CUMEM_DEVICE={v:?} is not a device; accepted: auto, cuda, host"
+                    )));
+                }
+            };
+        }
+        if let Some(v) = get("CUMEM_HOST_CAPACITY") {
+            cfg.host_capacity = Some(parse_amount("CUMEM_HOST_CAPACITY", &v)?);
+        }
+        if let Some(v) = get("CUMEM_DEBUG") {
+            cfg.debug = match v.trim() {
+                "0" => 0,
+                "1" => 1,
+                "2" => 2,
+                _ => {
+                    return Err(Error::Config(format!(
+                        "CUMEM_DEBUG={v:?} is not a debug level; accepted: 0, 1, 2"
+                    )));
+                }
+            };
+        }
+        if let Some(v) = get("CUMEM_LOG") {
+            // env_logger ignores what it cannot parse; refuse obvious garbage here so a
+            // typo is reported instead of silently logging nothing.
+            let ok = v.split(',').all(|d| {
+                let level = d
+                    .rsplit('=')
+                    .next()
+                    .unwrap_or("")
+                    .trim()
+                    .to_ascii_lowercase();
+                let levels = ["off", "error", "warn", "info", "debug", "trace"];
+                !d.trim().is_empty()
+                    && (levels.contains(&level.as_str())
+                        || (!d.contains('=')
+                            && d.chars().all(|c| c.is_alphanumeric() || "_:".contains(c))))
+            });
+            if !ok {
+                return Err(Error::Config(format!(
+                    "CUMEM_LOG={v:?} is not a log filter; accepted: an env_logger filter such as \
+                     `debug`, `warn` or `cumem=debug`, with levels off, error, warn, info, debug, trace"
+                )));
+            }
+            cfg.log = Some(v);
+        }
+        Ok(cfg)
+    }
+}
+
+/// Parses a byte amount: a plain integer of bytes (`4294967296`), a number with a unit
+/// (`512MiB`, `4GiB`, `1.5GiB`, `2GB`, `100kB`, `64B`; binary units KiB..TiB, decimal
+/// units kB..TB, case-insensitive, optional space), or a percentage of device memory
+/// (`80%`, in (0, 100]). Errors: [`Error::Config`] naming `var`, the value and the
+/// accepted forms, also for zero and for values that overflow 64 bits.
+pub fn parse_amount(var: &str, value: &str) -> Result<Amount> {
+    let bad = |why: &str| {
+        Error::Config(format!(
+            "{var}={value:?} {why}; accepted: a positive number of bytes (4294967296), a number \
+             with a unit (512MiB, 4GiB, 2GB; units B, KiB, MiB, GiB, TiB, kB, MB, GB, TB) or a \
+             percentage of device memory (80%)"
+        ))
+    };
+    let s = value.trim();
+    if let Some(p) = s.strip_suffix('%') {
+        let f: f64 = p.trim().parse().map_err(|_| bad("is not a percentage"))?;
+        if !(f > 0.0 && f <= 100.0) {
+            return Err(bad("is not a percentage in (0, 100]"));
+        }
+        return Ok(Amount::Fraction(f / 100.0));
+    }
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = (&s[..split], s[split..].trim());
+    if num.is_empty() {
+        return Err(bad("has no number"));
+    }
+    let mult: u64 = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kib" => 1 << 10,
+        "mib" => 1 << 20,
+        "gib" => 1 << 30,
+        "tib" => 1 << 40,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        "tb" => 1_000_000_000_000,
+        _ => return Err(bad("has an unknown unit")),
+    };
+    let bytes = if num.contains('.') {
+        let f: f64 = num.parse().map_err(|_| bad("is not a number"))?;
+        let b = f * mult as f64;
+        if !b.is_finite() || b >= u64::MAX as f64 {
+            return Err(bad("is too large"));
+        }
+        b as u64
+    } else {
+        let n: u64 = num.parse().map_err(|_| bad("is too large"))?;
+        n.checked_mul(mult).ok_or_else(|| bad("is too large"))?
+    };
+    if bytes == 0 {
+        return Err(bad("is zero"));
+    }
+    Ok(Amount::Bytes(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn amounts() {
+        let p = |s| parse_amount("X", s);
+        assert_eq!(p("4294967296"), Ok(Amount::Bytes(4294967296)));
+        assert_eq!(p("512MiB"), Ok(Amount::Bytes(512 << 20)));
+        assert_eq!(p("4 GiB"), Ok(Amount::Bytes(4 << 30)));
+        assert_eq!(p("2GB"), Ok(Amount::Bytes(2_000_000_000)));
+        assert_eq!(p("1.5gib"), Ok(Amount::Bytes(3 << 29)));
+        assert_eq!(p("80%"), Ok(Amount::Fraction(0.8)));
+        for bad in [
+            "",
+            "abc",
+            "0",
+            "-1",
+            "12XB",
+            "101%",
+            "0%",
+            "99999999999999999999",
+            "20000000TiB",
+            "1..5GiB",
+            "%",
+        ] {
+            let e = p(bad).unwrap_err().to_string();
+            assert!(e.contains("X=") && e.contains("accepted"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn env_errors_name_variable_and_value() {
+        let cfg = |k: &'static str, v: &'static str| {
+            Config::from_lookup(move |q| (q == k).then(|| v.to_string()))
+        };
+        for (k, v) in [
+            ("JULIA_CUDA_MEMORY_POOL", "bogus"),
+            ("JULIA_CUDA_MEMORY_LIMIT", "lots"),
+            ("CUMEM_DEVICE", "tpu"),
+            ("CUMEM_HOST_CAPACITY", "1QB"),
+            ("CUMEM_DEBUG", "3"),
+            ("CUMEM_LOG", "loud=="),
+        ] {
+            let e = cfg(k, v).unwrap_err();
+            assert!(matches!(e, Error::Config(_)));
+            let m = e.to_string();
+            assert!(
+                m.contains(k) && m.contains(v) && m.contains("accepted"),
+                "{m}"
+            );
+        }
+        assert_eq!(
+            cfg("JULIA_CUDA_MEMORY_POOL", "Split").unwrap().pool,
+            PoolKind::Split
+        );
+        assert_eq!(
+            cfg("CUMEM_LOG", "cumem=debug").unwrap().log.as_deref(),
+            Some("cumem=debug")
+        );
+        assert_eq!(
+            cfg("JULIA_CUDA_MEMORY_POOL", " ").unwrap(),
+            Config::default()
+        );
+    }
+}

@@ -1,0 +1,81 @@
+//! Devices: where memory comes from. The pools never call a device directly; they go
+//! through [`crate::upstream::Upstream`], which adds the limit and the device counters.
+
+mod cuda;
+mod host;
+
+pub use cuda::CudaDevice;
+pub use host::HostDevice;
+
+use crate::config::{Config, DeviceChoice};
+use crate::error::{Error, Result};
+
+/// A source of device memory: CUDA's driver or host memory standing in for it.
+///
+/// Pointers are device addresses as `u64`. Implementations are thread-safe; the CUDA
+/// device makes its context current on whichever thread calls.
+pub trait Device: Send + Sync {
+    /// A short description, e.g. `"NVIDIA H100 80GB HBM3"` or `"host memory (no GPU)"`.
+    fn name(&self) -> &str;
+    /// True for the host device (memory readable through its address on the CPU).
+    fn is_host(&self) -> bool;
+    /// Obtains `bytes` (> 0) of memory aligned to at least 256 bytes. Errors:
+    /// [`Error::OutOfMemory`] when the device is full, [`Error::Device`] otherwise.
+    fn alloc(&self, bytes: u64) -> Result<u64>;
+    /// Returns memory obtained by [`Device::alloc`] with the same `bytes`.
+    ///
+    /// # Safety
+    /// `ptr` must come from `alloc(bytes)` of this device and not have been freed.
+    unsafe fn free(&self, ptr: u64, bytes: u64) -> Result<()>;
+    /// `(free, total)` bytes of the device, as `cuMemGetInfo`.
+    fn mem_info(&self) -> Result<(u64, u64)>;
+    /// Copies `bytes` from host memory `src` to device address `dst`.
+    ///
+    /// # Safety
+    /// `src` must be readable for `bytes`; `[dst, dst+bytes)` must be device memory.
+    unsafe fn copy_htod(&self, dst: u64, src: *const u8, bytes: u64) -> Result<()>;
+    /// Copies `bytes` from device address `src` to host memory `dst`.
+    ///
+    /// # Safety
+    /// `dst` must be writable for `bytes`; `[src, src+bytes)` must be device memory.
+    unsafe fn copy_dtoh(&self, dst: *mut u8, src: u64, bytes: u64) -> Result<()>;
+    /// Copies `bytes` between device addresses (the ranges may overlap).
+    ///
+    /// # Safety
+    /// Both ranges must be device memory.
+    unsafe fn copy_dtod(&self, dst: u64, src: u64, bytes: u64) -> Result<()>;
+    /// Sets `bytes` bytes at `dst` to `value`.
+    ///
+    /// # Safety
+    /// `[dst, dst+bytes)` must be device memory.
+    unsafe fn memset(&self, dst: u64, value: u8, bytes: u64) -> Result<()>;
+}
+
+/// Opens the device that `cfg.device` asks for (`CUMEM_DEVICE`). `Auto` takes CUDA
+/// device 0 when libcuda loads and reports a GPU, else the host device with one logged
+/// warning. Errors: [`Error::Device`] when `Cuda` is asked for and none is usable.
+pub fn open(cfg: &Config) -> Result<Box<dyn Device>> {
+    let host = || -> Result<Box<dyn Device>> {
+        Ok(Box::new(HostDevice::new(
+            cfg.host_capacity
+                .map(|a| a.resolve(host::physical_memory())),
+        )))
+    };
+    match cfg.device {
+        DeviceChoice::Host => host(),
+        DeviceChoice::Cuda => Ok(Box::new(CudaDevice::new(0)?)),
+        DeviceChoice::Auto => match CudaDevice::new(0) {
+            Ok(d) => Ok(Box::new(d)),
+            Err(e) => {
+                log::warn!(
+                    "no usable CUDA GPU ({e}); CuMem uses host memory standing in for a GPU"
+                );
+                host()
+            }
+        },
+    }
+}
+
+pub(crate) fn device_err(what: &str, e: impl std::fmt::Display) -> Error {
+    Error::Device(format!("{what} failed: {e}"))
+}

@@ -1,0 +1,574 @@
+//! The engine: a pool over the upstream layer, split into shards for threads, with the
+//! live-allocation table, statistics, tracking, the out-of-memory retry and checked
+//! copies. Everything the C ABI and Rust users call goes through [`Engine`].
+//!
+//! Each shard is one lock around a pool, the table of its live allocations and its
+//! counters. A thread allocates from its home shard (threads are spread over shards in
+//! order of first use); a free goes to the shard that owns the pointer, trying the home
+//! shard first. So the cache-hit path is one uncontended lock, one hash-table operation
+//! and one free-list operation, with no device call and no heap allocation.
+
+use crate::config::{Config, PoolKind};
+use crate::device::{self, Device};
+use crate::error::{Error, Result};
+use crate::format::format_bytes;
+use crate::pool::{MAX_REQUEST, Pool, new_pool};
+use crate::stats::{Counters, Stats};
+use crate::tracking::{self, Origin, Outstanding};
+use crate::upstream::Upstream;
+use parking_lot::Mutex;
+use rustc_hash::FxHashMap;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Instant;
+
+/// A live allocation.
+struct Live {
+    requested: u64,
+    size: u64,
+    origin: Option<Box<Origin>>,
+}
+
+struct ShardState {
+    pool: Box<dyn Pool>,
+    live: FxHashMap<u64, Live>,
+    requested: u64,
+    allocated: u64,
+    counters: Counters,
+}
+
+/// One shard, on cache lines of its own so shards do not slow each other down.
+#[repr(align(128))]
+struct Shard {
+    state: Mutex<ShardState>,
+    /// Copies of `requested`/`allocated`, readable without the lock, for global peaks.
+    requested: AtomicU64,
+    allocated: AtomicU64,
+}
+
+/// The memory manager. Thread-safe; one per process behind the C ABI, any number in
+/// Rust programs and tests.
+pub struct Engine {
+    cfg: Config,
+    up: Upstream,
+    shards: Box<[Shard]>,
+    /// Bit i set once shard i has served an allocation.
+    used_shards: AtomicU64,
+    peak_requested: AtomicU64,
+    peak_allocated: AtomicU64,
+    peak_cached: AtomicU64,
+    start: Instant,
+}
+
+/// The default number of shards: the machine's parallelism rounded up to a power of two,
+/// at most 16.
+pub fn default_shards() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .next_power_of_two()
+        .min(16)
+}
+
+impl Engine {
+    /// Opens the device `cfg` asks for and builds an engine over it. Errors: those of
+    /// [`device::open`], and [`Error::Device`] if the device's memory cannot be read to
+    /// resolve a percentage limit.
+    pub fn new(cfg: Config) -> Result<Engine> {
+        let dev = device::open(&cfg)?;
+        Engine::with_device(cfg, dev, default_shards())
+    }
+
+    /// An engine over `device` with `shards` shards (rounded up to a power of two,
+    /// 1 to 64). Errors: [`Error::Device`] if a percentage limit cannot be resolved.
+    pub fn with_device(cfg: Config, device: Box<dyn Device>, shards: usize) -> Result<Engine> {
+        let limit = match cfg.limit {
+            None => None,
+            Some(a) => Some(a.resolve(device.mem_info()?.1)),
+        };
+        let n = shards.clamp(1, 64).next_power_of_two();
+        let shards = (0..n)
+            .map(|_| Shard {
+                state: Mutex::new(ShardState {
+                    pool: new_pool(cfg.pool),
+                    live: FxHashMap::default(),
+                    requested: 0,
+                    allocated: 0,
+                    counters: Counters::default(),
+                }),
+                requested: AtomicU64::new(0),
+                allocated: AtomicU64::new(0),
+            })
+            .collect();
+        log::info!(
+            "CuMem engine: {} pool on {}, limit {}, {n} shards",
+            cfg.pool.name(),
+            device.name(),
+            limit.map_or("none".into(), format_bytes)
+        );
+        Ok(Engine {
+            up: Upstream::new(device, limit),
+            cfg,
+            shards,
+            used_shards: AtomicU64::new(0),
+            peak_requested: AtomicU64::new(0),
+            peak_allocated: AtomicU64::new(0),
+            peak_cached: AtomicU64::new(0),
+            start: Instant::now(),
+        })
+    }
+
+    /// The configuration the engine was built with.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// The pool kind.
+    pub fn pool_kind(&self) -> PoolKind {
+        self.cfg.pool
+    }
+
+    /// The device below the pool.
+    pub fn device(&self) -> &dyn Device {
+        self.up.device()
+    }
+
+    /// `(free, total)` bytes of the device (`cuMemGetInfo`). Errors: [`Error::Device`].
+    pub fn device_memory(&self) -> Result<(u64, u64)> {
+        self.up.device().mem_info()
+    }
+
+    #[inline]
+    fn home(&self) -> usize {
+        tracking::thread_index() as usize & (self.shards.len() - 1)
+    }
+
+    /// Allocates `bytes` of device memory and returns its address, aligned to at least
+    /// 256 bytes. 0 bytes gives the null address 0. On out of memory (device full or
+    /// `JULIA_CUDA_MEMORY_LIMIT` reached) all cached memory is released and the request
+    /// retried once (`num_alloc_retries`). Errors: [`Error::OutOfMemory`] with the
+    /// request, reserved, cached, limit and device free/total bytes;
+    /// [`Error::InvalidValue`] above 2^48 bytes.
+    #[inline]
+    pub fn alloc(&self, bytes: u64) -> Result<u64> {
+        if bytes == 0 {
+            return Ok(0);
+        }
+        if bytes > MAX_REQUEST {
+            return Err(Error::InvalidValue(format!(
+                "allocation of {bytes} bytes exceeds the largest supported request of {MAX_REQUEST} bytes"
+            )));
+        }
+        let home = self.home();
+        match self.alloc_in(home, bytes) {
+            Err(e) if e.is_oom() => self.alloc_retry(home, bytes, e),
+            r => r,
+        }
+    }
+
+    #[inline]
+    fn alloc_in(&self, home: usize, bytes: u64) -> Result<u64> {
+        let origin = (self.cfg.debug > 0)
+            .then(|| Origin::capture(self.start.elapsed().as_nanos() as u64, self.cfg.debug >= 2));
+        let shard = &self.shards[home];
+        let mut s = shard.state.lock();
+        let block = match s.pool.alloc(bytes, &self.up, home) {
+            Ok(b) => b,
+            Err(e) => {
+                s.counters.num_cache_misses += 1;
+                return Err(e);
+            }
+        };
+        s.live.insert(
+            block.ptr,
+            Live {
+                requested: bytes,
+                size: block.size,
+                origin,
+            },
+        );
+        s.requested += bytes;
+        s.allocated += block.size;
+        s.counters.num_allocations += 1;
+        if block.hit {
+            s.counters.num_cache_hits += 1;
+        } else {
+            s.counters.num_cache_misses += 1;
+        }
+        let (req, alloc) = (s.requested, s.allocated);
+        drop(s);
+        shard.requested.store(req, Relaxed);
+        shard.allocated.store(alloc, Relaxed);
+        let bit = 1u64 << home;
+        if self.used_shards.load(Relaxed) & bit == 0 {
+            self.used_shards.fetch_or(bit, Relaxed);
+        }
+        self.update_peaks(home, req, alloc);
+        Ok(block.ptr)
+    }
+
+    /// Updates the global high-water marks after shard `home` changed to `req`/`alloc`.
+    #[inline]
+    fn update_peaks(&self, home: usize, req: u64, alloc: u64) {
+        let (req, alloc) = self.totals(home, req, alloc);
+        bump(&self.peak_requested, req);
+        bump(&self.peak_allocated, alloc);
+        bump(&self.peak_cached, self.up.reserved().saturating_sub(alloc));
+    }
+
+    /// Engine-wide requested and allocated bytes, given shard `home`'s own values: with
+    /// one shard in use (any single-threaded program) these are the totals; otherwise
+    /// the sums of the shards' published values.
+    #[inline]
+    fn totals(&self, home: usize, mut req: u64, mut alloc: u64) -> (u64, u64) {
+        let used = self.used_shards.load(Relaxed);
+        if used & !(1u64 << home) != 0 {
+            // Several shards in use: the totals are the sums of their published values.
+            (req, alloc) = (0, 0);
+            let mut bits = used;
+            while bits != 0 {
+                let s = &self.shards[bits.trailing_zeros() as usize];
+                req += s.requested.load(Relaxed);
+                alloc += s.allocated.load(Relaxed);
+                bits &= bits - 1;
+            }
+        }
+        (req, alloc)
+    }
+
+    #[cold]
+    fn alloc_retry(&self, home: usize, bytes: u64, first: Error) -> Result<u64> {
+        let released = self.reclaim(u64::MAX);
+        let err = if released > 0 {
+            self.shards[home].state.lock().counters.num_alloc_retries += 1;
+            log::info!(
+                "out of memory for {bytes} bytes ({first}); released {released} cached bytes and retrying"
+            );
+            match self.alloc_in(home, bytes) {
+                Err(e) if e.is_oom() => e,
+                r => return r,
+            }
+        } else {
+            first
+        };
+        self.shards[home].state.lock().counters.num_ooms += 1;
+        let s = self.stats();
+        let (free, total) = self.device_memory().unwrap_or((0, 0));
+        let msg = format!(
+            "cannot allocate {} ({bytes} bytes): {}; reserved {}, allocated {}, cached {}, limit {}, device free {} of {}",
+            format_bytes(bytes),
+            match err {
+                Error::OutOfMemory(m) => m,
+                e => e.to_string(),
+            },
+            format_bytes(s.reserved_bytes),
+            format_bytes(s.allocated_bytes),
+            format_bytes(s.cached_bytes),
+            self.up.limit().map_or("none".into(), format_bytes),
+            format_bytes(free),
+            format_bytes(total),
+        );
+        log::warn!("{msg}");
+        Err(Error::OutOfMemory(msg))
+    }
+
+    /// Returns the allocation at `ptr` to the pool. Freeing 0 does nothing. Errors:
+    /// [`Error::InvalidValue`] for an address that is not a live allocation of this
+    /// engine (never allocated, already freed, or inside a block); nothing changes then.
+    #[inline]
+    pub fn free(&self, ptr: u64) -> Result<()> {
+        if ptr == 0 {
+            return Ok(());
+        }
+        let home = self.home();
+        if self.free_in(home, ptr) {
+            return Ok(());
+        }
+        let mut bits = self.used_shards.load(Relaxed) & !(1u64 << home);
+        while bits != 0 {
+            if self.free_in(bits.trailing_zeros() as usize, ptr) {
+                return Ok(());
+            }
+            bits &= bits - 1;
+        }
+        Err(Error::InvalidValue(format!(
+            "free of {ptr:#x}, which is not a live allocation (never allocated by CuMem, or already freed)"
+        )))
+    }
+
+    #[inline]
+    fn free_in(&self, i: usize, ptr: u64) -> bool {
+        let shard = &self.shards[i];
+        let mut s = shard.state.lock();
+        let Some(live) = s.live.remove(&ptr) else {
+            return false;
+        };
+        s.pool.free(ptr, live.size, &self.up);
+        s.requested -= live.requested;
+        s.allocated -= live.size;
+        s.counters.num_frees += 1;
+        let (req, alloc) = (s.requested, s.allocated);
+        drop(s);
+        shard.requested.store(req, Relaxed);
+        shard.allocated.store(alloc, Relaxed);
+        let (_, alloc) = self.totals(i, req, alloc);
+        bump(&self.peak_cached, self.up.reserved().saturating_sub(alloc));
+        drop(live.origin);
+        true
+    }
+
+    /// Releases cached memory to the device (whole segments only) until at least
+    /// `bytes` were released or nothing is cached; `u64::MAX` releases everything.
+    /// Returns the bytes released (CUDA.jl's `reclaim`).
+    pub fn reclaim(&self, bytes: u64) -> u64 {
+        let mut released = 0;
+        for shard in self.shards.iter() {
+            if released >= bytes {
+                break;
+            }
+            released += shard.state.lock().pool.reclaim(bytes - released, &self.up);
+        }
+        if released > 0 {
+            log::debug!("reclaimed {}", format_bytes(released));
+        }
+        released
+    }
+
+    /// A snapshot of the statistics (exact when no other thread is allocating).
+    pub fn stats(&self) -> Stats {
+        let mut st = Stats::default();
+        for shard in self.shards.iter() {
+            let s = shard.state.lock();
+            st.requested_bytes += s.requested;
+            st.allocated_bytes += s.allocated;
+            st.inactive_split_bytes += s.pool.inactive_split_bytes();
+            s.counters.add_to(&mut st);
+        }
+        st.reserved_bytes = self.up.reserved();
+        st.cached_bytes = st.reserved_bytes.saturating_sub(st.allocated_bytes);
+        st.peak_requested_bytes = self.peak_requested.load(Relaxed).max(st.requested_bytes);
+        st.peak_allocated_bytes = self.peak_allocated.load(Relaxed).max(st.allocated_bytes);
+        st.peak_cached_bytes = self.peak_cached.load(Relaxed).max(st.cached_bytes);
+        st.peak_reserved_bytes = self.up.peak_reserved();
+        st.num_device_allocations = self.up.num_device_allocations.load(Relaxed);
+        st.num_device_frees = self.up.num_device_frees.load(Relaxed);
+        st.device_alloc_ns = self.up.device_alloc_ns.load(Relaxed);
+        st.device_free_ns = self.up.device_free_ns.load(Relaxed);
+        st.limit_bytes = self.up.limit().unwrap_or(0);
+        st.derive();
+        st
+    }
+
+    /// Resets counters to 0 and peaks to the current values (PyTorch's
+    /// `reset_peak_memory_stats` and `reset_accumulated_memory_stats` together).
+    pub fn reset_stats(&self) {
+        let (mut req, mut alloc) = (0, 0);
+        for shard in self.shards.iter() {
+            let mut s = shard.state.lock();
+            s.counters = Counters::default();
+            req += s.requested;
+            alloc += s.allocated;
+        }
+        self.peak_requested.store(req, Relaxed);
+        self.peak_allocated.store(alloc, Relaxed);
+        self.peak_cached
+            .store(self.up.reserved().saturating_sub(alloc), Relaxed);
+        self.up.reset_peak();
+        for c in [
+            &self.up.num_device_allocations,
+            &self.up.num_device_frees,
+            &self.up.device_alloc_ns,
+            &self.up.device_free_ns,
+        ] {
+            c.store(0, Relaxed);
+        }
+    }
+
+    /// Every live allocation, by address. Origins and frames are filled at
+    /// `CUMEM_DEBUG` 1 and 2 (backtraces are resolved here, which is slow).
+    pub fn outstanding(&self) -> Vec<Outstanding> {
+        let mut out = Vec::new();
+        for shard in self.shards.iter() {
+            let s = shard.state.lock();
+            for (&ptr, l) in &s.live {
+                out.push(Outstanding {
+                    ptr,
+                    requested: l.requested,
+                    size: l.size,
+                    at_ns: l.origin.as_ref().map(|o| o.at_ns),
+                    thread: l.origin.as_ref().map(|o| (o.thread, o.thread_name.clone())),
+                    frames: l
+                        .origin
+                        .as_ref()
+                        .and_then(|o| o.backtrace.as_ref())
+                        .map(tracking::resolve)
+                        .unwrap_or_default(),
+                });
+            }
+        }
+        out.sort_by_key(|o| o.ptr);
+        out
+    }
+
+    /// The text of CUDA.jl's `memory_status()`:
+    ///
+    /// ```text
+    /// Effective GPU memory usage: 10.52% (1.656 GiB/15.744 GiB)
+    /// CUDA GPU memory usage: 8.000 KiB
+    /// BinnedPool usage: 8.000 KiB (8.000 KiB allocated, 0 bytes cached)
+    /// ```
+    ///
+    /// then `Memory limit: …` when one is set, and at `CUMEM_DEBUG` ≥ 1 one
+    /// `Outstanding memory allocation of N bytes at 0x…` line per live allocation, with
+    /// its native frames at level 2. On the host device the second line starts
+    /// `Host memory (no GPU) usage`.
+    pub fn memory_status(&self) -> String {
+        use std::fmt::Write;
+        let st = self.stats();
+        let (free, total) = self.device_memory().unwrap_or((0, 0));
+        let used = total.saturating_sub(free);
+        let pct = if total == 0 {
+            0.0
+        } else {
+            100.0 * used as f64 / total as f64
+        };
+        let mut o = String::new();
+        let _ = writeln!(
+            o,
+            "Effective GPU memory usage: {pct:.2}% ({}/{})",
+            format_bytes(used),
+            format_bytes(total)
+        );
+        let what = if self.device().is_host() {
+            "Host memory (no GPU)"
+        } else {
+            "CUDA GPU memory"
+        };
+        let _ = writeln!(o, "{what} usage: {}", format_bytes(st.reserved_bytes));
+        let _ = writeln!(
+            o,
+            "{} usage: {} ({} allocated, {} cached)",
+            self.cfg.pool.type_name(),
+            format_bytes(st.reserved_bytes),
+            format_bytes(st.allocated_bytes),
+            format_bytes(st.cached_bytes)
+        );
+        if let Some(l) = self.up.limit() {
+            let _ = writeln!(o, "Memory limit: {}", format_bytes(l));
+        }
+        if self.cfg.debug > 0 {
+            for a in self.outstanding() {
+                let _ = writeln!(
+                    o,
+                    "Outstanding memory allocation of {} bytes at {:#x}",
+                    a.requested, a.ptr
+                );
+                for f in &a.frames {
+                    let _ = writeln!(o, "  {f}");
+                }
+            }
+        }
+        o
+    }
+
+    /// Checks that `[addr, addr+bytes)` lies inside one live allocation. Errors:
+    /// [`Error::InvalidValue`] naming the range and, if found, the allocation it leaves.
+    pub fn check_range(&self, addr: u64, bytes: u64) -> Result<()> {
+        let bad = |why: String| {
+            Err(Error::InvalidValue(format!(
+                "device range {addr:#x}+{bytes} {why}"
+            )))
+        };
+        let Some(end) = addr.checked_add(bytes) else {
+            return bad("overflows 64 bits".into());
+        };
+        let Some((seg_base, seg)) = self.up.segment_containing(addr) else {
+            return bad("is not inside any allocation of CuMem".into());
+        };
+        let s = self.shards[seg.shard].state.lock();
+        let base = s.pool.block_base(addr, seg_base);
+        match s.live.get(&base) {
+            None => bad(format!(
+                "is inside freed or cached memory (block {base:#x})"
+            )),
+            Some(l) if end > base + l.requested => bad(format!(
+                "crosses the end of the allocation of {} bytes at {base:#x} by {} bytes",
+                l.requested,
+                end - (base + l.requested)
+            )),
+            Some(_) => Ok(()),
+        }
+    }
+
+    /// Uploads `src` to device address `dst`. Errors: [`Error::InvalidValue`] when the
+    /// destination is not inside one live allocation (nothing is written), or the
+    /// device's error.
+    pub fn copy_htod(&self, dst: u64, src: &[u8]) -> Result<()> {
+        if src.is_empty() {
+            return Ok(());
+        }
+        self.check_range(dst, src.len() as u64)?;
+        // SAFETY: the range was checked to be inside a live allocation.
+        unsafe {
+            self.up
+                .device()
+                .copy_htod(dst, src.as_ptr(), src.len() as u64)
+        }
+    }
+
+    /// Downloads `dst.len()` bytes from device address `src`. Errors as
+    /// [`Engine::copy_htod`].
+    pub fn copy_dtoh(&self, dst: &mut [u8], src: u64) -> Result<()> {
+        if dst.is_empty() {
+            return Ok(());
+        }
+        self.check_range(src, dst.len() as u64)?;
+        // SAFETY: the range was checked to be inside a live allocation.
+        unsafe {
+            self.up
+                .device()
+                .copy_dtoh(dst.as_mut_ptr(), src, dst.len() as u64)
+        }
+    }
+
+    /// Copies `bytes` between device addresses (overlap allowed). Errors as
+    /// [`Engine::copy_htod`], for either range.
+    pub fn copy_dtod(&self, dst: u64, src: u64, bytes: u64) -> Result<()> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        self.check_range(dst, bytes)?;
+        self.check_range(src, bytes)?;
+        // SAFETY: both ranges were checked to be inside live allocations.
+        unsafe { self.up.device().copy_dtod(dst, src, bytes) }
+    }
+
+    /// Sets `bytes` bytes at `dst` to `value`. Errors as [`Engine::copy_htod`].
+    pub fn memset(&self, dst: u64, value: u8, bytes: u64) -> Result<()> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        self.check_range(dst, bytes)?;
+        // SAFETY: the range was checked to be inside a live allocation.
+        unsafe { self.up.device().memset(dst, value, bytes) }
+    }
+}
+
+impl Drop for Engine {
+    /// Returns all device memory, live allocations included.
+    fn drop(&mut self) {
+        for shard in self.shards.iter() {
+            let mut s = shard.state.lock();
+            let live: Vec<(u64, u64)> = s.live.drain().map(|(p, l)| (p, l.size)).collect();
+            for (p, size) in live {
+                s.pool.free(p, size, &self.up);
+            }
+            s.pool.reclaim(u64::MAX, &self.up);
+        }
+    }
+}
+
+#[inline]
+fn bump(peak: &AtomicU64, v: u64) {
+    if v > peak.load(Relaxed) {
+        peak.fetch_max(v, Relaxed);
+    }
+}

@@ -1,0 +1,48 @@
+//! Errors of the engine and their C status codes (`CUMEM_*` in `include/cumem.h`).
+
+/// Every failure the engine reports. Each variant carries a complete, human-readable
+/// message; [`Error::code`] maps it to the C ABI's status code.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// The device has no memory left for the request, or the request would cross
+    /// `JULIA_CUDA_MEMORY_LIMIT`, even after cached memory was released
+    /// (`CUMEM_ERROR_OUT_OF_MEMORY`).
+    #[error("out of memory: {0}")]
+    OutOfMemory(String),
+    /// Bad input from the caller: an unknown or double free, a range outside a live
+    /// allocation, a null out-pointer, an oversized request (`CUMEM_ERROR_INVALID_VALUE`).
+    #[error("invalid value: {0}")]
+    InvalidValue(String),
+    /// An environment variable that cannot be parsed (`CUMEM_ERROR_CONFIG`). The message
+    /// names the variable, the value and what is accepted.
+    #[error("configuration error: {0}")]
+    Config(String),
+    /// The device (CUDA driver or host allocator) failed for a reason other than
+    /// memory exhaustion (`CUMEM_ERROR_DEVICE`).
+    #[error("device error: {0}")]
+    Device(String),
+    /// A bug in CuMem, e.g. a caught panic (`CUMEM_ERROR_INTERNAL`).
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+/// Result type of the engine.
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    /// The C ABI status code of this error (`CUMEM_ERROR_*`, never `CUMEM_SUCCESS`).
+    pub fn code(&self) -> i32 {
+        match self {
+            Error::OutOfMemory(_) => crate::ffi::CUMEM_ERROR_OUT_OF_MEMORY,
+            Error::InvalidValue(_) => crate::ffi::CUMEM_ERROR_INVALID_VALUE,
+            Error::Config(_) => crate::ffi::CUMEM_ERROR_CONFIG,
+            Error::Device(_) => crate::ffi::CUMEM_ERROR_DEVICE,
+            Error::Internal(_) => crate::ffi::CUMEM_ERROR_INTERNAL,
+        }
+    }
+
+    /// Whether this is an out-of-memory error (the pool may release its cache and retry).
+    pub fn is_oom(&self) -> bool {
+        matches!(self, Error::OutOfMemory(_))
+    }
+}

@@ -1,0 +1,38 @@
+//! CuMem's engine: a GPU memory manager with caching pools, statistics, a memory limit
+//! and tracking of outstanding allocations, for Julia (through the C ABI in [`ffi`]) and
+//! Rust.
+//!
+//! Layers, bottom up (after RAPIDS RMM's resources and adaptors):
+//! - [`device`]: where memory comes from, the CUDA driver or host memory;
+//! - [`upstream`]: the memory limit and device-call counters over the device;
+//! - [`pool`]: the four caching pools (`binned`, `split`, `simple`, `none`);
+//! - [`engine`]: live allocations, statistics, tracking and the out-of-memory retry,
+//!   shared by all pools;
+//! - [`ffi`]: the C ABI (`include/cumem.h`).
+//!
+//! ```
+//! use cumem::{Config, Engine, PoolKind, device::HostDevice};
+//! let cfg = Config { pool: PoolKind::Split, ..Config::default() };
+//! let engine = Engine::with_device(cfg, Box::new(HostDevice::new(Some(1 << 30))), 1).unwrap();
+//! let p = engine.alloc(4096).unwrap();
+//! engine.copy_htod(p, &[7u8; 4096]).unwrap();
+//! engine.free(p).unwrap();
+//! assert_eq!(engine.stats().num_cache_hits, 0);
+//! assert_eq!(engine.free(p).unwrap_err().code(), cumem::ffi::CUMEM_ERROR_INVALID_VALUE);
+//! ```
+
+pub mod config;
+pub mod device;
+pub mod engine;
+pub mod error;
+pub mod ffi;
+pub mod format;
+pub mod pool;
+pub mod stats;
+pub mod tracking;
+pub mod upstream;
+
+pub use config::{Config, PoolKind};
+pub use engine::Engine;
+pub use error::{Error, Result};
+pub use stats::Stats;

@@ -1,0 +1,86 @@
+//! The caching pools, one module each behind one interface ([`Pool`]), in the manner of
+//! CUDA.jl 2.x's `src/pool/*.jl`. A pool only decides which device memory serves a
+//! request; statistics, tracking, the limit and the out-of-memory retry are the engine's
+//! and the upstream layer's, shared by all pools.
+//!
+//! Each engine shard owns one pool instance and calls it under the shard's lock, so the
+//! pools themselves take `&mut self` and hold no locks.
+
+mod binned;
+mod none;
+mod simple;
+mod split;
+
+pub use binned::BinnedPool;
+pub use none::NoPool;
+pub use simple::SimplePool;
+pub use split::SplitPool;
+
+use crate::config::PoolKind;
+use crate::error::Result;
+use crate::upstream::Upstream;
+
+/// Granularity of block sizes and minimum block (PyTorch's `kMinBlockSize`): every block
+/// size is a multiple of 512 bytes, so every pointer handed out is 512-byte aligned
+/// (segments from the device are at least that aligned).
+pub const MIN_BLOCK: u64 = 512;
+
+/// Largest request the engine accepts (256 TiB, beyond any device), so that rounding a
+/// size up can never overflow 64 bits.
+pub const MAX_REQUEST: u64 = 1 << 48;
+
+/// A block handed out by a pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Block {
+    /// Device address.
+    pub ptr: u64,
+    /// Size of the block in bytes (≥ the request; what `allocated_bytes` counts).
+    pub size: u64,
+    /// True when served from the cache, false when the device was called.
+    pub hit: bool,
+}
+
+/// The interface every pool implements (CUDA.jl 2.x's `alloc`/`free`/`reclaim`/`cached`).
+pub trait Pool: Send {
+    /// Serves a request of `bytes` (1 ≤ bytes ≤ [`MAX_REQUEST`]). Segments come from
+    /// `up.alloc(_, shard)`. Errors: out of memory from the upstream; the pool must be
+    /// unchanged when it fails.
+    fn alloc(&mut self, bytes: u64, up: &Upstream, shard: usize) -> Result<Block>;
+    /// Takes back a block this pool handed out, `size` being [`Block::size`]. The
+    /// engine has already checked that `ptr` is live.
+    fn free(&mut self, ptr: u64, size: u64, up: &Upstream);
+    /// Returns cached memory to the device, whole segments only, until at least
+    /// `target` bytes were released or nothing is left. Returns the bytes released.
+    fn reclaim(&mut self, target: u64, up: &Upstream) -> u64;
+    /// Bytes held by the pool and free for reuse.
+    fn cached_bytes(&self) -> u64;
+    /// Free bytes inside segments that are partly in use (PyTorch's
+    /// `inactive_split_bytes`); 0 for pools that never split.
+    fn inactive_split_bytes(&self) -> u64 {
+        0
+    }
+    /// The base of the block containing `addr`, which lies in the segment at `seg_base`
+    /// owned by this pool. Pools whose blocks are whole segments return `seg_base`.
+    fn block_base(&self, addr: u64, seg_base: u64) -> u64 {
+        let _ = addr;
+        seg_base
+    }
+}
+
+/// A fresh pool of the given kind.
+pub fn new_pool(kind: PoolKind) -> Box<dyn Pool> {
+    match kind {
+        PoolKind::None => Box::new(NoPool),
+        PoolKind::Simple => Box::<SimplePool>::default(),
+        PoolKind::Binned => Box::<BinnedPool>::default(),
+        PoolKind::Split => Box::<SplitPool>::default(),
+    }
+}
+
+/// `n` rounded up to a multiple of `m` (a power of two). Callers keep `n` ≤
+/// [`MAX_REQUEST`], so this cannot overflow.
+#[inline]
+pub fn round_up(n: u64, m: u64) -> u64 {
+    debug_assert!(m.is_power_of_two() && n <= MAX_REQUEST);
+    (n + m - 1) & !(m - 1)
+}

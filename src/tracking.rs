@@ -1,0 +1,108 @@
+//! Tracking of outstanding allocations (`CUMEM_DEBUG`): at level 1 each live allocation
+//! records when and on which thread it was made; at level 2 also a native backtrace,
+//! captured unresolved (cheap) and resolved only when reported. At level 0 nothing is
+//! recorded and the hot path pays only a null check.
+
+use backtrace::Backtrace;
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+static NEXT_THREAD: AtomicU32 = AtomicU32::new(0);
+
+thread_local! {
+    static THREAD_INDEX: Cell<u32> = const { Cell::new(u32::MAX) };
+}
+
+/// A small per-process number of the calling thread (0, 1, 2, … in order of first use).
+#[inline]
+pub fn thread_index() -> u32 {
+    THREAD_INDEX.with(|c| {
+        let i = c.get();
+        if i != u32::MAX {
+            return i;
+        }
+        let i = NEXT_THREAD.fetch_add(1, Ordering::Relaxed) & 0x7fff_ffff;
+        c.set(i);
+        i
+    })
+}
+
+/// What tracking recorded of one allocation.
+#[derive(Debug)]
+pub struct Origin {
+    /// Nanoseconds since the engine started.
+    pub at_ns: u64,
+    /// [`thread_index`] of the allocating thread.
+    pub thread: u32,
+    /// The thread's name, if it has one.
+    pub thread_name: Option<String>,
+    /// The native stack at allocation (level 2 only), unresolved.
+    pub backtrace: Option<Backtrace>,
+}
+
+impl Origin {
+    /// Records the calling thread's allocation site; `with_backtrace` at level 2.
+    pub fn capture(at_ns: u64, with_backtrace: bool) -> Box<Origin> {
+        Box::new(Origin {
+            at_ns,
+            thread: thread_index(),
+            thread_name: std::thread::current().name().map(str::to_owned),
+            backtrace: with_backtrace.then(Backtrace::new_unresolved),
+        })
+    }
+}
+
+/// An outstanding (live) allocation, as reported by [`crate::Engine::outstanding`].
+#[derive(Debug, Clone)]
+pub struct Outstanding {
+    /// Device address.
+    pub ptr: u64,
+    /// Bytes asked for.
+    pub requested: u64,
+    /// Block size handed out (bytes).
+    pub size: u64,
+    /// Nanoseconds since engine start at allocation (None below `CUMEM_DEBUG=1`).
+    pub at_ns: Option<u64>,
+    /// Allocating thread's index and name (None below `CUMEM_DEBUG=1`).
+    pub thread: Option<(u32, Option<String>)>,
+    /// Resolved frames, innermost first, CuMem's own frames removed, each as
+    /// `"name at file:line"` (empty below `CUMEM_DEBUG=2`).
+    pub frames: Vec<String>,
+}
+
+/// Resolves `bt` to frame descriptions, dropping the frames of the capture itself and of
+/// the engine (everything up to the last `cumem::` frame at the top of the stack).
+pub fn resolve(bt: &Backtrace) -> Vec<String> {
+    let mut bt = bt.clone();
+    bt.resolve();
+    let mut frames: Vec<(String, String)> = Vec::new();
+    for f in bt.frames() {
+        for s in f.symbols() {
+            let name = s
+                .name()
+                .map(|n| format!("{n:#}"))
+                .unwrap_or_else(|| format!("{:?}", f.ip()));
+            let loc = match (s.filename(), s.lineno()) {
+                (Some(file), Some(line)) => format!(" at {}:{line}", file.display()),
+                _ => String::new(),
+            };
+            frames.push((name, loc));
+        }
+    }
+    // The innermost frames are the capture, the engine, the C entry point and the
+    // panic guard around it: drop that leading run, keep the caller's frames.
+    let internal = |n: &str| {
+        [
+            "backtrace::",
+            "cumem::",
+            "cumem_",
+            "std::panic",
+            "core::ops::function",
+            "__rust",
+        ]
+        .iter()
+        .any(|p| n.starts_with(p))
+    };
+    let lead = frames.iter().take_while(|(n, _)| internal(n)).count();
+    frames.into_iter().skip(lead).map(|(n, l)| n + &l).collect()
+}

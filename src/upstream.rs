@@ -1,0 +1,134 @@
+//! The layer between the pools and the device (RMM's "upstream resource" with its
+//! limiting and statistics adaptors folded into one small type): it enforces
+//! `JULIA_CUDA_MEMORY_LIMIT` on reserved bytes, counts and times device calls, and keeps
+//! the map of device segments that copies use to find the allocation around an address.
+//! Only cache misses and releases reach it.
+
+use crate::device::Device;
+use crate::error::{Error, Result};
+use crate::format::format_bytes;
+use parking_lot::Mutex;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Instant;
+
+/// A segment: one device allocation, owned by the pool of one shard.
+#[derive(Debug, Clone, Copy)]
+pub struct Segment {
+    /// Size in bytes.
+    pub size: u64,
+    /// Index of the engine shard whose pool owns it.
+    pub shard: usize,
+}
+
+/// The device plus the memory limit and device-call counters.
+pub struct Upstream {
+    device: Box<dyn Device>,
+    /// Cap on reserved bytes; `u64::MAX` when there is none.
+    limit: u64,
+    reserved: AtomicU64,
+    peak_reserved: AtomicU64,
+    pub(crate) num_device_allocations: AtomicU64,
+    pub(crate) num_device_frees: AtomicU64,
+    pub(crate) device_alloc_ns: AtomicU64,
+    pub(crate) device_free_ns: AtomicU64,
+    segments: Mutex<BTreeMap<u64, Segment>>,
+}
+
+impl Upstream {
+    /// Wraps `device`, capping reserved bytes at `limit` (None: no cap).
+    pub fn new(device: Box<dyn Device>, limit: Option<u64>) -> Upstream {
+        Upstream {
+            device,
+            limit: limit.unwrap_or(u64::MAX),
+            reserved: AtomicU64::new(0),
+            peak_reserved: AtomicU64::new(0),
+            num_device_allocations: AtomicU64::new(0),
+            num_device_frees: AtomicU64::new(0),
+            device_alloc_ns: AtomicU64::new(0),
+            device_free_ns: AtomicU64::new(0),
+            segments: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// The device below.
+    pub fn device(&self) -> &dyn Device {
+        &*self.device
+    }
+
+    /// The limit on reserved bytes, if any.
+    pub fn limit(&self) -> Option<u64> {
+        (self.limit != u64::MAX).then_some(self.limit)
+    }
+
+    /// Bytes currently obtained from the device.
+    pub fn reserved(&self) -> u64 {
+        self.reserved.load(Relaxed)
+    }
+
+    /// High-water mark of [`Upstream::reserved`].
+    pub fn peak_reserved(&self) -> u64 {
+        self.peak_reserved.load(Relaxed)
+    }
+
+    pub(crate) fn reset_peak(&self) {
+        self.peak_reserved.store(self.reserved(), Relaxed);
+    }
+
+    /// Obtains a segment of `bytes` for the pool of `shard`. Errors:
+    /// [`Error::OutOfMemory`] when the limit would be crossed or the device is full.
+    pub fn alloc(&self, bytes: u64, shard: usize) -> Result<u64> {
+        // Reserve against the limit first, so concurrent misses cannot overshoot it.
+        let prev = self.reserved.fetch_add(bytes, Relaxed);
+        if prev.checked_add(bytes).is_none_or(|r| r > self.limit) {
+            self.reserved.fetch_sub(bytes, Relaxed);
+            return Err(Error::OutOfMemory(format!(
+                "{} more would cross JULIA_CUDA_MEMORY_LIMIT of {} ({} reserved)",
+                format_bytes(bytes),
+                format_bytes(self.limit),
+                format_bytes(prev)
+            )));
+        }
+        let t = Instant::now();
+        let r = self.device.alloc(bytes);
+        self.device_alloc_ns
+            .fetch_add(t.elapsed().as_nanos() as u64, Relaxed);
+        match r {
+            Ok(ptr) => {
+                self.num_device_allocations.fetch_add(1, Relaxed);
+                self.peak_reserved.fetch_max(prev + bytes, Relaxed);
+                self.segments
+                    .lock()
+                    .insert(ptr, Segment { size: bytes, shard });
+                log::debug!("device allocation of {} at {ptr:#x}", format_bytes(bytes));
+                Ok(ptr)
+            }
+            Err(e) => {
+                self.reserved.fetch_sub(bytes, Relaxed);
+                Err(e)
+            }
+        }
+    }
+
+    /// Returns a segment obtained by [`Upstream::alloc`] to the device.
+    pub fn free(&self, ptr: u64, bytes: u64) {
+        self.segments.lock().remove(&ptr);
+        let t = Instant::now();
+        // SAFETY: the pools only return segments they obtained from `alloc(bytes)`.
+        if let Err(e) = unsafe { self.device.free(ptr, bytes) } {
+            log::error!("freeing device segment {ptr:#x} of {bytes} bytes failed: {e}");
+        }
+        self.device_free_ns
+            .fetch_add(t.elapsed().as_nanos() as u64, Relaxed);
+        self.num_device_frees.fetch_add(1, Relaxed);
+        self.reserved.fetch_sub(bytes, Relaxed);
+        log::debug!("device free of {} at {ptr:#x}", format_bytes(bytes));
+    }
+
+    /// The segment containing `addr`, as `(base, segment)`.
+    pub fn segment_containing(&self, addr: u64) -> Option<(u64, Segment)> {
+        let segs = self.segments.lock();
+        let (&base, &seg) = segs.range(..=addr).next_back()?;
+        (addr < base + seg.size).then_some((base, seg))
+    }
+}
