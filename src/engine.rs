@@ -14,9 +14,9 @@ use crate::error::{Error, Result};
 use crate::format::format_bytes;
 use crate::pool::{MAX_REQUEST, Pool, new_pool};
 use crate::stats::{Counters, Stats};
+use crate::sync::ShardMutex;
 use crate::tracking::{self, Origin, Outstanding};
 use crate::upstream::Upstream;
-use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Instant;
@@ -39,7 +39,7 @@ struct ShardState {
 /// One shard, on cache lines of its own so shards do not slow each other down.
 #[repr(align(128))]
 struct Shard {
-    state: Mutex<ShardState>,
+    state: ShardMutex<ShardState>,
     /// Copies of `requested`/`allocated`, readable without the lock, for global peaks.
     requested: AtomicU64,
     allocated: AtomicU64,
@@ -87,7 +87,7 @@ impl Engine {
         let n = shards.clamp(1, 64).next_power_of_two();
         let shards = (0..n)
             .map(|_| Shard {
-                state: Mutex::new(ShardState {
+                state: ShardMutex::new(ShardState {
                     pool: new_pool(cfg.pool),
                     live: FxHashMap::default(),
                     requested: 0,

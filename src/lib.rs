@@ -29,6 +29,7 @@ pub mod ffi;
 pub mod format;
 pub mod pool;
 pub mod stats;
+pub mod sync;
 pub mod tracking;
 pub mod upstream;
 

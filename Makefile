@@ -1,0 +1,47 @@
+# CuMem: `make demo` and `make test` work on a fresh Debian machine with only Rust and
+# make; they install Julia (Debian bullseye's 1.5.3) into .julia-local/ when missing.
+
+JULIA      ?= $(CURDIR)/.julia-local/bin/julia
+CARGO      ?= cargo
+LIB        := target/release/libcumem.so
+# Tests and the demo run on the host device unless the caller says otherwise.
+export CUMEM_DEVICE ?= auto
+
+.PHONY: all build julia test rust-test julia-test demo bench header clean
+
+all: build
+
+build:
+	$(CARGO) build --release
+
+julia: $(JULIA)
+
+$(JULIA):
+	bash scripts/install-julia.sh
+
+# The README's test command: the engine's Rust tests and the Julia package's Pkg.test.
+test: julia build rust-test julia-test
+
+rust-test:
+	$(CARGO) test
+
+julia-test: julia build
+	$(JULIA) --project=$(CURDIR) -e 'using Pkg; Pkg.test()'
+
+# The main job: replay the GPT-2 training trace through CuArrays and report.
+demo: julia build
+	$(JULIA) --project=$(CURDIR) demo/demo.jl
+
+# The allocator benchmarks on this machine's device (host memory without a GPU).
+bench: build
+	target/release/cumem-bench replay --pool all
+	target/release/cumem-bench pair --pool all
+	target/release/cumem-bench threads --pool binned,split
+
+# Regenerates include/cumem.h from src/ffi.rs with cbindgen.
+header:
+	CUMEM_BLESS=1 $(CARGO) test --test header
+
+clean:
+	$(CARGO) clean
+	rm -rf .julia-local
