@@ -256,20 +256,21 @@ impl Pool for SplitPool {
     }
 
     fn inactive_split_bytes(&self) -> u64 {
-        let whole = |addr: u64, size: u64| self.segments.get(&addr) == Some(&size);
-        let tree: u64 = self
-            .free_small
-            .iter()
-            .chain(&self.free_large)
-            .filter(|&&(s, a)| !whole(a, s))
-            .map(|&(s, _)| s)
-            .sum();
-        let quick: u64 = self
-            .quick
-            .iter()
-            .map(|(&s, ptrs)| ptrs.iter().filter(|&&a| !whole(a, s)).count() as u64 * s)
-            .sum();
-        tree + quick
+        // Free bytes per segment, deferred (quick-listed) frees included: a segment all
+        // of whose blocks are free is not partly in use, whether or not it is merged yet.
+        let mut free: FxHashMap<u64, u64> = FxHashMap::default();
+        for &(size, addr) in self.free_small.iter().chain(&self.free_large) {
+            *free.entry(self.blocks[&addr].seg).or_default() += size;
+        }
+        for (&size, ptrs) in &self.quick {
+            for addr in ptrs {
+                *free.entry(self.blocks[addr].seg).or_default() += size;
+            }
+        }
+        free.iter()
+            .filter(|&(seg, &f)| f < self.segments[seg])
+            .map(|(_, &f)| f)
+            .sum()
     }
 
     fn block_base(&self, addr: u64, seg_base: u64) -> u64 {
