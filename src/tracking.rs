@@ -90,19 +90,36 @@ pub fn resolve(bt: &Backtrace) -> Vec<String> {
         }
     }
     // The innermost frames are the capture, the engine, the C entry point and the
-    // panic guard around it: drop that leading run, keep the caller's frames.
+    // panic guard around it, interleaved with library glue (`bool::then`,
+    // `catch_unwind`, ...) that is not inlined in debug builds: drop everything up to
+    // the last CuMem frame of that leading run, keep the caller's frames.
     let internal = |n: &str| {
+        ["cumem::", "cumem_", "<cumem::"]
+            .iter()
+            .any(|p| n.starts_with(p))
+    };
+    let glue = |n: &str| {
         [
             "backtrace::",
-            "cumem::",
-            "cumem_",
-            "std::panic",
-            "core::ops::function",
+            "<backtrace::",
+            "core::",
+            "<core::",
+            "std::",
+            "<std::",
+            "alloc::",
+            "<alloc::",
             "__rust",
         ]
         .iter()
         .any(|p| n.starts_with(p))
     };
-    let lead = frames.iter().take_while(|(n, _)| internal(n)).count();
+    let mut lead = 0;
+    for (i, (n, _)) in frames.iter().enumerate() {
+        if internal(n) {
+            lead = i + 1;
+        } else if !glue(n) {
+            break;
+        }
+    }
     frames.into_iter().skip(lead).map(|(n, l)| n + &l).collect()
 }
