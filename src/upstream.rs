@@ -28,6 +28,8 @@ pub struct Upstream {
     limit: u64,
     reserved: AtomicU64,
     peak_reserved: AtomicU64,
+    /// Like `peak_reserved`, but never reset: the pools' growth policy uses it.
+    high_water: AtomicU64,
     pub(crate) num_device_allocations: AtomicU64,
     pub(crate) num_device_frees: AtomicU64,
     pub(crate) device_alloc_ns: AtomicU64,
@@ -43,6 +45,7 @@ impl Upstream {
             limit: limit.unwrap_or(u64::MAX),
             reserved: AtomicU64::new(0),
             peak_reserved: AtomicU64::new(0),
+            high_water: AtomicU64::new(0),
             num_device_allocations: AtomicU64::new(0),
             num_device_frees: AtomicU64::new(0),
             device_alloc_ns: AtomicU64::new(0),
@@ -75,6 +78,14 @@ impl Upstream {
         self.peak_reserved.store(self.reserved(), Relaxed);
     }
 
+    /// How far obtaining `bytes` more would lift reserved memory above its all-time
+    /// high-water mark (0 if it would not). A pool about to grow releases that much of
+    /// its cache first, so cached memory that does not fit the request never raises
+    /// the peak, while growth below the old peak keeps the cache warm.
+    pub fn growth_excess(&self, bytes: u64) -> u64 {
+        (self.reserved() + bytes).saturating_sub(self.high_water.load(Relaxed))
+    }
+
     /// Obtains a segment of `bytes` for the pool of `shard`. Errors:
     /// [`Error::OutOfMemory`] when the limit would be crossed or the device is full.
     pub fn alloc(&self, bytes: u64, shard: usize) -> Result<u64> {
@@ -97,6 +108,7 @@ impl Upstream {
             Ok(ptr) => {
                 self.num_device_allocations.fetch_add(1, Relaxed);
                 self.peak_reserved.fetch_max(prev + bytes, Relaxed);
+                self.high_water.fetch_max(prev + bytes, Relaxed);
                 self.segments
                     .lock()
                     .insert(ptr, Segment { size: bytes, shard });

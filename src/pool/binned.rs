@@ -73,6 +73,7 @@ impl Pool for BinnedPool {
                 hit: true,
             });
         }
+        self.reclaim(up.growth_excess(size), up);
         Ok(Block {
             ptr: up.alloc(size, shard)?,
             size,

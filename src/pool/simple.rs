@@ -32,6 +32,7 @@ impl Pool for SimplePool {
                 });
             }
         }
+        self.reclaim(up.growth_excess(size), up);
         Ok(Block {
             ptr: up.alloc(size, shard)?,
             size,

@@ -195,7 +195,15 @@ impl Pool for SplitPool {
                 hit: true,
             });
         }
-        let seg_size = segment_size(size);
+        let mut seg_size = segment_size(size);
+        if up.growth_excess(seg_size) > 0 {
+            self.reclaim(up.growth_excess(seg_size), up);
+            if std::env::var("EXACT").is_ok() && up.growth_excess(seg_size) > 0 && size > SMALL_SIZE
+            {
+                // Growing sets a new peak: take no more than the request needs.
+                seg_size = round_up(size, ROUND_LARGE);
+            }
+        }
         let seg = up.alloc(seg_size, shard)?;
         self.segments.insert(seg, seg_size);
         self.blocks.insert(
