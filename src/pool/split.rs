@@ -55,11 +55,7 @@ pub struct SplitPool {
 
 impl SplitPool {
     fn free_set(&mut self, seg_size: u64) -> &mut BTreeSet<(u64, u64)> {
-        if seg_size == SMALL_SEGMENT {
-            &mut self.free_small
-        } else {
-            &mut self.free_large
-        }
+        if seg_size == SMALL_SEGMENT { &mut self.free_small } else { &mut self.free_large }
     }
 
     /// Moves every quick-listed block into the tree, merging with free neighbours.
@@ -83,22 +79,14 @@ impl SplitPool {
         self.tree_free_bytes += size;
         let (mut base, mut total) = (ptr, size);
         let next = ptr + size;
-        if let Some(n) = self
-            .blocks
-            .get(&next)
-            .copied()
-            .filter(|n| n.free && n.seg == seg)
-        {
+        if let Some(n) = self.blocks.get(&next).copied().filter(|n| n.free && n.seg == seg) {
             self.free_set(seg_size).remove(&(n.size, next));
             self.blocks.remove(&next);
             total += n.size;
         }
         if ptr != seg {
-            let (&pbase, &prev) = self
-                .blocks
-                .range(..ptr)
-                .next_back()
-                .expect("a segment starts with a block");
+            let (&pbase, &prev) =
+                self.blocks.range(..ptr).next_back().expect("a segment starts with a block");
             if prev.free {
                 self.free_set(seg_size).remove(&(prev.size, pbase));
                 self.blocks.remove(&ptr);
@@ -106,14 +94,7 @@ impl SplitPool {
                 total += prev.size;
             }
         }
-        self.blocks.insert(
-            base,
-            Info {
-                size: total,
-                seg,
-                free: true,
-            },
-        );
+        self.blocks.insert(base, Info { size: total, seg, free: true });
         self.free_set(seg_size).insert((total, base));
     }
 
@@ -125,29 +106,11 @@ impl SplitPool {
         self.free_set(seg_size).remove(&(bsize, ptr));
         self.tree_free_bytes -= bsize;
         let rest = bsize - size;
-        let keep = if seg_size == SMALL_SEGMENT {
-            rest >= MIN_BLOCK
-        } else {
-            rest > SMALL_SIZE
-        };
+        let keep = if seg_size == SMALL_SEGMENT { rest >= MIN_BLOCK } else { rest > SMALL_SIZE };
         let used = if keep { size } else { bsize };
-        self.blocks.insert(
-            ptr,
-            Info {
-                size: used,
-                seg,
-                free: false,
-            },
-        );
+        self.blocks.insert(ptr, Info { size: used, seg, free: false });
         if keep {
-            self.blocks.insert(
-                ptr + size,
-                Info {
-                    size: rest,
-                    seg,
-                    free: true,
-                },
-            );
+            self.blocks.insert(ptr + size, Info { size: rest, seg, free: true });
             self.free_set(seg_size).insert((rest, ptr + size));
             self.tree_free_bytes += rest;
         }
@@ -172,56 +135,26 @@ impl Pool for SplitPool {
         let size = round_up(bytes, MIN_BLOCK);
         if let Some(ptr) = self.quick.get_mut(&size).and_then(|v| v.pop()) {
             self.quick_bytes -= size;
-            return Ok(Block {
-                ptr,
-                size,
-                hit: true,
-            });
+            return Ok(Block { ptr, size, hit: true });
         }
         self.flush();
         let small = size <= SMALL_SIZE;
-        let set = if small {
-            &self.free_small
-        } else {
-            &self.free_large
-        };
+        let set = if small { &self.free_small } else { &self.free_large };
         if let Some(&(bsize, ptr)) = set.range((size, 0)..).next() {
             // A small request never takes a block of a large segment and vice versa
             // (PyTorch keeps two pools); a large free block is split for any large request.
             let used = self.take(bsize, ptr, size);
-            return Ok(Block {
-                ptr,
-                size: used,
-                hit: true,
-            });
+            return Ok(Block { ptr, size: used, hit: true });
         }
-        let mut seg_size = segment_size(size);
-        if up.growth_excess(seg_size) > 0 {
-            self.reclaim(up.growth_excess(seg_size), up);
-            if std::env::var("EXACT").is_ok() && up.growth_excess(seg_size) > 0 && size > SMALL_SIZE
-            {
-                // Growing sets a new peak: take no more than the request needs.
-                seg_size = round_up(size, ROUND_LARGE);
-            }
-        }
+        let seg_size = segment_size(size);
+        self.reclaim(up.growth_excess(seg_size), up);
         let seg = up.alloc(seg_size, shard)?;
         self.segments.insert(seg, seg_size);
-        self.blocks.insert(
-            seg,
-            Info {
-                size: seg_size,
-                seg,
-                free: true,
-            },
-        );
+        self.blocks.insert(seg, Info { size: seg_size, seg, free: true });
         self.free_set(seg_size).insert((seg_size, seg));
         self.tree_free_bytes += seg_size;
         let used = self.take(seg_size, seg, size);
-        Ok(Block {
-            ptr: seg,
-            size: used,
-            hit: false,
-        })
+        Ok(Block { ptr: seg, size: used, hit: false })
     }
 
     #[inline]
@@ -235,11 +168,7 @@ impl Pool for SplitPool {
         let mut whole: Vec<(u64, u64)> = self
             .segments
             .iter()
-            .filter(|&(&seg, &size)| {
-                self.blocks
-                    .get(&seg)
-                    .is_some_and(|b| b.free && b.size == size)
-            })
+            .filter(|&(&seg, &size)| self.blocks.get(&seg).is_some_and(|b| b.free && b.size == size))
             .map(|(&seg, &size)| (size, seg))
             .collect();
         // Largest first: the fewest device calls for the bytes asked.
@@ -275,17 +204,11 @@ impl Pool for SplitPool {
                 *free.entry(self.blocks[addr].seg).or_default() += size;
             }
         }
-        free.iter()
-            .filter(|&(seg, &f)| f < self.segments[seg])
-            .map(|(_, &f)| f)
-            .sum()
+        free.iter().filter(|&(seg, &f)| f < self.segments[seg]).map(|(_, &f)| f).sum()
     }
 
     fn block_base(&self, addr: u64, seg_base: u64) -> u64 {
-        self.blocks
-            .range(seg_base..=addr)
-            .next_back()
-            .map_or(seg_base, |(&b, _)| b)
+        self.blocks.range(seg_base..=addr).next_back().map_or(seg_base, |(&b, _)| b)
     }
 }
 
@@ -302,11 +225,7 @@ impl SplitPool {
                 let b = self.blocks[&at];
                 assert_eq!(b.seg, seg);
                 assert!(!(b.free && prev_free), "two free neighbours at {at:#x}");
-                let set = if size == SMALL_SEGMENT {
-                    &self.free_small
-                } else {
-                    &self.free_large
-                };
+                let set = if size == SMALL_SEGMENT { &self.free_small } else { &self.free_large };
                 assert_eq!(set.contains(&(b.size, at)), b.free);
                 if b.free {
                     free_bytes += b.size;
@@ -321,12 +240,6 @@ impl SplitPool {
             self.free_small.len() + self.free_large.len(),
             self.blocks.values().filter(|b| b.free).count()
         );
-        assert_eq!(
-            self.quick_bytes,
-            self.quick
-                .iter()
-                .map(|(s, v)| s * v.len() as u64)
-                .sum::<u64>()
-        );
+        assert_eq!(self.quick_bytes, self.quick.iter().map(|(s, v)| s * v.len() as u64).sum::<u64>());
     }
 }
