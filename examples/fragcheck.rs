@@ -9,20 +9,13 @@ fn main() {
                 let mut it = l.split_whitespace();
                 let k = it.next().unwrap() == "a";
                 let id: usize = it.next().unwrap().parse().unwrap();
-                let sz = if k {
-                    it.next().unwrap().parse().unwrap()
-                } else {
-                    0
-                };
+                let sz = if k { it.next().unwrap().parse().unwrap() } else { 0 };
                 (k, id, sz)
             })
             .collect();
         for pool in PoolKind::ALL {
             let e = Engine::with_device(
-                Config {
-                    pool,
-                    ..Config::default()
-                },
+                Config { pool, ..Config::default() },
                 Box::new(HostDevice::new(Some(1 << 40))),
                 1,
             )

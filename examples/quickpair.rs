@@ -2,15 +2,8 @@ use cumem::{Config, Engine, PoolKind, device::HostDevice};
 use std::time::Instant;
 fn main() {
     for pool in PoolKind::ALL {
-        let e = Engine::with_device(
-            Config {
-                pool,
-                ..Config::default()
-            },
-            Box::new(HostDevice::new(None)),
-            1,
-        )
-        .unwrap();
+        let e = Engine::with_device(Config { pool, ..Config::default() }, Box::new(HostDevice::new(None)), 1)
+            .unwrap();
         let n = 5_000_000;
         let mut best = f64::MAX;
         for _ in 0..5 {

@@ -19,12 +19,7 @@ pub enum PoolKind {
 
 impl PoolKind {
     /// All pools, in the order the documentation lists them.
-    pub const ALL: [PoolKind; 4] = [
-        PoolKind::Binned,
-        PoolKind::Split,
-        PoolKind::Simple,
-        PoolKind::None,
-    ];
+    pub const ALL: [PoolKind; 4] = [PoolKind::Binned, PoolKind::Split, PoolKind::Simple, PoolKind::None];
 
     /// The lower-case name accepted by `JULIA_CUDA_MEMORY_POOL` (`"binned"`, ...).
     pub fn name(self) -> &'static str {
@@ -171,17 +166,11 @@ impl Config {
             // env_logger ignores what it cannot parse; refuse obvious garbage here so a
             // typo is reported instead of silently logging nothing.
             let ok = v.split(',').all(|d| {
-                let level = d
-                    .rsplit('=')
-                    .next()
-                    .unwrap_or("")
-                    .trim()
-                    .to_ascii_lowercase();
+                let level = d.rsplit('=').next().unwrap_or("").trim().to_ascii_lowercase();
                 let levels = ["off", "error", "warn", "info", "debug", "trace"];
                 !d.trim().is_empty()
                     && (levels.contains(&level.as_str())
-                        || (!d.contains('=')
-                            && d.chars().all(|c| c.is_alphanumeric() || "_:".contains(c))))
+                        || (!d.contains('=') && d.chars().all(|c| c.is_alphanumeric() || "_:".contains(c))))
             });
             if !ok {
                 return Err(Error::Config(format!(
@@ -216,9 +205,7 @@ pub fn parse_amount(var: &str, value: &str) -> Result<Amount> {
         }
         return Ok(Amount::Fraction(f / 100.0));
     }
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
     let (num, unit) = (&s[..split], s[split..].trim());
     if num.is_empty() {
         return Err(bad("has no number"));
@@ -285,9 +272,8 @@ mod tests {
 
     #[test]
     fn env_errors_name_variable_and_value() {
-        let cfg = |k: &'static str, v: &'static str| {
-            Config::from_lookup(move |q| (q == k).then(|| v.to_string()))
-        };
+        let cfg =
+            |k: &'static str, v: &'static str| Config::from_lookup(move |q| (q == k).then(|| v.to_string()));
         for (k, v) in [
             ("JULIA_CUDA_MEMORY_POOL", "bogus"),
             ("JULIA_CUDA_MEMORY_LIMIT", "lots"),
@@ -299,22 +285,10 @@ mod tests {
             let e = cfg(k, v).unwrap_err();
             assert!(matches!(e, Error::Config(_)));
             let m = e.to_string();
-            assert!(
-                m.contains(k) && m.contains(v) && m.contains("accepted"),
-                "{m}"
-            );
+            assert!(m.contains(k) && m.contains(v) && m.contains("accepted"), "{m}");
         }
-        assert_eq!(
-            cfg("JULIA_CUDA_MEMORY_POOL", "Split").unwrap().pool,
-            PoolKind::Split
-        );
-        assert_eq!(
-            cfg("CUMEM_LOG", "cumem=debug").unwrap().log.as_deref(),
-            Some("cumem=debug")
-        );
-        assert_eq!(
-            cfg("JULIA_CUDA_MEMORY_POOL", " ").unwrap(),
-            Config::default()
-        );
+        assert_eq!(cfg("JULIA_CUDA_MEMORY_POOL", "Split").unwrap().pool, PoolKind::Split);
+        assert_eq!(cfg("CUMEM_LOG", "cumem=debug").unwrap().log.as_deref(), Some("cumem=debug"));
+        assert_eq!(cfg("JULIA_CUDA_MEMORY_POOL", " ").unwrap(), Config::default());
     }
 }

@@ -62,10 +62,7 @@ pub struct Engine {
 /// The default number of shards: the machine's parallelism rounded up to a power of two,
 /// at most 16.
 pub fn default_shards() -> usize {
-    std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .next_power_of_two()
-        .min(16)
+    std::thread::available_parallelism().map_or(1, |n| n.get()).next_power_of_two().min(16)
 }
 
 impl Engine {
@@ -177,14 +174,7 @@ impl Engine {
                 return Err(e);
             }
         };
-        s.live.insert(
-            block.ptr,
-            Live {
-                requested: bytes,
-                size: block.size,
-                origin,
-            },
-        );
+        s.live.insert(block.ptr, Live { requested: bytes, size: block.size, origin });
         s.requested += bytes;
         s.allocated += block.size;
         s.counters.num_allocations += 1;
@@ -369,8 +359,7 @@ impl Engine {
         }
         self.peak_requested.store(req, Relaxed);
         self.peak_allocated.store(alloc, Relaxed);
-        self.peak_cached
-            .store(self.up.reserved().saturating_sub(alloc), Relaxed);
+        self.peak_cached.store(self.up.reserved().saturating_sub(alloc), Relaxed);
         self.up.reset_peak();
         for c in [
             &self.up.num_device_allocations,
@@ -425,11 +414,7 @@ impl Engine {
         let st = self.stats();
         let (free, total) = self.device_memory().unwrap_or((0, 0));
         let used = total.saturating_sub(free);
-        let pct = if total == 0 {
-            0.0
-        } else {
-            100.0 * used as f64 / total as f64
-        };
+        let pct = if total == 0 { 0.0 } else { 100.0 * used as f64 / total as f64 };
         let mut o = String::new();
         let _ = writeln!(
             o,
@@ -437,11 +422,7 @@ impl Engine {
             format_bytes(used),
             format_bytes(total)
         );
-        let what = if self.device().is_host() {
-            "Host memory (no GPU)"
-        } else {
-            "CUDA GPU memory"
-        };
+        let what = if self.device().is_host() { "Host memory (no GPU)" } else { "CUDA GPU memory" };
         let _ = writeln!(o, "{what} usage: {}", format_bytes(st.reserved_bytes));
         let _ = writeln!(
             o,
@@ -456,11 +437,7 @@ impl Engine {
         }
         if self.cfg.debug > 0 {
             for a in self.outstanding() {
-                let _ = writeln!(
-                    o,
-                    "Outstanding memory allocation of {} bytes at {:#x}",
-                    a.requested, a.ptr
-                );
+                let _ = writeln!(o, "Outstanding memory allocation of {} bytes at {:#x}", a.requested, a.ptr);
                 for f in &a.frames {
                     let _ = writeln!(o, "  {f}");
                 }
@@ -472,11 +449,7 @@ impl Engine {
     /// Checks that `[addr, addr+bytes)` lies inside one live allocation. Errors:
     /// [`Error::InvalidValue`] naming the range and, if found, the allocation it leaves.
     pub fn check_range(&self, addr: u64, bytes: u64) -> Result<()> {
-        let bad = |why: String| {
-            Err(Error::InvalidValue(format!(
-                "device range {addr:#x}+{bytes} {why}"
-            )))
-        };
+        let bad = |why: String| Err(Error::InvalidValue(format!("device range {addr:#x}+{bytes} {why}")));
         let Some(end) = addr.checked_add(bytes) else {
             return bad("overflows 64 bits".into());
         };
@@ -486,9 +459,7 @@ impl Engine {
         let s = self.shards[seg.shard].state.lock();
         let base = s.pool.block_base(addr, seg_base);
         match s.live.get(&base) {
-            None => bad(format!(
-                "is inside freed or cached memory (block {base:#x})"
-            )),
+            None => bad(format!("is inside freed or cached memory (block {base:#x})")),
             Some(l) if end > base + l.requested => bad(format!(
                 "crosses the end of the allocation of {} bytes at {base:#x} by {} bytes",
                 l.requested,
@@ -507,11 +478,7 @@ impl Engine {
         }
         self.check_range(dst, src.len() as u64)?;
         // SAFETY: the range was checked to be inside a live allocation.
-        unsafe {
-            self.up
-                .device()
-                .copy_htod(dst, src.as_ptr(), src.len() as u64)
-        }
+        unsafe { self.up.device().copy_htod(dst, src.as_ptr(), src.len() as u64) }
     }
 
     /// Downloads `dst.len()` bytes from device address `src`. Errors as
@@ -522,11 +489,7 @@ impl Engine {
         }
         self.check_range(src, dst.len() as u64)?;
         // SAFETY: the range was checked to be inside a live allocation.
-        unsafe {
-            self.up
-                .device()
-                .copy_dtoh(dst.as_mut_ptr(), src, dst.len() as u64)
-        }
+        unsafe { self.up.device().copy_dtoh(dst.as_mut_ptr(), src, dst.len() as u64) }
     }
 
     /// Copies `bytes` between device addresses (overlap allowed). Errors as

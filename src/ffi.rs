@@ -192,10 +192,7 @@ pub extern "C" fn cumem_pool_name() -> *const c_char {
     let mut out = c"".as_ptr();
     guard(|e| {
         let name = e.pool_kind().name();
-        out = NAMES
-            .iter()
-            .find(|n| n.to_bytes() == name.as_bytes())
-            .map_or(c"".as_ptr(), |n| n.as_ptr());
+        out = NAMES.iter().find(|n| n.to_bytes() == name.as_bytes()).map_or(c"".as_ptr(), |n| n.as_ptr());
         Ok(())
     });
     out
@@ -208,9 +205,7 @@ pub extern "C" fn cumem_device_name() -> *const c_char {
     static NAME: OnceLock<CString> = OnceLock::new();
     let mut out = c"".as_ptr();
     guard(|e| {
-        out = NAME
-            .get_or_init(|| CString::new(e.device().name()).unwrap_or_default())
-            .as_ptr();
+        out = NAME.get_or_init(|| CString::new(e.device().name()).unwrap_or_default()).as_ptr();
         Ok(())
     });
     out
@@ -244,11 +239,7 @@ pub unsafe extern "C" fn cumem_device_memory(free: *mut u64, total: *mut u64) ->
 /// # Safety
 /// `src` must be readable for `bytes` bytes.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn cumem_copy_htod(
-    dst: u64,
-    src: *const core::ffi::c_void,
-    bytes: u64,
-) -> i32 {
+pub unsafe extern "C" fn cumem_copy_htod(dst: u64, src: *const core::ffi::c_void, bytes: u64) -> i32 {
     guard(|e| {
         if bytes == 0 {
             return Ok(());
@@ -256,12 +247,10 @@ pub unsafe extern "C" fn cumem_copy_htod(
         if src.is_null() {
             return Err(null_err("src"));
         }
-        let len = usize::try_from(bytes)
-            .map_err(|_| Error::InvalidValue(format!("{bytes} bytes is too large")))?;
+        let len =
+            usize::try_from(bytes).map_err(|_| Error::InvalidValue(format!("{bytes} bytes is too large")))?;
         // SAFETY: the caller guarantees `src` is readable for `bytes`.
-        e.copy_htod(dst, unsafe {
-            std::slice::from_raw_parts(src as *const u8, len)
-        })
+        e.copy_htod(dst, unsafe { std::slice::from_raw_parts(src as *const u8, len) })
     })
 }
 
@@ -279,13 +268,10 @@ pub unsafe extern "C" fn cumem_copy_dtoh(dst: *mut core::ffi::c_void, src: u64, 
         if dst.is_null() {
             return Err(null_err("dst"));
         }
-        let len = usize::try_from(bytes)
-            .map_err(|_| Error::InvalidValue(format!("{bytes} bytes is too large")))?;
+        let len =
+            usize::try_from(bytes).map_err(|_| Error::InvalidValue(format!("{bytes} bytes is too large")))?;
         // SAFETY: the caller guarantees `dst` is writable for `bytes`.
-        e.copy_dtoh(
-            unsafe { std::slice::from_raw_parts_mut(dst as *mut u8, len) },
-            src,
-        )
+        e.copy_dtoh(unsafe { std::slice::from_raw_parts_mut(dst as *mut u8, len) }, src)
     })
 }
 

@@ -15,11 +15,7 @@ pub fn format_bytes(bytes: u64) -> String {
     if unit == 1 {
         format!("{bytes} bytes")
     } else {
-        format!(
-            "{:.3} {}",
-            v / 1024f64.powi(unit as i32 - 1),
-            UNITS[unit - 1]
-        )
+        format!("{:.3} {}", v / 1024f64.powi(unit as i32 - 1), UNITS[unit - 1])
     }
 }
 

@@ -83,16 +83,11 @@ impl Stats {
     /// Fills the derived fields (`cache_hit_rate`, `fragmentation_ratio`).
     pub(crate) fn derive(&mut self) {
         let lookups = self.num_cache_hits + self.num_cache_misses;
-        self.cache_hit_rate = if lookups == 0 {
-            0.0
-        } else {
-            self.num_cache_hits as f64 / lookups as f64
-        };
+        self.cache_hit_rate = if lookups == 0 { 0.0 } else { self.num_cache_hits as f64 / lookups as f64 };
         self.fragmentation_ratio = if self.reserved_bytes == 0 {
             0.0
         } else {
-            self.reserved_bytes.saturating_sub(self.allocated_bytes) as f64
-                / self.reserved_bytes as f64
+            self.reserved_bytes.saturating_sub(self.allocated_bytes) as f64 / self.reserved_bytes as f64
         };
     }
 }

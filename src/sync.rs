@@ -21,9 +21,7 @@ pub struct RawShardLock {
 // and the holder's writes are visible to the next.
 unsafe impl lock_api::RawMutex for RawShardLock {
     #[allow(clippy::declare_interior_mutable_const)]
-    const INIT: RawShardLock = RawShardLock {
-        locked: AtomicBool::new(false),
-    };
+    const INIT: RawShardLock = RawShardLock { locked: AtomicBool::new(false) };
     type Guard = lock_api::GuardSend;
 
     #[inline]
@@ -53,9 +51,7 @@ unsafe impl lock_api::RawMutex for RawShardLock {
 impl RawShardLock {
     #[inline]
     fn acquire(&self) -> bool {
-        self.locked
-            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_ok()
+        self.locked.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok()
     }
 
     #[cold]

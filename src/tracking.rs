@@ -78,10 +78,7 @@ pub fn resolve(bt: &Backtrace) -> Vec<String> {
     let mut frames: Vec<(String, String)> = Vec::new();
     for f in bt.frames() {
         for s in f.symbols() {
-            let name = s
-                .name()
-                .map(|n| format!("{n:#}"))
-                .unwrap_or_else(|| format!("{:?}", f.ip()));
+            let name = s.name().map(|n| format!("{n:#}")).unwrap_or_else(|| format!("{:?}", f.ip()));
             let loc = match (s.filename(), s.lineno()) {
                 (Some(file), Some(line)) => format!(" at {}:{line}", file.display()),
                 _ => String::new(),
@@ -93,11 +90,7 @@ pub fn resolve(bt: &Backtrace) -> Vec<String> {
     // panic guard around it, interleaved with library glue (`bool::then`,
     // `catch_unwind`, ...) that is not inlined in debug builds: drop everything up to
     // the last CuMem frame of that leading run, keep the caller's frames.
-    let internal = |n: &str| {
-        ["cumem::", "cumem_", "<cumem::"]
-            .iter()
-            .any(|p| n.starts_with(p))
-    };
+    let internal = |n: &str| ["cumem::", "cumem_", "<cumem::"].iter().any(|p| n.starts_with(p));
     let glue = |n: &str| {
         [
             "backtrace::",

@@ -102,16 +102,13 @@ impl Upstream {
         }
         let t = Instant::now();
         let r = self.device.alloc(bytes);
-        self.device_alloc_ns
-            .fetch_add(t.elapsed().as_nanos() as u64, Relaxed);
+        self.device_alloc_ns.fetch_add(t.elapsed().as_nanos() as u64, Relaxed);
         match r {
             Ok(ptr) => {
                 self.num_device_allocations.fetch_add(1, Relaxed);
                 self.peak_reserved.fetch_max(prev + bytes, Relaxed);
                 self.high_water.fetch_max(prev + bytes, Relaxed);
-                self.segments
-                    .lock()
-                    .insert(ptr, Segment { size: bytes, shard });
+                self.segments.lock().insert(ptr, Segment { size: bytes, shard });
                 log::debug!("device allocation of {} at {ptr:#x}", format_bytes(bytes));
                 Ok(ptr)
             }
@@ -130,8 +127,7 @@ impl Upstream {
         if let Err(e) = unsafe { self.device.free(ptr, bytes) } {
             log::error!("freeing device segment {ptr:#x} of {bytes} bytes failed: {e}");
         }
-        self.device_free_ns
-            .fetch_add(t.elapsed().as_nanos() as u64, Relaxed);
+        self.device_free_ns.fetch_add(t.elapsed().as_nanos() as u64, Relaxed);
         self.num_device_frees.fetch_add(1, Relaxed);
         self.reserved.fetch_sub(bytes, Relaxed);
         log::debug!("device free of {} at {ptr:#x}", format_bytes(bytes));

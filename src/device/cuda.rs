@@ -31,16 +31,12 @@ impl CudaDevice {
     pub fn new(ordinal: i32) -> Result<CudaDevice> {
         // SAFETY: only probes whether the library can be loaded.
         if !unsafe { sys::is_culib_present() } {
-            return Err(Error::Device(
-                "the CUDA driver library (libcuda.so) was not found".into(),
-            ));
+            return Err(Error::Device("the CUDA driver library (libcuda.so) was not found".into()));
         }
         result::init().map_err(|e| device_err("cuInit", e))?;
         let count = result::device::get_count().map_err(|e| device_err("cuDeviceGetCount", e))?;
         if ordinal >= count {
-            return Err(Error::Device(format!(
-                "no CUDA device {ordinal} ({count} present)"
-            )));
+            return Err(Error::Device(format!("no CUDA device {ordinal} ({count} present)")));
         }
         let dev = result::device::get(ordinal).map_err(|e| device_err("cuDeviceGet", e))?;
         let name = result::device::get_name(dev).map_err(|e| device_err("cuDeviceGetName", e))?;
@@ -56,8 +52,7 @@ impl CudaDevice {
     fn bind(&self) -> Result<()> {
         if CURRENT.with(|c| c.get()) != self.ctx as usize {
             // SAFETY: `ctx` is a retained primary context.
-            unsafe { result::ctx::set_current(self.ctx) }
-                .map_err(|e| device_err("cuCtxSetCurrent", e))?;
+            unsafe { result::ctx::set_current(self.ctx) }.map_err(|e| device_err("cuCtxSetCurrent", e))?;
             CURRENT.with(|c| c.set(self.ctx as usize));
         }
         Ok(())
@@ -82,10 +77,9 @@ impl Device for CudaDevice {
         // SAFETY: a plain device allocation in the current context.
         match unsafe { result::malloc_sync(bytes as usize) } {
             Ok(p) => Ok(p),
-            Err(e) if is_oom(&e) => Err(Error::OutOfMemory(format!(
-                "cuMemAlloc of {} failed: {e}",
-                format_bytes(bytes)
-            ))),
+            Err(e) if is_oom(&e) => {
+                Err(Error::OutOfMemory(format!("cuMemAlloc of {} failed: {e}", format_bytes(bytes))))
+            }
             Err(e) => Err(device_err("cuMemAlloc", e)),
         }
     }

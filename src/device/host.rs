@@ -20,10 +20,7 @@ pub struct HostDevice {
 impl HostDevice {
     /// A host device of `capacity` bytes (default: the machine's physical memory).
     pub fn new(capacity: Option<u64>) -> HostDevice {
-        HostDevice {
-            capacity: capacity.unwrap_or_else(physical_memory),
-            used: AtomicU64::new(0),
-        }
+        HostDevice { capacity: capacity.unwrap_or_else(physical_memory), used: AtomicU64::new(0) }
     }
 }
 
@@ -44,9 +41,7 @@ fn layout(bytes: u64) -> Result<Layout> {
     usize::try_from(bytes)
         .ok()
         .and_then(|b| Layout::from_size_align(b, HOST_ALIGN as usize).ok())
-        .ok_or_else(|| {
-            Error::InvalidValue(format!("{bytes} bytes cannot be allocated on the host"))
-        })
+        .ok_or_else(|| Error::InvalidValue(format!("{bytes} bytes cannot be allocated on the host")))
 }
 
 impl Device for HostDevice {
@@ -89,11 +84,7 @@ impl Device for HostDevice {
     }
 
     fn mem_info(&self) -> Result<(u64, u64)> {
-        Ok((
-            self.capacity
-                .saturating_sub(self.used.load(Ordering::Relaxed)),
-            self.capacity,
-        ))
+        Ok((self.capacity.saturating_sub(self.used.load(Ordering::Relaxed)), self.capacity))
     }
 
     unsafe fn copy_htod(&self, dst: u64, src: *const u8, bytes: u64) -> Result<()> {

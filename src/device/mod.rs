@@ -56,10 +56,7 @@ pub trait Device: Send + Sync {
 /// warning. Errors: [`Error::Device`] when `Cuda` is asked for and none is usable.
 pub fn open(cfg: &Config) -> Result<Box<dyn Device>> {
     let host = || -> Result<Box<dyn Device>> {
-        Ok(Box::new(HostDevice::new(
-            cfg.host_capacity
-                .map(|a| a.resolve(host::physical_memory())),
-        )))
+        Ok(Box::new(HostDevice::new(cfg.host_capacity.map(|a| a.resolve(host::physical_memory())))))
     };
     match cfg.device {
         DeviceChoice::Host => host(),
@@ -67,9 +64,7 @@ pub fn open(cfg: &Config) -> Result<Box<dyn Device>> {
         DeviceChoice::Auto => match CudaDevice::new(0) {
             Ok(d) => Ok(Box::new(d)),
             Err(e) => {
-                log::warn!(
-                    "no usable CUDA GPU ({e}); CuMem uses host memory standing in for a GPU"
-                );
+                log::warn!("no usable CUDA GPU ({e}); CuMem uses host memory standing in for a GPU");
                 host()
             }
         },

@@ -24,11 +24,7 @@ pub struct BinnedPool {
 
 impl Default for BinnedPool {
     fn default() -> Self {
-        BinnedPool {
-            bins: std::array::from_fn(|_| Vec::new()),
-            large: BTreeMap::new(),
-            cached: 0,
-        }
+        BinnedPool { bins: std::array::from_fn(|_| Vec::new()), large: BTreeMap::new(), cached: 0 }
     }
 }
 
@@ -41,11 +37,7 @@ fn bin(size: u64) -> usize {
 /// The size a request of `bytes` is served with.
 #[inline]
 pub fn class_size(bytes: u64) -> u64 {
-    if bytes <= MAX_BIN {
-        bytes.max(MIN_BLOCK).next_power_of_two()
-    } else {
-        round_up(bytes, LARGE_ROUND)
-    }
+    if bytes <= MAX_BIN { bytes.max(MIN_BLOCK).next_power_of_two() } else { round_up(bytes, LARGE_ROUND) }
 }
 
 impl Pool for BinnedPool {
@@ -55,11 +47,7 @@ impl Pool for BinnedPool {
         if size <= MAX_BIN {
             if let Some(ptr) = self.bins[bin(size)].pop() {
                 self.cached -= size;
-                return Ok(Block {
-                    ptr,
-                    size,
-                    hit: true,
-                });
+                return Ok(Block { ptr, size, hit: true });
             }
         } else if let Some((&bsize, list)) = self.large.range_mut(size..=size + size / 8).next() {
             let ptr = list.pop().expect("empty lists are removed");
@@ -67,18 +55,10 @@ impl Pool for BinnedPool {
                 self.large.remove(&bsize);
             }
             self.cached -= bsize;
-            return Ok(Block {
-                ptr,
-                size: bsize,
-                hit: true,
-            });
+            return Ok(Block { ptr, size: bsize, hit: true });
         }
         self.reclaim(up.growth_excess(size), up);
-        Ok(Block {
-            ptr: up.alloc(size, shard)?,
-            size,
-            hit: false,
-        })
+        Ok(Block { ptr: up.alloc(size, shard)?, size, hit: false })
     }
 
     #[inline]

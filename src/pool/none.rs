@@ -12,11 +12,7 @@ pub struct NoPool;
 impl Pool for NoPool {
     fn alloc(&mut self, bytes: u64, up: &Upstream, shard: usize) -> Result<Block> {
         let size = round_up(bytes, MIN_BLOCK);
-        Ok(Block {
-            ptr: up.alloc(size, shard)?,
-            size,
-            hit: false,
-        })
+        Ok(Block { ptr: up.alloc(size, shard)?, size, hit: false })
     }
 
     fn free(&mut self, ptr: u64, size: u64, up: &Upstream) {

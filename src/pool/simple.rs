@@ -25,19 +25,11 @@ impl Pool for SimplePool {
             if bsize <= size * MAX_OVERSIZE {
                 self.free.remove(&(bsize, ptr));
                 self.cached -= bsize;
-                return Ok(Block {
-                    ptr,
-                    size: bsize,
-                    hit: true,
-                });
+                return Ok(Block { ptr, size: bsize, hit: true });
             }
         }
         self.reclaim(up.growth_excess(size), up);
-        Ok(Block {
-            ptr: up.alloc(size, shard)?,
-            size,
-            hit: false,
-        })
+        Ok(Block { ptr: up.alloc(size, shard)?, size, hit: false })
     }
 
     fn free(&mut self, ptr: u64, size: u64, _up: &Upstream) {
