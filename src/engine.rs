@@ -40,7 +40,14 @@ struct ShardState {
 #[repr(align(128))]
 struct Shard {
     state: ShardMutex<ShardState>,
-    /// Copies of `requested`/`allocated`, readable without the lock, for global peaks.
+    published: Published,
+}
+
+/// Copies of a shard's `requested`/`allocated`, readable without its lock, for the global
+/// peaks. On a cache line apart from the lock: other threads read these, and sharing a
+/// line would make the owner's lock acquisition miss the cache.
+#[repr(align(128))]
+struct Published {
     requested: AtomicU64,
     allocated: AtomicU64,
 }
@@ -91,8 +98,7 @@ impl Engine {
                     allocated: 0,
                     counters: Counters::default(),
                 }),
-                requested: AtomicU64::new(0),
-                allocated: AtomicU64::new(0),
+                published: Published { requested: AtomicU64::new(0), allocated: AtomicU64::new(0) },
             })
             .collect();
         log::info!(
@@ -185,8 +191,8 @@ impl Engine {
         }
         let (req, alloc) = (s.requested, s.allocated);
         drop(s);
-        shard.requested.store(req, Relaxed);
-        shard.allocated.store(alloc, Relaxed);
+        shard.published.requested.store(req, Relaxed);
+        shard.published.allocated.store(alloc, Relaxed);
         let bit = 1u64 << home;
         if self.used_shards.load(Relaxed) & bit == 0 {
             self.used_shards.fetch_or(bit, Relaxed);
@@ -216,8 +222,8 @@ impl Engine {
             let mut bits = used;
             while bits != 0 {
                 let s = &self.shards[bits.trailing_zeros() as usize];
-                req += s.requested.load(Relaxed);
-                alloc += s.allocated.load(Relaxed);
+                req += s.published.requested.load(Relaxed);
+                alloc += s.published.allocated.load(Relaxed);
                 bits &= bits - 1;
             }
         }
@@ -297,8 +303,8 @@ impl Engine {
         s.counters.num_frees += 1;
         let (req, alloc) = (s.requested, s.allocated);
         drop(s);
-        shard.requested.store(req, Relaxed);
-        shard.allocated.store(alloc, Relaxed);
+        shard.published.requested.store(req, Relaxed);
+        shard.published.allocated.store(alloc, Relaxed);
         let (_, alloc) = self.totals(i, req, alloc);
         bump(&self.peak_cached, self.up.reserved().saturating_sub(alloc));
         drop(live.origin);
