@@ -1,0 +1,39 @@
+# CuMem: a GPU memory manager for Julia whose engine is the Rust library libcumem.
+#
+# The package entry point src/CuMem.jl includes this file. The user-facing API follows
+# CUDA.jl 2.x (CuArray, cu, unsafe_free!, memory_status, reclaim, CuIterator, ...);
+# docs/julia.md is the guide, ../shared/DESIGN.md §4 the contract.
+
+# Not precompiled: the engine library's path is a `const` (ccall needs one on Julia 1.5)
+# taken from ENV["CUMEM_LIBRARY"] each time the package loads. A precompiled cache would
+# freeze the path seen when the cache was built. The module is small; loading it from
+# source takes well under a second.
+__precompile__(false)
+
+module CuMem
+
+using Libdl
+using LinearAlgebra
+using Printf
+
+export CuArray, CuVector, CuMatrix, CuVecOrMat, CuPtr, cu, unsafe_free!,
+       allowscalar, @allowscalar,
+       memory_status, memory_stats, memory_summary, reset_memory_stats!, reclaim,
+       CuIterator, OutOfGPUMemoryError, CuMemError
+
+include("library.jl")     # the engine library, its C ABI and initialisation
+include("errors.jl")      # CuMemError, OutOfGPUMemoryError
+include("allocator.jl")   # buffers, the allocation ladder, finalizer-safe frees, -g2 traces
+include("memory.jl")      # memory_status, memory_stats, memory_summary, reclaim
+include("array.jl")       # CuArray
+include("scalar.jl")      # scalar indexing policy (allowscalar)
+include("adapt.jl")       # adapt (a stand-in for Adapt.jl) and cu
+include("iterator.jl")    # CuIterator
+
+function __init__()
+    init_library()
+    init_tracking()
+    return nothing
+end
+
+end # module

@@ -1,0 +1,81 @@
+# A small stand-in for Adapt.jl (not installable here): `adapt(to, x)` rebuilds `x` with
+# its storage converted by `to`, keeping wrappers and containers. Same three-level
+# protocol as Adapt.jl, so code written against Adapt ports by renaming the module:
+#
+#   adapt(to, x)            = adapt_structure(to, x)
+#   adapt_structure(to, x)  recurses through wrappers/containers, defaults to adapt_storage
+#   adapt_storage(to, x)    converts leaves; defaults to `x` unchanged
+#
+# Extend `CuMem.adapt_structure` for your own wrapper types and `CuMem.adapt_storage`
+# for your own targets.
+
+"""
+    CuMem.adapt(to, x)
+
+Converts the storage of `x` with `to`, keeping its structure: tuples, named tuples,
+`Adjoint`, `Transpose`, `Diagonal`, the triangular, `Symmetric`, `Hermitian`,
+`Bidiagonal`, `Tridiagonal` and `SymTridiagonal` wrappers, `SubArray`,
+`PermutedDimsArray` and reshaped arrays are rebuilt around their converted contents.
+Targets: `CuArray` (upload, keeping the element type), `CuArray{T}` (upload converting
+to `T`), `Array` (download). Arrays whose elements are not isbits (e.g. a vector of
+arrays) are converted element by element. Values it does not know are returned
+unchanged.
+
+A stand-in for `Adapt.adapt` (Adapt.jl is not reachable here); extend
+`CuMem.adapt_structure(to, x::MyWrapper)` and `CuMem.adapt_storage(to, x)` as with Adapt.
+"""
+adapt(to, x) = adapt_structure(to, x)
+
+adapt_structure(to, x) = adapt_storage(to, x)
+adapt_storage(to, x) = x
+
+adapt_structure(to, xs::Tuple) = map(x -> adapt(to, x), xs)
+adapt_structure(to, xs::NamedTuple) = map(x -> adapt(to, x), xs)
+
+adapt_structure(to, A::Adjoint) = adjoint(adapt(to, parent(A)))
+adapt_structure(to, A::Transpose) = transpose(adapt(to, parent(A)))
+adapt_structure(to, A::Diagonal) = Diagonal(adapt(to, A.diag))
+adapt_structure(to, A::UpperTriangular) = UpperTriangular(adapt(to, parent(A)))
+adapt_structure(to, A::LowerTriangular) = LowerTriangular(adapt(to, parent(A)))
+adapt_structure(to, A::UnitUpperTriangular) = UnitUpperTriangular(adapt(to, parent(A)))
+adapt_structure(to, A::UnitLowerTriangular) = UnitLowerTriangular(adapt(to, parent(A)))
+adapt_structure(to, A::Symmetric) = Symmetric(adapt(to, parent(A)), Symbol(A.uplo))
+adapt_structure(to, A::Hermitian) = Hermitian(adapt(to, parent(A)), Symbol(A.uplo))
+adapt_structure(to, A::Bidiagonal) = Bidiagonal(adapt(to, A.dv), adapt(to, A.ev), Symbol(A.uplo))
+adapt_structure(to, A::Tridiagonal) = Tridiagonal(adapt(to, A.dl), adapt(to, A.d), adapt(to, A.du))
+adapt_structure(to, A::SymTridiagonal) = SymTridiagonal(adapt(to, A.dv), adapt(to, A.ev))
+adapt_structure(to, A::SubArray) = view(adapt(to, parent(A)), parentindices(A)...)
+adapt_structure(to, A::PermutedDimsArray{T,N,perm}) where {T,N,perm} =
+    PermutedDimsArray(adapt(to, parent(A)), perm)
+adapt_structure(to, A::Base.ReshapedArray) = reshape(adapt(to, parent(A)), size(A))
+
+# Leaves: storage conversions.
+adapt_storage(::Type{CuArray}, xs::AbstractArray) =
+    isbitstype(eltype(xs)) ? convert(CuArray, xs) : map(x -> adapt(CuArray, x), xs)
+adapt_storage(::Type{CuArray{T}}, xs::AbstractArray) where {T} =
+    isbitstype(eltype(xs)) ? convert(CuArray{T}, xs) : map(x -> adapt(CuArray{T}, x), xs)
+adapt_storage(::Type{Array}, xs::CuArray) = Array(xs)
+adapt_storage(::Type{Array}, xs::AbstractArray) =
+    isbitstype(eltype(xs)) ? xs : map(x -> adapt(Array, x), xs)
+
+# cu: CUDA.jl 2.x's CuArrayAdaptor.
+struct Float32Adaptor end
+
+adapt_storage(to::Float32Adaptor, xs::AbstractArray) =
+    isbitstype(eltype(xs)) ? convert(CuArray, xs) : map(x -> adapt(to, x), xs)
+adapt_storage(::Float32Adaptor, xs::AbstractArray{<:AbstractFloat}) = convert(CuArray{Float32}, xs)
+adapt_storage(::Float32Adaptor, xs::AbstractArray{<:Complex{<:AbstractFloat}}) =
+    convert(CuArray{ComplexF32}, xs)
+
+"""
+    cu(x)
+
+Uploads `x` to the device as CUDA.jl's `cu` does: arrays of floating-point numbers
+become `CuArray{Float32}` (complex ones `CuArray{ComplexF32}`), other isbits element
+types are kept (`cu([1, 2])` is a `CuArray{Int64,1}`), and structure is kept:
+`cu(Diagonal([1.0, 2.0]))` is a `Diagonal{Float32,CuArray{Float32,1}}`; adjoints,
+transposes, tuples and named tuples likewise (see [`CuMem.adapt`](@ref)). Scalars and
+other values are returned unchanged. A CuArray that already has the target type is
+returned as is, not copied.
+"""
+cu(xs) = adapt(Float32Adaptor(), xs)

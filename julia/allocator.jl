@@ -1,0 +1,204 @@
+# Device buffers: allocation through the ladder of DESIGN.md §4, reference-counted release
+# that is safe in a GC finalizer, and the -g2 allocation traces.
+
+# One device allocation, shared by every CuArray made from it by `reshape`/`vec`.
+# `refs` counts the arrays that still hold it; the last release returns the memory.
+mutable struct Buffer
+    ptr::UInt64                    # device address; 0 for an allocation of 0 bytes
+    bytes::Int                     # the size asked for
+    refs::Threads.Atomic{Int}
+    freed::Bool                    # set (only) by the last release, before cumem_free
+    trace::Any                     # an AllocTrace when tracking (-g2), else nothing
+end
+
+struct AllocTrace
+    seq::Int                       # allocation order, to list outstanding ones in order
+    bt::Vector                     # backtrace() at allocation
+end
+
+## the allocation ladder
+
+# Allocates `bytes` (> 0) bytes: the pool; on out of memory GC.gc(false) and retry; then
+# GC.gc(true) and retry; then reclaim() and retry; then OutOfGPUMemoryError.
+@inline function alloc_ptr(bytes::Int)
+    out = Ref{UInt64}(0)
+    code = c_alloc(bytes % UInt64, out)
+    code == CUMEM_SUCCESS && return out[]
+    return alloc_retry(bytes, code)
+end
+
+@noinline function alloc_retry(bytes::Int, code::Int32)
+    out = Ref{UInt64}(0)
+    for step in 1:3
+        code == CUMEM_ERROR_OUT_OF_MEMORY || throw_code(code)
+        if step == 1
+            GC.gc(false)          # young garbage: finalizers return its arrays
+        elseif step == 2
+            GC.gc(true)           # everything unreachable
+        else
+            reclaim()             # cached blocks back to the device (the engine does this
+        end                       # too; harmless when there is nothing left)
+        code = c_alloc(bytes % UInt64, out)
+        code == CUMEM_SUCCESS && return out[]
+    end
+    code == CUMEM_ERROR_OUT_OF_MEMORY || throw_code(code)
+    throw(OutOfGPUMemoryError(bytes, sprint(memory_status)))
+end
+
+function alloc_buffer(bytes::Int)
+    bytes < 0 && throw(ArgumentError("cannot allocate $bytes bytes"))
+    ptr = bytes == 0 ? UInt64(0) : alloc_ptr(bytes)
+    buf = Buffer(ptr, bytes, Threads.Atomic{Int}(1), false, nothing)
+    if TRACK[] && ptr != 0
+        track!(buf)
+    end
+    return buf
+end
+
+## release
+
+# Failed frees seen on the finalizer path, where nothing may throw: counted here, shown
+# by memory_status and `CuMem.free_errors()`.
+const FREE_ERRORS = Threads.Atomic{Int}(0)
+const LAST_FREE_ERROR_PTR = Threads.Atomic{UInt64}(0)
+const LAST_FREE_ERROR_CODE = Threads.Atomic{Int32}(0)
+
+"""
+    CuMem.free_errors() -> (count, last_ptr, last_code)
+
+Frees that the engine refused on paths that may not throw (GC finalizers), with the last
+one's device address and status code. Always `(0, 0, 0)` unless something is badly wrong.
+"""
+free_errors() = (FREE_ERRORS[], LAST_FREE_ERROR_PTR[], LAST_FREE_ERROR_CODE[])
+
+# Drops one reference to `buf`; the last one returns the memory to the pool.
+# Called from GC finalizers: it takes no lock, prints nothing and, with `throwerr` false,
+# never throws (a refused free is recorded in FREE_ERRORS). The -g2 trace table is not
+# touched here; its entry is marked by `freed` and pruned later by ordinary code.
+@inline function release(buf::Buffer, throwerr::Bool)
+    if Threads.atomic_sub!(buf.refs, 1) == 1
+        buf.freed = true
+        ptr = buf.ptr
+        if ptr != 0
+            code = c_free(ptr)
+            if code != CUMEM_SUCCESS
+                Threads.atomic_add!(FREE_ERRORS, 1)
+                LAST_FREE_ERROR_PTR[] = ptr
+                LAST_FREE_ERROR_CODE[] = code
+                throwerr && throw_code(code)
+            end
+        end
+    end
+    return nothing
+end
+
+@inline retain(buf::Buffer) = (Threads.atomic_add!(buf.refs, 1); buf)
+
+## -g2 allocation traces
+#
+# With `julia -g2` or CUMEM_DEBUG=2 each allocation records `backtrace()` and is entered
+# in TRACKED, keyed by device address. Finalizers never touch TRACKED (a finalizer can
+# interrupt any code on its thread, including code holding the lock, so a lock there
+# could deadlock and a lock-free write could corrupt the Dict): the last release only
+# sets `buf.freed`, and ordinary code drops freed entries when it next holds the lock.
+# Ordinary code holds TRACK_LOCK (a non-reentrant spin lock) with the GC disabled, so no
+# finalizer can run on its thread inside the critical section.
+
+const TRACK = Ref(false)
+const TRACKED = Dict{UInt64,Buffer}()
+const TRACK_LOCK = Threads.SpinLock()
+const TRACK_SEQ = Ref(0)
+const TRACK_PRUNE_AT = Ref(64)
+
+function init_tracking()
+    TRACK[] = Base.JLOptions().debug_level >= 2 || strip(get(ENV, "CUMEM_DEBUG", "")) == "2"
+    return nothing
+end
+
+"""
+    CuMem.tracking() -> Bool
+
+Whether allocations record Julia backtraces for the leak report of [`memory_status`]:
+true under `julia -g2` or with `CUMEM_DEBUG=2` when the package was loaded.
+"""
+tracking() = TRACK[]
+
+function with_track_lock(f)
+    gc_was_on = GC.enable(false)
+    lock(TRACK_LOCK)
+    try
+        return f()
+    finally
+        unlock(TRACK_LOCK)
+        gc_was_on && GC.enable(true)
+    end
+end
+
+function prune_tracked!()
+    filter!(kv -> !kv.second.freed, TRACKED)
+    TRACK_PRUNE_AT[] = max(64, 2 * length(TRACKED))
+    return nothing
+end
+
+@noinline function track!(buf::Buffer)
+    bt = backtrace()
+    with_track_lock() do
+        TRACK_SEQ[] += 1
+        buf.trace = AllocTrace(TRACK_SEQ[], bt)
+        TRACKED[buf.ptr] = buf
+        length(TRACKED) >= TRACK_PRUNE_AT[] && prune_tracked!()
+    end
+    return nothing
+end
+
+const JULIA_SOURCE_DIR = normpath(@__DIR__)
+
+is_cumem_frame(fr::Base.StackFrame) = startswith(normpath(string(fr.file)), JULIA_SOURCE_DIR)
+
+# Base, Core and standard-library frames (Base's files are recorded without a directory,
+# e.g. `abstractarray.jl` or `./abstractarray.jl`; stdlib files lie under Sys.STDLIB).
+function is_julia_frame(fr::Base.StackFrame)
+    fr.func === :backtrace && return true
+    file = string(fr.file)
+    (isempty(file) || file == "none" || startswith(file, "REPL[")) && return false
+    dirname(file) in ("", ".") && return true
+    nf = normpath(file)
+    return occursin("/share/julia/base/", nf) || occursin("/share/julia/stdlib/", nf) ||
+           startswith(nf, normpath(Sys.STDLIB))
+end
+
+# The frames of `bt` that belong to the caller: CuMem's own frames and the Base frames
+# that led into them (e.g. `backtrace`, `similar(a)` → CuMem's `similar`) are removed,
+# so the first frame is the user's code.
+function user_frames(bt)
+    frames = stacktrace(bt)
+    i = 1
+    n = length(frames)
+    while i <= n && (is_cumem_frame(frames[i]) || is_julia_frame(frames[i]))
+        i += 1
+    end
+    if i > n   # nothing but Julia/CuMem frames: drop only the leading allocator frames
+        i = 1
+        while i <= n && (is_cumem_frame(frames[i]) || frames[i].func === :backtrace)
+            i += 1
+        end
+    end
+    return frames[i:end]
+end
+
+"""
+    CuMem.outstanding_allocations() -> Vector
+
+The live allocations recorded while [`CuMem.tracking`](@ref) is on, oldest first, as
+named tuples `(ptr, bytes, frames)` where `frames` is the stack trace of the allocation
+(CuMem's own frames removed). Empty when tracking is off.
+"""
+function outstanding_allocations()
+    TRACK[] || return NamedTuple{(:ptr, :bytes, :frames),Tuple{UInt64,Int,Vector{Base.StackFrame}}}[]
+    live = with_track_lock() do
+        prune_tracked!()
+        [(b.ptr, b.bytes, b.trace::AllocTrace) for b in values(TRACKED)]
+    end
+    sort!(live, by = x -> x[3].seq)
+    return [(ptr = p, bytes = n, frames = user_frames(t.bt)) for (p, n, t) in live]
+end

@@ -1,0 +1,367 @@
+# CuArray: an N-dimensional array of isbits elements in device memory.
+
+"""
+    CuPtr{T}
+
+A device address: the value of `pointer(x::CuArray{T})`. Not a host `Ptr` (on a GPU it
+cannot be dereferenced by the CPU). `UInt64(p)` is the address; `p + n` offsets by `n`
+bytes, as for `Ptr`.
+"""
+struct CuPtr{T}
+    addr::UInt64
+end
+
+Base.UInt64(p::CuPtr) = p.addr
+Base.convert(::Type{UInt64}, p::CuPtr) = p.addr
+Base.:(+)(p::CuPtr{T}, n::Integer) where {T} = CuPtr{T}(p.addr + (n % UInt64))
+Base.:(-)(p::CuPtr{T}, n::Integer) where {T} = CuPtr{T}(p.addr - (n % UInt64))
+Base.:(-)(p::CuPtr, q::CuPtr) = (p.addr - q.addr) % Int
+Base.isless(p::CuPtr, q::CuPtr) = isless(p.addr, q.addr)
+Base.show(io::IO, p::CuPtr{T}) where {T} = print(io, "CuPtr{", T, "}(0x", string(p.addr, base = 16, pad = 12), ")")
+
+"""
+    CuArray{T,N}(undef, dims...)
+    CuArray{T}(undef, dims...)
+    CuArray(A::AbstractArray)
+    CuArray{T}(A::AbstractArray)
+
+An `N`-dimensional array of `T` (an `isbitstype`) in device memory. The memory returns to
+the pool when the array is garbage-collected, or at once with [`unsafe_free!`](@ref).
+Arrays made by `reshape`/`vec` share the memory; it is returned when the last of them is
+freed. Any use of a freed array throws `AssertionError("Use of freed memory")`; its
+size and type remain readable.
+"""
+mutable struct CuArray{T,N} <: AbstractArray{T,N}
+    buf::Buffer
+    dims::Dims{N}
+    freed::Bool
+
+    function CuArray{T,N}(::UndefInitializer, dims::Dims{N}) where {T,N}
+        check_eltype(T)
+        for d in dims
+            d < 0 && throw(ArgumentError("invalid CuArray dimensions $dims: negative size"))
+        end
+        len = prod(dims)
+        bytes = Base.checked_mul(len, sizeof(T))
+        a = new{T,N}(alloc_buffer(bytes), dims, false)
+        finalizer(finalize_array, a)
+        return a
+    end
+
+    # Shares `buf`, which the caller has retained for this array.
+    function CuArray{T,N}(buf::Buffer, dims::Dims{N}) where {T,N}
+        a = new{T,N}(buf, dims, false)
+        finalizer(finalize_array, a)
+        return a
+    end
+end
+
+const CuVector{T} = CuArray{T,1}
+const CuMatrix{T} = CuArray{T,2}
+const CuVecOrMat{T} = Union{CuVector{T},CuMatrix{T}}
+
+function check_eltype(::Type{T}) where {T}
+    isbitstype(T) || throw(ArgumentError("CuArray only supports element types that are " *
+                                         "isbitstype; $T is not"))
+    return nothing
+end
+
+# The finalizer: returns the memory and never throws, prints or takes a lock.
+finalize_array(a::CuArray) = (a.freed || (a.freed = true; release(a.buf, false)); nothing)
+
+"""
+    unsafe_free!(x::CuArray)
+
+Releases `x`'s reference to its device memory now instead of when `x` is
+garbage-collected; the memory returns to the pool once no array (see `reshape`) uses it.
+Calling it again does nothing. Any later use of `x` throws
+`AssertionError("Use of freed memory")`. For other values it does nothing.
+"""
+function unsafe_free!(a::CuArray)
+    a.freed && return nothing
+    a.freed = true
+    release(a.buf, true)
+    return nothing
+end
+unsafe_free!(x) = nothing
+
+"""
+    CuMem.isfreed(x::CuArray) -> Bool
+
+Whether `unsafe_free!(x)` was called (or its finalizer ran).
+"""
+isfreed(a::CuArray) = a.freed
+
+@noinline throw_freed() = throw(AssertionError("Use of freed memory"))
+
+# The device address of `a`'s first element, checking that `a` is alive.
+@inline devaddr(a::CuArray) = (a.freed && throw_freed(); a.buf.ptr)
+@inline check_alive(a::CuArray) = (a.freed && throw_freed(); nothing)
+
+## construction
+
+CuArray{T,N}(::UndefInitializer, dims::Integer...) where {T,N} =
+    CuArray{T,N}(undef, convert(Tuple{Vararg{Int}}, dims))
+CuArray{T,N}(::UndefInitializer, dims::Tuple{Vararg{Integer}}) where {T,N} =
+    CuArray{T,N}(undef, convert(Tuple{Vararg{Int}}, dims))
+CuArray{T}(::UndefInitializer, dims::Dims{N}) where {T,N} = CuArray{T,N}(undef, dims)
+CuArray{T}(::UndefInitializer, dims::Integer...) where {T} =
+    CuArray{T}(undef, convert(Tuple{Vararg{Int}}, dims))
+CuArray{T}(::UndefInitializer, dims::Tuple{Vararg{Integer}}) where {T} =
+    CuArray{T}(undef, convert(Tuple{Vararg{Int}}, dims))
+
+function CuArray{T,N}(A::AbstractArray{S,N}) where {T,N,S}
+    a = CuArray{T,N}(undef, size(A))
+    copy_all!(a, A)
+    return a
+end
+CuArray{T}(A::AbstractArray{S,N}) where {T,N,S} = CuArray{T,N}(A)
+CuArray(A::AbstractArray{T,N}) where {T,N} = CuArray{T,N}(A)
+
+Base.convert(::Type{T}, A::AbstractArray) where {T<:CuArray} = A isa T ? A : T(A)
+
+## the AbstractArray interface
+
+Base.size(a::CuArray) = a.dims
+Base.length(a::CuArray) = prod(a.dims)
+Base.sizeof(a::CuArray{T}) where {T} = length(a) * sizeof(T)
+Base.elsize(::Type{<:CuArray{T}}) where {T} = sizeof(T)
+Base.IndexStyle(::Type{<:CuArray}) = IndexLinear()
+
+"""
+    pointer(x::CuArray{T}, i=1) -> CuPtr{T}
+
+The device address of element `i` (see [`CuPtr`](@ref)).
+"""
+Base.pointer(a::CuArray{T}) where {T} = CuPtr{T}(devaddr(a))
+Base.pointer(a::CuArray{T}, i::Integer) where {T} = CuPtr{T}(devaddr(a) + ((i - 1) * sizeof(T)) % UInt64)
+
+Base.similar(a::CuArray, ::Type{T}, dims::Dims{N}) where {T,N} = CuArray{T,N}(undef, dims)
+
+function Base.copy(a::CuArray{T,N}) where {T,N}
+    b = CuArray{T,N}(undef, size(a))
+    copyto!(b, a)
+    return b
+end
+
+"""
+    reshape(x::CuArray, dims) / vec(x::CuArray)
+
+A CuArray of the new shape sharing `x`'s memory (no copy): writes through one are seen
+through the other. The memory is returned when every array sharing it is freed.
+"""
+function Base.reshape(a::CuArray{T,M}, dims::Dims{N}) where {T,N,M}
+    check_alive(a)
+    if prod(dims) != length(a)
+        throw(DimensionMismatch("new dimensions $dims must be consistent with array size $(length(a))"))
+    end
+    return CuArray{T,N}(retain(a.buf), dims)
+end
+
+# reshape(a, 2, :) and friends: one dimension inferred.
+Base.reshape(a::CuArray, dims::Tuple{Vararg{Union{Int,Colon}}}) = reshape(a, uncolon(a, dims))
+
+function uncolon(a::CuArray, dims::Tuple)
+    known = 1
+    ncolon = 0
+    for d in dims
+        d isa Colon ? (ncolon += 1) : (known *= d)
+    end
+    ncolon > 1 && throw(DimensionMismatch("new dimensions $dims may have at most one omitted dimension specified by Colon()"))
+    if known == 0 || length(a) % known != 0
+        throw(DimensionMismatch("array size $(length(a)) must be divisible by the product of the new dimensions $dims"))
+    end
+    return map(d -> d isa Colon ? length(a) ÷ known : d, dims)
+end
+
+## copies
+#
+# copyto!(dest, doffs, src, soffs, n) in every direction; offsets are linear indices.
+
+@inline nbytes(::Type{T}, n::Integer) where {T} = (n * sizeof(T)) % UInt64
+@inline offset_addr(a::CuArray{T}, i::Integer) where {T} = devaddr(a) + nbytes(T, i - 1)
+
+function check_copy(dest, doffs::Integer, src, soffs::Integer, n::Integer)
+    n < 0 && throw(ArgumentError(string("tried to copy n=", n, " elements, but n should be nonnegative")))
+    n == 0 && return nothing
+    di, si = LinearIndices(dest), LinearIndices(src)
+    (checkbounds(Bool, di, doffs) && checkbounds(Bool, di, doffs + n - 1)) ||
+        throw(BoundsError(dest, doffs:doffs+n-1))
+    (checkbounds(Bool, si, soffs) && checkbounds(Bool, si, soffs + n - 1)) ||
+        throw(BoundsError(src, soffs:soffs+n-1))
+    return nothing
+end
+
+# host → device
+function Base.copyto!(dest::CuArray{T}, doffs::Integer, src::Array{T}, soffs::Integer,
+                      n::Integer) where {T}
+    check_alive(dest)
+    check_copy(dest, doffs, src, soffs, n)
+    n == 0 && return dest
+    GC.@preserve src check(c_copy_htod(offset_addr(dest, doffs),
+                                       convert(Ptr{Cvoid}, pointer(src, soffs)), nbytes(T, n)))
+    return dest
+end
+
+# device → host
+function Base.copyto!(dest::Array{T}, doffs::Integer, src::CuArray{T}, soffs::Integer,
+                      n::Integer) where {T}
+    check_alive(src)
+    check_copy(dest, doffs, src, soffs, n)
+    n == 0 && return dest
+    GC.@preserve dest check(c_copy_dtoh(convert(Ptr{Cvoid}, pointer(dest, doffs)),
+                                        offset_addr(src, soffs), nbytes(T, n)))
+    return dest
+end
+
+# device → device (overlapping ranges of one array are allowed)
+function Base.copyto!(dest::CuArray{T}, doffs::Integer, src::CuArray{T}, soffs::Integer,
+                      n::Integer) where {T}
+    check_alive(dest)
+    check_alive(src)
+    check_copy(dest, doffs, src, soffs, n)
+    n == 0 && return dest
+    check(c_copy_dtod(offset_addr(dest, doffs), offset_addr(src, soffs), nbytes(T, n)))
+    return dest
+end
+
+# Other element types or host array types: staged through a host Vector.
+function Base.copyto!(dest::CuArray{T}, doffs::Integer, src::AbstractArray, soffs::Integer,
+                      n::Integer) where {T}
+    check_alive(dest)
+    check_copy(dest, doffs, src, soffs, n)
+    n == 0 && return dest
+    tmp = Vector{T}(undef, n)
+    copyto!(tmp, 1, src isa CuArray ? download(src, soffs, n) : src, src isa CuArray ? 1 : soffs, n)
+    return copyto!(dest, doffs, tmp, 1, n)
+end
+
+function Base.copyto!(dest::AbstractArray, doffs::Integer, src::CuArray, soffs::Integer,
+                      n::Integer)
+    check_alive(src)
+    check_copy(dest, doffs, src, soffs, n)
+    n == 0 && return dest
+    return copyto!(dest, doffs, download(src, soffs, n), 1, n)
+end
+
+Base.copyto!(dest::CuArray, doffs::Integer, src::CuArray, soffs::Integer, n::Integer) =
+    invoke(copyto!, Tuple{CuArray,Integer,AbstractArray,Integer,Integer}, dest, doffs, src, soffs, n)
+
+# Elements soffs:soffs+n-1 of `src` as a host Vector.
+download(src::CuArray{T}, soffs::Integer, n::Integer) where {T} =
+    copyto!(Vector{T}(undef, n), 1, src, soffs, n)
+
+# copyto!(dest, src): all of src into the start of dest.
+function copy_all!(dest, src)
+    n = length(src)
+    n > length(dest) && throw(ArgumentError("destination has fewer elements than required"))
+    return copyto!(dest, firstindex(dest), src, firstindex(src), n)
+end
+# The 2-argument methods cover the host array types that are stored densely; a catch-all
+# `copyto!(::CuArray, ::AbstractArray)` would be ambiguous with methods of other packages
+# (SparseArrays, PermutedDimsArray, ...). Other sources: `copyto!(dest, 1, src, 1, n)`, or
+# `collect` them first.
+const HostDense = Union{Array,AbstractRange,SubArray{<:Any,<:Any,<:Array},
+                        Base.ReshapedArray{<:Any,<:Any,<:Array}}
+Base.copyto!(dest::CuArray, src::CuArray) = copy_all!(dest, src)
+Base.copyto!(dest::CuArray, src::HostDense) = copy_all!(dest, src)
+Base.copyto!(dest::HostDense, src::CuArray) = copy_all!(dest, src)
+
+## to host
+
+Base.Array{T,N}(a::CuArray{S,N}) where {T,S,N} = copy_all!(Array{T,N}(undef, size(a)), a)
+Base.Array{T}(a::CuArray{S,N}) where {T,S,N} = Array{T,N}(a)
+Base.Array(a::CuArray{T,N}) where {T,N} = Array{T,N}(a)
+Base.collect(a::CuArray) = Array(a)
+
+## fill
+
+"""
+    fill!(x::CuArray, v)
+
+Sets every element to `convert(eltype(x), v)`: one `memset` when the value's bytes are all
+equal (zeros, `-1`, `0x07`, ...), else an upload of up to 4096 elements and device copies
+doubling the filled prefix.
+"""
+function Base.fill!(a::CuArray{T}, x) where {T}
+    v = convert(T, x)
+    check_alive(a)
+    n = length(a)
+    (n == 0 || sizeof(T) == 0) && return a
+    bytes = value_bytes(v)
+    ptr = devaddr(a)
+    if all(==(bytes[1]), bytes)
+        check(c_memset(ptr, bytes[1], nbytes(T, n)))
+    else
+        chunk = min(n, 4096)
+        copyto!(a, 1, Base.fill(v, chunk), 1, chunk)
+        filled = chunk
+        while filled < n
+            k = min(filled, n - filled)
+            check(c_copy_dtod(ptr + nbytes(T, filled), ptr, nbytes(T, k)))
+            filled += k
+        end
+    end
+    return a
+end
+
+function value_bytes(v::T) where {T}
+    r = Ref(v)
+    GC.@preserve r begin
+        p = convert(Ptr{UInt8}, Base.unsafe_convert(Ptr{T}, r))
+        return [unsafe_load(p, i) for i in 1:sizeof(T)]
+    end
+end
+
+const FILL_DOC = """
+    CuMem.zeros([T=Float32], dims...)
+    CuMem.ones([T=Float32], dims...)
+    CuMem.fill(v, dims...)
+
+CuArrays filled with `zero(T)`, `one(T)` or `v` (element type `typeof(v)`), as in
+CUDA.jl. Not exported: they would clash with `Base.zeros` and friends.
+"""
+
+zeros(T::Type, dims::Integer...) = fill!(CuArray{T}(undef, dims...), zero(T))
+zeros(T::Type, dims::Dims) = zeros(T, dims...)
+zeros(dims::Integer...) = zeros(Float32, dims...)
+zeros(dims::Dims) = zeros(Float32, dims...)
+ones(T::Type, dims::Integer...) = fill!(CuArray{T}(undef, dims...), one(T))
+ones(T::Type, dims::Dims) = ones(T, dims...)
+ones(dims::Integer...) = ones(Float32, dims...)
+ones(dims::Dims) = ones(Float32, dims...)
+fill(v, dims::Integer...) = fill!(CuArray{typeof(v)}(undef, dims...), v)
+fill(v, dims::Dims) = fill(v, dims...)
+@doc FILL_DOC zeros
+@doc FILL_DOC ones
+@doc FILL_DOC fill
+
+## comparison
+
+Base.:(==)(a::CuArray, b::CuArray) = size(a) == size(b) && Array(a) == Array(b)
+Base.:(==)(a::CuArray, b::AbstractArray) = size(a) == size(b) && Array(a) == b
+Base.:(==)(a::AbstractArray, b::CuArray) = size(a) == size(b) && a == Array(b)
+Base.isequal(a::CuArray, b::CuArray) = size(a) == size(b) && isequal(Array(a), Array(b))
+
+## indexing beyond scalars (device copies, no scalar warnings)
+
+function Base.getindex(a::CuArray{T}, r::UnitRange{Int}) where {T}
+    check_alive(a)
+    checkbounds(a, r)
+    b = CuArray{T,1}(undef, (length(r),))
+    return copyto!(b, 1, a, first(r), length(r))
+end
+function Base.getindex(a::CuArray{T}, ::Colon) where {T}
+    check_alive(a)
+    b = CuArray{T,1}(undef, (length(a),))
+    return copyto!(b, 1, a, 1, length(a))
+end
+
+## display (downloads to print; nothing is printed element by element)
+
+Base.print_array(io::IO, a::CuArray) = Base.print_array(io, Array(a))
+Base.show(io::IO, a::CuArray) = show(io, Array(a))
+function Base.show(io::IO, mime::MIME"text/plain", a::CuArray)
+    check_alive(a)
+    invoke(show, Tuple{IO,MIME"text/plain",AbstractArray}, io, mime, a)
+end

@@ -1,0 +1,46 @@
+# Exceptions.
+
+"""
+    CuMemError(code, msg)
+
+An error reported by the engine: `code` is the C ABI's status (`CUMEM_ERROR_INVALID_VALUE`
+= 2, `CUMEM_ERROR_CONFIG` = 3, `CUMEM_ERROR_DEVICE` = 4, `CUMEM_ERROR_INTERNAL` = 5; out
+of memory is reported as [`OutOfGPUMemoryError`] instead) and `msg` the engine's message
+(`cumem_last_error`).
+"""
+struct CuMemError <: Exception
+    code::Int32
+    msg::String
+end
+
+CuMemError(code::Integer) = CuMemError(Int32(code), last_error())
+
+function Base.showerror(io::IO, err::CuMemError)
+    print(io, "CuMemError: ", err.msg, " (", code_name(err.code), ")")
+end
+
+"""
+    OutOfGPUMemoryError(sz, info)
+
+Thrown when an allocation of `sz` bytes fails after every step of the allocation ladder
+(pool, `GC.gc(false)`, `GC.gc(true)`, `reclaim()`). `info` is the text of
+[`memory_status`] at the time of the failure.
+"""
+struct OutOfGPUMemoryError <: Exception
+    sz::Int
+    info::String
+end
+
+function Base.showerror(io::IO, err::OutOfGPUMemoryError)
+    print(io, "Out of GPU memory trying to allocate ", Base.format_bytes(err.sz))
+    if !isempty(err.info)
+        print(io, "\n", rstrip(err.info))
+    end
+end
+
+# Throws the error that a failed engine call's `code` stands for.
+@noinline function throw_code(code::Integer)
+    throw(CuMemError(code))
+end
+
+@inline check(code::Int32) = code == CUMEM_SUCCESS ? nothing : throw_code(code)

@@ -1,0 +1,207 @@
+# Memory status, statistics and reclaim (CUDA.jl's memory_status/reclaim, PyTorch's
+# memory_stats/memory_summary/reset_peak_memory_stats).
+
+const STAT_FIELDS = fieldnames(CStats)
+
+"""
+    memory_stats() -> NamedTuple
+
+A snapshot of the engine's statistics, one field per field of `cumem_stats_t`
+(DESIGN.md §2): byte counts and counters as `Int`, `cache_hit_rate` and
+`fragmentation_ratio` as `Float64`.
+
+| field | meaning |
+|:--|:--|
+| `requested_bytes` | sum of the sizes asked for, live |
+| `allocated_bytes` | sum of the block sizes handed out (after rounding), live |
+| `cached_bytes` | bytes held by the pool, free for reuse |
+| `reserved_bytes` | bytes obtained from the device |
+| `inactive_split_bytes` | free bytes inside partly used segments (split pool) |
+| `peak_requested_bytes` … `peak_reserved_bytes` | high-water marks since the last [`reset_memory_stats!`] |
+| `num_allocations`, `num_frees` | successful allocations / frees |
+| `num_cache_hits`, `num_cache_misses` | allocations served from the cache / by the device |
+| `num_device_allocations`, `num_device_frees` | device calls |
+| `device_alloc_ns`, `device_free_ns` | time spent in them |
+| `num_alloc_retries`, `num_ooms` | retries after releasing the cache; failed allocations |
+| `limit_bytes` | `JULIA_CUDA_MEMORY_LIMIT` in bytes, 0 when none |
+| `cache_hit_rate` | hits / (hits + misses) |
+| `fragmentation_ratio` | (reserved − allocated) / reserved |
+"""
+function memory_stats()
+    r = Ref{CStats}()
+    check(c_get_stats(r))
+    s = r[]
+    vals = ntuple(i -> (v = getfield(s, i); v isa UInt64 ? v % Int : v), fieldcount(CStats))
+    return NamedTuple{STAT_FIELDS}(vals)
+end
+
+"""
+    reset_memory_stats!()
+
+Resets the counters of [`memory_stats`] to 0 and the peaks to the current values
+(PyTorch's `reset_peak_memory_stats` and `reset_accumulated_memory_stats` together).
+"""
+reset_memory_stats!() = (c_reset_stats(); nothing)
+
+"""
+    reclaim([bytes]) -> Int
+
+Returns cached memory to the device until at least `bytes` bytes were released or
+nothing is cached (default: everything), and returns the number of bytes released. Only
+whole free blocks/segments can be released; memory in use never is.
+"""
+function reclaim(bytes::Integer = typemax(Int))
+    bytes < 0 && throw(ArgumentError("reclaim: bytes must be non-negative, got $bytes"))
+    b = bytes >= typemax(Int) ? typemax(UInt64) : UInt64(bytes)
+    return c_reclaim(b) % Int
+end
+
+"""
+    CuMem.device_memory() -> (free, total)
+
+Free and total bytes of the device (`cuMemGetInfo`; for the host device, its capacity
+minus what the engine holds, and its capacity).
+"""
+function device_memory()
+    f = Ref{UInt64}(0)
+    t = Ref{UInt64}(0)
+    check(c_device_memory(f, t))
+    return (f[] % Int, t[] % Int)
+end
+
+"""
+    CuMem.available_memory() -> Int
+
+Free bytes of the device.
+"""
+available_memory() = device_memory()[1]
+
+"""
+    CuMem.total_memory() -> Int
+
+Total bytes of the device.
+"""
+total_memory() = device_memory()[2]
+
+is_host_device() = startswith(device_name(), "host")
+
+const POOL_TYPE_NAMES = Dict("binned" => "BinnedPool", "split" => "SplitPool",
+                             "simple" => "SimplePool", "none" => "NoPool")
+pool_type_name() = get(POOL_TYPE_NAMES, pool_name(), pool_name())
+
+"""
+    memory_status([io=stdout])
+
+Prints how much device memory is used, as CUDA.jl does:
+
+```
+Effective GPU memory usage: 10.52% (1.656 GiB/15.744 GiB)
+CUDA GPU memory usage: 8.000 KiB
+BinnedPool usage: 8.000 KiB (8.000 KiB allocated, 0 bytes cached)
+```
+
+The first line is the device's own view (`cuMemGetInfo`: every process and context), the
+second what CuMem obtained from it (on the host device it reads `Host memory (no GPU)
+usage: …`), the third how the pool (`BinnedPool`, `SplitPool`, `SimplePool` or `NoPool`)
+splits that between live allocations and cache. `Memory limit: …` follows when
+`JULIA_CUDA_MEMORY_LIMIT` is set.
+
+Under `julia -g2` (or with `CUMEM_DEBUG=2`) every outstanding allocation follows, each as
+`Outstanding memory allocation of N bytes at 0x…` and the Julia stack trace of the
+allocation, CuMem's own frames removed.
+"""
+function memory_status(io::IO = stdout)
+    s = memory_stats()
+    free, total = device_memory()
+    used = total - free
+    pct = total == 0 ? 0.0 : 100 * used / total
+    fb = Base.format_bytes
+    @printf(io, "Effective GPU memory usage: %.2f%% (%s/%s)\n", pct, fb(used), fb(total))
+    println(io, is_host_device() ? "Host memory (no GPU)" : "CUDA GPU memory", " usage: ",
+            fb(s.reserved_bytes))
+    println(io, pool_type_name(), " usage: ", fb(s.reserved_bytes), " (",
+            fb(s.allocated_bytes), " allocated, ", fb(s.cached_bytes), " cached)")
+    s.limit_bytes > 0 && println(io, "Memory limit: ", fb(s.limit_bytes))
+    nerr, eptr, ecode = free_errors()
+    if nerr > 0
+        println(io, "Failed frees in finalizers: ", nerr, " (last: 0x", string(eptr, base = 16),
+                ", ", code_name(ecode), ")")
+    end
+    if TRACK[]
+        for a in outstanding_allocations()
+            println(io, "Outstanding memory allocation of ", a.bytes, " bytes at 0x",
+                    string(a.ptr, base = 16, pad = 12))
+            for (i, fr) in enumerate(a.frames)
+                println(io, " [", i, "] ", fr)
+            end
+        end
+    end
+    return nothing
+end
+
+"""
+    memory_summary([io=stdout])
+
+Prints [`memory_stats`] as a table, in the manner of PyTorch's
+`torch.cuda.memory_summary()`.
+"""
+function memory_summary(io::IO = stdout)
+    s = memory_stats()
+    fb = Base.format_bytes
+    W = 75
+    rule(c) = println(io, "|", c^(W - 2), "|")
+    center(t) = (p = W - 2 - length(t); println(io, "|", " "^(p ÷ 2), t, " "^(p - p ÷ 2), "|"))
+    row(a, b, c) = @printf(io, "| %-27s | %19s | %19s |\n", a, b, c)
+    row2(a, b) = @printf(io, "| %-27s | %41s |\n", a, b)
+    rule("=")
+    center("CuMem memory summary")
+    center(string(pool_type_name(), " on ", device_name()))
+    rule("-")
+    row("Metric", "Current", "Peak")
+    rule("-")
+    row("Requested memory", fb(s.requested_bytes), fb(s.peak_requested_bytes))
+    row("Allocated memory", fb(s.allocated_bytes), fb(s.peak_allocated_bytes))
+    row("Cached memory", fb(s.cached_bytes), fb(s.peak_cached_bytes))
+    row("Reserved memory", fb(s.reserved_bytes), fb(s.peak_reserved_bytes))
+    row("Inactive split memory", fb(s.inactive_split_bytes), "-")
+    rule("-")
+    row2("Allocations / frees", string(s.num_allocations, " / ", s.num_frees))
+    row2("Cache hits / misses", @sprintf("%d / %d (hit rate %.1f%%)", s.num_cache_hits,
+                                         s.num_cache_misses, 100 * s.cache_hit_rate))
+    row2("Device allocations / frees", string(s.num_device_allocations, " / ", s.num_device_frees))
+    avg(ns, n) = n == 0 ? "-" : @sprintf("%.1f µs", ns / n / 1000)
+    row2("Device alloc time", @sprintf("%.3f ms (avg %s)", s.device_alloc_ns / 1e6,
+                                       avg(s.device_alloc_ns, s.num_device_allocations)))
+    row2("Device free time", @sprintf("%.3f ms (avg %s)", s.device_free_ns / 1e6,
+                                      avg(s.device_free_ns, s.num_device_frees)))
+    row2("Alloc retries / OOMs", string(s.num_alloc_retries, " / ", s.num_ooms))
+    row2("Fragmentation", @sprintf("%.1f%% of reserved not allocated", 100 * s.fragmentation_ratio))
+    row2("Memory limit", s.limit_bytes == 0 ? "none" : fb(s.limit_bytes))
+    rule("=")
+    return nothing
+end
+
+"""
+    CuMem.@time ex
+
+Runs `ex` like `Base.@time` and also prints what it did to device memory: allocations,
+frees, cache hits and device calls. Returns the value of `ex`.
+"""
+macro time(ex)
+    quote
+        local before = memory_stats()
+        local t0 = time_ns()
+        local val = $(esc(ex))
+        local t1 = time_ns()
+        local after = memory_stats()
+        print_time_report(t1 - t0, before, after)
+        val
+    end
+end
+
+function print_time_report(ns, a, b)
+    d(f) = getfield(b, f) - getfield(a, f)
+    @printf("  %.6f seconds (%d GPU allocations, %d frees, %d cache hits, %d device allocations, live %s)\n",
+            ns / 1e9, d(:num_allocations), d(:num_frees), d(:num_cache_hits),
+            d(:num_device_allocations), Base.format_bytes(b.requested_bytes))
+end

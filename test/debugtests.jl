@@ -1,0 +1,93 @@
+# The leak report: runtests.jl runs this under `julia -g2` and, separately, with
+# CUMEM_DEBUG=2. memory_status then lists each outstanding allocation with the Julia stack
+# trace of the place that made it; the first frame must be this file, not CuMem.
+
+using CuMem, Test
+
+status() = sprint(memory_status)
+
+# The trace printed under "Outstanding memory allocation of `n` bytes at `ptr`".
+function entry(text, n, ptr = nothing)
+    addr = ptr === nothing ? "0x[0-9a-f]+" : "0x" * string(UInt64(ptr), base = 16, pad = 12)
+    m = match(Regex("Outstanding memory allocation of $n bytes at $addr\\n((?: \\[\\d+\\] [^\\n]*\\n)+)"), text)
+    return m === nothing ? nothing : split(chomp(m[1]), '\n')
+end
+
+make_vector() = CuMem.zeros(Float64, 3)       # 24 bytes
+const LINE_MAKE = @__LINE__() - 1
+
+@testset "leak report (debug level $(Base.JLOptions().debug_level), CUMEM_DEBUG=$(get(ENV, "CUMEM_DEBUG", "")))" begin
+    @test CuMem.tracking()
+    GC.gc(true)
+
+    x = CuArray{Float32}(undef, 2); line_x = @__LINE__       # 8 bytes
+    y = make_vector()
+    z = similar(CuArray{Int8}(undef, 3), Int8, 5); line_z = @__LINE__   # through Base's similar
+    text = status()
+    lines = split(text, '\n')
+    @test startswith(lines[1], "Effective GPU memory usage: ")
+    @test occursin(r"^(Host memory \(no GPU\)|CUDA GPU memory) usage: ", lines[2])
+
+    fx = entry(text, 8, pointer(x))
+    @test fx !== nothing
+    @test occursin("debugtests.jl:$line_x", fx[1])          # the first frame is the caller
+    @test !any(l -> occursin("julia/array.jl", l) || occursin("allocator.jl", l), fx)
+
+    fy = entry(text, 24, pointer(y))
+    @test fy !== nothing
+    @test occursin("make_vector()", fy[1]) && occursin("debugtests.jl:$LINE_MAKE", fy[1])
+    @test occursin("debugtests.jl", fy[2])
+
+    fz = entry(text, 5, pointer(z))
+    @test fz !== nothing
+    @test occursin("debugtests.jl:$line_z", fz[1])
+
+    # views share one allocation: one entry
+    v = reshape(x, 1, 2)
+    @test length(collect(eachmatch(r"Outstanding memory allocation of 8 bytes", status()))) == 1
+
+    # freed: gone from the report
+    unsafe_free!(x)
+    @test entry(status(), 8) !== nothing                    # v still holds it
+    unsafe_free!(v)
+    @test entry(status(), 8) === nothing
+    unsafe_free!(y)
+    @test entry(status(), 24) === nothing
+    @test entry(status(), 5) !== nothing
+    unsafe_free!(z)
+    # collected by the GC (the finalizer only marks the entry; memory_status drops it).
+    # In a function: a variable of top-level code can stay rooted after reassignment.
+    function make_garbage()
+        g = CuArray{UInt8}(undef, 33)
+        return entry(status(), 33) !== nothing
+    end
+    @test make_garbage()
+    GC.gc(true)
+    @test entry(status(), 33) === nothing
+
+    # the structured form
+    w = CuArray{UInt8}(undef, 77)
+    outs = CuMem.outstanding_allocations()
+    mine = filter(a -> a.bytes == 77, outs)
+    @test length(mine) == 1
+    @test mine[1].ptr == UInt64(pointer(w))
+    @test mine[1].frames[1] isa Base.StackFrame
+    @test occursin("debugtests.jl", string(mine[1].frames[1].file))
+    unsafe_free!(w)
+
+    # many allocations from several threads, with finalizers running: the table stays
+    # consistent and empties once everything is gone
+    Threads.@threads for t in 1:Threads.nthreads()
+        for i in 1:2000
+            a = CuArray{UInt8}(undef, 100 + i)
+            iseven(i) && unsafe_free!(a)
+            i % 500 == 0 && GC.gc(false)
+        end
+    end
+    GC.gc(true)
+    GC.gc(true)
+    @test isempty(CuMem.outstanding_allocations())
+    @test !occursin("Outstanding", status())
+    @test length(CuMem.TRACKED) < 64 + 10
+    @test memory_stats().requested_bytes == 0
+end

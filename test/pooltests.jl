@@ -1,0 +1,54 @@
+# Tests of the whole package under one pool: runtests.jl starts this file once per pool,
+# with JULIA_CUDA_MEMORY_POOL set (the engine reads it when the package initialises).
+#
+#   JULIA_CUDA_MEMORY_POOL=split CUMEM_DEVICE=host julia --project test/pooltests.jl
+
+using CuMem, Test, LinearAlgebra, Random
+
+const POOL = lowercase(strip(get(ENV, "JULIA_CUDA_MEMORY_POOL", "binned")))
+const POOL_TYPE = Dict("binned" => "BinnedPool", "split" => "SplitPool",
+                       "simple" => "SimplePool", "none" => "NoPool")[POOL]
+
+Random.seed!(1)
+
+# An isbits struct for round trips.
+struct Point3
+    x::Float32
+    y::Int16
+    z::UInt8
+end
+Base.rand(rng::AbstractRNG, ::Random.SamplerType{Point3}) =
+    Point3(rand(rng, Float32), rand(rng, Int16), rand(rng, UInt8))
+
+# Frees everything unreachable and returns the cache, so each test starts from a clean pool.
+function clean!()
+    GC.gc(true)
+    GC.gc(true)
+    reclaim()
+    return nothing
+end
+
+isfreed_error(f) = try
+    f()
+    false
+catch e
+    e isa AssertionError && e.msg == "Use of freed memory"
+end
+
+@testset "CuMem, pool $POOL" begin
+    @test CuMem.pool_name() == POOL
+    @test CuMem.tracking() == false
+    include("array_tests.jl")
+    include("scalar_tests.jl")
+    include("memory_tests.jl")
+    include("adapt_tests.jl")
+    include("iterator_tests.jl")
+    include("threads_tests.jl")
+    if get(ENV, "CUMEM_TEST_AMBIGUITIES", "") == "1"
+        include("ambiguity_tests.jl")
+    end
+    @testset "no failed frees" begin
+        clean!()
+        @test CuMem.free_errors() == (0, 0, 0)
+    end
+end

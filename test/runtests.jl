@@ -1,0 +1,124 @@
+# CuMem's tests. The engine reads its configuration (JULIA_CUDA_MEMORY_POOL,
+# JULIA_CUDA_MEMORY_LIMIT, CUMEM_DEBUG, ...) once, when the package initialises, so every
+# configuration is tested in a Julia process of its own:
+#
+#   pool tests × {binned, split, simple, none}     test/pooltests.jl (2 threads)
+#   out of memory under a 64 MiB limit             test/oomtests.jl
+#   the leak report under -g2 and CUMEM_DEBUG=2    test/debugtests.jl
+#   bad configuration / missing library            `using CuMem` must fail clearly
+#   installing by name, path and dev               test/registrytests.jl
+#
+# The processes run in parallel (CUMEM_TEST_JOBS, default: the number of CPU threads).
+# CUMEM_DEVICE defaults to `host` (set it to `cuda` to test on a GPU); CUMEM_TEST_POOLS
+# narrows the pools (e.g. "binned split"); CUMEM_TEST_SKIP_INSTALL=1 skips the install
+# tests.
+
+using Test
+
+const ROOT = normpath(joinpath(@__DIR__, ".."))
+const PROJECT = Base.active_project()       # under Pkg.test: its environment with CuMem and Test
+const DEVICE = get(ENV, "CUMEM_DEVICE", "host")
+const POOLS = split(get(ENV, "CUMEM_TEST_POOLS", "binned split simple none"))
+const NJOBS = parse(Int, get(ENV, "CUMEM_TEST_JOBS", string(max(1, Sys.CPU_THREADS))))
+
+struct Job
+    name::String
+    cmd::Cmd
+    check::Function        # (exit code, stdout+stderr) -> Bool, may run @test itself
+end
+
+# The environment of a subprocess: ours, with CUMEM_DEVICE defaulted and the
+# configuration variables that the job does not set removed.
+function job_env(pairs...)
+    env = copy(ENV)
+    for k in ("JULIA_CUDA_MEMORY_POOL", "JULIA_CUDA_MEMORY_LIMIT", "CUMEM_DEBUG",
+              "JULIA_NUM_THREADS", "CUMEM_TEST_AMBIGUITIES")
+        delete!(env, k)
+    end
+    env["CUMEM_DEVICE"] = DEVICE
+    for (k, v) in pairs
+        env[k] = v
+    end
+    return env
+end
+
+julia(args...; env...) = setenv(`$(Base.julia_cmd()) --startup-file=no --project=$PROJECT $args`,
+                                job_env((string(k) => string(v) for (k, v) in env)...))
+
+testfile(name) = joinpath(@__DIR__, name)
+
+passed(code, out) = code == 0
+
+function failed_with(msgs...)
+    return (code, out) -> code != 0 && all(m -> occursin(m, out), msgs)
+end
+
+jobs = Job[]
+for (i, pool) in enumerate(POOLS)
+    push!(jobs, Job("pool $pool",
+                    julia(testfile("pooltests.jl"); JULIA_CUDA_MEMORY_POOL = pool, JULIA_NUM_THREADS = 2,
+                          CUMEM_TEST_AMBIGUITIES = i == 1 ? 1 : 0),
+                    passed))
+end
+for pool in POOLS[1:min(2, end)]
+    push!(jobs, Job("out of memory, pool $pool",
+                    julia(testfile("oomtests.jl"); JULIA_CUDA_MEMORY_POOL = pool,
+                          JULIA_CUDA_MEMORY_LIMIT = "64MiB"),
+                    passed))
+end
+push!(jobs, Job("leak report, julia -g2", julia("-g2", testfile("debugtests.jl"); JULIA_NUM_THREADS = 2), passed))
+push!(jobs, Job("leak report, CUMEM_DEBUG=2", julia(testfile("debugtests.jl"); CUMEM_DEBUG = 2), passed))
+push!(jobs, Job("bad pool name",
+                julia("-e", "using CuMem"; JULIA_CUDA_MEMORY_POOL = "bogus"),
+                failed_with("cannot initialise the CuMem engine",
+                            "JULIA_CUDA_MEMORY_POOL=\"bogus\" is not a pool",
+                            "accepted: binned, split, simple, none")))
+push!(jobs, Job("bad memory limit",
+                julia("-e", "using CuMem"; JULIA_CUDA_MEMORY_LIMIT = "lots"),
+                failed_with("JULIA_CUDA_MEMORY_LIMIT=\"lots\"", "accepted")))
+push!(jobs, Job("missing library",
+                julia("-e", "using CuMem"; CUMEM_LIBRARY = joinpath(tempdir(), "no-such-dir", "libcumem.so")),
+                failed_with("does not exist", "Pkg.build(\"CuMem\")", "cargo build --release")))
+push!(jobs, Job("environment read at load",
+                julia("-e", """
+                      using CuMem
+                      ENV["JULIA_CUDA_MEMORY_LIMIT"] = "1GiB"   # too late: no effect
+                      ENV["JULIA_CUDA_MEMORY_POOL"] = "none"
+                      @assert memory_stats().limit_bytes == 1 << 20
+                      @assert occursin("Memory limit: 1.000 MiB", sprint(memory_status))
+                      @assert CuMem.pool_name() == "simple"
+                      err = try CuArray{UInt8}(undef, 8 << 20); nothing; catch e; e; end
+                      @assert err isa OutOfGPUMemoryError
+                      println("ENVIRONMENT_OK")
+                      """; JULIA_CUDA_MEMORY_LIMIT = "1MiB", JULIA_CUDA_MEMORY_POOL = "simple"),
+                (code, out) -> code == 0 && occursin("ENVIRONMENT_OK", out)))
+if get(ENV, "CUMEM_TEST_SKIP_INSTALL", "") != "1"
+    push!(jobs, Job("installing (registry, add, dev)", julia(testfile("registrytests.jl")), passed))
+end
+
+function run_job(job::Job)
+    out = IOBuffer()
+    t = @elapsed p = run(pipeline(ignorestatus(job.cmd), stdout = out, stderr = out))
+    return (code = p.exitcode, out = String(take!(out)), time = t)
+end
+
+@info "CuMem tests: $(length(jobs)) Julia processes, $NJOBS at a time, device $DEVICE"
+t0 = time()
+results = asyncmap(run_job, jobs; ntasks = NJOBS)
+
+@testset "CuMem" begin
+    for (job, r) in zip(jobs, results)
+        ok = job.check(r.code, r.out)
+        println("─── $(job.name): $(ok ? "ok" : "FAILED") in $(round(r.time, digits = 1)) s (exit code $(r.code))")
+        if !ok || get(ENV, "CUMEM_TEST_VERBOSE", "") == "1"
+            print(r.out)
+        else
+            # the subprocess's test summary, without the engine's log lines
+            for line in split(r.out, '\n')
+                (startswith(line, "Test Summary") || occursin(r"\|\s+\d+\s+\d+\s*$", line)) && println(line)
+            end
+        end
+        @test ok
+    end
+end
+println("CuMem tests: $(round(time() - t0, digits = 1)) s in all")
