@@ -1,5 +1,225 @@
-//! `cumem-bench`: placeholder until the benchmark tool lands.
+//! `cumem-bench`: CuMem's benchmark tool.
+//!
+//! - `replay`: replays allocation traces (`data/*.trace` by default) through each pool;
+//! - `pair`: alloc+free pair latency of a cache hit, per size;
+//! - `threads`: aggregate pair throughput with several threads;
+//! - `chart`: an SVG of replay (and pair) results beside the anchors of
+//!   `../shared/bench/anchor_bench.py`.
+//!
+//! Tables on stdout by default; `--json` prints one JSON object per line instead.
+//! `--quick` is a mode small enough for CI: see each subcommand's help.
+
+mod chart;
+mod pair;
+mod replay;
+mod report;
+mod threads;
+mod trace;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use cumem::device::{CudaDevice, Device, HostDevice};
+use cumem::{Config, Engine, PoolKind};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::io::IsTerminal;
+use std::time::{Duration, Instant};
+
+/// Capacity of the host device: large enough for every trace; the bench never touches
+/// the pages, so host memory is only committed lazily.
+pub const HOST_CAPACITY: u64 = 64 << 30;
+
+#[derive(Parser)]
+#[command(name = "cumem-bench", version, about = "CuMem's benchmark tool")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Replay allocation traces through the pools: ns per event (cold and warm passes),
+    /// peak reserved ÷ peak live, cache hit rate, device allocations.
+    Replay(replay::ReplayArgs),
+    /// Alloc+free pair latency of a cache hit, per size (median of repetitions).
+    Pair(pair::PairArgs),
+    /// Aggregate ns per alloc+free pair with several threads at once.
+    Threads(threads::ThreadsArgs),
+    /// SVG chart of replay and pair results beside the anchor figures.
+    Chart(chart::ChartArgs),
+}
+
+/// Options shared by the measuring subcommands.
+#[derive(Args, Clone, Debug)]
+pub struct Common {
+    /// Pools: `all` or a comma-separated list of binned, split, simple, none.
+    #[arg(long, default_value = "all")]
+    pub pool: String,
+    /// Device under the pools: host memory standing in for a GPU, or CUDA device 0.
+    #[arg(long, value_enum, default_value_t = DeviceArg::Host)]
+    pub device: DeviceArg,
+    /// One JSON object per line on stdout instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// A small, fast run (for CI).
+    #[arg(long)]
+    pub quick: bool,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeviceArg {
+    Host,
+    Cuda,
+}
+
+impl DeviceArg {
+    pub fn name(self) -> &'static str {
+        match self {
+            DeviceArg::Host => "host",
+            DeviceArg::Cuda => "cuda",
+        }
+    }
+
+    pub fn open(self) -> Result<Box<dyn Device>, String> {
+        Ok(match self {
+            DeviceArg::Host => Box::new(HostDevice::new(Some(HOST_CAPACITY))),
+            DeviceArg::Cuda => Box::new(CudaDevice::new(0).map_err(|e| format!("--device cuda: {e}"))?),
+        })
+    }
+}
+
+impl Common {
+    pub fn pools(&self) -> Result<Vec<PoolKind>, String> {
+        parse_pools(&self.pool)
+    }
+
+    /// A fresh engine with `pool` over a fresh device, with the default number of shards
+    /// (what `Engine::new`, and so the C ABI and Julia, use).
+    pub fn engine(&self, pool: PoolKind) -> Result<Engine, String> {
+        let cfg = Config { pool, ..Config::default() };
+        Engine::with_device(cfg, self.device.open()?, cumem::engine::default_shards())
+            .map_err(|e| format!("cannot create the engine: {e}"))
+    }
+
+    pub fn progress(&self, len: u64) -> Progress {
+        Progress::new(len, !self.json)
+    }
+}
+
+/// Parses `all` or a comma-separated list of pool names (duplicates dropped).
+pub fn parse_pools(s: &str) -> Result<Vec<PoolKind>, String> {
+    let mut v = Vec::new();
+    for name in s.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        let kinds = if name.eq_ignore_ascii_case("all") {
+            PoolKind::ALL.to_vec()
+        } else {
+            vec![PoolKind::parse(name).map_err(|_| {
+                format!("--pool: {name:?} is not a pool; accepted: all, binned, split, simple, none (comma-separated)")
+            })?]
+        };
+        for k in kinds {
+            if !v.contains(&k) {
+                v.push(k);
+            }
+        }
+    }
+    if v.is_empty() {
+        return Err("--pool: no pool given".into());
+    }
+    Ok(v)
+}
+
+/// Parses a comma-separated list of byte sizes (`4096`, `4KiB`, `16MiB`).
+pub fn parse_sizes(s: &str) -> Result<Vec<u64>, String> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|x| !x.is_empty())
+        .map(|x| match cumem::config::parse_amount("--sizes", x) {
+            Ok(cumem::config::Amount::Bytes(b)) => Ok(b),
+            _ => Err(format!("--sizes: {x:?} is not a size in bytes (4096, 64KiB, 16MiB)")),
+        })
+        .collect()
+}
+
+/// Parses a comma-separated list of positive integers.
+pub fn parse_counts(what: &str, s: &str) -> Result<Vec<usize>, String> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|x| !x.is_empty())
+        .map(|x| {
+            x.parse::<usize>()
+                .ok()
+                .filter(|&n| n > 0)
+                .ok_or_else(|| format!("{what}: {x:?} is not a positive integer"))
+        })
+        .collect()
+}
+
+/// Median of a non-empty slice (mean of the middle two for an even length).
+pub fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let n = s.len();
+    if n == 0 {
+        return f64::NAN;
+    }
+    if n % 2 == 1 { s[n / 2] } else { (s[n / 2 - 1] + s[n / 2]) / 2.0 }
+}
+
+/// A progress bar on stderr that only appears once a run has taken more than a second,
+/// and never with `--json` or when stderr is not a terminal.
+pub struct Progress {
+    bar: ProgressBar,
+    allowed: bool,
+    shown: bool,
+    start: Instant,
+}
+
+impl Progress {
+    fn new(len: u64, allowed: bool) -> Progress {
+        let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::hidden());
+        bar.set_style(
+            ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed} {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        Progress {
+            bar,
+            allowed: allowed && std::io::stderr().is_terminal(),
+            shown: false,
+            start: Instant::now(),
+        }
+    }
+
+    pub fn set_message(&mut self, msg: String) {
+        self.bar.set_message(msg);
+        self.maybe_show();
+    }
+
+    pub fn inc(&mut self) {
+        self.bar.inc(1);
+        self.maybe_show();
+    }
+
+    fn maybe_show(&mut self) {
+        if self.allowed && !self.shown && self.start.elapsed() > Duration::from_secs(1) {
+            self.shown = true;
+            self.bar.set_draw_target(ProgressDrawTarget::stderr());
+        }
+    }
+
+    pub fn finish(self) {
+        self.bar.finish_and_clear();
+    }
+}
+
 fn main() {
-    eprintln!("cumem-bench: not built yet");
-    std::process::exit(2);
+    let cli = Cli::parse();
+    let r = match cli.cmd {
+        Cmd::Replay(a) => replay::run(&a),
+        Cmd::Pair(a) => pair::run(&a),
+        Cmd::Threads(a) => threads::run(&a),
+        Cmd::Chart(a) => chart::run(&a),
+    };
+    if let Err(e) = r {
+        eprintln!("cumem-bench: {e}");
+        std::process::exit(1);
+    }
 }
