@@ -463,11 +463,18 @@ pub fn run(a: &ChartArgs) -> Result<(), String> {
     }
     if show_threads {
         let (lo, hi) = log_bounds(&thread_series).unwrap_or((1.0, 1e6));
-        let cats: Vec<String> = counts.iter().map(|n| format!("{n} threads")).collect();
+        let cats: Vec<String> =
+            counts.iter().map(|&n| format!("{n} thread{}", if n == 1 { "" } else { "s" })).collect();
         panel(
             &root,
             areas.next().unwrap(),
-            "Concurrent 4 KiB pairs: aggregate ns per pair (wall ÷ pairs; log scale; lower is better)",
+            &format!(
+                "Concurrent {} alloc+free pairs: aggregate ns per pair (wall ÷ pairs; log scale; lower is better)",
+                rows.iter()
+                    .find(|r| bench(r) == "threads")
+                    .and_then(|r| r.get("size")?.as_u64())
+                    .map_or("4 KiB".into(), crate::report::size_label)
+            ),
             "ns per pair",
             &cats,
             &thread_series,
