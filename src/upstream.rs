@@ -79,9 +79,11 @@ impl Upstream {
     }
 
     /// How far obtaining `bytes` more would lift reserved memory above its all-time
-    /// high-water mark (0 if it would not). A pool about to grow releases that much of
-    /// its cache first, so cached memory that does not fit the request never raises
-    /// the peak, while growth below the old peak keeps the cache warm.
+    /// high-water mark (0 if it would not). The split pool, about to grow, releases that
+    /// much of its cache first, so cached memory that does not fit the request never
+    /// raises the peak, while growth below the old peak keeps the cache warm. (The binned
+    /// and simple pools do not: their blocks fit one size each, and releasing them made
+    /// warm passes of a training loop call the device again and again.)
     pub fn growth_excess(&self, bytes: u64) -> u64 {
         (self.reserved() + bytes).saturating_sub(self.high_water.load(Relaxed))
     }

@@ -57,7 +57,6 @@ impl Pool for BinnedPool {
             self.cached -= bsize;
             return Ok(Block { ptr, size: bsize, hit: true });
         }
-        self.reclaim(up.growth_excess(size), up);
         Ok(Block { ptr: up.alloc(size, shard)?, size, hit: false })
     }
 
