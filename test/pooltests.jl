@@ -44,9 +44,6 @@ end
     include("adapt_tests.jl")
     include("iterator_tests.jl")
     include("threads_tests.jl")
-    if get(ENV, "CUMEM_TEST_AMBIGUITIES", "") == "1"
-        include("ambiguity_tests.jl")
-    end
     @testset "no failed frees" begin
         clean!()
         @test CuMem.free_errors() == (0, 0, 0)

@@ -21,7 +21,8 @@ end
 function julia_in(depot, code)
     env = copy(ENV)
     env["JULIA_DEPOT_PATH"] = depot
-    env["JULIA_PKG_OFFLINE"] = "true"
+    env["JULIA_PKG_OFFLINE"] = "false"     # offline mode only considers versions already installed
+                                          # (nothing here needs the network: registry and repo are local)
     env["JULIA_PKG_SERVER"] = ""
     env["CUMEM_LIBRARY"] = LIB
     env["CUMEM_DEVICE"] = get(ENV, "CUMEM_DEVICE", "host")
@@ -70,7 +71,7 @@ const USE = """
         env1 = joinpath(tmp, "env-by-name")
         ok, text = julia_in(depot, """
             import Pkg
-            Pkg.Registry.add(Pkg.RegistrySpec(path = $(repr(reg))))
+            Pkg.Registry.add(Pkg.RegistrySpec(url = $(repr(reg))))
             Pkg.activate($(repr(env1)))
             Pkg.add("CuMem")
             $USE
@@ -78,13 +79,14 @@ const USE = """
         @test ok
         @test occursin("CUMEM_LOADED_FROM " * joinpath(depot, "packages", "CuMem"), text)
         @test occursin("BinnedPool usage", text)
+        @test !occursin("failed to update", text)
         @test isfile(joinpath(env1, "Manifest.toml"))
         @test occursin("git-tree-sha1 = \"$tree\"", read(joinpath(env1, "Manifest.toml"), String))
 
         # the registry placed directly in a depot's registries/ works the same
         depot2 = joinpath(tmp, "depot2")
         mkpath(joinpath(depot2, "registries"))
-        cp(reg, joinpath(depot2, "registries", "CuMemRegistry"))
+        run(`git clone -q $reg $(joinpath(depot2, "registries", "CuMemRegistry"))`)
         env2 = joinpath(tmp, "env-placed")
         ok, text = julia_in(depot2, """
             import Pkg
@@ -93,6 +95,7 @@ const USE = """
             $USE
             """)
         @test ok
+        @test !occursin("failed to update", text)
 
         # ] add <path> and ] dev <path>
         env3 = joinpath(tmp, "env-path")

@@ -32,7 +32,7 @@ end
 function job_env(pairs...)
     env = copy(ENV)
     for k in ("JULIA_CUDA_MEMORY_POOL", "JULIA_CUDA_MEMORY_LIMIT", "CUMEM_DEBUG",
-              "JULIA_NUM_THREADS", "CUMEM_TEST_AMBIGUITIES")
+              "JULIA_NUM_THREADS")
         delete!(env, k)
     end
     env["CUMEM_DEVICE"] = DEVICE
@@ -54,11 +54,17 @@ function failed_with(msgs...)
 end
 
 jobs = Job[]
-for (i, pool) in enumerate(POOLS)
+for pool in POOLS
     push!(jobs, Job("pool $pool",
-                    julia(testfile("pooltests.jl"); JULIA_CUDA_MEMORY_POOL = pool, JULIA_NUM_THREADS = 2,
-                          CUMEM_TEST_AMBIGUITIES = i == 1 ? 1 : 0),
+                    julia(testfile("pooltests.jl"); JULIA_CUDA_MEMORY_POOL = pool, JULIA_NUM_THREADS = 2),
                     passed))
+end
+push!(jobs, Job("method ambiguities",
+                julia("-e", "using CuMem, Test, LinearAlgebra; include($(repr(testfile("ambiguity_tests.jl"))))"),
+                passed))
+# (longest jobs first)
+if get(ENV, "CUMEM_TEST_SKIP_INSTALL", "") != "1"
+    push!(jobs, Job("installing (registry, add, dev)", julia(testfile("registrytests.jl")), passed))
 end
 for pool in POOLS[1:min(2, end)]
     push!(jobs, Job("out of memory, pool $pool",
@@ -79,22 +85,28 @@ push!(jobs, Job("bad memory limit",
 push!(jobs, Job("missing library",
                 julia("-e", "using CuMem"; CUMEM_LIBRARY = joinpath(tempdir(), "no-such-dir", "libcumem.so")),
                 failed_with("does not exist", "Pkg.build(\"CuMem\")", "cargo build --release")))
+# deps/build.jl with no cargo to be found (skipped if a system-wide cargo is in /usr/bin)
+let env = job_env("PATH" => "/usr/bin:/bin", "CARGO_HOME" => joinpath(tempdir(), "no-such-cargo"),
+                  "HOME" => joinpath(tempdir(), "no-such-home"), "CUMEM_LIBRARY" => "")
+    cmd = setenv(`$(Base.julia_cmd()) --startup-file=no $(joinpath(ROOT, "deps", "build.jl"))`, env)
+    if !isfile("/usr/bin/cargo")
+        push!(jobs, Job("Pkg.build without cargo", cmd,
+                        failed_with("`cargo` was not found", "https://rustup.rs", "CUMEM_LIBRARY")))
+    end
+end
 push!(jobs, Job("environment read at load",
                 julia("-e", """
                       using CuMem
                       ENV["JULIA_CUDA_MEMORY_LIMIT"] = "1GiB"   # too late: no effect
                       ENV["JULIA_CUDA_MEMORY_POOL"] = "none"
-                      @assert memory_stats().limit_bytes == 1 << 20
-                      @assert occursin("Memory limit: 1.000 MiB", sprint(memory_status))
+                      @assert memory_stats().limit_bytes == 2 << 20
+                      @assert occursin("Memory limit: 2.000 MiB", sprint(memory_status))
                       @assert CuMem.pool_name() == "simple"
                       err = try CuArray{UInt8}(undef, 8 << 20); nothing; catch e; e; end
                       @assert err isa OutOfGPUMemoryError
                       println("ENVIRONMENT_OK")
-                      """; JULIA_CUDA_MEMORY_LIMIT = "1MiB", JULIA_CUDA_MEMORY_POOL = "simple"),
+                      """; JULIA_CUDA_MEMORY_LIMIT = "2MiB", JULIA_CUDA_MEMORY_POOL = "simple"),
                 (code, out) -> code == 0 && occursin("ENVIRONMENT_OK", out)))
-if get(ENV, "CUMEM_TEST_SKIP_INSTALL", "") != "1"
-    push!(jobs, Job("installing (registry, add, dev)", julia(testfile("registrytests.jl")), passed))
-end
 
 function run_job(job::Job)
     out = IOBuffer()
