@@ -247,6 +247,9 @@ pub unsafe extern "C" fn cumem_copy_htod(dst: u64, src: *const core::ffi::c_void
         if src.is_null() {
             return Err(null_err("src"));
         }
+        // Check the device range before forming a slice of `bytes`: a length no
+        // allocation can have must be refused, not turned into an invalid slice.
+        e.check_range(dst, bytes)?;
         let len =
             usize::try_from(bytes).map_err(|_| Error::InvalidValue(format!("{bytes} bytes is too large")))?;
         // SAFETY: the caller guarantees `src` is readable for `bytes`.
@@ -268,6 +271,8 @@ pub unsafe extern "C" fn cumem_copy_dtoh(dst: *mut core::ffi::c_void, src: u64, 
         if dst.is_null() {
             return Err(null_err("dst"));
         }
+        // As in `cumem_copy_htod`: the range first, then the slice.
+        e.check_range(src, bytes)?;
         let len =
             usize::try_from(bytes).map_err(|_| Error::InvalidValue(format!("{bytes} bytes is too large")))?;
         // SAFETY: the caller guarantees `dst` is writable for `bytes`.
