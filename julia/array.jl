@@ -19,6 +19,10 @@ Base.:(-)(p::CuPtr, q::CuPtr) = (p.addr - q.addr) % Int
 Base.isless(p::CuPtr, q::CuPtr) = isless(p.addr, q.addr)
 Base.show(io::IO, p::CuPtr{T}) where {T} = print(io, "CuPtr{", T, "}(0x", string(p.addr, base = 16, pad = 12), ")")
 
+# A CuArray passed to `ccall` for an argument declared `CuPtr{T}` (a C `uint64_t`) becomes
+# its device address; ccall keeps the array rooted for the duration of the call.
+Base.cconvert(::Type{<:CuPtr}, x) = x
+
 """
     CuArray{T,N}(undef, dims...)
     CuArray{T}(undef, dims...)
@@ -134,6 +138,8 @@ Base.IndexStyle(::Type{<:CuArray}) = IndexLinear()
 The device address of element `i` (see [`CuPtr`](@ref)).
 """
 Base.pointer(a::CuArray{T}) where {T} = CuPtr{T}(devaddr(a))
+Base.unsafe_convert(::Type{CuPtr{T}}, a::CuArray{T}) where {T} = pointer(a)
+Base.unsafe_convert(::Type{CuPtr{Cvoid}}, a::CuArray) = CuPtr{Cvoid}(devaddr(a))
 Base.pointer(a::CuArray{T}, i::Integer) where {T} = CuPtr{T}(devaddr(a) + ((i - 1) * sizeof(T)) % UInt64)
 
 Base.similar(a::CuArray, ::Type{T}, dims::Dims{N}) where {T,N} = CuArray{T,N}(undef, dims)

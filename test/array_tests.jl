@@ -58,6 +58,14 @@
         @test pointer(x, 3) - p == 16
         @test occursin("CuPtr{Float64}(0x", sprint(show, p))
         @test UInt64(pointer(CuArray{Int}(undef, 0))) == 0
+        # passing a CuArray to C for a device-pointer argument
+        y = CuArray{UInt8}(undef, 8)
+        @test ccall((:cumem_memset, CuMem.libcumem), Int32, (CuPtr{UInt8}, UInt8, UInt64), y, 0x05, 8) == 0
+        @test Array(y) == fill(0x05, 8)
+        @test ccall((:cumem_memset, CuMem.libcumem), Int32, (CuPtr{Cvoid}, UInt8, UInt64), y, 0x06, 8) == 0
+        @test Array(y) == fill(0x06, 8)
+        unsafe_free!(y)
+        @test isfreed_error(() -> ccall((:cumem_memset, CuMem.libcumem), Int32, (CuPtr{UInt8}, UInt8, UInt64), y, 0x05, 8))
     end
     # contiguous ranges without scalar indexing
     let x = CuArray(collect(1:10))

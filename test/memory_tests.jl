@@ -175,6 +175,22 @@ end
     unsafe_free!(x)
 end
 
+@testset "CuMem.@time" begin
+    out = mktemp() do path, f
+        v = redirect_stdout(f) do
+            CuMem.@time begin
+                x = CuArray{UInt8}(undef, 100)
+                unsafe_free!(x)
+                42
+            end
+        end
+        @test v == 42
+        close(f)
+        read(path, String)
+    end
+    @test occursin(r"seconds \(1 GPU allocations, 1 frees, [01] cache hits, [01] device allocations, live ", out)
+end
+
 @testset "errors" begin
     e = CuMemError(CuMem.CUMEM_ERROR_INVALID_VALUE, "free of 0x10, which is not a live allocation")
     @test sprint(showerror, e) == "CuMemError: free of 0x10, which is not a live allocation (CUMEM_ERROR_INVALID_VALUE)"
