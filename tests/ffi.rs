@@ -1,0 +1,751 @@
+//! The C ABI (`include/cumem.h`) through the `cumem::ffi` functions: every function and
+//! every bad input.
+//!
+//! The engine behind the C ABI is a process-wide singleton configured from the
+//! environment once, so each scenario runs in a process of its own: a parent test
+//! re-executes this test binary (`--exact <child> --nocapture --test-threads=1`) with
+//! the scenario's environment, and the child test named there does the work. Child
+//! tests do nothing unless `CUMEM_FFI_CHILD` names them. Children use the host device
+//! (`CUMEM_DEVICE=host`), or CUDA with `CUMEM_TEST_CUDA=1`.
+
+mod common;
+
+use common::*;
+use cumem::Stats;
+use cumem::ffi::*;
+use std::ffi::{CStr, c_char, c_void};
+use std::process::Command;
+
+const MARK: &str = "CUMEM_FFI_CHILD";
+
+/// Every variable of the configuration table (DESIGN.md §2); children start without any
+/// of them inherited from the parent.
+const CONFIG_VARS: [&str; 6] = [
+    "JULIA_CUDA_MEMORY_POOL",
+    "JULIA_CUDA_MEMORY_LIMIT",
+    "CUMEM_DEVICE",
+    "CUMEM_HOST_CAPACITY",
+    "CUMEM_DEBUG",
+    "CUMEM_LOG",
+];
+
+/// Runs child test `child` in a fresh process of this test binary with `env` set (and
+/// `CUMEM_DEVICE` forced to `host`, or `cuda` with `CUMEM_TEST_CUDA=1`, unless `env`
+/// sets it), and fails unless the child ran and passed.
+fn spawn(child: &str, env: &[(&str, &str)]) {
+    let exe = std::env::current_exe().unwrap();
+    let mut cmd = Command::new(exe);
+    cmd.args(["--exact", child, "--nocapture", "--test-threads=1"]);
+    for v in CONFIG_VARS {
+        cmd.env_remove(v);
+    }
+    cmd.env(MARK, child);
+    cmd.env("CUMEM_DEVICE", if cuda() { "cuda" } else { "host" });
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("re-executing the test binary");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let ran = stdout.contains(&format!("child {child} done"));
+    assert!(
+        out.status.success() && ran,
+        "child {child} with {env:?} failed ({}; ran: {ran})\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
+        out.status
+    );
+}
+
+/// True in the child process started for `name`.
+fn child(name: &str) -> bool {
+    std::env::var(MARK).is_ok_and(|v| v == name)
+}
+
+fn done(name: &str) {
+    println!("child {name} done");
+}
+
+fn last_error() -> String {
+    // SAFETY: cumem_last_error returns a valid NUL-terminated string.
+    unsafe { CStr::from_ptr(cumem_last_error()) }.to_str().unwrap().to_owned()
+}
+
+fn cstr(p: *const c_char) -> String {
+    assert!(!p.is_null());
+    // SAFETY: the ABI returns valid NUL-terminated static strings.
+    unsafe { CStr::from_ptr(p) }.to_str().unwrap().to_owned()
+}
+
+fn alloc(bytes: u64) -> (i32, u64) {
+    let mut p = 0xdead_beef;
+    // SAFETY: `p` is writable.
+    let rc = unsafe { cumem_alloc(bytes, &mut p) };
+    (rc, p)
+}
+
+fn alloc_ok(bytes: u64) -> u64 {
+    let (rc, p) = alloc(bytes);
+    assert_eq!(rc, CUMEM_SUCCESS, "alloc({bytes}): {}", last_error());
+    p
+}
+
+fn stats() -> Stats {
+    let mut s = Stats::default();
+    // SAFETY: `s` is writable.
+    assert_eq!(unsafe { cumem_get_stats(&mut s) }, CUMEM_SUCCESS);
+    s
+}
+
+/// Statistics without the device timings.
+fn untimed() -> Stats {
+    let mut s = stats();
+    s.device_alloc_ns = 0;
+    s.device_free_ns = 0;
+    s
+}
+
+fn status() -> String {
+    // SAFETY: null with length 0 writes nothing.
+    let n = unsafe { cumem_memory_status(std::ptr::null_mut(), 0) };
+    let mut buf = vec![0u8; n + 1];
+    // SAFETY: `buf` is writable for its length.
+    let m = unsafe { cumem_memory_status(buf.as_mut_ptr() as *mut c_char, buf.len()) };
+    assert_eq!(m, n);
+    assert_eq!(buf[n], 0);
+    String::from_utf8(buf[..n].to_vec()).unwrap()
+}
+
+fn upload(dst: u64, data: &[u8]) -> i32 {
+    // SAFETY: `data` is readable for its length.
+    unsafe { cumem_copy_htod(dst, data.as_ptr() as *const c_void, data.len() as u64) }
+}
+
+fn download(src: u64, len: usize) -> (i32, Vec<u8>) {
+    let mut buf = vec![0x5a; len];
+    // SAFETY: `buf` is writable for its length.
+    let rc = unsafe { cumem_copy_dtoh(buf.as_mut_ptr() as *mut c_void, src, len as u64) };
+    (rc, buf)
+}
+
+fn download_ok(src: u64, len: usize) -> Vec<u8> {
+    let (rc, buf) = download(src, len);
+    assert_eq!(rc, CUMEM_SUCCESS, "{}", last_error());
+    buf
+}
+
+fn expect_err(rc: i32, code: i32, words: &[&str]) {
+    assert_eq!(rc, code, "last error: {}", last_error());
+    let msg = last_error();
+    for w in words {
+        assert!(msg.contains(w), "error message lacks {w:?}: {msg}");
+    }
+}
+
+// ---- parents ------------------------------------------------------------------------
+
+#[test]
+fn api_on_each_pool() {
+    for pool in ["binned", "split", "simple", "none"] {
+        spawn("child_api", &[("JULIA_CUDA_MEMORY_POOL", pool), ("CUMEM_HOST_CAPACITY", "1GiB")]);
+    }
+}
+
+#[test]
+fn default_configuration() {
+    spawn("child_defaults", &[]);
+}
+
+#[test]
+fn limit_of_one_byte() {
+    for pool in ["binned", "split", "simple", "none"] {
+        spawn("child_limit_one", &[("JULIA_CUDA_MEMORY_LIMIT", "1"), ("JULIA_CUDA_MEMORY_POOL", pool)]);
+    }
+}
+
+#[test]
+fn limits_and_capacities() {
+    spawn(
+        "child_limits",
+        &[
+            ("JULIA_CUDA_MEMORY_LIMIT", "50%"),
+            ("CUMEM_HOST_CAPACITY", "256MiB"),
+            ("CUMEM_LOG", "cumem=debug"),
+            ("JULIA_CUDA_MEMORY_POOL", "Binned"),
+        ],
+    );
+}
+
+#[test]
+fn tracking_at_debug_2() {
+    spawn("child_debug", &[("CUMEM_DEBUG", "2")]);
+}
+
+#[test]
+fn threads_through_the_abi() {
+    for pool in ["binned", "split"] {
+        spawn("child_threads", &[("JULIA_CUDA_MEMORY_POOL", pool)]);
+    }
+}
+
+/// Every malformed value of every variable: `cumem_init` returns `CUMEM_ERROR_CONFIG`
+/// and the message names the variable and the value.
+#[test]
+fn malformed_environment() {
+    let cases: &[(&str, &[&str])] = &[
+        ("JULIA_CUDA_MEMORY_POOL", &["bogus", "binned2", "cached", "0"]),
+        (
+            "JULIA_CUDA_MEMORY_LIMIT",
+            &[
+                "lots",
+                "0",
+                "-1",
+                "12XB",
+                "4 GiB extra",
+                "101%",
+                "0%",
+                "-5%",
+                "abc%",
+                "%",
+                "99999999999999999999",
+                "20000000TiB",
+                "1..5GiB",
+                "1e9",
+                "0.0001B",
+            ],
+        ),
+        ("CUMEM_DEVICE", &["tpu", "gpu", "cuda0", "1"]),
+        ("CUMEM_HOST_CAPACITY", &["1QB", "0", "150%", "much", "-4GiB"]),
+        ("CUMEM_DEBUG", &["3", "yes", "-1", "2.0", "true"]),
+        ("CUMEM_LOG", &["loud==", "cumem=verbose", "a b", "=", "debug,,warn"]),
+    ];
+    for &(var, values) in cases {
+        for &value in values {
+            spawn(
+                "child_bad_env",
+                &[(var, value), ("CUMEM_FFI_BAD_VAR", var), ("CUMEM_FFI_BAD_VALUE", value)],
+            );
+        }
+    }
+}
+
+/// `CUMEM_DEVICE=cuda` without a usable GPU is `CUMEM_ERROR_DEVICE`; with one, success.
+#[test]
+fn cuda_device_choice() {
+    let have_gpu = cumem::device::CudaDevice::new(0).is_ok();
+    let expect = if have_gpu { "ok" } else { "device" };
+    spawn("child_cuda_choice", &[("CUMEM_DEVICE", "cuda"), ("CUMEM_FFI_EXPECT", expect)]);
+    // `auto` always works: CUDA if present, else the host device.
+    spawn(
+        "child_cuda_choice",
+        &[("CUMEM_DEVICE", "auto"), ("CUMEM_FFI_EXPECT", if have_gpu { "ok" } else { "host" })],
+    );
+}
+
+// ---- children -----------------------------------------------------------------------
+
+#[test]
+fn child_api() {
+    if !child("child_api") {
+        return;
+    }
+    let pool = std::env::var("JULIA_CUDA_MEMORY_POOL").unwrap();
+    assert_eq!(last_error(), "", "no error yet on this thread");
+    assert_eq!(cumem_init(), CUMEM_SUCCESS, "{}", last_error());
+    assert_eq!(cumem_init(), CUMEM_SUCCESS, "idempotent");
+    assert_eq!(cstr(cumem_pool_name()), pool);
+    let dev = cstr(cumem_device_name());
+    let (mut free, mut total) = (0u64, 0u64);
+    // SAFETY: both are writable.
+    assert_eq!(unsafe { cumem_device_memory(&mut free, &mut total) }, CUMEM_SUCCESS);
+    assert!(free <= total && total > 0);
+    if !cuda() {
+        assert_eq!(dev, "host memory (no GPU)");
+        assert_eq!((free, total), (GIB, GIB));
+    } else {
+        assert!(!dev.is_empty() && !dev.contains("host"), "{dev}");
+    }
+    let s0 = stats();
+    assert_eq!(s0.num_allocations, 0);
+    assert_eq!(s0.limit_bytes, 0);
+
+    // Null out-pointers.
+    // SAFETY: null pointers are what is being tested; the functions check them.
+    unsafe {
+        expect_err(cumem_alloc(8, std::ptr::null_mut()), CUMEM_ERROR_INVALID_VALUE, &["null"]);
+        expect_err(cumem_get_stats(std::ptr::null_mut()), CUMEM_ERROR_INVALID_VALUE, &["null"]);
+        expect_err(
+            cumem_device_memory(std::ptr::null_mut(), &mut total),
+            CUMEM_ERROR_INVALID_VALUE,
+            &["free", "null"],
+        );
+        expect_err(
+            cumem_device_memory(&mut free, std::ptr::null_mut()),
+            CUMEM_ERROR_INVALID_VALUE,
+            &["total", "null"],
+        );
+    }
+    assert_eq!(stats().num_allocations, 0, "a refused alloc allocated");
+
+    // 0 bytes and freeing 0.
+    assert_eq!(alloc(0), (CUMEM_SUCCESS, 0));
+    assert_eq!(cumem_free(0), CUMEM_SUCCESS);
+
+    // Sizes near 2^64: refused without overflowing; near 2^48: out of memory.
+    for n in [u64::MAX, u64::MAX - 1, u64::MAX - 255, u64::MAX - (2 << 20) + 1, 1 << 63, (1 << 48) + 1] {
+        let (rc, p) = alloc(n);
+        expect_err(rc, CUMEM_ERROR_INVALID_VALUE, &[&n.to_string()]);
+        assert_eq!(p, 0xdead_beef, "the out-pointer was written on failure");
+    }
+    for n in [1u64 << 48, (1 << 48) - 1, (1 << 48) - 4096, 1 << 47] {
+        let (rc, _) = alloc(n);
+        expect_err(
+            rc,
+            CUMEM_ERROR_OUT_OF_MEMORY,
+            &["out of memory", &format!("({n} bytes)"), "reserved", "cached", "limit", "device free"],
+        );
+    }
+    let s = stats();
+    assert_eq!(s.num_ooms, 4);
+    assert_eq!(s.num_allocations, 0);
+    assert_eq!(s.reserved_bytes, 0);
+
+    // Allocations, aligned, with contents.
+    let sizes = [1u64, 100, 4096, 5000, 3 << 20];
+    let ptrs: Vec<u64> = sizes.iter().map(|&n| alloc_ok(n)).collect();
+    for (&p, &n) in ptrs.iter().zip(&sizes) {
+        assert_ne!(p, 0);
+        assert_eq!(p % 256, 0);
+        let data: Vec<u8> = (0..n).map(|i| (i * 7 + n) as u8).collect();
+        assert_eq!(upload(p, &data), CUMEM_SUCCESS, "{}", last_error());
+        assert_eq!(download_ok(p, n as usize), data);
+    }
+    let s = stats();
+    assert_eq!(s.num_allocations, sizes.len() as u64);
+    assert_eq!(s.requested_bytes, sizes.iter().sum::<u64>());
+    assert!(s.allocated_bytes >= s.requested_bytes);
+    assert!(s.reserved_bytes >= s.allocated_bytes);
+    assert_eq!(s.cached_bytes, s.reserved_bytes - s.allocated_bytes);
+    assert_eq!(s.peak_requested_bytes, s.requested_bytes);
+    assert_eq!(s.num_cache_hits + s.num_cache_misses, s.num_allocations + 4);
+    let lookups = (s.num_cache_hits + s.num_cache_misses) as f64;
+    assert_eq!(s.cache_hit_rate, s.num_cache_hits as f64 / lookups);
+    assert_eq!(s.fragmentation_ratio, s.cached_bytes as f64 / s.reserved_bytes as f64);
+    assert!(s.num_device_allocations >= 1);
+
+    let (a, b) = (ptrs[3], ptrs[2]); // 5000 and 4096 bytes
+    let a_data = download_ok(a, 5000);
+    let b_data = download_ok(b, 4096);
+
+    // Copies that cross the end of a block: refused, destination unchanged.
+    for (off, len) in [(0u64, 5001usize), (4999, 2), (5000, 1), (4096, 4096)] {
+        expect_err(upload(a + off, &vec![0xee; len]), CUMEM_ERROR_INVALID_VALUE, &["crosses the end"]);
+        let (rc, buf) = download(a + off, len);
+        expect_err(rc, CUMEM_ERROR_INVALID_VALUE, &[]);
+        assert!(buf.iter().all(|&x| x == 0x5a), "host buffer written on failure");
+        expect_err(cumem_memset(a + off, 0xee, len as u64), CUMEM_ERROR_INVALID_VALUE, &[]);
+        expect_err(cumem_copy_dtod(a + off, b, len as u64), CUMEM_ERROR_INVALID_VALUE, &[]);
+    }
+    expect_err(cumem_copy_dtod(b, a, 4097), CUMEM_ERROR_INVALID_VALUE, &[]);
+    expect_err(cumem_copy_dtod(a, b + 1, 4096), CUMEM_ERROR_INVALID_VALUE, &[]);
+    assert_eq!(download_ok(a, 5000), a_data, "destination changed by a refused copy");
+    assert_eq!(download_ok(b, 4096), b_data);
+    // Ranges that overflow or lie outside every allocation.
+    expect_err(cumem_memset(a, 1, u64::MAX), CUMEM_ERROR_INVALID_VALUE, &[]);
+    expect_err(cumem_memset(u64::MAX - 3, 1, 8), CUMEM_ERROR_INVALID_VALUE, &[]);
+    expect_err(cumem_memset(0x1000, 1, 8), CUMEM_ERROR_INVALID_VALUE, &[]);
+    expect_err(cumem_memset(0, 1, 8), CUMEM_ERROR_INVALID_VALUE, &[]);
+    expect_err(upload(0x1000, &[1, 2, 3]), CUMEM_ERROR_INVALID_VALUE, &[]);
+    // Null host pointers with bytes > 0; zero bytes always succeed.
+    // SAFETY: null pointers are refused before use; 0 bytes touch nothing.
+    unsafe {
+        expect_err(cumem_copy_htod(a, std::ptr::null(), 8), CUMEM_ERROR_INVALID_VALUE, &["null"]);
+        expect_err(cumem_copy_dtoh(std::ptr::null_mut(), a, 8), CUMEM_ERROR_INVALID_VALUE, &["null"]);
+        assert_eq!(cumem_copy_htod(a, std::ptr::null(), 0), CUMEM_SUCCESS);
+        // Byte counts no host buffer can have: refused by the range check, before any
+        // slice of that length is formed.
+        let mut small = [0x5au8; 16];
+        for n in [u64::MAX, 1 << 63, (1 << 48) + 1, 5001] {
+            expect_err(
+                cumem_copy_htod(a, small.as_ptr() as *const c_void, n),
+                CUMEM_ERROR_INVALID_VALUE,
+                &[],
+            );
+            expect_err(
+                cumem_copy_dtoh(small.as_mut_ptr() as *mut c_void, a, n),
+                CUMEM_ERROR_INVALID_VALUE,
+                &[],
+            );
+            assert_eq!(small, [0x5a; 16]);
+            expect_err(cumem_copy_dtod(a, b, n), CUMEM_ERROR_INVALID_VALUE, &[]);
+            expect_err(cumem_memset(a, 0, n), CUMEM_ERROR_INVALID_VALUE, &[]);
+        }
+        assert_eq!(cumem_copy_dtoh(std::ptr::null_mut(), a, 0), CUMEM_SUCCESS);
+    }
+    assert_eq!(cumem_memset(0x1000, 1, 0), CUMEM_SUCCESS);
+    assert_eq!(cumem_copy_dtod(0x1000, 0x2000, 0), CUMEM_SUCCESS);
+
+    // memset ranges: inside, at the edges, offsets.
+    assert_eq!(cumem_memset(a, 0x11, 5000), CUMEM_SUCCESS);
+    assert_eq!(cumem_memset(a + 1000, 0x22, 1000), CUMEM_SUCCESS);
+    assert_eq!(cumem_memset(a + 4999, 0x33, 1), CUMEM_SUCCESS);
+    let got = download_ok(a, 5000);
+    assert!(got[..1000].iter().all(|&x| x == 0x11));
+    assert!(got[1000..2000].iter().all(|&x| x == 0x22));
+    assert!(got[2000..4999].iter().all(|&x| x == 0x11));
+    assert_eq!(got[4999], 0x33);
+    // dtod between blocks and overlapping within one.
+    assert_eq!(cumem_copy_dtod(b, a + 900, 200), CUMEM_SUCCESS);
+    let got = download_ok(b, 200);
+    assert!(got[..100].iter().all(|&x| x == 0x11) && got[100..].iter().all(|&x| x == 0x22));
+    assert_eq!(cumem_copy_dtod(a + 1, a, 4999), CUMEM_SUCCESS);
+    let got = download_ok(a, 3);
+    assert_eq!(got, [0x11, 0x11, 0x11]);
+
+    // Unknown and double frees: refused, no statistic changes.
+    let before = untimed();
+    for bad in [0x1000, a + 256, a + 1, u64::MAX, b + 512] {
+        expect_err(cumem_free(bad), CUMEM_ERROR_INVALID_VALUE, &["not a live allocation"]);
+    }
+    assert_eq!(untimed(), before);
+    assert_eq!(cumem_free(b), CUMEM_SUCCESS);
+    let before = untimed();
+    expect_err(cumem_free(b), CUMEM_ERROR_INVALID_VALUE, &[&format!("{b:#x}")]);
+    assert_eq!(untimed(), before, "double free changed the statistics");
+    // Copies into freed memory.
+    expect_err(upload(b, &[1; 16]), CUMEM_ERROR_INVALID_VALUE, &[]);
+    expect_err(cumem_memset(b, 1, 16), CUMEM_ERROR_INVALID_VALUE, &[]);
+    expect_err(cumem_copy_dtod(b, a, 16), CUMEM_ERROR_INVALID_VALUE, &[]);
+    expect_err(cumem_copy_dtod(a, b, 16), CUMEM_ERROR_INVALID_VALUE, &[]);
+    assert_eq!(download_ok(a, 3), [0x11, 0x11, 0x11]);
+
+    // The error message is per thread and stays until the next failure.
+    let here = last_error();
+    std::thread::spawn(|| {
+        assert_eq!(last_error(), "");
+        expect_err(cumem_free(0x42_0000), CUMEM_ERROR_INVALID_VALUE, &["0x420000"]);
+    })
+    .join()
+    .unwrap();
+    assert_eq!(last_error(), here);
+    assert_eq!(cumem_free(0), CUMEM_SUCCESS);
+    assert_eq!(last_error(), here, "success does not clear the last error");
+
+    // Frees from another thread (as Julia finalizers do).
+    let c = ptrs[4];
+    std::thread::spawn(move || assert_eq!(cumem_free(c), CUMEM_SUCCESS)).join().unwrap();
+
+    // memory_status: snprintf semantics.
+    let text = status();
+    let n = text.len();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    assert!(lines[0].starts_with("Effective GPU memory usage: "));
+    let type_name = match pool.as_str() {
+        "binned" => "BinnedPool",
+        "split" => "SplitPool",
+        "simple" => "SimplePool",
+        _ => "NoPool",
+    };
+    assert!(lines[2].starts_with(&format!("{type_name} usage: ")), "{text}");
+    if cuda() {
+        assert!(lines[1].starts_with("CUDA GPU memory usage: "), "{text}");
+    } else {
+        assert!(lines[1].starts_with("Host memory (no GPU) usage: "), "{text}");
+    }
+    let mut buf = vec![0xaau8; n + 16];
+    // SAFETY: `buf` is writable for the lengths passed.
+    unsafe {
+        assert_eq!(cumem_memory_status(buf.as_mut_ptr() as *mut c_char, 0), n);
+        assert!(buf.iter().all(|&x| x == 0xaa), "len 0 wrote");
+        assert_eq!(cumem_memory_status(buf.as_mut_ptr() as *mut c_char, 1), n);
+        assert_eq!(buf[0], 0);
+        assert_eq!(buf[1], 0xaa);
+        assert_eq!(cumem_memory_status(buf.as_mut_ptr() as *mut c_char, 11), n);
+        assert_eq!(&buf[..10], &text.as_bytes()[..10]);
+        assert_eq!(buf[10], 0, "truncated text is NUL-terminated");
+        assert_eq!(buf[11], 0xaa, "wrote past len");
+        assert_eq!(cumem_memory_status(buf.as_mut_ptr() as *mut c_char, n), n);
+        assert_eq!(&buf[..n - 1], &text.as_bytes()[..n - 1]);
+        assert_eq!(buf[n - 1], 0);
+        buf.fill(0xaa);
+        assert_eq!(cumem_memory_status(buf.as_mut_ptr() as *mut c_char, n + 16), n);
+        assert_eq!(&buf[..n], text.as_bytes());
+        assert_eq!(buf[n], 0);
+        assert_eq!(buf[n + 1], 0xaa);
+        assert_eq!(cumem_memory_status(std::ptr::null_mut(), 100), n);
+    }
+
+    // Reclaim, reset, and the end state.
+    for &p in &ptrs {
+        if p != b && p != c {
+            assert_eq!(cumem_free(p), CUMEM_SUCCESS, "{}", last_error());
+        }
+    }
+    let s = stats();
+    assert_eq!((s.requested_bytes, s.allocated_bytes), (0, 0));
+    assert_eq!(s.num_frees, sizes.len() as u64);
+    let reserved = s.reserved_bytes;
+    let released = cumem_reclaim(u64::MAX);
+    assert_eq!(released, reserved);
+    let s = stats();
+    assert_eq!(s.reserved_bytes, 0);
+    assert_eq!(s.cached_bytes, 0);
+    assert_eq!(s.fragmentation_ratio, 0.0);
+    assert_eq!(cumem_reclaim(u64::MAX), 0);
+    assert!(s.peak_reserved_bytes >= 3 << 20);
+    cumem_reset_stats();
+    let s = stats();
+    assert_eq!(
+        (s.num_allocations, s.num_frees, s.num_ooms, s.num_cache_hits, s.num_cache_misses),
+        (0, 0, 0, 0, 0)
+    );
+    assert_eq!(
+        (s.num_device_allocations, s.num_device_frees, s.device_alloc_ns, s.device_free_ns),
+        (0, 0, 0, 0)
+    );
+    assert_eq!(s.peak_reserved_bytes, 0);
+    assert_eq!(s.peak_requested_bytes, 0);
+    assert_eq!(s.cache_hit_rate, 0.0);
+    // Still works.
+    let p = alloc_ok(64);
+    assert_eq!(cumem_free(p), CUMEM_SUCCESS);
+    done("child_api");
+}
+
+#[test]
+fn child_defaults() {
+    if !child("child_defaults") {
+        return;
+    }
+    // Without cumem_init, the first call initialises the engine.
+    assert_eq!(cstr(cumem_pool_name()), "binned");
+    let s = stats();
+    assert_eq!(s.limit_bytes, 0);
+    let p = alloc_ok(8);
+    let text = status();
+    assert!(
+        text.lines()
+            .nth(2)
+            .unwrap()
+            .starts_with("BinnedPool usage: 512 bytes (512 bytes allocated, 0 bytes cached)"),
+        "{text}"
+    );
+    assert!(!text.contains("Outstanding"), "{text}");
+    assert!(!text.contains("Memory limit"), "{text}");
+    assert_eq!(cumem_free(p), CUMEM_SUCCESS);
+    done("child_defaults");
+}
+
+#[test]
+fn child_limit_one() {
+    if !child("child_limit_one") {
+        return;
+    }
+    assert_eq!(cumem_init(), CUMEM_SUCCESS, "{}", last_error());
+    assert_eq!(stats().limit_bytes, 1);
+    for n in [1u64, 2, 511, 512, 4096, 1 << 20, 1 << 30] {
+        let (rc, p) = alloc(n);
+        expect_err(
+            rc,
+            CUMEM_ERROR_OUT_OF_MEMORY,
+            &["out of memory", &format!("({n} bytes)"), "limit 1 byte", "JULIA_CUDA_MEMORY_LIMIT"],
+        );
+        assert_eq!(p, 0xdead_beef);
+    }
+    assert_eq!(alloc(0), (CUMEM_SUCCESS, 0));
+    let s = stats();
+    assert_eq!(s.num_ooms, 7);
+    assert_eq!(s.num_allocations, 0);
+    assert_eq!(s.reserved_bytes, 0);
+    assert_eq!(s.peak_reserved_bytes, 0);
+    assert!(status().contains("Memory limit: 1 byte\n"));
+    done("child_limit_one");
+}
+
+#[test]
+fn child_limits() {
+    if !child("child_limits") {
+        return;
+    }
+    assert_eq!(cumem_init(), CUMEM_SUCCESS, "{}", last_error());
+    assert_eq!(cstr(cumem_pool_name()), "binned");
+    let (mut free, mut total) = (0, 0);
+    // SAFETY: both are writable.
+    assert_eq!(unsafe { cumem_device_memory(&mut free, &mut total) }, 0);
+    let limit = stats().limit_bytes;
+    if cuda() {
+        assert_eq!(limit, (total as f64 * 0.5) as u64);
+    } else {
+        assert_eq!(total, 256 << 20);
+        assert_eq!(limit, 128 << 20);
+    }
+    assert!(status().contains(&format!("Memory limit: {}", cumem::format::format_bytes(limit))));
+    // Up to the limit, then out of memory; the cache is released to make room (the
+    // request's class, 128 MiB on the host, fits only without the cached 64 MiB block).
+    let seg = 20 << 20;
+    let a = alloc_ok(limit / 2);
+    assert_eq!(cumem_free(a), CUMEM_SUCCESS);
+    let b = alloc_ok(limit / 2 + seg);
+    let s = stats();
+    assert_eq!(s.num_alloc_retries, 1, "{s:#?}");
+    assert!(s.reserved_bytes <= limit);
+    let (rc, _) = alloc(limit / 2 + seg);
+    expect_err(rc, CUMEM_ERROR_OUT_OF_MEMORY, &["limit"]);
+    assert_eq!(cumem_free(b), CUMEM_SUCCESS);
+    assert!(cumem_reclaim(1) > 0);
+    assert_eq!(stats().reserved_bytes, 0);
+    if !cuda() {
+        // Above the host capacity (without a limit in the way it would be the device that
+        // refuses; here the limit comes first).
+        let (rc, _) = alloc(300 << 20);
+        expect_err(rc, CUMEM_ERROR_OUT_OF_MEMORY, &["300.000 MiB"]);
+    }
+    done("child_limits");
+}
+
+#[inline(never)]
+fn allocation_site_for_tracking() -> u64 {
+    let mut p = 0;
+    // SAFETY: `p` is writable.
+    assert_eq!(unsafe { cumem_alloc(100, &mut p) }, CUMEM_SUCCESS);
+    p
+}
+
+#[test]
+fn child_debug() {
+    if !child("child_debug") {
+        return;
+    }
+    let p = allocation_site_for_tracking();
+    let q = alloc_ok(3000);
+    let text = status();
+    assert!(text.contains(&format!("Outstanding memory allocation of 100 bytes at {p:#x}\n")), "{text}");
+    assert!(text.contains(&format!("Outstanding memory allocation of 3000 bytes at {q:#x}\n")), "{text}");
+    assert!(text.contains("allocation_site_for_tracking"), "{text}");
+    assert!(text.contains("child_debug"), "{text}");
+    // The first frame under each allocation is the caller of the C ABI, not CuMem.
+    let after = text.split(&format!("at {p:#x}\n")).nth(1).unwrap().lines().next().unwrap();
+    assert!(after.trim_start().starts_with("ffi::allocation_site_for_tracking"), "{text}");
+    assert_eq!(cumem_free(p), CUMEM_SUCCESS);
+    let text = status();
+    assert!(!text.contains(&format!("{p:#x}")), "{text}");
+    assert_eq!(cumem_free(q), CUMEM_SUCCESS);
+    assert!(!status().contains("Outstanding"));
+    done("child_debug");
+}
+
+#[test]
+fn child_threads() {
+    if !child("child_threads") {
+        return;
+    }
+    let (tx, rx) = std::sync::mpsc::channel::<(u64, u8)>();
+    let rx = std::sync::Mutex::new(rx);
+    std::thread::scope(|sc| {
+        for t in 0..4u8 {
+            let tx = tx.clone();
+            let rx = &rx;
+            sc.spawn(move || {
+                for i in 0..5_000u64 {
+                    let n = 1 + (i * 37 + t as u64 * 101) % 5000;
+                    let p = alloc_ok(n);
+                    let tag = t.wrapping_mul(31).wrapping_add(i as u8);
+                    assert_eq!(cumem_memset(p, tag, 1), CUMEM_SUCCESS);
+                    if i % 3 == 0 {
+                        tx.send((p, tag)).unwrap();
+                    } else {
+                        assert_eq!(download_ok(p, 1)[0], tag);
+                        assert_eq!(cumem_free(p), CUMEM_SUCCESS);
+                    }
+                    if i % 5 == 0 {
+                        let got = rx.lock().unwrap().try_recv();
+                        if let Ok((q, tag)) = got {
+                            assert_eq!(download_ok(q, 1)[0], tag);
+                            assert_eq!(cumem_free(q), CUMEM_SUCCESS, "{}", last_error());
+                        }
+                    }
+                }
+            });
+        }
+    });
+    drop(tx);
+    for (q, tag) in rx.into_inner().unwrap() {
+        assert_eq!(download_ok(q, 1)[0], tag);
+        assert_eq!(cumem_free(q), CUMEM_SUCCESS);
+    }
+    let s = stats();
+    assert_eq!(s.num_allocations, 20_000);
+    assert_eq!(s.num_frees, 20_000);
+    assert_eq!(s.allocated_bytes, 0);
+    cumem_reclaim(u64::MAX);
+    assert_eq!(stats().reserved_bytes, 0);
+    done("child_threads");
+}
+
+#[test]
+fn child_bad_env() {
+    if !child("child_bad_env") {
+        return;
+    }
+    let var = std::env::var("CUMEM_FFI_BAD_VAR").unwrap();
+    let value = std::env::var("CUMEM_FFI_BAD_VALUE").unwrap();
+    let rc = cumem_init();
+    let msg = last_error();
+    assert_eq!(rc, CUMEM_ERROR_CONFIG, "{var}={value:?}: {msg}");
+    assert!(
+        msg.contains(&format!("{var}=")) && msg.contains(&value) && msg.contains("accepted"),
+        "the message must name {var}, the value {value:?} and what is accepted: {msg}"
+    );
+    // Nothing works with a half-read configuration; every entry point says why.
+    let (rc, p) = alloc(8);
+    assert_eq!((rc, p), (CUMEM_ERROR_CONFIG, 0xdead_beef));
+    let mut s = Stats::default();
+    // SAFETY: `s` is writable.
+    assert_eq!(unsafe { cumem_get_stats(&mut s) }, CUMEM_ERROR_CONFIG);
+    assert_eq!(cumem_free(0x1000), CUMEM_ERROR_CONFIG);
+    assert_eq!(cumem_reclaim(u64::MAX), 0);
+    assert_eq!(cstr(cumem_pool_name()), "");
+    assert_eq!(cstr(cumem_device_name()), "");
+    // SAFETY: null with length 0 writes nothing.
+    assert_eq!(unsafe { cumem_memory_status(std::ptr::null_mut(), 0) }, 0);
+    assert_eq!(cumem_memset(0x1000, 0, 1), CUMEM_ERROR_CONFIG);
+    assert!(last_error().contains(&var));
+    // A later call tries again: with the variable fixed, initialisation succeeds.
+    // SAFETY: the child runs this one test; no other thread reads the environment.
+    unsafe { std::env::remove_var(&var) };
+    if var == "CUMEM_DEVICE" {
+        // SAFETY: as above.
+        unsafe { std::env::set_var("CUMEM_DEVICE", if cuda() { "cuda" } else { "host" }) };
+    }
+    assert_eq!(cumem_init(), CUMEM_SUCCESS, "{}", last_error());
+    let p = alloc_ok(8);
+    assert_eq!(cumem_free(p), CUMEM_SUCCESS);
+    done("child_bad_env");
+}
+
+#[test]
+fn child_cuda_choice() {
+    if !child("child_cuda_choice") {
+        return;
+    }
+    let expect = std::env::var("CUMEM_FFI_EXPECT").unwrap();
+    let rc = cumem_init();
+    match expect.as_str() {
+        "device" => {
+            expect_err(rc, CUMEM_ERROR_DEVICE, &["CUDA"]);
+            assert_eq!(cstr(cumem_device_name()), "");
+        }
+        "host" => {
+            assert_eq!(rc, CUMEM_SUCCESS, "{}", last_error());
+            assert_eq!(cstr(cumem_device_name()), "host memory (no GPU)");
+        }
+        _ => {
+            assert_eq!(rc, CUMEM_SUCCESS, "{}", last_error());
+            assert_ne!(cstr(cumem_device_name()), "host memory (no GPU)");
+            let p = alloc_ok(1 << 20);
+            assert_eq!(cumem_memset(p, 7, 1 << 20), CUMEM_SUCCESS);
+            assert_eq!(download_ok(p + 1000, 3), [7, 7, 7]);
+            assert_eq!(cumem_free(p), CUMEM_SUCCESS);
+        }
+    }
+    done("child_cuda_choice");
+}
