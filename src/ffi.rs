@@ -168,6 +168,11 @@ pub extern "C" fn cumem_reset_stats() {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cumem_memory_status(buf: *mut c_char, len: usize) -> usize {
     let mut n = 0;
+    if !buf.is_null() && len > 0 {
+        // As snprintf, always terminate: an engine that cannot start leaves "".
+        // SAFETY: `buf` is writable for `len` ≥ 1 bytes.
+        unsafe { *buf = 0 };
+    }
     guard(|e| {
         let s = e.memory_status();
         n = s.len();
