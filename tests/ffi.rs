@@ -707,6 +707,11 @@ fn child_bad_env() {
     assert_eq!(cstr(cumem_device_name()), "");
     // SAFETY: null with length 0 writes nothing.
     assert_eq!(unsafe { cumem_memory_status(std::ptr::null_mut(), 0) }, 0);
+    // snprintf semantics hold on failure too: an empty, terminated string.
+    let mut buf = [0xaau8; 16];
+    // SAFETY: `buf` is writable for 16 bytes.
+    assert_eq!(unsafe { cumem_memory_status(buf.as_mut_ptr() as *mut c_char, 16) }, 0);
+    assert_eq!((buf[0], buf[1]), (0, 0xaa));
     assert_eq!(cumem_memset(0x1000, 0, 1), CUMEM_ERROR_CONFIG);
     assert!(last_error().contains(&var));
     // A later call tries again: with the variable fixed, initialisation succeeds.
