@@ -12,25 +12,18 @@ use crate::config::{Config, PoolKind};
 use crate::device::{self, Device};
 use crate::error::{Error, Result};
 use crate::format::format_bytes;
-use crate::pool::{MAX_REQUEST, Pool, new_pool};
+use crate::live::{Live, LiveTable};
+use crate::pool::{AnyPool, MAX_REQUEST, Pool};
 use crate::stats::{Counters, Stats};
 use crate::sync::ShardMutex;
 use crate::tracking::{self, Origin, Outstanding};
 use crate::upstream::Upstream;
-use rustc_hash::FxHashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Instant;
 
-/// A live allocation.
-struct Live {
-    requested: u64,
-    size: u64,
-    origin: Option<Box<Origin>>,
-}
-
 struct ShardState {
-    pool: Box<dyn Pool>,
-    live: FxHashMap<u64, Live>,
+    pool: AnyPool,
+    live: LiveTable,
     requested: u64,
     allocated: u64,
     counters: Counters,
@@ -92,8 +85,8 @@ impl Engine {
         let shards = (0..n)
             .map(|_| Shard {
                 state: ShardMutex::new(ShardState {
-                    pool: new_pool(cfg.pool),
-                    live: FxHashMap::default(),
+                    pool: AnyPool::new(cfg.pool),
+                    live: LiveTable::default(),
                     requested: 0,
                     allocated: 0,
                     counters: Counters::default(),
@@ -294,7 +287,7 @@ impl Engine {
     fn free_in(&self, i: usize, ptr: u64) -> bool {
         let shard = &self.shards[i];
         let mut s = shard.state.lock();
-        let Some(live) = s.live.remove(&ptr) else {
+        let Some(live) = s.live.remove(ptr) else {
             return false;
         };
         s.pool.free(ptr, live.size, &self.up);
@@ -307,7 +300,12 @@ impl Engine {
         shard.published.allocated.store(alloc, Relaxed);
         let (_, alloc) = self.totals(i, req, alloc);
         bump(&self.peak_cached, self.up.reserved().saturating_sub(alloc));
-        drop(live.origin);
+        // Consume the origin explicitly: left to scope end, its drop glue is an
+        // out-of-line call even when tracking is off.
+        match live.origin {
+            Some(o) => drop(o),
+            None => {}
+        }
         true
     }
 
@@ -383,7 +381,7 @@ impl Engine {
         let mut out = Vec::new();
         for shard in self.shards.iter() {
             let s = shard.state.lock();
-            for (&ptr, l) in &s.live {
+            for (ptr, l) in s.live.iter() {
                 out.push(Outstanding {
                     ptr,
                     requested: l.requested,
@@ -464,7 +462,7 @@ impl Engine {
         };
         let s = self.shards[seg.shard].state.lock();
         let base = s.pool.block_base(addr, seg_base);
-        match s.live.get(&base) {
+        match s.live.get(base) {
             None => bad(format!("is inside freed or cached memory (block {base:#x})")),
             Some(l) if end > base + l.requested => bad(format!(
                 "crosses the end of the allocation of {} bytes at {base:#x} by {} bytes",

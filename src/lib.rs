@@ -27,6 +27,7 @@ pub mod engine;
 pub mod error;
 pub mod ffi;
 pub mod format;
+pub mod live;
 pub mod pool;
 pub mod stats;
 pub mod sync;
