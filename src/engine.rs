@@ -26,23 +26,39 @@ struct ShardState {
     live: LiveTable,
     requested: u64,
     allocated: u64,
+    /// The part of `requested`/`allocated` already added to the engine-wide sums.
+    folded_requested: u64,
+    folded_allocated: u64,
     counters: Counters,
+}
+
+/// A shard adds its byte counts to the engine-wide sums once they have moved by more
+/// than this since its last addition (Linux's `percpu_counter` scheme), so threads
+/// allocating and freeing on their own shards never write shared memory on the hot path.
+const FOLD_BYTES: u64 = 1 << 20;
+
+impl ShardState {
+    /// Folds this shard's change since the last fold into `sums` if it exceeds
+    /// [`FOLD_BYTES`]; returns the new engine-wide `(requested, allocated)` if it did.
+    #[inline]
+    fn fold(&mut self, sums: &[AtomicU64; 2]) -> Option<(u64, u64)> {
+        // Differences as two's complement: |d| ≤ FOLD_BYTES iff d + FOLD_BYTES ≤ 2·FOLD_BYTES.
+        let dr = self.requested.wrapping_sub(self.folded_requested);
+        let da = self.allocated.wrapping_sub(self.folded_allocated);
+        if (dr.wrapping_add(FOLD_BYTES) | da.wrapping_add(FOLD_BYTES)) <= 2 * FOLD_BYTES {
+            return None;
+        }
+        (self.folded_requested, self.folded_allocated) = (self.requested, self.allocated);
+        let r = sums[0].fetch_add(dr, Relaxed).wrapping_add(dr);
+        let a = sums[1].fetch_add(da, Relaxed).wrapping_add(da);
+        Some((r, a))
+    }
 }
 
 /// One shard, on cache lines of its own so shards do not slow each other down.
 #[repr(align(128))]
 struct Shard {
     state: ShardMutex<ShardState>,
-    published: Published,
-}
-
-/// Copies of a shard's `requested`/`allocated`, readable without its lock, for the global
-/// peaks. On a cache line apart from the lock: other threads read these, and sharing a
-/// line would make the owner's lock acquisition miss the cache.
-#[repr(align(128))]
-struct Published {
-    requested: AtomicU64,
-    allocated: AtomicU64,
 }
 
 /// The memory manager. Thread-safe; one per process behind the C ABI, any number in
@@ -53,6 +69,8 @@ pub struct Engine {
     shards: Box<[Shard]>,
     /// Bit i set once shard i has served an allocation.
     used_shards: AtomicU64,
+    /// Engine-wide requested and allocated bytes, up to [`FOLD_BYTES`] per shard behind.
+    sums: [AtomicU64; 2],
     peak_requested: AtomicU64,
     peak_allocated: AtomicU64,
     peak_cached: AtomicU64,
@@ -89,9 +107,10 @@ impl Engine {
                     live: LiveTable::default(),
                     requested: 0,
                     allocated: 0,
+                    folded_requested: 0,
+                    folded_allocated: 0,
                     counters: Counters::default(),
                 }),
-                published: Published { requested: AtomicU64::new(0), allocated: AtomicU64::new(0) },
             })
             .collect();
         log::info!(
@@ -105,6 +124,7 @@ impl Engine {
             cfg,
             shards,
             used_shards: AtomicU64::new(0),
+            sums: [AtomicU64::new(0), AtomicU64::new(0)],
             peak_requested: AtomicU64::new(0),
             peak_allocated: AtomicU64::new(0),
             peak_cached: AtomicU64::new(0),
@@ -182,45 +202,27 @@ impl Engine {
         } else {
             s.counters.num_cache_misses += 1;
         }
-        let (req, alloc) = (s.requested, s.allocated);
+        let (req, alloc, folded) = (s.requested, s.allocated, s.fold(&self.sums));
         drop(s);
-        shard.published.requested.store(req, Relaxed);
-        shard.published.allocated.store(alloc, Relaxed);
         let bit = 1u64 << home;
         if self.used_shards.load(Relaxed) & bit == 0 {
             self.used_shards.fetch_or(bit, Relaxed);
         }
-        self.update_peaks(home, req, alloc);
+        if let Some((req, alloc)) = self.totals(home, req, alloc, folded) {
+            bump(&self.peak_requested, req);
+            bump(&self.peak_allocated, alloc);
+            bump(&self.peak_cached, self.up.reserved().saturating_sub(alloc));
+        }
         Ok(block.ptr)
     }
 
-    /// Updates the global high-water marks after shard `home` changed to `req`/`alloc`.
+    /// Engine-wide requested and allocated bytes for the peaks, after shard `home`
+    /// changed to `req`/`alloc`: exact while it is the only shard in use (any
+    /// single-threaded program); otherwise the folded sums when this change was folded
+    /// (within [`FOLD_BYTES`] per other shard), and None (no peak update) when not.
     #[inline]
-    fn update_peaks(&self, home: usize, req: u64, alloc: u64) {
-        let (req, alloc) = self.totals(home, req, alloc);
-        bump(&self.peak_requested, req);
-        bump(&self.peak_allocated, alloc);
-        bump(&self.peak_cached, self.up.reserved().saturating_sub(alloc));
-    }
-
-    /// Engine-wide requested and allocated bytes, given shard `home`'s own values: with
-    /// one shard in use (any single-threaded program) these are the totals; otherwise
-    /// the sums of the shards' published values.
-    #[inline]
-    fn totals(&self, home: usize, mut req: u64, mut alloc: u64) -> (u64, u64) {
-        let used = self.used_shards.load(Relaxed);
-        if used & !(1u64 << home) != 0 {
-            // Several shards in use: the totals are the sums of their published values.
-            (req, alloc) = (0, 0);
-            let mut bits = used;
-            while bits != 0 {
-                let s = &self.shards[bits.trailing_zeros() as usize];
-                req += s.published.requested.load(Relaxed);
-                alloc += s.published.allocated.load(Relaxed);
-                bits &= bits - 1;
-            }
-        }
-        (req, alloc)
+    fn totals(&self, home: usize, req: u64, alloc: u64, folded: Option<(u64, u64)>) -> Option<(u64, u64)> {
+        if self.used_shards.load(Relaxed) & !(1u64 << home) == 0 { Some((req, alloc)) } else { folded }
     }
 
     #[cold]
@@ -294,12 +296,11 @@ impl Engine {
         s.requested -= live.requested;
         s.allocated -= live.size;
         s.counters.num_frees += 1;
-        let (req, alloc) = (s.requested, s.allocated);
+        let (req, alloc, folded) = (s.requested, s.allocated, s.fold(&self.sums));
         drop(s);
-        shard.published.requested.store(req, Relaxed);
-        shard.published.allocated.store(alloc, Relaxed);
-        let (_, alloc) = self.totals(i, req, alloc);
-        bump(&self.peak_cached, self.up.reserved().saturating_sub(alloc));
+        if let Some((_, alloc)) = self.totals(i, req, alloc, folded) {
+            bump(&self.peak_cached, self.up.reserved().saturating_sub(alloc));
+        }
         // Consume the origin explicitly: left to scope end, its drop glue is an
         // out-of-line call even when tracking is off.
         match live.origin {
