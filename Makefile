@@ -7,7 +7,7 @@ LIB        := target/release/libcumem.so
 # Tests and the demo run on the host device unless the caller says otherwise.
 export CUMEM_DEVICE ?= auto
 
-.PHONY: all build julia test rust-test julia-test demo bench header clean
+.PHONY: all build julia test rust-test julia-test demo bench bench-julia header clean
 
 all: build
 
@@ -37,6 +37,10 @@ bench: build
 	target/release/cumem-bench replay --pool all
 	target/release/cumem-bench pair --pool all
 	target/release/cumem-bench threads --pool binned,split
+
+# The Julia-level benchmark (CuArray pair, GC-freed pair, trace replay) under each pool.
+bench-julia: julia build
+	JULIA=$(JULIA) bench/julia_bench.sh
 
 # Regenerates include/cumem.h from src/ffi.rs with cbindgen.
 header:
