@@ -91,17 +91,20 @@ impl Upstream {
     /// Obtains a segment of `bytes` for the pool of `shard`. Errors:
     /// [`Error::OutOfMemory`] when the limit would be crossed or the device is full.
     pub fn alloc(&self, bytes: u64, shard: usize) -> Result<u64> {
-        // Reserve against the limit first, so concurrent misses cannot overshoot it.
-        let prev = self.reserved.fetch_add(bytes, Relaxed);
-        if prev.checked_add(bytes).is_none_or(|r| r > self.limit) {
-            self.reserved.fetch_sub(bytes, Relaxed);
-            return Err(Error::OutOfMemory(format!(
-                "{} more would cross JULIA_CUDA_MEMORY_LIMIT of {} ({} reserved)",
-                format_bytes(bytes),
-                format_bytes(self.limit),
-                format_bytes(prev)
-            )));
-        }
+        // Reserve against the limit first, so concurrent misses cannot overshoot it. A
+        // request that does not fit leaves the counter untouched: it never reads above
+        // the limit, and a concurrent request that fits is not refused meanwhile.
+        let prev = self
+            .reserved
+            .fetch_update(Relaxed, Relaxed, |r| r.checked_add(bytes).filter(|&n| n <= self.limit))
+            .map_err(|prev| {
+                Error::OutOfMemory(format!(
+                    "{} more would cross JULIA_CUDA_MEMORY_LIMIT of {} ({} reserved)",
+                    format_bytes(bytes),
+                    format_bytes(self.limit),
+                    format_bytes(prev)
+                ))
+            })?;
         let t = Instant::now();
         let r = self.device.alloc(bytes);
         self.device_alloc_ns.fetch_add(t.elapsed().as_nanos() as u64, Relaxed);
