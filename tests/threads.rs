@@ -274,3 +274,55 @@ fn limit_under_contention() {
         reclaim_all_and_check_empty(&e);
     }
 }
+
+/// Failed reservations against the limit must not show, even for an instant: reserved
+/// bytes never read above the limit, and a request that fits is not refused because a
+/// concurrent one that does not fit was being turned down at the same moment.
+#[test]
+fn limit_is_never_exceeded_even_transiently() {
+    let limit = 10 * MIB;
+    let e = engine_with(
+        cumem::Config {
+            pool: PoolKind::None,
+            limit: Some(cumem::config::Amount::Bytes(limit)),
+            ..cumem::Config::default()
+        },
+        SHARDS,
+    );
+    let stop = AtomicBool::new(false);
+    let over = AtomicU64::new(0);
+    let small_failures = AtomicU64::new(0);
+    std::thread::scope(|sc| {
+        // Requests that can never fit (11 MiB > 10 MiB): always refused.
+        for _ in 0..2 {
+            sc.spawn(|| {
+                while !stop.load(SeqCst) {
+                    assert!(e.alloc(11 * MIB).unwrap_err().is_oom());
+                }
+            });
+        }
+        // A request that always fits (nothing else is live): must never be refused.
+        sc.spawn(|| {
+            for _ in 0..20_000 {
+                match e.alloc(4 * MIB) {
+                    Ok(p) => e.free(p).unwrap(),
+                    Err(_) => {
+                        small_failures.fetch_add(1, SeqCst);
+                    }
+                }
+            }
+            stop.store(true, SeqCst);
+        });
+        sc.spawn(|| {
+            while !stop.load(SeqCst) {
+                if e.stats().reserved_bytes > limit {
+                    over.fetch_add(1, SeqCst);
+                }
+            }
+        });
+    });
+    assert_eq!(over.load(SeqCst), 0, "reserved bytes read above the limit");
+    assert_eq!(small_failures.load(SeqCst), 0, "a fitting request was refused");
+    let s = invariants(&e);
+    assert!(s.peak_reserved_bytes <= limit);
+}
