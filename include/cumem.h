@@ -36,6 +36,13 @@
 
 // A snapshot of the engine's statistics. Byte counts are in bytes, times in ns.
 //
+// Current values are exact whenever no other thread is allocating. Peaks are exact while
+// one thread allocates (one engine shard in use, as in any single-threaded program);
+// with several threads allocating concurrently each thread's shard reports its changes
+// in steps of 1 MiB (so that threads never share a written cache line on the hot path),
+// and `peak_requested_bytes`, `peak_allocated_bytes` and `peak_cached_bytes` may then
+// miss up to 1 MiB per such thread.
+//
 // Invariants (checked by the tests after every operation, at quiescence):
 // `requested_bytes ≤ allocated_bytes ≤ reserved_bytes`,
 // `cached_bytes = reserved_bytes − allocated_bytes`, and with nothing live and after a
