@@ -36,6 +36,7 @@ per_pool!(
     tracking_levels_0_and_1,
     memory_status_lines,
     checked_copies,
+    many_live_allocations,
 );
 
 fn caches(pool: PoolKind) -> bool {
@@ -1151,4 +1152,50 @@ fn drop_returns_everything() {
         drop(e);
         assert_eq!(held.load(std::sync::atomic::Ordering::SeqCst), 0, "{pool:?}");
     }
+}
+
+/// Tens of thousands of live allocations, freed in a scrambled order: the engine's table
+/// of live allocations grows and shrinks through many collisions, and every block stays
+/// findable (by free and by the checked copies) until it is freed, and only until then.
+fn many_live_allocations(pool: PoolKind) {
+    let e = engine(pool, 1);
+    let n = 20_000u64;
+    let mut live: Vec<(u64, u8)> = (0..n)
+        .map(|i| {
+            let p = e.alloc(1 + (i * 7919) % 2048).unwrap();
+            let tag = (i % 251) as u8;
+            fill(&e, p, 1, tag);
+            (p, tag)
+        })
+        .collect();
+    let s = invariants(&e);
+    assert_eq!(s.num_allocations, n);
+    assert_eq!(e.outstanding().len() as u64, n);
+    // A scrambled order: i ↦ (7777·i + 13) mod n, a bijection since gcd(7777, n) = 1.
+    let perm: Vec<usize> = (0..n as usize).map(|i| (i * 7_777 + 13) % n as usize).collect();
+    let mut seen = perm.clone();
+    seen.sort_unstable();
+    seen.dedup();
+    assert_eq!(seen.len() as u64, n);
+    let mut freed = vec![false; n as usize];
+    for (k, &i) in perm.iter().enumerate() {
+        let (p, tag) = live[i];
+        check(&e, p, 1, tag);
+        e.free(p).unwrap();
+        freed[i] = true;
+        assert!(matches!(e.free(p), Err(Error::InvalidValue(_))));
+        // Now and then, every block still live must still be found.
+        if k % 5_000 == 4_999 {
+            for (j, &(q, t)) in live.iter().enumerate() {
+                if !freed[j] {
+                    check(&e, q, 1, t);
+                }
+            }
+            assert_eq!(e.outstanding().len(), n as usize - k - 1);
+        }
+    }
+    live.clear();
+    let s = invariants(&e);
+    assert_eq!((s.num_frees, s.allocated_bytes, s.requested_bytes), (n, 0, 0));
+    reclaim_all_and_check_empty(&e);
 }
