@@ -183,7 +183,7 @@ fn bad_frees_change_nothing(pool: PoolKind) {
     let r = e.alloc(5000).unwrap();
     e.free(r).unwrap();
     let before = untimed(invariants(&e));
-    let unknown = [0x1000, 0xdead_beef_000, u64::MAX, u64::MAX - 255, p + 256, p + 512, q + 1, q + MIB, r];
+    let unknown = [0x1000, 0xdead_beef_0000, u64::MAX, u64::MAX - 255, p + 256, p + 512, q + 1, q + MIB, r];
     for bad in unknown {
         match e.free(bad) {
             Err(Error::InvalidValue(m)) => assert!(m.contains(&format!("{bad:#x}")), "{m}"),

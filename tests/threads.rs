@@ -145,7 +145,7 @@ fn stress(pool: PoolKind) {
                             // (No double-free check here: another thread may already
                             // have been handed the same address again.)
                         }
-                    } else if rng.next() % 64 == 0 {
+                    } else if rng.next().is_multiple_of(64) {
                         // Now and then: release some cache while other threads allocate
                         // (whole segments only: live blocks must survive it).
                         e.reclaim(rng.next() % (8 * MIB));
@@ -244,7 +244,7 @@ fn limit_under_contention() {
                     let mut rng = Rng(t * 7919 + 17);
                     let mut live = Vec::new();
                     for _ in 0..2_000 {
-                        if live.len() < 8 && rng.next() % 2 == 0 {
+                        if live.len() < 8 && rng.next().is_multiple_of(2) {
                             let bytes = 1 + rng.next() % (4 * MIB);
                             match e.alloc(bytes) {
                                 Ok(p) => live.push(p),
