@@ -63,17 +63,16 @@ struct Float32Adaptor end
 
 adapt_storage(to::Float32Adaptor, xs::AbstractArray) =
     isbitstype(eltype(xs)) ? convert(CuArray, xs) : map(x -> adapt(to, x), xs)
-adapt_storage(::Float32Adaptor, xs::AbstractArray{<:AbstractFloat}) = convert(CuArray{Float32}, xs)
-adapt_storage(::Float32Adaptor, xs::AbstractArray{<:Complex{<:AbstractFloat}}) =
-    convert(CuArray{ComplexF32}, xs)
+adapt_storage(::Float32Adaptor, xs::AbstractArray{<:Real}) = convert(CuArray{Float32}, xs)
+adapt_storage(::Float32Adaptor, xs::AbstractArray{<:Complex}) = convert(CuArray{ComplexF32}, xs)
 
 """
     cu(x)
 
-Uploads `x` to the device as CUDA.jl's `cu` does: arrays of floating-point numbers
-become `CuArray{Float32}` (complex ones `CuArray{ComplexF32}`), other isbits element
-types are kept (`cu([1, 2])` is a `CuArray{Int64,1}`), and structure is kept:
-`cu(Diagonal([1.0, 2.0]))` is a `Diagonal{Float32,CuArray{Float32,1}}`; adjoints,
+Uploads `x` to the device as CUDA.jl 2.x's `cu` (`adapt(CuArray{Float32}, x)`) does:
+arrays of real numbers, integers and `Bool` included, become `CuArray{Float32}` (complex
+ones `CuArray{ComplexF32}`), other isbits element types are kept, and structure is kept:
+`cu(Diagonal([1, 2]))` is a `Diagonal{Float32,CuArray{Float32,1}}`; adjoints,
 transposes, tuples and named tuples likewise (see [`CuMem.adapt`](@ref)). Scalars and
 other values are returned unchanged. A CuArray that already has the target type is
 returned as is, not copied.

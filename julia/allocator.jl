@@ -20,9 +20,13 @@ end
 
 # Allocates `bytes` (> 0) bytes: the pool; on out of memory GC.gc(false) and retry; then
 # GC.gc(true) and retry; then reclaim() and retry; then OutOfGPUMemoryError.
+#
+# The first three attempts ask the engine not to release its cache on failure, so that
+# memory the GC returns lands in a warm pool; only the last one, after `reclaim()`, lets
+# the engine release and retry itself.
 @inline function alloc_ptr(bytes::Int)
     out = Ref{UInt64}(0)
-    code = c_alloc(bytes % UInt64, out)
+    code = c_alloc_noreclaim(bytes % UInt64, out)
     code == CUMEM_SUCCESS && return out[]
     return alloc_retry(bytes, code)
 end
@@ -36,9 +40,9 @@ end
         elseif step == 2
             GC.gc(true)           # everything unreachable
         else
-            reclaim()             # cached blocks back to the device (the engine does this
-        end                       # too; harmless when there is nothing left)
-        code = c_alloc(bytes % UInt64, out)
+            reclaim()             # cached blocks back to the device
+        end
+        code = step < 3 ? c_alloc_noreclaim(bytes % UInt64, out) : c_alloc(bytes % UInt64, out)
         code == CUMEM_SUCCESS && return out[]
     end
     code == CUMEM_ERROR_OUT_OF_MEMORY || throw_code(code)

@@ -64,6 +64,11 @@ end
 # Thin wrappers, one per C function. They never throw; callers check the codes.
 @inline c_alloc(bytes::UInt64, out::Base.RefValue{UInt64}) =
     ccall((:cumem_alloc, libcumem), Int32, (UInt64, Ptr{UInt64}), bytes, out)
+# On out of memory, fail at once keeping the cache (the ladder in allocator.jl recovers).
+const CUMEM_ALLOC_NO_RECLAIM = UInt32(1)
+@inline c_alloc_noreclaim(bytes::UInt64, out::Base.RefValue{UInt64}) =
+    ccall((:cumem_alloc_ex, libcumem), Int32, (UInt64, Ptr{UInt64}, UInt32), bytes, out, CUMEM_ALLOC_NO_RECLAIM)
+c_device_is_host() = ccall((:cumem_device_is_host, libcumem), Int32, ())
 @inline c_free(ptr::UInt64) = ccall((:cumem_free, libcumem), Int32, (UInt64,), ptr)
 c_reclaim(bytes::UInt64) = ccall((:cumem_reclaim, libcumem), UInt64, (UInt64,), bytes)
 c_get_stats(out::Base.RefValue{CStats}) =

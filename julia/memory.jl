@@ -83,7 +83,7 @@ Total bytes of the device.
 """
 total_memory() = device_memory()[2]
 
-is_host_device() = startswith(device_name(), "host")
+is_host_device() = c_device_is_host() == 1
 
 const POOL_TYPE_NAMES = Dict("binned" => "BinnedPool", "split" => "SplitPool",
                              "simple" => "SimplePool", "none" => "NoPool")

@@ -161,10 +161,24 @@ impl Engine {
     /// 256 bytes. 0 bytes gives the null address 0. On out of memory (device full or
     /// `JULIA_CUDA_MEMORY_LIMIT` reached) all cached memory is released and the request
     /// retried once (`num_alloc_retries`). Errors: [`Error::OutOfMemory`] with the
-    /// request, reserved, cached, limit and device free/total bytes;
-    /// [`Error::InvalidValue`] above 2^48 bytes.
+    /// request, reserved, cached, limit and device free/total bytes (counted in
+    /// `num_ooms`); [`Error::InvalidValue`] above 2^48 bytes.
     #[inline]
     pub fn alloc(&self, bytes: u64) -> Result<u64> {
+        self.alloc_with(bytes, true)
+    }
+
+    /// As [`Engine::alloc`], but on out of memory returns [`Error::OutOfMemory`] at once,
+    /// keeping the cache and counting nothing in `num_ooms`: for callers with a recovery
+    /// ladder of their own (the Julia package runs its GC first and reclaims last, as
+    /// CUDA.jl does).
+    #[inline]
+    pub fn try_alloc(&self, bytes: u64) -> Result<u64> {
+        self.alloc_with(bytes, false)
+    }
+
+    #[inline]
+    fn alloc_with(&self, bytes: u64, retry: bool) -> Result<u64> {
         if bytes == 0 {
             return Ok(0);
         }
@@ -175,7 +189,7 @@ impl Engine {
         }
         let home = self.home();
         match self.alloc_in(home, bytes) {
-            Err(e) if e.is_oom() => self.alloc_retry(home, bytes, e),
+            Err(e) if e.is_oom() && retry => self.alloc_retry(home, bytes, e),
             r => r,
         }
     }
@@ -257,7 +271,7 @@ impl Engine {
             format_bytes(free),
             format_bytes(total),
         );
-        log::warn!("{msg}");
+        log::info!("{msg}"); // the caller gets the error; it may yet recover
         Err(Error::OutOfMemory(msg))
     }
 

@@ -114,6 +114,32 @@ pub unsafe extern "C" fn cumem_alloc(bytes: u64, ptr: *mut u64) -> i32 {
     })
 }
 
+/// Flag for `cumem_alloc_ex`: on out of memory, fail at once instead of releasing the
+/// cache and retrying (and do not count the failure in `num_ooms`).
+pub const CUMEM_ALLOC_NO_RECLAIM: u32 = 1;
+
+/// As `cumem_alloc`, with `flags`: 0, or `CUMEM_ALLOC_NO_RECLAIM` for callers that run
+/// their own recovery first (the Julia package: GC, full GC, then `cumem_reclaim` and a
+/// plain `cumem_alloc`). Unknown flag bits are `CUMEM_ERROR_INVALID_VALUE`.
+///
+/// # Safety
+/// `ptr` must be null or point to writable memory for one `uint64_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cumem_alloc_ex(bytes: u64, ptr: *mut u64, flags: u32) -> i32 {
+    guard(|e| {
+        if ptr.is_null() {
+            return Err(null_err("ptr"));
+        }
+        if flags & !CUMEM_ALLOC_NO_RECLAIM != 0 {
+            return Err(Error::InvalidValue(format!("unknown flags {flags:#x} for cumem_alloc_ex")));
+        }
+        let p = if flags & CUMEM_ALLOC_NO_RECLAIM != 0 { e.try_alloc(bytes)? } else { e.alloc(bytes)? };
+        // SAFETY: checked non-null; the caller guarantees it is writable.
+        unsafe { *ptr = p };
+        Ok(())
+    })
+}
+
 /// Returns the allocation at `ptr` to the pool; 0 is a no-op. Returns
 /// `CUMEM_ERROR_INVALID_VALUE` for an unknown or already freed pointer (nothing changes).
 #[unsafe(no_mangle)]
@@ -211,6 +237,18 @@ pub extern "C" fn cumem_device_name() -> *const c_char {
     let mut out = c"".as_ptr();
     guard(|e| {
         out = NAME.get_or_init(|| CString::new(e.device().name()).unwrap_or_default()).as_ptr();
+        Ok(())
+    });
+    out
+}
+
+/// 1 when the engine runs on the host device (host memory standing in for a GPU), 0 on
+/// a CUDA GPU, -1 if the engine cannot start (see `cumem_last_error`).
+#[unsafe(no_mangle)]
+pub extern "C" fn cumem_device_is_host() -> i32 {
+    let mut out = -1;
+    guard(|e| {
+        out = e.device().is_host() as i32;
         Ok(())
     });
     out

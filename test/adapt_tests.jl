@@ -4,8 +4,9 @@
     x = cu([1.0, 2.0])
     @test x isa CuVector{Float32} && Array(x) == Float32[1, 2]
     @test cu(Float16[1, 2]) isa CuVector{Float32}
-    @test cu([1, 2]) isa CuVector{Int}                 # integers keep their type
-    @test cu([true]) isa CuVector{Bool}
+    @test cu([1, 2]) isa CuVector{Float32}             # CUDA.jl 2.x: every real becomes Float32
+    @test Array(cu([1, 2])) == Float32[1, 2]
+    @test cu([true, false]) isa CuVector{Float32}
     @test cu(ComplexF64[1 + 2im]) isa CuVector{ComplexF32}
     @test cu(rand(2, 3)) isa CuMatrix{Float32}
     @test cu(x) === x                                  # already on the device: no copy
@@ -16,7 +17,7 @@
     d = cu(Diagonal([1.0, 2.0]))
     @test d isa Diagonal{Float32,<:CuArray{Float32,1}}
     @test Array(d.diag) == Float32[1, 2]
-    @test cu(Diagonal([1, 2])) isa Diagonal{Int,<:CuArray{Int,1}}
+    @test cu(Diagonal([1, 2])) isa Diagonal{Float32,<:CuArray{Float32,1}}   # DESIGN.md §4
     a = cu(adjoint([1.0 2.0; 3.0 4.0]))
     @test a isa Adjoint{Float32,<:CuArray{Float32,2}}
     @test Array(parent(a)) == Float32[1 2; 3 4]
@@ -37,7 +38,7 @@
     @test r isa Base.ReshapedArray{Float32,2,<:SubArray{Float32,1,<:CuVector{Float32}}}
     # containers
     tup = cu(([1.0], [1], 3, "s"))
-    @test tup isa Tuple{CuVector{Float32},CuVector{Int},Int,String}
+    @test tup isa Tuple{CuVector{Float32},CuVector{Float32},Int,String}
     nt = cu((a = [1.0, 2.0], b = (c = [1f0],), n = 2))
     @test nt.a isa CuVector{Float32} && nt.b.c isa CuVector{Float32} && nt.n === 2
     vv = cu([[1.0], [2.0, 3.0]])

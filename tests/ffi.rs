@@ -797,3 +797,46 @@ fn child_cuda_choice() {
     }
     done("child_cuda_choice");
 }
+
+#[test]
+fn alloc_ex_and_device_kind() {
+    spawn("child_alloc_ex", &[("JULIA_CUDA_MEMORY_POOL", "binned"), ("JULIA_CUDA_MEMORY_LIMIT", "8MiB")]);
+}
+
+#[test]
+fn child_alloc_ex() {
+    if !child("child_alloc_ex") {
+        return;
+    }
+    assert_eq!(cumem_init(), CUMEM_SUCCESS, "{}", last_error());
+    assert_eq!(cumem_device_is_host(), if cuda() { 0 } else { 1 });
+    // 4 MiB cached, then 8 MiB asked for under an 8 MiB limit.
+    let p = alloc_ok(4 << 20);
+    assert_eq!(cumem_free(p), CUMEM_SUCCESS);
+    let mut q = 0xdead_beef_u64;
+    // SAFETY: `q` is a writable u64.
+    let rc = unsafe { cumem_alloc_ex(8 << 20, &mut q, CUMEM_ALLOC_NO_RECLAIM) };
+    expect_err(rc, CUMEM_ERROR_OUT_OF_MEMORY, &["JULIA_CUDA_MEMORY_LIMIT"]);
+    assert_eq!(q, 0xdead_beef, "nothing written on failure");
+    let s = stats();
+    assert_eq!(
+        (s.cached_bytes, s.num_ooms, s.num_alloc_retries),
+        (4 << 20, 0, 0),
+        "cache kept, nothing counted"
+    );
+    // Without the flag the engine releases its cache and retries.
+    let rc = unsafe { cumem_alloc_ex(8 << 20, &mut q, 0) };
+    assert_eq!(rc, CUMEM_SUCCESS, "{}", last_error());
+    let s = stats();
+    assert_eq!((s.num_alloc_retries, s.num_ooms, s.reserved_bytes), (1, 0, 8 << 20));
+    assert_eq!(cumem_free(q), CUMEM_SUCCESS);
+    // Bad input changes nothing.
+    expect_err(unsafe { cumem_alloc_ex(512, &mut q, 2) }, CUMEM_ERROR_INVALID_VALUE, &["flags"]);
+    expect_err(
+        unsafe { cumem_alloc_ex(512, std::ptr::null_mut(), CUMEM_ALLOC_NO_RECLAIM) },
+        CUMEM_ERROR_INVALID_VALUE,
+        &["null"],
+    );
+    assert_eq!(stats().num_allocations, 2);
+    done("child_alloc_ex");
+}
