@@ -107,7 +107,7 @@ case "\${JULIA_DEPOT_PATH:-}" in
 esac
 # No package server (1.5 defaults to https://pkg.julialang.org), no registry updates.
 JULIA_PKG_SERVER=
-JULIA_PKG_OFFLINE=${JULIA_PKG_OFFLINE-true}   # the caller may set false (e.g. Pkg.add by name from a local registry)
+JULIA_PKG_OFFLINE=\${JULIA_PKG_OFFLINE-true}   # the caller may set false (e.g. Pkg.add by name from a local registry)
 export LD_LIBRARY_PATH LD_PRELOAD JULIA_DEPOT_PATH JULIA_PKG_SERVER JULIA_PKG_OFFLINE
 exec "\$root/usr/bin/julia" "\$@"
 EOF
