@@ -241,8 +241,11 @@ impl Engine {
 
     #[cold]
     fn alloc_retry(&self, home: usize, bytes: u64, first: Error) -> Result<u64> {
+        let reserved_at_failure = self.up.reserved();
         let released = self.reclaim(u64::MAX);
-        let err = if released > 0 {
+        // Retry when memory came back: released by this reclaim, or by another thread's
+        // (which may have emptied the cache between the failure and this reclaim).
+        let err = if released > 0 || self.up.reserved() < reserved_at_failure {
             self.shards[home].state.lock().counters.num_alloc_retries += 1;
             log::info!(
                 "out of memory for {bytes} bytes ({first}); released {released} cached bytes and retrying"

@@ -43,8 +43,8 @@ pub struct Block {
 /// The interface every pool implements (CUDA.jl 2.x's `alloc`/`free`/`reclaim`/`cached`).
 pub trait Pool: Send {
     /// Serves a request of `bytes` (1 ≤ bytes ≤ [`MAX_REQUEST`]). Segments come from
-    /// `up.alloc(_, shard)`. Errors: out of memory from the upstream; the pool must be
-    /// unchanged when it fails.
+    /// `up.alloc(_, shard)`. Errors: out of memory from the upstream; no block is handed
+    /// out then (the pool may have released cached memory trying to make room).
     fn alloc(&mut self, bytes: u64, up: &Upstream, shard: usize) -> Result<Block>;
     /// Takes back a block this pool handed out, `size` being [`Block::size`]. The
     /// engine has already checked that `ptr` is live.
