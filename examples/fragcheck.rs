@@ -1,68 +1,234 @@
-use cumem::{Config, Engine, PoolKind, device::HostDevice};
-fn main() {
-    for path in std::env::args().skip(1) {
-        let text = std::fs::read_to_string(&path).unwrap();
-        let ops: Vec<(bool, usize, u64)> = text
-            .lines()
-            .filter(|l| !l.starts_with('#') && !l.is_empty())
-            .map(|l| {
-                let mut it = l.split_whitespace();
-                let k = it.next().unwrap() == "a";
-                let id: usize = it.next().unwrap().parse().unwrap();
-                let sz = if k { it.next().unwrap().parse().unwrap() } else { 0 };
-                (k, id, sz)
-            })
-            .collect();
-        for pool in PoolKind::ALL {
-            let e = Engine::with_device(
-                Config { pool, ..Config::default() },
-                Box::new(HostDevice::new(Some(1 << 40))),
-                1,
-            )
-            .unwrap();
-            let mut ptrs = vec![0u64; ops.len()];
-            let mut sizes = vec![0u64; ops.len()];
-            let (mut live, mut peak) = (0u64, 0u64);
-            let t = std::time::Instant::now();
-            let (mut last_miss, mut snap) = (0u64, String::new());
-            for &(a, id, sz) in &ops {
-                if a {
-                    ptrs[id] = e.alloc(sz).unwrap();
-                    sizes[id] = sz;
-                    live += sz;
-                    peak = peak.max(live);
-                    if std::env::var("DETAIL").is_ok() {
-                        let s = e.stats();
-                        if s.peak_reserved_bytes > last_miss {
-                            last_miss = s.peak_reserved_bytes;
-                            snap = format!(
-                                "at peak reserved {}: live {} alloc {} inactive_split {} cached {} (req {})",
-                                s.reserved_bytes >> 20,
-                                live >> 20,
-                                s.allocated_bytes >> 20,
-                                s.inactive_split_bytes >> 20,
-                                s.cached_bytes >> 20,
-                                sz >> 20
-                            );
-                        }
-                    }
-                } else {
-                    e.free(ptrs[id]).unwrap();
-                    live -= sizes[id];
+//! Replays allocation traces (format in /work/shared/traces/README.md) through the pools
+//! on the host device and prints, per trace and pool, peak reserved ÷ peak live bytes of
+//! the cold pass, cold and warm ns/event, and device allocations of the warm passes.
+//!
+//! ```text
+//! fragcheck [--pools split,binned] [--passes 5] [--runs 3] [--device host|fake|cuda] [--seed 0] TRACE...
+//! ```
+//!
+//! As the bench tool (`cumem-bench replay`): one engine per (trace, pool, run); pass 1
+//! starts empty (cold), passes 2.. find the cache it left (warm); blocks still alive at
+//! the end of a pass are freed after its timing. `--runs` repeats that with fresh
+//! engines and reports the min–max of reserved/live (device addresses, and so best-fit
+//! tie-breaks, differ between runs); `--device fake` gives each run its own random
+//! address order (and no memory: timings are then not the host device's). `DETAIL=1` prints the state at the cold pass's
+//! peak reserved.
+use cumem::device::{CudaDevice, Device, HostDevice};
+use cumem::{Config, Engine, PoolKind};
+use std::collections::BTreeMap;
+use std::hint::black_box;
+use std::sync::Mutex;
+use std::time::Instant;
+
+/// A device that hands out random, non-overlapping, 2 MiB-aligned addresses and no
+/// memory (fragcheck never touches it): each run sees a different address order, as
+/// real devices do between processes, so best-fit tie-breaks differ.
+struct FakeDevice {
+    /// base → size, and the xorshift state.
+    state: Mutex<(BTreeMap<u64, u64>, u64)>,
+}
+
+impl Device for FakeDevice {
+    fn name(&self) -> &str {
+        "fake"
+    }
+    fn is_host(&self) -> bool {
+        false
+    }
+    fn alloc(&self, bytes: u64) -> cumem::Result<u64> {
+        let mut st = self.state.lock().unwrap();
+        loop {
+            st.1 ^= st.1 << 13;
+            st.1 ^= st.1 >> 7;
+            st.1 ^= st.1 << 17;
+            let base = (st.1 % (1 << 26)) << 21; // 2 MiB granules below 128 TiB
+            let clear_below = st.0.range(..base).next_back().is_none_or(|(&b, &s)| b + s <= base);
+            let clear_above = st.0.range(base..).next().is_none_or(|(&b, _)| base + bytes <= b);
+            if clear_below && clear_above {
+                st.0.insert(base, bytes);
+                return Ok(base);
+            }
+        }
+    }
+    unsafe fn free(&self, ptr: u64, _bytes: u64) -> cumem::Result<()> {
+        self.state.lock().unwrap().0.remove(&ptr);
+        Ok(())
+    }
+    fn mem_info(&self) -> cumem::Result<(u64, u64)> {
+        Ok((1 << 46, 1 << 46))
+    }
+    unsafe fn copy_htod(&self, _: u64, _: *const u8, _: u64) -> cumem::Result<()> {
+        unimplemented!()
+    }
+    unsafe fn copy_dtoh(&self, _: *mut u8, _: u64, _: u64) -> cumem::Result<()> {
+        unimplemented!()
+    }
+    unsafe fn copy_dtod(&self, _: u64, _: u64, _: u64) -> cumem::Result<()> {
+        unimplemented!()
+    }
+    unsafe fn memset(&self, _: u64, _: u8, _: u64) -> cumem::Result<()> {
+        unimplemented!()
+    }
+}
+
+struct Trace {
+    name: String,
+    /// (is_alloc, id, bytes)
+    ops: Vec<(bool, usize, u64)>,
+    slots: usize,
+    peak_live: u64,
+}
+
+fn load(path: &str) -> Trace {
+    let text = std::fs::read_to_string(path).unwrap();
+    let ops: Vec<(bool, usize, u64)> = text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|l| {
+            let mut it = l.split_whitespace();
+            let k = it.next().unwrap() == "a";
+            let id: usize = it.next().unwrap().parse().unwrap();
+            let sz = if k { it.next().unwrap().parse().unwrap() } else { 0 };
+            (k, id, sz)
+        })
+        .collect();
+    let slots = ops.iter().map(|o| o.1 + 1).max().unwrap_or(0);
+    let mut sizes = vec![0u64; slots];
+    let (mut live, mut peak_live) = (0u64, 0u64);
+    for &(a, id, sz) in &ops {
+        if a {
+            sizes[id] = sz;
+            live += sz;
+            peak_live = peak_live.max(live);
+        } else {
+            live -= sizes[id];
+        }
+    }
+    Trace { name: path.rsplit('/').next().unwrap().trim_end_matches(".trace").into(), ops, slots, peak_live }
+}
+
+/// One timed pass; live blocks are freed after the timing. Returns ns/event.
+fn pass(e: &Engine, t: &Trace, ptrs: &mut [u64], detail: &mut Option<String>) -> f64 {
+    let (mut live, mut last_peak) = (0u64, 0u64);
+    let mut sizes = vec![0u64; if detail.is_some() { t.slots } else { 0 }];
+    let t0 = Instant::now();
+    for &(a, id, sz) in &t.ops {
+        if a {
+            ptrs[id] = e.alloc(black_box(sz)).unwrap();
+            if let Some(snap) = detail.as_mut() {
+                sizes[id] = sz;
+                live += sz;
+                let s = e.stats();
+                if s.peak_reserved_bytes > last_peak {
+                    last_peak = s.peak_reserved_bytes;
+                    *snap = format!(
+                        "at peak reserved {} MiB: live {} alloc {} inactive_split {} cached {} (req {})",
+                        s.reserved_bytes >> 20,
+                        live >> 20,
+                        s.allocated_bytes >> 20,
+                        s.inactive_split_bytes >> 20,
+                        s.cached_bytes >> 20,
+                        sz >> 20
+                    );
                 }
             }
-            let ns = t.elapsed().as_nanos() as f64 / ops.len() as f64;
-            let s = e.stats();
+        } else {
+            e.free(black_box(std::mem::take(&mut ptrs[id]))).unwrap();
+            if detail.is_some() {
+                live -= sizes[id];
+            }
+        }
+    }
+    let ns = t0.elapsed().as_nanos() as f64 / t.ops.len() as f64;
+    for p in ptrs.iter_mut() {
+        e.free(std::mem::take(p)).unwrap();
+    }
+    ns
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+fn main() {
+    let mut pools: Vec<PoolKind> = PoolKind::ALL.to_vec();
+    let (mut passes, mut runs, mut seed, mut each) = (5usize, 1usize, 0u64, false);
+    let mut device = String::from("host");
+    let mut paths = Vec::new();
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let mut value = || args.next().expect("option without a value");
+        match a.as_str() {
+            "--pools" => pools = value().split(',').map(|p| PoolKind::parse(p).unwrap()).collect(),
+            "--passes" => passes = value().parse().unwrap(),
+            "--runs" => runs = value().parse().unwrap(),
+            "--device" => device = value(),
+            "--seed" => seed = value().parse().unwrap(),
+            "--each" => each = true,
+            _ => paths.push(a),
+        }
+    }
+    let detail = std::env::var("DETAIL").is_ok();
+    println!(
+        "{:16} {:7} {:>13} {:>8} {:>8} {:>9}  warm devA per pass (the last run)",
+        "trace", "pool", "reserved/live", "cold ns", "warm ns", "cold devA"
+    );
+    for path in &paths {
+        let t = load(path);
+        for &pool in &pools {
+            let (mut lo, mut hi) = (f64::MAX, 0f64);
+            let (mut cold, mut warm) = (Vec::new(), Vec::new());
+            let (mut cold_dev, mut per_pass) = (0, Vec::new());
+            let mut snap = None;
+            for run in 0..runs {
+                let dev: Box<dyn Device> = match device.as_str() {
+                    "host" => Box::new(HostDevice::new(Some(1 << 40))),
+                    "cuda" => Box::new(CudaDevice::new(0).unwrap()),
+                    "fake" => Box::new(FakeDevice {
+                        state: Mutex::new((
+                            BTreeMap::new(),
+                            0x9E37_79B9_7F4A_7C15
+                                ^ (seed + run as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03),
+                        )),
+                    }),
+                    d => panic!("--device {d}: host, fake or cuda"),
+                };
+                let e = Engine::with_device(Config { pool, ..Config::default() }, dev, 1).unwrap();
+                let mut ptrs = vec![0u64; t.slots];
+                snap = detail.then(String::new);
+                cold.push(pass(&e, &t, &mut ptrs, &mut snap));
+                let s = e.stats();
+                cold_dev = s.num_device_allocations;
+                let r = s.peak_reserved_bytes as f64 / t.peak_live as f64;
+                if each {
+                    println!("run {run} {} {} {r:.4}", t.name, pool.name());
+                }
+                (lo, hi) = (lo.min(r), hi.max(r));
+                per_pass.clear();
+                for _ in 1..passes {
+                    let d0 = e.stats().num_device_allocations;
+                    warm.push(pass(&e, &t, &mut ptrs, &mut None));
+                    per_pass.push((e.stats().num_device_allocations - d0).to_string());
+                }
+            }
+            let range = if runs > 1 { format!("{lo:.3}–{hi:.3}") } else { format!("{lo:.3}") };
             println!(
-                "{:40} {:7} reserved/live {:.3}  cold {:.0} ns/event  hit {:.3}",
-                path.rsplit('/').next().unwrap(),
+                "{:16} {:7} {:>13} {:>8.0} {:>8.0} {:>9}  {}",
+                t.name,
                 pool.name(),
-                s.peak_reserved_bytes as f64 / peak as f64,
-                ns,
-                s.cache_hit_rate
+                range,
+                median(&mut cold),
+                median(&mut warm),
+                cold_dev,
+                per_pass.join(" ")
             );
-            if !snap.is_empty() {
-                println!("    {snap}");
+            if let Some(s) = snap.filter(|s| !s.is_empty()) {
+                println!("    {s}");
             }
         }
     }
