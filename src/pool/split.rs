@@ -40,8 +40,8 @@
 //!
 //! - A size is *recurring* once it has been requested before through the slow path (a
 //!   medium size: 8 times before, since in a workload of arbitrary sizes medium sizes
-//!   also repeat by chance, 512 B apart). A recurring medium request may use holes and
-//!   segments of any large segment, as a big request does.
+//!   also repeat by chance, 512 B apart). A recurring medium request may also use the holes
+//!   and whole free segments of big segments, as a big request does.
 //! - Once the high-water mark has held while the pool served as many bytes as the mark
 //!   itself (a *steady* state: the workload runs in the memory it already has, as a
 //!   training loop from its second iteration), a recurring request may also split a
