@@ -34,6 +34,13 @@
 // A bug in CuMem (e.g. a caught panic).
 #define CUMEM_ERROR_INTERNAL 5
 
+// Flag for `cumem_alloc_ex`: on out of memory, fail at once instead of releasing the
+// cache and retrying (and do not count the failure in `num_ooms`).
+#define CUMEM_ALLOC_NO_RECLAIM 1
+
+// Slots of the direct-mapped quick-list table (a power of two).
+#define QUICK_SLOTS 512
+
 // A snapshot of the engine's statistics. Byte counts are in bytes, times in ns.
 //
 // Current values are exact whenever no other thread is allocating. Peaks are exact while
@@ -119,6 +126,14 @@ const char *cumem_last_error(void);
 // `ptr` must be null or point to writable memory for one `uint64_t`.
 int32_t cumem_alloc(uint64_t bytes, uint64_t *ptr);
 
+// As `cumem_alloc`, with `flags`: 0, or `CUMEM_ALLOC_NO_RECLAIM` for callers that run
+// their own recovery first (the Julia package: GC, full GC, then `cumem_reclaim` and a
+// plain `cumem_alloc`). Unknown flag bits are `CUMEM_ERROR_INVALID_VALUE`.
+//
+// # Safety
+// `ptr` must be null or point to writable memory for one `uint64_t`.
+int32_t cumem_alloc_ex(uint64_t bytes, uint64_t *ptr, uint32_t flags);
+
 // Returns the allocation at `ptr` to the pool; 0 is a no-op. Returns
 // `CUMEM_ERROR_INVALID_VALUE` for an unknown or already freed pointer (nothing changes).
 int32_t cumem_free(uint64_t ptr);
@@ -152,6 +167,10 @@ const char *cumem_pool_name(void);
 // The device's name, e.g. `"NVIDIA H100 80GB HBM3"` or `"host memory (no GPU)"` (`""`
 // if the engine cannot start). Valid for the life of the process.
 const char *cumem_device_name(void);
+
+// 1 when the engine runs on the host device (host memory standing in for a GPU), 0 on
+// a CUDA GPU, -1 if the engine cannot start (see `cumem_last_error`).
+int32_t cumem_device_is_host(void);
 
 // Writes the device's free and total memory in bytes. Returns
 // `CUMEM_ERROR_INVALID_VALUE` if either pointer is null, `CUMEM_ERROR_DEVICE` on failure.
