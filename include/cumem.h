@@ -38,9 +38,6 @@
 // cache and retrying (and do not count the failure in `num_ooms`).
 #define CUMEM_ALLOC_NO_RECLAIM 1
 
-// Slots of the direct-mapped quick-list table (a power of two).
-#define QUICK_SLOTS 512
-
 // A snapshot of the engine's statistics. Byte counts are in bytes, times in ns.
 //
 // Current values are exact whenever no other thread is allocating. Peaks are exact while
