@@ -41,8 +41,13 @@ function pairs_gc(n)
     end
 end
 
-function per_op(f, n)
+# Times `f(n)` REPS times and returns the median ns per iteration; `n` is chosen so that
+# one repetition takes about 50 ms (at most `nmax`), so slow pools (`none` on a GPU: one
+# cuMemAlloc per pair) finish in seconds too.
+function per_op(f, nmax)
     f(1000)                                  # compile and warm the pool
+    t = time_ns(); f(1000)
+    n = clamp(round(Int, 50e6 / max((time_ns() - t) / 1000, 1)), 100, nmax)
     GC.gc(true)
     samples = Float64[]
     for _ in 1:REPS
@@ -54,7 +59,7 @@ function per_op(f, n)
     return median(samples)
 end
 
-n = QUICK ? 20_000 : 1_000_000
+n = QUICK ? 20_000 : 1_000_000                  # at most
 json("bench" => "julia_pair", "pool" => POOL, "device" => DEVICE, "size" => 4096,
      "ns_per_pair" => round(per_op(pairs_explicit, n), digits = 1))
 json("bench" => "julia_gc_pair", "pool" => POOL, "device" => DEVICE, "size" => 4096,
