@@ -1,6 +1,7 @@
 //! Replays allocation traces (format in /work/shared/traces/README.md) through the pools
 //! on the host device and prints, per trace and pool, peak reserved ÷ peak live bytes of
-//! the cold pass, cold and warm ns/event, and device allocations of the warm passes.
+//! the cold pass, cold and warm ns/event, and device allocations of each warm pass
+//! (mean over runs; max).
 //!
 //! ```text
 //! fragcheck [--pools split,binned] [--passes 5] [--runs 3] [--device host|fake|cuda] [--seed 0] TRACE...
@@ -175,7 +176,7 @@ fn main() {
     }
     let detail = std::env::var("DETAIL").is_ok();
     println!(
-        "{:16} {:7} {:>13} {:>8} {:>8} {:>9}  warm devA per pass (the last run)",
+        "{:16} {:7} {:>13} {:>8} {:>8} {:>9}  warm devA per pass (mean over runs; max)",
         "trace", "pool", "reserved/live", "cold ns", "warm ns", "cold devA"
     );
     for path in &paths {
@@ -183,7 +184,7 @@ fn main() {
         for &pool in &pools {
             let (mut lo, mut hi) = (f64::MAX, 0f64);
             let (mut cold, mut warm) = (Vec::new(), Vec::new());
-            let (mut cold_dev, mut per_pass) = (0, Vec::new());
+            let (mut cold_dev, mut per_pass) = (0, vec![(0u64, 0u64); passes.saturating_sub(1)]);
             let mut snap = None;
             for run in 0..runs {
                 let dev: Box<dyn Device> = match device.as_str() {
@@ -209,11 +210,11 @@ fn main() {
                     println!("run {run} {} {} {r:.4}", t.name, pool.name());
                 }
                 (lo, hi) = (lo.min(r), hi.max(r));
-                per_pass.clear();
-                for _ in 1..passes {
+                for (sum, max) in per_pass.iter_mut() {
                     let d0 = e.stats().num_device_allocations;
                     warm.push(pass(&e, &t, &mut ptrs, &mut None));
-                    per_pass.push((e.stats().num_device_allocations - d0).to_string());
+                    let d = e.stats().num_device_allocations - d0;
+                    (*sum, *max) = (*sum + d, (*max).max(d));
                 }
             }
             let range = if runs > 1 { format!("{lo:.3}–{hi:.3}") } else { format!("{lo:.3}") };
@@ -225,7 +226,11 @@ fn main() {
                 median(&mut cold),
                 median(&mut warm),
                 cold_dev,
-                per_pass.join(" ")
+                per_pass
+                    .iter()
+                    .map(|&(sum, max)| format!("{:.1};{max}", sum as f64 / runs as f64))
+                    .collect::<Vec<_>>()
+                    .join(" ")
             );
             if let Some(s) = snap.filter(|s| !s.is_empty()) {
                 println!("    {s}");
