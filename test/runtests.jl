@@ -108,6 +108,20 @@ push!(jobs, Job("environment read at load",
                       """; JULIA_CUDA_MEMORY_LIMIT = "2MiB", JULIA_CUDA_MEMORY_POOL = "simple"),
                 (code, out) -> code == 0 && occursin("ENVIRONMENT_OK", out)))
 
+# The Julia-level benchmark's quick mode (bench/julia_bench.jl) prints its three JSON
+# lines with plausible figures.
+function bench_ok(code, out)
+    code == 0 || return false
+    lines = filter(l -> startswith(l, "{"), split(out, '\n'))
+    num(key, l) = (m = match(Regex("\"$key\":([0-9.eE+-]+)"), l); m === nothing ? NaN : parse(Float64, m[1]))
+    kinds = [match(r"\"bench\":\"(\w+)\"", l)[1] for l in lines]
+    return kinds == ["julia_pair", "julia_gc_pair", "julia_replay"] &&
+           num("ns_per_pair", lines[1]) > 0 && num("ns_per_alloc", lines[2]) > 0 &&
+           num("ns_per_event_warm", lines[3]) > 0 && num("events", lines[3]) == 2000
+end
+push!(jobs, Job("julia_bench --quick", julia(joinpath(@__DIR__, "..", "bench", "julia_bench.jl"), "--quick";
+                                               JULIA_CUDA_MEMORY_POOL = "split"), bench_ok))
+
 function run_job(job::Job)
     out = IOBuffer()
     t = @elapsed p = run(pipeline(ignorestatus(job.cmd), stdout = out, stderr = out))
