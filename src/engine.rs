@@ -320,9 +320,8 @@ impl Engine {
         }
         // Consume the origin explicitly: left to scope end, its drop glue is an
         // out-of-line call even when tracking is off.
-        match live.origin {
-            Some(o) => drop(o),
-            None => {}
+        if let Some(o) = live.origin {
+            drop(o);
         }
         true
     }

@@ -65,6 +65,7 @@ impl Upstream {
     }
 
     /// Bytes currently obtained from the device.
+    #[inline]
     pub fn reserved(&self) -> u64 {
         self.reserved.load(Relaxed)
     }

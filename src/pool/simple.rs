@@ -21,12 +21,12 @@ pub struct SimplePool {
 impl Pool for SimplePool {
     fn alloc(&mut self, bytes: u64, up: &Upstream, shard: usize) -> Result<Block> {
         let size = round_up(bytes, MIN_BLOCK);
-        if let Some(&(bsize, ptr)) = self.free.range((size, 0)..).next() {
-            if bsize <= size * MAX_OVERSIZE {
-                self.free.remove(&(bsize, ptr));
-                self.cached -= bsize;
-                return Ok(Block { ptr, size: bsize, hit: true });
-            }
+        if let Some(&(bsize, ptr)) = self.free.range((size, 0)..).next()
+            && bsize <= size * MAX_OVERSIZE
+        {
+            self.free.remove(&(bsize, ptr));
+            self.cached -= bsize;
+            return Ok(Block { ptr, size: bsize, hit: true });
         }
         Ok(Block { ptr: up.alloc(size, shard)?, size, hit: false })
     }

@@ -532,6 +532,16 @@ impl SplitPool {
     }
 }
 
+impl SplitPool {
+    /// A request that no quick list serves. Kept out of line so that the hit path stays
+    /// small where the engine inlines it.
+    #[inline(never)]
+    fn alloc_miss(&mut self, size: u64, up: &Upstream, shard: usize) -> Result<Block> {
+        self.flush();
+        if size <= SMALL_SIZE { self.alloc_small(size, up, shard) } else { self.alloc_large(size, up, shard) }
+    }
+}
+
 impl Pool for SplitPool {
     #[inline]
     fn alloc(&mut self, bytes: u64, up: &Upstream, shard: usize) -> Result<Block> {
@@ -545,8 +555,7 @@ impl Pool for SplitPool {
             self.used_bytes += size;
             return Ok(Block { ptr, size, hit: true });
         }
-        self.flush();
-        if size <= SMALL_SIZE { self.alloc_small(size, up, shard) } else { self.alloc_large(size, up, shard) }
+        self.alloc_miss(size, up, shard)
     }
 
     #[inline]
