@@ -379,35 +379,31 @@ impl SplitPool {
         self.quick_bytes = 0;
     }
 
+    /// Merges block `right` into its left neighbour `left` (both free, unindexed).
+    fn absorb(&mut self, left: u32, right: u32) {
+        let r = self.nodes[right as usize];
+        let l = &mut self.nodes[left as usize];
+        l.size += r.size;
+        l.next = r.next;
+        if r.next != NIL {
+            self.nodes[r.next as usize].prev = left;
+        }
+        self.kill(right);
+    }
+
     /// Marks block `i` free, merges it with free neighbours and indexes the result.
     fn release(&mut self, mut i: u32) {
         let n = self.nodes[i as usize];
         self.used.remove(&n.addr);
         self.nodes[i as usize].state = State::Free;
         if n.next != NIL && self.nodes[n.next as usize].state == State::Free {
-            let j = n.next;
-            self.index_remove(j);
-            let m = self.nodes[j as usize];
-            let me = &mut self.nodes[i as usize];
-            me.size += m.size;
-            me.next = m.next;
-            if m.next != NIL {
-                self.nodes[m.next as usize].prev = i;
-            }
-            self.kill(j);
+            self.index_remove(n.next);
+            self.absorb(i, n.next);
         }
         if n.prev != NIL && self.nodes[n.prev as usize].state == State::Free {
-            let p = n.prev;
-            self.index_remove(p);
-            let me = self.nodes[i as usize];
-            let pn = &mut self.nodes[p as usize];
-            pn.size += me.size;
-            pn.next = me.next;
-            if me.next != NIL {
-                self.nodes[me.next as usize].prev = p;
-            }
-            self.kill(i);
-            i = p;
+            self.index_remove(n.prev);
+            self.absorb(n.prev, i);
+            i = n.prev;
         }
         self.index_insert(i);
     }
