@@ -6,8 +6,13 @@ CARGO      ?= cargo
 LIB        := target/release/libcumem.so
 # Tests and the demo run on the host device unless the caller says otherwise.
 export CUMEM_DEVICE ?= auto
+# NVRTC from PyPI (scripts/install-nvrtc.sh) for the tests' PTX checks without a GPU.
+# The engine takes it from CUMEM_NVRTC_LIBRARY unless the caller names another one; with
+# none installed the variable is empty and the engine searches the system.
+NVRTC_LOCAL = $(firstword $(wildcard $(CURDIR)/.nvrtc-local/nvidia/*/lib/libnvrtc.so.[0-9]*))
+NVRTC_ENV   = CUMEM_NVRTC_LIBRARY="$${CUMEM_NVRTC_LIBRARY:-$(NVRTC_LOCAL)}"
 
-.PHONY: all build julia test rust-test julia-test demo bench bench-julia header clean
+.PHONY: all build julia nvrtc test rust-test julia-test demo bench bench-julia header clean
 
 all: build
 
@@ -19,14 +24,19 @@ julia: $(JULIA)
 $(JULIA):
 	bash scripts/install-julia.sh
 
+# NVRTC for compiling kernels to PTX in the tests (about 58 MB from PyPI; skipped with a
+# message when pip is missing or offline).
+nvrtc:
+	@bash scripts/install-nvrtc.sh >/dev/null
+
 # The README's test command: the engine's Rust tests and the Julia package's Pkg.test.
-test: julia build rust-test julia-test
+test: julia build nvrtc rust-test julia-test
 
 rust-test:
-	$(CARGO) test
+	$(NVRTC_ENV) $(CARGO) test
 
 julia-test: julia build
-	$(JULIA) --project=$(CURDIR) -e 'using Pkg; Pkg.test()'
+	$(NVRTC_ENV) $(JULIA) --project=$(CURDIR) -e 'using Pkg; Pkg.test()'
 
 # The main job: replay the GPT-2 training trace through CuArrays and report.
 demo: julia build
@@ -48,4 +58,4 @@ header:
 
 clean:
 	$(CARGO) clean
-	rm -rf .julia-local
+	rm -rf .julia-local .nvrtc-local

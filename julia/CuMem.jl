@@ -19,13 +19,15 @@ using Printf
 export CuArray, CuVector, CuMatrix, CuVecOrMat, CuPtr, cu, unsafe_free!,
        allowscalar, @allowscalar,
        memory_status, memory_stats, memory_summary, reset_memory_stats!, reclaim,
-       CuIterator, OutOfGPUMemoryError, CuMemError
+       CuIterator, OutOfGPUMemoryError, CuMemError,
+       synchronize
 
 include("library.jl")     # the engine library, its C ABI and initialisation
 include("errors.jl")      # CuMemError, OutOfGPUMemoryError
 include("allocator.jl")   # buffers, the allocation ladder, finalizer-safe frees, -g2 traces
 include("memory.jl")      # memory_status, memory_stats, memory_summary, reclaim
 include("array.jl")       # CuArray
+include("compute.jl")     # NVRTC kernels, launch, cuBLAS gemm!, synchronize, host_view
 include("scalar.jl")      # scalar indexing policy (allowscalar)
 include("adapt.jl")       # adapt (a stand-in for Adapt.jl) and cu
 include("iterator.jl")    # CuIterator

@@ -4,9 +4,10 @@
     CuMemError(code, msg)
 
 An error reported by the engine: `code` is the C ABI's status (`CUMEM_ERROR_INVALID_VALUE`
-= 2, `CUMEM_ERROR_CONFIG` = 3, `CUMEM_ERROR_DEVICE` = 4, `CUMEM_ERROR_INTERNAL` = 5; out
-of memory is reported as [`OutOfGPUMemoryError`] instead) and `msg` the engine's message
-(`cumem_last_error`).
+= 2, `CUMEM_ERROR_CONFIG` = 3, `CUMEM_ERROR_DEVICE` = 4, `CUMEM_ERROR_INTERNAL` = 5,
+`CUMEM_ERROR_NOT_SUPPORTED` = 6 when a GPU, libnvrtc or libcublas is needed and absent;
+out of memory is reported as [`OutOfGPUMemoryError`] and NVRTC's rejection of a kernel
+as `KernelCompileError` instead) and `msg` the engine's message (`cumem_last_error`).
 """
 struct CuMemError <: Exception
     code::Int32

@@ -24,13 +24,17 @@ const CUMEM_ERROR_INVALID_VALUE = Int32(2)
 const CUMEM_ERROR_CONFIG = Int32(3)
 const CUMEM_ERROR_DEVICE = Int32(4)
 const CUMEM_ERROR_INTERNAL = Int32(5)
+const CUMEM_ERROR_NOT_SUPPORTED = Int32(6)
+const CUMEM_ERROR_COMPILE = Int32(7)
 
 const CODE_NAMES = Dict(CUMEM_SUCCESS => "CUMEM_SUCCESS",
                         CUMEM_ERROR_OUT_OF_MEMORY => "CUMEM_ERROR_OUT_OF_MEMORY",
                         CUMEM_ERROR_INVALID_VALUE => "CUMEM_ERROR_INVALID_VALUE",
                         CUMEM_ERROR_CONFIG => "CUMEM_ERROR_CONFIG",
                         CUMEM_ERROR_DEVICE => "CUMEM_ERROR_DEVICE",
-                        CUMEM_ERROR_INTERNAL => "CUMEM_ERROR_INTERNAL")
+                        CUMEM_ERROR_INTERNAL => "CUMEM_ERROR_INTERNAL",
+                        CUMEM_ERROR_NOT_SUPPORTED => "CUMEM_ERROR_NOT_SUPPORTED",
+                        CUMEM_ERROR_COMPILE => "CUMEM_ERROR_COMPILE")
 
 code_name(code::Integer) = get(CODE_NAMES, Int32(code), "unknown status $code")
 

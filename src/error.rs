@@ -24,6 +24,14 @@ pub enum Error {
     /// A bug in CuMem, e.g. a caught panic (`CUMEM_ERROR_INTERNAL`).
     #[error("internal error: {0}")]
     Internal(String),
+    /// The operation needs something this machine lacks: a CUDA GPU (kernels, cuBLAS),
+    /// libnvrtc or libcublas; the message says what (`CUMEM_ERROR_NOT_SUPPORTED`).
+    #[error("not supported: {0}")]
+    NotSupported(String),
+    /// NVRTC rejected CUDA C source: the message holds NVRTC's log followed by the
+    /// source with line numbers (`CUMEM_ERROR_COMPILE`).
+    #[error("compile error: {0}")]
+    Compile(String),
 }
 
 /// Result type of the engine.
@@ -38,6 +46,8 @@ impl Error {
             Error::Config(_) => crate::ffi::CUMEM_ERROR_CONFIG,
             Error::Device(_) => crate::ffi::CUMEM_ERROR_DEVICE,
             Error::Internal(_) => crate::ffi::CUMEM_ERROR_INTERNAL,
+            Error::NotSupported(_) => crate::ffi::CUMEM_ERROR_NOT_SUPPORTED,
+            Error::Compile(_) => crate::ffi::CUMEM_ERROR_COMPILE,
         }
     }
 

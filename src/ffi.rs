@@ -26,6 +26,12 @@ pub const CUMEM_ERROR_CONFIG: i32 = 3;
 pub const CUMEM_ERROR_DEVICE: i32 = 4;
 /// A bug in CuMem (e.g. a caught panic).
 pub const CUMEM_ERROR_INTERNAL: i32 = 5;
+/// The operation needs something absent (a CUDA GPU for kernels or BLAS, libnvrtc,
+/// libcublas); the message says what.
+pub const CUMEM_ERROR_NOT_SUPPORTED: i32 = 6;
+/// NVRTC rejected the source; `cumem_last_error` holds NVRTC's log followed by the
+/// source with line numbers.
+pub const CUMEM_ERROR_COMPILE: i32 = 7;
 
 static ENGINE: OnceLock<Engine> = OnceLock::new();
 static INIT: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
@@ -34,7 +40,7 @@ thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
 }
 
-fn set_error(msg: &str) {
+pub(crate) fn set_error(msg: &str) {
     let c = CString::new(msg.replace('\0', "?")).unwrap_or_default();
     LAST_ERROR.with(|e| *e.borrow_mut() = c);
 }
@@ -56,7 +62,7 @@ pub fn engine() -> Result<&'static Engine> {
 }
 
 /// Runs `f` on the engine, turning errors and panics into status codes.
-fn guard(f: impl FnOnce(&'static Engine) -> Result<()>) -> i32 {
+pub(crate) fn guard(f: impl FnOnce(&'static Engine) -> Result<()>) -> i32 {
     match catch_unwind(AssertUnwindSafe(|| engine().and_then(f))) {
         Ok(Ok(())) => CUMEM_SUCCESS,
         Ok(Err(e)) => {
@@ -75,7 +81,7 @@ fn guard(f: impl FnOnce(&'static Engine) -> Result<()>) -> i32 {
     }
 }
 
-fn null_err(name: &str) -> Error {
+pub(crate) fn null_err(name: &str) -> Error {
     Error::InvalidValue(format!("{name} is a null pointer"))
 }
 

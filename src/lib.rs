@@ -8,7 +8,8 @@
 //! - [`pool`]: the four caching pools (`binned`, `split`, `simple`, `none`);
 //! - [`engine`]: live allocations, statistics, tracking and the out-of-memory retry,
 //!   shared by all pools;
-//! - [`ffi`]: the C ABI (`include/cumem.h`).
+//! - [`ffi`]: the C ABI (`include/cumem.h`);
+//! - [`compute`]: NVRTC kernels and cuBLAS on the same device, with their C functions.
 //!
 //! ```
 //! use cumem::{Config, Engine, PoolKind, device::HostDevice};
@@ -21,6 +22,7 @@
 //! assert_eq!(engine.free(p).unwrap_err().code(), cumem::ffi::CUMEM_ERROR_INVALID_VALUE);
 //! ```
 
+pub mod compute;
 pub mod config;
 pub mod device;
 pub mod engine;

@@ -7,6 +7,7 @@
 #   the leak report under -g2 and CUMEM_DEBUG=2    test/debugtests.jl
 #   bad configuration / missing library            `using CuMem` must fail clearly
 #   installing by name, path and dev               test/registrytests.jl
+#   compute: NVRTC, kernels, gemm!                 test/compute_tests.jl
 #
 # The processes run in parallel (CUMEM_TEST_JOBS, default: the number of CPU threads).
 # CUMEM_DEVICE defaults to `host` (set it to `cuda` to test on a GPU); CUMEM_TEST_POOLS
@@ -59,6 +60,7 @@ for pool in POOLS
                     julia(testfile("pooltests.jl"); JULIA_CUDA_MEMORY_POOL = pool, JULIA_NUM_THREADS = 2),
                     passed))
 end
+push!(jobs, Job("compute (NVRTC, kernels, gemm!)", julia(testfile("compute_tests.jl")), passed))
 push!(jobs, Job("method ambiguities",
                 julia("-e", "using CuMem, Test, LinearAlgebra; include($(repr(testfile("ambiguity_tests.jl"))))"),
                 passed))

@@ -80,6 +80,15 @@ const DESIGN_FUNCTIONS: &[&str] = &[
     "int32_t cumem_copy_dtoh(void *dst, uint64_t src, uint64_t bytes);",
     "int32_t cumem_copy_dtod(uint64_t dst, uint64_t src, uint64_t bytes);",
     "int32_t cumem_memset(uint64_t dst, uint8_t value, uint64_t bytes);",
+    // GPU compute (src/compute/capi.rs)
+    "int32_t cumem_nvrtc_version(int32_t *major, int32_t *minor);",
+    "int32_t cumem_compile_ptx(const char *source, const char *arch, char *buf, uint64_t cap, uint64_t *len);",
+    "int32_t cumem_kernel_load(const char *source, const char *name, uint64_t *kernel);",
+    "int32_t cumem_kernel_launch(uint64_t kernel, uint32_t gx, uint32_t gy, uint32_t gz, uint32_t bx, uint32_t by, uint32_t bz, uint32_t shared_bytes, void **args);",
+    "int32_t cumem_kernel_block_size(uint64_t kernel, int32_t *threads);",
+    "int32_t cumem_device_info(int32_t *cc_major, int32_t *cc_minor, int32_t *sm_count, int32_t *max_threads);",
+    "int32_t cumem_synchronize(void);",
+    "int32_t cumem_gemm(int32_t dtype, int32_t transa, int32_t transb, int64_t m, int64_t n, int64_t k, const void *alpha, uint64_t A, int64_t lda, uint64_t B, int64_t ldb, const void *beta, uint64_t C, int64_t ldc);",
 ];
 
 /// The fields of `cumem_stats_t` in DESIGN.md §3's order.
@@ -115,6 +124,8 @@ const DESIGN_CODES: &[(&str, i32)] = &[
     ("CUMEM_ERROR_CONFIG", 3),
     ("CUMEM_ERROR_DEVICE", 4),
     ("CUMEM_ERROR_INTERNAL", 5),
+    ("CUMEM_ERROR_NOT_SUPPORTED", 6),
+    ("CUMEM_ERROR_COMPILE", 7),
 ];
 
 /// The header without comments.

@@ -72,6 +72,10 @@ impl Device for CudaDevice {
         false
     }
 
+    fn make_current(&self) -> Result<()> {
+        self.bind()
+    }
+
     fn alloc(&self, bytes: u64) -> Result<u64> {
         self.bind()?;
         // SAFETY: a plain device allocation in the current context.

@@ -49,6 +49,12 @@ pub trait Device: Send + Sync {
     /// # Safety
     /// `[dst, dst+bytes)` must be device memory.
     unsafe fn memset(&self, dst: u64, value: u8, bytes: u64) -> Result<()>;
+    /// Makes the device's CUDA context current on the calling thread, for callers that
+    /// use the driver beyond this trait (kernels and cuBLAS, `crate::compute`). The host
+    /// device has nothing to bind. Errors: [`Error::Device`] when `cuCtxSetCurrent` fails.
+    fn make_current(&self) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// Opens the device that `cfg.device` asks for (`CUMEM_DEVICE`). `Auto` takes CUDA

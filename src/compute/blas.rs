@@ -1,0 +1,272 @@
+//! Matrix multiplication through cuBLAS (`cublas<t>gemm`), column-major as BLAS.
+//!
+//! One cuBLAS handle per process, created on first use and guarded by a mutex (a handle
+//! must not be used by two threads at once; a call only queues work, so the lock is
+//! short). The handle keeps cuBLAS's defaults that matter for results: math mode
+//! `CUBLAS_DEFAULT_MATH` (no TF32 unless `NVIDIA_TF32_OVERRIDE` says otherwise), host
+//! pointer mode for alpha and beta, and the legacy default stream (NULL), the one all of
+//! CuMem's device work is ordered on.
+
+use super::dylib::{self, Opened};
+use super::gpu;
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use std::ffi::{c_int, c_void};
+use std::sync::OnceLock;
+
+type Handle = *mut c_void;
+type Status = c_int;
+type Gemm = unsafe extern "C" fn(
+    Handle,
+    c_int,
+    c_int,
+    c_int,
+    c_int,
+    c_int,
+    *const c_void,
+    *const c_void,
+    c_int,
+    *const c_void,
+    c_int,
+    *const c_void,
+    *mut c_void,
+    c_int,
+) -> Status;
+
+/// The functions of libcublas the engine calls.
+struct Api {
+    create: unsafe extern "C" fn(*mut Handle) -> Status,
+    set_stream: unsafe extern "C" fn(Handle, *mut c_void) -> Status,
+    set_math_mode: unsafe extern "C" fn(Handle, c_int) -> Status,
+    set_pointer_mode: unsafe extern "C" fn(Handle, c_int) -> Status,
+    get_version: unsafe extern "C" fn(Handle, *mut c_int) -> Status,
+    gemm: [Gemm; 4],
+}
+
+struct Cublas {
+    api: Api,
+    handle: parking_lot::Mutex<Option<usize>>,
+    from: String,
+    _lib: Opened,
+}
+
+/// File names tried for libcublas, newest CUDA first; `CUMEM_CUBLAS_LIBRARY` overrides.
+pub const CUBLAS_NAMES: &[&str] = &["libcublas.so.13", "libcublas.so.12", "libcublas.so"];
+/// libcublasLt of the same release, opened first when libcublas is opened by path.
+const CUBLASLT_NAMES: &[&str] = &["libcublasLt.so.13", "libcublasLt.so.12"];
+
+fn cublas() -> Result<&'static Cublas> {
+    static CUBLAS: OnceLock<Result<Cublas>> = OnceLock::new();
+    CUBLAS.get_or_init(Cublas::open).as_ref().map_err(Clone::clone)
+}
+
+impl Cublas {
+    fn open() -> Result<Cublas> {
+        let lib = dylib::open(
+            "libcublas (cuBLAS)",
+            "CUMEM_CUBLAS_LIBRARY",
+            CUBLAS_NAMES,
+            CUBLASLT_NAMES,
+            "the CUDA toolkit, or pip's nvidia-cublas",
+        )?;
+        // SAFETY: the signatures are those of cublas_api.h (v2 API, CUDA 11 and later).
+        let api = unsafe {
+            Api {
+                create: dylib::symbol(&lib, "cublasCreate_v2")?,
+                set_stream: dylib::symbol(&lib, "cublasSetStream_v2")?,
+                set_math_mode: dylib::symbol(&lib, "cublasSetMathMode")?,
+                set_pointer_mode: dylib::symbol(&lib, "cublasSetPointerMode_v2")?,
+                get_version: dylib::symbol(&lib, "cublasGetVersion_v2")?,
+                gemm: [
+                    dylib::symbol(&lib, "cublasSgemm_v2")?,
+                    dylib::symbol(&lib, "cublasDgemm_v2")?,
+                    dylib::symbol(&lib, "cublasCgemm_v2")?,
+                    dylib::symbol(&lib, "cublasZgemm_v2")?,
+                ],
+            }
+        };
+        let from = lib.from.clone();
+        Ok(Cublas { api, handle: parking_lot::Mutex::new(None), from, _lib: lib })
+    }
+}
+
+fn check(what: &str, s: Status) -> Result<()> {
+    match s {
+        0 => Ok(()),
+        // CUBLAS_STATUS_INVALID_VALUE: checked below first, so rare; still bad input.
+        7 => Err(Error::InvalidValue(format!(
+            "{what}: cuBLAS rejected the arguments (CUBLAS_STATUS_INVALID_VALUE)"
+        ))),
+        3 => Err(Error::OutOfMemory(format!(
+            "{what}: cuBLAS could not allocate its workspace (CUBLAS_STATUS_ALLOC_FAILED)"
+        ))),
+        _ => Err(Error::Device(format!("{what} failed: cublasStatus_t {s}"))),
+    }
+}
+
+/// Element types of [`gemm`], as the C ABI numbers them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dtype {
+    /// `float` (Float32), 4 bytes.
+    F32 = 0,
+    /// `double` (Float64), 8 bytes.
+    F64 = 1,
+    /// `cuComplex` (ComplexF32), 8 bytes.
+    C32 = 2,
+    /// `cuDoubleComplex` (ComplexF64), 16 bytes.
+    C64 = 3,
+}
+
+impl Dtype {
+    /// The type numbered `d` (0 to 3). Errors: [`Error::InvalidValue`].
+    pub fn from_code(d: i32) -> Result<Dtype> {
+        Ok(match d {
+            0 => Dtype::F32,
+            1 => Dtype::F64,
+            2 => Dtype::C32,
+            3 => Dtype::C64,
+            _ => {
+                return Err(Error::InvalidValue(format!(
+                    "dtype {d} is not 0 (Float32), 1 (Float64), 2 (ComplexF32) or 3 (ComplexF64)"
+                )));
+            }
+        })
+    }
+
+    /// Bytes per element.
+    pub fn size(self) -> u64 {
+        [4, 8, 8, 16][self as usize]
+    }
+}
+
+/// A matrix operand: device address and leading dimension (elements between columns).
+#[derive(Debug, Clone, Copy)]
+pub struct Operand {
+    /// Device address of the first element.
+    pub ptr: u64,
+    /// Leading dimension in elements (≥ the number of stored rows, ≥ 1).
+    pub ld: i64,
+}
+
+/// Checks that an operand stored as `rows × cols` with leading dimension `op.ld` lies
+/// inside one live allocation of `engine`.
+fn check_operand(engine: &Engine, what: &str, op: Operand, rows: i64, cols: i64, esize: u64) -> Result<()> {
+    if op.ld < rows.max(1) {
+        return Err(Error::InvalidValue(format!(
+            "gemm: leading dimension of {what} is {} but must be at least max(1, {rows})",
+            op.ld
+        )));
+    }
+    if op.ld > i32::MAX as i64 {
+        return Err(Error::InvalidValue(format!(
+            "gemm: leading dimension of {what} ({}) exceeds 2^31-1",
+            op.ld
+        )));
+    }
+    if rows == 0 || cols == 0 {
+        return Ok(());
+    }
+    let elems = (cols as u128 - 1) * op.ld as u128 + rows as u128;
+    let bytes = u64::try_from(elems * esize as u128)
+        .map_err(|_| Error::InvalidValue(format!("gemm: {what} would span more than 2^64 bytes")))?;
+    engine
+        .check_range(op.ptr, bytes)
+        .map_err(|e| Error::InvalidValue(format!("gemm: {what} ({rows}×{cols}, ld {}): {e}", op.ld)))
+}
+
+/// `C = alpha * op(A) * op(B) + beta * C` through cuBLAS, column-major: op(A) is `m × k`,
+/// op(B) `k × n`, C `m × n`; `transa`/`transb` 0 = as is, 1 = transposed, 2 = conjugate
+/// transposed (as BLAS's 'N', 'T', 'C'). `alpha` and `beta` point to host values of
+/// `dtype`. Queued on the legacy default stream; returns without waiting. Sizes up to
+/// 2^31 − 1 (cuBLAS's `int`).
+///
+/// Errors: [`Error::InvalidValue`] for a negative or oversized size, a bad op code, a
+/// leading dimension below the stored rows, or an operand not inside one live allocation
+/// of `engine` (all checked before anything runs, on every device);
+/// [`Error::NotSupported`] on the host device or without libcublas; [`Error::Device`]
+/// when cuBLAS fails.
+///
+/// # Safety
+/// `alpha` and `beta` must point to readable values of `dtype`.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn gemm(
+    engine: &Engine,
+    dtype: Dtype,
+    transa: i32,
+    transb: i32,
+    (m, n, k): (i64, i64, i64),
+    alpha: *const c_void,
+    a: Operand,
+    b: Operand,
+    beta: *const c_void,
+    c: Operand,
+) -> Result<()> {
+    for (what, t) in [("transa", transa), ("transb", transb)] {
+        if !(0..=2).contains(&t) {
+            return Err(Error::InvalidValue(format!("gemm: {what} is {t}, not 0 (N), 1 (T) or 2 (C)")));
+        }
+    }
+    for (what, v) in [("m", m), ("n", n), ("k", k)] {
+        if !(0..=i32::MAX as i64).contains(&v) {
+            return Err(Error::InvalidValue(format!("gemm: {what} = {v} is outside 0 to 2^31-1")));
+        }
+    }
+    if alpha.is_null() || beta.is_null() {
+        return Err(Error::InvalidValue(format!(
+            "gemm: {} is a null pointer",
+            if alpha.is_null() { "alpha" } else { "beta" }
+        )));
+    }
+    let es = dtype.size();
+    let (ar, ac) = if transa == 0 { (m, k) } else { (k, m) };
+    let (br, bc) = if transb == 0 { (k, n) } else { (n, k) };
+    check_operand(engine, "A", a, ar, ac, es)?;
+    check_operand(engine, "B", b, br, bc, es)?;
+    check_operand(engine, "C", c, m, n, es)?;
+    gpu::bind(engine.device(), "gemm (cuBLAS)")?;
+    let cb = cublas()?;
+    let mut handle = cb.handle.lock();
+    let h = match *handle {
+        Some(h) => h as Handle,
+        None => {
+            let mut h: Handle = std::ptr::null_mut();
+            // SAFETY: valid out-pointer; a context is current (bound above).
+            check("cublasCreate", unsafe { (cb.api.create)(&mut h) })?;
+            // SAFETY: `h` is a live handle. 0 = CUBLAS_DEFAULT_MATH, 0 = host pointers.
+            unsafe {
+                check("cublasSetStream", (cb.api.set_stream)(h, std::ptr::null_mut()))?;
+                check("cublasSetMathMode", (cb.api.set_math_mode)(h, 0))?;
+                check("cublasSetPointerMode", (cb.api.set_pointer_mode)(h, 0))?;
+                let mut v = 0;
+                check("cublasGetVersion", (cb.api.get_version)(h, &mut v))?;
+                log::info!("cuBLAS {v} from {}", cb.from);
+            }
+            *handle = Some(h as usize);
+            h
+        }
+    };
+    if m == 0 || n == 0 {
+        return Ok(());
+    }
+    let f = cb.api.gemm[dtype as usize];
+    // SAFETY: the operands were checked to lie in live allocations of their stated
+    // shapes; the caller vouches for alpha and beta; the handle is used under the lock.
+    check("cublasgemm", unsafe {
+        f(
+            h,
+            transa,
+            transb,
+            m as c_int,
+            n as c_int,
+            k as c_int,
+            alpha,
+            a.ptr as *const c_void,
+            a.ld as c_int,
+            b.ptr as *const c_void,
+            b.ld as c_int,
+            beta,
+            c.ptr as *mut c_void,
+            c.ld as c_int,
+        )
+    })
+}

@@ -1,0 +1,25 @@
+//! GPU compute for the Julia package: CUDA C compiled at run time with NVRTC, kernels
+//! loaded and launched through the driver, and GEMM through cuBLAS.
+//!
+//! Julia owns the expression (it generates the CUDA C of a broadcast or a reduction);
+//! the engine owns compiling, caching and launching:
+//! - [`nvrtc`]: libnvrtc, CUDA C → PTX or CUBIN; needs no GPU, so CI checks kernels too;
+//! - [`module`]: kernels compiled for the current GPU, cached by (source, name), launched
+//!   on the legacy default stream;
+//! - [`blas`]: `cublas<t>gemm` with one guarded handle;
+//! - [`gpu`]: the context, the device's facts, synchronisation;
+//! - [`capi`]: the C functions (`cumem_compile_ptx`, `cumem_kernel_load`, ...).
+//!
+//! libnvrtc and libcublas are opened at run time ([`dylib`]), so `libcumem.so` loads on
+//! a machine without them; what needs one then fails with `CUMEM_ERROR_NOT_SUPPORTED`.
+//!
+//! Ordering: kernels and cuBLAS run on CUDA's legacy default stream, with which the
+//! engine's synchronous copies, memsets and `cuMemFree` are ordered, so memory freed to
+//! the pool and handed out again is never written while a queued kernel still reads it.
+
+pub mod blas;
+pub mod capi;
+pub mod dylib;
+pub mod gpu;
+pub mod module;
+pub mod nvrtc;

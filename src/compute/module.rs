@@ -1,0 +1,213 @@
+//! Kernels: compiling CUDA C for the current GPU, loading it (`cuModuleLoadData`),
+//! caching the functions by (source, name), and launching them on the legacy default
+//! stream (the one stream all of CuMem's device work is ordered on).
+//!
+//! Modules stay loaded for the life of the process, as CUDA.jl and CuPy keep their
+//! compiled kernels: a handle, once returned, is valid until exit.
+
+use super::gpu;
+use super::nvrtc::{Target, nvrtc};
+use crate::device::{Device, device_err};
+use crate::error::{Error, Result};
+use cudarc::driver::{result, sys};
+use parking_lot::RwLock;
+use rustc_hash::FxHashMap;
+use std::ffi::{CString, c_void};
+
+/// One loaded module: the functions looked up in it so far, by name, as handles.
+struct Module {
+    module: usize, // sys::CUmodule
+    funcs: FxHashMap<String, u64>,
+}
+
+/// A kernel a handle stands for.
+struct Kernel {
+    func: usize, // sys::CUfunction
+    name: String,
+}
+
+/// The process's kernels. Handles are 1 + the index into `kernels` (0 is never one).
+#[derive(Default)]
+struct Registry {
+    by_source: FxHashMap<String, Module>,
+    kernels: Vec<Kernel>,
+}
+
+static REGISTRY: RwLock<Option<Registry>> = RwLock::new(None);
+
+/// The handle of `source`'s `extern "C" __global__` function `name`, compiling the
+/// source with NVRTC for the current GPU (a CUBIN for its `sm_XY` when NVRTC supports
+/// it, else PTX for the newest older architecture, compiled by the driver) and loading
+/// it with `cuModuleLoadData` on first use. Later calls with the same (source, name)
+/// return the same handle after a hash lookup. Errors: [`Error::NotSupported`] on the
+/// host device or without libnvrtc, [`Error::Compile`] (NVRTC's log and the numbered
+/// source), [`Error::InvalidValue`] when the module has no function `name` or a string
+/// holds a NUL byte, [`Error::Device`] when the driver fails to load the module.
+pub fn load(dev: &dyn Device, source: &str, name: &str) -> Result<u64> {
+    if let Some(h) = REGISTRY.read().as_ref().and_then(|r| r.by_source.get(source)?.funcs.get(name).copied())
+    {
+        return Ok(h);
+    }
+    let cname =
+        CString::new(name).map_err(|_| Error::InvalidValue("the kernel name contains a NUL byte".into()))?;
+    gpu::bind(dev, "loading a kernel")?;
+    let info = gpu::info(dev)?;
+    // Compiling under the write lock: a kernel is built once even when threads race for it.
+    let mut guard = REGISTRY.write();
+    let reg = guard.get_or_insert_with(Registry::default);
+    if !reg.by_source.contains_key(source) {
+        let module = compile_and_load(source, info.cc())?;
+        reg.by_source.insert(source.to_owned(), Module { module, funcs: FxHashMap::default() });
+    }
+    let m = reg.by_source.get_mut(source).expect("inserted above");
+    if let Some(&h) = m.funcs.get(name) {
+        return Ok(h);
+    }
+    // SAFETY: `m.module` is a loaded module of the current context.
+    let func = unsafe { result::module::get_function(m.module as sys::CUmodule, cname) }.map_err(|e| {
+        if e.0 == sys::CUresult::CUDA_ERROR_NOT_FOUND {
+            Error::InvalidValue(format!(
+                "the kernel source defines no `extern \"C\" __global__` function named `{name}`"
+            ))
+        } else {
+            device_err("cuModuleGetFunction", e)
+        }
+    })?;
+    reg.kernels.push(Kernel { func: func as usize, name: name.to_owned() });
+    let h = reg.kernels.len() as u64;
+    m.funcs.insert(name.to_owned(), h);
+    Ok(h)
+}
+
+/// Compiles `source` for a GPU of compute capability `cc` and loads it into the
+/// current context; returns the `CUmodule`.
+fn compile_and_load(source: &str, cc: i32) -> Result<usize> {
+    let nv = nvrtc()?;
+    let target = nv.target_for(cc)?;
+    let out = nv.compile(source, &target.arch())?;
+    let image: Vec<u8> = match (target, out.cubin) {
+        (Target::Real(_), Some(cubin)) => cubin,
+        _ => {
+            let mut ptx = out.ptx.into_bytes();
+            ptx.push(0);
+            ptx
+        }
+    };
+    // SAFETY: `image` is a CUBIN or NUL-terminated PTX produced by NVRTC.
+    let module = unsafe { result::module::load_data(image.as_ptr() as *const c_void) }.map_err(|e| {
+        Error::Device(format!(
+            "cuModuleLoadData of the kernel compiled by NVRTC {}.{} for {} failed: {e}{}",
+            nv.version().0,
+            nv.version().1,
+            target.arch(),
+            if e.0 == sys::CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION {
+                " (the driver is older than NVRTC: update the driver or use an older libnvrtc, \
+                 CUMEM_NVRTC_LIBRARY)"
+            } else {
+                ""
+            }
+        ))
+    })?;
+    Ok(module as usize)
+}
+
+/// The function and name of handle `h`. Errors: [`Error::InvalidValue`] for a handle
+/// that [`load`] never returned.
+fn kernel(h: u64) -> Result<(sys::CUfunction, String)> {
+    let reg = REGISTRY.read();
+    let k = reg.as_ref().and_then(|r| r.kernels.get((h as usize).wrapping_sub(1))).ok_or_else(|| {
+        Error::InvalidValue(format!("{h:#x} is not a kernel handle from cumem_kernel_load"))
+    })?;
+    Ok((k.func as sys::CUfunction, k.name.clone()))
+}
+
+/// The function of handle `h` without copying its name (the launch path).
+fn function(h: u64) -> Result<sys::CUfunction> {
+    let reg = REGISTRY.read();
+    match reg.as_ref().and_then(|r| r.kernels.get((h as usize).wrapping_sub(1))) {
+        Some(k) => Ok(k.func as sys::CUfunction),
+        None => Err(Error::InvalidValue(format!("{h:#x} is not a kernel handle from cumem_kernel_load"))),
+    }
+}
+
+/// Launch geometry: blocks per grid and threads per block in x, y, z, and dynamic
+/// shared memory in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Launch {
+    /// Blocks in x, y, z (each ≥ 1).
+    pub grid: (u32, u32, u32),
+    /// Threads per block in x, y, z (each ≥ 1, product ≤ the device's maximum).
+    pub block: (u32, u32, u32),
+    /// Dynamic shared memory per block, bytes.
+    pub shared_bytes: u32,
+}
+
+/// Queues kernel `h` with `geometry` on the legacy default stream (`cuLaunchKernel`);
+/// returns without waiting. `args` is `cuLaunchKernel`'s `kernelParams`: one pointer per
+/// kernel parameter to its value (null only for a kernel without parameters). Errors:
+/// [`Error::InvalidValue`] for an unknown handle, a zero dimension, or a geometry the
+/// driver refuses (too many threads per block or too much shared memory),
+/// [`Error::NotSupported`] on the host device, [`Error::Device`] when the launch fails
+/// otherwise (a fault of an earlier kernel included).
+///
+/// # Safety
+/// `args` must point to as many valid argument pointers as the kernel has parameters,
+/// each to a value of the parameter's type; device pointers among them must be valid
+/// for what the kernel does with them.
+pub unsafe fn launch(dev: &dyn Device, h: u64, geometry: Launch, args: *mut *mut c_void) -> Result<()> {
+    let func = function(h)?;
+    let Launch { grid, block, shared_bytes } = geometry;
+    if [grid.0, grid.1, grid.2, block.0, block.1, block.2].contains(&0) {
+        return Err(Error::InvalidValue(format!(
+            "kernel launch with a zero dimension: grid {grid:?}, block {block:?}"
+        )));
+    }
+    gpu::bind(dev, "launching a kernel")?;
+    // SAFETY: `func` is a loaded function; the caller vouches for `args`. Stream NULL is
+    // the legacy default stream (cudarc loads cuLaunchKernel, not the _ptsz variant).
+    let r = unsafe {
+        sys::cuLaunchKernel(
+            func,
+            grid.0,
+            grid.1,
+            grid.2,
+            block.0,
+            block.1,
+            block.2,
+            shared_bytes,
+            std::ptr::null_mut(),
+            args,
+            std::ptr::null_mut(),
+        )
+    }
+    .result();
+    r.map_err(|e| {
+        let name = kernel(h).map(|k| k.1).unwrap_or_default();
+        let msg = format!("cuLaunchKernel of `{name}` (grid {grid:?}, block {block:?}, {shared_bytes} bytes shared) failed: {e}");
+        match e.0 {
+            sys::CUresult::CUDA_ERROR_INVALID_VALUE | sys::CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES => {
+                Error::InvalidValue(msg)
+            }
+            _ => Error::Device(msg),
+        }
+    })
+}
+
+/// The block size that maximises occupancy for kernel `h` without dynamic shared
+/// memory (`cuOccupancyMaxPotentialBlockSize`). Errors: [`Error::InvalidValue`] for an
+/// unknown handle, [`Error::NotSupported`] on the host device, [`Error::Device`].
+pub fn block_size(dev: &dyn Device, h: u64) -> Result<i32> {
+    let func = function(h)?;
+    gpu::bind(dev, "sizing a kernel")?;
+    let (mut grid, mut block) = (0, 0);
+    // SAFETY: `func` is a loaded function; valid out-pointers; no smem callback.
+    unsafe { sys::cuOccupancyMaxPotentialBlockSize(&mut grid, &mut block, func, None, 0, 0) }
+        .result()
+        .map_err(|e| device_err("cuOccupancyMaxPotentialBlockSize", e))?;
+    Ok(block)
+}
+
+/// The number of distinct kernels loaded so far (handles handed out).
+pub fn loaded_kernels() -> usize {
+    REGISTRY.read().as_ref().map_or(0, |r| r.kernels.len())
+}
