@@ -123,7 +123,7 @@ extern "C" {
 // `major` and `minor` must be null or writable for one `int32_t` each.
 int32_t cumem_nvrtc_version(int32_t *major, int32_t *minor);
 
-// Compiles CUDA C++ `source` to PTX with NVRTC (`-std=c++17`, no fast math) for `arch`
+// Compiles CUDA C++ `source` to PTX with NVRTC (`-std=c++17 --fmad=false`, no fast math) for `arch`
 // (e.g. `"compute_90"`; NULL: the current GPU's `compute_XY`, or `compute_75` on the
 // host device). Works without a GPU: only libnvrtc is needed. Writes `min(cap, len)`
 // bytes of the NUL-terminated PTX into `buf` (`buf` may be NULL when `cap` is 0) and the

@@ -1,4 +1,26 @@
 //! Errors of the engine and their C status codes (`CUMEM_*` in `include/cumem.h`).
+//!
+//! The codes live here, next to [`Error`], rather than in the C ABI: every layer reports
+//! errors, and only the top one ([`crate::ffi`]) speaks C.
+
+/// Success.
+pub const CUMEM_SUCCESS: i32 = 0;
+/// The device is full or `JULIA_CUDA_MEMORY_LIMIT` is reached, after releasing the cache.
+pub const CUMEM_ERROR_OUT_OF_MEMORY: i32 = 1;
+/// Bad input: unknown or double free, range outside a live allocation, null out-pointer.
+pub const CUMEM_ERROR_INVALID_VALUE: i32 = 2;
+/// An environment variable cannot be parsed; the message names it.
+pub const CUMEM_ERROR_CONFIG: i32 = 3;
+/// The CUDA driver (or host allocator) failed.
+pub const CUMEM_ERROR_DEVICE: i32 = 4;
+/// A bug in CuMem (e.g. a caught panic).
+pub const CUMEM_ERROR_INTERNAL: i32 = 5;
+/// The operation needs something absent (a CUDA GPU for kernels or BLAS, libnvrtc,
+/// libcublas); the message says what.
+pub const CUMEM_ERROR_NOT_SUPPORTED: i32 = 6;
+/// NVRTC rejected the source; `cumem_last_error` holds NVRTC's log followed by the
+/// source with line numbers.
+pub const CUMEM_ERROR_COMPILE: i32 = 7;
 
 /// Every failure the engine reports. Each variant carries a complete, human-readable
 /// message; [`Error::code`] maps it to the C ABI's status code.
@@ -41,13 +63,13 @@ impl Error {
     /// The C ABI status code of this error (`CUMEM_ERROR_*`, never `CUMEM_SUCCESS`).
     pub fn code(&self) -> i32 {
         match self {
-            Error::OutOfMemory(_) => crate::ffi::CUMEM_ERROR_OUT_OF_MEMORY,
-            Error::InvalidValue(_) => crate::ffi::CUMEM_ERROR_INVALID_VALUE,
-            Error::Config(_) => crate::ffi::CUMEM_ERROR_CONFIG,
-            Error::Device(_) => crate::ffi::CUMEM_ERROR_DEVICE,
-            Error::Internal(_) => crate::ffi::CUMEM_ERROR_INTERNAL,
-            Error::NotSupported(_) => crate::ffi::CUMEM_ERROR_NOT_SUPPORTED,
-            Error::Compile(_) => crate::ffi::CUMEM_ERROR_COMPILE,
+            Error::OutOfMemory(_) => CUMEM_ERROR_OUT_OF_MEMORY,
+            Error::InvalidValue(_) => CUMEM_ERROR_INVALID_VALUE,
+            Error::Config(_) => CUMEM_ERROR_CONFIG,
+            Error::Device(_) => CUMEM_ERROR_DEVICE,
+            Error::Internal(_) => CUMEM_ERROR_INTERNAL,
+            Error::NotSupported(_) => CUMEM_ERROR_NOT_SUPPORTED,
+            Error::Compile(_) => CUMEM_ERROR_COMPILE,
         }
     }
 

@@ -14,24 +14,10 @@ use std::ffi::{CString, c_char};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::OnceLock;
 
-/// Success.
-pub const CUMEM_SUCCESS: i32 = 0;
-/// The device is full or `JULIA_CUDA_MEMORY_LIMIT` is reached, after releasing the cache.
-pub const CUMEM_ERROR_OUT_OF_MEMORY: i32 = 1;
-/// Bad input: unknown or double free, range outside a live allocation, null out-pointer.
-pub const CUMEM_ERROR_INVALID_VALUE: i32 = 2;
-/// An environment variable cannot be parsed; the message names it.
-pub const CUMEM_ERROR_CONFIG: i32 = 3;
-/// The CUDA driver (or host allocator) failed.
-pub const CUMEM_ERROR_DEVICE: i32 = 4;
-/// A bug in CuMem (e.g. a caught panic).
-pub const CUMEM_ERROR_INTERNAL: i32 = 5;
-/// The operation needs something absent (a CUDA GPU for kernels or BLAS, libnvrtc,
-/// libcublas); the message says what.
-pub const CUMEM_ERROR_NOT_SUPPORTED: i32 = 6;
-/// NVRTC rejected the source; `cumem_last_error` holds NVRTC's log followed by the
-/// source with line numbers.
-pub const CUMEM_ERROR_COMPILE: i32 = 7;
+pub use crate::error::{
+    CUMEM_ERROR_COMPILE, CUMEM_ERROR_CONFIG, CUMEM_ERROR_DEVICE, CUMEM_ERROR_INTERNAL,
+    CUMEM_ERROR_INVALID_VALUE, CUMEM_ERROR_NOT_SUPPORTED, CUMEM_ERROR_OUT_OF_MEMORY, CUMEM_SUCCESS,
+};
 
 static ENGINE: OnceLock<Engine> = OnceLock::new();
 static INIT: parking_lot::Mutex<()> = parking_lot::Mutex::new(());

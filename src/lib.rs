@@ -19,7 +19,7 @@
 //! engine.copy_htod(p, &[7u8; 4096]).unwrap();
 //! engine.free(p).unwrap();
 //! assert_eq!(engine.stats().num_cache_hits, 0);
-//! assert_eq!(engine.free(p).unwrap_err().code(), cumem::ffi::CUMEM_ERROR_INVALID_VALUE);
+//! assert_eq!(engine.free(p).unwrap_err().code(), cumem::error::CUMEM_ERROR_INVALID_VALUE);
 //! ```
 
 pub mod compute;
