@@ -200,7 +200,7 @@ impl Engine {
             .then(|| Origin::capture(self.start.elapsed().as_nanos() as u64, self.cfg.debug >= 2));
         let shard = &self.shards[home];
         let mut s = shard.state.lock();
-        let block = match s.pool.alloc(bytes, &self.up, home) {
+        let block = match s.pool.alloc(bytes, self.up.shard(home)) {
             Ok(b) => b,
             Err(e) => {
                 s.counters.num_cache_misses += 1;
@@ -309,7 +309,7 @@ impl Engine {
         let Some(live) = s.live.remove(ptr) else {
             return false;
         };
-        s.pool.free(ptr, live.size, &self.up);
+        s.pool.free(ptr, live.size, self.up.shard(i));
         s.requested -= live.requested;
         s.allocated -= live.size;
         s.counters.num_frees += 1;
@@ -331,11 +331,11 @@ impl Engine {
     /// Returns the bytes released (CUDA.jl's `reclaim`).
     pub fn reclaim(&self, bytes: u64) -> u64 {
         let mut released = 0;
-        for shard in self.shards.iter() {
+        for (i, shard) in self.shards.iter().enumerate() {
             if released >= bytes {
                 break;
             }
-            released += shard.state.lock().pool.reclaim(bytes - released, &self.up);
+            released += shard.state.lock().pool.reclaim(bytes - released, self.up.shard(i));
         }
         if released > 0 {
             log::debug!("reclaimed {}", format_bytes(released));
@@ -539,13 +539,13 @@ impl Engine {
 impl Drop for Engine {
     /// Returns all device memory, live allocations included.
     fn drop(&mut self) {
-        for shard in self.shards.iter() {
+        for (i, shard) in self.shards.iter().enumerate() {
             let mut s = shard.state.lock();
             let live: Vec<(u64, u64)> = s.live.drain().map(|(p, l)| (p, l.size)).collect();
             for (p, size) in live {
-                s.pool.free(p, size, &self.up);
+                s.pool.free(p, size, self.up.shard(i));
             }
-            s.pool.reclaim(u64::MAX, &self.up);
+            s.pool.reclaim(u64::MAX, self.up.shard(i));
         }
     }
 }

@@ -89,9 +89,15 @@ impl Upstream {
         (self.reserved() + bytes).saturating_sub(self.high_water.load(Relaxed))
     }
 
+    /// The upstream as the pool of engine shard `shard` sees it.
+    #[inline]
+    pub fn shard(&self, shard: usize) -> ShardUpstream<'_> {
+        ShardUpstream { up: self, shard }
+    }
+
     /// Obtains a segment of `bytes` for the pool of `shard`. Errors:
     /// [`Error::OutOfMemory`] when the limit would be crossed or the device is full.
-    pub fn alloc(&self, bytes: u64, shard: usize) -> Result<u64> {
+    fn alloc(&self, bytes: u64, shard: usize) -> Result<u64> {
         // Reserve against the limit first, so concurrent misses cannot overshoot it. A
         // request that does not fit leaves the counter untouched: it never reads above
         // the limit, and a concurrent request that fits is not refused meanwhile.
@@ -125,8 +131,8 @@ impl Upstream {
         }
     }
 
-    /// Returns a segment obtained by [`Upstream::alloc`] to the device.
-    pub fn free(&self, ptr: u64, bytes: u64) {
+    /// Returns a segment obtained by [`ShardUpstream::alloc`] to the device.
+    fn free(&self, ptr: u64, bytes: u64) {
         self.segments.lock().remove(&ptr);
         let t = Instant::now();
         // SAFETY: the pools only return segments they obtained from `alloc(bytes)`.
@@ -144,5 +150,43 @@ impl Upstream {
         let segs = self.segments.lock();
         let (&base, &seg) = segs.range(..=addr).next_back()?;
         (addr < base + seg.size).then_some((base, seg))
+    }
+}
+
+/// The upstream as the pool of one engine shard sees it: a pool obtains and returns
+/// segments through this view, which records each segment as its shard's (copies find
+/// the shard that owns an address through that record). Two words, passed by value.
+#[derive(Clone, Copy)]
+pub struct ShardUpstream<'a> {
+    up: &'a Upstream,
+    shard: usize,
+}
+
+impl ShardUpstream<'_> {
+    /// Obtains a segment of `bytes` (> 0) from the device for this shard's pool. Errors:
+    /// [`Error::OutOfMemory`] when `JULIA_CUDA_MEMORY_LIMIT` would be crossed or the
+    /// device is full; [`Error::Device`] when the device fails otherwise.
+    #[inline]
+    pub fn alloc(self, bytes: u64) -> Result<u64> {
+        self.up.alloc(bytes, self.shard)
+    }
+
+    /// Returns a segment obtained by [`ShardUpstream::alloc`] with the same `bytes` to
+    /// the device (a device failure is logged: the memory is gone either way).
+    #[inline]
+    pub fn free(self, ptr: u64, bytes: u64) {
+        self.up.free(ptr, bytes)
+    }
+
+    /// Bytes currently obtained from the device, by all shards.
+    #[inline]
+    pub fn reserved(self) -> u64 {
+        self.up.reserved()
+    }
+
+    /// See [`Upstream::growth_excess`].
+    #[inline]
+    pub fn growth_excess(self, bytes: u64) -> u64 {
+        self.up.growth_excess(bytes)
     }
 }

@@ -5,7 +5,7 @@
 
 use super::{Block, MIN_BLOCK, Pool, round_up};
 use crate::error::Result;
-use crate::upstream::Upstream;
+use crate::upstream::ShardUpstream;
 use std::collections::BTreeMap;
 
 /// Largest binned class (CUDA.jl's `MAX_POOL`).
@@ -42,7 +42,7 @@ pub fn class_size(bytes: u64) -> u64 {
 
 impl Pool for BinnedPool {
     #[inline]
-    fn alloc(&mut self, bytes: u64, up: &Upstream, shard: usize) -> Result<Block> {
+    fn alloc(&mut self, bytes: u64, up: ShardUpstream<'_>) -> Result<Block> {
         let size = class_size(bytes);
         if size <= MAX_BIN {
             if let Some(ptr) = self.bins[bin(size)].pop() {
@@ -57,11 +57,11 @@ impl Pool for BinnedPool {
             self.cached -= bsize;
             return Ok(Block { ptr, size: bsize, hit: true });
         }
-        Ok(Block { ptr: up.alloc(size, shard)?, size, hit: false })
+        Ok(Block { ptr: up.alloc(size)?, size, hit: false })
     }
 
     #[inline]
-    fn free(&mut self, ptr: u64, size: u64, _up: &Upstream) {
+    fn free(&mut self, ptr: u64, size: u64, _up: ShardUpstream<'_>) {
         if size <= MAX_BIN {
             self.bins[bin(size)].push(ptr);
         } else {
@@ -70,7 +70,7 @@ impl Pool for BinnedPool {
         self.cached += size;
     }
 
-    fn reclaim(&mut self, target: u64, up: &Upstream) -> u64 {
+    fn reclaim(&mut self, target: u64, up: ShardUpstream<'_>) -> u64 {
         let mut released = 0;
         // Largest blocks first: the fewest device calls for the bytes asked.
         while released < target {

@@ -18,7 +18,7 @@ pub use split::SplitPool;
 
 use crate::config::PoolKind;
 use crate::error::Result;
-use crate::upstream::Upstream;
+use crate::upstream::ShardUpstream;
 
 /// Granularity of block sizes and minimum block (PyTorch's `kMinBlockSize`): every block
 /// size is a multiple of 512 bytes, so every pointer handed out is 512-byte aligned
@@ -43,15 +43,15 @@ pub struct Block {
 /// The interface every pool implements (CUDA.jl 2.x's `alloc`/`free`/`reclaim`/`cached`).
 pub trait Pool: Send {
     /// Serves a request of `bytes` (1 ≤ bytes ≤ [`MAX_REQUEST`]). Segments come from
-    /// `up.alloc(_, shard)`. Errors: out of memory from the upstream; no block is handed
+    /// `up.alloc`, `up` being the upstream as this pool's shard sees it. Errors: out of memory from the upstream; no block is handed
     /// out then (the pool may have released cached memory trying to make room).
-    fn alloc(&mut self, bytes: u64, up: &Upstream, shard: usize) -> Result<Block>;
+    fn alloc(&mut self, bytes: u64, up: ShardUpstream<'_>) -> Result<Block>;
     /// Takes back a block this pool handed out, `size` being [`Block::size`]. The
     /// engine has already checked that `ptr` is live.
-    fn free(&mut self, ptr: u64, size: u64, up: &Upstream);
+    fn free(&mut self, ptr: u64, size: u64, up: ShardUpstream<'_>);
     /// Returns cached memory to the device, whole segments only, until at least
     /// `target` bytes were released or nothing is left. Returns the bytes released.
-    fn reclaim(&mut self, target: u64, up: &Upstream) -> u64;
+    fn reclaim(&mut self, target: u64, up: ShardUpstream<'_>) -> u64;
     /// Bytes held by the pool and free for reuse.
     fn cached_bytes(&self) -> u64;
     /// Free bytes inside segments that are partly in use (PyTorch's
@@ -106,14 +106,14 @@ macro_rules! dispatch {
 
 impl Pool for AnyPool {
     #[inline]
-    fn alloc(&mut self, bytes: u64, up: &Upstream, shard: usize) -> Result<Block> {
-        dispatch!(self, p => p.alloc(bytes, up, shard))
+    fn alloc(&mut self, bytes: u64, up: ShardUpstream<'_>) -> Result<Block> {
+        dispatch!(self, p => p.alloc(bytes, up))
     }
     #[inline]
-    fn free(&mut self, ptr: u64, size: u64, up: &Upstream) {
+    fn free(&mut self, ptr: u64, size: u64, up: ShardUpstream<'_>) {
         dispatch!(self, p => p.free(ptr, size, up))
     }
-    fn reclaim(&mut self, target: u64, up: &Upstream) -> u64 {
+    fn reclaim(&mut self, target: u64, up: ShardUpstream<'_>) -> u64 {
         dispatch!(self, p => p.reclaim(target, up))
     }
     fn cached_bytes(&self) -> u64 {

@@ -3,23 +3,23 @@
 
 use super::{Block, MIN_BLOCK, Pool, round_up};
 use crate::error::Result;
-use crate::upstream::Upstream;
+use crate::upstream::ShardUpstream;
 
 /// The pool that caches nothing.
 #[derive(Default)]
 pub struct NoPool;
 
 impl Pool for NoPool {
-    fn alloc(&mut self, bytes: u64, up: &Upstream, shard: usize) -> Result<Block> {
+    fn alloc(&mut self, bytes: u64, up: ShardUpstream<'_>) -> Result<Block> {
         let size = round_up(bytes, MIN_BLOCK);
-        Ok(Block { ptr: up.alloc(size, shard)?, size, hit: false })
+        Ok(Block { ptr: up.alloc(size)?, size, hit: false })
     }
 
-    fn free(&mut self, ptr: u64, size: u64, up: &Upstream) {
+    fn free(&mut self, ptr: u64, size: u64, up: ShardUpstream<'_>) {
         up.free(ptr, size);
     }
 
-    fn reclaim(&mut self, _target: u64, _up: &Upstream) -> u64 {
+    fn reclaim(&mut self, _target: u64, _up: ShardUpstream<'_>) -> u64 {
         0
     }
 

@@ -4,7 +4,7 @@
 
 use super::{Block, MIN_BLOCK, Pool, round_up};
 use crate::error::Result;
-use crate::upstream::Upstream;
+use crate::upstream::ShardUpstream;
 use std::collections::BTreeSet;
 
 /// A cached block is reused for a request only if it is at most this many times as
@@ -19,7 +19,7 @@ pub struct SimplePool {
 }
 
 impl Pool for SimplePool {
-    fn alloc(&mut self, bytes: u64, up: &Upstream, shard: usize) -> Result<Block> {
+    fn alloc(&mut self, bytes: u64, up: ShardUpstream<'_>) -> Result<Block> {
         let size = round_up(bytes, MIN_BLOCK);
         if let Some(&(bsize, ptr)) = self.free.range((size, 0)..).next()
             && bsize <= size * MAX_OVERSIZE
@@ -28,15 +28,15 @@ impl Pool for SimplePool {
             self.cached -= bsize;
             return Ok(Block { ptr, size: bsize, hit: true });
         }
-        Ok(Block { ptr: up.alloc(size, shard)?, size, hit: false })
+        Ok(Block { ptr: up.alloc(size)?, size, hit: false })
     }
 
-    fn free(&mut self, ptr: u64, size: u64, _up: &Upstream) {
+    fn free(&mut self, ptr: u64, size: u64, _up: ShardUpstream<'_>) {
         self.free.insert((size, ptr));
         self.cached += size;
     }
 
-    fn reclaim(&mut self, target: u64, up: &Upstream) -> u64 {
+    fn reclaim(&mut self, target: u64, up: ShardUpstream<'_>) -> u64 {
         let mut released = 0;
         // Largest first: the fewest device calls for the bytes asked.
         while released < target {

@@ -17,7 +17,7 @@
 //!
 //! Before a pool grows above the all-time high-water mark of reserved memory, it first
 //! returns wholly free segments (largest first, the fewest device calls), so cached
-//! memory that does not fit never raises the peak ([`Upstream::growth_excess`]). That
+//! memory that does not fit never raises the peak ([`ShardUpstream::growth_excess`]). That
 //! only works if free memory is in *whole* segments: a free block inside a segment that
 //! also holds a live block (a "hole") cannot go back. PyTorch's placement pins segments
 //! freely (a 12 MiB tensor carved out of a free 786 MiB segment keeps all of it), so the
@@ -71,7 +71,7 @@
 
 use super::{Block, MIN_BLOCK, Pool, round_up};
 use crate::error::Result;
-use crate::upstream::Upstream;
+use crate::upstream::ShardUpstream;
 use rustc_hash::FxHashMap;
 
 /// Requests up to this size are "small" and come from [`SMALL_SEGMENT`] segments.
@@ -443,9 +443,9 @@ impl SplitPool {
 
     /// Obtains a segment of `size` bytes, first releasing whole free segments if it
     /// would lift reserved memory above its all-time high-water mark. Returns its node.
-    fn grow(&mut self, size: u64, kind: Kind, up: &Upstream, shard: usize) -> Result<u32> {
+    fn grow(&mut self, size: u64, kind: Kind, up: ShardUpstream<'_>) -> Result<u32> {
         self.reclaim(up.growth_excess(size), up);
-        let base = up.alloc(size, shard)?;
+        let base = up.alloc(size)?;
         self.reserved += size;
         if self.reserved > self.high_water {
             self.high_water = self.reserved;
@@ -483,21 +483,21 @@ impl SplitPool {
 
     /// A small request: the best fit in small segments, else, if growing would lift the
     /// peak, the best-fitting hole of a large segment (already pinned), else growth.
-    fn alloc_small(&mut self, size: u64, up: &Upstream, shard: usize) -> Result<Block> {
+    fn alloc_small(&mut self, size: u64, up: ShardUpstream<'_>) -> Result<Block> {
         let mut found = self.idx[SMALL].best_fit(size);
         if found.is_none() && up.growth_excess(SMALL_SEGMENT) > 0 {
             found = smaller(self.idx[MEDIUM_HOLES].best_fit(size), self.idx[BIG_HOLES].best_fit(size));
         }
         let (i, hit) = match found {
             Some((_, _, i)) => (i, true),
-            None => (self.grow(SMALL_SEGMENT, Kind::Small, up, shard)?, false),
+            None => (self.grow(SMALL_SEGMENT, Kind::Small, up)?, false),
         };
         let used = self.take(i, size);
         Ok(Block { ptr: self.nodes[i as usize].addr, size: used, hit })
     }
 
     /// A medium or big request, by the rules of the module documentation.
-    fn alloc_large(&mut self, size: u64, up: &Upstream, shard: usize) -> Result<Block> {
+    fn alloc_large(&mut self, size: u64, up: ShardUpstream<'_>) -> Result<Block> {
         let medium = size < MIN_LARGE_ALLOC;
         let recurring = self.recurring(size, medium);
         let steady = self.served >= self.high_water;
@@ -520,7 +520,7 @@ impl SplitPool {
             Some(i) => (i, true),
             None => {
                 let kind = if medium { Kind::Medium } else { Kind::Big };
-                (self.grow(segment_size(size), kind, up, shard)?, false)
+                (self.grow(segment_size(size), kind, up)?, false)
             }
         };
         let used = self.take(i, size);
@@ -532,15 +532,15 @@ impl SplitPool {
     /// A request that no quick list serves. Kept out of line so that the hit path stays
     /// small where the engine inlines it.
     #[inline(never)]
-    fn alloc_miss(&mut self, size: u64, up: &Upstream, shard: usize) -> Result<Block> {
+    fn alloc_miss(&mut self, size: u64, up: ShardUpstream<'_>) -> Result<Block> {
         self.flush();
-        if size <= SMALL_SIZE { self.alloc_small(size, up, shard) } else { self.alloc_large(size, up, shard) }
+        if size <= SMALL_SIZE { self.alloc_small(size, up) } else { self.alloc_large(size, up) }
     }
 }
 
 impl Pool for SplitPool {
     #[inline]
-    fn alloc(&mut self, bytes: u64, up: &Upstream, shard: usize) -> Result<Block> {
+    fn alloc(&mut self, bytes: u64, up: ShardUpstream<'_>) -> Result<Block> {
         let size = round_up(bytes, MIN_BLOCK);
         self.served += size;
         let q = &mut self.quick[quick_slot(size)];
@@ -551,11 +551,11 @@ impl Pool for SplitPool {
             self.used_bytes += size;
             return Ok(Block { ptr, size, hit: true });
         }
-        self.alloc_miss(size, up, shard)
+        self.alloc_miss(size, up)
     }
 
     #[inline]
-    fn free(&mut self, ptr: u64, size: u64, _up: &Upstream) {
+    fn free(&mut self, ptr: u64, size: u64, _up: ShardUpstream<'_>) {
         self.used_bytes -= size;
         let slot = quick_slot(size);
         let q = &mut self.quick[slot];
@@ -574,7 +574,7 @@ impl Pool for SplitPool {
         self.quick_bytes += size;
     }
 
-    fn reclaim(&mut self, target: u64, up: &Upstream) -> u64 {
+    fn reclaim(&mut self, target: u64, up: ShardUpstream<'_>) -> u64 {
         self.flush();
         if target == 0 {
             return 0;
@@ -740,6 +740,7 @@ impl SplitPool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::upstream::Upstream;
     use crate::device::HostDevice;
     use std::collections::BTreeMap;
 
@@ -747,6 +748,11 @@ mod tests {
 
     fn upstream() -> Upstream {
         Upstream::new(Box::new(HostDevice::new(Some(8 << 30))), None)
+    }
+
+    /// The upstream as shard 0 sees it.
+    fn view(up: &Upstream) -> ShardUpstream<'_> {
+        up.shard(0)
     }
 
     /// xorshift64*
@@ -795,7 +801,7 @@ mod tests {
                         } else {
                             1 + (1u64 << rng.below(27)) + rng.below(1 << 16)
                         };
-                        let Ok(b) = pool.alloc(bytes, &up, 0) else {
+                        let Ok(b) = pool.alloc(bytes, view(&up)) else {
                             pool.check();
                             continue;
                         };
@@ -827,12 +833,12 @@ mod tests {
                         let seg = up.segment_containing(inner).expect("inside a segment").0;
                         assert_eq!(pool.block_base(inner, seg), p);
                         live.remove(&p);
-                        pool.free(p, size, &up);
+                        pool.free(p, size, view(&up));
                     }
                     _ => {
                         let target = if rng.below(4) == 0 { u64::MAX } else { rng.below(64 * MIB) };
                         let before = up.reserved();
-                        let released = pool.reclaim(target, &up);
+                        let released = pool.reclaim(target, view(&up));
                         assert_eq!(up.reserved(), before - released);
                     }
                 }
@@ -843,9 +849,9 @@ mod tests {
             }
             for (p, (bytes, size, t)) in std::mem::take(&mut live) {
                 assert_eq!(tagged(p, bytes), (t, t));
-                pool.free(p, size, &up);
+                pool.free(p, size, view(&up));
             }
-            pool.reclaim(u64::MAX, &up);
+            pool.reclaim(u64::MAX, view(&up));
             pool.check();
             assert_eq!(up.reserved(), 0, "seed {seed}: whole free segments were not all released");
         }
@@ -856,26 +862,26 @@ mod tests {
         let up = upstream();
         let mut pool = SplitPool::default();
         let k = 256 * 1024;
-        let [a, b, c] = [0; 3].map(|_| pool.alloc(k, &up, 0).unwrap().ptr);
+        let [a, b, c] = [0; 3].map(|_| pool.alloc(k, view(&up)).unwrap().ptr);
         assert_eq!((b, c), (a + k, a + 2 * k), "carved in order from one 2 MiB segment");
         assert_eq!(up.reserved(), SMALL_SEGMENT);
-        pool.free(a, k, &up);
-        pool.free(c, k, &up);
+        pool.free(a, k, view(&up));
+        pool.free(c, k, view(&up));
         pool.check();
         // b keeps the segment: nothing goes back, and its free parts are inactive split.
-        assert_eq!(pool.reclaim(u64::MAX, &up), 0);
+        assert_eq!(pool.reclaim(u64::MAX, view(&up)), 0);
         pool.check();
         assert_eq!(pool.inactive_split_bytes(), SMALL_SEGMENT - k);
         assert_eq!(pool.idx[SMALL].iter().count(), 2, "a alone, c merged with the tail");
         // Freeing b merges all three with the tail: one free block, the whole segment,
         // which counts as cached but not as split, merged or not.
-        pool.free(b, k, &up);
+        pool.free(b, k, view(&up));
         assert_eq!(pool.inactive_split_bytes(), 0);
         pool.check();
-        let m = pool.alloc(SMALL_SIZE, &up, 0).unwrap();
+        let m = pool.alloc(SMALL_SIZE, view(&up)).unwrap();
         assert_eq!((m.ptr, m.hit), (a, true), "served from the merged block");
-        pool.free(a, SMALL_SIZE, &up);
-        assert_eq!(pool.reclaim(1, &up), SMALL_SEGMENT);
+        pool.free(a, SMALL_SIZE, view(&up));
+        assert_eq!(pool.reclaim(1, view(&up)), SMALL_SEGMENT);
         pool.check();
         assert_eq!((up.reserved(), pool.cached_bytes()), (0, 0));
     }
@@ -884,15 +890,15 @@ mod tests {
     fn quick_hits_return_the_freed_block_and_misses_merge_first() {
         let up = upstream();
         let mut pool = SplitPool::default();
-        let a = pool.alloc(5000, &up, 0).unwrap();
+        let a = pool.alloc(5000, view(&up)).unwrap();
         assert_eq!((a.size, a.hit), (5120, false));
-        pool.free(a.ptr, a.size, &up);
-        let b = pool.alloc(5100, &up, 0).unwrap();
+        pool.free(a.ptr, a.size, view(&up));
+        let b = pool.alloc(5100, view(&up)).unwrap();
         assert_eq!((b.ptr, b.size, b.hit), (a.ptr, 5120, true));
         // A miss merges the quick-listed blocks before it searches: the freed 5 KiB
         // and the rest of the segment form one block again.
-        pool.free(b.ptr, b.size, &up);
-        let c = pool.alloc(6000, &up, 0).unwrap();
+        pool.free(b.ptr, b.size, view(&up));
+        let c = pool.alloc(6000, view(&up)).unwrap();
         assert_eq!((c.ptr, c.hit), (a.ptr, true));
         pool.check();
         assert_eq!(pool.idx[SMALL].iter().count(), 1);
@@ -902,8 +908,8 @@ mod tests {
     fn block_base_finds_the_block_around_an_address() {
         let up = upstream();
         let mut pool = SplitPool::default();
-        let a = pool.alloc(3 * MIB, &up, 0).unwrap();
-        let b = pool.alloc(4 * MIB, &up, 0).unwrap();
+        let a = pool.alloc(3 * MIB, view(&up)).unwrap();
+        let b = pool.alloc(4 * MIB, view(&up)).unwrap();
         assert_eq!(b.ptr, a.ptr + 3 * MIB);
         let seg = up.segment_containing(a.ptr).unwrap().0;
         assert_eq!(seg, a.ptr);
@@ -921,16 +927,16 @@ mod tests {
     fn a_new_big_size_does_not_pin_a_much_larger_free_segment() {
         let up = upstream();
         let mut pool = SplitPool::default();
-        let a = pool.alloc(100 * MIB, &up, 0).unwrap();
-        pool.free(a.ptr, a.size, &up);
+        let a = pool.alloc(100 * MIB, view(&up)).unwrap();
+        pool.free(a.ptr, a.size, view(&up));
         // 12 MiB would fit in the free 100 MiB segment, but a new size does not split
         // it: growing by 12 MiB would lift the peak, so the free segment goes back.
-        let b = pool.alloc(12 * MIB, &up, 0).unwrap();
+        let b = pool.alloc(12 * MIB, view(&up)).unwrap();
         assert!(!b.hit);
         assert_eq!(up.reserved(), 12 * MIB);
         assert_eq!(up.peak_reserved(), 100 * MIB);
-        pool.free(b.ptr, b.size, &up);
-        pool.reclaim(u64::MAX, &up);
+        pool.free(b.ptr, b.size, view(&up));
+        pool.reclaim(u64::MAX, view(&up));
         pool.check();
     }
 
@@ -938,24 +944,24 @@ mod tests {
     fn a_recurring_size_splits_a_segment_once_the_peak_holds() {
         let up = upstream();
         let mut pool = SplitPool::default();
-        let b = pool.alloc(12 * MIB, &up, 0).unwrap(); // 12 MiB is now recurring
-        let a = pool.alloc(100 * MIB, &up, 0).unwrap();
-        pool.free(a.ptr, a.size, &up);
+        let b = pool.alloc(12 * MIB, view(&up)).unwrap(); // 12 MiB is now recurring
+        let a = pool.alloc(100 * MIB, view(&up)).unwrap();
+        pool.free(a.ptr, a.size, view(&up));
         // Serve more than the high-water mark from the cache: a steady state.
         for _ in 0..2 {
-            let x = pool.alloc(100 * MIB, &up, 0).unwrap();
+            let x = pool.alloc(100 * MIB, view(&up)).unwrap();
             assert_eq!((x.ptr, x.hit), (a.ptr, true));
-            pool.free(x.ptr, x.size, &up);
+            pool.free(x.ptr, x.size, view(&up));
         }
-        pool.reclaim(0, &up); // merges the quick lists, releases nothing
-        let c = pool.alloc(12 * MIB, &up, 0).unwrap();
+        pool.reclaim(0, view(&up)); // merges the quick lists, releases nothing
+        let c = pool.alloc(12 * MIB, view(&up)).unwrap();
         assert_eq!((c.ptr, c.size, c.hit), (a.ptr, 12 * MIB, true), "split off the free segment");
         assert_eq!(up.reserved(), 112 * MIB);
         pool.check();
         for blk in [b, c] {
-            pool.free(blk.ptr, blk.size, &up);
+            pool.free(blk.ptr, blk.size, view(&up));
         }
-        assert_eq!(pool.reclaim(u64::MAX, &up), 112 * MIB);
+        assert_eq!(pool.reclaim(u64::MAX, view(&up)), 112 * MIB);
     }
 
     #[test]
