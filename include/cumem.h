@@ -313,6 +313,13 @@ int32_t cumem_device_memory(uint64_t *free, uint64_t *total);
 // lie inside one live allocation, else `CUMEM_ERROR_INVALID_VALUE` and nothing is
 // written; `src` null with `bytes` > 0 is `CUMEM_ERROR_INVALID_VALUE`.
 //
+// The range is checked and its block pinned in one step: a `cumem_free` of the block on
+// another thread during the copy succeeds at once, but the memory is reused (or given
+// back to the device) only after the copy returns. What no check can catch is the
+// caller's job: a stale pointer whose block was freed and whose address was then handed
+// out again by a new allocation is live again, and a copy through it writes into the
+// new block. The same holds for `cumem_copy_dtoh`, `cumem_copy_dtod` and `cumem_memset`.
+//
 // # Safety
 // `src` must be readable for `bytes` bytes.
 int32_t cumem_copy_htod(uint64_t dst, const void *src, uint64_t bytes);

@@ -30,6 +30,21 @@ struct ShardState {
     folded_requested: u64,
     folded_allocated: u64,
     counters: Counters,
+    /// Blocks of this shard that copies are using. Empty except while a copy runs, so
+    /// a free pays one emptiness test for it; a few entries at most (one per copying
+    /// thread), so a vector searched linearly beats a hash map.
+    pins: Vec<Pin>,
+}
+
+/// The copies using one block, and whether it was freed meanwhile.
+struct Pin {
+    /// The block's address.
+    base: u64,
+    /// Copies in flight.
+    count: u32,
+    /// The block's size once it was freed while pinned (0 while live): the last unpin
+    /// hands it to the pool.
+    freed_size: u64,
 }
 
 /// A shard adds its byte counts to the engine-wide sums once they have moved by more
@@ -110,6 +125,7 @@ impl Engine {
                     folded_requested: 0,
                     folded_allocated: 0,
                     counters: Counters::default(),
+                    pins: Vec::new(),
                 }),
             })
             .collect();
@@ -309,7 +325,11 @@ impl Engine {
         let Some(live) = s.live.remove(ptr) else {
             return false;
         };
-        s.pool.free(ptr, live.size, self.up.shard(i));
+        if s.pins.is_empty() {
+            s.pool.free(ptr, live.size, self.up.shard(i));
+        } else {
+            self.free_maybe_pinned(&mut s, i, ptr, live.size);
+        }
         s.requested -= live.requested;
         s.allocated -= live.size;
         s.counters.num_frees += 1;
@@ -467,38 +487,108 @@ impl Engine {
         o
     }
 
+    /// A free while some copy holds a pin in shard `i`: a pinned block goes to the pool
+    /// only when its last copy ends (see [`Engine::pin`]).
+    #[cold]
+    fn free_maybe_pinned(&self, s: &mut ShardState, i: usize, ptr: u64, size: u64) {
+        match s.pins.iter_mut().find(|p| p.base == ptr) {
+            Some(pin) => pin.freed_size = size,
+            None => s.pool.free(ptr, size, self.up.shard(i)),
+        }
+    }
+
     /// Checks that `[addr, addr+bytes)` lies inside one live allocation. Errors:
     /// [`Error::InvalidValue`] naming the range and, if found, the allocation it leaves.
+    /// The answer may be stale as soon as it is returned (another thread may free the
+    /// block); the copies check and pin in one step instead.
     pub fn check_range(&self, addr: u64, bytes: u64) -> Result<()> {
+        self.pin(addr, bytes).map(drop)
+    }
+
+    /// Checks that `[addr, addr+bytes)` lies inside one live allocation and pins that
+    /// block until the returned guard drops: a free of a pinned block takes effect for
+    /// the caller at once (the address is no longer live, statistics count it freed) but
+    /// the block reaches the pool, and so the device, only when its last pin goes. So a
+    /// copy racing a free writes into memory that was live when it was checked and that
+    /// nothing else can own before the copy ends. Errors as [`Engine::check_range`].
+    ///
+    /// The block is found under its shard's lock: first as a block base (the usual copy
+    /// target) in the home shard and then in the other shards in use; an address inside
+    /// a block goes through the upstream's segment map and the pool's `block_base`.
+    fn pin(&self, addr: u64, bytes: u64) -> Result<Pinned<'_>> {
         let bad = |why: String| Err(Error::InvalidValue(format!("device range {addr:#x}+{bytes} {why}")));
         let Some(end) = addr.checked_add(bytes) else {
             return bad("overflows 64 bits".into());
         };
+        let home = self.home();
+        let mut bits = self.used_shards.load(Relaxed) | (1u64 << home);
+        let mut i = home;
+        loop {
+            if let Some(r) = self.pin_in(i, addr, addr, end) {
+                return r;
+            }
+            bits &= !(1u64 << i);
+            if bits == 0 {
+                break;
+            }
+            i = bits.trailing_zeros() as usize;
+        }
         let Some((seg_base, seg)) = self.up.segment_containing(addr) else {
             return bad("is not inside any allocation of CuMem".into());
         };
-        let s = self.shards[seg.shard].state.lock();
-        let base = s.pool.block_base(addr, seg_base);
-        match s.live.get(base) {
+        let base = self.shards[seg.shard].state.lock().pool.block_base(addr, seg_base);
+        match self.pin_in(seg.shard, base, addr, end) {
+            Some(r) => r,
             None => bad(format!("is inside freed or cached memory (block {base:#x})")),
-            Some(l) if end > base + l.requested => bad(format!(
-                "crosses the end of the allocation of {} bytes at {base:#x} by {} bytes",
-                l.requested,
-                end - (base + l.requested)
-            )),
-            Some(_) => Ok(()),
+        }
+    }
+
+    /// Pins the live block at `base` of shard `i` if `[addr, end)` lies inside it; None
+    /// if no live block of shard `i` starts at `base`.
+    fn pin_in(&self, i: usize, base: u64, addr: u64, end: u64) -> Option<Result<Pinned<'_>>> {
+        let mut s = self.shards[i].state.lock();
+        let requested = s.live.get(base)?.requested;
+        if end > base + requested {
+            return Some(Err(Error::InvalidValue(format!(
+                "device range {addr:#x}+{} crosses the end of the allocation of {requested} bytes at {base:#x} by {} bytes",
+                end - addr,
+                end - (base + requested)
+            ))));
+        }
+        match s.pins.iter_mut().find(|p| p.base == base) {
+            Some(pin) => pin.count += 1,
+            None => s.pins.push(Pin { base, count: 1, freed_size: 0 }),
+        }
+        Some(Ok(Pinned { engine: self, shard: i, base }))
+    }
+
+    /// Drops one pin of the block at `base` in shard `i`; the last one of a block freed
+    /// meanwhile hands it to the pool.
+    fn unpin(&self, i: usize, base: u64) {
+        let mut s = self.shards[i].state.lock();
+        let Some(k) = s.pins.iter().position(|p| p.base == base) else {
+            debug_assert!(false, "unpin of {base:#x}, which is not pinned");
+            return;
+        };
+        s.pins[k].count -= 1;
+        if s.pins[k].count == 0 {
+            let freed = s.pins.swap_remove(k).freed_size;
+            if freed != 0 {
+                s.pool.free(base, freed, self.up.shard(i));
+            }
         }
     }
 
     /// Uploads `src` to device address `dst`. Errors: [`Error::InvalidValue`] when the
     /// destination is not inside one live allocation (nothing is written), or the
-    /// device's error.
+    /// device's error. A concurrent free of the block waits for the copy to end before
+    /// the memory is reused (see [`Engine::pin`]).
     pub fn copy_htod(&self, dst: u64, src: &[u8]) -> Result<()> {
         if src.is_empty() {
             return Ok(());
         }
-        self.check_range(dst, src.len() as u64)?;
-        // SAFETY: the range was checked to be inside a live allocation.
+        let _pin = self.pin(dst, src.len() as u64)?;
+        // SAFETY: the range is inside a live allocation, pinned until the copy ends.
         unsafe { self.up.device().copy_htod(dst, src.as_ptr(), src.len() as u64) }
     }
 
@@ -508,8 +598,8 @@ impl Engine {
         if dst.is_empty() {
             return Ok(());
         }
-        self.check_range(src, dst.len() as u64)?;
-        // SAFETY: the range was checked to be inside a live allocation.
+        let _pin = self.pin(src, dst.len() as u64)?;
+        // SAFETY: the range is inside a live allocation, pinned until the copy ends.
         unsafe { self.up.device().copy_dtoh(dst.as_mut_ptr(), src, dst.len() as u64) }
     }
 
@@ -519,9 +609,9 @@ impl Engine {
         if bytes == 0 {
             return Ok(());
         }
-        self.check_range(dst, bytes)?;
-        self.check_range(src, bytes)?;
-        // SAFETY: both ranges were checked to be inside live allocations.
+        let _dst = self.pin(dst, bytes)?;
+        let _src = self.pin(src, bytes)?;
+        // SAFETY: both ranges are inside live allocations, pinned until the copy ends.
         unsafe { self.up.device().copy_dtod(dst, src, bytes) }
     }
 
@@ -530,9 +620,22 @@ impl Engine {
         if bytes == 0 {
             return Ok(());
         }
-        self.check_range(dst, bytes)?;
-        // SAFETY: the range was checked to be inside a live allocation.
+        let _pin = self.pin(dst, bytes)?;
+        // SAFETY: the range is inside a live allocation, pinned until the copy ends.
         unsafe { self.up.device().memset(dst, value, bytes) }
+    }
+}
+
+/// A pin of one block (see [`Engine::pin`]), dropped when the copy ends, also on panic.
+struct Pinned<'a> {
+    engine: &'a Engine,
+    shard: usize,
+    base: u64,
+}
+
+impl Drop for Pinned<'_> {
+    fn drop(&mut self) {
+        self.engine.unpin(self.shard, self.base);
     }
 }
 

@@ -8,6 +8,7 @@
 use crate::config::Config;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
+use crate::pool::MAX_REQUEST;
 use crate::stats::Stats;
 use std::cell::RefCell;
 use std::ffi::{CString, c_char};
@@ -267,9 +268,27 @@ pub unsafe extern "C" fn cumem_device_memory(free: *mut u64, total: *mut u64) ->
     })
 }
 
+/// The length of a host buffer for a copy of `bytes` to or from device address `addr`.
+/// A length no allocation can have is refused before a slice of it is formed (which
+/// would be undefined behaviour), with the engine's message for the device range; any
+/// other range is checked once, by the copy itself, where its block is pinned.
+fn host_len(e: &Engine, addr: u64, bytes: u64) -> Result<usize> {
+    if bytes > MAX_REQUEST {
+        e.check_range(addr, bytes)?;
+    }
+    usize::try_from(bytes).map_err(|_| Error::InvalidValue(format!("{bytes} bytes is too large")))
+}
+
 /// Copies `bytes` from host memory `src` to device address `dst`. The device range must
 /// lie inside one live allocation, else `CUMEM_ERROR_INVALID_VALUE` and nothing is
 /// written; `src` null with `bytes` > 0 is `CUMEM_ERROR_INVALID_VALUE`.
+///
+/// The range is checked and its block pinned in one step: a `cumem_free` of the block on
+/// another thread during the copy succeeds at once, but the memory is reused (or given
+/// back to the device) only after the copy returns. What no check can catch is the
+/// caller's job: a stale pointer whose block was freed and whose address was then handed
+/// out again by a new allocation is live again, and a copy through it writes into the
+/// new block. The same holds for `cumem_copy_dtoh`, `cumem_copy_dtod` and `cumem_memset`.
 ///
 /// # Safety
 /// `src` must be readable for `bytes` bytes.
@@ -282,12 +301,8 @@ pub unsafe extern "C" fn cumem_copy_htod(dst: u64, src: *const core::ffi::c_void
         if src.is_null() {
             return Err(null_err("src"));
         }
-        // Check the device range before forming a slice of `bytes`: a length no
-        // allocation can have must be refused, not turned into an invalid slice.
-        e.check_range(dst, bytes)?;
-        let len =
-            usize::try_from(bytes).map_err(|_| Error::InvalidValue(format!("{bytes} bytes is too large")))?;
-        // SAFETY: the caller guarantees `src` is readable for `bytes`.
+        let len = host_len(e, dst, bytes)?;
+        // SAFETY: the caller guarantees `src` is readable for `bytes` (≤ 2^48).
         e.copy_htod(dst, unsafe { std::slice::from_raw_parts(src as *const u8, len) })
     })
 }
@@ -306,11 +321,8 @@ pub unsafe extern "C" fn cumem_copy_dtoh(dst: *mut core::ffi::c_void, src: u64, 
         if dst.is_null() {
             return Err(null_err("dst"));
         }
-        // As in `cumem_copy_htod`: the range first, then the slice.
-        e.check_range(src, bytes)?;
-        let len =
-            usize::try_from(bytes).map_err(|_| Error::InvalidValue(format!("{bytes} bytes is too large")))?;
-        // SAFETY: the caller guarantees `dst` is writable for `bytes`.
+        let len = host_len(e, src, bytes)?;
+        // SAFETY: the caller guarantees `dst` is writable for `bytes` (≤ 2^48).
         e.copy_dtoh(unsafe { std::slice::from_raw_parts_mut(dst as *mut u8, len) }, src)
     })
 }
