@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::format::format_bytes;
 use crate::live::{Live, LiveTable};
 use crate::pool::{AnyPool, MAX_REQUEST, Pool};
-use crate::stats::{Counters, Stats};
+use crate::stats::{self, Peaks, ShardStats, Stats};
 use crate::sync::ShardMutex;
 use crate::tracking::{self, Origin, Outstanding};
 use crate::upstream::Upstream;
@@ -24,12 +24,7 @@ use std::time::Instant;
 struct ShardState {
     pool: AnyPool,
     live: LiveTable,
-    requested: u64,
-    allocated: u64,
-    /// The part of `requested`/`allocated` already added to the engine-wide sums.
-    folded_requested: u64,
-    folded_allocated: u64,
-    counters: Counters,
+    stats: ShardStats,
     /// Blocks of this shard that copies are using. Empty except while a copy runs, so
     /// a free pays one emptiness test for it; a few entries at most (one per copying
     /// thread), so a vector searched linearly beats a hash map.
@@ -47,29 +42,6 @@ struct Pin {
     freed_size: u64,
 }
 
-/// A shard adds its byte counts to the engine-wide sums once they have moved by more
-/// than this since its last addition (Linux's `percpu_counter` scheme), so threads
-/// allocating and freeing on their own shards never write shared memory on the hot path.
-const FOLD_BYTES: u64 = 1 << 20;
-
-impl ShardState {
-    /// Folds this shard's change since the last fold into `sums` if it exceeds
-    /// [`FOLD_BYTES`]; returns the new engine-wide `(requested, allocated)` if it did.
-    #[inline]
-    fn fold(&mut self, sums: &[AtomicU64; 2]) -> Option<(u64, u64)> {
-        // Differences as two's complement: |d| ≤ FOLD_BYTES iff d + FOLD_BYTES ≤ 2·FOLD_BYTES.
-        let dr = self.requested.wrapping_sub(self.folded_requested);
-        let da = self.allocated.wrapping_sub(self.folded_allocated);
-        if (dr.wrapping_add(FOLD_BYTES) | da.wrapping_add(FOLD_BYTES)) <= 2 * FOLD_BYTES {
-            return None;
-        }
-        (self.folded_requested, self.folded_allocated) = (self.requested, self.allocated);
-        let r = sums[0].fetch_add(dr, Relaxed).wrapping_add(dr);
-        let a = sums[1].fetch_add(da, Relaxed).wrapping_add(da);
-        Some((r, a))
-    }
-}
-
 /// One shard, on cache lines of its own so shards do not slow each other down.
 #[repr(align(128))]
 struct Shard {
@@ -84,11 +56,7 @@ pub struct Engine {
     shards: Box<[Shard]>,
     /// Bit i set once shard i has served an allocation.
     used_shards: AtomicU64,
-    /// Engine-wide requested and allocated bytes, up to [`FOLD_BYTES`] per shard behind.
-    sums: [AtomicU64; 2],
-    peak_requested: AtomicU64,
-    peak_allocated: AtomicU64,
-    peak_cached: AtomicU64,
+    peaks: Peaks,
     start: Instant,
 }
 
@@ -120,11 +88,7 @@ impl Engine {
                 state: ShardMutex::new(ShardState {
                     pool: AnyPool::new(cfg.pool),
                     live: LiveTable::default(),
-                    requested: 0,
-                    allocated: 0,
-                    folded_requested: 0,
-                    folded_allocated: 0,
-                    counters: Counters::default(),
+                    stats: ShardStats::default(),
                     pins: Vec::new(),
                 }),
             })
@@ -140,10 +104,7 @@ impl Engine {
             cfg,
             shards,
             used_shards: AtomicU64::new(0),
-            sums: [AtomicU64::new(0), AtomicU64::new(0)],
-            peak_requested: AtomicU64::new(0),
-            peak_allocated: AtomicU64::new(0),
-            peak_cached: AtomicU64::new(0),
+            peaks: Peaks::default(),
             start: Instant::now(),
         })
     }
@@ -219,29 +180,20 @@ impl Engine {
         let block = match s.pool.alloc(bytes, self.up.shard(home)) {
             Ok(b) => b,
             Err(e) => {
-                s.counters.num_cache_misses += 1;
+                s.stats.on_failed_alloc();
                 return Err(e);
             }
         };
         s.live.insert(block.ptr, Live { requested: bytes, size: block.size, origin });
-        s.requested += bytes;
-        s.allocated += block.size;
-        s.counters.num_allocations += 1;
-        if block.hit {
-            s.counters.num_cache_hits += 1;
-        } else {
-            s.counters.num_cache_misses += 1;
-        }
-        let (req, alloc, folded) = (s.requested, s.allocated, s.fold(&self.sums));
+        s.stats.on_alloc(bytes, block.size, block.hit);
+        let (req, alloc, folded) = (s.stats.requested, s.stats.allocated, s.stats.fold(&self.peaks));
         drop(s);
         let bit = 1u64 << home;
         if self.used_shards.load(Relaxed) & bit == 0 {
             self.used_shards.fetch_or(bit, Relaxed);
         }
-        if let Some((req, alloc)) = self.totals(home, req, alloc, folded) {
-            bump(&self.peak_requested, req);
-            bump(&self.peak_allocated, alloc);
-            bump(&self.peak_cached, self.up.reserved().saturating_sub(alloc));
+        if let Some((req, alloc)) = self.engine_wide(home, req, alloc, folded) {
+            self.peaks.raise(req, alloc, self.up.reserved());
         }
         Ok(block.ptr)
     }
@@ -249,9 +201,9 @@ impl Engine {
     /// Engine-wide requested and allocated bytes for the peaks, after shard `home`
     /// changed to `req`/`alloc`: exact while it is the only shard in use (any
     /// single-threaded program); otherwise the folded sums when this change was folded
-    /// (within [`FOLD_BYTES`] per other shard), and None (no peak update) when not.
+    /// (within [`stats::FOLD_BYTES`] per other shard), and None (no peak update) when not.
     #[inline]
-    fn totals(&self, home: usize, req: u64, alloc: u64, folded: Option<(u64, u64)>) -> Option<(u64, u64)> {
+    fn engine_wide(&self, home: usize, req: u64, alloc: u64, folded: Option<(u64, u64)>) -> Option<(u64, u64)> {
         if self.used_shards.load(Relaxed) & !(1u64 << home) == 0 { Some((req, alloc)) } else { folded }
     }
 
@@ -262,7 +214,7 @@ impl Engine {
         // Retry when memory came back: released by this reclaim, or by another thread's
         // (which may have emptied the cache between the failure and this reclaim).
         let err = if released > 0 || self.up.reserved() < reserved_at_failure {
-            self.shards[home].state.lock().counters.num_alloc_retries += 1;
+            self.shards[home].state.lock().stats.on_retry();
             log::info!(
                 "out of memory for {bytes} bytes ({first}); released {released} cached bytes and retrying"
             );
@@ -273,7 +225,7 @@ impl Engine {
         } else {
             first
         };
-        self.shards[home].state.lock().counters.num_ooms += 1;
+        self.shards[home].state.lock().stats.on_oom();
         let s = self.stats();
         let (free, total) = self.device_memory().unwrap_or((0, 0));
         let msg = format!(
@@ -330,13 +282,11 @@ impl Engine {
         } else {
             self.free_maybe_pinned(&mut s, i, ptr, live.size);
         }
-        s.requested -= live.requested;
-        s.allocated -= live.size;
-        s.counters.num_frees += 1;
-        let (req, alloc, folded) = (s.requested, s.allocated, s.fold(&self.sums));
+        s.stats.on_free(live.requested, live.size);
+        let (req, alloc, folded) = (s.stats.requested, s.stats.allocated, s.stats.fold(&self.peaks));
         drop(s);
-        if let Some((_, alloc)) = self.totals(i, req, alloc, folded) {
-            bump(&self.peak_cached, self.up.reserved().saturating_sub(alloc));
+        if let Some((_, alloc)) = self.engine_wide(i, req, alloc, folded) {
+            self.peaks.raise_cached(alloc, self.up.reserved());
         }
         // Consume the origin explicitly: left to scope end, its drop glue is an
         // out-of-line call even when tracking is off.
@@ -365,51 +315,34 @@ impl Engine {
 
     /// A snapshot of the statistics (exact when no other thread is allocating).
     pub fn stats(&self) -> Stats {
-        let mut st = Stats::default();
-        for shard in self.shards.iter() {
-            let s = shard.state.lock();
-            st.requested_bytes += s.requested;
-            st.allocated_bytes += s.allocated;
-            st.inactive_split_bytes += s.pool.inactive_split_bytes();
-            s.counters.add_to(&mut st);
-        }
-        st.reserved_bytes = self.up.reserved();
-        st.cached_bytes = st.reserved_bytes.saturating_sub(st.allocated_bytes);
-        st.peak_requested_bytes = self.peak_requested.load(Relaxed).max(st.requested_bytes);
-        st.peak_allocated_bytes = self.peak_allocated.load(Relaxed).max(st.allocated_bytes);
-        st.peak_cached_bytes = self.peak_cached.load(Relaxed).max(st.cached_bytes);
-        st.peak_reserved_bytes = self.up.peak_reserved();
-        st.num_device_allocations = self.up.num_device_allocations.load(Relaxed);
-        st.num_device_frees = self.up.num_device_frees.load(Relaxed);
-        st.device_alloc_ns = self.up.device_alloc_ns.load(Relaxed);
-        st.device_free_ns = self.up.device_free_ns.load(Relaxed);
-        st.limit_bytes = self.up.limit().unwrap_or(0);
-        st.derive();
-        st
+        stats::snapshot(
+            |add| {
+                for shard in self.shards.iter() {
+                    let s = shard.state.lock();
+                    add(&s.stats, s.pool.inactive_split_bytes());
+                }
+            },
+            &self.peaks,
+            self.up.stats(),
+            self.up.reserved(),
+            self.up.limit(),
+        )
     }
 
     /// Resets counters to 0 and peaks to the current values (PyTorch's
-    /// `reset_peak_memory_stats` and `reset_accumulated_memory_stats` together).
+    /// `reset_peak_memory_stats` and `reset_accumulated_memory_stats` together; see
+    /// `stats::reset`).
     pub fn reset_stats(&self) {
-        let (mut req, mut alloc) = (0, 0);
-        for shard in self.shards.iter() {
-            let mut s = shard.state.lock();
-            s.counters = Counters::default();
-            req += s.requested;
-            alloc += s.allocated;
-        }
-        self.peak_requested.store(req, Relaxed);
-        self.peak_allocated.store(alloc, Relaxed);
-        self.peak_cached.store(self.up.reserved().saturating_sub(alloc), Relaxed);
-        self.up.reset_peak();
-        for c in [
-            &self.up.num_device_allocations,
-            &self.up.num_device_frees,
-            &self.up.device_alloc_ns,
-            &self.up.device_free_ns,
-        ] {
-            c.store(0, Relaxed);
-        }
+        stats::reset(
+            |reset| {
+                for shard in self.shards.iter() {
+                    reset(&mut shard.state.lock().stats);
+                }
+            },
+            &self.peaks,
+            self.up.stats(),
+            self.up.reserved(),
+        );
     }
 
     /// Every live allocation, by address. Origins and frames are filled at
@@ -650,12 +583,5 @@ impl Drop for Engine {
             }
             s.pool.reclaim(u64::MAX, self.up.shard(i));
         }
-    }
-}
-
-#[inline]
-fn bump(peak: &AtomicU64, v: u64) {
-    if v > peak.load(Relaxed) {
-        peak.fetch_max(v, Relaxed);
     }
 }

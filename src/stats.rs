@@ -1,5 +1,10 @@
-//! Statistics, named as PyTorch's `torch.cuda.memory_stats` and DESIGN.md §2. The same
-//! struct is the C ABI's `cumem_stats_t`.
+//! Statistics, named as PyTorch's `torch.cuda.memory_stats` and DESIGN.md §2: the
+//! snapshot [`Stats`] (the C ABI's `cumem_stats_t`), and every counter and peak behind
+//! it, with their one [`reset`]. Each layer holds the part it updates: a shard its
+//! [`ShardStats`] under its lock, the engine the [`Peaks`], the upstream layer the
+//! [`DeviceStats`].
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// A snapshot of the engine's statistics. Byte counts are in bytes, times in ns.
 ///
@@ -64,31 +69,231 @@ pub struct Stats {
     pub fragmentation_ratio: f64,
 }
 
-/// Per-shard counters, kept as plain integers under the shard's lock.
+/// Counts of events, per shard (PyTorch's accumulated counts).
 #[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Counters {
-    pub num_allocations: u64,
-    pub num_frees: u64,
-    pub num_cache_hits: u64,
-    pub num_cache_misses: u64,
-    pub num_alloc_retries: u64,
-    pub num_ooms: u64,
+struct Counters {
+    num_allocations: u64,
+    num_frees: u64,
+    num_cache_hits: u64,
+    num_cache_misses: u64,
+    num_alloc_retries: u64,
+    num_ooms: u64,
 }
 
-impl Counters {
-    pub fn add_to(&self, s: &mut Stats) {
-        s.num_allocations += self.num_allocations;
-        s.num_frees += self.num_frees;
-        s.num_cache_hits += self.num_cache_hits;
-        s.num_cache_misses += self.num_cache_misses;
-        s.num_alloc_retries += self.num_alloc_retries;
-        s.num_ooms += self.num_ooms;
+/// A shard adds its byte counts to the engine-wide sums once they have moved by more
+/// than this since its last addition (Linux's `percpu_counter` scheme), so threads
+/// allocating and freeing on their own shards never write shared memory on the hot path.
+pub(crate) const FOLD_BYTES: u64 = 1 << 20;
+
+/// One engine shard's statistics: plain integers, updated under the shard's lock.
+#[derive(Debug, Default)]
+pub(crate) struct ShardStats {
+    /// Live requested and allocated bytes of the shard.
+    pub requested: u64,
+    pub allocated: u64,
+    /// The part of `requested`/`allocated` already added to [`Peaks`]'s sums.
+    folded_requested: u64,
+    folded_allocated: u64,
+    counters: Counters,
+}
+
+impl ShardStats {
+    /// A block of `size` bytes was handed out for `requested` bytes (`hit`: from the
+    /// cache).
+    #[inline]
+    pub fn on_alloc(&mut self, requested: u64, size: u64, hit: bool) {
+        self.requested += requested;
+        self.allocated += size;
+        self.counters.num_allocations += 1;
+        if hit {
+            self.counters.num_cache_hits += 1;
+        } else {
+            self.counters.num_cache_misses += 1;
+        }
+    }
+
+    /// An allocation failed in the pool (it called the device, or tried to).
+    #[inline]
+    pub fn on_failed_alloc(&mut self) {
+        self.counters.num_cache_misses += 1;
+    }
+
+    /// A block of `size` bytes, handed out for `requested` bytes, was freed.
+    #[inline]
+    pub fn on_free(&mut self, requested: u64, size: u64) {
+        self.requested -= requested;
+        self.allocated -= size;
+        self.counters.num_frees += 1;
+    }
+
+    /// An allocation is retried after the cache was released.
+    pub fn on_retry(&mut self) {
+        self.counters.num_alloc_retries += 1;
+    }
+
+    /// An allocation failed with out of memory after the retry.
+    pub fn on_oom(&mut self) {
+        self.counters.num_ooms += 1;
+    }
+
+    /// Folds this shard's change since the last fold into `peaks`' engine-wide sums if it
+    /// exceeds [`FOLD_BYTES`]; returns the new engine-wide `(requested, allocated)` if it
+    /// did.
+    #[inline]
+    pub fn fold(&mut self, peaks: &Peaks) -> Option<(u64, u64)> {
+        // Differences as two's complement: |d| ≤ FOLD_BYTES iff d + FOLD_BYTES ≤ 2·FOLD_BYTES.
+        let dr = self.requested.wrapping_sub(self.folded_requested);
+        let da = self.allocated.wrapping_sub(self.folded_allocated);
+        if (dr.wrapping_add(FOLD_BYTES) | da.wrapping_add(FOLD_BYTES)) <= 2 * FOLD_BYTES {
+            return None;
+        }
+        (self.folded_requested, self.folded_allocated) = (self.requested, self.allocated);
+        let r = peaks.sums[0].fetch_add(dr, Relaxed).wrapping_add(dr);
+        let a = peaks.sums[1].fetch_add(da, Relaxed).wrapping_add(da);
+        Some((r, a))
+    }
+
+    /// Adds this shard's current bytes and counts to `st`.
+    pub fn add_to(&self, st: &mut Stats) {
+        st.requested_bytes += self.requested;
+        st.allocated_bytes += self.allocated;
+        let c = &self.counters;
+        st.num_allocations += c.num_allocations;
+        st.num_frees += c.num_frees;
+        st.num_cache_hits += c.num_cache_hits;
+        st.num_cache_misses += c.num_cache_misses;
+        st.num_alloc_retries += c.num_alloc_retries;
+        st.num_ooms += c.num_ooms;
+    }
+}
+
+/// The engine-wide peaks of requested, allocated and cached bytes, and the folded sums
+/// they are taken from when several shards are in use.
+#[derive(Debug, Default)]
+pub(crate) struct Peaks {
+    /// Engine-wide requested and allocated bytes, up to [`FOLD_BYTES`] per shard behind.
+    sums: [AtomicU64; 2],
+    requested: AtomicU64,
+    allocated: AtomicU64,
+    cached: AtomicU64,
+}
+
+impl Peaks {
+    /// Raises the peaks to engine-wide `requested` and `allocated` bytes with `reserved`
+    /// bytes obtained from the device.
+    #[inline]
+    pub fn raise(&self, requested: u64, allocated: u64, reserved: u64) {
+        bump(&self.requested, requested);
+        bump(&self.allocated, allocated);
+        self.raise_cached(allocated, reserved);
+    }
+
+    /// Raises the peak of cached bytes (a free changes only that one).
+    #[inline]
+    pub fn raise_cached(&self, allocated: u64, reserved: u64) {
+        bump(&self.cached, reserved.saturating_sub(allocated));
+    }
+}
+
+#[inline]
+fn bump(peak: &AtomicU64, v: u64) {
+    if v > peak.load(Relaxed) {
+        peak.fetch_max(v, Relaxed);
+    }
+}
+
+/// What the upstream layer counts of device calls, and the peak of reserved bytes.
+#[derive(Debug, Default)]
+pub(crate) struct DeviceStats {
+    peak_reserved: AtomicU64,
+    num_device_allocations: AtomicU64,
+    num_device_frees: AtomicU64,
+    device_alloc_ns: AtomicU64,
+    device_free_ns: AtomicU64,
+}
+
+impl DeviceStats {
+    /// A device allocation took `ns`; `reserved` is the reserved total with it if it
+    /// succeeded (None if it failed).
+    pub fn on_device_alloc(&self, ns: u64, reserved: Option<u64>) {
+        self.device_alloc_ns.fetch_add(ns, Relaxed);
+        if let Some(r) = reserved {
+            self.num_device_allocations.fetch_add(1, Relaxed);
+            self.peak_reserved.fetch_max(r, Relaxed);
+        }
+    }
+
+    /// A device free took `ns`.
+    pub fn on_device_free(&self, ns: u64) {
+        self.device_free_ns.fetch_add(ns, Relaxed);
+        self.num_device_frees.fetch_add(1, Relaxed);
+    }
+
+    /// The peak of reserved bytes since start or the last reset.
+    pub fn peak_reserved(&self) -> u64 {
+        self.peak_reserved.load(Relaxed)
+    }
+}
+
+/// A snapshot of every statistic: the shards' (under their locks, by `for_each_shard`),
+/// the engine-wide peaks and the device counters, with `reserved` bytes obtained from
+/// the device and a `limit` on them.
+pub(crate) fn snapshot(
+    for_each_shard: impl FnOnce(&mut dyn FnMut(&ShardStats, u64)),
+    peaks: &Peaks,
+    device: &DeviceStats,
+    reserved: u64,
+    limit: Option<u64>,
+) -> Stats {
+    let mut st = Stats::default();
+    for_each_shard(&mut |s, inactive_split| {
+        s.add_to(&mut st);
+        st.inactive_split_bytes += inactive_split;
+    });
+    st.reserved_bytes = reserved;
+    st.cached_bytes = reserved.saturating_sub(st.allocated_bytes);
+    st.peak_requested_bytes = peaks.requested.load(Relaxed).max(st.requested_bytes);
+    st.peak_allocated_bytes = peaks.allocated.load(Relaxed).max(st.allocated_bytes);
+    st.peak_cached_bytes = peaks.cached.load(Relaxed).max(st.cached_bytes);
+    st.peak_reserved_bytes = device.peak_reserved.load(Relaxed);
+    st.num_device_allocations = device.num_device_allocations.load(Relaxed);
+    st.num_device_frees = device.num_device_frees.load(Relaxed);
+    st.device_alloc_ns = device.device_alloc_ns.load(Relaxed);
+    st.device_free_ns = device.device_free_ns.load(Relaxed);
+    st.limit_bytes = limit.unwrap_or(0);
+    st.derive();
+    st
+}
+
+/// The one reset of the statistics (PyTorch's `reset_peak_memory_stats` and
+/// `reset_accumulated_memory_stats` together): every count goes to 0 and every peak to
+/// the current value; current values (requested, allocated, cached, reserved bytes) stay.
+/// `for_each_shard` hands over each shard's statistics under its lock.
+pub(crate) fn reset(
+    for_each_shard: impl FnOnce(&mut dyn FnMut(&mut ShardStats)),
+    peaks: &Peaks,
+    device: &DeviceStats,
+    reserved: u64,
+) {
+    let (mut requested, mut allocated) = (0, 0);
+    for_each_shard(&mut |s| {
+        s.counters = Counters::default();
+        requested += s.requested;
+        allocated += s.allocated;
+    });
+    peaks.requested.store(requested, Relaxed);
+    peaks.allocated.store(allocated, Relaxed);
+    peaks.cached.store(reserved.saturating_sub(allocated), Relaxed);
+    device.peak_reserved.store(reserved, Relaxed);
+    for c in [&device.num_device_allocations, &device.num_device_frees, &device.device_alloc_ns, &device.device_free_ns]
+    {
+        c.store(0, Relaxed);
     }
 }
 
 impl Stats {
     /// Fills the derived fields (`cache_hit_rate`, `fragmentation_ratio`).
-    pub(crate) fn derive(&mut self) {
+    fn derive(&mut self) {
         let lookups = self.num_cache_hits + self.num_cache_misses;
         self.cache_hit_rate = if lookups == 0 { 0.0 } else { self.num_cache_hits as f64 / lookups as f64 };
         self.fragmentation_ratio = if self.reserved_bytes == 0 {

@@ -7,6 +7,7 @@
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::format::format_bytes;
+use crate::stats::DeviceStats;
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -27,13 +28,11 @@ pub struct Upstream {
     /// Cap on reserved bytes; `u64::MAX` when there is none.
     limit: u64,
     reserved: AtomicU64,
-    peak_reserved: AtomicU64,
-    /// Like `peak_reserved`, but never reset: the pools' growth policy uses it.
-    high_water: AtomicU64,
-    pub(crate) num_device_allocations: AtomicU64,
-    pub(crate) num_device_frees: AtomicU64,
-    pub(crate) device_alloc_ns: AtomicU64,
-    pub(crate) device_free_ns: AtomicU64,
+    /// The highest `reserved` ever reached, never reset (unlike the statistics' peak):
+    /// the pools' growth policy uses it.
+    all_time_peak: AtomicU64,
+    /// Device-call counters and the peak of reserved bytes.
+    stats: DeviceStats,
     segments: Mutex<BTreeMap<u64, Segment>>,
 }
 
@@ -44,12 +43,8 @@ impl Upstream {
             device,
             limit: limit.unwrap_or(u64::MAX),
             reserved: AtomicU64::new(0),
-            peak_reserved: AtomicU64::new(0),
-            high_water: AtomicU64::new(0),
-            num_device_allocations: AtomicU64::new(0),
-            num_device_frees: AtomicU64::new(0),
-            device_alloc_ns: AtomicU64::new(0),
-            device_free_ns: AtomicU64::new(0),
+            all_time_peak: AtomicU64::new(0),
+            stats: DeviceStats::default(),
             segments: Mutex::new(BTreeMap::new()),
         }
     }
@@ -70,23 +65,25 @@ impl Upstream {
         self.reserved.load(Relaxed)
     }
 
-    /// High-water mark of [`Upstream::reserved`].
+    /// High-water mark of [`Upstream::reserved`] since start or the last reset of the
+    /// statistics.
     pub fn peak_reserved(&self) -> u64 {
-        self.peak_reserved.load(Relaxed)
+        self.stats.peak_reserved()
     }
 
-    pub(crate) fn reset_peak(&self) {
-        self.peak_reserved.store(self.reserved(), Relaxed);
+    /// The device-call counters.
+    pub(crate) fn stats(&self) -> &DeviceStats {
+        &self.stats
     }
 
     /// How far obtaining `bytes` more would lift reserved memory above its all-time
-    /// high-water mark (0 if it would not). The split pool, about to grow, releases that
+    /// peak (0 if it would not). The split pool, about to grow, releases that
     /// much of its cache first, so cached memory that does not fit the request never
     /// raises the peak, while growth below the old peak keeps the cache warm. (The binned
     /// and simple pools do not: their blocks fit one size each, and releasing them made
     /// warm passes of a training loop call the device again and again.)
     pub fn growth_excess(&self, bytes: u64) -> u64 {
-        (self.reserved() + bytes).saturating_sub(self.high_water.load(Relaxed))
+        (self.reserved() + bytes).saturating_sub(self.all_time_peak.load(Relaxed))
     }
 
     /// The upstream as the pool of engine shard `shard` sees it.
@@ -114,17 +111,17 @@ impl Upstream {
             })?;
         let t = Instant::now();
         let r = self.device.alloc(bytes);
-        self.device_alloc_ns.fetch_add(t.elapsed().as_nanos() as u64, Relaxed);
+        let ns = t.elapsed().as_nanos() as u64;
         match r {
             Ok(ptr) => {
-                self.num_device_allocations.fetch_add(1, Relaxed);
-                self.peak_reserved.fetch_max(prev + bytes, Relaxed);
-                self.high_water.fetch_max(prev + bytes, Relaxed);
+                self.stats.on_device_alloc(ns, Some(prev + bytes));
+                self.all_time_peak.fetch_max(prev + bytes, Relaxed);
                 self.segments.lock().insert(ptr, Segment { size: bytes, shard });
                 log::debug!("device allocation of {} at {ptr:#x}", format_bytes(bytes));
                 Ok(ptr)
             }
             Err(e) => {
+                self.stats.on_device_alloc(ns, None);
                 self.reserved.fetch_sub(bytes, Relaxed);
                 Err(e)
             }
@@ -139,8 +136,7 @@ impl Upstream {
         if let Err(e) = unsafe { self.device.free(ptr, bytes) } {
             log::error!("freeing device segment {ptr:#x} of {bytes} bytes failed: {e}");
         }
-        self.device_free_ns.fetch_add(t.elapsed().as_nanos() as u64, Relaxed);
-        self.num_device_frees.fetch_add(1, Relaxed);
+        self.stats.on_device_free(t.elapsed().as_nanos() as u64);
         self.reserved.fetch_sub(bytes, Relaxed);
         log::debug!("device free of {} at {ptr:#x}", format_bytes(bytes));
     }
