@@ -47,6 +47,10 @@
 // cache and retrying (and do not count the failure in `num_ooms`).
 #define CUMEM_ALLOC_NO_RECLAIM 1
 
+// Flag for `cumem_memory_status_ex`: leave out the outstanding allocations, for callers
+// that list them with stack traces of their own (the Julia package under `-g2`).
+#define CUMEM_STATUS_NO_ALLOCATIONS 1
+
 // A snapshot of the engine's statistics. Byte counts are in bytes, times in ns.
 //
 // Current values are exact whenever no other thread is allocating. Peaks are exact while
@@ -107,8 +111,6 @@ typedef struct {
   // `(reserved − allocated) / reserved`; 0 when nothing is reserved.
   double fragmentation_ratio;
 } cumem_stats_t;
-
-
 
 #ifdef __cplusplus
 extern "C" {
@@ -282,17 +284,32 @@ int32_t cumem_get_stats(cumem_stats_t *out);
 // Resets counters to 0 and peaks to the current values.
 void cumem_reset_stats(void);
 
-// Writes the `memory_status` text (see `Engine::memory_status`) into `buf` with
-// `snprintf` semantics: at most `len − 1` bytes and a terminating NUL (nothing when
-// `len` is 0 or `buf` null). Returns the full length of the text in bytes, without NUL.
+// Writes the `memory_status` text (CUDA.jl's: device usage, CuMem's reserved bytes,
+// the pool's split between allocated and cached, the limit if any, and at
+// `CUMEM_DEBUG` ≥ 1 every outstanding allocation) into `buf` with `snprintf` semantics:
+// at most `len − 1` bytes and a terminating NUL (nothing when `len` is 0 or `buf`
+// null). Returns the full length of the text in bytes, without NUL.
 //
 // # Safety
 // `buf` must be null or writable for `len` bytes.
 size_t cumem_memory_status(char *buf, size_t len);
 
+// As `cumem_memory_status`, with `flags`: 0, or `CUMEM_STATUS_NO_ALLOCATIONS`. Unknown
+// flag bits write `""` and return 0 (`CUMEM_ERROR_INVALID_VALUE` in
+// `cumem_last_error`).
+//
+// # Safety
+// `buf` must be null or writable for `len` bytes.
+size_t cumem_memory_status_ex(char *buf, size_t len, uint32_t flags);
+
 // The pool's name: `"binned"`, `"split"`, `"simple"` or `"none"` (`""` if the engine
 // cannot start; see `cumem_last_error`). Static storage.
 const char *cumem_pool_name(void);
+
+// The pool's type name as CUDA.jl 2.x calls it and `memory_status` prints it:
+// `"BinnedPool"`, `"SplitPool"`, `"SimplePool"` or `"NoPool"` (`""` if the engine
+// cannot start; see `cumem_last_error`). Static storage.
+const char *cumem_pool_type_name(void);
 
 // The device's name, e.g. `"NVIDIA H100 80GB HBM3"` or `"host memory (no GPU)"` (`""`
 // if the engine cannot start). Valid for the life of the process.

@@ -19,11 +19,12 @@ end
 ## the allocation ladder
 
 # Allocates `bytes` (> 0) bytes: the pool; on out of memory GC.gc(false) and retry; then
-# GC.gc(true) and retry; then reclaim() and retry; then OutOfGPUMemoryError.
+# GC.gc(true) and retry; then a plain allocation, for which the engine releases its cache
+# and retries once itself; then OutOfGPUMemoryError.
 #
 # The first three attempts ask the engine not to release its cache on failure, so that
-# memory the GC returns lands in a warm pool; only the last one, after `reclaim()`, lets
-# the engine release and retry itself.
+# memory the GC returns lands in a warm pool. The last rung (release the cache, retry) is
+# the engine's alone: it counts it in `num_alloc_retries` and `num_ooms`.
 @inline function alloc_ptr(bytes::Int)
     out = Ref{UInt64}(0)
     code = c_alloc_noreclaim(bytes % UInt64, out)
@@ -39,9 +40,7 @@ end
             GC.gc(false)          # young garbage: finalizers return its arrays
         elseif step == 2
             GC.gc(true)           # everything unreachable
-        else
-            reclaim()             # cached blocks back to the device
-        end
+        end                       # step 3: the engine releases its cache and retries
         code = step < 3 ? c_alloc_noreclaim(bytes % UInt64, out) : c_alloc(bytes % UInt64, out)
         code == CUMEM_SUCCESS && return out[]
     end

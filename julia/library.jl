@@ -78,8 +78,11 @@ c_reclaim(bytes::UInt64) = ccall((:cumem_reclaim, libcumem), UInt64, (UInt64,), 
 c_get_stats(out::Base.RefValue{CStats}) =
     ccall((:cumem_get_stats, libcumem), Int32, (Ptr{CStats},), out)
 c_reset_stats() = ccall((:cumem_reset_stats, libcumem), Cvoid, ())
-c_memory_status(buf, len) =
-    ccall((:cumem_memory_status, libcumem), Csize_t, (Ptr{UInt8}, Csize_t), buf, len)
+c_memory_status(buf, len, flags::UInt32) =
+    ccall((:cumem_memory_status_ex, libcumem), Csize_t, (Ptr{UInt8}, Csize_t, UInt32), buf, len, flags)
+# For c_memory_status: the text without the outstanding allocations (memory_status lists
+# them itself, with Julia stack traces).
+const CUMEM_STATUS_NO_ALLOCATIONS = UInt32(1)
 c_device_memory(free::Base.RefValue{UInt64}, total::Base.RefValue{UInt64}) =
     ccall((:cumem_device_memory, libcumem), Int32, (Ptr{UInt64}, Ptr{UInt64}), free, total)
 @inline c_copy_htod(dst::UInt64, src::Ptr{Cvoid}, bytes::UInt64) =
@@ -117,14 +120,14 @@ device_name() = unsafe_string(ccall((:cumem_device_name, libcumem), Cstring, ())
     CuMem.engine_memory_status() -> String
 
 The engine's own `memory_status` text (`cumem_memory_status`). With `CUMEM_DEBUG=1/2` it
-lists outstanding allocations with native (Rust-side) frames; [`memory_status`] shows
-Julia stack traces instead.
+lists outstanding allocations with native (Rust-side) frames; [`memory_status`] prints the
+same text without them and shows Julia stack traces instead.
 """
-function engine_memory_status()
-    n = c_memory_status(C_NULL, 0)
+function engine_memory_status(flags::UInt32 = UInt32(0))
+    n = c_memory_status(C_NULL, 0, flags)
     while true
         buf = Vector{UInt8}(undef, n + 1)
-        m = c_memory_status(buf, length(buf))
+        m = c_memory_status(buf, length(buf), flags)
         if m <= n
             return String(resize!(buf, m))
         end

@@ -85,9 +85,8 @@ total_memory() = device_memory()[2]
 
 is_host_device() = c_device_is_host() == 1
 
-const POOL_TYPE_NAMES = Dict("binned" => "BinnedPool", "split" => "SplitPool",
-                             "simple" => "SimplePool", "none" => "NoPool")
-pool_type_name() = get(POOL_TYPE_NAMES, pool_name(), pool_name())
+# The pool's CUDA.jl type name ("BinnedPool", ...), from the engine's table of pool names.
+pool_type_name() = unsafe_string(ccall((:cumem_pool_type_name, libcumem), Cstring, ()))
 
 """
     memory_status([io=stdout])
@@ -111,17 +110,8 @@ Under `julia -g2` (or with `CUMEM_DEBUG=2`) every outstanding allocation follows
 allocation, CuMem's own frames removed.
 """
 function memory_status(io::IO = stdout)
-    s = memory_stats()
-    free, total = device_memory()
-    used = total - free
-    pct = total == 0 ? 0.0 : 100 * used / total
-    fb = Base.format_bytes
-    @printf(io, "Effective GPU memory usage: %.2f%% (%s/%s)\n", pct, fb(used), fb(total))
-    println(io, is_host_device() ? "Host memory (no GPU)" : "CUDA GPU memory", " usage: ",
-            fb(s.reserved_bytes))
-    println(io, pool_type_name(), " usage: ", fb(s.reserved_bytes), " (",
-            fb(s.allocated_bytes), " allocated, ", fb(s.cached_bytes), " cached)")
-    s.limit_bytes > 0 && println(io, "Memory limit: ", fb(s.limit_bytes))
+    # The engine writes the summary (src/report.rs); the rest only Julia knows.
+    print(io, engine_memory_status(CUMEM_STATUS_NO_ALLOCATIONS))
     nerr, eptr, ecode = free_errors()
     if nerr > 0
         println(io, "Failed frees in finalizers: ", nerr, " (last: 0x", string(eptr, base = 16),

@@ -2,6 +2,7 @@
 //! (`../shared/DESIGN.md` §2, "Configuration").
 
 use crate::error::{Error, Result};
+use std::ffi::CStr;
 
 /// Which caching pool serves allocations (`JULIA_CUDA_MEMORY_POOL`; the names are
 /// CUDA.jl 2.x's).
@@ -17,42 +18,58 @@ pub enum PoolKind {
     Split,
 }
 
+/// The names of one pool: what `JULIA_CUDA_MEMORY_POOL` accepts and CUDA.jl 2.x's type
+/// name, which `memory_status` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolNames {
+    /// The pool.
+    pub kind: PoolKind,
+    /// Lower-case name, e.g. `binned`.
+    pub name: &'static CStr,
+    /// CUDA.jl's type name, e.g. `BinnedPool`.
+    pub type_name: &'static CStr,
+}
+
+/// Every pool with its names, in the order the documentation lists them: the one table
+/// of pool names. The C ABI returns these very strings (`cumem_pool_name`,
+/// `cumem_pool_type_name`), and the Julia package reads them from there.
+pub const POOLS: [PoolNames; 4] = [
+    PoolNames { kind: PoolKind::Binned, name: c"binned", type_name: c"BinnedPool" },
+    PoolNames { kind: PoolKind::Split, name: c"split", type_name: c"SplitPool" },
+    PoolNames { kind: PoolKind::Simple, name: c"simple", type_name: c"SimplePool" },
+    PoolNames { kind: PoolKind::None, name: c"none", type_name: c"NoPool" },
+];
+
 impl PoolKind {
     /// All pools, in the order the documentation lists them.
-    pub const ALL: [PoolKind; 4] = [PoolKind::Binned, PoolKind::Split, PoolKind::Simple, PoolKind::None];
+    pub const ALL: [PoolKind; 4] = [POOLS[0].kind, POOLS[1].kind, POOLS[2].kind, POOLS[3].kind];
+
+    /// This pool's entry of [`POOLS`].
+    pub fn names(self) -> &'static PoolNames {
+        POOLS.iter().find(|p| p.kind == self).expect("every pool is in POOLS")
+    }
 
     /// The lower-case name accepted by `JULIA_CUDA_MEMORY_POOL` (`"binned"`, ...).
     pub fn name(self) -> &'static str {
-        match self {
-            PoolKind::None => "none",
-            PoolKind::Simple => "simple",
-            PoolKind::Binned => "binned",
-            PoolKind::Split => "split",
-        }
+        self.names().name.to_str().expect("ASCII")
     }
 
     /// The CUDA.jl type name used by `memory_status` (`"BinnedPool"`, ...).
     pub fn type_name(self) -> &'static str {
-        match self {
-            PoolKind::None => "NoPool",
-            PoolKind::Simple => "SimplePool",
-            PoolKind::Binned => "BinnedPool",
-            PoolKind::Split => "SplitPool",
-        }
+        self.names().type_name.to_str().expect("ASCII")
     }
 
     /// Parses a pool name (case-insensitive). Error: [`Error::Config`] naming the
     /// accepted values.
     pub fn parse(s: &str) -> Result<PoolKind> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "none" => Ok(PoolKind::None),
-            "simple" => Ok(PoolKind::Simple),
-            "binned" => Ok(PoolKind::Binned),
-            "split" => Ok(PoolKind::Split),
-            _ => Err(Error::Config(format!(
-                "JULIA_CUDA_MEMORY_POOL={s:?} is not a pool; accepted: binned, split, simple, none"
-            ))),
-        }
+        let want = s.trim().to_ascii_lowercase();
+        POOLS.iter().find(|p| p.name.to_bytes() == want.as_bytes()).map(|p| p.kind).ok_or_else(|| {
+            let names: Vec<&str> = PoolKind::ALL.iter().map(|k| k.name()).collect();
+            Error::Config(format!(
+                "JULIA_CUDA_MEMORY_POOL={s:?} is not a pool; accepted: {}",
+                names.join(", ")
+            ))
+        })
     }
 }
 

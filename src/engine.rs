@@ -371,55 +371,6 @@ impl Engine {
         out
     }
 
-    /// The text of CUDA.jl's `memory_status()`:
-    ///
-    /// ```text
-    /// Effective GPU memory usage: 10.52% (1.656 GiB/15.744 GiB)
-    /// CUDA GPU memory usage: 8.000 KiB
-    /// BinnedPool usage: 8.000 KiB (8.000 KiB allocated, 0 bytes cached)
-    /// ```
-    ///
-    /// then `Memory limit: …` when one is set, and at `CUMEM_DEBUG` ≥ 1 one
-    /// `Outstanding memory allocation of N bytes at 0x…` line per live allocation, with
-    /// its native frames at level 2. On the host device the second line starts
-    /// `Host memory (no GPU) usage`.
-    pub fn memory_status(&self) -> String {
-        use std::fmt::Write;
-        let st = self.stats();
-        let (free, total) = self.device_memory().unwrap_or((0, 0));
-        let used = total.saturating_sub(free);
-        let pct = if total == 0 { 0.0 } else { 100.0 * used as f64 / total as f64 };
-        let mut o = String::new();
-        let _ = writeln!(
-            o,
-            "Effective GPU memory usage: {pct:.2}% ({}/{})",
-            format_bytes(used),
-            format_bytes(total)
-        );
-        let what = if self.device().is_host() { "Host memory (no GPU)" } else { "CUDA GPU memory" };
-        let _ = writeln!(o, "{what} usage: {}", format_bytes(st.reserved_bytes));
-        let _ = writeln!(
-            o,
-            "{} usage: {} ({} allocated, {} cached)",
-            self.cfg.pool.type_name(),
-            format_bytes(st.reserved_bytes),
-            format_bytes(st.allocated_bytes),
-            format_bytes(st.cached_bytes)
-        );
-        if let Some(l) = self.up.limit() {
-            let _ = writeln!(o, "Memory limit: {}", format_bytes(l));
-        }
-        if self.cfg.debug > 0 {
-            for a in self.outstanding() {
-                let _ = writeln!(o, "Outstanding memory allocation of {} bytes at {:#x}", a.requested, a.ptr);
-                for f in &a.frames {
-                    let _ = writeln!(o, "  {f}");
-                }
-            }
-        }
-        o
-    }
-
     /// A free while some copy holds a pin in shard `i`: a pinned block goes to the pool
     /// only when its last copy ends (see [`Engine::pin`]).
     #[cold]

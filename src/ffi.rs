@@ -9,6 +9,7 @@ use crate::config::Config;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::pool::MAX_REQUEST;
+use crate::report::{self, Allocations};
 use crate::stats::Stats;
 use std::cell::RefCell;
 use std::ffi::{CString, c_char};
@@ -178,14 +179,50 @@ pub extern "C" fn cumem_reset_stats() {
     });
 }
 
-/// Writes the `memory_status` text (see `Engine::memory_status`) into `buf` with
-/// `snprintf` semantics: at most `len − 1` bytes and a terminating NUL (nothing when
-/// `len` is 0 or `buf` null). Returns the full length of the text in bytes, without NUL.
+/// Writes the `memory_status` text (CUDA.jl's: device usage, CuMem's reserved bytes,
+/// the pool's split between allocated and cached, the limit if any, and at
+/// `CUMEM_DEBUG` ≥ 1 every outstanding allocation) into `buf` with `snprintf` semantics:
+/// at most `len − 1` bytes and a terminating NUL (nothing when `len` is 0 or `buf`
+/// null). Returns the full length of the text in bytes, without NUL.
 ///
 /// # Safety
 /// `buf` must be null or writable for `len` bytes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cumem_memory_status(buf: *mut c_char, len: usize) -> usize {
+    // SAFETY: the caller's guarantee, passed on.
+    unsafe { write_status(buf, len, Allocations::Listed) }
+}
+
+/// Flag for `cumem_memory_status_ex`: leave out the outstanding allocations, for callers
+/// that list them with stack traces of their own (the Julia package under `-g2`).
+pub const CUMEM_STATUS_NO_ALLOCATIONS: u32 = 1;
+
+/// As `cumem_memory_status`, with `flags`: 0, or `CUMEM_STATUS_NO_ALLOCATIONS`. Unknown
+/// flag bits write `""` and return 0 (`CUMEM_ERROR_INVALID_VALUE` in
+/// `cumem_last_error`).
+///
+/// # Safety
+/// `buf` must be null or writable for `len` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cumem_memory_status_ex(buf: *mut c_char, len: usize, flags: u32) -> usize {
+    if flags & !CUMEM_STATUS_NO_ALLOCATIONS != 0 {
+        if !buf.is_null() && len > 0 {
+            // SAFETY: `buf` is writable for `len` ≥ 1 bytes.
+            unsafe { *buf = 0 };
+        }
+        guard(|_| Err(Error::InvalidValue(format!("unknown flags {flags:#x} for cumem_memory_status_ex"))));
+        return 0;
+    }
+    let what = if flags & CUMEM_STATUS_NO_ALLOCATIONS != 0 { Allocations::Omitted } else { Allocations::Listed };
+    // SAFETY: the caller's guarantee, passed on.
+    unsafe { write_status(buf, len, what) }
+}
+
+/// The body of `cumem_memory_status(_ex)`.
+///
+/// # Safety
+/// `buf` must be null or writable for `len` bytes.
+unsafe fn write_status(buf: *mut c_char, len: usize, what: Allocations) -> usize {
     let mut n = 0;
     if !buf.is_null() && len > 0 {
         // As snprintf, always terminate: an engine that cannot start leaves "".
@@ -193,7 +230,7 @@ pub unsafe extern "C" fn cumem_memory_status(buf: *mut c_char, len: usize) -> us
         unsafe { *buf = 0 };
     }
     guard(|e| {
-        let s = e.memory_status();
+        let s = report::memory_status(e, what);
         n = s.len();
         if !buf.is_null() && len > 0 {
             let k = n.min(len - 1);
@@ -212,11 +249,22 @@ pub unsafe extern "C" fn cumem_memory_status(buf: *mut c_char, len: usize) -> us
 /// cannot start; see `cumem_last_error`). Static storage.
 #[unsafe(no_mangle)]
 pub extern "C" fn cumem_pool_name() -> *const c_char {
-    static NAMES: [&std::ffi::CStr; 4] = [c"binned", c"split", c"simple", c"none"];
     let mut out = c"".as_ptr();
     guard(|e| {
-        let name = e.pool_kind().name();
-        out = NAMES.iter().find(|n| n.to_bytes() == name.as_bytes()).map_or(c"".as_ptr(), |n| n.as_ptr());
+        out = e.pool_kind().names().name.as_ptr();
+        Ok(())
+    });
+    out
+}
+
+/// The pool's type name as CUDA.jl 2.x calls it and `memory_status` prints it:
+/// `"BinnedPool"`, `"SplitPool"`, `"SimplePool"` or `"NoPool"` (`""` if the engine
+/// cannot start; see `cumem_last_error`). Static storage.
+#[unsafe(no_mangle)]
+pub extern "C" fn cumem_pool_type_name() -> *const c_char {
+    let mut out = c"".as_ptr();
+    guard(|e| {
+        out = e.pool_kind().names().type_name.as_ptr();
         Ok(())
     });
     out

@@ -31,6 +31,7 @@ pub mod ffi;
 pub mod format;
 pub mod live;
 pub mod pool;
+pub mod report;
 pub mod stats;
 pub mod sync;
 pub mod tracking;

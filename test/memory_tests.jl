@@ -130,15 +130,17 @@ end
     @test lines[2] == (startswith(lines[2], "Host") ? "Host memory (no GPU)" : "CUDA GPU memory") *
                       " usage: " * fb(s.reserved_bytes)
     @test lines[3] == "$POOL_TYPE usage: $(fb(s.reserved_bytes)) ($(fb(s.allocated_bytes)) allocated, $(fb(s.cached_bytes)) cached)"
-    # the Julia text and the engine's agree (Base.format_bytes and the engine's copy of
-    # it); on a GPU the first line (cuMemGetInfo) may change between the two calls
+    # the engine writes the text (Julia adds only its own lines, none here); on a GPU the
+    # first line (cuMemGetInfo) may change between two calls
     same(a, b) = is_host ? a == b : split(a, '\n')[2:end] == split(b, '\n')[2:end]
     is_host = startswith(lines[2], "Host")
     @test same(CuMem.engine_memory_status(), text)
-    # format_bytes agreement on more sizes: the engine's text for several states
+    # the engine's byte counts read as Base.format_bytes writes them, for several sizes
     for n in (1, 1023, 1025, 5 << 20, (3 << 30) ÷ 1000)
         x = CuArray{UInt8}(undef, n)
-        @test same(CuMem.engine_memory_status(), sprint(memory_status))
+        t = memory_stats()
+        l3 = split(sprint(memory_status), '\n')[3]
+        @test l3 == "$POOL_TYPE usage: $(fb(t.reserved_bytes)) ($(fb(t.allocated_bytes)) allocated, $(fb(t.cached_bytes)) cached)"
         unsafe_free!(x)
     end
     # stdout form
@@ -205,4 +207,41 @@ end
     b = CuMem.alloc_buffer(64)
     CuMem.release(b, true)
     @test_throws CuMemError CuMem.check(CuMem.c_free(b.ptr))
+end
+
+@testset "cumem_stats_t and the status codes match include/cumem.h" begin
+    # CStats is written by hand after the header's struct: every field's name, type and
+    # offset (C's natural alignment) must agree with it, not only the total size.
+    header = read(joinpath(@__DIR__, "..", "include", "cumem.h"), String)
+    m = match(r"typedef struct \{(.*?)\} cumem_stats_t;"s, header)
+    @test m !== nothing
+    ctypes = Dict("uint64_t" => UInt64, "double" => Float64, "int64_t" => Int64, "uint32_t" => UInt32)
+    fields = Tuple{Symbol,DataType}[]
+    for line in split(m[1], '\n')
+        f = match(r"^\s*(\w+)\s+(\w+);", line)     # comment lines do not match
+        f === nothing && continue
+        push!(fields, (Symbol(f[2]), ctypes[f[1]]))
+    end
+    @test length(fields) == fieldcount(CuMem.CStats)
+    offset = 0
+    for (i, (name, T)) in enumerate(fields)
+        offset = cld(offset, sizeof(T)) * sizeof(T)          # natural alignment
+        @test fieldname(CuMem.CStats, i) == name
+        @test fieldtype(CuMem.CStats, i) == T
+        @test fieldoffset(CuMem.CStats, i) == offset
+        offset += sizeof(T)
+    end
+    @test sizeof(CuMem.CStats) == offset
+    # the status codes and flags
+    for (name, v) in (("CUMEM_SUCCESS", CuMem.CUMEM_SUCCESS),
+                      ("CUMEM_ERROR_OUT_OF_MEMORY", CuMem.CUMEM_ERROR_OUT_OF_MEMORY),
+                      ("CUMEM_ERROR_INVALID_VALUE", CuMem.CUMEM_ERROR_INVALID_VALUE),
+                      ("CUMEM_ERROR_CONFIG", CuMem.CUMEM_ERROR_CONFIG),
+                      ("CUMEM_ERROR_DEVICE", CuMem.CUMEM_ERROR_DEVICE),
+                      ("CUMEM_ERROR_INTERNAL", CuMem.CUMEM_ERROR_INTERNAL),
+                      ("CUMEM_ALLOC_NO_RECLAIM", CuMem.CUMEM_ALLOC_NO_RECLAIM),
+                      ("CUMEM_STATUS_NO_ALLOCATIONS", CuMem.CUMEM_STATUS_NO_ALLOCATIONS))
+        d = match(Regex("#define $name (\\d+)\n"), header)
+        @test d !== nothing && parse(Int, d[1]) == v
+    end
 end

@@ -65,4 +65,17 @@ const LIMIT = 64 << 20
     GC.gc(true)
     @test memory_stats().requested_bytes == 0
     @test CuMem.free_errors()[1] == 0
+
+    # the last rung of the ladder is the engine's: a request that fits only once the cache
+    # is released succeeds, and the engine counts the release-and-retry
+    reclaim()
+    a = CuArray{UInt8}(undef, 20 << 20)
+    unsafe_free!(a)                                   # cached (binned: a 32 MiB block)
+    r0 = memory_stats().num_alloc_retries
+    b = CuArray{UInt8}(undef, 48 << 20)               # binned: 64 MiB, the whole limit
+    @test length(b) == 48 << 20
+    if CuMem.pool_name() == "binned"
+        @test memory_stats().num_alloc_retries == r0 + 1
+    end
+    unsafe_free!(b)
 end

@@ -457,6 +457,18 @@ fn child_api() {
         _ => "NoPool",
     };
     assert!(lines[2].starts_with(&format!("{type_name} usage: ")), "{text}");
+    assert_eq!(cstr(cumem_pool_type_name()), type_name);
+    // Without the outstanding allocations (there are none at CUMEM_DEBUG=0): the same
+    // text. Unknown flags: nothing written, an error recorded.
+    let mut small = [0xaau8; 8];
+    // SAFETY: `small` is writable for 8 bytes; null with length 0 writes nothing.
+    unsafe {
+        let m = cumem_memory_status_ex(std::ptr::null_mut(), 0, CUMEM_STATUS_NO_ALLOCATIONS);
+        assert!(cuda() || m == n, "{m} vs {n}");
+        assert_eq!(cumem_memory_status_ex(small.as_mut_ptr() as *mut c_char, 8, 2), 0);
+    }
+    assert_eq!(small[0], 0);
+    assert!(last_error().contains("unknown flags 0x2"), "{}", last_error());
     if cuda() {
         assert!(lines[1].starts_with("CUDA GPU memory usage: "), "{text}");
     } else {
@@ -747,6 +759,7 @@ fn child_bad_env() {
     assert_eq!(cumem_free(0x1000), CUMEM_ERROR_CONFIG);
     assert_eq!(cumem_reclaim(u64::MAX), 0);
     assert_eq!(cstr(cumem_pool_name()), "");
+    assert_eq!(cstr(cumem_pool_type_name()), "");
     assert_eq!(cstr(cumem_device_name()), "");
     // SAFETY: null with length 0 writes nothing.
     assert_eq!(unsafe { cumem_memory_status(std::ptr::null_mut(), 0) }, 0);

@@ -7,6 +7,7 @@ mod common;
 use common::*;
 use cumem::config::Amount;
 use cumem::format::format_bytes;
+use cumem::report::{Allocations, memory_status as status};
 use cumem::{Config, Engine, Error, PoolKind, Stats};
 
 /// Every generic test below, instantiated once per pool as `<pool>::<test>`.
@@ -506,7 +507,7 @@ fn tracking_with_backtraces(pool: PoolKind) {
             );
         }
     }
-    let text = e.memory_status();
+    let text = status(&e, Allocations::Listed);
     for (p, n) in sorted {
         let line = format!("Outstanding memory allocation of {n} bytes at {p:#x}");
         assert!(text.contains(&line), "memory_status lacks {line:?}:\n{text}");
@@ -516,11 +517,11 @@ fn tracking_with_backtraces(pool: PoolKind) {
     let out = e.outstanding();
     assert_eq!(out.len(), 2);
     assert!(out.iter().all(|o| o.ptr != b));
-    let text = e.memory_status();
+    let text = status(&e, Allocations::Listed);
     assert!(!text.contains("of 5000 bytes"), "{text}");
     e.free(a).unwrap();
     e.free(c).unwrap();
-    assert!(!e.memory_status().contains("Outstanding"));
+    assert!(!status(&e, Allocations::Listed).contains("Outstanding"));
     reclaim_all_and_check_empty(&e);
 }
 
@@ -534,9 +535,13 @@ fn tracking_levels_0_and_1(pool: PoolKind) {
         assert!(out[0].frames.is_empty(), "frames at debug {debug}");
         assert_eq!(out[0].at_ns.is_some(), debug == 1);
         assert_eq!(out[0].thread.is_some(), debug == 1);
-        let text = e.memory_status();
+        let text = status(&e, Allocations::Listed);
         let line = format!("Outstanding memory allocation of 100 bytes at {a:#x}");
         assert_eq!(text.contains(&line), debug == 1, "debug {debug}:\n{text}");
+        // Omitted, the list goes and the summary stays as it was.
+        let summary = status(&e, Allocations::Omitted);
+        assert!(!summary.contains("Outstanding"), "{summary}");
+        assert!(text.starts_with(&summary), "{summary}\n---\n{text}");
         e.free(a).unwrap();
         assert!(e.outstanding().is_empty());
     }
@@ -548,7 +553,7 @@ fn memory_status_lines(pool: PoolKind) {
     let q = e.alloc(8000).unwrap();
     e.free(q).unwrap();
     let s = invariants(&e);
-    let text = e.memory_status();
+    let text = status(&e, Allocations::Listed);
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 3, "{text}");
     assert!(text.ends_with('\n'));
@@ -594,7 +599,7 @@ fn memory_status_lines(pool: PoolKind) {
 
     // With a limit, a fourth line names it.
     let e = engine_with(Config { pool, limit: Some(Amount::Bytes(512 * MIB)), ..Config::default() }, 1);
-    let text = e.memory_status();
+    let text = status(&e, Allocations::Listed);
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 4, "{text}");
     assert_eq!(lines[3], "Memory limit: 512.000 MiB");
@@ -1110,7 +1115,7 @@ fn percentage_limit_resolves_against_device_memory() {
     .unwrap();
     let total = e.device_memory().unwrap().1;
     assert_eq!(e.stats().limit_bytes, (total as f64 * 0.25) as u64);
-    assert!(e.memory_status().contains("Memory limit: "));
+    assert!(status(&e, Allocations::Listed).contains("Memory limit: "));
 }
 
 #[test]

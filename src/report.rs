@@ -1,0 +1,62 @@
+//! Presentation: the text of `memory_status`, written here only. The C ABI returns it
+//! (`cumem_memory_status`), and the Julia package prints it, adding only what the engine
+//! cannot know (frees refused in finalizers, Julia stack traces of live arrays).
+
+use crate::engine::Engine;
+use crate::format::format_bytes;
+use std::fmt::Write;
+
+/// What [`memory_status`] lists after the summary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Allocations {
+    /// At `CUMEM_DEBUG` ≥ 1, every live allocation (with native frames at level 2).
+    Listed,
+    /// None: for callers that list them with stack traces of their own.
+    Omitted,
+}
+
+/// The text of CUDA.jl's `memory_status()`:
+///
+/// ```text
+/// Effective GPU memory usage: 10.52% (1.656 GiB/15.744 GiB)
+/// CUDA GPU memory usage: 8.000 KiB
+/// BinnedPool usage: 8.000 KiB (8.000 KiB allocated, 0 bytes cached)
+/// ```
+///
+/// The first line is the device's own view (`cuMemGetInfo`: every process and context),
+/// the second what CuMem obtained from it (on the host device it reads `Host memory (no
+/// GPU) usage: …`), the third how the pool (its CUDA.jl type name) splits that between
+/// live allocations and cache. `Memory limit: …` follows when `JULIA_CUDA_MEMORY_LIMIT`
+/// is set. With [`Allocations::Listed`] and at `CUMEM_DEBUG` ≥ 1 one `Outstanding memory
+/// allocation of N bytes at 0x…` line per live allocation follows, with its native
+/// frames at level 2. Byte counts as Julia's `Base.format_bytes` writes them.
+pub fn memory_status(e: &Engine, allocations: Allocations) -> String {
+    let st = e.stats();
+    let (free, total) = e.device_memory().unwrap_or((0, 0));
+    let used = total.saturating_sub(free);
+    let pct = if total == 0 { 0.0 } else { 100.0 * used as f64 / total as f64 };
+    let mut o = String::new();
+    let _ = writeln!(o, "Effective GPU memory usage: {pct:.2}% ({}/{})", format_bytes(used), format_bytes(total));
+    let what = if e.device().is_host() { "Host memory (no GPU)" } else { "CUDA GPU memory" };
+    let _ = writeln!(o, "{what} usage: {}", format_bytes(st.reserved_bytes));
+    let _ = writeln!(
+        o,
+        "{} usage: {} ({} allocated, {} cached)",
+        e.pool_kind().type_name(),
+        format_bytes(st.reserved_bytes),
+        format_bytes(st.allocated_bytes),
+        format_bytes(st.cached_bytes)
+    );
+    if st.limit_bytes > 0 {
+        let _ = writeln!(o, "Memory limit: {}", format_bytes(st.limit_bytes));
+    }
+    if allocations == Allocations::Listed && e.config().debug > 0 {
+        for a in e.outstanding() {
+            let _ = writeln!(o, "Outstanding memory allocation of {} bytes at {:#x}", a.requested, a.ptr);
+            for f in &a.frames {
+                let _ = writeln!(o, "  {f}");
+            }
+        }
+    }
+    o
+}
