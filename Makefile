@@ -16,8 +16,9 @@ NVRTC_ENV   = CUMEM_NVRTC_LIBRARY="$${CUMEM_NVRTC_LIBRARY:-$(NVRTC_LOCAL)}"
 
 all: build
 
+# The engine library and the benchmark tool (a crate of the workspace: bench/cumem-bench).
 build:
-	$(CARGO) build --release
+	$(CARGO) build --release --workspace
 
 julia: $(JULIA)
 
@@ -33,7 +34,7 @@ nvrtc:
 test: julia build nvrtc rust-test julia-test
 
 rust-test:
-	$(NVRTC_ENV) $(CARGO) test
+	$(NVRTC_ENV) $(CARGO) test --workspace
 
 julia-test: julia build
 	$(NVRTC_ENV) $(JULIA) --project=$(CURDIR) -e 'using Pkg; Pkg.test()'

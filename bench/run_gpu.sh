@@ -3,7 +3,7 @@
 #
 # The GPU machine has no Rust toolchain. Before the run, put into a carried folder
 # (default .device/ in the repository root, or $CUMEM_DEVICE_DIR):
-#   .device/cumem-bench        the release binary (cargo build --release --bin cumem-bench)
+#   .device/cumem-bench        the release binary (cargo build --release -p cumem-bench)
 #   .device/traces/*.trace     the traces (or *.trace directly in .device/; else data/ is used)
 #   .device/anchor_bench.py    ../shared/bench/anchor_bench.py
 # and run from the repository root:  OUT=/some/dir bash bench/run_gpu.sh

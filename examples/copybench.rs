@@ -24,7 +24,10 @@ fn main() {
         std::env::set_var("CUMEM_DEVICE", "host");
         std::env::set_var("JULIA_CUDA_MEMORY_POOL", &pool);
     }
-    println!("{:8} {:>9} {:>9} {:>9} {:>9}   (ns per call, {pool} pool, host device)", "bytes", "htod", "dtoh", "memset", "dtod");
+    println!(
+        "{:8} {:>9} {:>9} {:>9} {:>9}   (ns per call, {pool} pool, host device)",
+        "bytes", "htod", "dtoh", "memset", "dtod"
+    );
     for bytes in [8u64, 4096, 1 << 20] {
         let (mut a, mut b) = (0u64, 0u64);
         // SAFETY: valid out-pointers.
@@ -48,9 +51,12 @@ fn main() {
             )
         };
         // SAFETY: `host` is readable and writable for `bytes`.
-        let htod = time(&mut || assert_eq!(unsafe { cumem_copy_htod(black_box(a), host.as_ptr().cast(), bytes) }, 0));
-        let dtoh =
-            time(&mut || assert_eq!(unsafe { cumem_copy_dtoh(host.as_mut_ptr().cast(), black_box(a), bytes) }, 0));
+        let htod = time(&mut || {
+            assert_eq!(unsafe { cumem_copy_htod(black_box(a), host.as_ptr().cast(), bytes) }, 0)
+        });
+        let dtoh = time(&mut || {
+            assert_eq!(unsafe { cumem_copy_dtoh(host.as_mut_ptr().cast(), black_box(a), bytes) }, 0)
+        });
         let memset = time(&mut || assert_eq!(cumem_memset(black_box(a), 7, bytes), 0));
         let dtod = time(&mut || assert_eq!(cumem_copy_dtod(black_box(b), a, bytes), 0));
         println!("{bytes:8} {htod:9.1} {dtoh:9.1} {memset:9.1} {dtod:9.1}");

@@ -203,7 +203,13 @@ impl Engine {
     /// single-threaded program); otherwise the folded sums when this change was folded
     /// (within [`stats::FOLD_BYTES`] per other shard), and None (no peak update) when not.
     #[inline]
-    fn engine_wide(&self, home: usize, req: u64, alloc: u64, folded: Option<(u64, u64)>) -> Option<(u64, u64)> {
+    fn engine_wide(
+        &self,
+        home: usize,
+        req: u64,
+        alloc: u64,
+        folded: Option<(u64, u64)>,
+    ) -> Option<(u64, u64)> {
         if self.used_shards.load(Relaxed) & !(1u64 << home) == 0 { Some((req, alloc)) } else { folded }
     }
 

@@ -213,7 +213,8 @@ pub unsafe extern "C" fn cumem_memory_status_ex(buf: *mut c_char, len: usize, fl
         guard(|_| Err(Error::InvalidValue(format!("unknown flags {flags:#x} for cumem_memory_status_ex"))));
         return 0;
     }
-    let what = if flags & CUMEM_STATUS_NO_ALLOCATIONS != 0 { Allocations::Omitted } else { Allocations::Listed };
+    let what =
+        if flags & CUMEM_STATUS_NO_ALLOCATIONS != 0 { Allocations::Omitted } else { Allocations::Listed };
     // SAFETY: the caller's guarantee, passed on.
     unsafe { write_status(buf, len, what) }
 }

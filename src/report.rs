@@ -36,7 +36,8 @@ pub fn memory_status(e: &Engine, allocations: Allocations) -> String {
     let used = total.saturating_sub(free);
     let pct = if total == 0 { 0.0 } else { 100.0 * used as f64 / total as f64 };
     let mut o = String::new();
-    let _ = writeln!(o, "Effective GPU memory usage: {pct:.2}% ({}/{})", format_bytes(used), format_bytes(total));
+    let _ =
+        writeln!(o, "Effective GPU memory usage: {pct:.2}% ({}/{})", format_bytes(used), format_bytes(total));
     let what = if e.device().is_host() { "Host memory (no GPU)" } else { "CUDA GPU memory" };
     let _ = writeln!(o, "{what} usage: {}", format_bytes(st.reserved_bytes));
     let _ = writeln!(

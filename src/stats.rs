@@ -285,8 +285,12 @@ pub(crate) fn reset(
     peaks.allocated.store(allocated, Relaxed);
     peaks.cached.store(reserved.saturating_sub(allocated), Relaxed);
     device.peak_reserved.store(reserved, Relaxed);
-    for c in [&device.num_device_allocations, &device.num_device_frees, &device.device_alloc_ns, &device.device_free_ns]
-    {
+    for c in [
+        &device.num_device_allocations,
+        &device.num_device_frees,
+        &device.device_alloc_ns,
+        &device.device_free_ns,
+    ] {
         c.store(0, Relaxed);
     }
 }

@@ -205,7 +205,8 @@ impl SplitPool {
     fn alloc_small(&mut self, size: u64, up: ShardUpstream<'_>) -> Result<Block> {
         let mut found = self.indexes[SMALL].best_fit(size);
         if found.is_none() && up.growth_excess(SMALL_SEGMENT) > 0 {
-            found = smaller(self.indexes[MEDIUM_HOLES].best_fit(size), self.indexes[BIG_HOLES].best_fit(size));
+            found =
+                smaller(self.indexes[MEDIUM_HOLES].best_fit(size), self.indexes[BIG_HOLES].best_fit(size));
         }
         let (i, hit) = match found {
             Some((_, _, i)) => (i, true),

@@ -40,5 +40,4 @@ impl SplitPool {
         self.touched = touched;
         self.quick_bytes = 0;
     }
-
 }

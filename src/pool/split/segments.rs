@@ -3,8 +3,8 @@
 //! that carve, merge and obtain them.
 
 use super::{BIG_HOLES, BIG_WHOLE, MEDIUM_HOLES, MEDIUM_WHOLE, MIN_BLOCK, SMALL, SMALL_SIZE, SplitPool};
-use crate::pool::Pool;
 use crate::error::Result;
+use crate::pool::Pool;
 use crate::upstream::ShardUpstream;
 
 /// No node.
@@ -177,5 +177,4 @@ impl SplitPool {
         self.index_insert(i);
         Ok(i)
     }
-
 }

@@ -2,8 +2,8 @@
 //! the placement rules one by one.
 
 use super::*;
-use crate::upstream::Upstream;
 use crate::device::HostDevice;
+use crate::upstream::Upstream;
 use std::collections::BTreeMap;
 
 const MIB: u64 = 1 << 20;
@@ -75,12 +75,7 @@ fn random_operations_keep_the_structure() {
                         assert!(p + s <= b.ptr, "step {step}: {:#x} overlaps {p:#x}+{s}", b.ptr);
                     }
                     if let Some((&p, _)) = live.range(b.ptr..).next() {
-                        assert!(
-                            b.ptr + b.size <= p,
-                            "step {step}: {:#x}+{} overlaps {p:#x}",
-                            b.ptr,
-                            b.size
-                        );
+                        assert!(b.ptr + b.size <= p, "step {step}: {:#x}+{} overlaps {p:#x}", b.ptr, b.size);
                     }
                     let t = step as u8;
                     tag(b.ptr, bytes, t);
@@ -175,12 +170,9 @@ fn block_base_finds_the_block_around_an_address() {
     assert_eq!(b.ptr, a.ptr + 3 * MIB);
     let seg = up.segment_containing(a.ptr).unwrap().0;
     assert_eq!(seg, a.ptr);
-    for (addr, base) in [
-        (a.ptr, a.ptr),
-        (a.ptr + 3 * MIB - 1, a.ptr),
-        (b.ptr + 1, b.ptr),
-        (b.ptr + 4 * MIB, b.ptr + 4 * MIB),
-    ] {
+    for (addr, base) in
+        [(a.ptr, a.ptr), (a.ptr + 3 * MIB - 1, a.ptr), (b.ptr + 1, b.ptr), (b.ptr + 4 * MIB, b.ptr + 4 * MIB)]
+    {
         assert_eq!(pool.block_base(addr, seg), base, "{:#x}", addr - seg);
     }
 }

@@ -1,4 +1,6 @@
-//! `cumem-bench`: CuMem's benchmark tool.
+//! `cumem-bench`: CuMem's benchmark tool (a crate of its own, so that the engine
+//! library does not depend on what only the benchmarks use). The binary is `src/main.rs`;
+//! this library also serves `examples/fragcheck.rs`.
 //!
 //! - `replay`: replays allocation traces (`data/*.trace` by default) through each pool;
 //! - `pair`: alloc+free pair latency of a cache hit, per size;
@@ -9,12 +11,12 @@
 //! Tables on stdout by default; `--json` prints one JSON object per line instead.
 //! `--quick` is a mode small enough for CI: see each subcommand's help.
 
-mod chart;
-mod pair;
-mod replay;
-mod report;
-mod threads;
-mod trace;
+pub mod chart;
+pub mod pair;
+pub mod replay;
+pub mod report;
+pub mod threads;
+pub mod trace;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use cumem::device::{CudaDevice, Device, HostDevice};
@@ -210,7 +212,9 @@ impl Progress {
     }
 }
 
-fn main() {
+/// Runs the command line `std::env::args()` asks for; exits with status 1 and a
+/// message on stderr when it fails.
+pub fn main() {
     let cli = Cli::parse();
     let r = match cli.cmd {
         Cmd::Replay(a) => replay::run(&a),

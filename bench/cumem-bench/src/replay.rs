@@ -70,14 +70,30 @@ pub struct ReplayRow {
     pub reserved_at_end: u64,
 }
 
-struct PassOut {
-    ns: f64,
-    failed: u64,
-    free_errors: u64,
+/// What one pass did.
+pub struct PassOut {
+    /// Time of the event loop, ns.
+    pub ns: f64,
+    /// Allocations that failed.
+    pub failed: u64,
+    /// Frees the engine refused (a bug if ever non-zero).
+    pub free_errors: u64,
 }
 
 /// One pass: the timed event loop, then the freeing of what is still alive.
-fn pass(engine: &Engine, ops: &[Op], ptrs: &mut [u64]) -> PassOut {
+pub fn pass(engine: &Engine, ops: &[Op], ptrs: &mut [u64]) -> PassOut {
+    pass_observed(engine, ops, ptrs, |_, _| {})
+}
+
+/// As [`pass`], calling `observe` after each event inside the timed loop (fragcheck's
+/// snapshots at the peak; [`pass`]'s no-op compiles away).
+#[inline]
+pub fn pass_observed(
+    engine: &Engine,
+    ops: &[Op],
+    ptrs: &mut [u64],
+    mut observe: impl FnMut(&Engine, &Op),
+) -> PassOut {
     let mut failed = 0u64;
     let mut free_errors = 0u64;
     let t0 = Instant::now();
@@ -97,6 +113,7 @@ fn pass(engine: &Engine, ops: &[Op], ptrs: &mut [u64]) -> PassOut {
                 }
             }
         }
+        observe(engine, op);
     }
     let ns = t0.elapsed().as_nanos() as f64;
     black_box(&ptrs);

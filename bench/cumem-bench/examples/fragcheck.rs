@@ -1,10 +1,10 @@
-//! Replays allocation traces (format in /work/shared/traces/README.md) through the pools
+//! Replays allocation traces (the format of `cumem-bench replay`) through the pools
 //! on the host device and prints, per trace and pool, peak reserved ÷ peak live bytes of
 //! the cold pass, cold and warm ns/event, and device allocations of each warm pass
 //! (mean over runs; max).
 //!
 //! ```text
-//! fragcheck [--pools split,binned] [--passes 5] [--runs 3] [--device host|fake|cuda] [--seed 0] TRACE...
+//! cargo run --release -p cumem-bench --example fragcheck -- [--pools split,binned] [--passes 5] [--runs 3] [--device host|fake|cuda] [--seed 0] TRACE...
 //! ```
 //!
 //! As the bench tool (`cumem-bench replay`): one engine per (trace, pool, run); pass 1
@@ -16,10 +16,11 @@
 //! peak reserved.
 use cumem::device::{CudaDevice, Device, HostDevice};
 use cumem::{Config, Engine, PoolKind};
+use cumem_bench::median;
+use cumem_bench::replay;
+use cumem_bench::trace::Trace;
 use std::collections::BTreeMap;
-use std::hint::black_box;
 use std::sync::Mutex;
-use std::time::Instant;
 
 /// A device that hands out random, non-overlapping, 2 MiB-aligned addresses and no
 /// memory (fragcheck never touches it): each run sees a different address order, as
@@ -72,53 +73,22 @@ impl Device for FakeDevice {
     }
 }
 
-struct Trace {
-    name: String,
-    /// (is_alloc, id, bytes)
-    ops: Vec<(bool, usize, u64)>,
-    slots: usize,
-    peak_live: u64,
-}
-
-fn load(path: &str) -> Trace {
-    let text = std::fs::read_to_string(path).unwrap();
-    let ops: Vec<(bool, usize, u64)> = text
-        .lines()
-        .filter(|l| !l.starts_with('#') && !l.is_empty())
-        .map(|l| {
-            let mut it = l.split_whitespace();
-            let k = it.next().unwrap() == "a";
-            let id: usize = it.next().unwrap().parse().unwrap();
-            let sz = if k { it.next().unwrap().parse().unwrap() } else { 0 };
-            (k, id, sz)
-        })
-        .collect();
-    let slots = ops.iter().map(|o| o.1 + 1).max().unwrap_or(0);
-    let mut sizes = vec![0u64; slots];
-    let (mut live, mut peak_live) = (0u64, 0u64);
-    for &(a, id, sz) in &ops {
-        if a {
-            sizes[id] = sz;
-            live += sz;
-            peak_live = peak_live.max(live);
-        } else {
-            live -= sizes[id];
-        }
-    }
-    Trace { name: path.rsplit('/').next().unwrap().trim_end_matches(".trace").into(), ops, slots, peak_live }
-}
-
-/// One timed pass; live blocks are freed after the timing. Returns ns/event.
+/// One pass, as `cumem-bench replay` times it; returns ns/event. With `detail`, also
+/// records the state at each new peak of reserved bytes (inside the timed loop).
 fn pass(e: &Engine, t: &Trace, ptrs: &mut [u64], detail: &mut Option<String>) -> f64 {
-    let (mut live, mut last_peak) = (0u64, 0u64);
-    let mut sizes = vec![0u64; if detail.is_some() { t.slots } else { 0 }];
-    let t0 = Instant::now();
-    for &(a, id, sz) in &t.ops {
-        if a {
-            ptrs[id] = e.alloc(black_box(sz)).unwrap();
-            if let Some(snap) = detail.as_mut() {
-                sizes[id] = sz;
-                live += sz;
+    let out = match detail.as_mut() {
+        None => replay::pass(e, &t.ops, ptrs),
+        Some(snap) => {
+            let (mut live, mut last_peak) = (0u64, 0u64);
+            let mut sizes = vec![0u64; t.slots];
+            replay::pass_observed(e, &t.ops, ptrs, |e, op| {
+                let slot = op.slot as usize;
+                if op.is_free() {
+                    live -= sizes[slot];
+                    return;
+                }
+                sizes[slot] = op.bytes;
+                live += op.bytes;
                 let s = e.stats();
                 if s.peak_reserved_bytes > last_peak {
                     last_peak = s.peak_reserved_bytes;
@@ -129,31 +99,14 @@ fn pass(e: &Engine, t: &Trace, ptrs: &mut [u64], detail: &mut Option<String>) ->
                         s.allocated_bytes >> 20,
                         s.inactive_split_bytes >> 20,
                         s.cached_bytes >> 20,
-                        sz >> 20
+                        op.bytes >> 20
                     );
                 }
-            }
-        } else {
-            e.free(black_box(std::mem::take(&mut ptrs[id]))).unwrap();
-            if detail.is_some() {
-                live -= sizes[id];
-            }
+            })
         }
-    }
-    let ns = t0.elapsed().as_nanos() as f64 / t.ops.len() as f64;
-    for p in ptrs.iter_mut() {
-        e.free(std::mem::take(p)).unwrap();
-    }
-    ns
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
+    };
+    assert_eq!((out.failed, out.free_errors), (0, 0), "{}: failed allocations or frees", t.name);
+    out.ns / t.ops.len() as f64
 }
 
 fn main() {
@@ -180,7 +133,7 @@ fn main() {
         "trace", "pool", "reserved/live", "cold ns", "warm ns", "cold devA"
     );
     for path in &paths {
-        let t = load(path);
+        let t = Trace::load(std::path::Path::new(path)).unwrap_or_else(|e| panic!("{e}"));
         for &pool in &pools {
             let (mut lo, mut hi) = (f64::MAX, 0f64);
             let (mut cold, mut warm) = (Vec::new(), Vec::new());
@@ -223,8 +176,8 @@ fn main() {
                 t.name,
                 pool.name(),
                 range,
-                median(&mut cold),
-                median(&mut warm),
+                median(&cold),
+                median(&warm),
                 cold_dev,
                 per_pass
                     .iter()

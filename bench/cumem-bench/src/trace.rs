@@ -146,9 +146,9 @@ impl Trace {
 }
 
 /// The traces `replay` uses when none are named: `data/*.trace` under the current
-/// directory, else under the crate's source directory; sorted by name.
+/// directory, else under the repository's root; sorted by name.
 pub fn default_traces() -> Result<Vec<PathBuf>, String> {
-    for dir in [PathBuf::from("data"), Path::new(env!("CARGO_MANIFEST_DIR")).join("data")] {
+    for dir in [PathBuf::from("data"), Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data")] {
         if let Ok(rd) = std::fs::read_dir(&dir) {
             let mut v: Vec<PathBuf> = rd
                 .filter_map(|e| e.ok().map(|e| e.path()))
