@@ -12,7 +12,7 @@ use crate::config::{Config, PoolKind};
 use crate::device::{self, Device};
 use crate::error::{Error, Result};
 use crate::format::format_bytes;
-use crate::live::{Live, LiveTable};
+use crate::live::{LiveBlock, LiveTable};
 use crate::pool::{AnyPool, MAX_REQUEST, Pool};
 use crate::stats::{self, Peaks, ShardStats, Stats};
 use crate::sync::ShardMutex;
@@ -184,7 +184,7 @@ impl Engine {
                 return Err(e);
             }
         };
-        s.live.insert(block.ptr, Live { requested: bytes, size: block.size, origin });
+        s.live.insert(block.ptr, LiveBlock { requested: bytes, size: block.size, origin });
         s.stats.on_alloc(bytes, block.size, block.hit);
         let (req, alloc, folded) = (s.stats.requested, s.stats.allocated, s.stats.fold(&self.peaks));
         drop(s);

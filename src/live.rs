@@ -14,7 +14,7 @@ use crate::tracking::Origin;
 
 /// What the engine keeps of a live allocation.
 #[derive(Debug)]
-pub struct Live {
+pub struct LiveBlock {
     /// Bytes the caller asked for.
     pub requested: u64,
     /// Size of the block handed out (bytes).
@@ -25,12 +25,12 @@ pub struct Live {
 
 struct Slot {
     key: u64,
-    live: Live,
+    live: LiveBlock,
 }
 
-const EMPTY: Slot = Slot { key: 0, live: Live { requested: 0, size: 0, origin: None } };
+const EMPTY: Slot = Slot { key: 0, live: LiveBlock { requested: 0, size: 0, origin: None } };
 
-/// An address-keyed table of [`Live`] entries.
+/// An address-keyed table of [`LiveBlock`] entries.
 pub struct LiveTable {
     slots: Box<[Slot]>,
     len: usize,
@@ -72,7 +72,7 @@ impl LiveTable {
 
     /// Adds `key` (non-zero, not present: the pool never hands out a live block twice).
     #[inline]
-    pub fn insert(&mut self, key: u64, live: Live) {
+    pub fn insert(&mut self, key: u64, live: LiveBlock) {
         debug_assert!(key != 0 && self.get(key).is_none(), "address {key:#x} inserted twice");
         if (self.len + 1) * 2 > self.slots.len() {
             self.grow(); // load factor at most 1/2: probes stay short
@@ -90,7 +90,7 @@ impl LiveTable {
 
     /// The entry for `key`, if live.
     #[inline]
-    pub fn get(&self, key: u64) -> Option<&Live> {
+    pub fn get(&self, key: u64) -> Option<&LiveBlock> {
         self.find(key).map(|i| &self.slots[i].live)
     }
 
@@ -112,7 +112,7 @@ impl LiveTable {
 
     /// Removes and returns the entry for `key`, if live.
     #[inline]
-    pub fn remove(&mut self, key: u64) -> Option<Live> {
+    pub fn remove(&mut self, key: u64) -> Option<LiveBlock> {
         let mut hole = self.find(key)?;
         let out = std::mem::replace(&mut self.slots[hole], EMPTY).live;
         self.len -= 1;
@@ -148,7 +148,7 @@ impl LiveTable {
     }
 
     /// Removes every entry, yielding `(address, entry)`.
-    pub fn drain(&mut self) -> impl Iterator<Item = (u64, Live)> + '_ {
+    pub fn drain(&mut self) -> impl Iterator<Item = (u64, LiveBlock)> + '_ {
         self.len = 0;
         self.slots.iter_mut().filter(|s| s.key != 0).map(|s| {
             let s = std::mem::replace(s, EMPTY);
@@ -157,7 +157,7 @@ impl LiveTable {
     }
 
     /// Every live entry as `(address, entry)`, in no particular order.
-    pub fn iter(&self) -> impl Iterator<Item = (u64, &Live)> {
+    pub fn iter(&self) -> impl Iterator<Item = (u64, &LiveBlock)> {
         self.slots.iter().filter(|s| s.key != 0).map(|s| (s.key, &s.live))
     }
 }
@@ -168,8 +168,8 @@ mod tests {
     use proptest::prelude::*;
     use std::collections::HashMap;
 
-    fn live(n: u64) -> Live {
-        Live { requested: n, size: n + 1, origin: None }
+    fn live(n: u64) -> LiveBlock {
+        LiveBlock { requested: n, size: n + 1, origin: None }
     }
 
     proptest! {

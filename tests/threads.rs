@@ -60,18 +60,6 @@ impl Drop for PanicFlag<'_> {
     }
 }
 
-/// xorshift64*: a small deterministic generator per thread.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-}
-
 /// Mostly small sizes: 90% up to 4 KiB, 9% up to 256 KiB, 1% up to 4 MiB.
 fn size(r: &mut Rng) -> u64 {
     let x = r.next();

@@ -6,7 +6,6 @@ use super::{Device, device_err};
 use crate::error::{Error, Result};
 use crate::format::format_bytes;
 use cudarc::driver::{result, sys};
-use std::cell::Cell;
 
 /// CUDA device `ordinal` through its primary context, made current on every thread
 /// that calls (Julia finalizers run on any thread).
@@ -18,11 +17,6 @@ pub struct CudaDevice {
 // SAFETY: a CUDA context handle may be used from any thread; the driver synchronises.
 unsafe impl Send for CudaDevice {}
 unsafe impl Sync for CudaDevice {}
-
-thread_local! {
-    /// The context this thread last made current (null: none yet).
-    static CURRENT: Cell<usize> = const { Cell::new(0) };
-}
 
 impl CudaDevice {
     /// Opens device `ordinal`: loads libcuda (checking first that it is present, since
@@ -48,12 +42,16 @@ impl CudaDevice {
         Ok(d)
     }
 
-    /// Makes the context current on this thread, once per thread.
+    /// Makes the context current on this thread unless it already is. The driver is
+    /// asked each time (`cuCtxGetCurrent`, a thread-local read inside the driver), as
+    /// cudarc does, rather than trusting a cache of our own: another library in the
+    /// process (CUDA.jl, cuBLAS, a user's code) may have made its own context current on
+    /// this thread since our last call.
     fn bind(&self) -> Result<()> {
-        if CURRENT.with(|c| c.get()) != self.ctx as usize {
-            // SAFETY: `ctx` is a retained primary context.
+        let current = result::ctx::get_current().map_err(|e| device_err("cuCtxGetCurrent", e))?;
+        if current != Some(self.ctx) {
+            // SAFETY: `ctx` is a retained primary context, valid for the process.
             unsafe { result::ctx::set_current(self.ctx) }.map_err(|e| device_err("cuCtxSetCurrent", e))?;
-            CURRENT.with(|c| c.set(self.ctx as usize));
         }
         Ok(())
     }
@@ -90,6 +88,7 @@ impl Device for CudaDevice {
 
     unsafe fn free(&self, ptr: u64, _bytes: u64) -> Result<()> {
         self.bind()?;
+        // SAFETY: the caller guarantees `ptr` came from `alloc` and was not freed.
         unsafe { result::free_sync(ptr) }.map_err(|e| device_err("cuMemFree", e))
     }
 
@@ -101,18 +100,23 @@ impl Device for CudaDevice {
 
     unsafe fn copy_htod(&self, dst: u64, src: *const u8, bytes: u64) -> Result<()> {
         self.bind()?;
+        // SAFETY: the caller guarantees `src` is readable for `bytes`.
         let s = unsafe { std::slice::from_raw_parts(src, bytes as usize) };
+        // SAFETY: the caller guarantees `[dst, dst+bytes)` is device memory.
         unsafe { result::memcpy_htod_sync(dst, s) }.map_err(|e| device_err("cuMemcpyHtoD", e))
     }
 
     unsafe fn copy_dtoh(&self, dst: *mut u8, src: u64, bytes: u64) -> Result<()> {
         self.bind()?;
+        // SAFETY: the caller guarantees `dst` is writable for `bytes`.
         let d = unsafe { std::slice::from_raw_parts_mut(dst, bytes as usize) };
+        // SAFETY: the caller guarantees `[src, src+bytes)` is device memory.
         unsafe { result::memcpy_dtoh_sync(d, src) }.map_err(|e| device_err("cuMemcpyDtoH", e))
     }
 
     unsafe fn copy_dtod(&self, dst: u64, src: u64, bytes: u64) -> Result<()> {
         self.bind()?;
+        // SAFETY: the caller guarantees both ranges are device memory.
         unsafe { result::memcpy_dtod_sync(dst, src, bytes as usize) }
             .map_err(|e| device_err("cuMemcpyDtoD", e))?;
         // cuMemcpyDtoD is asynchronous to the host for device memory: wait, so a
@@ -122,6 +126,7 @@ impl Device for CudaDevice {
 
     unsafe fn memset(&self, dst: u64, value: u8, bytes: u64) -> Result<()> {
         self.bind()?;
+        // SAFETY: the caller guarantees `[dst, dst+bytes)` is device memory.
         unsafe { result::memset_d8_sync(dst, value, bytes as usize) }
             .map_err(|e| device_err("cuMemsetD8", e))?;
         result::ctx::synchronize().map_err(|e| device_err("cuCtxSynchronize", e))

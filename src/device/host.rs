@@ -88,21 +88,28 @@ impl Device for HostDevice {
     }
 
     unsafe fn copy_htod(&self, dst: u64, src: *const u8, bytes: u64) -> Result<()> {
+        // SAFETY: the caller guarantees `src` readable and `[dst, dst+bytes)` device
+        // memory, which on this device is host memory of this process.
         unsafe { std::ptr::copy(src, dst as *mut u8, bytes as usize) };
         Ok(())
     }
 
     unsafe fn copy_dtoh(&self, dst: *mut u8, src: u64, bytes: u64) -> Result<()> {
+        // SAFETY: the caller guarantees `dst` writable and `[src, src+bytes)` device
+        // (here: host) memory.
         unsafe { std::ptr::copy(src as *const u8, dst, bytes as usize) };
         Ok(())
     }
 
     unsafe fn copy_dtod(&self, dst: u64, src: u64, bytes: u64) -> Result<()> {
+        // SAFETY: the caller guarantees both ranges are device (here: host) memory;
+        // `copy` allows them to overlap.
         unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, bytes as usize) };
         Ok(())
     }
 
     unsafe fn memset(&self, dst: u64, value: u8, bytes: u64) -> Result<()> {
+        // SAFETY: the caller guarantees `[dst, dst+bytes)` is device (here: host) memory.
         unsafe { std::ptr::write_bytes(dst as *mut u8, value, bytes as usize) };
         Ok(())
     }

@@ -213,3 +213,22 @@ impl Device for Counted {
         unsafe { self.inner.memset(dst, value, bytes) }
     }
 }
+
+/// xorshift64*: a small deterministic generator (one per thread in the threaded tests).
+/// The seed must not be 0.
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// The next 64 random bits.
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// A number below `n` (> 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
