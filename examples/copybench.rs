@@ -5,7 +5,7 @@
 //! the copy runs); large ones the copy itself.
 //!
 //! ```text
-//! cargo run --release --example copybench [pool]      # default: binned
+//! cargo run --release --example copybench [pool [sizes]]   # default: binned 8,4096,1048576
 //! ```
 
 use cumem::ffi::{cumem_alloc, cumem_copy_dtod, cumem_copy_dtoh, cumem_copy_htod, cumem_free, cumem_memset};
@@ -19,6 +19,9 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 fn main() {
     let pool = std::env::args().nth(1).unwrap_or_else(|| "binned".into());
+    let sizes: Vec<u64> = std::env::args().nth(2).map_or(vec![8, 4096, 1 << 20], |s| {
+        s.split(',').map(|x| x.parse().expect("a size in bytes")).collect()
+    });
     // SAFETY: set before any other thread exists and before the engine reads them.
     unsafe {
         std::env::set_var("CUMEM_DEVICE", "host");
@@ -28,7 +31,7 @@ fn main() {
         "{:8} {:>9} {:>9} {:>9} {:>9}   (ns per call, {pool} pool, host device)",
         "bytes", "htod", "dtoh", "memset", "dtod"
     );
-    for bytes in [8u64, 4096, 1 << 20] {
+    for bytes in sizes {
         let (mut a, mut b) = (0u64, 0u64);
         // SAFETY: valid out-pointers.
         unsafe {

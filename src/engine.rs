@@ -7,6 +7,9 @@
 //! order of first use); a free goes to the shard that owns the pointer, trying the home
 //! shard first. So the cache-hit path is one uncontended lock, one hash-table operation
 //! and one free-list operation, with no device call and no heap allocation.
+//!
+//! A copy checks its range where it pins the block (under the shard's lock), so a free on
+//! another thread never releases memory a copy is writing ([`Engine::copy_htod`]).
 
 use crate::config::{Config, PoolKind};
 use crate::device::{self, Device};
