@@ -2,14 +2,19 @@
 //! and tracking of outstanding allocations, for Julia (through the C ABI in [`ffi`]) and
 //! Rust.
 //!
-//! Layers, bottom up (after RAPIDS RMM's resources and adaptors):
+//! Layers, bottom up (after RAPIDS RMM's resources and adaptors; each uses only those
+//! below it, as `tests/layers.rs` checks and `docs/design.md` draws):
 //! - [`device`]: where memory comes from, the CUDA driver or host memory;
 //! - [`upstream`]: the memory limit and device-call counters over the device;
 //! - [`pool`]: the four caching pools (`binned`, `split`, `simple`, `none`);
-//! - [`engine`]: live allocations, statistics, tracking and the out-of-memory retry,
+//! - [`engine`]: live allocations, tracking, the out-of-memory retry and checked copies,
 //!   shared by all pools;
+//! - [`report`]: the `memory_status` text;
 //! - [`ffi`]: the C ABI (`include/cumem.h`);
 //! - [`compute`]: NVRTC kernels and cuBLAS on the same device, with their C functions.
+//!
+//! Leaves that any layer may use: [`error`] (errors and their status codes), [`stats`]
+//! (every counter and peak), [`config`], [`format`], [`sync`], [`tracking`], [`live`].
 //!
 //! ```
 //! use cumem::{Config, Engine, PoolKind, device::HostDevice};

@@ -239,6 +239,8 @@ end
                       ("CUMEM_ERROR_CONFIG", CuMem.CUMEM_ERROR_CONFIG),
                       ("CUMEM_ERROR_DEVICE", CuMem.CUMEM_ERROR_DEVICE),
                       ("CUMEM_ERROR_INTERNAL", CuMem.CUMEM_ERROR_INTERNAL),
+                      ("CUMEM_ERROR_NOT_SUPPORTED", CuMem.CUMEM_ERROR_NOT_SUPPORTED),
+                      ("CUMEM_ERROR_COMPILE", CuMem.CUMEM_ERROR_COMPILE),
                       ("CUMEM_ALLOC_NO_RECLAIM", CuMem.CUMEM_ALLOC_NO_RECLAIM),
                       ("CUMEM_STATUS_NO_ALLOCATIONS", CuMem.CUMEM_STATUS_NO_ALLOCATIONS))
         d = match(Regex("#define $name (\\d+)\n"), header)

@@ -23,6 +23,9 @@ const LAYERS: &[(&str, u32)] = &[
     ("engine", 5),
     ("report", 6),
     ("ffi", 7),
+    // kernels and cuBLAS over the engine's device and memory; its C functions
+    // (compute/capi.rs) use the C ABI's guard, so the module sits above ffi
+    ("compute", 8),
 ];
 
 /// `crate::<name>` references in `text`, comments removed.
