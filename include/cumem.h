@@ -244,6 +244,29 @@ int32_t cumem_gemm(int32_t dtype,
 // or `CUMEM_ERROR_DEVICE` (`CUMEM_DEVICE=cuda` without a usable GPU).
 int32_t cumem_init(void);
 
+// The engine's version (the crate's, e.g. `"0.1.0"`). Static storage; never fails and
+// does not initialise the engine.
+const char *cumem_version(void);
+
+// Turns capture of the engine's log messages on (`on` ≠ 0) or off. While on, messages
+// that pass the `CUMEM_LOG` filter are queued (at most 256, the oldest dropped) instead
+// of written to stderr, for the caller to take with `cumem_log_next` and pass to its own
+// logging. Call it before `cumem_init` to capture the messages of initialisation (e.g.
+// the host-device fallback warning). Returns 1 if capture was on before, else 0. Does
+// not initialise the engine.
+int32_t cumem_log_capture(int32_t on);
+
+// Takes the oldest captured log message. Writes its level to `*level` (1 error, 2 warn,
+// 3 info, 4 debug, 5 trace; 0 when the queue is empty) and the text to `buf` with
+// `snprintf` semantics, and returns the text's full length in bytes (without NUL; 0 when
+// empty). The message is removed from the queue only when it fit (`len` > the returned
+// length): call again with a larger buffer otherwise. Does not initialise the engine.
+//
+// # Safety
+// `level` must be null or writable for one `int32_t`; `buf` null or writable for `len`
+// bytes.
+size_t cumem_log_next(int32_t *level, char *buf, size_t len);
+
 // This thread's last error message, `""` if none. The pointer stays valid until the
 // thread's next failing call.
 const char *cumem_last_error(void);

@@ -2,17 +2,12 @@
 #
 # The package entry point src/CuMem.jl includes this file. The user-facing API follows
 # CUDA.jl 2.x (CuArray, cu, unsafe_free!, memory_status, reclaim, CuIterator, ...);
-# docs/julia.md is the guide, ../shared/DESIGN.md §4 the contract.
-
-# Not precompiled: the engine library's path is a `const` (ccall needs one on Julia 1.5)
-# taken from ENV["CUMEM_LIBRARY"] each time the package loads. A precompiled cache would
-# freeze the path seen when the cache was built. The module is small; loading it from
-# source takes well under a second.
-__precompile__(false)
+# docs/julia.md is the guide, docs/design.md the contract between Julia and the engine.
 
 module CuMem
 
 using Libdl
+using Logging
 using LinearAlgebra
 using Printf
 

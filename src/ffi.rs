@@ -56,7 +56,7 @@ pub fn engine() -> Result<&'static Engine> {
     }
     let cfg = Config::from_env()?;
     let filter = cfg.log.clone().unwrap_or_else(|| "warn".into());
-    let _ = env_logger::Builder::new().parse_filters(&filter).try_init();
+    crate::logging::init(&filter);
     let e = Engine::new(cfg)?;
     Ok(ENGINE.get_or_init(|| e))
 }
@@ -92,6 +92,66 @@ pub(crate) fn null_err(name: &str) -> Error {
 #[unsafe(no_mangle)]
 pub extern "C" fn cumem_init() -> i32 {
     guard(|_| Ok(()))
+}
+
+/// The engine's version (the crate's, e.g. `"0.1.0"`). Static storage; never fails and
+/// does not initialise the engine.
+#[unsafe(no_mangle)]
+pub extern "C" fn cumem_version() -> *const c_char {
+    static V: &std::ffi::CStr = match std::ffi::CStr::from_bytes_with_nul(concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes()) {
+        Ok(v) => v,
+        Err(_) => c"",
+    };
+    V.as_ptr()
+}
+
+/// Turns capture of the engine's log messages on (`on` ≠ 0) or off. While on, messages
+/// that pass the `CUMEM_LOG` filter are queued (at most 256, the oldest dropped) instead
+/// of written to stderr, for the caller to take with `cumem_log_next` and pass to its own
+/// logging. Call it before `cumem_init` to capture the messages of initialisation (e.g.
+/// the host-device fallback warning). Returns 1 if capture was on before, else 0. Does
+/// not initialise the engine.
+#[unsafe(no_mangle)]
+pub extern "C" fn cumem_log_capture(on: i32) -> i32 {
+    catch_unwind(|| crate::logging::set_capture(on != 0) as i32).unwrap_or(0)
+}
+
+/// Takes the oldest captured log message. Writes its level to `*level` (1 error, 2 warn,
+/// 3 info, 4 debug, 5 trace; 0 when the queue is empty) and the text to `buf` with
+/// `snprintf` semantics, and returns the text's full length in bytes (without NUL; 0 when
+/// empty). The message is removed from the queue only when it fit (`len` > the returned
+/// length): call again with a larger buffer otherwise. Does not initialise the engine.
+///
+/// # Safety
+/// `level` must be null or writable for one `int32_t`; `buf` null or writable for `len`
+/// bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cumem_log_next(level: *mut i32, buf: *mut c_char, len: usize) -> usize {
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        crate::logging::with_next(|lv, msg| {
+            let n = msg.len();
+            let fits = !buf.is_null() && len > n;
+            if !buf.is_null() && len > 0 {
+                let k = n.min(len - 1);
+                // SAFETY: the caller guarantees `buf` is writable for `len` ≥ k + 1 bytes.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(msg.as_ptr(), buf as *mut u8, k);
+                    *buf.add(k) = 0;
+                }
+            }
+            ((lv as i32, n), fits)
+        })
+    }));
+    let (lv, n) = r.ok().flatten().unwrap_or((0, 0));
+    if !level.is_null() {
+        // SAFETY: checked non-null; the caller guarantees it is writable.
+        unsafe { *level = lv };
+    }
+    if n == 0 && !buf.is_null() && len > 0 {
+        // SAFETY: `buf` is writable for `len` ≥ 1 bytes.
+        unsafe { *buf = 0 };
+    }
+    n
 }
 
 /// This thread's last error message, `""` if none. The pointer stays valid until the

@@ -8,7 +8,7 @@
 //! - [`pool`]: the four caching pools (`binned`, `split`, `simple`, `none`);
 //! - [`engine`]: live allocations, statistics, tracking and the out-of-memory retry,
 //!   shared by all pools;
-//! - [`ffi`]: the C ABI (`include/cumem.h`);
+//! - [`ffi`]: the C ABI (`include/cumem.h`); [`logging`]: its log messages;
 //! - [`compute`]: NVRTC kernels and cuBLAS on the same device, with their C functions.
 //!
 //! ```
@@ -30,6 +30,7 @@ pub mod error;
 pub mod ffi;
 pub mod format;
 pub mod live;
+pub mod logging;
 pub mod pool;
 pub mod stats;
 pub mod sync;
