@@ -133,7 +133,7 @@ const USE = """
         # The bundled Julia's depot holds an empty registry (scripts/install-julia.sh);
         # adding by name must work beside it.
         localreg = joinpath(ROOT, ".julia-local", "depot", "registries", "Local")
-        isdir(localreg) && cp(localreg, joinpath(depot, "registries", "Local"))
+        isdir(localreg) && cp(localreg, joinpath(mkpath(joinpath(depot, "registries")), "Local"))
 
         real_cargo = path_cargo()
         fakebin, calls = fake_rustup(joinpath(tmp, "rustup"), something(real_cargo, "/nonexistent/cargo"))
