@@ -10,6 +10,7 @@ using Libdl
 using Logging
 using LinearAlgebra
 using Printf
+using Serialization
 
 export CuArray, CuVector, CuMatrix, CuVecOrMat, CuPtr, cu, unsafe_free!,
        allowscalar, @allowscalar,
@@ -26,6 +27,7 @@ include("compute.jl")     # NVRTC kernels, launch, cuBLAS gemm!, synchronize, ho
 include("scalar.jl")      # scalar indexing policy (allowscalar)
 include("adapt.jl")       # adapt (a stand-in for Adapt.jl) and cu
 include("iterator.jl")    # CuIterator
+include("interop.jl")     # deepcopy, serialize, unsafe_wrap
 
 function __init__()
     init_library()

@@ -1,4 +1,4 @@
-# Device buffers: allocation through the ladder of DESIGN.md §4, reference-counted release
+# Device buffers: allocation through the ladder (docs/design.md), reference-counted release
 # that is safe in a GC finalizer, and the -g2 allocation traces.
 
 # One device allocation, shared by every CuArray made from it by `reshape`/`vec`.
@@ -9,6 +9,7 @@ mutable struct Buffer
     refs::Threads.Atomic{Int}
     freed::Bool                    # set (only) by the last release, before cumem_free
     trace::Any                     # an AllocTrace when tracking (-g2), else nothing
+    owned::Bool                    # false for `unsafe_wrap(...; own = false)`: never freed here
 end
 
 struct AllocTrace
@@ -52,7 +53,7 @@ end
 function alloc_buffer(bytes::Int)
     bytes < 0 && throw(ArgumentError("cannot allocate $bytes bytes"))
     ptr = bytes == 0 ? UInt64(0) : alloc_ptr(bytes)
-    buf = Buffer(ptr, bytes, Threads.Atomic{Int}(1), false, nothing)
+    buf = Buffer(ptr, bytes, Threads.Atomic{Int}(1), false, nothing, true)
     if TRACK[] && ptr != 0
         track!(buf)
     end
@@ -83,7 +84,7 @@ free_errors() = (FREE_ERRORS[], LAST_FREE_ERROR_PTR[], LAST_FREE_ERROR_CODE[])
     if Threads.atomic_sub!(buf.refs, 1) == 1
         buf.freed = true
         ptr = buf.ptr
-        if ptr != 0
+        if ptr != 0 && buf.owned
             code = c_free(ptr)
             if code != CUMEM_SUCCESS
                 Threads.atomic_add!(FREE_ERRORS, 1)

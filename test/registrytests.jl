@@ -176,7 +176,11 @@ const USE = """
         @test ok
         @test !occursin("failed to update", text)
 
-        # ] add <path>, building for real (into the same target directory)
+        # ] add <path>, building for real (into the same target directory). Julia 1.5's
+        # libgit2 cannot open a `git worktree` checkout (.git is a file there): add a
+        # clone of it instead.
+        addpath = isdir(joinpath(ROOT, ".git")) ? ROOT : joinpath(tmp, "clone")
+        addpath == ROOT || run(`git clone -q $ROOT $addpath`)
         depot3 = joinpath(tmp, "depot3")
         mkpath(depot3)
         env3 = joinpath(tmp, "env-path")
@@ -184,7 +188,7 @@ const USE = """
         ok, text = julia_in(depot3, """
             import Pkg
             Pkg.activate($(repr(env3)))
-            Pkg.add(Pkg.PackageSpec(path = $(repr(ROOT))))
+            Pkg.add(Pkg.PackageSpec(path = $(repr(addpath))))
             $USE
             """; build = true, path = buildpath, target = target)
         @test ok
