@@ -20,11 +20,12 @@ end
 ## the allocation ladder
 
 # Allocates `bytes` (> 0) bytes: the pool; on out of memory GC.gc(false) and retry; then
-# GC.gc(true) and retry; then reclaim() and retry; then OutOfGPUMemoryError.
+# GC.gc(true) and retry; then reclaim() and retry; then, while other threads are still
+# freeing memory, retry again; then OutOfGPUMemoryError.
 #
 # The first three attempts ask the engine not to release its cache on failure, so that
-# memory the GC returns lands in a warm pool; only the last one, after `reclaim()`, lets
-# the engine release and retry itself.
+# memory the GC returns lands in a warm pool; only the later ones, after `reclaim()`,
+# let the engine release and retry itself.
 @inline function alloc_ptr(bytes::Int)
     out = Ref{UInt64}(0)
     code = c_alloc_noreclaim(bytes % UInt64, out)
@@ -32,8 +33,22 @@ end
     return alloc_retry(bytes, code)
 end
 
+# The engine's count of frees so far (all threads).
+function frees_so_far()
+    r = Ref{CStats}()
+    c_get_stats(r)
+    return r[].num_frees
+end
+
+# How often the ladder retries while other threads keep freeing memory, and how long it
+# waits between tries (seconds). Bounded, so that a thread that allocates and frees in a
+# loop cannot keep a real out-of-memory from being reported.
+const FREE_WAIT_ROUNDS = 200
+const FREE_WAIT_PAUSE = 100e-6
+
 @noinline function alloc_retry(bytes::Int, code::Int32)
     out = Ref{UInt64}(0)
+    frees = frees_so_far()
     for step in 1:3
         code == CUMEM_ERROR_OUT_OF_MEMORY || throw_code(code)
         if step == 1
@@ -46,8 +61,24 @@ end
         code = step < 3 ? c_alloc_noreclaim(bytes % UInt64, out) : c_alloc(bytes % UInt64, out)
         code == CUMEM_SUCCESS && return out[]
     end
+    # With several threads, a GC started by another thread runs its finalizers on that
+    # thread: our own GC.gc finds nothing left to finalize while the other thread is still
+    # returning the memory, one array at a time. Wait for it while frees keep advancing;
+    # stop at the first pause in which nothing was freed.
+    for _ in 1:FREE_WAIT_ROUNDS
+        code == CUMEM_ERROR_OUT_OF_MEMORY || throw_code(code)
+        now = frees_so_far()
+        now == frees && break
+        frees = now
+        GC.safepoint()
+        Libc.systemsleep(FREE_WAIT_PAUSE)
+        code = c_alloc(bytes % UInt64, out)
+        code == CUMEM_SUCCESS && return out[]
+    end
     code == CUMEM_ERROR_OUT_OF_MEMORY || throw_code(code)
-    throw(OutOfGPUMemoryError(bytes, sprint(memory_status)))
+    reason = last_error()
+    flush_engine_log()
+    throw(OutOfGPUMemoryError(bytes, sprint(memory_status), reason))
 end
 
 function alloc_buffer(bytes::Int)

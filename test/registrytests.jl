@@ -181,8 +181,12 @@ const USE = """
         # clone of it instead.
         addpath = isdir(joinpath(ROOT, ".git")) ? ROOT : joinpath(tmp, "clone")
         addpath == ROOT || run(`git clone -q $ROOT $addpath`)
+        # (a depot of its own, or Pkg would find the package installed by name and not
+        # build it again; with the bundled Julia's empty registry, so that Pkg does not
+        # try to clone the General registry)
         depot3 = joinpath(tmp, "depot3")
-        mkpath(depot3)
+        mkpath(joinpath(depot3, "registries"))
+        isdir(localreg) && cp(localreg, joinpath(depot3, "registries", "Local"))
         env3 = joinpath(tmp, "env-path")
         rm(calls, force = true)
         ok, text = julia_in(depot3, """
