@@ -40,15 +40,26 @@ function frees_so_far()
     return r[].num_frees
 end
 
-# How often the ladder retries while other threads keep freeing memory, and how long it
-# waits between tries (seconds). Bounded, so that a thread that allocates and frees in a
-# loop cannot keep a real out-of-memory from being reported.
-const FREE_WAIT_ROUNDS = 200
-const FREE_WAIT_PAUSE = 100e-6
+# How often the ladder retries while other threads may still return memory, and how long
+# it waits between tries (seconds). Bounded, so that threads allocating and freeing in a
+# loop cannot keep a real out-of-memory from being reported (after about 0.1 s).
+const FREE_WAIT_ROUNDS = 500
+const FREE_WAIT_PAUSE = 200e-6
+
+# Threads in `alloc_retry` now.
+const LADDERS = Threads.Atomic{Int}(0)
 
 @noinline function alloc_retry(bytes::Int, code::Int32)
+    Threads.atomic_add!(LADDERS, 1)
+    try
+        return alloc_ladder(bytes, code)
+    finally
+        Threads.atomic_sub!(LADDERS, 1)
+    end
+end
+
+function alloc_ladder(bytes::Int, code::Int32)
     out = Ref{UInt64}(0)
-    frees = frees_so_far()
     for step in 1:3
         code == CUMEM_ERROR_OUT_OF_MEMORY || throw_code(code)
         if step == 1
@@ -61,19 +72,28 @@ const FREE_WAIT_PAUSE = 100e-6
         code = step < 3 ? c_alloc_noreclaim(bytes % UInt64, out) : c_alloc(bytes % UInt64, out)
         code == CUMEM_SUCCESS && return out[]
     end
-    # With several threads, a GC started by another thread runs its finalizers on that
-    # thread: our own GC.gc finds nothing left to finalize while the other thread is still
-    # returning the memory, one array at a time. Wait for it while frees keep advancing;
-    # stop at the first pause in which nothing was freed.
-    for _ in 1:FREE_WAIT_ROUNDS
-        code == CUMEM_ERROR_OUT_OF_MEMORY || throw_code(code)
-        now = frees_so_far()
-        now == frees && break
-        frees = now
-        GC.safepoint()
-        Libc.systemsleep(FREE_WAIT_PAUSE)
-        code = c_alloc(bytes % UInt64, out)
-        code == CUMEM_SUCCESS && return out[]
+    # With several threads, our GC.gc may not have collected anything: when another thread
+    # is already collecting, it only waits for that collection, and that thread then runs
+    # the finalizers, returning the memory one array at a time while we retry. So: one
+    # more full collection, then retry while frees advance or another thread is in this
+    # ladder too (its collection may be what frees our memory); stop at the first pause
+    # in which neither was true.
+    if Threads.nthreads() > 1
+        frees = frees_so_far()
+        for round in 1:FREE_WAIT_ROUNDS
+            code == CUMEM_ERROR_OUT_OF_MEMORY || throw_code(code)
+            if round == 1
+                GC.gc(true)
+            else
+                now = frees_so_far()
+                (now == frees && LADDERS[] <= 1) && break
+                frees = now
+                GC.safepoint()
+                Libc.systemsleep(FREE_WAIT_PAUSE)
+            end
+            code = c_alloc(bytes % UInt64, out)
+            code == CUMEM_SUCCESS && return out[]
+        end
     end
     code == CUMEM_ERROR_OUT_OF_MEMORY || throw_code(code)
     reason = last_error()

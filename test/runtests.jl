@@ -4,6 +4,7 @@
 #
 #   pool tests × {binned, split, simple, none}     test/pooltests.jl (2 threads)
 #   out of memory under a 64 MiB limit             test/oomtests.jl
+#   no spurious out of memory with 2 threads       test/thread_oom_tests.jl
 #   the leak report under -g2 and CUMEM_DEBUG=2    test/debugtests.jl
 #   bad configuration / missing library            `using CuMem` must fail clearly
 #   installing by name, path and dev               test/registrytests.jl
@@ -74,6 +75,9 @@ for pool in POOLS[1:min(2, end)]
                           JULIA_CUDA_MEMORY_LIMIT = "64MiB"),
                     passed))
 end
+push!(jobs, Job("out of memory, 2 threads",
+                julia(testfile("thread_oom_tests.jl"); JULIA_NUM_THREADS = 2, JULIA_CUDA_MEMORY_LIMIT = "8MiB"),
+                passed))
 push!(jobs, Job("leak report, julia -g2", julia("-g2", testfile("debugtests.jl"); JULIA_NUM_THREADS = 2), passed))
 push!(jobs, Job("leak report, CUMEM_DEBUG=2", julia(testfile("debugtests.jl"); CUMEM_DEBUG = 2), passed))
 push!(jobs, Job("bad pool name",
