@@ -28,6 +28,7 @@ include("scalar.jl")      # scalar indexing policy (allowscalar)
 include("adapt.jl")       # adapt (a stand-in for Adapt.jl) and cu
 include("iterator.jl")    # CuIterator
 include("interop.jl")     # deepcopy, serialize, unsafe_wrap
+include("info.jl")        # functional, versioninfo
 
 function __init__()
     init_library()
