@@ -100,6 +100,54 @@ let env = job_env("PATH" => "/usr/bin:/bin", "CARGO_HOME" => joinpath(tempdir(),
                         failed_with("`cargo` was not found", "https://rustup.rs", "CUMEM_LIBRARY")))
     end
 end
+# The package is precompiled, and the library is chosen when it loads: the same cache
+# serves CUMEM_LIBRARY=<a copy> and the package's own build, and `ccall` reaches the file
+# that was chosen (its functions, not another build's; /proc/self/maps shows one
+# libcumem).
+const LIBCOPY = joinpath(mktempdir(), "libcumem-copy.so")
+cp(joinpath(ROOT, "target", "release", "libcumem.so"), LIBCOPY)
+const WHICH_LIB = """
+    using CuMem, Libdl
+    println("CACHES ", length(Base.find_all_in_cache_path(Base.PkgId(CuMem))))
+    lib = CuMem.library_path()
+    println("LIBRARY ", lib)
+    @assert cglobal((:cumem_init, CuMem.libcumem)) == Libdl.dlsym(Libdl.dlopen(lib), :cumem_init)
+    maps = unique(filter(p -> occursin("libcumem", p), [split(l)[end] for l in readlines("/proc/self/maps") if length(split(l)) >= 6]))
+    println("MAPPED ", join(maps, " "))
+    @assert Array(CuArray([1, 2])) == [1, 2]
+    """
+push!(jobs, Job("precompiled, CUMEM_LIBRARY chosen at load",
+                julia("-e", WHICH_LIB; CUMEM_LIBRARY = LIBCOPY),
+                (code, out) -> code == 0 && occursin("LIBRARY $LIBCOPY\n", out) &&
+                               occursin("MAPPED $LIBCOPY\n", out) && occursin(r"CACHES [1-9]", out)))
+push!(jobs, Job("precompiled, the package's own library",
+                julia("-e", WHICH_LIB; CUMEM_LIBRARY = ""),
+                (code, out) -> code == 0 &&
+                               occursin("MAPPED $(joinpath(ROOT, "target", "release", "libcumem.so"))\n", out)))
+# Another libcumem.so loaded first would take the name: refused, not mixed.
+push!(jobs, Job("another libcumem already loaded",
+                julia("-e", "using Libdl; Libdl.dlopen($(repr(LIBCOPY)), Libdl.RTLD_GLOBAL); using CuMem";
+                      CUMEM_LIBRARY = ""),
+                failed_with("another engine library", LIBCOPY, "is already loaded")))
+# The engine's log goes through Julia's logging: shown as Julia log records (here debug
+# records, enabled with JULIA_DEBUG), never as env_logger's own stderr lines, and
+# silenced by the usual means.
+const LOG_SCRIPT = """
+    using CuMem
+    x = CuArray{UInt8}(undef, 3 << 20)
+    unsafe_free!(x); reclaim()
+    CuMem.flush_engine_log()
+    println("LOG_DONE")
+    """
+push!(jobs, Job("engine log through Julia's logging",
+                julia("-e", LOG_SCRIPT; CUMEM_LOG = "debug", JULIA_DEBUG = "CuMem"),
+                (code, out) -> code == 0 && occursin("┌ Debug: CuMem engine: device allocation of", out) &&
+                               !occursin(r"\[\S+ DEBUG cumem", out) && occursin("LOG_DONE", out)))
+push!(jobs, Job("engine log silenced by Logging",
+                julia("-e", "using Logging; Logging.disable_logging(Logging.Warn); " * LOG_SCRIPT;
+                      CUMEM_LOG = "debug", JULIA_DEBUG = "CuMem", CUMEM_DEVICE = "auto"),
+                (code, out) -> code == 0 && !occursin("CuMem engine", out) && !occursin("cumem", lowercase(replace(out, "LOG_DONE" => ""))) &&
+                               occursin("LOG_DONE", out)))
 push!(jobs, Job("environment read at load",
                 julia("-e", """
                       using CuMem
@@ -133,6 +181,10 @@ function run_job(job::Job)
     t = @elapsed p = run(pipeline(ignorestatus(job.cmd), stdout = out, stderr = out))
     return (code = p.exitcode, out = String(take!(out)), time = t)
 end
+
+# Precompile once, before processes start in parallel (each would otherwise compile
+# the package into the same cache file).
+run(julia("-e", "using CuMem"))
 
 @info "CuMem tests: $(length(jobs)) Julia processes, $NJOBS at a time, device $DEVICE"
 t0 = time()
