@@ -73,9 +73,20 @@ function checked_bytes(::Type{T}, dims::Dims) where {T}
     return bytes
 end
 
+"""
+    CuVector{T} = CuArray{T,1}
+    CuMatrix{T} = CuArray{T,2}
+    CuVecOrMat{T} = Union{CuVector{T},CuMatrix{T}}
+
+One- and two-dimensional [`CuArray`](@ref)s, as `Vector`, `Matrix` and `VecOrMat`.
+`CuVector{T}(undef, n)`, `CuMatrix{T}(undef, m, n)`; a wrong number of dimensions is a
+`MethodError`, as for `Vector`.
+"""
 const CuVector{T} = CuArray{T,1}
 const CuMatrix{T} = CuArray{T,2}
 const CuVecOrMat{T} = Union{CuVector{T},CuMatrix{T}}
+@doc (@doc CuVector) CuMatrix
+@doc (@doc CuVector) CuVecOrMat
 
 function check_eltype(::Type{T}) where {T}
     isbitstype(T) || throw(ArgumentError("CuArray only supports element types that are " *

@@ -31,9 +31,16 @@ function Base.deepcopy_internal(x::CuArray{T,N}, dict::IdDict) where {T,N}
     return y
 end
 
-# Serialization (also what Distributed sends between processes): the elements travel as
-# a host Array and are uploaded again on deserialization, into a new allocation of the
-# receiving process. Arrays sharing memory are serialized as separate arrays.
+"""
+    serialize(s, x::CuArray)
+    deserialize(s) -> CuArray
+
+A `CuArray` is serialized (also by Distributed, between processes) as its elements,
+downloaded into a host `Array`; deserializing uploads them into a new allocation of the
+receiving process. Arrays that share memory (`reshape`) are serialized as separate arrays.
+Serializing a freed array throws `AssertionError("Use of freed memory")` before writing
+anything.
+"""
 function Serialization.serialize(s::Serialization.AbstractSerializer, x::CuArray{T,N}) where {T,N}
     host = Array(x)                    # first: a freed array throws before anything is written
     Serialization.writetag(s.io, Serialization.OBJECT_TAG)

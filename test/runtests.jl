@@ -148,6 +148,8 @@ push!(jobs, Job("engine log silenced by Logging",
                       CUMEM_LOG = "debug", JULIA_DEBUG = "CuMem", CUMEM_DEVICE = "auto"),
                 (code, out) -> code == 0 && !occursin("CuMem engine", out) && !occursin("cumem", lowercase(replace(out, "LOG_DONE" => ""))) &&
                                occursin("LOG_DONE", out)))
+push!(jobs, Job("docs/api.md matches the docstrings",
+                julia(joinpath(ROOT, "scripts", "gen-api-docs.jl"), "--check"), passed))
 push!(jobs, Job("environment read at load",
                 julia("-e", """
                       using CuMem
