@@ -1,4 +1,4 @@
-//! Statistics, named as PyTorch's `torch.cuda.memory_stats` and DESIGN.md §2. The same
+//! Statistics, named as PyTorch's `torch.cuda.memory_stats` and docs/contract.md. The same
 //! struct is the C ABI's `cumem_stats_t`.
 
 /// A snapshot of the engine's statistics. Byte counts are in bytes, times in ns.

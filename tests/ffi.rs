@@ -18,7 +18,7 @@ use std::process::Command;
 
 const MARK: &str = "CUMEM_FFI_CHILD";
 
-/// Every variable of the configuration table (DESIGN.md §2); children start without any
+/// Every variable of the configuration table (docs/contract.md); children start without any
 /// of them inherited from the parent.
 const CONFIG_VARS: [&str; 6] = [
     "JULIA_CUDA_MEMORY_POOL",
