@@ -2,7 +2,7 @@
 #
 # The package entry point src/CuMem.jl includes this file. The user-facing API follows
 # CUDA.jl 2.x (CuArray, cu, unsafe_free!, memory_status, reclaim, CuIterator, ...);
-# docs/julia.md is the guide, docs/design.md the contract between Julia and the engine.
+# docs/julia.md is the guide, docs/contract.md the contract between Julia and the engine.
 
 module CuMem
 
