@@ -1,5 +1,5 @@
 # The engine library (libcumem.so) and its C ABI (include/cumem.h, generated from
-# src/ffi.rs; docs/design.md describes the contract).
+# src/ffi.rs; docs/contract.md is the contract).
 
 # The package root (the directory holding Project.toml and Cargo.toml).
 const PACKAGE_ROOT = normpath(joinpath(@__DIR__, ".."))
