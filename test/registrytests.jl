@@ -55,13 +55,14 @@ end
 # (target/release/{deps,build,.fingerprint}). Cargo writes new files for the `cumem`
 # crate built from another path (its hash differs) and never rewrites fresh ones; the
 # top-level outputs (libcumem.so, ...) are not linked, so nothing of this checkout's
-# build can be overwritten.
+# build can be overwritten. Where hard links fail, the files are copied.
 function seeded_target_dir(dir)
     rel = mkpath(joinpath(dir, "release"))
     src = joinpath(ROOT, "target", "release")
     for sub in ("deps", "build", ".fingerprint")
         isdir(joinpath(src, sub)) || continue
-        run(`cp -al $(joinpath(src, sub)) $(joinpath(rel, sub))`)
+        from, to = joinpath(src, sub), joinpath(rel, sub)
+        success(pipeline(`cp -al $from $to`, stderr = devnull)) || (rm(to, recursive = true, force = true); run(`cp -a $from $to`))
     end
     for f in (".rustc_info.json", "CACHEDIR.TAG")
         isfile(joinpath(ROOT, "target", f)) && cp(joinpath(ROOT, "target", f), joinpath(dir, f))
@@ -138,7 +139,8 @@ const USE = """
         real_cargo = path_cargo()
         fakebin, calls = fake_rustup(joinpath(tmp, "rustup"), something(real_cargo, "/nonexistent/cargo"))
         buildpath = fakebin * ":" * get(ENV, "PATH", "")
-        target = seeded_target_dir(joinpath(tmp, "target"))
+        # (inside this checkout's target/, so that hard links work: same file system)
+        target = seeded_target_dir(mktempdir(mkpath(joinpath(ROOT, "target"))))
         real_cargo === nothing && @warn "no cargo on PATH: the install tests cannot build the engine"
 
         # ] add CuMem, by name, through Pkg.Registry.add of the registry; Pkg.build
