@@ -53,7 +53,9 @@ whole free blocks/segments can be released; memory in use never is.
 function reclaim(bytes::Integer = typemax(Int))
     bytes < 0 && throw(ArgumentError("reclaim: bytes must be non-negative, got $bytes"))
     b = bytes >= typemax(Int) ? typemax(UInt64) : UInt64(bytes)
-    return c_reclaim(b) % Int
+    released = c_reclaim(b) % Int
+    flush_engine_log()
+    return released
 end
 
 """
@@ -111,6 +113,7 @@ Under `julia -g2` (or with `CUMEM_DEBUG=2`) every outstanding allocation follows
 allocation, CuMem's own frames removed.
 """
 function memory_status(io::IO = stdout)
+    flush_engine_log()
     s = memory_stats()
     free, total = device_memory()
     used = total - free
