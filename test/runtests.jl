@@ -185,8 +185,8 @@ function run_job(job::Job)
 end
 
 # Precompile once, before processes start in parallel (each would otherwise compile
-# the package into the same cache file).
-run(julia("-e", "using CuMem"))
+# the package into the same cache file). Quietly: a failure here shows in the jobs.
+success(pipeline(julia("-e", "using CuMem"), stdout = devnull, stderr = devnull))
 
 @info "CuMem tests: $(length(jobs)) Julia processes, $NJOBS at a time, device $DEVICE"
 t0 = time()
