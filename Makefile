@@ -22,7 +22,8 @@ build:
 
 julia: $(JULIA)
 
-$(JULIA):
+# Re-run when the installer changed: it rewrites the wrapper when its format is outdated.
+$(JULIA): scripts/install-julia.sh
 	bash scripts/install-julia.sh
 
 # NVRTC for compiling kernels to PTX in the tests (about 58 MB from PyPI; skipped with a

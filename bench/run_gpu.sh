@@ -1,21 +1,21 @@
 #!/usr/bin/env bash
 # CuMem's benchmark on the GPU machine, beside the anchor allocators, in one run.
 #
-# The GPU machine has no Rust toolchain. Before the run, put into a carried folder
-# (default .device/ in the repository root, or $CUMEM_DEVICE_DIR):
-#   .device/cumem-bench        the release binary (cargo build --release -p cumem-bench)
-#   .device/traces/*.trace     the traces (or *.trace directly in .device/; else data/ is used)
-#   .device/anchor_bench.py    ../shared/bench/anchor_bench.py
+# The GPU machine needs no Rust toolchain. Before the run, put into a folder copied along
+# with the checkout (default target/gpu-kit/, or $CUMEM_KIT_DIR):
+#   target/gpu-kit/cumem-bench       the release binary (cargo build --release -p cumem-bench)
+#   target/gpu-kit/traces/*.trace    other traces (optional; else data/ is used)
 # and run from the repository root:  OUT=/some/dir bash bench/run_gpu.sh
+# The anchors come from bench/anchor_bench.py (PyTorch must be installed there).
 #
 # Writes under $OUT: anchor.jsonl (+ anchor.log), results.jsonl (replay, pair and threads
 # JSON lines of cumem-bench), tables.txt (the same as tables), perf.svg (the chart),
-# run.log. Expected time: ~1.5 min for anchor_bench.py (25 s of it building its C++
+# run.log. Expected time: ~2.5 min for anchor_bench.py (two PyTorch configurations; 25 s building its C++
 # extension; its cudaMalloc replay of random_seed1 is ~10 s), ~1.5 min for cumem-bench
 # (the `none` pool's cuMemAlloc replay of random_seed1 is ~5 s a pass × 5), well under 6.
 set -uo pipefail
 
-D=${CUMEM_DEVICE_DIR:-.device}
+D=${CUMEM_KIT_DIR:-target/gpu-kit}
 : "${OUT:?set OUT to the output folder}"
 mkdir -p "$OUT"
 BIN="$D/cumem-bench"
@@ -26,8 +26,7 @@ elif compgen -G "$D/*.trace" >/dev/null; then
 else
     TRACES=data
 fi
-ANCHOR="$D/anchor_bench.py"
-[ -f "$ANCHOR" ] || ANCHOR=../shared/bench/anchor_bench.py
+ANCHOR=bench/anchor_bench.py
 chmod +x "$BIN" 2>/dev/null || true
 LOG="$OUT/run.log"
 log() { echo "[$(date +%T)] $*" | tee -a "$LOG" >&2; }
@@ -47,7 +46,7 @@ log "traces: $TRACES ($(ls "$TRACES"/*.trace | xargs -n1 basename | tr '\n' ' ')
 nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv 2>&1 | tee -a "$LOG" >&2 || true
 
 # 1. The anchors: PyTorch's caching allocator, the cudaMallocAsync pool, cudaMalloc.
-step anchor timeout 270 python3 "$ANCHOR" "$TRACES" > "$OUT/anchor.jsonl" 2> "$OUT/anchor.log"
+step anchor timeout 400 python3 "$ANCHOR" "$TRACES" > "$OUT/anchor.jsonl" 2> "$OUT/anchor.log"
 
 # 2. CuMem: every pool on the CUDA device.
 R="$OUT/results.jsonl"

@@ -8,7 +8,8 @@ import json, os, sys
 d = sys.argv[1]
 load = lambda f: [json.loads(l) for l in open(os.path.join(d, f)) if l.startswith("{")] if os.path.exists(os.path.join(d, f)) else []
 R, A, J = load("results.jsonl"), load("anchor.jsonl"), load("julia_bench.jsonl")
-ANCH = [("torch_caching", "PyTorch caching allocator"), ("cuda_async_pool", "cudaMallocAsync pool"), ("cudaMalloc", "cudaMalloc")]
+ANCH = [("torch_caching", "PyTorch caching allocator"), ("torch_expandable", "PyTorch, expandable segments"),
+        ("cuda_async_pool", "cudaMallocAsync pool"), ("cudaMalloc", "cudaMalloc")]
 
 print("### Trace replay (ns per event; peak reserved ÷ peak live)\n")
 print("| trace | allocator | ns/event warm | ns/event cold | reserved ÷ live, cold | reserved ÷ live, warm | device allocs cold / warm |")
@@ -22,6 +23,8 @@ for tr in ["gpt2_train", "random_seed1", "resnet50_train"]:
         if a.get("bench") == "replay" and a["trace"].replace(".trace", "") == tr:
             live = a["peak_live_bytes"]
             for k, name in ANCH:
+                if f"{k}_ns_per_event" not in a:   # not measured in this run
+                    continue
                 cold_ns = a.get(f"{k}_cold_ns_per_event")
                 cold_res = a.get(f"{k}_cold_peak_reserved")
                 print(f"| {tr} | {name} | {a[f'{k}_ns_per_event']:.0f} | {'' if cold_ns is None else f'{cold_ns:.0f}'} | "
@@ -35,7 +38,9 @@ for pool in ["binned", "split", "simple", "none"]:
     row = {r["size"]: r["ns_per_pair"] for r in R if r["bench"] == "pair" and r["pool"] == pool}
     print(f"| CuMem `{pool}` | " + " | ".join(f"{row[s]:.1f}" for s in sizes) + " |")
 for k, name in ANCH:
-    row = {a["bytes"]: a[f"{k}_ns"] for a in A if a.get("bench") == "pair"}
+    row = {a["bytes"]: a[f"{k}_ns"] for a in A if a.get("bench") == "pair" and f"{k}_ns" in a}
+    if not row:
+        continue
     print(f"| {name} | " + " | ".join(f"{row[s]:.0f}" if s in row else "" for s in sizes) + " |")
 
 print("\n### Threads: 4 KiB pairs, aggregate ns per pair (wall time ÷ all pairs)\n")
@@ -45,8 +50,10 @@ print("|---|" + "---:|" * len(ts))
 for pool in ["binned", "split"]:
     row = {r["threads"]: r["ns_per_pair"] for r in R if r["bench"] == "threads" and r["pool"] == pool}
     print(f"| CuMem `{pool}` | " + " | ".join(f"{row[t]:.1f}" for t in ts) + " |")
-for k, name in [("torch_caching", ANCH[0][1]), ("cuda_async", ANCH[1][1])]:
-    row = {a["threads"]: a[f"{k}_ns_per_pair"] for a in A if a.get("bench") == "threads"}
+for k, name in [("torch_caching", ANCH[0][1]), ("torch_expandable", ANCH[1][1]), ("cuda_async", ANCH[2][1])]:
+    row = {a["threads"]: a[f"{k}_ns_per_pair"] for a in A if a.get("bench") == "threads" and f"{k}_ns_per_pair" in a}
+    if not row:
+        continue
     print(f"| {name} | " + " | ".join(f"{row[t]:.0f}" if t in row else "" for t in ts) + " |")
 
 if J:

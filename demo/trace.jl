@@ -1,4 +1,4 @@
-# Allocation traces (format: ../data and ../shared/traces/README.md) replayed through
+# Allocation traces (format: data/README.md) replayed through
 # CuArrays: `CuArray{UInt8}(undef, n)` for each allocation, `unsafe_free!` for each free.
 # Shared by demo/demo.jl and bench/julia_bench.jl.
 

@@ -1,16 +1,39 @@
-# Pkg.build("CuMem"): compiles the Rust engine (target/release/libcumem.so) with cargo.
+# Pkg.build("CuMem"): compiles the Rust engine with `cargo build --release --lib` and
+# leaves it where the package looks for it, `target/release/libcumem.so` in the package.
 #
-# Skipped when CUMEM_LIBRARY is set (the package then loads that library instead).
-# Extra cargo flags can be given in CUMEM_CARGO_FLAGS (e.g. "--offline").
+# - Skipped when CUMEM_LIBRARY is set (the package then loads that library instead).
+# - `cargo` is the first one on PATH, run by that path (see `find_cargo`), else
+#   $CARGO_HOME/bin/cargo (default ~/.cargo/bin/cargo).
+# - CARGO_TARGET_DIR is honoured: cargo then writes the library there, and it is copied
+#   into the package's target/release/.
+# - Extra cargo flags can be given in CUMEM_CARGO_FLAGS (e.g. "--offline").
 
 const ROOT = normpath(joinpath(@__DIR__, ".."))
+const LIBNAME = "libcumem.so"
 
+exe(name) = Sys.iswindows() ? name * ".exe" : name
+
+# The first `cargo` on PATH, as the path of the PATH entry itself. Never resolve it:
+# rustup installs `cargo` as a symlink to the `rustup` binary, which decides what to run
+# from the name it was started as (`Sys.which` returns the symlink's target, and running
+# that is `rustup build --release`, an error).
 function find_cargo()
-    c = Sys.which("cargo")
-    c === nothing || return c
+    for dir in split(get(ENV, "PATH", ""), Sys.iswindows() ? ';' : ':')
+        isempty(dir) && continue
+        c = joinpath(dir, exe("cargo"))
+        isfile(c) && Sys.isexecutable(c) && return c
+    end
     home = get(ENV, "CARGO_HOME", joinpath(homedir(), ".cargo"))
-    c = joinpath(home, "bin", Sys.iswindows() ? "cargo.exe" : "cargo")
+    c = joinpath(home, "bin", exe("cargo"))
     return isfile(c) ? c : nothing
+end
+
+# Where cargo puts the release build: $CARGO_TARGET_DIR/release (relative to the package
+# when relative), else the package's target/release.
+function cargo_release_dir()
+    t = strip(get(ENV, "CARGO_TARGET_DIR", ""))
+    isempty(t) && return joinpath(ROOT, "target", "release")
+    return joinpath(isabspath(t) ? String(t) : joinpath(ROOT, t), "release")
 end
 
 function build()
@@ -28,12 +51,21 @@ function build()
               "`cargo build --release` in $ROOT, or set CUMEM_LIBRARY to a built libcumem.so.")
     end
     flags = split(get(ENV, "CUMEM_CARGO_FLAGS", ""))
-    cmd = Cmd(`$cargo build --release $flags`, dir = ROOT)
+    cmd = Cmd(`$cargo build --release --lib $flags`, dir = ROOT)
     @info "CuMem: building the engine" cmd
     run(cmd)
-    libpath = joinpath(ROOT, "target", "release", "libcumem.so")
-    isfile(libpath) || error("CuMem: cargo finished but $libpath does not exist")
-    @info "CuMem: built $libpath"
+    built = joinpath(cargo_release_dir(), LIBNAME)
+    isfile(built) || error("CuMem: cargo finished but $built does not exist")
+    dest = joinpath(ROOT, "target", "release", LIBNAME)
+    if realpath(dirname(built)) != realpath(mkpath(dirname(dest)))
+        # Copy, then rename over the old file: a process that has the old one loaded
+        # keeps its mapping.
+        tmp = dest * ".tmp"
+        cp(built, tmp, force = true)
+        mv(tmp, dest, force = true)
+        @info "CuMem: copied $built to $dest"
+    end
+    @info "CuMem: built $dest"
 end
 
 build()

@@ -2,19 +2,15 @@
 #
 # The package entry point src/CuMem.jl includes this file. The user-facing API follows
 # CUDA.jl 2.x (CuArray, cu, unsafe_free!, memory_status, reclaim, CuIterator, ...);
-# docs/julia.md is the guide, ../shared/DESIGN.md §4 the contract.
-
-# Not precompiled: the engine library's path is a `const` (ccall needs one on Julia 1.5)
-# taken from ENV["CUMEM_LIBRARY"] each time the package loads. A precompiled cache would
-# freeze the path seen when the cache was built. The module is small; loading it from
-# source takes well under a second.
-__precompile__(false)
+# docs/julia.md is the guide, docs/contract.md the contract between Julia and the engine.
 
 module CuMem
 
 using Libdl
+using Logging
 using LinearAlgebra
 using Printf
+using Serialization
 
 export CuArray, CuVector, CuMatrix, CuVecOrMat, CuPtr, cu, unsafe_free!,
        allowscalar, @allowscalar,
@@ -31,6 +27,8 @@ include("compute.jl")     # NVRTC kernels, launch, cuBLAS gemm!, synchronize, ho
 include("scalar.jl")      # scalar indexing policy (allowscalar)
 include("adapt.jl")       # adapt (a stand-in for Adapt.jl) and cu
 include("iterator.jl")    # CuIterator
+include("interop.jl")     # deepcopy, serialize, unsafe_wrap
+include("info.jl")        # functional, versioninfo
 
 function __init__()
     init_library()

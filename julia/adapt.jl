@@ -49,11 +49,27 @@ adapt_structure(to, A::PermutedDimsArray{T,N,perm}) where {T,N,perm} =
     PermutedDimsArray(adapt(to, parent(A)), perm)
 adapt_structure(to, A::Base.ReshapedArray) = reshape(adapt(to, parent(A)), size(A))
 
+# Element types that are a Union of isbits types (`Union{Missing,Float64}`): CUDA.jl 3
+# and later store such arrays on the device; a CuArray cannot, and converting them element
+# by element would silently leave them on the host.
+isbits_union(T) = T isa Union && all_isbits_members(T.a) && all_isbits_members(T.b)
+all_isbits_members(T) = T isa Union ? isbits_union(T) : isbitstype(T)
+
+@noinline function throw_union_eltype(T)
+    throw(ArgumentError("cannot upload an array with element type $T: a CuArray holds " *
+                        "isbits elements only. Replace the missing (or other) values first, " *
+                        "e.g. `cu(coalesce.(x, NaN))`, or keep a separate mask."))
+end
+
 # Leaves: storage conversions.
-adapt_storage(::Type{CuArray}, xs::AbstractArray) =
-    isbitstype(eltype(xs)) ? convert(CuArray, xs) : map(x -> adapt(CuArray, x), xs)
-adapt_storage(::Type{CuArray{T}}, xs::AbstractArray) where {T} =
-    isbitstype(eltype(xs)) ? convert(CuArray{T}, xs) : map(x -> adapt(CuArray{T}, x), xs)
+function adapt_storage(::Type{CuArray}, xs::AbstractArray)
+    isbits_union(eltype(xs)) && throw_union_eltype(eltype(xs))
+    return isbitstype(eltype(xs)) ? convert(CuArray, xs) : map(x -> adapt(CuArray, x), xs)
+end
+function adapt_storage(::Type{CuArray{T}}, xs::AbstractArray) where {T}
+    isbits_union(eltype(xs)) && throw_union_eltype(eltype(xs))
+    return isbitstype(eltype(xs)) ? convert(CuArray{T}, xs) : map(x -> adapt(CuArray{T}, x), xs)
+end
 adapt_storage(::Type{Array}, xs::CuArray) = Array(xs)
 adapt_storage(::Type{Array}, xs::AbstractArray) =
     isbitstype(eltype(xs)) ? xs : map(x -> adapt(Array, x), xs)
@@ -61,8 +77,10 @@ adapt_storage(::Type{Array}, xs::AbstractArray) =
 # cu: CUDA.jl 2.x's CuArrayAdaptor.
 struct Float32Adaptor end
 
-adapt_storage(to::Float32Adaptor, xs::AbstractArray) =
-    isbitstype(eltype(xs)) ? convert(CuArray, xs) : map(x -> adapt(to, x), xs)
+function adapt_storage(to::Float32Adaptor, xs::AbstractArray)
+    isbits_union(eltype(xs)) && throw_union_eltype(eltype(xs))
+    return isbitstype(eltype(xs)) ? convert(CuArray, xs) : map(x -> adapt(to, x), xs)
+end
 adapt_storage(::Float32Adaptor, xs::AbstractArray{<:Real}) = convert(CuArray{Float32}, xs)
 adapt_storage(::Float32Adaptor, xs::AbstractArray{<:Complex}) = convert(CuArray{ComplexF32}, xs)
 
@@ -75,6 +93,7 @@ ones `CuArray{ComplexF32}`), other isbits element types are kept, and structure 
 `cu(Diagonal([1, 2]))` is a `Diagonal{Float32,CuArray{Float32,1}}`; adjoints,
 transposes, tuples and named tuples likewise (see [`CuMem.adapt`](@ref)). Scalars and
 other values are returned unchanged. A CuArray that already has the target type is
-returned as is, not copied.
+returned as is, not copied. Arrays with `missing` (element type `Union{Missing,T}`) are
+an `ArgumentError`: a CuArray holds isbits elements only.
 """
 cu(xs) = adapt(Float32Adaptor(), xs)

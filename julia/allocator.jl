@@ -1,4 +1,4 @@
-# Device buffers: allocation through the ladder of DESIGN.md §4, reference-counted release
+# Device buffers: allocation through the ladder (docs/design.md), reference-counted release
 # that is safe in a GC finalizer, and the -g2 allocation traces.
 
 # One device allocation, shared by every CuArray made from it by `reshape`/`vec`.
@@ -9,6 +9,7 @@ mutable struct Buffer
     refs::Threads.Atomic{Int}
     freed::Bool                    # set (only) by the last release, before cumem_free
     trace::Any                     # an AllocTrace when tracking (-g2), else nothing
+    owned::Bool                    # false for `unsafe_wrap(...; own = false)`: never freed here
 end
 
 struct AllocTrace
@@ -20,7 +21,8 @@ end
 
 # Allocates `bytes` (> 0) bytes: the pool; on out of memory GC.gc(false) and retry; then
 # GC.gc(true) and retry; then a plain allocation, for which the engine releases its cache
-# and retries once itself; then OutOfGPUMemoryError.
+# and retries once itself; then, while other threads are still freeing memory, retry
+# again; then OutOfGPUMemoryError.
 #
 # The first three attempts ask the engine not to release its cache on failure, so that
 # memory the GC returns lands in a warm pool. The last rung (release the cache, retry) is
@@ -32,7 +34,32 @@ end
     return alloc_retry(bytes, code)
 end
 
+# The engine's count of frees so far (all threads).
+function frees_so_far()
+    r = Ref{CStats}()
+    c_get_stats(r)
+    return r[].num_frees
+end
+
+# How often the ladder retries while other threads may still return memory, and how long
+# it waits between tries (seconds). Bounded, so that threads allocating and freeing in a
+# loop cannot keep a real out-of-memory from being reported (after about 0.1 s).
+const FREE_WAIT_ROUNDS = 500
+const FREE_WAIT_PAUSE = 200e-6
+
+# Threads in `alloc_retry` now.
+const LADDERS = Threads.Atomic{Int}(0)
+
 @noinline function alloc_retry(bytes::Int, code::Int32)
+    Threads.atomic_add!(LADDERS, 1)
+    try
+        return alloc_ladder(bytes, code)
+    finally
+        Threads.atomic_sub!(LADDERS, 1)
+    end
+end
+
+function alloc_ladder(bytes::Int, code::Int32)
     out = Ref{UInt64}(0)
     for step in 1:3
         code == CUMEM_ERROR_OUT_OF_MEMORY || throw_code(code)
@@ -44,14 +71,39 @@ end
         code = step < 3 ? c_alloc_noreclaim(bytes % UInt64, out) : c_alloc(bytes % UInt64, out)
         code == CUMEM_SUCCESS && return out[]
     end
+    # With several threads, our GC.gc may not have collected anything: when another thread
+    # is already collecting, it only waits for that collection, and that thread then runs
+    # the finalizers, returning the memory one array at a time while we retry. So: one
+    # more full collection, then retry while frees advance or another thread is in this
+    # ladder too (its collection may be what frees our memory); stop at the first pause
+    # in which neither was true.
+    if Threads.nthreads() > 1
+        frees = frees_so_far()
+        for round in 1:FREE_WAIT_ROUNDS
+            code == CUMEM_ERROR_OUT_OF_MEMORY || throw_code(code)
+            if round == 1
+                GC.gc(true)
+            else
+                now = frees_so_far()
+                (now == frees && LADDERS[] <= 1) && break
+                frees = now
+                GC.safepoint()
+                Libc.systemsleep(FREE_WAIT_PAUSE)
+            end
+            code = c_alloc(bytes % UInt64, out)
+            code == CUMEM_SUCCESS && return out[]
+        end
+    end
     code == CUMEM_ERROR_OUT_OF_MEMORY || throw_code(code)
-    throw(OutOfGPUMemoryError(bytes, sprint(memory_status)))
+    reason = last_error()
+    flush_engine_log()
+    throw(OutOfGPUMemoryError(bytes, sprint(memory_status), reason))
 end
 
 function alloc_buffer(bytes::Int)
     bytes < 0 && throw(ArgumentError("cannot allocate $bytes bytes"))
     ptr = bytes == 0 ? UInt64(0) : alloc_ptr(bytes)
-    buf = Buffer(ptr, bytes, Threads.Atomic{Int}(1), false, nothing)
+    buf = Buffer(ptr, bytes, Threads.Atomic{Int}(1), false, nothing, true)
     if TRACK[] && ptr != 0
         track!(buf)
     end
@@ -82,7 +134,7 @@ free_errors() = (FREE_ERRORS[], LAST_FREE_ERROR_PTR[], LAST_FREE_ERROR_CODE[])
     if Threads.atomic_sub!(buf.refs, 1) == 1
         buf.freed = true
         ptr = buf.ptr
-        if ptr != 0
+        if ptr != 0 && buf.owned
             code = c_free(ptr)
             if code != CUMEM_SUCCESS
                 Threads.atomic_add!(FREE_ERRORS, 1)

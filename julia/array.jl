@@ -42,27 +42,51 @@ mutable struct CuArray{T,N} <: AbstractArray{T,N}
 
     function CuArray{T,N}(::UndefInitializer, dims::Dims{N}) where {T,N}
         check_eltype(T)
-        for d in dims
-            d < 0 && throw(ArgumentError("invalid CuArray dimensions $dims: negative size"))
-        end
-        len = prod(dims)
-        bytes = Base.checked_mul(len, sizeof(T))
+        bytes = checked_bytes(T, dims)
         a = new{T,N}(alloc_buffer(bytes), dims, false)
         finalizer(finalize_array, a)
         return a
     end
 
-    # Shares `buf`, which the caller has retained for this array.
-    function CuArray{T,N}(buf::Buffer, dims::Dims{N}) where {T,N}
+    # Shares `buf`, which the caller has retained for this array. `own = false`: the
+    # memory is not the engine's to free (`unsafe_wrap(CuArray, ptr, dims)`), so no
+    # finalizer.
+    function CuArray{T,N}(buf::Buffer, dims::Dims{N}; own::Bool = true) where {T,N}
         a = new{T,N}(buf, dims, false)
-        finalizer(finalize_array, a)
+        own && finalizer(finalize_array, a)
         return a
     end
 end
 
+# The size in bytes of a `dims` array of `T`. Negative dimensions are an ArgumentError
+# (as for Array); a number of elements or bytes that does not fit an Int is an
+# OverflowError, instead of a product that silently wraps around.
+function checked_bytes(::Type{T}, dims::Dims) where {T}
+    len = 1
+    for d in dims
+        d < 0 && throw(ArgumentError("invalid CuArray dimensions $dims: negative size"))
+        len, o = Base.Checked.mul_with_overflow(len, d)
+        o && throw(OverflowError("CuArray dimensions $dims: the number of elements overflows Int"))
+    end
+    bytes, o = Base.Checked.mul_with_overflow(len, sizeof(T))
+    o && throw(OverflowError("CuArray dimensions $dims: $len elements of $(sizeof(T)) bytes overflow Int"))
+    return bytes
+end
+
+"""
+    CuVector{T} = CuArray{T,1}
+    CuMatrix{T} = CuArray{T,2}
+    CuVecOrMat{T} = Union{CuVector{T},CuMatrix{T}}
+
+One- and two-dimensional [`CuArray`](@ref)s, as `Vector`, `Matrix` and `VecOrMat`.
+`CuVector{T}(undef, n)`, `CuMatrix{T}(undef, m, n)`; a wrong number of dimensions is a
+`MethodError`, as for `Vector`.
+"""
 const CuVector{T} = CuArray{T,1}
 const CuMatrix{T} = CuArray{T,2}
 const CuVecOrMat{T} = Union{CuVector{T},CuMatrix{T}}
+@doc (@doc CuVector) CuMatrix
+@doc (@doc CuVector) CuVecOrMat
 
 function check_eltype(::Type{T}) where {T}
     isbitstype(T) || throw(ArgumentError("CuArray only supports element types that are " *
@@ -104,10 +128,12 @@ isfreed(a::CuArray) = a.freed
 
 ## construction
 
-CuArray{T,N}(::UndefInitializer, dims::Integer...) where {T,N} =
-    CuArray{T,N}(undef, convert(Tuple{Vararg{Int}}, dims))
-CuArray{T,N}(::UndefInitializer, dims::Tuple{Vararg{Integer}}) where {T,N} =
-    CuArray{T,N}(undef, convert(Tuple{Vararg{Int}}, dims))
+# As for Array, the number of dimensions must match N; other counts are a MethodError
+# (`CuVector{Float32}(undef, 2, 2)`), never a conversion loop.
+CuArray{T,N}(::UndefInitializer, dims::Vararg{Integer,N}) where {T,N} =
+    CuArray{T,N}(undef, convert(Dims{N}, dims))
+CuArray{T,N}(::UndefInitializer, dims::NTuple{N,Integer}) where {T,N} =
+    CuArray{T,N}(undef, convert(Dims{N}, dims))
 CuArray{T}(::UndefInitializer, dims::Dims{N}) where {T,N} = CuArray{T,N}(undef, dims)
 CuArray{T}(::UndefInitializer, dims::Integer...) where {T} =
     CuArray{T}(undef, convert(Tuple{Vararg{Int}}, dims))

@@ -21,19 +21,27 @@ function Base.showerror(io::IO, err::CuMemError)
 end
 
 """
-    OutOfGPUMemoryError(sz, info)
+    OutOfGPUMemoryError(sz, info[, reason])
 
 Thrown when an allocation of `sz` bytes fails after every step of the allocation ladder
-(pool, `GC.gc(false)`, `GC.gc(true)`, `reclaim()`). `info` is the text of
-[`memory_status`] at the time of the failure.
+(pool, `GC.gc(false)`, `GC.gc(true)`, `reclaim()`, and retries while other threads are
+still freeing memory). `reason` is the engine's explanation (e.g. `"cannot allocate
+100.000 MiB (104857600 bytes): memory limit of 64.000 MiB reached; reserved …"`), `info`
+the text of [`memory_status`] at the time of the failure. The name and the fields `sz`
+and `info` follow CUDA.jl.
 """
 struct OutOfGPUMemoryError <: Exception
     sz::Int
     info::String
+    reason::String
 end
+OutOfGPUMemoryError(sz::Integer, info::AbstractString) = OutOfGPUMemoryError(sz, info, "")
 
 function Base.showerror(io::IO, err::OutOfGPUMemoryError)
     print(io, "Out of GPU memory trying to allocate ", Base.format_bytes(err.sz))
+    if !isempty(err.reason)
+        print(io, "\n", rstrip(err.reason))
+    end
     if !isempty(err.info)
         print(io, "\n", rstrip(err.info))
     end

@@ -1,23 +1,60 @@
-# The engine library (libcumem.so) and the C ABI of DESIGN.md §3 / include/cumem.h.
+# The engine library (libcumem.so) and its C ABI (include/cumem.h, generated from
+# src/ffi.rs; docs/contract.md is the contract).
 
 # The package root (the directory holding Project.toml and Cargo.toml).
 const PACKAGE_ROOT = normpath(joinpath(@__DIR__, ".."))
 
-# `CUMEM_LIBRARY` if set and non-empty, else the library `cargo build --release` makes in
-# the package. A `const`, as `ccall((:f, lib), ...)` requires on Julia 1.5; computed each
-# time the package loads (the module is not precompiled, see CuMem.jl).
-const libcumem = let p = get(ENV, "CUMEM_LIBRARY", "")
-    isempty(strip(p)) ? joinpath(PACKAGE_ROOT, "target", "release", "libcumem.so") : p
+# Every ccall names the library by its SONAME, a constant (Julia 1.5's ccall needs one,
+# and a constant survives precompilation). `__init__` opens the actual file, chosen at
+# load time, with RTLD_GLOBAL; the dynamic loader then resolves this name to that
+# already-loaded object (build.rs gives the cdylib this SONAME). This is how Julia's JLL
+# packages work.
+const libcumem = "libcumem.so"
+
+# The file opened by `init_library`, and its handle.
+const LIBRARY_PATH = Ref("")
+const LIBRARY_HANDLE = Ref{Ptr{Cvoid}}(C_NULL)
+
+"""
+    CuMem.library_path() -> String
+
+The engine library this process uses: `CUMEM_LIBRARY` when it was set (and non-empty)
+at `using CuMem`, else the package's `target/release/libcumem.so` (what
+`Pkg.build("CuMem")` or `cargo build --release` in the package makes).
+"""
+library_path() = LIBRARY_PATH[]
+
+function configured_library_path()
+    p = strip(get(ENV, "CUMEM_LIBRARY", ""))
+    return isempty(p) ? joinpath(PACKAGE_ROOT, "target", "release", "libcumem.so") : String(p)
 end
 
-if !isfile(libcumem)
-    error("CuMem: the engine library $(repr(libcumem)) does not exist. " *
-          "Build it with `import Pkg; Pkg.build(\"CuMem\")` (it runs `cargo build --release` " *
-          "in $(PACKAGE_ROOT)), or run `cargo build --release` there yourself, or set " *
-          "CUMEM_LIBRARY to the path of a built libcumem.so.")
+# Opens `path` so that `ccall((:f, libcumem), ...)` reaches it, and checks that it does:
+# a different libcumem.so loaded earlier in the process (another build, another path)
+# would take the name, and its functions would be called instead.
+function open_library(path::String)
+    if !isfile(path)
+        error("CuMem: the engine library $(repr(path)) does not exist. " *
+              "Build it with `import Pkg; Pkg.build(\"CuMem\")` (it runs `cargo build --release` " *
+              "in $(PACKAGE_ROOT)), or run `cargo build --release` there yourself, or set " *
+              "CUMEM_LIBRARY to the path of a built libcumem.so.")
+    end
+    # A library that exists but cannot be loaded gets the loader's message here.
+    h = Libdl.dlopen(path, Libdl.RTLD_NOW | Libdl.RTLD_GLOBAL)
+    ours = Libdl.dlsym(h, :cumem_init)
+    called = cglobal((:cumem_init, libcumem))      # what ccall resolves the name to
+    if called != ours
+        other = Libdl.dlpath(Libdl.dlopen(libcumem))
+        error("CuMem: another engine library, $(repr(other)), is already loaded in this " *
+              "process under the name $libcumem, so CuMem cannot use $(repr(path)). " *
+              "Start a new Julia process (and set CUMEM_LIBRARY there if needed).")
+    end
+    LIBRARY_PATH[] = path
+    LIBRARY_HANDLE[] = h
+    return nothing
 end
 
-# Status codes (DESIGN.md §3).
+# Status codes (include/cumem.h).
 const CUMEM_SUCCESS = Int32(0)
 const CUMEM_ERROR_OUT_OF_MEMORY = Int32(1)
 const CUMEM_ERROR_INVALID_VALUE = Int32(2)
@@ -135,10 +172,51 @@ function engine_memory_status(flags::UInt32 = UInt32(0))
     end
 end
 
+"""
+    CuMem.engine_version() -> String
+
+The engine library's version (`cumem_version`), e.g. `"0.1.0"`.
+"""
+engine_version() = unsafe_string(ccall((:cumem_version, libcumem), Cstring, ()))
+
+# The engine's log messages (filtered by CUMEM_LOG, default `warn`) are captured by the
+# engine and re-emitted here through Julia's logging, so that users silence or redirect
+# them as any other Julia log message (e.g. `Logging.disable_logging(Logging.Warn)`).
+function log_level(code::Integer)
+    code <= 1 && return Logging.Error
+    code == 2 && return Logging.Warn
+    code == 3 && return Logging.Info
+    return Logging.Debug
+end
+
+"""
+    CuMem.flush_engine_log()
+
+Emits the engine's queued log messages through Julia's logging (`@logmsg` at the
+message's level, group `:engine`). Called after initialisation and on the slow paths
+(out of memory, `reclaim`, `memory_status`); not from finalizers.
+"""
+function flush_engine_log()
+    level = Ref{Int32}(0)
+    buf = Vector{UInt8}(undef, 1024)
+    while true
+        n = GC.@preserve buf ccall((:cumem_log_next, libcumem), Csize_t,
+                                   (Ptr{Int32}, Ptr{UInt8}, Csize_t), level, buf, length(buf))
+        level[] == 0 && return nothing
+        if n >= length(buf)          # did not fit: still queued; take it with room for it
+            resize!(buf, n + 1)
+            continue
+        end
+        msg = String(buf[1:n])
+        Logging.@logmsg log_level(level[]) string("CuMem engine: ", msg) _group = :engine
+    end
+end
+
 function init_library()
-    # dlopen first: a library that exists but cannot be loaded gets the loader's message.
-    Libdl.dlopen(libcumem)
+    open_library(configured_library_path())
+    ccall((:cumem_log_capture, libcumem), Int32, (Int32,), 1)
     code = ccall((:cumem_init, libcumem), Int32, ())
+    flush_engine_log()
     if code != CUMEM_SUCCESS
         throw(CuMemError(code, "cannot initialise the CuMem engine: " * last_error()))
     end

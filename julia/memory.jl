@@ -7,7 +7,7 @@ const STAT_FIELDS = fieldnames(CStats)
     memory_stats() -> NamedTuple
 
 A snapshot of the engine's statistics, one field per field of `cumem_stats_t`
-(DESIGN.md §2): byte counts and counters as `Int`, `cache_hit_rate` and
+(`cumem_stats_t` in include/cumem.h): byte counts and counters as `Int`, `cache_hit_rate` and
 `fragmentation_ratio` as `Float64`.
 
 | field | meaning |
@@ -53,7 +53,9 @@ whole free blocks/segments can be released; memory in use never is.
 function reclaim(bytes::Integer = typemax(Int))
     bytes < 0 && throw(ArgumentError("reclaim: bytes must be non-negative, got $bytes"))
     b = bytes >= typemax(Int) ? typemax(UInt64) : UInt64(bytes)
-    return c_reclaim(b) % Int
+    released = c_reclaim(b) % Int
+    flush_engine_log()
+    return released
 end
 
 """
@@ -110,6 +112,7 @@ Under `julia -g2` (or with `CUMEM_DEBUG=2`) every outstanding allocation follows
 allocation, CuMem's own frames removed.
 """
 function memory_status(io::IO = stdout)
+    flush_engine_log()
     # The engine writes the summary (src/report.rs); the rest only Julia knows.
     print(io, engine_memory_status(CUMEM_STATUS_NO_ALLOCATIONS))
     nerr, eptr, ecode = free_errors()
@@ -174,24 +177,39 @@ end
 """
     CuMem.@time ex
 
-Runs `ex` like `Base.@time` and also prints what it did to device memory: allocations,
-frees, cache hits and device calls. Returns the value of `ex`.
+Runs `ex` and prints, as `CUDA.@time` does, the elapsed time, the CPU (Julia heap)
+allocations and the share of time spent in garbage collection, then what `ex` did to
+device memory: allocations, frees, cache hits, device allocations, and the bytes live
+afterwards. Returns the value of `ex`. For example:
+
+```
+  0.000093 seconds (5 CPU allocations: 240 bytes, 0.00% gc time) (1 GPU allocation, 1 free, 1 cache hit, 0 device allocations; 0 bytes live)
+```
 """
 macro time(ex)
     quote
         local before = memory_stats()
-        local t0 = time_ns()
-        local val = $(esc(ex))
-        local t1 = time_ns()
+        local r = Base.@timed $(esc(ex))
         local after = memory_stats()
-        print_time_report(t1 - t0, before, after)
-        val
+        # @timed: (value, seconds, bytes, gc seconds, gc counters) on every Julia version
+        print_time_report(r[2], r[3], r[4], cpu_alloc_count(r[5]), before, after)
+        r[1]
     end
 end
 
-function print_time_report(ns, a, b)
+# The number of Julia heap allocations in @timed's GC counters (what Base.@time prints).
+cpu_alloc_count(diff) = isdefined(Base, :gc_alloc_count) ? Int(Base.gc_alloc_count(diff)) : -1
+
+plural(n, what) = string(n, " ", what, n == 1 ? "" : "s")
+
+function print_time_report(seconds, bytes, gcseconds, nalloc, a, b)
     d(f) = getfield(b, f) - getfield(a, f)
-    @printf("  %.6f seconds (%d GPU allocations, %d frees, %d cache hits, %d device allocations, live %s)\n",
-            ns / 1e9, d(:num_allocations), d(:num_frees), d(:num_cache_hits),
-            d(:num_device_allocations), Base.format_bytes(b.requested_bytes))
+    cpu = nalloc < 0 ? string("CPU allocations: ", Base.format_bytes(bytes)) :
+          string(plural(nalloc, "CPU allocation"), ": ", Base.format_bytes(bytes))
+    gcpct = seconds > 0 ? 100 * gcseconds / seconds : 0.0
+    @printf("  %.6f seconds (%s, %.2f%% gc time) (%s, %s, %s, %s; %s live)\n",
+            seconds, cpu, gcpct, plural(d(:num_allocations), "GPU allocation"),
+            plural(d(:num_frees), "free"), plural(d(:num_cache_hits), "cache hit"),
+            plural(d(:num_device_allocations), "device allocation"),
+            Base.format_bytes(b.requested_bytes))
 end

@@ -9,7 +9,7 @@
 #
 # Layout of .julia-local/:
 #   bin/julia   wrapper: sets LD_LIBRARY_PATH, LD_PRELOAD (libgcc_s, then bullseye's
-#               libunwind), JULIA_DEPOT_PATH, JULIA_PKG_SERVER= and JULIA_PKG_OFFLINE=true,
+#               libunwind), JULIA_DEPOT_PATH and JULIA_PKG_SERVER=,
 #               then execs the real binary
 #   root/       the unpacked .debs (root/usr/bin/julia is the real binary)
 #   depot/      the project depot, with an empty registry `Local` so Pkg never tries to
@@ -28,7 +28,7 @@ set -euo pipefail
 
 SUITE=bullseye
 LIBUNWIND_VERSION=1.3.2-2     # bullseye's libunwind8; bookworm's 1.6 makes julia 1.5 segfault
-WRAPPER_FORMAT=2              # bump when the wrapper or depot layout changes
+WRAPPER_FORMAT=3              # bump when the wrapper or depot layout changes
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 JL=$REPO/.julia-local
@@ -105,10 +105,11 @@ case "\${JULIA_DEPOT_PATH:-}" in
   "") JULIA_DEPOT_PATH=\$depot:\$sysdepots ;;
   *) JULIA_DEPOT_PATH=\$depot:\$JULIA_DEPOT_PATH:\$sysdepots ;;
 esac
-# No package server (1.5 defaults to https://pkg.julialang.org), no registry updates.
+# No package server (1.5 defaults to https://pkg.julialang.org). Offline mode is left to
+# the caller: it makes Pkg consider only versions already installed, so adding a package
+# by name from a local registry would fail ("has no known versions").
 JULIA_PKG_SERVER=
-JULIA_PKG_OFFLINE=\${JULIA_PKG_OFFLINE-true}   # the caller may set false (e.g. Pkg.add by name from a local registry)
-export LD_LIBRARY_PATH LD_PRELOAD JULIA_DEPOT_PATH JULIA_PKG_SERVER JULIA_PKG_OFFLINE
+export LD_LIBRARY_PATH LD_PRELOAD JULIA_DEPOT_PATH JULIA_PKG_SERVER
 exec "\$root/usr/bin/julia" "\$@"
 EOF
   chmod 755 "$WRAPPER.tmp"

@@ -1,5 +1,5 @@
 //! Configuration, read once from the environment when the engine initialises
-//! (`../shared/DESIGN.md` §2, "Configuration").
+//! (the configuration table of docs/contract.md).
 
 use crate::error::{Error, Result};
 use std::ffi::CStr;
@@ -135,7 +135,7 @@ impl Default for Config {
 }
 
 impl Config {
-    /// Reads every variable of the table in DESIGN.md §2 from the process environment.
+    /// Reads every variable of the configuration table (docs/contract.md) from the process environment.
     /// An empty value counts as unset. Errors: [`Error::Config`] for the first value
     /// that cannot be parsed, naming the variable, the value and what is accepted.
     pub fn from_env() -> Result<Config> {

@@ -10,7 +10,7 @@
 //! - [`engine`]: live allocations, tracking, the out-of-memory retry and checked copies,
 //!   shared by all pools;
 //! - [`report`]: the `memory_status` text;
-//! - [`ffi`]: the C ABI (`include/cumem.h`);
+//! - [`ffi`]: the C ABI (`include/cumem.h`); [`logging`]: its log messages;
 //! - [`compute`]: NVRTC kernels and cuBLAS on the same device, with their C functions.
 //!
 //! Leaves that any layer may use: [`error`] (errors and their status codes), [`stats`]
@@ -35,6 +35,7 @@ pub mod error;
 pub mod ffi;
 pub mod format;
 pub mod live;
+pub mod logging;
 pub mod pool;
 pub mod report;
 pub mod stats;

@@ -1,4 +1,4 @@
-//! Statistics, named as PyTorch's `torch.cuda.memory_stats` and DESIGN.md §2: the
+//! Statistics, named as PyTorch's `torch.cuda.memory_stats` and docs/contract.md: the
 //! snapshot [`Stats`] (the C ABI's `cumem_stats_t`), and every counter and peak behind
 //! it, with their one [`reset`]. Each layer holds the part it updates: a shard its
 //! [`ShardStats`] under its lock, the engine the [`Peaks`], the upstream layer the

@@ -17,7 +17,7 @@
     d = cu(Diagonal([1.0, 2.0]))
     @test d isa Diagonal{Float32,<:CuArray{Float32,1}}
     @test Array(d.diag) == Float32[1, 2]
-    @test cu(Diagonal([1, 2])) isa Diagonal{Float32,<:CuArray{Float32,1}}   # DESIGN.md §4
+    @test cu(Diagonal([1, 2])) isa Diagonal{Float32,<:CuArray{Float32,1}}
     a = cu(adjoint([1.0 2.0; 3.0 4.0]))
     @test a isa Adjoint{Float32,<:CuArray{Float32,2}}
     @test Array(parent(a)) == Float32[1 2; 3 4]

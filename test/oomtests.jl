@@ -22,6 +22,10 @@ const LIMIT = 64 << 20
     @test startswith(msg, "Out of GPU memory trying to allocate 100.000 MiB\n")
     @test occursin("Effective GPU memory usage: ", msg)
     @test occursin("Memory limit: 64.000 MiB", msg)
+    # the engine's reason, in the error and in its message
+    @test occursin("cannot allocate 100.000 MiB", err.reason)
+    @test occursin("JULIA_CUDA_MEMORY_LIMIT of 64.000 MiB", err.reason)
+    @test occursin(err.reason, msg)
     @test memory_stats().num_ooms >= 1
 
     # the package works afterwards

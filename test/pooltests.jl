@@ -44,6 +44,7 @@ end
     include("adapt_tests.jl")
     include("iterator_tests.jl")
     include("threads_tests.jl")
+    include("usability_tests.jl")
     @testset "no failed frees" begin
         clean!()
         @test CuMem.free_errors() == (0, 0, 0)

@@ -4,6 +4,7 @@
 #
 #   pool tests × {binned, split, simple, none}     test/pooltests.jl (2 threads)
 #   out of memory under a 64 MiB limit             test/oomtests.jl
+#   no spurious out of memory with 2 threads       test/thread_oom_tests.jl
 #   the leak report under -g2 and CUMEM_DEBUG=2    test/debugtests.jl
 #   bad configuration / missing library            `using CuMem` must fail clearly
 #   installing by name, path and dev               test/registrytests.jl
@@ -74,6 +75,9 @@ for pool in POOLS[1:min(2, end)]
                           JULIA_CUDA_MEMORY_LIMIT = "64MiB"),
                     passed))
 end
+push!(jobs, Job("out of memory, 2 threads",
+                julia(testfile("thread_oom_tests.jl"); JULIA_NUM_THREADS = 2, JULIA_CUDA_MEMORY_LIMIT = "8MiB"),
+                passed))
 push!(jobs, Job("leak report, julia -g2", julia("-g2", testfile("debugtests.jl"); JULIA_NUM_THREADS = 2), passed))
 push!(jobs, Job("leak report, CUMEM_DEBUG=2", julia(testfile("debugtests.jl"); CUMEM_DEBUG = 2), passed))
 push!(jobs, Job("bad pool name",
@@ -96,6 +100,56 @@ let env = job_env("PATH" => "/usr/bin:/bin", "CARGO_HOME" => joinpath(tempdir(),
                         failed_with("`cargo` was not found", "https://rustup.rs", "CUMEM_LIBRARY")))
     end
 end
+# The package is precompiled, and the library is chosen when it loads: the same cache
+# serves CUMEM_LIBRARY=<a copy> and the package's own build, and `ccall` reaches the file
+# that was chosen (its functions, not another build's; /proc/self/maps shows one
+# libcumem).
+const LIBCOPY = joinpath(mktempdir(), "libcumem-copy.so")
+cp(joinpath(ROOT, "target", "release", "libcumem.so"), LIBCOPY)
+const WHICH_LIB = """
+    using CuMem, Libdl
+    println("CACHES ", length(Base.find_all_in_cache_path(Base.PkgId(CuMem))))
+    lib = CuMem.library_path()
+    println("LIBRARY ", lib)
+    @assert cglobal((:cumem_init, CuMem.libcumem)) == Libdl.dlsym(Libdl.dlopen(lib), :cumem_init)
+    maps = unique(filter(p -> occursin("libcumem", p), [split(l)[end] for l in readlines("/proc/self/maps") if length(split(l)) >= 6]))
+    println("MAPPED ", join(maps, " "))
+    @assert Array(CuArray([1, 2])) == [1, 2]
+    """
+push!(jobs, Job("precompiled, CUMEM_LIBRARY chosen at load",
+                julia("-e", WHICH_LIB; CUMEM_LIBRARY = LIBCOPY),
+                (code, out) -> code == 0 && occursin("LIBRARY $LIBCOPY\n", out) &&
+                               occursin("MAPPED $LIBCOPY\n", out) && occursin(r"CACHES [1-9]", out)))
+push!(jobs, Job("precompiled, the package's own library",
+                julia("-e", WHICH_LIB; CUMEM_LIBRARY = ""),
+                (code, out) -> code == 0 &&
+                               occursin("MAPPED $(joinpath(ROOT, "target", "release", "libcumem.so"))\n", out)))
+# Another libcumem.so loaded first would take the name: refused, not mixed.
+push!(jobs, Job("another libcumem already loaded",
+                julia("-e", "using Libdl; Libdl.dlopen($(repr(LIBCOPY)), Libdl.RTLD_GLOBAL); using CuMem";
+                      CUMEM_LIBRARY = ""),
+                failed_with("another engine library", LIBCOPY, "is already loaded")))
+# The engine's log goes through Julia's logging: shown as Julia log records (here debug
+# records, enabled with JULIA_DEBUG), never as env_logger's own stderr lines, and
+# silenced by the usual means.
+const LOG_SCRIPT = """
+    using CuMem
+    x = CuArray{UInt8}(undef, 3 << 20)
+    unsafe_free!(x); reclaim()
+    CuMem.flush_engine_log()
+    println("LOG_DONE")
+    """
+push!(jobs, Job("engine log through Julia's logging",
+                julia("-e", LOG_SCRIPT; CUMEM_LOG = "debug", JULIA_DEBUG = "CuMem"),
+                (code, out) -> code == 0 && occursin("┌ Debug: CuMem engine: device allocation of", out) &&
+                               !occursin(r"\[\S+ DEBUG cumem", out) && occursin("LOG_DONE", out)))
+push!(jobs, Job("engine log silenced by Logging",
+                julia("-e", "using Logging; Logging.disable_logging(Logging.Warn); " * LOG_SCRIPT;
+                      CUMEM_LOG = "debug", JULIA_DEBUG = "CuMem", CUMEM_DEVICE = "auto"),
+                (code, out) -> code == 0 && !occursin("CuMem engine", out) && !occursin("cumem", lowercase(replace(out, "LOG_DONE" => ""))) &&
+                               occursin("LOG_DONE", out)))
+push!(jobs, Job("docs/api.md matches the docstrings",
+                julia(joinpath(ROOT, "scripts", "gen-api-docs.jl"), "--check"), passed))
 push!(jobs, Job("environment read at load",
                 julia("-e", """
                       using CuMem
@@ -129,6 +183,10 @@ function run_job(job::Job)
     t = @elapsed p = run(pipeline(ignorestatus(job.cmd), stdout = out, stderr = out))
     return (code = p.exitcode, out = String(take!(out)), time = t)
 end
+
+# Precompile once, before processes start in parallel (each would otherwise compile
+# the package into the same cache file). Quietly: a failure here shows in the jobs.
+success(pipeline(julia("-e", "using CuMem"), stdout = devnull, stderr = devnull))
 
 @info "CuMem tests: $(length(jobs)) Julia processes, $NJOBS at a time, device $DEVICE"
 t0 = time()

@@ -18,7 +18,7 @@ use std::process::Command;
 
 const MARK: &str = "CUMEM_FFI_CHILD";
 
-/// Every variable of the configuration table (DESIGN.md §2); children start without any
+/// Every variable of the configuration table (docs/contract.md); children start without any
 /// of them inherited from the parent.
 const CONFIG_VARS: [&str; 6] = [
     "JULIA_CUDA_MEMORY_POOL",
@@ -852,4 +852,51 @@ fn child_alloc_ex() {
     );
     assert_eq!(stats().num_allocations, 2);
     done("child_alloc_ex");
+}
+
+/// Log capture: with `cumem_log_capture(1)` before `cumem_init`, the engine's messages
+/// (here `CUMEM_LOG=debug`: the device allocation of a first request) are queued, not
+/// printed, and `cumem_log_next` hands them out oldest first, keeping a message that did
+/// not fit the buffer.
+#[test]
+fn log_capture() {
+    spawn("child_log_capture", &[("CUMEM_LOG", "debug")]);
+}
+
+#[test]
+fn child_log_capture() {
+    if !child("child_log_capture") {
+        return;
+    }
+    let next = |buf: &mut [u8]| {
+        let mut level = -1;
+        // SAFETY: `level` and `buf` are writable.
+        let n = unsafe { cumem_log_next(&mut level, buf.as_mut_ptr() as *mut c_char, buf.len()) };
+        (level, n)
+    };
+    let mut big = [0u8; 4096];
+    assert_eq!(cumem_log_capture(1), 0);
+    assert_eq!(next(&mut big), (0, 0), "nothing queued before any message");
+    assert_eq!(cumem_init(), CUMEM_SUCCESS);
+    while next(&mut big).0 != 0 {} // initialisation's own messages, if any
+    let (code, p) = alloc(1 << 20);
+    assert_eq!(code, CUMEM_SUCCESS);
+    // a buffer too small: the length is reported, a truncated copy written, the message kept
+    let mut small = [0u8; 8];
+    let (level, n) = next(&mut small);
+    assert_eq!(level, 4, "a debug message");
+    assert!(n > small.len());
+    assert_eq!(small[7], 0);
+    let (level2, n2) = next(&mut big);
+    assert_eq!((level2, n2), (level, n), "the same message, now taken");
+    let msg = std::str::from_utf8(&big[..n2]).unwrap();
+    assert!(msg.contains("device allocation of"), "{msg}");
+    assert_eq!(big[n2], 0);
+    // null buffers and levels are accepted
+    // SAFETY: null pointers are allowed.
+    unsafe { cumem_log_next(std::ptr::null_mut(), std::ptr::null_mut(), 0) };
+    assert_eq!(cumem_free(p), CUMEM_SUCCESS);
+    assert_eq!(cumem_log_capture(0), 1);
+    assert!(cstr(cumem_version()).starts_with(env!("CARGO_PKG_VERSION")));
+    done("child_log_capture");
 }

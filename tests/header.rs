@@ -1,7 +1,8 @@
 //! `include/cumem.h` is generated from the Rust sources by cbindgen (`cbindgen.toml`).
 //! This test regenerates it in memory and fails when the committed header differs;
 //! `CUMEM_BLESS=1 cargo test --test header` (or `make header`) rewrites it. It also
-//! checks the header against DESIGN.md §3 (every function, the statistics struct's
+//! checks the header against the contract (docs/contract.md, first written as a list of
+//! prototypes before the code: every function, the statistics struct's
 //! fields in order, the status codes) and, where a C compiler exists, that it compiles
 //! and that the struct's layout in C matches the Rust `Stats`.
 
@@ -63,7 +64,7 @@ fn squash(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ").replace(" (", "(").replace("( ", "(")
 }
 
-/// The prototypes of DESIGN.md §3, verbatim (comments removed).
+/// The prototypes the contract started with, verbatim (comments removed).
 const DESIGN_FUNCTIONS: &[&str] = &[
     "int32_t cumem_init(void);",
     "const char *cumem_last_error(void);",
@@ -91,7 +92,7 @@ const DESIGN_FUNCTIONS: &[&str] = &[
     "int32_t cumem_gemm(int32_t dtype, int32_t transa, int32_t transb, int64_t m, int64_t n, int64_t k, const void *alpha, uint64_t A, int64_t lda, uint64_t B, int64_t ldb, const void *beta, uint64_t C, int64_t ldc);",
 ];
 
-/// The fields of `cumem_stats_t` in DESIGN.md §3's order.
+/// The fields of `cumem_stats_t` in the contract's order.
 const DESIGN_FIELDS: &[(&str, &str)] = &[
     ("uint64_t", "requested_bytes"),
     ("uint64_t", "allocated_bytes"),
@@ -148,7 +149,7 @@ fn header_matches_design() {
     assert!(text.contains("#include <stdint.h>") && text.contains("#include <stddef.h>"));
     let flat = squash(&code(&text));
     for f in DESIGN_FUNCTIONS {
-        assert!(flat.contains(&squash(f)), "the header lacks DESIGN.md §3's `{f}`");
+        assert!(flat.contains(&squash(f)), "the header lacks the contract's `{f}`");
     }
     // No other functions than those of §3 and later extensions named cumem_*.
     for line in code(&text).lines() {
@@ -184,7 +185,7 @@ fn header_matches_design() {
         .collect();
     let expected: Vec<(String, String)> =
         DESIGN_FIELDS.iter().map(|&(t, n)| (t.to_owned(), n.to_owned())).collect();
-    assert_eq!(fields, expected, "cumem_stats_t's fields differ from DESIGN.md §3");
+    assert_eq!(fields, expected, "cumem_stats_t's fields differ from the contract");
 }
 
 fn compiler(name: &str) -> Option<String> {

@@ -1,6 +1,6 @@
 //! Property tests: random sequences of allocations, frees and reclaims on every pool,
 //! checked after each step against a model of the live blocks and the invariants of
-//! DESIGN.md §2; every block carries its own byte pattern, checked before it is freed.
+//! docs/contract.md; every block carries its own byte pattern, checked before it is freed.
 //! Runs on the host device, or on CUDA with `CUMEM_TEST_CUDA=1`.
 
 mod common;

@@ -105,7 +105,7 @@ pub fn check(e: &Engine, ptr: u64, len: u64, byte: u8) {
     }
 }
 
-/// The statistics after checking the invariants of DESIGN.md §2 that hold after every
+/// The statistics after checking the invariants of docs/contract.md that hold after every
 /// operation at quiescence: requested ≤ allocated ≤ reserved, cached = reserved −
 /// allocated, peaks at least the current values, the derived ratios consistent.
 pub fn invariants(e: &Engine) -> Stats {

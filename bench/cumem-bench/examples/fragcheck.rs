@@ -1,4 +1,4 @@
-//! Replays allocation traces (the format of `cumem-bench replay`) through the pools
+//! Replays allocation traces (format in data/README.md) through the pools
 //! on the host device and prints, per trace and pool, peak reserved ÷ peak live bytes of
 //! the cold pass, cold and warm ns/event, and device allocations of each warm pass
 //! (mean over runs; max).

@@ -6,7 +6,7 @@
 //! - `pair`: alloc+free pair latency of a cache hit, per size;
 //! - `threads`: aggregate pair throughput with several threads;
 //! - `chart`: an SVG of replay (and pair) results beside the anchors of
-//!   `../shared/bench/anchor_bench.py`.
+//!   `bench/anchor_bench.py`.
 //!
 //! Tables on stdout by default; `--json` prints one JSON object per line instead.
 //! `--quick` is a mode small enough for CI: see each subcommand's help.

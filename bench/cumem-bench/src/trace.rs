@@ -1,4 +1,4 @@
-//! Allocation traces (`../shared/traces/README.md`): `# {json}` comment lines, then
+//! Allocation traces (format: `data/README.md`): `# {json}` comment lines, then
 //! `a <id> <bytes>` and `f <id>` events. A trace is parsed once, before anything is timed,
 //! into a compact vector of [`Op`]s whose ids are dense indices into a pointer table.
 

@@ -21,7 +21,7 @@
 //! only works if free memory is in *whole* segments: a free block inside a segment that
 //! also holds a live block (a "hole") cannot go back. PyTorch's placement pins segments
 //! freely (a 12 MiB tensor carved out of a free 786 MiB segment keeps all of it), so the
-//! traces in `shared/traces` reserve 7–22 % above their live peak with it. This pool
+//! traces in `data/` reserve 7–22 % above their live peak with it. This pool
 //! avoids creating holes where it can:
 //!
 //! - Holes first: a medium or big request takes the best-fitting hole before a whole
