@@ -15,6 +15,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("stats", 0),
     ("sync", 0),
     ("tracking", 0),
+    ("logging", 0),
     ("config", 1),
     ("live", 1),
     ("device", 2),
