@@ -248,16 +248,16 @@ Threads per block that maximise `k`'s occupancy without dynamic shared memory
 """
 suggest_block(k::Kernel) = k.block
 
-# One kernel argument as a Ref to the value cuLaunchKernel copies: a device address for
-# arrays and pointers, the value itself for isbits scalars (and isbits structs, whose
-# layout must match the kernel's C struct).
-kernel_arg(a::CuArray) = Ref{UInt64}(devaddr(a))
-kernel_arg(p::CuPtr) = Ref{UInt64}(p.addr)
-kernel_arg(a::AbstractArray) =
+# One kernel argument as the value cuLaunchKernel copies: a device address for arrays and
+# pointers, the value itself for isbits scalars (and isbits structs, whose layout must
+# match the kernel's C struct).
+@inline kernel_value(a::CuArray) = devaddr(a)
+@inline kernel_value(p::CuPtr) = p.addr
+kernel_value(a::AbstractArray) =
     throw(ArgumentError("a $(typeof(a)) cannot be passed to a kernel: only CuArrays, CuPtrs and isbits values"))
-function kernel_arg(x::T) where {T}
+@inline function kernel_value(x::T) where {T}
     isbitstype(T) || throw(ArgumentError("a $T cannot be passed to a kernel: only CuArrays, CuPtrs and isbits values"))
-    return Ref{T}(x)
+    return x
 end
 
 dims3(n::Integer, what) = dims3((n,), what)
@@ -285,14 +285,22 @@ one's results; [`synchronize`](@ref) waits for it. Throws `ArgumentError` for an
 argument that cannot be passed (e.g. an `Array`) or bad sizes, `CuMemError` for a
 geometry the GPU refuses (`CUMEM_ERROR_INVALID_VALUE`) or a failed launch.
 """
-function launch(k::Kernel, args...; blocks, threads, shmem::Integer = 0)
+function launch(k::Kernel, args::Vararg{Any,N}; blocks, threads, shmem::Integer = 0) where {N}
     g = dims3(blocks, "blocks")
     b = dims3(threads, "threads")
     0 <= shmem <= typemax(UInt32) || throw(ArgumentError("shmem must be 0 to 2^32-1 bytes, got $shmem"))
-    refs = Any[kernel_arg(a) for a in args]
-    ptrs = Ptr{Cvoid}[Base.unsafe_convert(Ptr{Cvoid}, r) for r in refs]
-    code = GC.@preserve args refs ptrs c_kernel_launch(k.handle, g..., b..., UInt32(shmem),
-                                                       isempty(ptrs) ? Ptr{Ptr{Cvoid}}(C_NULL) : pointer(ptrs))
+    # All values in one isbits tuple and one tuple of pointers into it: no allocation per
+    # argument (a launch's Julia side costs tens of ns).
+    vals = map(kernel_value, args)
+    V = typeof(vals)
+    vref = Ref(vals)
+    code = GC.@preserve args vref begin
+        base = Ptr{UInt8}(Base.unsafe_convert(Ptr{Cvoid}, vref))
+        ptrs = Ref(ntuple(i -> Ptr{Cvoid}(base + fieldoffset(V, i)), Val(N)))
+        GC.@preserve ptrs c_kernel_launch(k.handle, g..., b..., UInt32(shmem),
+                                          N == 0 ? Ptr{Ptr{Cvoid}}(C_NULL) :
+                                          Ptr{Ptr{Cvoid}}(Base.unsafe_convert(Ptr{Cvoid}, ptrs)))
+    end
     check(code)
     return nothing
 end

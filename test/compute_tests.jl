@@ -113,6 +113,19 @@ CuMem.allowscalar(false)   # nothing here may take the scalar path
             @test_throws ArgumentError CuMem.launch(k, 2f0, dx, dy, Int64(n); blocks = 0, threads = 32)
         end
         @test_throws ArgumentError CuMem.load_kernel(SAXPY, "sa\0xpy")
+        # launch's argument checks come before the engine; the engine refuses a handle
+        # it never gave out (on the host device it gives none)
+        fake = CuMem.Kernel(0x7fff_ffff, "fake", 32)
+        x = CuArray(Float32[1, 2])
+        @test_throws ArgumentError CuMem.launch(fake, [1f0]; blocks = 1, threads = 1)
+        @test_throws ArgumentError CuMem.launch(fake, "s"; blocks = 1, threads = 1)
+        @test_throws ArgumentError CuMem.launch(fake, x; blocks = (1, 1, 1, 1), threads = 1)
+        @test_throws ArgumentError CuMem.launch(fake, x; blocks = 1, threads = -1)
+        @test_throws ArgumentError CuMem.launch(fake, x; blocks = 1, threads = 1, shmem = -1)
+        @test thrown_code(() -> CuMem.launch(fake, 1f0, x, pointer(x), Int64(2), true; blocks = 1, threads = 1)) ==
+              CuMem.CUMEM_ERROR_INVALID_VALUE
+        @test occursin("is not a kernel handle", CuMem.last_error())
+        @test thrown_code(() -> CuMem.launch(fake; blocks = 1, threads = 1)) == CuMem.CUMEM_ERROR_INVALID_VALUE
     end
 
     @testset "gemm! $T" for T in (Float32, Float64, ComplexF32, ComplexF64)

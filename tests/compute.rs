@@ -458,6 +458,40 @@ fn cuda_kernels_load_launch_and_cache() {
         assert!(last_error().contains("saxpy"), "{}", last_error());
     }
     assert_eq!(download::<f32>(dy, n as usize), y, "the refused launches changed nothing");
+    // The PTX path (used when NVRTC does not know the GPU): compute_XY PTX for this GPU,
+    // JIT-compiled by the driver, computes the same.
+    let ptx = compile(SAXPY, None).unwrap();
+    assert_eq!(cumem_synchronize(), CUMEM_SUCCESS); // binds the context on this thread
+    let ptx_c = CString::new(ptx).unwrap();
+    // SAFETY: NUL-terminated PTX; the context is current.
+    let module = unsafe { cudarc::driver::result::module::load_data(ptx_c.as_ptr() as *const c_void) }
+        .expect("cuModuleLoadData of NVRTC's PTX");
+    // SAFETY: a loaded module.
+    let f = unsafe { cudarc::driver::result::module::get_function(module, CString::new("saxpy").unwrap()) }
+        .unwrap();
+    let y1: Vec<f32> = download(dy, n as usize);
+    // SAFETY: four arguments of the kernel's types; legacy stream.
+    unsafe {
+        cudarc::driver::sys::cuLaunchKernel(
+            f,
+            blocks,
+            1,
+            1,
+            threads as u32,
+            1,
+            1,
+            0,
+            std::ptr::null_mut(),
+            args.as_mut_ptr(),
+            std::ptr::null_mut(),
+        )
+    }
+    .result()
+    .unwrap();
+    let y2: Vec<f32> = download(dy, n as usize);
+    for i in 0..n as usize {
+        assert_eq!(y2[i], 2.5f32 * x[i] + y1[i], "PTX path y[{i}]");
+    }
     // Float16 by PTX conversions.
     let hx: Vec<u16> = vec![0x3c00; 100]; // 1.0
     let dh = upload(&hx);
