@@ -112,6 +112,37 @@ CuMem.allowscalar(false)   # nothing here may take the scalar path
             @test_throws ArgumentError CuMem.launch(k, 2f0, x, dy, Int64(n); blocks = 1, threads = 32)
             @test_throws ArgumentError CuMem.launch(k, 2f0, dx, dy, Int64(n); blocks = 0, threads = 32)
         end
+    end
+
+    @testset "stream order: memory freed under a running kernel" begin
+        # A kernel that waits ~20 ms before reading `a`; meanwhile `a` is freed, the pool
+        # hands the same block out again and it is overwritten. The overwrite is queued
+        # behind the kernel on the one stream, so the kernel still reads the old values.
+        if !CuMem.on_host()
+            src = """
+            extern "C" __global__ void late_copy(const float *a, float *b, long long n, long long cycles) {
+                long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+                long long t0 = clock64();
+                while (clock64() - t0 < cycles) { }
+                if (i < n) b[i] = a[i];
+            }
+            """
+            k = CuMem.load_kernel(src, "late_copy")
+            n = 1 << 20
+            for round in 1:3
+                x = rand(Float32, n)
+                a, b = CuArray(x), CuArray{Float32}(undef, n)
+                addr = pointer(a)
+                CuMem.launch(k, a, b, Int64(n), Int64(40_000_000); blocks = cld(n, 256), threads = 256)
+                unsafe_free!(a)
+                a2 = CuArray{Float32}(undef, n)
+                @test pointer(a2) == addr                  # the pool reused the block
+                copyto!(a2, fill(-1f0, n))
+                fill!(a2, 0f0)
+                @test Array(b) == x
+                @test all(iszero, Array(a2))
+            end
+        end
         @test_throws ArgumentError CuMem.load_kernel(SAXPY, "sa\0xpy")
         # launch's argument checks come before the engine; the engine refuses a handle
         # it never gave out (on the host device it gives none)
