@@ -194,6 +194,19 @@ int32_t cumem_kernel_launch(uint64_t kernel,
 // `threads` must be null or writable for one `int32_t`.
 int32_t cumem_kernel_block_size(uint64_t kernel, int32_t *threads);
 
+// The byte size of each of `kernel`'s parameters, so a caller can check its arguments
+// before `cumem_kernel_launch` (which cannot: `kernelParams` carries no sizes). Writes
+// the number of parameters into `*count` (-1 when the driver cannot tell: drivers older
+// than CUDA 12.4 lack `cuFuncGetParamInfo`) and the first `min(cap, count)` sizes, in
+// bytes, into `sizes` (which may be NULL when `cap` is 0). Returns
+// `CUMEM_ERROR_INVALID_VALUE` for an unknown handle, a null `count`, or a NULL `sizes`
+// with `cap` > 0.
+//
+// # Safety
+// `count` must be null or writable for one `int32_t`; `sizes` writable for `cap`
+// `uint64_t`s.
+int32_t cumem_kernel_params(uint64_t kernel, int32_t *count, uint64_t *sizes, int32_t cap);
+
 // The device's compute capability (`*cc_major`, `*cc_minor`), number of streaming
 // multiprocessors and maximum threads per block. On the host device: 0, 0, the number
 // of CPUs, 1024. Returns `CUMEM_ERROR_INVALID_VALUE` if any pointer is null.

@@ -21,6 +21,8 @@ c_kernel_load(source, name, out) =
           k, gx, gy, gz, bx, by, bz, shmem, args)
 c_kernel_block_size(k, out) =
     ccall((:cumem_kernel_block_size, libcumem), Int32, (UInt64, Ptr{Int32}), k, out)
+c_kernel_params(k, count, sizes, cap) =
+    ccall((:cumem_kernel_params, libcumem), Int32, (UInt64, Ptr{Int32}, Ptr{UInt64}, Int32), k, count, sizes, cap)
 c_device_info(a, b, c, d) =
     ccall((:cumem_device_info, libcumem), Int32, (Ptr{Int32}, Ptr{Int32}, Ptr{Int32}, Ptr{Int32}), a, b, c, d)
 c_synchronize() = ccall((:cumem_synchronize, libcumem), Int32, ())
@@ -195,14 +197,18 @@ end
 """
     CuMem.Kernel
 
-A compiled kernel on the GPU: the engine's handle (`handle`), the function's `name` and
-the block size that maximises its occupancy (`block`, see [`suggest_block`](@ref)). Made
-by [`load_kernel`](@ref), run by [`launch`](@ref); valid for the life of the process.
+A compiled kernel on the GPU: the engine's handle (`handle`), the function's `name`, the
+block size that maximises its occupancy (`block`, see [`suggest_block`](@ref)), and the
+byte size of each parameter (`param_sizes`; `nparams` is -1 when the driver cannot tell,
+before CUDA 12.4), which [`launch`](@ref) checks the arguments against. Made by
+[`load_kernel`](@ref); valid for the life of the process.
 """
 struct Kernel
     handle::UInt64
     name::String
     block::Int
+    nparams::Int
+    param_sizes::Vector{Int}
 end
 
 Base.show(io::IO, k::Kernel) = print(io, "CuMem.Kernel(", repr(k.name), ", handle ", k.handle, ")")
@@ -233,7 +239,14 @@ function load_kernel(source::AbstractString, name::AbstractString)
     code == CUMEM_SUCCESS || throw_compile(code)
     t = Ref{Int32}(0)
     check(c_kernel_block_size(h[], t))
-    k = Kernel(h[], nm, Int(t[]))
+    count = Ref{Int32}(0)
+    sizes = zeros(UInt64, 64)
+    check(c_kernel_params(h[], count, sizes, Int32(length(sizes))))
+    if count[] > length(sizes)
+        resize!(sizes, count[])
+        check(c_kernel_params(h[], count, sizes, Int32(length(sizes))))
+    end
+    k = Kernel(h[], nm, Int(t[]), Int(count[]), Int.(sizes[1:max(0, count[])]))
     lock(KERNELS_LOCK) do
         KERNELS[key] = k
     end
@@ -278,7 +291,9 @@ tuples of up to 3) and `shmem` bytes of dynamic shared memory, and returns witho
 waiting. Each argument is passed by value as `cuLaunchKernel` expects: a `CuArray` as
 its device address (`T*` in the kernel), a `CuPtr` as its address, an isbits value
 (`Int64` → `long long`, `Float32` → `float`, `Bool` → `bool`, ...) as itself. The
-types must match the kernel's parameters; nothing can check that.
+number of arguments and each one's size in bytes are checked against the kernel's
+parameters (where the driver reports them: CUDA 12.4 and later); the types themselves
+cannot be checked (a `Float32` passes for an `int`).
 
 Work on the device runs in order on one stream, so a later copy or kernel sees this
 one's results; [`synchronize`](@ref) waits for it. Throws `ArgumentError` for an
@@ -292,6 +307,7 @@ function launch(k::Kernel, args::Vararg{Any,N}; blocks, threads, shmem::Integer 
     # All values in one isbits tuple and one tuple of pointers into it: no allocation per
     # argument (a launch's Julia side costs tens of ns).
     vals = map(kernel_value, args)
+    k.nparams >= 0 && check_args(k, map(sizeof, vals))
     V = typeof(vals)
     vref = Ref(vals)
     code = GC.@preserve args vref begin
@@ -302,6 +318,21 @@ function launch(k::Kernel, args::Vararg{Any,N}; blocks, threads, shmem::Integer 
                                           Ptr{Ptr{Cvoid}}(Base.unsafe_convert(Ptr{Cvoid}, ptrs)))
     end
     check(code)
+    return nothing
+end
+
+# The arguments' sizes against the kernel's parameters (a mismatch would make the GPU
+# read garbage or the driver read past the argument array).
+function check_args(k::Kernel, sizes::NTuple{N,Int}) where {N}
+    if N != k.nparams
+        throw(ArgumentError("kernel $(k.name) takes $(k.nparams) arguments, got $N"))
+    end
+    for i in 1:N
+        if sizes[i] != k.param_sizes[i]
+            throw(ArgumentError("argument $i of kernel $(k.name) is $(sizes[i]) bytes but the parameter " *
+                                "is $(k.param_sizes[i]) bytes (a CuArray or CuPtr passes an 8-byte address)"))
+        end
+    end
     return nothing
 end
 

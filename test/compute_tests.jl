@@ -111,6 +111,18 @@ CuMem.allowscalar(false)   # nothing here may take the scalar path
                   CuMem.CUMEM_ERROR_INVALID_VALUE
             @test_throws ArgumentError CuMem.launch(k, 2f0, x, dy, Int64(n); blocks = 1, threads = 32)
             @test_throws ArgumentError CuMem.launch(k, 2f0, dx, dy, Int64(n); blocks = 0, threads = 32)
+            # arguments checked against the parameters (CUDA 12.4+ drivers report them)
+            if k.nparams >= 0
+                @test k.param_sizes == [4, 8, 8, 8]
+                @test_throws ArgumentError CuMem.launch(k, 2f0, dx, dy; blocks = 1, threads = 32)
+                @test_throws ArgumentError CuMem.launch(k, 2.0, dx, dy, Int64(n); blocks = 1, threads = 32)
+                @test_throws ArgumentError CuMem.launch(k, 2f0, dx, dy, Int32(n); blocks = 1, threads = 32)
+                err = try CuMem.launch(k, 2.0, dx, dy, Int64(n); blocks = 1, threads = 32); catch e; e; end
+                @test occursin("argument 1 of kernel saxpy is 8 bytes but the parameter is 4 bytes", err.msg)
+            else
+                @info "this driver does not report kernel parameters (before CUDA 12.4): not checked"
+            end
+            @test Array(dy) == x .+ (2f0 .* x .+ y0)        # the refused launches changed nothing
         end
     end
 
@@ -146,7 +158,7 @@ CuMem.allowscalar(false)   # nothing here may take the scalar path
         @test_throws ArgumentError CuMem.load_kernel(SAXPY, "sa\0xpy")
         # launch's argument checks come before the engine; the engine refuses a handle
         # it never gave out (on the host device it gives none)
-        fake = CuMem.Kernel(0x7fff_ffff, "fake", 32)
+        fake = CuMem.Kernel(0x7fff_ffff, "fake", 32, -1, Int[])   # sizes unknown: not checked
         x = CuArray(Float32[1, 2])
         @test_throws ArgumentError CuMem.launch(fake, [1f0]; blocks = 1, threads = 1)
         @test_throws ArgumentError CuMem.launch(fake, "s"; blocks = 1, threads = 1)

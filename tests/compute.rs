@@ -218,6 +218,17 @@ fn kernel_handles_and_null_pointers() {
     }
     // SAFETY: null is checked.
     assert_eq!(unsafe { cumem_kernel_block_size(1, std::ptr::null_mut()) }, CUMEM_ERROR_INVALID_VALUE);
+    let (mut count, mut sizes) = (7, [0u64; 4]);
+    // SAFETY: valid pointers; nulls are checked.
+    unsafe {
+        assert_eq!(cumem_kernel_params(12345, &mut count, sizes.as_mut_ptr(), 4), CUMEM_ERROR_INVALID_VALUE);
+        assert_eq!(
+            cumem_kernel_params(1, std::ptr::null_mut(), sizes.as_mut_ptr(), 4),
+            CUMEM_ERROR_INVALID_VALUE
+        );
+        assert_eq!(cumem_kernel_params(1, &mut count, std::ptr::null_mut(), 4), CUMEM_ERROR_INVALID_VALUE);
+    }
+    assert_eq!(count, 7, "nothing written on error");
     let mut x = 0;
     // SAFETY: null pointers are checked.
     unsafe {
@@ -426,6 +437,21 @@ fn cuda_kernels_load_launch_and_cache() {
     assert_eq!(load(SAXPY, "saxpy").unwrap(), h, "a cache hit returns the same handle");
     let h2 = load(SAXPY, "scale").unwrap();
     assert_ne!(h2, h);
+    // Parameter sizes (drivers of CUDA 12.4 and later report them; the H100 machine's does).
+    let params = |k: u64, cap: i32| {
+        let (mut count, mut sizes) = (0, vec![0xeeu64; 8]);
+        // SAFETY: `sizes` is writable for `cap` ≤ 8 entries.
+        assert_eq!(unsafe { cumem_kernel_params(k, &mut count, sizes.as_mut_ptr(), cap) }, CUMEM_SUCCESS);
+        (count, sizes)
+    };
+    let (count, sizes) = params(h, 8);
+    if count >= 0 {
+        assert_eq!((count, &sizes[..4]), (4, &[4u64, 8, 8, 8][..]));
+        assert_eq!(params(h2, 8).1[..3], [8, 8, 8]);
+        assert_eq!(params(h, 2), (4, vec![4, 8, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee]), "only cap written");
+    } else {
+        eprintln!("this driver does not report kernel parameters (cuFuncGetParamInfo, CUDA 12.4+)");
+    }
     let mut threads = 0;
     // SAFETY: valid out-pointer.
     assert_eq!(unsafe { cumem_kernel_block_size(h, &mut threads) }, CUMEM_SUCCESS);
