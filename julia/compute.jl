@@ -239,18 +239,25 @@ function load_kernel(source::AbstractString, name::AbstractString)
     code == CUMEM_SUCCESS || throw_compile(code)
     t = Ref{Int32}(0)
     check(c_kernel_block_size(h[], t))
-    count = Ref{Int32}(0)
-    sizes = zeros(UInt64, 64)
-    check(c_kernel_params(h[], count, sizes, Int32(length(sizes))))
-    if count[] > length(sizes)
-        resize!(sizes, count[])
-        check(c_kernel_params(h[], count, sizes, Int32(length(sizes))))
-    end
-    k = Kernel(h[], nm, Int(t[]), Int(count[]), Int.(sizes[1:max(0, count[])]))
+    nparams, sizes = kernel_params(h[])
+    k = Kernel(h[], nm, Int(t[]), nparams, sizes)
     lock(KERNELS_LOCK) do
         KERNELS[key] = k
     end
     return k
+end
+
+# (number of parameters, byte size of each) of the kernel with engine handle `h`; -1 and
+# none when the driver cannot tell. (`Base.zeros`: CuMem's own `zeros` makes a CuArray.)
+function kernel_params(h::UInt64)
+    count = Ref{Int32}(0)
+    sizes = Base.zeros(UInt64, 64)
+    check(c_kernel_params(h, count, sizes, Int32(length(sizes))))
+    if count[] > length(sizes)
+        resize!(sizes, count[])
+        check(c_kernel_params(h, count, sizes, Int32(length(sizes))))
+    end
+    return Int(count[]), Int[sizes[i] for i in 1:max(0, Int(count[]))]
 end
 
 """

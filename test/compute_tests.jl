@@ -169,6 +169,12 @@ CuMem.allowscalar(false)   # nothing here may take the scalar path
               CuMem.CUMEM_ERROR_INVALID_VALUE
         @test occursin("is not a kernel handle", CuMem.last_error())
         @test thrown_code(() -> CuMem.launch(fake; blocks = 1, threads = 1)) == CuMem.CUMEM_ERROR_INVALID_VALUE
+        @test thrown_code(() -> CuMem.kernel_params(UInt64(0x7fff_ffff))) == CuMem.CUMEM_ERROR_INVALID_VALUE
+        # with known parameters, launch checks count and sizes before the engine
+        known = CuMem.Kernel(0x7fff_ffff, "known", 32, 2, [8, 4])
+        @test_throws ArgumentError CuMem.launch(known, x; blocks = 1, threads = 1)
+        @test_throws ArgumentError CuMem.launch(known, x, 1.0; blocks = 1, threads = 1)
+        @test thrown_code(() -> CuMem.launch(known, x, 1f0; blocks = 1, threads = 1)) == CuMem.CUMEM_ERROR_INVALID_VALUE
     end
 
     @testset "gemm! $T" for T in (Float32, Float64, ComplexF32, ComplexF64)
