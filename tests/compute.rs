@@ -32,6 +32,13 @@ fn last_error() -> String {
     unsafe { CStr::from_ptr(cumem_last_error()) }.to_string_lossy().into_owned()
 }
 
+/// Prints `msg` past libtest's output capture (which takes only the print macros), so
+/// that `cargo test` shows what was skipped even when the test passes.
+fn note(msg: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{msg}");
+}
+
 /// NVRTC's version, or None (after printing that the PTX checks are skipped) when
 /// libnvrtc is missing, in which case the answer must be NOT_SUPPORTED naming it.
 fn nvrtc(test: &str) -> Option<(i32, i32)> {
@@ -46,7 +53,7 @@ fn nvrtc(test: &str) -> Option<(i32, i32)> {
     assert_eq!(rc, CUMEM_ERROR_NOT_SUPPORTED, "{}", last_error());
     let msg = last_error();
     assert!(msg.contains("libnvrtc") && msg.contains("CUMEM_NVRTC_LIBRARY"), "{msg}");
-    eprintln!("{test}: libnvrtc not found, PTX check SKIPPED ({msg})");
+    note(&format!("{test}: libnvrtc not found, PTX check SKIPPED ({msg})"));
     None
 }
 
@@ -133,7 +140,7 @@ fn compile_ptx_of_a_good_kernel() {
     // Float16 through PTX conversions compiles without any include path.
     let ptx = compile(HALF, Some("compute_75")).unwrap_or_else(|e| panic!("{e:?}"));
     assert!(ptx.contains("cvt.f32.f16") && ptx.contains("cvt.rn.f16.f32"), "{ptx}");
-    eprintln!("compile_ptx_of_a_good_kernel: NVRTC {major} compiled the kernels to PTX");
+    note(&format!("compile_ptx_of_a_good_kernel: NVRTC {major} compiled the kernels to PTX"));
 }
 
 #[test]
@@ -155,7 +162,7 @@ fn compile_errors_carry_the_log_and_the_numbered_source() {
     let fp16 =
         "#include <cuda_fp16.h>\nextern \"C\" __global__ void k(__half *x) { x[0] = __float2half(1.0f); }\n";
     match compile(fp16, Some("compute_75")) {
-        Ok(_) => eprintln!("this NVRTC finds cuda_fp16.h without an include path"),
+        Ok(_) => note("this NVRTC finds cuda_fp16.h without an include path"),
         Err((rc, msg)) => {
             assert_eq!(rc, CUMEM_ERROR_COMPILE);
             assert!(msg.contains("cuda_fp16.h"), "{msg}");
@@ -426,7 +433,7 @@ fn load(src: &str, name: &str) -> Result<u64, (i32, String)> {
 fn cuda_kernels_load_launch_and_cache() {
     setup();
     if !cuda() {
-        eprintln!("cuda_kernels_load_launch_and_cache: skipped (set CUMEM_TEST_CUDA=1 on a GPU)");
+        note("cuda_kernels_load_launch_and_cache: skipped (set CUMEM_TEST_CUDA=1 on a GPU)");
         return;
     }
     let n: i64 = 1_000_003;
@@ -450,7 +457,7 @@ fn cuda_kernels_load_launch_and_cache() {
         assert_eq!(params(h2, 8).1[..3], [8, 8, 8]);
         assert_eq!(params(h, 2), (4, vec![4, 8, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee]), "only cap written");
     } else {
-        eprintln!("this driver does not report kernel parameters (cuFuncGetParamInfo, CUDA 12.4+)");
+        note("this driver does not report kernel parameters (cuFuncGetParamInfo, CUDA 12.4+)");
     }
     let mut threads = 0;
     // SAFETY: valid out-pointer.
@@ -588,7 +595,7 @@ fn reference(
 fn cuda_gemm_matches_a_host_computation() {
     setup();
     if !cuda() {
-        eprintln!("cuda_gemm_matches_a_host_computation: skipped (set CUMEM_TEST_CUDA=1 on a GPU)");
+        note("cuda_gemm_matches_a_host_computation: skipped (set CUMEM_TEST_CUDA=1 on a GPU)");
         return;
     }
     let (m, n, k) = (37usize, 23usize, 41usize);

@@ -54,14 +54,22 @@ pub fn load(dev: &dyn Device, source: &str, name: &str) -> Result<u64> {
         CString::new(name).map_err(|_| Error::InvalidValue("the kernel name contains a NUL byte".into()))?;
     gpu::bind(dev, "loading a kernel")?;
     let info = gpu::info(dev)?;
-    // Compiling under the write lock: a kernel is built once even when threads race for it.
+    // Compile outside the lock, so launches of other kernels on other threads do not wait
+    // the ~100 ms of NVRTC. Two threads racing for a new source both compile; the loser
+    // unloads its module and uses the winner's.
+    let known = REGISTRY.read().as_ref().is_some_and(|r| r.by_source.contains_key(source));
+    let fresh = if known { None } else { Some(compile_and_load(source, info.cc())?) };
     let mut guard = REGISTRY.write();
     let reg = guard.get_or_insert_with(Registry::default);
-    if !reg.by_source.contains_key(source) {
-        let module = compile_and_load(source, info.cc())?;
-        reg.by_source.insert(source.to_owned(), Module { module, funcs: FxHashMap::default() });
+    if let Some(module) = fresh {
+        if reg.by_source.contains_key(source) {
+            // SAFETY: our own module, never handed out.
+            let _ = unsafe { result::module::unload(module as sys::CUmodule) };
+        } else {
+            reg.by_source.insert(source.to_owned(), Module { module, funcs: FxHashMap::default() });
+        }
     }
-    let m = reg.by_source.get_mut(source).expect("inserted above");
+    let m = reg.by_source.get_mut(source).expect("loaded above or by another thread");
     if let Some(&h) = m.funcs.get(name) {
         return Ok(h);
     }
