@@ -27,6 +27,8 @@ pub struct Upstream {
     device: Box<dyn Device>,
     /// Cap on reserved bytes; `u64::MAX` when there is none.
     limit: u64,
+    /// Whether a limit was set (a limit of `u64::MAX` bytes is still one to report).
+    has_limit: bool,
     reserved: AtomicU64,
     /// The highest `reserved` ever reached, never reset (unlike the statistics' peak):
     /// the pools' growth policy uses it.
@@ -42,6 +44,7 @@ impl Upstream {
         Upstream {
             device,
             limit: limit.unwrap_or(u64::MAX),
+            has_limit: limit.is_some(),
             reserved: AtomicU64::new(0),
             all_time_peak: AtomicU64::new(0),
             stats: DeviceStats::default(),
@@ -56,7 +59,7 @@ impl Upstream {
 
     /// The limit on reserved bytes, if any.
     pub fn limit(&self) -> Option<u64> {
-        (self.limit != u64::MAX).then_some(self.limit)
+        self.has_limit.then_some(self.limit)
     }
 
     /// Bytes currently obtained from the device.

@@ -33,6 +33,12 @@ const CONFIG_VARS: [&str; 6] = [
 /// `CUMEM_DEVICE` forced to `host`, or `cuda` with `CUMEM_TEST_CUDA=1`, unless `env`
 /// sets it), and fails unless the child ran and passed.
 fn spawn(child: &str, env: &[(&str, &str)]) {
+    let env: Vec<(&str, std::ffi::OsString)> = env.iter().map(|&(k, v)| (k, v.into())).collect();
+    spawn_os(child, &env);
+}
+
+/// As [`spawn`], with values that need not be UTF-8.
+fn spawn_os(child: &str, env: &[(&str, std::ffi::OsString)]) {
     let exe = std::env::current_exe().unwrap();
     let mut cmd = Command::new(exe);
     cmd.args(["--exact", child, "--nocapture", "--test-threads=1"]);
@@ -235,6 +241,23 @@ fn malformed_environment() {
                 &[(var, value), ("CUMEM_FFI_BAD_VAR", var), ("CUMEM_FFI_BAD_VALUE", value)],
             );
         }
+    }
+}
+
+/// A value that is not UTF-8 is refused like any other bad value, for every variable the
+/// engine reads (`std::env::var` reports such a value as absent).
+#[test]
+fn non_utf8_values_are_config_errors() {
+    use std::os::unix::ffi::OsStringExt;
+    for var in CONFIG_VARS {
+        spawn_os(
+            "child_bad_env",
+            &[
+                (var, std::ffi::OsString::from_vec(b"\xff128MiB".to_vec())),
+                ("CUMEM_FFI_BAD_VAR", var.into()),
+                ("CUMEM_FFI_BAD_VALUE", "\\xFF128MiB".into()),
+            ],
+        );
     }
 }
 

@@ -1119,6 +1119,15 @@ fn percentage_limit_resolves_against_device_memory() {
 }
 
 #[test]
+fn largest_byte_limit_is_a_limit() {
+    // 2^64 − 1 bytes is a limit like any other, not "no limit".
+    let cfg = Config { limit: Some(Amount::Bytes(u64::MAX)), ..Config::default() };
+    let e = Engine::with_device(cfg, device(), 1).unwrap();
+    assert_eq!(e.stats().limit_bytes, u64::MAX);
+    assert!(e.memory_status().contains("Memory limit: "), "{}", e.memory_status());
+}
+
+#[test]
 fn frees_from_another_shard() {
     // Blocks allocated on one thread and freed on others (another home shard).
     for pool in PoolKind::ALL {
