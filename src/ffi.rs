@@ -151,7 +151,8 @@ pub extern "C" fn cumem_last_error() -> *const c_char {
 
 /// Allocates `bytes` bytes of device memory into `*ptr` (256-byte aligned; 0 bytes gives
 /// 0). Returns `CUMEM_SUCCESS`, `CUMEM_ERROR_OUT_OF_MEMORY` (after releasing the cache
-/// and retrying), or `CUMEM_ERROR_INVALID_VALUE` (`ptr` null, `bytes` > 2^48).
+/// and retrying; at once for `bytes` > 2^48, more than any device holds), or
+/// `CUMEM_ERROR_INVALID_VALUE` (`ptr` null, `bytes` > 2^63 − 1).
 ///
 /// # Safety
 /// `ptr` must be null or point to writable memory for one `uint64_t`.

@@ -193,6 +193,12 @@ end
     b = CuMem.alloc_buffer(64)
     CuMem.release(b, true)
     @test_throws CuMemError CuMem.check(CuMem.c_free(b.ptr))
+    # more than any device holds is out of memory (as in CUDA.jl), which callers catch
+    for n in (1 << 60, typemax(Int))
+        err = try CuArray{UInt8}(undef, n); nothing catch e; e end
+        @test err isa OutOfGPUMemoryError
+        @test err.sz == n
+    end
 end
 
 @testset "cumem_stats_t and the status codes match include/cumem.h" begin

@@ -323,10 +323,15 @@ fn child_api() {
     assert_eq!(alloc(0), (CUMEM_SUCCESS, 0));
     assert_eq!(cumem_free(0), CUMEM_SUCCESS);
 
-    // Sizes near 2^64: refused without overflowing; near 2^48: out of memory.
-    for n in [u64::MAX, u64::MAX - 1, u64::MAX - 255, u64::MAX - (2 << 20) + 1, 1 << 63, (1 << 48) + 1] {
+    // Sizes above 2^63 − 1: refused without overflowing; below: out of memory.
+    for n in [u64::MAX, u64::MAX - 1, u64::MAX - 255, u64::MAX - (2 << 20) + 1, 1 << 63] {
         let (rc, p) = alloc(n);
         expect_err(rc, CUMEM_ERROR_INVALID_VALUE, &[&n.to_string()]);
+        assert_eq!(p, 0xdead_beef, "the out-pointer was written on failure");
+    }
+    for n in [(1u64 << 63) - 1, 1 << 60, (1 << 48) + 1] {
+        let (rc, p) = alloc(n);
+        expect_err(rc, CUMEM_ERROR_OUT_OF_MEMORY, &["out of memory", &format!("({n} bytes)"), "any device"]);
         assert_eq!(p, 0xdead_beef, "the out-pointer was written on failure");
     }
     for n in [1u64 << 48, (1 << 48) - 1, (1 << 48) - 4096, 1 << 47] {
@@ -338,7 +343,7 @@ fn child_api() {
         );
     }
     let s = stats();
-    assert_eq!(s.num_ooms, 4);
+    assert_eq!(s.num_ooms, 3 + 4);
     assert_eq!(s.num_allocations, 0);
     assert_eq!(s.reserved_bytes, 0);
 
@@ -359,6 +364,7 @@ fn child_api() {
     assert!(s.reserved_bytes >= s.allocated_bytes);
     assert_eq!(s.cached_bytes, s.reserved_bytes - s.allocated_bytes);
     assert_eq!(s.peak_requested_bytes, s.requested_bytes);
+    // (the 4 failed lookups above; sizes beyond any device never reach the pool)
     assert_eq!(s.num_cache_hits + s.num_cache_misses, s.num_allocations + 4);
     let lookups = (s.num_cache_hits + s.num_cache_misses) as f64;
     assert_eq!(s.cache_hit_rate, s.num_cache_hits as f64 / lookups);

@@ -203,20 +203,25 @@ fn bad_frees_change_nothing(pool: PoolKind) {
 
 fn oversized_requests(pool: PoolKind) {
     let e = small_memory(pool, 64 * MIB, 1);
-    for n in [u64::MAX, u64::MAX - 511, (1 << 63) + 1, (1 << 48) + 1, 1 << 60] {
+    // Sizes no signed 64-bit count can express are invalid values ...
+    for n in [u64::MAX, u64::MAX - 511, (1 << 63) + 1, 1 << 63] {
         match e.alloc(n) {
             Err(Error::InvalidValue(m)) => assert!(m.contains(&n.to_string()), "{m}"),
             other => panic!("alloc({n}) gave {other:?}, expected InvalidValue"),
         }
+        assert!(matches!(e.try_alloc(n), Err(Error::InvalidValue(_))));
     }
-    for n in [1 << 48, (1 << 48) - 1, (1 << 48) - 511, 1 << 40] {
+    // ... any smaller size that no device holds is out of memory, as in CUDA.jl and PyTorch.
+    let oversized = [i64::MAX as u64, 1 << 62, 1 << 60, (1 << 48) + 1, 1 << 48, (1 << 48) - 1, (1 << 48) - 511, 1 << 40];
+    for n in oversized {
         match e.alloc(n) {
             Err(Error::OutOfMemory(m)) => assert!(m.contains(&format!("({n} bytes)")), "{m}"),
             other => panic!("alloc({n}) gave {other:?}, expected OutOfMemory"),
         }
+        assert!(matches!(e.try_alloc(n), Err(Error::OutOfMemory(_))));
     }
     let s = invariants(&e);
-    assert_eq!(s.num_ooms, 4);
+    assert_eq!(s.num_ooms, oversized.len() as u64, "alloc counts each, try_alloc none");
     assert_eq!(s.num_allocations, 0);
     assert_eq!(s.reserved_bytes, 0);
     // The engine works afterwards.
