@@ -28,9 +28,16 @@ thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
 }
 
+/// Records `msg` as this thread's last error. The same message as the recorded one keeps
+/// the recorded string, so a pointer from `cumem_last_error` survives repeats of the same
+/// failure (after a failed initialisation every call fails with its message).
 pub(crate) fn set_error(msg: &str) {
-    let c = CString::new(msg.replace('\0', "?")).unwrap_or_default();
-    LAST_ERROR.with(|e| *e.borrow_mut() = c);
+    let msg = msg.replace('\0', "?");
+    LAST_ERROR.with(|e| {
+        if e.borrow().as_bytes() != msg.as_bytes() {
+            *e.borrow_mut() = CString::new(msg).unwrap_or_default();
+        }
+    });
 }
 
 /// The process-wide engine, built from the environment on first use.
@@ -142,8 +149,12 @@ pub unsafe extern "C" fn cumem_log_next(level: *mut i32, buf: *mut c_char, len: 
     n
 }
 
-/// This thread's last error message, `""` if none. The pointer stays valid until the
-/// thread's next failing call.
+/// This thread's last error message, `""` if none. The string belongs to CuMem and to
+/// the calling thread: the pointer stays valid, and the text unchanged, until this
+/// thread's next call fails with a different message, or the thread exits; copy it to
+/// keep it longer. Calls that succeed leave it alone. A failure that repeats with the
+/// same message (every call after a failed initialisation fails with the
+/// initialisation's error) keeps the same pointer.
 #[unsafe(no_mangle)]
 pub extern "C" fn cumem_last_error() -> *const c_char {
     LAST_ERROR.with(|e| e.borrow().as_ptr())

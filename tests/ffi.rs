@@ -774,6 +774,7 @@ fn child_bad_env() {
     let value = std::env::var("CUMEM_FFI_BAD_VALUE").unwrap();
     let rc = cumem_init();
     let msg = last_error();
+    let msg_ptr = cumem_last_error();
     assert_eq!(rc, CUMEM_ERROR_CONFIG, "{var}={value:?}: {msg}");
     assert!(
         msg.contains(&format!("{var}=")) && msg.contains(&value) && msg.contains("accepted"),
@@ -799,6 +800,10 @@ fn child_bad_env() {
     assert_eq!((buf[0], buf[1]), (0, 0xaa));
     assert_eq!(cumem_memset(0x1000, 0, 1), CUMEM_ERROR_CONFIG);
     assert!(last_error().contains(&var));
+    // The initialisation's error stays put: a pointer taken before all these calls is
+    // still the current one, with the same text.
+    assert_eq!(cumem_last_error(), msg_ptr, "the init error was replaced by a later call");
+    assert_eq!(cstr(msg_ptr), msg);
     // A later call tries again: with the variable fixed, initialisation succeeds.
     // SAFETY: the child runs this one test; no other thread reads the environment.
     unsafe { std::env::remove_var(&var) };
