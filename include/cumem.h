@@ -83,9 +83,13 @@ typedef struct {
   uint64_t peak_cached_bytes;
   // High-water mark of `reserved_bytes`.
   uint64_t peak_reserved_bytes;
-  // Successful allocations of at least one byte.
+  // Successful allocations of at least one byte, since start or the last reset.
   uint64_t num_allocations;
-  // Successful frees of a non-null pointer.
+  // Successful frees of a non-null pointer, since start or the last reset. A block
+  // allocated before a reset and freed after it counts here but not in
+  // `num_allocations` (as PyTorch's `allocation`/`freed` counts), so after a reset with
+  // live blocks `num_frees` may exceed `num_allocations`; the live bytes are
+  // `requested_bytes`/`allocated_bytes`, which a reset never changes.
   uint64_t num_frees;
   // Allocations served from cached memory, without calling the device.
   uint64_t num_cache_hits;
@@ -304,7 +308,11 @@ uint64_t cumem_reclaim(uint64_t bytes);
 // `out` must be null or point to writable memory for one `cumem_stats_t`.
 int32_t cumem_get_stats(cumem_stats_t *out);
 
-// Resets counters to 0 and peaks to the current values.
+// Resets counters to 0 and peaks to the current values; current values (requested,
+// allocated, cached, reserved bytes) are untouched (PyTorch's
+// `reset_peak_memory_stats` and `reset_accumulated_memory_stats` together). Counters
+// then count events since the reset: freeing a block allocated before it counts in
+// `num_frees` but not in `num_allocations`, so `num_frees` may exceed `num_allocations`.
 void cumem_reset_stats(void);
 
 // Writes the `memory_status` text (CUDA.jl's: device usage, CuMem's reserved bytes,

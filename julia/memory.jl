@@ -40,6 +40,9 @@ end
 
 Resets the counters of [`memory_stats`] to 0 and the peaks to the current values
 (PyTorch's `reset_peak_memory_stats` and `reset_accumulated_memory_stats` together).
+Current values (`requested_bytes`, `allocated_bytes`, `cached_bytes`, `reserved_bytes`)
+are not changed. Counters then count events since the reset: freeing an array allocated
+before it counts in `num_frees` but not in `num_allocations`.
 """
 reset_memory_stats!() = (c_reset_stats(); nothing)
 

@@ -242,7 +242,11 @@ pub unsafe extern "C" fn cumem_get_stats(out: *mut Stats) -> i32 {
     })
 }
 
-/// Resets counters to 0 and peaks to the current values.
+/// Resets counters to 0 and peaks to the current values; current values (requested,
+/// allocated, cached, reserved bytes) are untouched (PyTorch's
+/// `reset_peak_memory_stats` and `reset_accumulated_memory_stats` together). Counters
+/// then count events since the reset: freeing a block allocated before it counts in
+/// `num_frees` but not in `num_allocations`, so `num_frees` may exceed `num_allocations`.
 #[unsafe(no_mangle)]
 pub extern "C" fn cumem_reset_stats() {
     guard(|e| {

@@ -40,9 +40,13 @@ pub struct Stats {
     pub peak_cached_bytes: u64,
     /// High-water mark of `reserved_bytes`.
     pub peak_reserved_bytes: u64,
-    /// Successful allocations of at least one byte.
+    /// Successful allocations of at least one byte, since start or the last reset.
     pub num_allocations: u64,
-    /// Successful frees of a non-null pointer.
+    /// Successful frees of a non-null pointer, since start or the last reset. A block
+    /// allocated before a reset and freed after it counts here but not in
+    /// `num_allocations` (as PyTorch's `allocation`/`freed` counts), so after a reset with
+    /// live blocks `num_frees` may exceed `num_allocations`; the live bytes are
+    /// `requested_bytes`/`allocated_bytes`, which a reset never changes.
     pub num_frees: u64,
     /// Allocations served from cached memory, without calling the device.
     pub num_cache_hits: u64,

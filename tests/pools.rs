@@ -1124,6 +1124,46 @@ fn percentage_limit_resolves_against_device_memory() {
 }
 
 #[test]
+fn reset_with_live_blocks_on_several_shards() {
+    // PyTorch's semantics: counts restart, peaks drop to the current values, current
+    // values stay exact, also while blocks allocated before the reset are freed after it
+    // on other threads' shards.
+    for pool in PoolKind::ALL {
+        let e = engine(pool, 4);
+        let before: Vec<u64> = (0..40).map(|i| e.alloc(1000 + i * 4096).unwrap()).collect();
+        let s0 = invariants(&e);
+        e.reset_stats();
+        let after: Vec<u64> = std::thread::scope(|sc| {
+            let hs: Vec<_> = before
+                .chunks(10)
+                .map(|chunk| {
+                    let e = &e;
+                    sc.spawn(move || {
+                        let mine: Vec<u64> = (0..5).map(|_| e.alloc(3000).unwrap()).collect();
+                        for &p in chunk {
+                            e.free(p).unwrap();
+                        }
+                        mine
+                    })
+                })
+                .collect();
+            hs.into_iter().flat_map(|h| h.join().unwrap()).collect()
+        });
+        let s = invariants(&e);
+        assert_eq!((s.num_allocations, s.num_frees), (20, 40), "{pool:?}: counts since the reset");
+        assert_eq!(s.requested_bytes, 20 * 3000, "{pool:?}");
+        assert!(s.peak_requested_bytes <= s0.requested_bytes + 20 * 3000, "{pool:?}: {s:#?}");
+        assert!(s.peak_requested_bytes >= s0.requested_bytes, "{pool:?}: the reset peak is the live bytes");
+        for p in after {
+            e.free(p).unwrap();
+        }
+        let s = invariants(&e);
+        assert_eq!((s.num_frees, s.requested_bytes, s.allocated_bytes), (60, 0, 0), "{pool:?}");
+        reclaim_all_and_check_empty(&e);
+    }
+}
+
+#[test]
 fn largest_byte_limit_is_a_limit() {
     // 2^64 − 1 bytes is a limit like any other, not "no limit".
     let cfg = Config { limit: Some(Amount::Bytes(u64::MAX)), ..Config::default() };
