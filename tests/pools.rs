@@ -1163,6 +1163,86 @@ fn reset_with_live_blocks_on_several_shards() {
     }
 }
 
+/// A host device whose allocations of `gate` bytes or more announce themselves on
+/// `entered`, wait for `go`, then fail with out of memory: a request in flight.
+struct GatedDevice {
+    inner: cumem::device::HostDevice,
+    gate: u64,
+    entered: std::sync::Mutex<std::sync::mpsc::Sender<()>>,
+    go: std::sync::Mutex<std::sync::mpsc::Receiver<()>>,
+}
+
+impl cumem::device::Device for GatedDevice {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn is_host(&self) -> bool {
+        true
+    }
+    fn alloc(&self, bytes: u64) -> cumem::Result<u64> {
+        if bytes >= self.gate {
+            self.entered.lock().unwrap().send(()).unwrap();
+            self.go.lock().unwrap().recv().unwrap();
+            return Err(Error::OutOfMemory("gated".into()));
+        }
+        self.inner.alloc(bytes)
+    }
+    unsafe fn free(&self, ptr: u64, bytes: u64) -> cumem::Result<()> {
+        unsafe { self.inner.free(ptr, bytes) }
+    }
+    fn mem_info(&self) -> cumem::Result<(u64, u64)> {
+        self.inner.mem_info()
+    }
+    unsafe fn copy_htod(&self, dst: u64, src: *const u8, bytes: u64) -> cumem::Result<()> {
+        unsafe { self.inner.copy_htod(dst, src, bytes) }
+    }
+    unsafe fn copy_dtoh(&self, dst: *mut u8, src: u64, bytes: u64) -> cumem::Result<()> {
+        unsafe { self.inner.copy_dtoh(dst, src, bytes) }
+    }
+    unsafe fn copy_dtod(&self, dst: u64, src: u64, bytes: u64) -> cumem::Result<()> {
+        unsafe { self.inner.copy_dtod(dst, src, bytes) }
+    }
+    unsafe fn memset(&self, dst: u64, value: u8, bytes: u64) -> cumem::Result<()> {
+        unsafe { self.inner.memset(dst, value, bytes) }
+    }
+}
+
+#[test]
+fn peak_reserved_counts_only_obtained_memory() {
+    // A device request in flight that later fails must never show in reserved bytes or
+    // their peak, even when another request succeeds meanwhile; and it still counts
+    // against the limit while in flight, so the limit is never overshot.
+    let (entered_tx, entered) = std::sync::mpsc::channel();
+    let (go, go_rx) = std::sync::mpsc::channel();
+    let dev = GatedDevice {
+        inner: cumem::device::HostDevice::new(Some(GIB)),
+        gate: 8 * MIB,
+        entered: std::sync::Mutex::new(entered_tx),
+        go: std::sync::Mutex::new(go_rx),
+    };
+    let up = cumem::upstream::Upstream::new(Box::new(dev), Some(12 * MIB));
+    std::thread::scope(|sc| {
+        // Owned here, so a failing assertion drops it and the gated thread ends too.
+        let go = go;
+        let failing = sc.spawn(|| up.shard(0).alloc(8 * MIB));
+        entered.recv().unwrap();
+        let p = up.shard(1).alloc(2 * MIB).unwrap();
+        assert_eq!(up.reserved(), 2 * MIB);
+        assert_eq!(up.peak_reserved(), 2 * MIB, "a request in flight raised the peak");
+        // 2 MiB obtained + 8 MiB in flight: 4 MiB more would cross the 12 MiB limit.
+        assert!(matches!(up.shard(1).alloc(4 * MIB), Err(Error::OutOfMemory(m)) if m.contains("LIMIT")));
+        go.send(()).unwrap();
+        assert!(failing.join().unwrap().is_err());
+        assert_eq!((up.reserved(), up.peak_reserved()), (2 * MIB, 2 * MIB));
+        // The failed request's claim is gone: 6 MiB more fit now (8 + 2 + 6 would not).
+        let q = up.shard(1).alloc(6 * MIB).unwrap();
+        assert_eq!(up.peak_reserved(), 8 * MIB);
+        up.shard(1).free(q, 6 * MIB);
+        up.shard(1).free(p, 2 * MIB);
+    });
+    assert_eq!(up.reserved(), 0);
+}
+
 #[test]
 fn largest_byte_limit_is_a_limit() {
     // 2^64 − 1 bytes is a limit like any other, not "no limit".
