@@ -124,11 +124,12 @@ function memory_status(io::IO = stdout)
                 ", ", code_name(ecode), ")")
     end
     if TRACK[]
-        for a in outstanding_allocations()
-            println(io, "Outstanding memory allocation of ", a.bytes, " bytes at 0x",
-                    string(a.ptr, base = 16, pad = 12))
-            for (i, fr) in enumerate(a.frames)
-                println(io, " [", i, "] ", fr)
+        # (as `outstanding_allocations()`, with each frame printed once per process)
+        for (ptr, bytes, trace) in tracked_live()
+            println(io, "Outstanding memory allocation of ", bytes, " bytes at 0x",
+                    string(ptr, base = 16, pad = 12))
+            for (i, fr) in enumerate(user_frames(trace.bt))
+                println(io, " [", i, "] ", fr[3])
             end
         end
     end

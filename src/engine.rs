@@ -378,9 +378,10 @@ impl Engine {
     }
 
     /// Every live allocation, by address. Origins and frames are filled at
-    /// `CUMEM_DEBUG` 1 and 2 (backtraces are resolved here, which is slow).
+    /// `CUMEM_DEBUG` 1 and 2 (backtraces are resolved here, each distinct frame once).
     pub fn outstanding(&self) -> Vec<Outstanding> {
         let mut out = Vec::new();
+        let mut sym = tracking::Symbolizer::default();
         for shard in self.shards.iter() {
             let s = shard.state.lock();
             for (ptr, l) in s.live.iter() {
@@ -394,7 +395,7 @@ impl Engine {
                         .origin
                         .as_ref()
                         .and_then(|o| o.backtrace.as_ref())
-                        .map(tracking::resolve)
+                        .map(|bt| sym.frames(bt))
                         .unwrap_or_default(),
                 });
             }
