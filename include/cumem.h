@@ -114,6 +114,10 @@ typedef struct {
   double cache_hit_rate;
   // `(reserved − allocated) / reserved`; 0 when nothing is reserved.
   double fragmentation_ratio;
+  // Device frees that reported an error (the segment is counted as released either
+  // way; the error is also logged). Added last, so the layout of the fields above is
+  // that of earlier versions.
+  uint64_t num_device_free_errors;
 } cumem_stats_t;
 
 #ifdef __cplusplus

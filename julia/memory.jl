@@ -26,6 +26,7 @@ A snapshot of the engine's statistics, one field per field of `cumem_stats_t`
 | `limit_bytes` | `JULIA_CUDA_MEMORY_LIMIT` in bytes, 0 when none |
 | `cache_hit_rate` | hits / (hits + misses) |
 | `fragmentation_ratio` | (reserved − allocated) / reserved |
+| `num_device_free_errors` | device frees that reported an error (the memory counts as released) |
 """
 function memory_stats()
     r = Ref{CStats}()

@@ -1,6 +1,7 @@
 //! Configuration, read once from the environment when the engine initialises
 //! (the configuration table of docs/contract.md).
 
+use crate::device::FaultSpec;
 use crate::error::{Error, Result};
 use std::ffi::CStr;
 
@@ -119,6 +120,8 @@ pub struct Config {
     pub debug: u8,
     /// `CUMEM_LOG`: an `env_logger` filter (default `warn`).
     pub log: Option<String>,
+    /// `CUMEM_FAULT`: failures to inject into device calls, for testing (default none).
+    pub fault: Option<FaultSpec>,
 }
 
 impl Default for Config {
@@ -130,18 +133,20 @@ impl Default for Config {
             host_capacity: None,
             debug: 0,
             log: None,
+            fault: None,
         }
     }
 }
 
 /// Every environment variable the engine reads, in the order they are checked.
-pub const ENGINE_VARS: [&str; 6] = [
+pub const ENGINE_VARS: [&str; 7] = [
     "JULIA_CUDA_MEMORY_POOL",
     "JULIA_CUDA_MEMORY_LIMIT",
     "CUMEM_DEVICE",
     "CUMEM_HOST_CAPACITY",
     "CUMEM_DEBUG",
     "CUMEM_LOG",
+    "CUMEM_FAULT",
 ];
 
 impl Config {
@@ -194,6 +199,9 @@ impl Config {
         if let Some(v) = get("CUMEM_LOG") {
             check_log_filter(&v)?;
             cfg.log = Some(v);
+        }
+        if let Some(v) = get("CUMEM_FAULT") {
+            cfg.fault = Some(FaultSpec::parse(&v)?);
         }
         Ok(cfg)
     }
@@ -351,6 +359,7 @@ mod tests {
             ("CUMEM_HOST_CAPACITY", "1QB"),
             ("CUMEM_DEBUG", "3"),
             ("CUMEM_LOG", "loud=="),
+            ("CUMEM_FAULT", "alloc:2"),
         ] {
             let e = cfg(k, v).unwrap_err();
             assert!(matches!(e, Error::Config(_)));

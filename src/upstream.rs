@@ -146,6 +146,7 @@ impl Upstream {
         let t = Instant::now();
         // SAFETY: the pools only return segments they obtained from `alloc(bytes)`.
         if let Err(e) = unsafe { self.device.free(ptr, bytes) } {
+            self.stats.on_device_free_error();
             log::error!("freeing device segment {ptr:#x} of {bytes} bytes failed: {e}");
         }
         self.stats.on_device_free(t.elapsed().as_nanos() as u64);

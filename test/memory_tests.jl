@@ -21,9 +21,10 @@ end
                       :num_cache_hits, :num_cache_misses, :num_device_allocations,
                       :num_device_frees, :device_alloc_ns, :device_free_ns,
                       :num_alloc_retries, :num_ooms, :limit_bytes, :cache_hit_rate,
-                      :fragmentation_ratio)
-    @test all(v -> v isa Int, Base.front(Base.front(values(s))))
+                      :fragmentation_ratio, :num_device_free_errors)
+    @test all(v -> v isa Int, values(s)[1:20]) && s.num_device_free_errors isa Int
     @test s.cache_hit_rate isa Float64 && s.fragmentation_ratio isa Float64
+    @test s.num_device_free_errors == 0
     check_invariants(s)
     @test s.limit_bytes == 0
     clean!()

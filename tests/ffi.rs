@@ -20,13 +20,14 @@ const MARK: &str = "CUMEM_FFI_CHILD";
 
 /// Every variable of the configuration table (docs/contract.md); children start without any
 /// of them inherited from the parent.
-const CONFIG_VARS: [&str; 6] = [
+const CONFIG_VARS: [&str; 7] = [
     "JULIA_CUDA_MEMORY_POOL",
     "JULIA_CUDA_MEMORY_LIMIT",
     "CUMEM_DEVICE",
     "CUMEM_HOST_CAPACITY",
     "CUMEM_DEBUG",
     "CUMEM_LOG",
+    "CUMEM_FAULT",
 ];
 
 /// Runs child test `child` in a fresh process of this test binary with `env` set (and
@@ -233,6 +234,7 @@ fn malformed_environment() {
         ("CUMEM_HOST_CAPACITY", &["1QB", "0", "150%", "much", "-4GiB"]),
         ("CUMEM_DEBUG", &["3", "yes", "-1", "2.0", "true"]),
         ("CUMEM_LOG", &["loud==", "cumem=verbose", "a b", "=", "debug,,warn"]),
+        ("CUMEM_FAULT", &["alloc", "alloc:1.5", "free:-1", "copy:x", "oom:0.1", "seed=-3", "alloc:0.1,alloc:0.2"]),
     ];
     for &(var, values) in cases {
         for &value in values {
@@ -259,6 +261,48 @@ fn non_utf8_values_are_config_errors() {
             ],
         );
     }
+}
+
+/// `CUMEM_FAULT` through the C ABI: injected failures surface with their codes and
+/// messages, and failed device frees are counted.
+#[test]
+fn fault_injection() {
+    spawn("child_faults", &[("CUMEM_FAULT", "alloc:0.2,free:0.5,copy:0.2,seed=3"), ("JULIA_CUDA_MEMORY_POOL", "none")]);
+}
+
+#[test]
+fn child_faults() {
+    if !child("child_faults") {
+        return;
+    }
+    assert_eq!(cumem_init(), CUMEM_SUCCESS, "{}", last_error());
+    assert!(cstr(cumem_device_name()).ends_with("(with CUMEM_FAULT)"));
+    let (mut ooms, mut device_errors, mut ok) = (0, 0, 0);
+    for i in 0..400u64 {
+        let (rc, p) = alloc(4096 + i);
+        if rc == CUMEM_ERROR_OUT_OF_MEMORY {
+            assert!(last_error().contains("CUMEM_FAULT"), "{}", last_error());
+            assert_eq!(p, 0xdead_beef);
+            ooms += 1;
+            continue;
+        }
+        assert_eq!(rc, CUMEM_SUCCESS, "{}", last_error());
+        ok += 1;
+        match cumem_memset(p, 7, 4096) {
+            CUMEM_SUCCESS => {}
+            rc => {
+                expect_err(rc, CUMEM_ERROR_DEVICE, &["CUMEM_FAULT"]);
+                device_errors += 1;
+            }
+        }
+        assert_eq!(cumem_free(p), CUMEM_SUCCESS, "a failed device free is not the caller's error");
+    }
+    assert!(ooms > 0 && device_errors > 0 && ok > 0, "{ooms} {device_errors} {ok}");
+    let s = stats();
+    assert_eq!((s.num_allocations, s.num_frees, s.num_ooms), (ok, ok, ooms));
+    assert!(s.num_device_free_errors > 0 && s.num_device_free_errors < s.num_device_frees, "{s:#?}");
+    assert_eq!((s.reserved_bytes, s.allocated_bytes), (0, 0));
+    done("child_faults");
 }
 
 /// `CUMEM_DEVICE=cuda` without a usable GPU is `CUMEM_ERROR_DEVICE`; with one, success.
