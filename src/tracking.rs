@@ -122,7 +122,9 @@ pub fn resolve(bt: &Backtrace) -> Vec<String> {
 /// How many of the innermost `names` belong to the capture and the engine. They are the
 /// capture, the engine, the C entry point and the panic guard around it, interleaved
 /// with library glue (`bool::then`, `catch_unwind`, ...) that is not inlined in debug
-/// builds: everything up to the last CuMem frame of that leading run.
+/// builds, and with the unwinder's and instrumentation's C functions (`_Unwind_Backtrace`,
+/// AddressSanitizer's `__asan_*`, unresolved addresses): everything up to the last
+/// CuMem frame of that leading run.
 fn leading_internal<'a>(names: impl Iterator<Item = &'a str>) -> usize {
     let internal = |n: &str| ["cumem::", "cumem_", "<cumem::"].iter().any(|p| n.starts_with(p));
     let glue = |n: &str| {
@@ -139,6 +141,7 @@ fn leading_internal<'a>(names: impl Iterator<Item = &'a str>) -> usize {
         ]
         .iter()
         .any(|p| n.starts_with(p))
+            || !n.contains("::")
     };
     let mut lead = 0;
     for (i, n) in names.enumerate() {
@@ -172,5 +175,29 @@ mod tests {
         }
         assert_eq!(sym.by_ip.len(), distinct, "a frame already seen was symbolized again");
         assert_eq!(resolve(&bts[0]), first);
+    }
+
+    #[test]
+    fn leading_frames_of_capture_engine_and_unwinder_are_dropped() {
+        // The innermost frames as an instrumented build (AddressSanitizer) names them.
+        let names = [
+            "backtrace::backtrace::libunwind::trace",
+            "_Unwind_Backtrace",
+            "<backtrace::capture::Backtrace>::create",
+            "__asan_memcpy",
+            "0x55d0dcff9000",
+            "<backtrace::capture::Backtrace>::new_unresolved",
+            "core::ops::function::FnOnce::call_once",
+            "cumem::tracking::Origin::capture",
+            "core::bool::<impl bool>::then",
+            "cumem::engine::Engine::alloc",
+            "cumem_alloc",
+            "main",
+            "__libc_start_main",
+        ];
+        assert_eq!(leading_internal(names.iter().copied()), 11, "the caller's frames start at main");
+        // A Rust caller's frames are kept, whatever follows them.
+        let names = ["cumem::engine::Engine::alloc", "my_app::train", "my_app::main", "std::rt::lang_start"];
+        assert_eq!(leading_internal(names.iter().copied()), 1);
     }
 }
