@@ -4,65 +4,9 @@
 //! and copies) can be exercised without a broken GPU.
 
 use super::Device;
+use crate::config::FaultSpec;
 use crate::error::{Error, Result};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-
-/// Probabilities of injected failures, per call, and the seed of their random sequence:
-/// the value of `CUMEM_FAULT`, e.g. `alloc:0.01,free:0.001,copy:0.001,seed=7`.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct FaultSpec {
-    /// Probability in [0, 1] that a device allocation fails with out of memory.
-    pub alloc: f64,
-    /// Probability that a device free reports an error (the memory is released anyway).
-    pub free: f64,
-    /// Probability that a copy or memset fails with a device error, writing nothing.
-    pub copy: f64,
-    /// Seed of the sequence of draws (default 0).
-    pub seed: u64,
-}
-
-impl FaultSpec {
-    /// Parses `alloc:P,free:P,copy:P,seed=N` (any subset, any order; `:` or `=` after
-    /// each key; P a probability in [0, 1], N an unsigned integer). Error:
-    /// [`Error::Config`] naming `CUMEM_FAULT`, the value and the accepted form.
-    pub fn parse(value: &str) -> Result<FaultSpec> {
-        let bad = |why: String| {
-            Error::Config(format!(
-                "CUMEM_FAULT={value:?} {why}; accepted: comma-separated `alloc:P`, `free:P`, \
-                 `copy:P` (P a probability from 0 to 1) and `seed=N`, e.g. \
-                 alloc:0.01,free:0.001,copy:0.001,seed=7"
-            ))
-        };
-        let mut spec = FaultSpec { alloc: 0.0, free: 0.0, copy: 0.0, seed: 0 };
-        let mut seen = Vec::new();
-        for item in value.split(',') {
-            let item = item.trim();
-            let Some((key, v)) = item.split_once([':', '=']) else {
-                return Err(bad(format!("has {item:?} without a value")));
-            };
-            let (key, v) = (key.trim(), v.trim());
-            if seen.contains(&key) {
-                return Err(bad(format!("sets {key} twice")));
-            }
-            seen.push(key);
-            if key == "seed" {
-                spec.seed = v.parse().map_err(|_| bad(format!("has seed {v:?}, not an unsigned integer")))?;
-                continue;
-            }
-            let p: f64 = v.parse().map_err(|_| bad(format!("has {key} {v:?}, not a number")))?;
-            if !(0.0..=1.0).contains(&p) {
-                return Err(bad(format!("has {key} {v}, not a probability from 0 to 1")));
-            }
-            match key {
-                "alloc" => spec.alloc = p,
-                "free" => spec.free = p,
-                "copy" => spec.copy = p,
-                _ => return Err(bad(format!("has the unknown key {key:?}"))),
-            }
-        }
-        Ok(spec)
-    }
-}
 
 /// A [`Device`] whose calls fail with the probabilities of a [`FaultSpec`]: allocations
 /// with [`Error::OutOfMemory`], frees and copies with [`Error::Device`]. Each call draws
@@ -157,19 +101,6 @@ impl Device for FaultyDevice {
 mod tests {
     use super::*;
     use crate::device::HostDevice;
-
-    #[test]
-    fn parses_the_documented_form() {
-        let s = FaultSpec::parse("alloc:0.01,free:0.001,copy:0.001,seed=7").unwrap();
-        assert_eq!(s, FaultSpec { alloc: 0.01, free: 0.001, copy: 0.001, seed: 7 });
-        let s = FaultSpec::parse(" copy=1 , alloc:0").unwrap();
-        assert_eq!(s, FaultSpec { alloc: 0.0, free: 0.0, copy: 1.0, seed: 0 });
-        for bad in ["alloc", "alloc:", "alloc:2", "alloc:-0.1", "alloc:x", "oom:0.1", "seed=-1", "alloc:0.1,alloc:0.2", ","]
-        {
-            let m = FaultSpec::parse(bad).unwrap_err().to_string();
-            assert!(m.contains(&format!("CUMEM_FAULT={bad:?}")) && m.contains("accepted"), "{bad}: {m}");
-        }
-    }
 
     #[test]
     fn fails_with_the_given_probability_and_is_repeatable() {

@@ -6,7 +6,8 @@ mod faulty;
 mod host;
 
 pub use cuda::CudaDevice;
-pub use faulty::{FaultSpec, FaultyDevice};
+pub use crate::config::FaultSpec;
+pub use faulty::FaultyDevice;
 pub use host::HostDevice;
 
 use crate::config::{Config, DeviceChoice};
