@@ -308,7 +308,9 @@ fn check_log_filter(v: &str) -> Result<()> {
             None => d,
         };
         if module != "cumem" && !module.starts_with("cumem::") {
-            return Err(bad(format!("names module {module:?}, which is not CuMem's, so it would log nothing")));
+            return Err(bad(format!(
+                "names module {module:?}, which is not CuMem's, so it would log nothing"
+            )));
         }
     }
     Ok(())
@@ -445,7 +447,8 @@ mod tests {
 
     #[test]
     fn largest_limit_is_a_limit() {
-        let c = Config::from_lookup(|q| (q == "JULIA_CUDA_MEMORY_LIMIT").then(|| u64::MAX.to_string())).unwrap();
+        let c =
+            Config::from_lookup(|q| (q == "JULIA_CUDA_MEMORY_LIMIT").then(|| u64::MAX.to_string())).unwrap();
         assert_eq!(c.limit, Some(Amount::Bytes(u64::MAX)));
     }
 
@@ -465,10 +468,13 @@ mod tests {
     #[test]
     fn log_filters_follow_env_logger_and_name_cumem() {
         let log = |v: &str| check_log_filter(v).map_err(|e| e.to_string());
-        for ok in ["debug", "WARN", "cumem=debug", "cumem::upstream=trace,warn", "cumem", "info/alloc", "off"] {
+        for ok in ["debug", "WARN", "cumem=debug", "cumem::upstream=trace,warn", "cumem", "info/alloc", "off"]
+        {
             assert_eq!(log(ok), Ok(()), "{ok}");
         }
-        for bad in ["debgu", "loud==", "cumem=verbose", "a b", "=", "debug,,warn", "a/b/c", "cudarc=debug", "cumemx"] {
+        for bad in
+            ["debgu", "loud==", "cumem=verbose", "a b", "=", "debug,,warn", "a/b/c", "cudarc=debug", "cumemx"]
+        {
             let m = log(bad).unwrap_err();
             assert!(m.contains(&format!("CUMEM_LOG={bad:?}")) && m.contains("accepted"), "{bad}: {m}");
         }
@@ -480,8 +486,17 @@ mod tests {
         assert_eq!(s, FaultSpec { alloc: 0.01, free: 0.001, copy: 0.001, seed: 7 });
         let s = FaultSpec::parse(" copy=1 , alloc:0").unwrap();
         assert_eq!(s, FaultSpec { alloc: 0.0, free: 0.0, copy: 1.0, seed: 0 });
-        for bad in ["alloc", "alloc:", "alloc:2", "alloc:-0.1", "alloc:x", "oom:0.1", "seed=-1", "alloc:0.1,alloc:0.2", ","]
-        {
+        for bad in [
+            "alloc",
+            "alloc:",
+            "alloc:2",
+            "alloc:-0.1",
+            "alloc:x",
+            "oom:0.1",
+            "seed=-1",
+            "alloc:0.1,alloc:0.2",
+            ",",
+        ] {
             let m = FaultSpec::parse(bad).unwrap_err().to_string();
             assert!(m.contains(&format!("CUMEM_FAULT={bad:?}")) && m.contains("accepted"), "{bad}: {m}");
         }

@@ -107,8 +107,7 @@ impl Upstream {
         // Claim against the limit first, so concurrent misses cannot overshoot it. A
         // request that does not fit leaves the claim untouched: a concurrent request that
         // fits is not refused meanwhile.
-        self
-            .claimed
+        self.claimed
             .fetch_update(Relaxed, Relaxed, |r| r.checked_add(bytes).filter(|&n| n <= self.limit))
             .map_err(|prev| {
                 Error::OutOfMemory(format!(

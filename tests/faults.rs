@@ -87,10 +87,16 @@ fn under_faults(pool: PoolKind) {
     let spec = FaultSpec { alloc: 0.05, free: 0.1, copy: 0.05, seed: 7 };
     let (dev, held) = counted(std::sync::Arc::from(device_with_capacity(256 * MIB)));
     let cfg = Config { pool, ..Config::default() };
-    let cfg = if cuda() { Config { limit: Some(cumem::config::Amount::Bytes(256 * MIB)), ..cfg } } else { cfg };
+    let cfg =
+        if cuda() { Config { limit: Some(cumem::config::Amount::Bytes(256 * MIB)), ..cfg } } else { cfg };
     let e = Engine::with_device(cfg, Box::new(FaultyDevice::new(dev, spec)), 4).unwrap();
     let seen: Vec<Seen> = std::thread::scope(|sc| {
-        let hs: Vec<_> = (0..4u64).map(|t| { let e = &e; sc.spawn(move || run(e, 0x9e37 * (t + 1), 3000)) }).collect();
+        let hs: Vec<_> = (0..4u64)
+            .map(|t| {
+                let e = &e;
+                sc.spawn(move || run(e, 0x9e37 * (t + 1), 3000))
+            })
+            .collect();
         hs.into_iter().map(|h| h.join().unwrap()).collect()
     });
     let sum = |f: fn(&Seen) -> u64| seen.iter().map(f).sum::<u64>();

@@ -234,7 +234,10 @@ fn malformed_environment() {
         ("CUMEM_HOST_CAPACITY", &["1QB", "0", "150%", "much", "-4GiB"]),
         ("CUMEM_DEBUG", &["3", "yes", "-1", "2.0", "true"]),
         ("CUMEM_LOG", &["loud==", "cumem=verbose", "a b", "=", "debug,,warn"]),
-        ("CUMEM_FAULT", &["alloc", "alloc:1.5", "free:-1", "copy:x", "oom:0.1", "seed=-3", "alloc:0.1,alloc:0.2"]),
+        (
+            "CUMEM_FAULT",
+            &["alloc", "alloc:1.5", "free:-1", "copy:x", "oom:0.1", "seed=-3", "alloc:0.1,alloc:0.2"],
+        ),
     ];
     for &(var, values) in cases {
         for &value in values {
@@ -267,7 +270,10 @@ fn non_utf8_values_are_config_errors() {
 /// messages, and failed device frees are counted.
 #[test]
 fn fault_injection() {
-    spawn("child_faults", &[("CUMEM_FAULT", "alloc:0.2,free:0.5,copy:0.2,seed=3"), ("JULIA_CUDA_MEMORY_POOL", "none")]);
+    spawn(
+        "child_faults",
+        &[("CUMEM_FAULT", "alloc:0.2,free:0.5,copy:0.2,seed=3"), ("JULIA_CUDA_MEMORY_POOL", "none")],
+    );
 }
 
 #[test]

@@ -212,7 +212,8 @@ fn oversized_requests(pool: PoolKind) {
         assert!(matches!(e.try_alloc(n), Err(Error::InvalidValue(_))));
     }
     // ... any smaller size that no device holds is out of memory, as in CUDA.jl and PyTorch.
-    let oversized = [i64::MAX as u64, 1 << 62, 1 << 60, (1 << 48) + 1, 1 << 48, (1 << 48) - 1, (1 << 48) - 511, 1 << 40];
+    let oversized =
+        [i64::MAX as u64, 1 << 62, 1 << 60, (1 << 48) + 1, 1 << 48, (1 << 48) - 1, (1 << 48) - 511, 1 << 40];
     for n in oversized {
         match e.alloc(n) {
             Err(Error::OutOfMemory(m)) => assert!(m.contains(&format!("({n} bytes)")), "{m}"),

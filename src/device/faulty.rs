@@ -68,7 +68,9 @@ impl Device for FaultyDevice {
         // when a failure is injected, as the engine treats the segment as gone either way.
         unsafe { self.inner.free(ptr, bytes) }?;
         if self.fails(self.spec.free) {
-            return Err(Error::Device(format!("device free of {ptr:#x} failed: fault injected by CUMEM_FAULT")));
+            return Err(Error::Device(format!(
+                "device free of {ptr:#x} failed: fault injected by CUMEM_FAULT"
+            )));
         }
         Ok(())
     }

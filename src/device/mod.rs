@@ -5,8 +5,8 @@ mod cuda;
 mod faulty;
 mod host;
 
-pub use cuda::CudaDevice;
 pub use crate::config::FaultSpec;
+pub use cuda::CudaDevice;
 pub use faulty::FaultyDevice;
 pub use host::HostDevice;
 

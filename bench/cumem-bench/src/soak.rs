@@ -286,5 +286,9 @@ pub fn run(a: &SoakArgs) -> Result<(), String> {
             failed.push(pool.name());
         }
     }
-    if failed.is_empty() { Ok(()) } else { Err(format!("soak failed (corruption or a leak) on: {}", failed.join(", "))) }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("soak failed (corruption or a leak) on: {}", failed.join(", ")))
+    }
 }

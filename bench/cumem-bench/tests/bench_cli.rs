@@ -112,7 +112,8 @@ fn threads_quick_json() {
 
 #[test]
 fn soak_quick_json() {
-    let rows = bench(&["soak", "--quick", "--json", "--pool", "split", "--limit", "32MiB", "--interval", "0.5"]);
+    let rows =
+        bench(&["soak", "--quick", "--json", "--pool", "split", "--limit", "32MiB", "--interval", "0.5"]);
     assert!(rows.len() >= 3, "{rows:?}");
     for r in &rows {
         assert_eq!((str_of(r, "bench"), str_of(r, "pool")), ("soak", "split"));
