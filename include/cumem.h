@@ -277,13 +277,18 @@ int32_t cumem_log_capture(int32_t on);
 // bytes.
 size_t cumem_log_next(int32_t *level, char *buf, size_t len);
 
-// This thread's last error message, `""` if none. The pointer stays valid until the
-// thread's next failing call.
+// This thread's last error message, `""` if none. The string belongs to CuMem and to
+// the calling thread: the pointer stays valid, and the text unchanged, until this
+// thread's next call fails with a different message, or the thread exits; copy it to
+// keep it longer. Calls that succeed leave it alone. A failure that repeats with the
+// same message (every call after a failed initialisation fails with the
+// initialisation's error) keeps the same pointer.
 const char *cumem_last_error(void);
 
 // Allocates `bytes` bytes of device memory into `*ptr` (256-byte aligned; 0 bytes gives
 // 0). Returns `CUMEM_SUCCESS`, `CUMEM_ERROR_OUT_OF_MEMORY` (after releasing the cache
-// and retrying), or `CUMEM_ERROR_INVALID_VALUE` (`ptr` null, `bytes` > 2^48).
+// and retrying; at once for `bytes` > 2^48, more than any device holds), or
+// `CUMEM_ERROR_INVALID_VALUE` (`ptr` null, `bytes` > 2^63 − 1).
 //
 // # Safety
 // `ptr` must be null or point to writable memory for one `uint64_t`.
