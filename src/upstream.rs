@@ -27,6 +27,13 @@ pub struct Upstream {
     device: Box<dyn Device>,
     /// Cap on reserved bytes; `u64::MAX` when there is none.
     limit: u64,
+    /// Whether a limit was set (a limit of `u64::MAX` bytes is still one to report).
+    has_limit: bool,
+    /// Bytes claimed against the limit: `reserved` plus device allocations in flight.
+    /// A miss claims first, so concurrent misses cannot overshoot the limit.
+    claimed: AtomicU64,
+    /// Bytes obtained from the device (successful allocations only): what the
+    /// statistics and their peak report, so a request that fails never shows in them.
     reserved: AtomicU64,
     /// The highest `reserved` ever reached, never reset (unlike the statistics' peak):
     /// the pools' growth policy uses it.
@@ -42,6 +49,8 @@ impl Upstream {
         Upstream {
             device,
             limit: limit.unwrap_or(u64::MAX),
+            has_limit: limit.is_some(),
+            claimed: AtomicU64::new(0),
             reserved: AtomicU64::new(0),
             all_time_peak: AtomicU64::new(0),
             stats: DeviceStats::default(),
@@ -56,7 +65,7 @@ impl Upstream {
 
     /// The limit on reserved bytes, if any.
     pub fn limit(&self) -> Option<u64> {
-        (self.limit != u64::MAX).then_some(self.limit)
+        self.has_limit.then_some(self.limit)
     }
 
     /// Bytes currently obtained from the device.
@@ -95,15 +104,14 @@ impl Upstream {
     /// Obtains a segment of `bytes` for the pool of `shard`. Errors:
     /// [`Error::OutOfMemory`] when the limit would be crossed or the device is full.
     fn alloc(&self, bytes: u64, shard: usize) -> Result<u64> {
-        // Reserve against the limit first, so concurrent misses cannot overshoot it. A
-        // request that does not fit leaves the counter untouched: it never reads above
-        // the limit, and a concurrent request that fits is not refused meanwhile.
-        let prev = self
-            .reserved
+        // Claim against the limit first, so concurrent misses cannot overshoot it. A
+        // request that does not fit leaves the claim untouched: a concurrent request that
+        // fits is not refused meanwhile.
+        self.claimed
             .fetch_update(Relaxed, Relaxed, |r| r.checked_add(bytes).filter(|&n| n <= self.limit))
             .map_err(|prev| {
                 Error::OutOfMemory(format!(
-                    "{} more would cross JULIA_CUDA_MEMORY_LIMIT of {} ({} reserved)",
+                    "{} more would cross JULIA_CUDA_MEMORY_LIMIT of {} ({} reserved or being obtained)",
                     format_bytes(bytes),
                     format_bytes(self.limit),
                     format_bytes(prev)
@@ -114,15 +122,18 @@ impl Upstream {
         let ns = t.elapsed().as_nanos() as u64;
         match r {
             Ok(ptr) => {
-                self.stats.on_device_alloc(ns, Some(prev + bytes));
-                self.all_time_peak.fetch_max(prev + bytes, Relaxed);
+                // Only now is the segment reserved; the peak is taken from obtained
+                // memory alone, never from claims of requests that may yet fail.
+                let now = self.reserved.fetch_add(bytes, Relaxed) + bytes;
+                self.stats.on_device_alloc(ns, Some(now));
+                self.all_time_peak.fetch_max(now, Relaxed);
                 self.segments.lock().insert(ptr, Segment { size: bytes, shard });
                 log::debug!("device allocation of {} at {ptr:#x}", format_bytes(bytes));
                 Ok(ptr)
             }
             Err(e) => {
                 self.stats.on_device_alloc(ns, None);
-                self.reserved.fetch_sub(bytes, Relaxed);
+                self.claimed.fetch_sub(bytes, Relaxed);
                 Err(e)
             }
         }
@@ -134,10 +145,12 @@ impl Upstream {
         let t = Instant::now();
         // SAFETY: the pools only return segments they obtained from `alloc(bytes)`.
         if let Err(e) = unsafe { self.device.free(ptr, bytes) } {
+            self.stats.on_device_free_error();
             log::error!("freeing device segment {ptr:#x} of {bytes} bytes failed: {e}");
         }
         self.stats.on_device_free(t.elapsed().as_nanos() as u64);
         self.reserved.fetch_sub(bytes, Relaxed);
+        self.claimed.fetch_sub(bytes, Relaxed);
         log::debug!("device free of {} at {ptr:#x}", format_bytes(bytes));
     }
 

@@ -6,6 +6,7 @@
 #   out of memory under a 64 MiB limit             test/oomtests.jl
 #   no spurious out of memory with 2 threads       test/thread_oom_tests.jl
 #   the leak report under -g2 and CUMEM_DEBUG=2    test/debugtests.jl
+#   injected device failures (CUMEM_FAULT)          test/faulttests.jl
 #   bad configuration / missing library            `using CuMem` must fail clearly
 #   installing by name, path and dev               test/registrytests.jl
 #   compute: NVRTC, kernels, gemm!                 test/compute_tests.jl
@@ -34,7 +35,7 @@ end
 function job_env(pairs...)
     env = copy(ENV)
     for k in ("JULIA_CUDA_MEMORY_POOL", "JULIA_CUDA_MEMORY_LIMIT", "CUMEM_DEBUG",
-              "JULIA_NUM_THREADS")
+              "CUMEM_FAULT", "JULIA_NUM_THREADS")
         delete!(env, k)
     end
     env["CUMEM_DEVICE"] = DEVICE
@@ -78,6 +79,12 @@ end
 push!(jobs, Job("out of memory, 2 threads",
                 julia(testfile("thread_oom_tests.jl"); JULIA_NUM_THREADS = 2, JULIA_CUDA_MEMORY_LIMIT = "8MiB"),
                 passed))
+for pool in intersect(POOLS, ["split", "none"])
+    push!(jobs, Job("injected device failures, pool $pool",
+                    julia(testfile("faulttests.jl"); JULIA_CUDA_MEMORY_POOL = pool,
+                          CUMEM_FAULT = "alloc:0.3,free:0.2,copy:0.05,seed=11"),
+                    passed))
+end
 push!(jobs, Job("leak report, julia -g2", julia("-g2", testfile("debugtests.jl"); JULIA_NUM_THREADS = 2), passed))
 push!(jobs, Job("leak report, CUMEM_DEBUG=2", julia(testfile("debugtests.jl"); CUMEM_DEBUG = 2), passed))
 push!(jobs, Job("bad pool name",

@@ -117,6 +117,7 @@ const DESIGN_FIELDS: &[(&str, &str)] = &[
     ("uint64_t", "limit_bytes"),
     ("double", "cache_hit_rate"),
     ("double", "fragmentation_ratio"),
+    ("uint64_t", "num_device_free_errors"),
 ];
 
 const DESIGN_CODES: &[(&str, i32)] = &[
@@ -222,6 +223,7 @@ fn layout_check_source() -> String {
         ("limit_bytes", offset_of!(Stats, limit_bytes)),
         ("cache_hit_rate", offset_of!(Stats, cache_hit_rate)),
         ("fragmentation_ratio", offset_of!(Stats, fragmentation_ratio)),
+        ("num_device_free_errors", offset_of!(Stats, num_device_free_errors)),
     ];
     let mut src = String::from("#include \"cumem.h\"\n#include <stddef.h>\n");
     src += &format!(
