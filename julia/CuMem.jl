@@ -11,6 +11,7 @@ using Logging
 using LinearAlgebra
 using Printf
 using Serialization
+using Random
 
 export CuArray, CuVector, CuMatrix, CuVecOrMat, CuPtr, cu, unsafe_free!,
        allowscalar, @allowscalar,
@@ -29,6 +30,9 @@ include("adapt.jl")       # adapt (a stand-in for Adapt.jl) and cu
 include("iterator.jl")    # CuIterator
 include("interop.jl")     # deepcopy, serialize, unsafe_wrap
 include("info.jl")        # functional, versioninfo
+include("compute_standin.jl")  # PRIVATE stand-in for compute.jl (compute-engine); deleted at merge
+include("codegen.jl")     # tracing Julia functions into CUDA C, the kernel cache
+include("broadcast.jl")   # fused broadcasting, map, map!
 
 function __init__()
     init_library()
