@@ -33,6 +33,7 @@ include("info.jl")        # functional, versioninfo
 include("compute_standin.jl")  # PRIVATE stand-in for compute.jl (compute-engine); deleted at merge
 include("codegen.jl")     # tracing Julia functions into CUDA C, the kernel cache
 include("broadcast.jl")   # fused broadcasting, map, map!
+include("mapreduce.jl")   # reductions, findmax/findmin, cumsum/cumprod
 
 function __init__()
     init_library()

@@ -515,7 +515,10 @@ function trace_call(ctx::TraceContext, f, args...)
         end
         return trace_call(ctx, g, flat...)
     end
-    if f === tuple
+    if f === Core.typeassert && args[1] isa Sym
+        symtype(args[1]) <: args[2] || throw(TypeError(:typeassert, "", args[2], symtype(args[1])))
+        return args[1]
+    elseif f === tuple
         return tuple(args...)
     elseif f === (===)
         return args[1] === args[2]
@@ -834,4 +837,19 @@ function print_unpack(io, ptypes, globals)
     for (j, g) in enumerate(globals)
         print(io, param_unpack(g[2], "g$j"))
     end
+end
+
+# The type a function returns on elements of the given types (traced once per type).
+const TRACED_TYPES = Dict{Any,Any}()
+function traced_type(f, Ts::Type...)
+    ps, baked = Any[], Any[]
+    lift_captures!(nothing, ps, baked, f)
+    key = (typeof(f), Ts, baked)
+    e = lock(() -> get(TRACED_TYPES, key, nothing), KERNEL_CACHE_LOCK)
+    e === nothing || !globals_valid(e[2]) || return e[1]
+    ctx = TraceContext()
+    lift_captures!(ctx, Any[], Any[], f)
+    R = symtype(trace_fn(ctx, f, Any[Sym{T}("x$i") for (i, T) in enumerate(Ts)]))
+    lock(() -> TRACED_TYPES[key] = (R, ctx.globals), KERNEL_CACHE_LOCK)
+    return R
 end
