@@ -34,6 +34,7 @@ include("compute_standin.jl")  # PRIVATE stand-in for compute.jl (compute-engine
 include("codegen.jl")     # tracing Julia functions into CUDA C, the kernel cache
 include("broadcast.jl")   # fused broadcasting, map, map!
 include("mapreduce.jl")   # reductions, findmax/findmin, cumsum/cumprod
+include("random.jl")      # Philox4x32-10 random numbers
 
 function __init__()
     init_library()
