@@ -40,7 +40,7 @@ Base.BroadcastStyle(::Type{W}) where {W<:CuWrap2} = CuArrayStyle{ndims(W)}()
 ## strided layouts
 
 # (base CuArray, element offset of the first element, sizes, strides in elements)
-function layout(a::CuArray)
+function layout(@nospecialize(a::CuArray))
     sz = size(a)
     st = Int[]
     s = 1
@@ -51,7 +51,7 @@ function layout(a::CuArray)
     return (a, 0, collect(Int, sz), st)
 end
 
-function layout(v::SubArray)
+function layout(@nospecialize(v::SubArray))
     b, off, psz, pst = layout(parent(v))
     idx = v.indices
     k = length(idx)
@@ -83,7 +83,7 @@ function layout(v::SubArray)
     return (b, off, sz, st)
 end
 
-function layout(a::Union{Adjoint,Transpose})
+function layout(@nospecialize(a::Union{Adjoint,Transpose}))
     b, off, psz, pst = layout(parent(a))
     length(psz) == 1 && return (b, off, [1, psz[1]], [0, pst[1]])
     return (b, off, [psz[2], psz[1]], [pst[2], pst[1]])
@@ -131,15 +131,15 @@ struct Leaf
     eltype::Type
 end
 
-function flatten!(leaves, params, baked, ctx, bc::Broadcasted)
+function flatten!(leaves, params, baked, ctx, @nospecialize(bc::Broadcasted))
     lift_captures!(ctx, params, baked, bc.f)
     for a in bc.args
         flatten!(leaves, params, baked, ctx, a)
     end
 end
-flatten!(leaves, params, baked, ctx, a::AnyCuArray) = push!(leaves, a)
-flatten!(leaves, params, baked, ctx, x::KernelReal) = push!(params, x)
-function flatten!(leaves, params, baked, ctx, x::Base.RefValue)
+flatten!(leaves, params, baked, ctx, @nospecialize(a::AnyCuArray)) = push!(leaves, a)
+flatten!(leaves, params, baked, ctx, @nospecialize(x::KernelReal)) = push!(params, x)
+function flatten!(leaves, params, baked, ctx, @nospecialize(x::Base.RefValue))
     v = x[]
     if v isa KernelReal
         push!(params, v)
@@ -149,9 +149,9 @@ function flatten!(leaves, params, baked, ctx, x::Base.RefValue)
         reject_arg(x)
     end
 end
-flatten!(leaves, params, baked, ctx, x::Union{Type,Val,Function}) =
+flatten!(leaves, params, baked, ctx, @nospecialize(x::Union{Type,Val,Function})) =
     Base.issingletontype(typeof(x)) || x isa Type ? nothing : lift_captures!(ctx, params, baked, x)
-flatten!(leaves, params, baked, ctx, x) = reject_arg(x)
+flatten!(leaves, params, baked, ctx, @nospecialize(x)) = reject_arg(x)
 
 function reject_arg(x)
     if x isa AbstractArray || x isa Tuple
@@ -163,7 +163,7 @@ function reject_arg(x)
 end
 
 # The traced expression of a Broadcasted, with leaves named x1, x2, ... and parameters p1, ...
-function trace_bc(ctx::TraceContext, bc::Broadcasted, counts::Vector{Int}, params::Vector{Any}, baked::Vector{Any})
+function trace_bc(ctx::TraceContext, @nospecialize(bc::Broadcasted), counts::Vector{Int}, params::Vector{Any}, baked::Vector{Any})
     lift_captures!(ctx, params, baked, bc.f)
     args = Any[]
     for a in bc.args
@@ -171,22 +171,22 @@ function trace_bc(ctx::TraceContext, bc::Broadcasted, counts::Vector{Int}, param
     end
     return trace_fn(ctx, bc.f, args)
 end
-trace_arg(ctx, a::Broadcasted, counts, params, baked) = trace_bc(ctx, a, counts, params, baked)
-function trace_arg(ctx, a::AbstractArray, counts, params, baked)
+trace_arg(ctx, @nospecialize(a::Broadcasted), counts, params, baked) = trace_bc(ctx, a, counts, params, baked)
+function trace_arg(ctx, @nospecialize(a::AbstractArray), counts, params, baked)
     counts[1] += 1
-    return Sym{eltype(a)}("x$(counts[1])")
+    return Sym(eltype(a), "x$(counts[1])")
 end
-function trace_arg(ctx, x::KernelReal, counts, params, baked)
+function trace_arg(ctx, @nospecialize(x::KernelReal), counts, params, baked)
     push!(params, x)
-    return Sym{typeof(x)}("p$(length(params))")
+    return Sym(typeof(x), "p$(length(params))")
 end
-function trace_arg(ctx, x::Base.RefValue, counts, params, baked)
+function trace_arg(ctx, @nospecialize(x::Base.RefValue), counts, params, baked)
     v = x[]
     v isa KernelReal && return trace_arg(ctx, v, counts, params, baked)
     v isa Function && lift_captures!(ctx, params, baked, v)
     return v
 end
-function trace_arg(ctx, x, counts, params, baked)
+function trace_arg(ctx, @nospecialize(x), counts, params, baked)
     x isa Function && lift_captures!(ctx, params, baked, x)
     return x
 end
@@ -197,7 +197,7 @@ check_kernel_eltype(T) = T in KERNEL_ELTYPES ||
 # The element type a broadcast produces (traced once per expression type).
 const BC_ELTYPES = Dict{Any,Any}()
 
-function bc_eltype(bc::Broadcasted)
+function bc_eltype(@nospecialize(bc::Broadcasted))
     leaves, params, baked = Any[], Any[], Any[]
     flatten!(leaves, params, baked, nothing, bc)
     key = (typeof(bc), baked)
@@ -216,7 +216,7 @@ end
 ## the kernel
 
 # The CUDA C source of a broadcast kernel. `leafinfo`: (eltype, linear) per leaf.
-function bcast_source(expr::Sym, D::Type, dest_linear::Bool, leafinfo, ptypes, globals, N::Int, idx64::Bool)
+function bcast_source(expr::Sym, @nospecialize(D::Type), dest_linear::Bool, leafinfo, ptypes, globals, N::Int, idx64::Bool)
     IDX = idx64 ? "uint64_t" : "uint32_t"
     OFF = idx64 ? "int64_t" : "int32_t"
     cart = !dest_linear || any(l -> !l[2], leafinfo)
@@ -258,7 +258,7 @@ sm_count() = (DEVICE_INFO[] === nothing && (DEVICE_INFO[] = device_info()); max(
 # Blocks and threads for a grid-stride loop over n elements.
 launch_shape(n) = (max(1, min(cld(n, 256), 32 * sm_count())), 256)
 
-leaf_of(a, dsz) = (l = layout(a); (st, lin) = leaf_strides(l[3], l[4], dsz);
+leaf_of(@nospecialize(a), dsz) = (l = layout(a); (st, lin) = leaf_strides(l[3], l[4], dsz);
                    Leaf(l[1], l[2], st, lin, eltype(a)))
 
 # Whether two leaves touch the same buffer at different layouts (then an elementwise
@@ -289,7 +289,7 @@ host_arg(x) = x
 
 ## running a broadcast into a destination
 
-function gpu_broadcast!(dest::AnyCuArray, bc::Broadcasted)
+function gpu_broadcast!(@nospecialize(dest::AnyCuArray), @nospecialize(bc::Broadcasted))
     D = eltype(dest)
     check_kernel_eltype(D)
     dsz = size(dest)

@@ -126,11 +126,14 @@ unsigned_ctype(::Type{T}) where {T} = sizeof(T) <= 4 ? "uint32_t" : "uint64_t"
 ## symbolic values
 
 # A traced value: a C expression (compute type of T) whose Julia type is T.
-struct Sym{T}
+# (Not parametric: one concrete type keeps the tracer from compiling a specialization
+# per combination of element types.)
+struct Sym
+    T::DataType
     ex::String
 end
-symtype(::Sym{T}) where {T} = T
-symtype(x) = typeof(x)
+symtype(s::Sym) = s.T
+symtype(@nospecialize(x)) = typeof(x)
 
 # The C literal for a plain value (exact: floats by their bits).
 function c_literal(x::T) where {T}
@@ -149,11 +152,11 @@ function c_literal(x::T) where {T}
 end
 
 tosym(x::Sym) = x
-tosym(x::KernelReal) = Sym{typeof(x)}(c_literal(x))
+tosym(@nospecialize(x::KernelReal)) = Sym(typeof(x), c_literal(x))
 tosym(x) = throw(KernelTraceError("the value $(repr(x)) of type $(typeof(x)) cannot be used in a GPU kernel; kernels compute with $(join(KERNEL_ELTYPES, ", "))"))
 
 # `x` (Sym or plain value) converted to type `T`, as a C expression of T's compute type.
-function cv(x, ::Type{T}) where {T}
+function cv(@nospecialize(x), @nospecialize(T::Type))
     s = tosym(x)
     S = symtype(s)
     S === T && return s.ex
@@ -165,20 +168,25 @@ function cv(x, ::Type{T}) where {T}
         return string("((", codegen_ctype(T), ")(", s.ex, "))")
     end
 end
-conv(x, ::Type{T}) where {T} = Sym{T}(cv(x, T))
+conv(@nospecialize(x), @nospecialize(T::Type)) = Sym(T, cv(x, T))
 
 # Float16 results are rounded after each operation (Julia computes Float16 through Float32).
 rnd(::Type{Float16}, ex::String) = string("jl_rh(", ex, ")")
 rnd(::Type, ex::String) = ex
 
 # The result type Base gives `f` on these argument types, required to be a kernel eltype.
-function result_type(f, types...)
+function result_type(@nospecialize(f), @nospecialize(types...))
     R = Base.promote_op(f, types...)
     R in KERNEL_ELTYPES && return R
     throw(KernelTraceError("`$(fname(f))` on ($(join(types, ", "))) gives $R in Base, which GPU kernels cannot compute"))
 end
 
-fname(f) = f isa Function ? string(nameof(f)) : string(f)
+function fname(@nospecialize(f))
+    f isa Function || return string(f)
+    s = string(nameof(f))
+    m = match(r"^#([^#]+)#\d+$", s)        # a local function `g` is named "#g#12"
+    return m === nothing ? s : m.captures[1]
+end
 
 ## primitives: handlers for supported functions called with Sym arguments
 
@@ -189,9 +197,9 @@ function arith(op::String, f)
         R = result_type(f, symtype(a), symtype(b))
         if R <: Integer
             U = unsigned_ctype(R)
-            return Sym{R}(string("((", codegen_ctype(R), ")((", U, ")", cv(a, R), " ", op, " (", U, ")", cv(b, R), "))"))
+            return Sym(R, string("((", codegen_ctype(R), ")((", U, ")", cv(a, R), " ", op, " (", U, ")", cv(b, R), "))"))
         end
-        return Sym{R}(rnd(R, string("(", cv(a, R), " ", op, " ", cv(b, R), ")")))
+        return Sym(R, rnd(R, string("(", cv(a, R), " ", op, " ", cv(b, R), ")")))
     end
 end
 PRIMITIVES[+] = arith("+", +)
@@ -200,8 +208,8 @@ let sub = arith("-", -)
     PRIMITIVES[-] = function (a, b = nothing)
         b === nothing || return sub(a, b)
         R = result_type(-, symtype(a))
-        R <: Integer && return Sym{R}(string("((", codegen_ctype(R), ")(0ULL - (uint64_t)", cv(a, R), "))"))
-        return Sym{R}(string("(-", cv(a, R), ")"))
+        R <: Integer && return Sym(R, string("((", codegen_ctype(R), ")(0ULL - (uint64_t)", cv(a, R), "))"))
+        return Sym(R, string("(-", cv(a, R), ")"))
     end
 end
 PRIMITIVES[+] = let add = PRIMITIVES[+]
@@ -215,7 +223,7 @@ PRIMITIVES[Base.add_sum] = (a, b) -> PRIMITIVES[+](a, b)
 PRIMITIVES[Base.mul_prod] = (a, b) -> PRIMITIVES[*](a, b)
 PRIMITIVES[/] = function (a, b)
     R = result_type(/, symtype(a), symtype(b))
-    return Sym{R}(rnd(R, string("(", cv(a, R), " / ", cv(b, R), ")")))
+    return Sym(R, rnd(R, string("(", cv(a, R), " / ", cv(b, R), ")")))
 end
 PRIMITIVES[\] = (a, b) -> PRIMITIVES[/](b, a)
 PRIMITIVES[inv] = a -> PRIMITIVES[/](one(symtype(a)), a)
@@ -235,11 +243,11 @@ function compare(op::String, f)
                  op == "<" ? "($neg_a && !$neg_b) || (!$neg_a && !$neg_b && $ua < $ub) || ($neg_a && $neg_b && $ua < $ub)" :
                  op == "<=" ? "($neg_a && !$neg_b) || (!$neg_a && !$neg_b && $ua <= $ub) || ($neg_a && $neg_b && $ua <= $ub)" :
                  error("unreachable")
-            return Sym{Bool}("(" * ex * ")")
+            return Sym(Bool, "(" * ex * ")")
         end
         P = promote_type(A, B)
         P in KERNEL_ELTYPES || throw(KernelTraceError("cannot compare $A and $B in a GPU kernel"))
-        return Sym{Bool}(string("(", cv(a, P), " ", op, " ", cv(b, P), ")"))
+        return Sym(Bool, string("(", cv(a, P), " ", op, " ", cv(b, P), ")"))
     end
 end
 PRIMITIVES[==] = compare("==", ==)
@@ -252,19 +260,19 @@ PRIMITIVES[isless] = function (a, b)      # floats: NaN sorts last, -0.0 < 0.0
     P = promote_type(symtype(a), symtype(b))
     P <: AbstractFloat || return PRIMITIVES[<](a, b)
     x, y = cv(a, P), cv(b, P)
-    return Sym{Bool}("((jl_isnan($y) && !jl_isnan($x)) || (!jl_isnan($x) && !jl_isnan($y) && ($x < $y || ($x == $y && jl_signbit($x) && !jl_signbit($y)))))")
+    return Sym(Bool, "((jl_isnan($y) && !jl_isnan($x)) || (!jl_isnan($x) && !jl_isnan($y) && ($x < $y || ($x == $y && jl_signbit($x) && !jl_signbit($y)))))")
 end
 PRIMITIVES[isequal] = function (a, b)
     P = promote_type(symtype(a), symtype(b))
     P <: AbstractFloat || return PRIMITIVES[==](a, b)
     x, y = cv(a, P), cv(b, P)
-    return Sym{Bool}("((jl_isnan($x) && jl_isnan($y)) || ($x == $y && jl_signbit($x) == jl_signbit($y)))")
+    return Sym(Bool, "((jl_isnan($x) && jl_isnan($y)) || ($x == $y && jl_signbit($x) == jl_signbit($y)))")
 end
 
 function bitwise(op::String, f)
     return function (a, b, c...)
         R = result_type(f, symtype(a), symtype(b))
-        s = Sym{R}(string("((", codegen_ctype(R), ")(", cv(a, R), " ", op, " ", cv(b, R), "))"))
+        s = Sym(R, string("((", codegen_ctype(R), ")(", cv(a, R), " ", op, " ", cv(b, R), "))"))
         return isempty(c) ? s : PRIMITIVES[f](s, c...)
     end
 end
@@ -273,10 +281,10 @@ PRIMITIVES[|] = bitwise("|", |)
 PRIMITIVES[xor] = bitwise("^", xor)
 PRIMITIVES[~] = function (a)
     R = result_type(~, symtype(a))
-    R === Bool && return Sym{Bool}("(!$(cv(a, Bool)))")
-    return Sym{R}(string("((", codegen_ctype(R), ")(~", cv(a, R), "))"))
+    R === Bool && return Sym(Bool, "(!$(cv(a, Bool)))")
+    return Sym(R, string("((", codegen_ctype(R), ")(~", cv(a, R), "))"))
 end
-PRIMITIVES[!] = a -> (symtype(a) === Bool ? Sym{Bool}("(!$(tosym(a).ex))") : (result_type(!, symtype(a)); error("unreachable")))
+PRIMITIVES[!] = a -> (symtype(a) === Bool ? Sym(Bool, "(!$(tosym(a).ex))") : (result_type(!, symtype(a)); error("unreachable")))
 
 function shift(helper::String, f)
     return function (a, n)
@@ -287,7 +295,7 @@ function shift(helper::String, f)
              string(helper, "<", codegen_ctype(R), ", ", unsigned_ctype(R), ", ", codegen_ctype(N), ">(", cv(a, R), ", ", tosym(n).ex, ")")
         # jl_shr_u takes one template argument
         ex = replace(ex, r"^jl_shr_u<([a-z0-9_]+), [a-z0-9_]+>" => s"jl_shr_u<\1>")
-        return Sym{R}(ex)
+        return Sym(R, ex)
     end
 end
 PRIMITIVES[<<] = shift("jl_shl", <<)
@@ -300,14 +308,14 @@ function intdiv(helper::String, f, fallback::String)
         if R <: Integer && R !== Bool
             U = unsigned_ctype(R)
             tmpl = helper in ("jl_rem", "jl_mod") ? "<$(codegen_ctype(R))>" : "<$(codegen_ctype(R)), $U>"
-            return Sym{R}(string(helper, tmpl, "(", cv(a, R), ", ", cv(b, R), ")"))
+            return Sym(R, string(helper, tmpl, "(", cv(a, R), ", ", cv(b, R), ")"))
         elseif R === Bool
             # Bool ÷ Bool, etc.: Julia computes in Bool (true ÷ true == true); through Int.
             r = PRIMITIVES[f](conv(a, Int), conv(b, Int))
             return conv(r, Bool)
         end
         x, y = cv(a, R), cv(b, R)
-        return Sym{R}(rnd(R, replace(replace(fallback, "X" => x), "Y" => y)))
+        return Sym(R, rnd(R, replace(replace(fallback, "X" => x), "Y" => y)))
     end
 end
 PRIMITIVES[div] = intdiv("jl_div", div, "trunc((X - fmod(X, Y)) / Y)")
@@ -320,7 +328,7 @@ function minmax_prim(f, fhelper::String, ihelper::String)
     return function (a, b, c...)
         R = result_type(f, symtype(a), symtype(b))
         h = R <: AbstractFloat ? fhelper : ihelper
-        s = Sym{R}(string(h, "<", ctype_compute(R), ">(", cv(a, R), ", ", cv(b, R), ")"))
+        s = Sym(R, string(h, "<", ctype_compute(R), ">(", cv(a, R), ", ", cv(b, R), ")"))
         return isempty(c) ? s : PRIMITIVES[f](s, c...)
     end
 end
@@ -331,31 +339,31 @@ PRIMITIVES[clamp] = function (x, lo, hi)
     T = promote_type(symtype(x), symtype(lo), symtype(hi))
     T in KERNEL_ELTYPES || throw(KernelTraceError("clamp of $(symtype(x)) between $(symtype(lo)) and $(symtype(hi)) is not supported"))
     gt, lt = PRIMITIVES[>](x, hi), PRIMITIVES[<](x, lo)
-    return Sym{T}("($(gt.ex) ? $(cv(hi, T)) : ($(lt.ex) ? $(cv(lo, T)) : $(cv(x, T))))")
+    return Sym(T, "($(gt.ex) ? $(cv(hi, T)) : ($(lt.ex) ? $(cv(lo, T)) : $(cv(x, T))))")
 end
 PRIMITIVES[abs] = function (a)
     R = result_type(abs, symtype(a))
     R <: Unsigned || R === Bool && return conv(a, R)
-    R <: AbstractFloat && return Sym{R}("fabs($(cv(a, R)))")
+    R <: AbstractFloat && return Sym(R, "fabs($(cv(a, R)))")
     x = cv(a, R)
-    return Sym{R}("(($(codegen_ctype(R)))($x < 0 ? (0ULL - (uint64_t)$x) : (uint64_t)$x))")
+    return Sym(R, "(($(codegen_ctype(R)))($x < 0 ? (0ULL - (uint64_t)$x) : (uint64_t)$x))")
 end
 PRIMITIVES[abs2] = a -> PRIMITIVES[*](a, a)
 PRIMITIVES[sign] = function (a)
     R = result_type(sign, symtype(a))
-    return Sym{R}("jl_sign<$(ctype_compute(R))>($(cv(a, R)))")
+    return Sym(R, "jl_sign<$(ctype_compute(R))>($(cv(a, R)))")
 end
-PRIMITIVES[signbit] = a -> (T = symtype(a); T <: AbstractFloat ? Sym{Bool}("jl_signbit($(tosym(a).ex))") :
-                                                T <: Signed ? Sym{Bool}("($(tosym(a).ex) < 0)") : Sym{Bool}("false"))
+PRIMITIVES[signbit] = a -> (T = symtype(a); T <: AbstractFloat ? Sym(Bool, "jl_signbit($(tosym(a).ex))") :
+                                                T <: Signed ? Sym(Bool, "($(tosym(a).ex) < 0)") : Sym(Bool, "false"))
 PRIMITIVES[copysign] = function (a, b)
     R = result_type(copysign, symtype(a), symtype(b))
-    R <: AbstractFloat && return Sym{R}("copysign($(cv(a, R)), $(cv(b, ctype_compute(R) == "float" ? Float32 : Float64)))")
+    R <: AbstractFloat && return Sym(R, "copysign($(cv(a, R)), $(cv(b, ctype_compute(R) == "float" ? Float32 : Float64)))")
     return PRIMITIVES[ifelse](PRIMITIVES[signbit](b), PRIMITIVES[-](PRIMITIVES[abs](a)), PRIMITIVES[abs](a))
 end
 PRIMITIVES[flipsign] = (a, b) -> PRIMITIVES[ifelse](PRIMITIVES[signbit](b), PRIMITIVES[-](a), conv(a, result_type(-, symtype(a))))
-PRIMITIVES[isnan] = a -> symtype(a) <: AbstractFloat ? Sym{Bool}("jl_isnan($(tosym(a).ex))") : Sym{Bool}("false")
-PRIMITIVES[isinf] = a -> symtype(a) <: AbstractFloat ? Sym{Bool}("isinf($(tosym(a).ex))") : Sym{Bool}("false")
-PRIMITIVES[isfinite] = a -> symtype(a) <: AbstractFloat ? Sym{Bool}("isfinite($(tosym(a).ex))") : Sym{Bool}("true")
+PRIMITIVES[isnan] = a -> symtype(a) <: AbstractFloat ? Sym(Bool, "jl_isnan($(tosym(a).ex))") : Sym(Bool, "false")
+PRIMITIVES[isinf] = a -> symtype(a) <: AbstractFloat ? Sym(Bool, "isinf($(tosym(a).ex))") : Sym(Bool, "false")
+PRIMITIVES[isfinite] = a -> symtype(a) <: AbstractFloat ? Sym(Bool, "isfinite($(tosym(a).ex))") : Sym(Bool, "true")
 PRIMITIVES[iszero] = a -> PRIMITIVES[==](a, zero(symtype(a)))
 PRIMITIVES[isone] = a -> PRIMITIVES[==](a, one(symtype(a)))
 PRIMITIVES[identity] = a -> a
@@ -363,8 +371,8 @@ PRIMITIVES[muladd] = (a, b, c) -> PRIMITIVES[+](PRIMITIVES[*](a, b), c)
 PRIMITIVES[fma] = function (a, b, c)
     R = result_type(fma, symtype(a), symtype(b), symtype(c))
     R <: AbstractFloat || return PRIMITIVES[muladd](a, b, c)
-    R === Float16 && return Sym{R}("jl_rhd(fma((double)$(cv(a, R)), (double)$(cv(b, R)), (double)$(cv(c, R))))")
-    return Sym{R}("fma($(cv(a, R)), $(cv(b, R)), $(cv(c, R)))")
+    R === Float16 && return Sym(R, "jl_rhd(fma((double)$(cv(a, R)), (double)$(cv(b, R)), (double)$(cv(c, R))))")
+    return Sym(R, "fma($(cv(a, R)), $(cv(b, R)), $(cv(c, R)))")
 end
 
 # Floating-point functions of one argument: computed in the result type's C type (CUDA's
@@ -373,7 +381,7 @@ function float_fn(f, cname::String = string(nameof(f)))
     return function (a)
         R = result_type(f, symtype(a))
         R <: AbstractFloat || throw(KernelTraceError("`$(fname(f))` of $(symtype(a)) is not supported in GPU kernels"))
-        return Sym{R}(rnd(R, string(cname, "(", cv(a, R), ")")))
+        return Sym(R, rnd(R, string(cname, "(", cv(a, R), ")")))
     end
 end
 for f in (exp, exp2, exp10, expm1, log, log2, log10, log1p, sqrt, cbrt, sin, cos, tan, asin, acos,
@@ -383,21 +391,21 @@ end
 PRIMITIVES[atan] = function (a, b = nothing)
     b === nothing && return float_fn(atan)(a)
     R = result_type(atan, symtype(a), symtype(b))
-    return Sym{R}(rnd(R, "atan2($(cv(a, R)), $(cv(b, R)))"))
+    return Sym(R, rnd(R, "atan2($(cv(a, R)), $(cv(b, R)))"))
 end
 PRIMITIVES[hypot] = function (a, b)
     R = result_type(hypot, symtype(a), symtype(b))
-    return Sym{R}(rnd(R, "hypot($(cv(a, R)), $(cv(b, R)))"))
+    return Sym(R, rnd(R, "hypot($(cv(a, R)), $(cv(b, R)))"))
 end
 PRIMITIVES[^] = function (a, b)
     A, B = symtype(a), symtype(b)
     R = result_type(^, A, B)
     if R <: Integer && B <: Integer
-        R === Bool && return Sym{Bool}("($(cv(a, Bool)) || $(cv(b, Int64)) == 0)")
-        return Sym{R}("jl_ipow<$(codegen_ctype(R)), $(unsigned_ctype(R))>($(cv(a, R)), $(cv(b, Int64)))")
+        R === Bool && return Sym(Bool, "($(cv(a, Bool)) || $(cv(b, Int64)) == 0)")
+        return Sym(R, "jl_ipow<$(codegen_ctype(R)), $(unsigned_ctype(R))>($(cv(a, R)), $(cv(b, Int64)))")
     end
-    B <: Integer && return Sym{R}(rnd(R, "pow($(cv(a, R)), (double)$(cv(b, Int64)))"))
-    return Sym{R}(rnd(R, "pow($(cv(a, R)), $(cv(b, R)))"))
+    B <: Integer && return Sym(R, rnd(R, "pow($(cv(a, R)), ($(ctype_compute(R)))$(cv(b, Int64)))"))
+    return Sym(R, rnd(R, "pow($(cv(a, R)), $(cv(b, R)))"))
 end
 PRIMITIVES[Base.literal_pow] = function (f, a, ::Val{p}) where {p}
     f === (^) || throw(KernelTraceError("literal_pow of $(f) is not supported"))
@@ -425,12 +433,12 @@ function rounding(f, cname::String)
             T in KERNEL_ELTYPES || throw(KernelTraceError("`$(fname(f))($T, x)` is not supported in GPU kernels"))
             S = symtype(x)
             S <: Integer && return conv(x, T)
-            return conv(Sym{S}(rnd(S, string(cname, "(", tosym(x).ex, ")"))), T)
+            return conv(Sym(S, rnd(S, string(cname, "(", tosym(x).ex, ")"))), T)
         end
         b === nothing || throw(KernelTraceError("`$(fname(f))` with digits or a rounding mode is not supported in GPU kernels"))
         R = result_type(f, symtype(a))
         R <: Integer && return conv(a, R)
-        return Sym{R}(rnd(R, string(cname, "(", cv(a, R), ")")))
+        return Sym(R, rnd(R, string(cname, "(", cv(a, R), ")")))
     end
 end
 PRIMITIVES[round] = rounding(round, "rint")
@@ -461,7 +469,7 @@ PRIMITIVES[Core.ifelse] = function (c, a, b)
     c isa Bool && return c ? a : b
     T = promote_type(symtype(a), symtype(b))
     T in KERNEL_ELTYPES || throw(KernelTraceError("ifelse between $(symtype(a)) and $(symtype(b)) is not supported"))
-    return Sym{T}("($(c.ex) ? $(cv(a, T)) : $(cv(b, T)))")
+    return Sym(T, "($(c.ex) ? $(cv(a, T)) : $(cv(b, T)))")
 end
 PRIMITIVES[ifelse] = PRIMITIVES[Core.ifelse]
 
@@ -486,7 +494,7 @@ has_sym(args) = any(a -> a isa Sym || (a isa Tuple && has_sym(a)), args)
 
 where_str(ctx) = isempty(ctx.stack) ? "" : " in `" * fname(ctx.stack[end]) * "`"
 
-function trace_call(ctx::TraceContext, f, args...)
+function trace_call(ctx::TraceContext, @nospecialize(f), @nospecialize(args...))
     if f === typeof && length(args) == 1 && args[1] isa Sym
         return symtype(args[1])
     elseif f === isa && length(args) == 2 && args[1] isa Sym
@@ -536,6 +544,9 @@ function unsupported(ctx, f, args)
                             "(no branches on element values: use ifelse).")
 end
 
+is_base_module(m::Module) = m === Base || m === Core || parentmodule(m) === Base
+const BASE_INTERPRETED = Any[|>, ∘, Base.splat]
+
 get_ir(m::Method) = isdefined(Base, :uncompressed_ir) ? Base.uncompressed_ir(m) : Base.uncompressed_ast(m)
 
 function method_for(f, args)
@@ -549,12 +560,16 @@ function method_for(f, args)
     return m.method::Method, m.sparams
 end
 
-function interpret(ctx::TraceContext, f, args)
+function interpret(ctx::TraceContext, @nospecialize(f), @nospecialize(args))
     found = method_for(f, args)
     found === nothing && throw(unsupported(ctx, f, args))
     m, sparams = found
-    (m.module === Base || m.module === Core || m.module === Base.Math) && !(f isa Base.Callable && !(f isa Function)) &&
-        !startswith(string(m.name), "#") && throw(unsupported(ctx, f, args))
+    # Base's own functions are not interpreted (their internals branch and call intrinsics)
+    # except for the plumbing below and callable objects with fields (Fix1, Fix2, ∘, ...).
+    if is_base_module(m.module) && Base.issingletontype(typeof(f)) && !startswith(string(m.name), "#") &&
+       !(f in BASE_INTERPRETED)
+        throw(unsupported(ctx, f, args))
+    end
     isdefined(m, :generator) && m.generator !== nothing && throw(unsupported(ctx, f, args))
     length(ctx.stack) >= MAX_TRACE_DEPTH && throw(KernelTraceError("`$(fname(f))` recurses too deeply to compile into a GPU kernel"))
     ci = get_ir(m)
@@ -579,7 +594,7 @@ function interpret(ctx::TraceContext, f, args)
     end
 end
 
-function evalarg(ctx, x, ssa, slots, sparams, m)
+function evalarg(ctx, @nospecialize(x), ssa, slots, sparams, m)
     if x isa Core.SSAValue
         return ssa[x.id]
     elseif x isa Core.SlotNumber || x isa Core.TypedSlot
@@ -595,7 +610,7 @@ function evalarg(ctx, x, ssa, slots, sparams, m)
                 i = length(ctx.globals)
             end
             ctx.globals[i][2] === typeof(v) || throw(KernelTraceError("the global `$(x.name)` changed type while tracing"))
-            return Sym{typeof(v)}("g$i")
+            return Sym(typeof(v), "g$i")
         elseif !isconst(x.mod, x.name) && !(v isa Function || v isa Type || v isa Module)
             throw(KernelTraceError("`$(fname(ctx.stack[end]))` reads the non-constant global `$(x.name)`, a " *
                                    "$(typeof(v)); GPU kernels read global numbers only: declare it `const` or pass it as an argument"))
@@ -695,10 +710,10 @@ end
 """
     CuMem.trace(f, argtypes::Type...; ctx) -> Sym
 
-Traces `f` called with symbolic arguments of the given element types (`Sym{T}("x1")`, ...)
+Traces `f` called with symbolic arguments of the given element types (`Sym(T, "x1")`, ...)
 and returns the resulting C expression. Used by broadcasting and reductions.
 """
-function trace_fn(ctx::TraceContext, f, args::Vector{Any})
+function trace_fn(ctx::TraceContext, @nospecialize(f), args::Vector{Any})
     r = try
         trace_call(ctx, f, args...)
     catch e
@@ -718,7 +733,7 @@ end
 # (their values do not enter the source, so the cache does not grow with them), nested
 # closures and boxes are walked, singletons are part of the type, other isbits values are
 # baked into the source and recorded in `baked` (part of the cache key).
-function lift_captures!(ctx::Union{TraceContext,Nothing}, params::Vector{Any}, baked::Vector{Any}, f)
+function lift_captures!(ctx::Union{TraceContext,Nothing}, params::Vector{Any}, baked::Vector{Any}, @nospecialize(f))
     f isa Type && return nothing
     T = typeof(f)
     (Base.issingletontype(T) || fieldcount(T) == 0) && return nothing
@@ -729,7 +744,7 @@ function lift_captures!(ctx::Union{TraceContext,Nothing}, params::Vector{Any}, b
         name = fieldname(T, i)
         if v isa KernelReal
             push!(params, v)
-            fields[name] = Sym{typeof(v)}("p$(length(params))")
+            fields[name] = Sym(typeof(v), "p$(length(params))")
         elseif v isa Core.Box || v isa Function
             lift_captures!(ctx, params, baked, v)
         elseif v isa Type || Base.issingletontype(typeof(v))
@@ -849,7 +864,7 @@ function traced_type(f, Ts::Type...)
     e === nothing || !globals_valid(e[2]) || return e[1]
     ctx = TraceContext()
     lift_captures!(ctx, Any[], Any[], f)
-    R = symtype(trace_fn(ctx, f, Any[Sym{T}("x$i") for (i, T) in enumerate(Ts)]))
+    R = symtype(trace_fn(ctx, f, Any[Sym(T, "x$i") for (i, T) in enumerate(Ts)]))
     lock(() -> TRACED_TYPES[key] = (R, ctx.globals), KERNEL_CACHE_LOCK)
     return R
 end

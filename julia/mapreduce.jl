@@ -162,19 +162,19 @@ function trace_reduce(f, op, T::Type, Acc::Type, init)
     ctx = TraceContext()
     params, baked = Any[], Any[]
     lift_captures!(ctx, params, baked, f)
-    fr = trace_fn(ctx, f, Any[Sym{T}("x1")])
+    fr = trace_fn(ctx, f, Any[Sym(T, "x1")])
     fx = cv(fr, Acc)
     lift_captures!(ctx, params, baked, op)
-    opr = trace_fn(ctx, op, Any[Sym{Acc}("a"), Sym{Acc}("b")])
+    opr = trace_fn(ctx, op, Any[Sym(Acc, "a"), Sym(Acc, "b")])
     opx = cv(opr, Acc)
     finx = "acc"
     if init !== NOINIT
         push!(params, init)
-        fin = trace_fn(ctx, op, Any[Sym{typeof(init)}("p$(length(params))"), Sym{Acc}("acc")])
+        fin = trace_fn(ctx, op, Any[Sym(typeof(init), "p$(length(params))"), Sym(Acc, "acc")])
         finx = fin.ex
         return fx, opx, params, ctx.globals, symtype(fin), fin
     end
-    return fx, opx, params, ctx.globals, Acc, Sym{Acc}("acc")
+    return fx, opx, params, ctx.globals, Acc, Sym(Acc, "acc")
 end
 
 reduce_key_params(f, op) = (ps = Any[]; bk = Any[]; lift_captures!(nothing, ps, bk, f); lift_captures!(nothing, ps, bk, op); (ps, bk))
@@ -339,3 +339,212 @@ Base.any(f::Function, A::AnyCuArray; dims = :) = mapreduce(x -> f(x)::Bool, |, A
 Base.all(f::Function, A::AnyCuArray; dims = :) = mapreduce(x -> f(x)::Bool, &, A; dims = dims)
 Base.count(A::AnyCuArray{Bool}; dims = :) = mapreduce(Int, +, A; dims = dims)
 Base.count(f, A::AnyCuArray; dims = :) = mapreduce(x -> Int(f(x)::Bool), +, A; dims = dims)
+
+## findmax, findmin, argmax, argmin
+
+# One block per output keeps (value, index) pairs; ties go to the first index, NaN wins
+# (is the maximum for findmax, the minimum for findmin), as Base.
+function findext_source(T::Type, ismax::Bool, nk::Int, nr::Int, linear::Bool, idx64::Bool)
+    IDX = idx64 ? "uint64_t" : "uint32_t"
+    OFF = idx64 ? "int64_t" : "int32_t"
+    AC = ctype_compute(T)
+    cmp = ismax ? ">" : "<"
+    io = IOBuffer()
+    print(io, C_PRELUDE)
+    print(io, """
+    static __device__ __forceinline__ void combine($AC &v, int64_t &i, $AC w, int64_t k) {
+      if (k < 0) return;
+      const bool nv = jl_isnan(v), nw = jl_isnan(w);
+      const bool same = (v == w) || (nv && nw);
+      if (i < 0 || (nw && !nv) || (!nv && !nw && w $cmp v) || (same && k < i)) { v = w; i = k; }
+    }
+    """)
+    print(io, "extern \"C\" __global__ void cumem_findext(const $(codegen_ctype(T))* src, $(codegen_ctype(T))* outv, int64_t* outi, $IDX nout, $IDX nred, $IDX gx")
+    for d in 1:nk
+        print(io, ", $IDX ks$d, $OFF kst$d")
+    end
+    linear || for d in 1:nr; print(io, ", $IDX rs$d, $OFF rst$d"); end
+    print(io, ")\n{\n")
+    print(io, """
+      __shared__ $AC shv[32];
+      __shared__ int64_t shi[32];
+      const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = (blockDim.x + 31) / 32;
+      for ($IDX j = blockIdx.x; j < nout; j += gridDim.x) {
+        $OFF base = 0;
+    """)
+    if nk > 0
+        print(io, "    { $IDX r = j;\n")
+        for d in 1:nk
+            print(io, "      base += ($OFF)(r % ks$d) * kst$d; r /= ks$d;\n")
+        end
+        print(io, "    }\n")
+    end
+    print(io, "    $AC v = 0; int64_t vi = -1;\n")
+    print(io, "    for ($IDX k = threadIdx.x; k < nred; k += blockDim.x) {\n")
+    if linear
+        print(io, "      const $OFF off = base + ($OFF)k;\n")
+    else
+        print(io, "      $OFF off = base; $IDX r = k;\n")
+        for d in 1:nr
+            print(io, "      off += ($OFF)(r % rs$d) * rst$d; r /= rs$d;\n")
+        end
+    end
+    print(io, "      combine(v, vi, $(T === Float16 ? "jl_h2f(src[off])" : "src[off]"), (int64_t)k);\n    }\n")
+    print(io, """
+        for (int o = 16; o > 0; o >>= 1) {
+          const $AC w = ($AC)__shfl_down_sync(0xffffffffu, v, o);
+          const int64_t k = __shfl_down_sync(0xffffffffu, vi, o);
+          combine(v, vi, w, k);
+        }
+        if (lane == 0) { shv[warp] = v; shi[warp] = vi; }
+        __syncthreads();
+        if (warp == 0) {
+          v = lane < nwarps ? shv[lane] : ($AC)0; vi = lane < nwarps ? shi[lane] : -1;
+          for (int o = 16; o > 0; o >>= 1) {
+            const $AC w = ($AC)__shfl_down_sync(0xffffffffu, v, o);
+            const int64_t k = __shfl_down_sync(0xffffffffu, vi, o);
+            combine(v, vi, w, k);
+          }
+          if (lane == 0) { outv[j] = $(T === Float16 ? "jl_f2h(v)" : "v"); outi[j] = vi; }
+        }
+        __syncthreads();
+      }
+    }
+    """)
+    return String(take!(io))
+end
+
+function gpu_findext(A, ismax::Bool, dims)
+    N = ndims(A)
+    T = eltype(A)
+    rdims = normalize_dims(dims, N)
+    if length(A) == 0 || on_host()
+        if length(A) > 0
+            check_kernel_eltype(T)
+            plan = plan_reduce(A, rdims)
+            idx64 = length(plan.base) >= typemax(Int32)
+            cached_kernel((:findext, T, ismax, length(plan.ksz), length(plan.rsz), plan.linear, idx64)) do
+                (findext_source(T, ismax, length(plan.ksz), length(plan.rsz), plan.linear, idx64), "cumem_findext",
+                 nothing, Tuple{GlobalRef,DataType}[])
+            end
+        end
+        h = length(A) == 0 ? Array{T,N}(undef, size(A)) : host_arg(A)
+        GC.@preserve A begin
+            r = dims === (:) ? (ismax ? findmax(h) : findmin(h)) : (ismax ? findmax(h; dims = dims) : findmin(h; dims = dims))
+            return dims === (:) ? r : (CuArray(r[1]), CuArray(r[2]))
+        end
+    end
+    check_kernel_eltype(T)
+    plan = plan_reduce(A, rdims)
+    idx64 = max(length(plan.base), plan.nout) >= typemax(Int32)
+    entry = cached_kernel((:findext, T, ismax, length(plan.ksz), length(plan.rsz), plan.linear, idx64)) do
+        (findext_source(T, ismax, length(plan.ksz), length(plan.rsz), plan.linear, idx64), "cumem_findext",
+         nothing, Tuple{GlobalRef,DataType}[])
+    end
+    osz = reduced_size(size(A), rdims)
+    vals = CuArray{T}(undef, osz)
+    idx = CuArray{Int64}(undef, plan.nout)
+    IT = idx64 ? UInt64 : UInt32
+    OT = idx64 ? Int64 : Int32
+    gx = min(plan.nout, 65535)
+    args = Any[devaddr(plan.base) + UInt64(plan.offset * sizeof(T)), devaddr(vals), devaddr(idx), IT(plan.nout), IT(plan.nred), IT(gx)]
+    for d in eachindex(plan.ksz)
+        push!(args, IT(plan.ksz[d]), OT(plan.kst[d]))
+    end
+    plan.linear || for d in eachindex(plan.rsz); push!(args, IT(plan.rsz[d]), OT(plan.rst[d])); end
+    GC.@preserve plan vals idx launch(entry.kernel, args...; blocks = gx, threads = 256)
+    # k (0-based over the reduced dimensions) -> the index into A
+    ks = Array(idx)
+    unsafe_free!(idx)
+    rsz = ntuple(d -> d in rdims ? size(A, d) : 1, N)
+    RC, OC = CartesianIndices(rsz), CartesianIndices(osz)
+    cart = [OC[j] + RC[ks[j]+1] - oneunit(CartesianIndex{N}) for j in 1:plan.nout]
+    if dims === (:)
+        v = Array(vals)[1]
+        return (v, N == 1 ? cart[1][1] : cart[1])
+    end
+    return (vals, CuArray(reshape(cart, osz)))
+end
+
+"""
+    findmax(A::CuArray; dims=:) / findmin / argmax / argmin
+
+The maximum (minimum) and its index, as Base: a `CartesianIndex` for arrays of 2 or more
+dimensions, an `Int` for vectors; along `dims`, a `CuArray` of values and a `CuArray` of
+`CartesianIndex`es. Ties give the first index; a NaN is the result when there is one.
+One block of threads per output.
+"""
+Base.findmax(A::AnyCuArray; dims = :) = gpu_findext(A, true, dims)
+Base.findmin(A::AnyCuArray; dims = :) = gpu_findext(A, false, dims)
+Base.argmax(A::AnyCuArray; dims = :) = findmax(A; dims = dims)[2]
+Base.argmin(A::AnyCuArray; dims = :) = findmin(A; dims = dims)[2]
+
+## cumsum, cumprod (vectors)
+
+function scan_source(T::Type, Acc::Type, Out::Type, opx::String, neutral_ex::String, idx64::Bool)
+    IDX = idx64 ? "uint64_t" : "uint32_t"
+    OFF = idx64 ? "int64_t" : "int32_t"
+    AC = ctype_compute(Acc)
+    load = T === Float16 ? "jl_h2f(src[(($OFF)i) * st])" : "src[(($OFF)i) * st]"
+    store = Out === Float16 ? "jl_f2h(acc)" : "acc"
+    return C_PRELUDE * """
+    static __device__ __forceinline__ $AC op($AC a, $AC b) { return $opx; }
+    /* one block: each thread scans a contiguous chunk, the chunk totals are scanned in shared memory */
+    extern "C" __global__ void cumem_scan(const $(codegen_ctype(T))* src, $OFF st, $(codegen_ctype(Out))* dst, $IDX n)
+    {
+      __shared__ $AC tot[1024];
+      const $IDX chunk = (n + blockDim.x - 1) / blockDim.x;
+      const $IDX lo = chunk * threadIdx.x, hi = lo + chunk < n ? lo + chunk : n;
+      $AC acc = $neutral_ex;
+      for ($IDX i = lo; i < hi; i++) acc = op(acc, ($AC)$load);
+      tot[threadIdx.x] = acc;
+      __syncthreads();
+      for (unsigned o = 1; o < blockDim.x; o <<= 1) {
+        const $AC t = threadIdx.x >= o ? tot[threadIdx.x - o] : ($AC)$neutral_ex;
+        __syncthreads();
+        tot[threadIdx.x] = op(t, tot[threadIdx.x]);
+        __syncthreads();
+      }
+      acc = threadIdx.x > 0 ? tot[threadIdx.x - 1] : ($AC)$neutral_ex;
+      for ($IDX i = lo; i < hi; i++) { acc = op(acc, ($AC)$load); dst[i] = $store; }
+    }
+    """
+end
+
+function gpu_scan(A, op, baseop)
+    T = eltype(A)
+    Out = Base.promote_op(op, T, T)
+    if on_host() || length(A) == 0
+        length(A) > 0 && scan_kernel(A, T, Out, op)
+        GC.@preserve A return CuArray(baseop(length(A) == 0 ? T[] : host_arg(A)))
+    end
+    entry = scan_kernel(A, T, Out, op)
+    b, off, sz, st = layout(A)
+    out = CuArray{Out}(undef, length(A))
+    n = length(A)
+    idx64 = max(n, length(b)) >= typemax(Int32)
+    launch(entry.kernel, devaddr(b) + UInt64(off * sizeof(T)), idx64 ? Int64(st[1]) : Int32(st[1]), devaddr(out),
+           idx64 ? UInt64(n) : UInt32(n); blocks = 1, threads = 1024)
+    return out
+end
+
+function scan_kernel(A, T, Out, op)
+    check_kernel_eltype(T)
+    check_kernel_eltype(Out)
+    Acc = Out === Float16 ? Float32 : Out
+    b = layout(A)[1]
+    idx64 = length(b) >= typemax(Int32)
+    return cached_kernel((:scan, T, Out, op, idx64)) do
+        opx = cv(PRIMITIVES[op](Sym(Acc, "a"), Sym(Acc, "b")), Acc)
+        (scan_source(T, Acc, Out, opx, c_literal(neutral(op, Acc)), idx64), "cumem_scan", nothing, Tuple{GlobalRef,DataType}[])
+    end
+end
+
+"""
+    cumsum(v::CuVector) / cumprod(v::CuVector)
+
+Inclusive scans with Base's element types (small integers widen, as Base's `add_sum` and
+`mul_prod`). One block of threads; Float16 accumulates in Float32.
+"""
+Base.cumsum(A::AnyCuArray{T,1}) where {T} = gpu_scan(A, Base.add_sum, cumsum)
+Base.cumprod(A::AnyCuArray{T,1}) where {T} = gpu_scan(A, Base.mul_prod, cumprod)

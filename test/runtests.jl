@@ -63,6 +63,14 @@ for pool in POOLS
                     passed))
 end
 push!(jobs, Job("compute (NVRTC, kernels, gemm!)", julia(testfile("compute_tests.jl")), passed))
+# broadcasting, reductions and random numbers against Base, under two pools
+for pool in POOLS[1:min(2, end)]
+    push!(jobs, Job("compute (broadcast, mapreduce, random), pool $pool",
+                    julia("-e", "for f in ARGS; Base.include(Module(), f); end",
+                          testfile("broadcast_tests.jl"), testfile("mapreduce_tests.jl"), testfile("random_tests.jl");
+                          JULIA_CUDA_MEMORY_POOL = pool),
+                    passed))
+end
 push!(jobs, Job("method ambiguities",
                 julia("-e", "using CuMem, Test, LinearAlgebra; include($(repr(testfile("ambiguity_tests.jl"))))"),
                 passed))
