@@ -291,8 +291,10 @@ function shift(helper::String, f)
         T, N = symtype(a), symtype(n)
         R = result_type(f, T, N)
         N <: Integer || throw(KernelTraceError("shift counts must be integers, got $N"))
-        ex = N <: Unsigned || N === Bool ? string(helper, "_u<", codegen_ctype(R), helper == "jl_shr" ? "" : ", " * unsigned_ctype(R), ">(", cv(a, R), ", (uint64_t)", tosym(n).ex, ")") :
-             string(helper, "<", codegen_ctype(R), ", ", unsigned_ctype(R), ", ", codegen_ctype(N), ">(", cv(a, R), ", ", tosym(n).ex, ")")
+        # >>> shifts the bits of R's own width: its unsigned type of the same size
+        U = helper == "jl_lshr" && R <: Signed ? codegen_ctype(unsigned(R)) : unsigned_ctype(R)
+        ex = N <: Unsigned || N === Bool ? string(helper, "_u<", codegen_ctype(R), helper == "jl_shr" ? "" : ", " * U, ">(", cv(a, R), ", (uint64_t)", tosym(n).ex, ")") :
+             string(helper, "<", codegen_ctype(R), ", ", U, ", ", codegen_ctype(N), ">(", cv(a, R), ", ", tosym(n).ex, ")")
         # jl_shr_u takes one template argument
         ex = replace(ex, r"^jl_shr_u<([a-z0-9_]+), [a-z0-9_]+>" => s"jl_shr_u<\1>")
         return Sym(R, ex)

@@ -71,6 +71,12 @@ for pool in POOLS[1:min(2, end)]
                           JULIA_CUDA_MEMORY_POOL = pool),
                     passed))
 end
+# the generated CUDA C of broadcasts and random numbers compiled by g++ and run on the CPU
+if Sys.which("g++") !== nothing && success(pipeline(`g++ -x c++ -std=c++17 -fsyntax-only -`, stdin = IOBuffer("_Float16 h;"), stderr = devnull))
+    push!(jobs, Job("compute kernels emulated on the CPU (g++)", julia(testfile("kernel_emulation_tests.jl")), passed))
+else
+    @info "g++ with _Float16 not found: the emulated-kernel tests are skipped"
+end
 push!(jobs, Job("method ambiguities",
                 julia("-e", "using CuMem, Test, LinearAlgebra; include($(repr(testfile("ambiguity_tests.jl"))))"),
                 passed))
