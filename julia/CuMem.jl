@@ -30,7 +30,6 @@ include("adapt.jl")       # adapt (a stand-in for Adapt.jl) and cu
 include("iterator.jl")    # CuIterator
 include("interop.jl")     # deepcopy, serialize, unsafe_wrap
 include("info.jl")        # functional, versioninfo
-include("compute_standin.jl")  # PRIVATE stand-in for compute.jl (compute-engine); deleted at merge
 include("codegen.jl")     # tracing Julia functions into CUDA C, the kernel cache
 include("broadcast.jl")   # fused broadcasting, map, map!
 include("mapreduce.jl")   # reductions, findmax/findmin, cumsum/cumprod

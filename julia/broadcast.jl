@@ -252,8 +252,7 @@ function bcast_source(expr::Sym, @nospecialize(D::Type), dest_linear::Bool, leaf
     return String(take!(io))
 end
 
-const DEVICE_INFO = Ref{Any}(nothing)
-sm_count() = (DEVICE_INFO[] === nothing && (DEVICE_INFO[] = device_info()); max(1, DEVICE_INFO[].sm_count))
+sm_count() = max(1, device_info().sm_count)
 
 # Blocks and threads for a grid-stride loop over n elements.
 launch_shape(n) = (max(1, min(cld(n, 256), 32 * sm_count())), 256)

@@ -177,10 +177,11 @@ end
 
     @testset "errors" begin
         a = CuArray(Float32[1, 2, 3])
-        f(v) = v > 0 ? v : zero(v)
-        err = try f.(a); nothing; catch e; e; end
+        positive_part(v) = v > 0 ? v : zero(v)
+        err = try positive_part.(a); nothing; catch e; e; end
         @test err isa CuMem.KernelTraceError
-        @test occursin("`f`", err.msg) && occursin("ifelse", err.msg)
+        @test occursin("`positive_part`", err.msg) && occursin("ifelse", err.msg)
+        occursin("`positive_part`", err.msg) || println(err.msg)
         g(v) = gcd(v, v)
         err = try g.(CuArray([1, 2])); nothing; catch e; e; end
         @test err isa CuMem.KernelTraceError && occursin("gcd", err.msg) && occursin("Supported", err.msg)
