@@ -38,6 +38,7 @@ include("random.jl")      # Philox4x32-10 random numbers
 function __init__()
     init_library()
     init_tracking()
+    init_codegen()
     return nothing
 end
 

@@ -131,12 +131,15 @@ struct Leaf
     eltype::Type
 end
 
-function flatten!(leaves, params, baked, ctx, @nospecialize(bc::Broadcasted))
+# (specialized on the argument tuple: this runs at every call, the loop over a tuple of
+# mixed types would dispatch dynamically)
+function flatten!(leaves, params, baked, ctx, bc::Broadcasted)
     lift_captures!(ctx, params, baked, bc.f)
-    for a in bc.args
-        flatten!(leaves, params, baked, ctx, a)
-    end
+    flatten_args!(leaves, params, baked, ctx, bc.args)
 end
+flatten_args!(leaves, params, baked, ctx, ::Tuple{}) = nothing
+@inline flatten_args!(leaves, params, baked, ctx, args::Tuple) =
+    (flatten!(leaves, params, baked, ctx, args[1]); flatten_args!(leaves, params, baked, ctx, Base.tail(args)))
 flatten!(leaves, params, baked, ctx, @nospecialize(a::AnyCuArray)) = push!(leaves, a)
 flatten!(leaves, params, baked, ctx, @nospecialize(x::KernelReal)) = push!(params, x)
 function flatten!(leaves, params, baked, ctx, @nospecialize(x::Base.RefValue))

@@ -870,3 +870,19 @@ function traced_type(f, Ts::Type...)
     lock(() -> TRACED_TYPES[key] = (R, ctx.globals), KERNEL_CACHE_LOCK)
     return R
 end
+
+# The tables keyed by functions and types hash object identities, which differ in every
+# session: after loading a precompiled image, reinsert their entries.
+function rehash_iddict!(d::IdDict)
+    kv = collect(pairs(d))
+    empty!(d)
+    for (k, v) in kv
+        d[k] = v
+    end
+    return d
+end
+function init_codegen()
+    rehash_iddict!(PRIMITIVES)
+    rehash_iddict!(CTYPES)
+    return nothing
+end
