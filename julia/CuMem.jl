@@ -33,6 +33,7 @@ include("compute_standin.jl")  # TEMPORARY: the engine's compute wrapper until i
 include("strided.jl")     # strided copies: the plan, the CUDA C kernel, the host path
 include("indexing.jl")    # non-scalar getindex/setindex!, views, cat, reverse, permutedims
 include("show.jl")        # show/print of CuArrays, views and wrappers, downloading once
+include("linalg.jl")      # *, mul! (cuBLAS gemm), dot, norm, axpy!, axpby!, rmul!, lmul!
 
 function __init__()
     init_library()
