@@ -34,6 +34,7 @@ include("strided.jl")     # strided copies: the plan, the CUDA C kernel, the hos
 include("indexing.jl")    # non-scalar getindex/setindex!, views, cat, reverse, permutedims
 include("show.jl")        # show/print of CuArrays, views and wrappers, downloading once
 include("linalg.jl")      # *, mul! (cuBLAS gemm), dot, norm, axpy!, axpby!, rmul!, lmul!
+include("broadcast_standin.jl")  # TEMPORARY: host-device broadcast/reductions until merged
 
 function __init__()
     init_library()
