@@ -47,12 +47,13 @@ Base.copy(op::StridedOperand) =
     StridedOperand(op.addr, op.elsize, copy(op.dims), copy(op.strides), copy(op.idx), op.conj, op.roots)
 
 # The array types whose elements are a strided operand over a CuArray.
+const CuViewOrArray{T} = Union{CuArray{T},SubArray{T,<:Any,<:CuArray}}
 const CuStridedWrapper{T,N} = Union{
     SubArray{T,N,<:CuArray},
     SubArray{T,N,<:Union{Adjoint{T,<:CuArray},Transpose{T,<:CuArray},
                          PermutedDimsArray{T,<:Any,<:Any,<:Any,<:CuArray}}},
-    Adjoint{T,<:CuArray}, Transpose{T,<:CuArray},
-    PermutedDimsArray{T,N,<:Any,<:Any,<:CuArray},
+    Adjoint{T,<:CuViewOrArray{T}}, Transpose{T,<:CuViewOrArray{T}},
+    PermutedDimsArray{T,N,<:Any,<:Any,<:CuViewOrArray{T}},
     Base.ReshapedArray{T,N,<:SubArray{T,<:Any,<:CuArray}}}
 const CuStrided{T,N} = Union{CuArray{T,N},CuStridedWrapper{T,N}}
 
@@ -281,7 +282,10 @@ function strided_copy!(dst::StridedOperand, src::StridedOperand)
         if isempty(d.dims) || (length(d.dims) == 1 && d.strides[1] == 1 && s.strides[1] == 1 &&
                                d.idx[1] === nothing && s.idx[1] === nothing && !s.conj)
             n = isempty(d.dims) ? 1 : d.dims[1]
-            if s.conj     # a single conjugated element
+            if s.conj     # a single conjugated element: a plan of one dimension
+                for p in (d, s)
+                    isempty(p.dims) && (push!(p.dims, 1); push!(p.strides, 1); push!(p.idx, nothing))
+                end
                 run_plan!(d, s)
             else
                 check(c_copy_dtod(d.addr, s.addr, (n * d.elsize) % UInt64))

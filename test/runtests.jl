@@ -9,6 +9,8 @@
 #   bad configuration / missing library            `using CuMem` must fail clearly
 #   installing by name, path and dev               test/registrytests.jl
 #   compute: NVRTC, kernels, gemm!                 test/compute_tests.jl
+#   indexing, linear algebra, show                  test/{indexing,linalg,show}_tests.jl
+#   the demo (an MLP trained on the digits)         demo/demo.jl
 #
 # The processes run in parallel (CUMEM_TEST_JOBS, default: the number of CPU threads).
 # CUMEM_DEVICE defaults to `host` (set it to `cuda` to test on a GPU); CUMEM_TEST_POOLS
@@ -62,6 +64,12 @@ for pool in POOLS
                     passed))
 end
 push!(jobs, Job("compute (NVRTC, kernels, gemm!)", julia(testfile("compute_tests.jl")), passed))
+push!(jobs, Job("indexing and copies", julia(testfile("indexing_tests.jl")), passed))
+push!(jobs, Job("linear algebra", julia(testfile("linalg_tests.jl")), passed))
+push!(jobs, Job("show of arrays and wrappers", julia(testfile("show_tests.jl")), passed))
+# `make demo`: the MLP on the digits data set must reach its accuracy target
+push!(jobs, Job("demo (MLP on the digits)", julia(joinpath(ROOT, "demo", "demo.jl")),
+                (code, out) -> code == 0 && occursin("OK: held-out accuracy", out)))
 push!(jobs, Job("method ambiguities",
                 julia("-e", "using CuMem, Test, LinearAlgebra; include($(repr(testfile("ambiguity_tests.jl"))))"),
                 passed))
