@@ -186,6 +186,19 @@ end
 push!(jobs, Job("julia_bench --quick", julia(joinpath(@__DIR__, "..", "bench", "julia_bench.jl"), "--quick";
                                                JULIA_CUDA_MEMORY_POOL = "split"), bench_ok))
 
+# The compute benchmark's quick mode (bench/compute_bench.jl) prints its six JSON lines
+# with positive figures.
+function compute_bench_ok(code, out)
+    code == 0 || return false
+    lines = filter(l -> startswith(l, "{"), split(out, '\n'))
+    num(key, l) = (m = match(Regex("\"$key\":([0-9.eE+-]+)"), l); m === nothing ? NaN : parse(Float64, m[1]))
+    kinds = [match(r"\"bench\":\"(\w+)\"", l)[1] for l in lines]
+    return kinds == ["axpy", "copy", "sum", "matmul", "latency", "mlp_step"] &&
+           all(l -> any(k -> num(k, l) > 0, ("gbps", "tflops", "us", "ms")), lines)
+end
+push!(jobs, Job("compute_bench --quick", julia(joinpath(@__DIR__, "..", "bench", "compute_bench.jl"), "--quick"),
+                compute_bench_ok))
+
 function run_job(job::Job)
     out = IOBuffer()
     t = @elapsed p = run(pipeline(ignorestatus(job.cmd), stdout = out, stderr = out))
