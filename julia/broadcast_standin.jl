@@ -15,7 +15,7 @@ Base.similar(bc::Broadcasted{CuArrayStyle{N}}, ::Type{T}) where {N,T} =
     CuArray{T}(undef, map(length, axes(bc)))
 
 standin_host() = on_host() ||
-    throw(CuMemError(NOT_SUPPORTED, "broadcasting over CuArrays is not available in this build"))
+    throw(CuMemError(CUMEM_ERROR_NOT_SUPPORTED, "broadcasting over CuArrays is not available in this build"))
 
 # Arguments with CuArrays replaced by Arrays over the same memory (caller preserves).
 hostify(x::CuArray) = host_view(x)
