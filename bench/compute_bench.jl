@@ -17,7 +17,7 @@
 # --quick: n = 2^12, matmul 64², a few iterations (for CI on the host device).
 # bench/compute_anchor.py measures the same in PyTorch (and CuPy) with the same sizes.
 
-using CuMem, LinearAlgebra, Printf, Random, Statistics
+using CuMem, LinearAlgebra, Printf, Random
 
 include(joinpath(@__DIR__, "..", "demo", "mlp.jl"))
 
@@ -49,7 +49,7 @@ function per_call(f; iters = nothing)
         CuMem.synchronize()
         (time_ns() - t0) / 1e9 / iters
     end
-    return median(times), iters
+    return median_of(times), iters
 end
 
 json(pairs...) = println("{", join(("\"$k\":" * (v isa AbstractString ? "\"$v\"" : string(v)) for (k, v) in pairs), ","), "}")

@@ -15,7 +15,7 @@
 # The pool and device come from the environment, read when CuMem loads:
 #   JULIA_CUDA_MEMORY_POOL=binned|split|simple|none   CUMEM_DEVICE=auto|cuda|host
 
-using CuMem, Printf, Random, Statistics
+using CuMem, Printf, Random
 
 include(joinpath(@__DIR__, "mlp.jl"))
 
@@ -56,11 +56,11 @@ t_train = @elapsed for epoch in 1:EPOCHS
     end
     acc = accuracy(model, xtest, ytest)
     @printf("epoch %2d  loss %.4f  %6.3f ms/step  held-out accuracy %5.1f %%\n", epoch,
-            mean(losses), 1e3 * median(step_times[end-length(losses)+1:end]), 100 * acc)
+            mean_of(losses), 1e3 * median_of(step_times[end-length(losses)+1:end]), 100 * acc)
 end
 nsteps = length(step_times)
 @printf("trained %d steps in %.2f s: median %.3f ms per step (first epoch %.1f ms/step, compiling)\n",
-        nsteps, t_train, 1e3 * median(step_times), 1e3 * mean(step_times[1:cld(nsteps, EPOCHS)]))
+        nsteps, t_train, 1e3 * median_of(step_times), 1e3 * mean_of(step_times[1:cld(nsteps, EPOCHS)]))
 println()
 
 println("memory_status():")

@@ -29,6 +29,10 @@ function load_digits(path::AbstractString = DIGITS_CSV)
     return X, labels
 end
 
+# (Statistics is not among the package's test dependencies: these two suffice here)
+mean_of(v) = sum(v) / length(v)
+median_of(v) = (s = sort(v); n = length(s); isodd(n) ? s[(n + 1) ÷ 2] : (s[n ÷ 2] + s[n ÷ 2 + 1]) / 2)
+
 onehot(labels::AbstractVector{Int}) = Float32[l == c for c in 0:9, l in labels]
 
 """

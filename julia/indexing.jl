@@ -14,7 +14,7 @@ host_index(i) = i
 plain_index(i::Base.LogicalIndex) = collect(Int, i)
 plain_index(i) = i
 
-function cu_indices(A, I::Tuple)
+function cu_indices(A, @nospecialize(I::Tuple))
     J = map(plain_index, to_indices(A, map(host_index, I)))
     checkbounds(A, J...)
     return J

@@ -113,7 +113,7 @@ function reshape_operand(p::StridedOperand, dims)
 end
 
 # Applies indices (after `to_indices`: Integers, AbstractArrays of Int) to `p`.
-function index_operand(p::StridedOperand, I::Tuple)
+function index_operand(p::StridedOperand, @nospecialize(I::Tuple))
     n = length(I)
     if n < length(p.dims)        # linear indexing over the trailing dimensions
         p = reshape_split(p, n)

@@ -61,7 +61,7 @@ randshape() = rand(((0,), (1,), (7,), (3, 4), (5, 1), (0, 3), (2, 3, 4), (4, 0, 
 @testset "indexing and copies" begin
 
 @testset "getindex, $T" for T in ELTYPES
-    for _ in 1:(T in RANDOM_ELTYPES ? 25 : 0)
+    for _ in 1:(T in RANDOM_ELTYPES ? 16 : 0)
         dims = randshape()
         A = rand(T, dims...)
         d = CuArray(A)
@@ -99,7 +99,7 @@ randshape() = rand(((0,), (1,), (7,), (3, 4), (5, 1), (0, 3), (2, 3, 4), (4, 0, 
 end
 
 @testset "setindex! of blocks, $T" for T in ELTYPES
-    for _ in 1:(T in RANDOM_ELTYPES ? 15 : 0)
+    for _ in 1:(T in RANDOM_ELTYPES ? 10 : 0)
         dims = randshape()
         A = rand(T, dims...)
         d = CuArray(A)
