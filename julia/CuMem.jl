@@ -29,7 +29,6 @@ include("adapt.jl")       # adapt (a stand-in for Adapt.jl) and cu
 include("iterator.jl")    # CuIterator
 include("interop.jl")     # deepcopy, serialize, unsafe_wrap
 include("info.jl")        # functional, versioninfo
-include("compute_standin.jl")  # TEMPORARY: the engine's compute wrapper until it is merged
 include("strided.jl")     # strided copies: the plan, the CUDA C kernel, the host path
 include("indexing.jl")    # non-scalar getindex/setindex!, views, cat, reverse, permutedims
 include("show.jl")        # show/print of CuArrays, views and wrappers, downloading once

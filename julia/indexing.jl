@@ -91,12 +91,10 @@ device_copy(::Type{T}, X::AbstractArray) where {T} = CuArray{T}(collect(X))
 
 ## materialising views and wrappers
 
-"""
-    CuMem.materialize(x) -> CuArray
-
-A new CuArray with the elements of `x` (a view, transpose, adjoint, permuted-dims or
-reshaped view of a CuArray), made by one strided copy on the device.
-"""
+# CuMem.materialize(x) -> CuArray
+#
+# A new CuArray with the elements of `x` (a view, transpose, adjoint, permuted-dims or
+# reshaped view of a CuArray), made by one strided copy on the device.
 function materialize(x::CuStrided{T}) where {T}
     dest = CuArray{T}(undef, size(x))
     copy_into!(dest, x)

@@ -18,12 +18,10 @@ const CuStructured{T} = Union{
     UnitUpperTriangular{T,<:CuDense{T}}, UnitLowerTriangular{T,<:CuDense{T}},
     Adjoint{T,<:CuStructuredInner{T}}, Transpose{T,<:CuStructuredInner{T}}}
 
-"""
-    CuMem.download_for_show(x)
-
-`x` with its device storage downloaded once (a host array of the same structure): what
-`show` prints for CuArrays, views and wrappers of them.
-"""
+# CuMem.download_for_show(x)
+#
+# `x` with its device storage downloaded once (a host array of the same structure): what
+# `show` prints for CuArrays, views and wrappers of them.
 download_for_show(x::CuArray) = Array(x)
 download_for_show(x::SubArray) =
     x isa CuStridedWrapper ? host_array(x) : view(download_for_show(parent(x)), parentindices(x)...)

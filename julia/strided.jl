@@ -17,14 +17,12 @@
 # Dimensions a kernel plan can hold (after merging, plus one for multi-word elements).
 const MAX_RANK = 10
 
-"""
-    StridedOperand
-
-One side of a strided copy: `addr` is the device address of the element at coordinates
-(1, 1, ...); along dimension `d` there are `dims[d]` elements `strides[d]` elements apart,
-or, when `idx[d]` is a vector, the coordinates `idx[d]` (1-based) along that dimension.
-`conj` conjugates (source side only). `roots` keeps the arrays behind `addr` alive.
-"""
+# StridedOperand
+#
+# One side of a strided copy: `addr` is the device address of the element at coordinates
+# (1, 1, ...); along dimension `d` there are `dims[d]` elements `strides[d]` elements apart,
+# or, when `idx[d]` is a vector, the coordinates `idx[d]` (1-based) along that dimension.
+# `conj` conjugates (source side only). `roots` keeps the arrays behind `addr` alive.
 mutable struct StridedOperand
     addr::UInt64
     elsize::Int
@@ -57,12 +55,10 @@ const CuStridedWrapper{T,N} = Union{
     Base.ReshapedArray{T,N,<:SubArray{T,<:Any,<:CuArray}}}
 const CuStrided{T,N} = Union{CuArray{T,N},CuStridedWrapper{T,N}}
 
-"""
-    CuMem.strided_operand(x) -> StridedOperand
-
-The strided description of `x` (a CuArray, a view, transpose, adjoint, permuted-dims or
-reshaped view of one). Throws `ArgumentError` for an index or layout it cannot describe.
-"""
+# CuMem.strided_operand(x) -> StridedOperand
+#
+# The strided description of `x` (a CuArray, a view, transpose, adjoint, permuted-dims or
+# reshaped view of one). Throws `ArgumentError` for an index or layout it cannot describe.
 strided_operand(a::CuArray) = StridedOperand(a)
 
 function strided_operand(a::Union{Adjoint,Transpose})
@@ -252,14 +248,12 @@ function overlaps(a::StridedOperand, b::StridedOperand)
     return a1 <= a2 && b1 <= b2 && a1 <= b2 && b1 <= a2
 end
 
-"""
-    CuMem.strided_copy!(dst::StridedOperand, src::StridedOperand)
-
-Copies every element of `src` to the same coordinates of `dst` (same `dims`, same element
-size): an engine copy when both are one contiguous block, else the strided-copy kernel
-(on the host device: the same plan in Julia). Overlapping operands go through a
-temporary, so the result is as if `src` were read first.
-"""
+# CuMem.strided_copy!(dst::StridedOperand, src::StridedOperand)
+#
+# Copies every element of `src` to the same coordinates of `dst` (same `dims`, same element
+# size): an engine copy when both are one contiguous block, else the strided-copy kernel
+# (on the host device: the same plan in Julia). Overlapping operands go through a
+# temporary, so the result is as if `src` were read first.
 function strided_copy!(dst::StridedOperand, src::StridedOperand)
     dst.dims == src.dims || throw(DimensionMismatch("strided copy of $(src.dims) into $(dst.dims)"))
     dst.elsize == src.elsize || throw(ArgumentError("strided copy between element sizes $(src.elsize) and $(dst.elsize)"))
