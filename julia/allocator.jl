@@ -43,9 +43,12 @@ end
 
 # How often the ladder retries while other threads may still return memory, and how long
 # it waits between tries (seconds). Bounded, so that threads allocating and freeing in a
-# loop cannot keep a real out-of-memory from being reported (after about 0.1 s).
-const FREE_WAIT_ROUNDS = 500
+# loop cannot keep a real out-of-memory from being reported (after about 1 s at most).
+const FREE_WAIT_ROUNDS = 5000
 const FREE_WAIT_PAUSE = 200e-6
+# The ladder gives up once neither was true for this long (ns). Not one pause: on a loaded
+# machine the thread running the finalizers can be descheduled for milliseconds.
+const FREE_WAIT_QUIET_NS = 50_000_000
 
 # Threads in `alloc_retry` now.
 const LADDERS = Threads.Atomic{Int}(0)
@@ -75,17 +78,22 @@ function alloc_ladder(bytes::Int, code::Int32)
     # is already collecting, it only waits for that collection, and that thread then runs
     # the finalizers, returning the memory one array at a time while we retry. So: one
     # more full collection, then retry while frees advance or another thread is in this
-    # ladder too (its collection may be what frees our memory); stop at the first pause
-    # in which neither was true.
+    # ladder too (its collection may be what frees our memory); stop once neither was
+    # true for FREE_WAIT_QUIET_NS.
     if Threads.nthreads() > 1
         frees = frees_so_far()
+        progress = time_ns()
         for round in 1:FREE_WAIT_ROUNDS
             code == CUMEM_ERROR_OUT_OF_MEMORY || throw_code(code)
             if round == 1
                 GC.gc(true)
             else
                 now = frees_so_far()
-                (now == frees && LADDERS[] <= 1) && break
+                if now != frees || LADDERS[] > 1
+                    progress = time_ns()
+                elseif time_ns() - progress > FREE_WAIT_QUIET_NS
+                    break
+                end
                 frees = now
                 GC.safepoint()
                 Libc.systemsleep(FREE_WAIT_PAUSE)
