@@ -94,12 +94,12 @@ impl Upstream {
 
     /// Obtains a segment of `bytes` for the pool of `shard`. Errors:
     /// [`Error::OutOfMemory`] when the limit would be crossed or the device is full.
-    fn alloc(&self, bytes: u64, shard: usize) -> Result<u64> {
-        // Reserve against the limit first, so concurrent misses cannot overshoot it. A
-        // request that does not fit leaves the counter untouched: it never reads above
-        // the limit, and a concurrent request that fits is not refused meanwhile.
-        let prev = self
-            .reserved
+    /// Counts `bytes` more reserved, returning the count before. Reserving against the
+    /// limit first means concurrent misses cannot overshoot it. A request that does not
+    /// fit leaves the counter untouched: it never reads above the limit, and a
+    /// concurrent request that fits is not refused meanwhile.
+    fn charge(&self, bytes: u64) -> Result<u64> {
+        self.reserved
             .fetch_update(Relaxed, Relaxed, |r| r.checked_add(bytes).filter(|&n| n <= self.limit))
             .map_err(|prev| {
                 Error::OutOfMemory(format!(
@@ -108,7 +108,11 @@ impl Upstream {
                     format_bytes(self.limit),
                     format_bytes(prev)
                 ))
-            })?;
+            })
+    }
+
+    fn alloc(&self, bytes: u64, shard: usize) -> Result<u64> {
+        let prev = self.charge(bytes)?;
         let t = Instant::now();
         let r = self.device.alloc(bytes);
         let ns = t.elapsed().as_nanos() as u64;
@@ -139,6 +143,58 @@ impl Upstream {
         self.stats.on_device_free(t.elapsed().as_nanos() as u64);
         self.reserved.fetch_sub(bytes, Relaxed);
         log::debug!("device free of {} at {ptr:#x}", format_bytes(bytes));
+    }
+
+    /// Reserves `bytes` of address space for the pool of `shard` (see
+    /// [`ShardUpstream::vm_reserve`]); counted as a device allocation, not as reserved.
+    fn vm_reserve(&self, bytes: u64, shard: usize) -> Result<u64> {
+        let t = Instant::now();
+        let r = self.device.vm_reserve(bytes);
+        self.stats.on_device_alloc(t.elapsed().as_nanos() as u64, r.as_ref().ok().map(|_| self.reserved()));
+        let base = r?;
+        self.segments.lock().insert(base, Segment { size: bytes, shard });
+        log::debug!("reserved {} of addresses at {base:#x}", format_bytes(bytes));
+        Ok(base)
+    }
+
+    fn vm_release(&self, base: u64, bytes: u64) {
+        self.segments.lock().remove(&base);
+        let t = Instant::now();
+        // SAFETY: the pool returns only ranges it reserved, with nothing mapped.
+        if let Err(e) = unsafe { self.device.vm_release(base, bytes) } {
+            log::error!("releasing the address range {base:#x} of {bytes} bytes failed: {e}");
+        }
+        self.stats.on_device_free(t.elapsed().as_nanos() as u64);
+    }
+
+    fn vm_map(&self, addr: u64, bytes: u64) -> Result<()> {
+        let prev = self.charge(bytes)?;
+        let t = Instant::now();
+        // SAFETY: the pool maps only unmapped granules of ranges it reserved.
+        let r = unsafe { self.device.vm_map(addr, bytes) };
+        let ns = t.elapsed().as_nanos() as u64;
+        match r {
+            Ok(()) => {
+                self.stats.on_device_alloc(ns, Some(prev + bytes));
+                self.all_time_peak.fetch_max(prev + bytes, Relaxed);
+                Ok(())
+            }
+            Err(e) => {
+                self.stats.on_device_alloc(ns, None);
+                self.reserved.fetch_sub(bytes, Relaxed);
+                Err(e)
+            }
+        }
+    }
+
+    fn vm_unmap(&self, addr: u64, bytes: u64) {
+        let t = Instant::now();
+        // SAFETY: the pool unmaps only mapped granules that no block uses.
+        if let Err(e) = unsafe { self.device.vm_unmap(addr, bytes) } {
+            log::error!("unmapping {bytes} bytes at {addr:#x} failed: {e}");
+        }
+        self.stats.on_device_free(t.elapsed().as_nanos() as u64);
+        self.reserved.fetch_sub(bytes, Relaxed);
     }
 
     /// The segment containing `addr`, as `(base, segment)`.
@@ -184,5 +240,47 @@ impl ShardUpstream<'_> {
     #[inline]
     pub fn growth_excess(self, bytes: u64) -> u64 {
         self.up.growth_excess(bytes)
+    }
+
+    /// The device's virtual-memory granule in bytes (see [`Device::vm_granularity`]).
+    /// Errors: [`Error::Device`] when the device cannot map memory on demand.
+    #[inline]
+    pub fn vm_granularity(self) -> Result<u64> {
+        self.up.device.vm_granularity()
+    }
+
+    /// The device's total memory in bytes (`cuMemGetInfo`), which sizes the address
+    /// ranges the expandable pool reserves.
+    pub fn device_total(self) -> Result<u64> {
+        Ok(self.up.device.mem_info()?.1)
+    }
+
+    /// Reserves `bytes` (whole granules) of address space with no memory behind it for
+    /// this shard's pool, and records it as the shard's segment (copies find blocks in
+    /// it through that record). Counts as one device allocation; reserved bytes do not
+    /// change. Errors as [`Device::vm_reserve`].
+    pub fn vm_reserve(self, bytes: u64) -> Result<u64> {
+        self.up.vm_reserve(bytes, self.shard)
+    }
+
+    /// Returns a range of [`ShardUpstream::vm_reserve`] with nothing mapped in it (a
+    /// device failure is logged).
+    pub fn vm_release(self, base: u64, bytes: u64) {
+        self.up.vm_release(base, bytes)
+    }
+
+    /// Maps physical memory at `[addr, addr+bytes)` (whole, unmapped granules of a
+    /// reserved range), counting `bytes` as reserved. Errors: [`Error::OutOfMemory`]
+    /// when `JULIA_CUDA_MEMORY_LIMIT` would be crossed or the device is full (nothing is
+    /// mapped then); [`Error::Device`] otherwise.
+    pub fn vm_map(self, addr: u64, bytes: u64) -> Result<()> {
+        self.up.vm_map(addr, bytes)
+    }
+
+    /// Unmaps `[addr, addr+bytes)` (whole granules mapped by [`ShardUpstream::vm_map`],
+    /// no block in them), counting `bytes` as no longer reserved (a device failure is
+    /// logged: the memory is gone either way).
+    pub fn vm_unmap(self, addr: u64, bytes: u64) {
+        self.up.vm_unmap(addr, bytes)
     }
 }

@@ -7,11 +7,13 @@
 //! pools themselves take `&mut self` and hold no locks.
 
 mod binned;
+mod expandable;
 mod none;
 mod simple;
 mod split;
 
 pub use binned::BinnedPool;
+pub use expandable::ExpandablePool;
 pub use none::NoPool;
 pub use simple::SimplePool;
 pub use split::SplitPool;
@@ -67,7 +69,7 @@ pub trait Pool: Send {
     }
 }
 
-/// One of the four pools, dispatched by `match` rather than through a `dyn Pool` so
+/// One of the pools, dispatched by `match` rather than through a `dyn Pool` so
 /// that each pool's cache-hit path inlines into the engine's (a virtual call and the
 /// register spills around it were a tenth of an alloc+free pair).
 pub enum AnyPool {
@@ -79,6 +81,8 @@ pub enum AnyPool {
     Binned(BinnedPool),
     /// [`SplitPool`].
     Split(SplitPool),
+    /// [`ExpandablePool`].
+    Expandable(ExpandablePool),
 }
 
 impl AnyPool {
@@ -89,6 +93,7 @@ impl AnyPool {
             PoolKind::Simple => AnyPool::Simple(SimplePool::default()),
             PoolKind::Binned => AnyPool::Binned(BinnedPool::default()),
             PoolKind::Split => AnyPool::Split(SplitPool::default()),
+            PoolKind::Expandable => AnyPool::Expandable(ExpandablePool::default()),
         }
     }
 }
@@ -100,6 +105,7 @@ macro_rules! dispatch {
             AnyPool::Simple($p) => $e,
             AnyPool::Binned($p) => $e,
             AnyPool::Split($p) => $e,
+            AnyPool::Expandable($p) => $e,
         }
     };
 }

@@ -1,0 +1,267 @@
+//! `expandable`: blocks carved out of reserved address ranges that physical memory backs
+//! only where blocks lie, after PyTorch's expandable segments
+//! (`PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`, `ExpandableSegment` in
+//! `c10/cuda/CUDACachingAllocator.cpp`).
+//!
+//! # What PyTorch does, and what is kept
+//!
+//! PyTorch reserves address space for 1⅛ × the GPU's memory per stream and pool
+//! (`cuMemAddressReserve`) and maps physical memory into it in pages (`cuMemCreate` +
+//! `cuMemMap` + `cuMemSetAccess`; 2 MiB pages for small requests, 20 MiB for large) as
+//! the segment grows at its end; blocks are carved and merged as in its ordinary
+//! segments, and whole free pages are unmapped (and their physical memory released) only
+//! when memory runs out or at `empty_cache`. Its notes and pull requests name the costs:
+//! mapping and unmapping cost time in proportion to the number of physical allocations,
+//! unmapping synchronises with the GPU, and a map that fails half-way used to leak
+//! handles (rolled back since).
+//!
+//! This pool keeps the address-space idea and changes the policy:
+//!
+//! - Two arenas per engine shard, one for requests up to 1 MiB and one for larger ones
+//!   (as PyTorch's small and large pools, so that small blocks do not pin granules
+//!   among large ones), each a reserved range of 1⅛ × the device's memory, taken on the
+//!   first request and given back when a reclaim leaves it empty.
+//! - A block goes to the smallest free range of the arena that fits (lowest address
+//!   among equals), anywhere in the range, not only at the end; the granules (the
+//!   device's granularity, 2 MiB) it touches are mapped if they are not. Freed blocks
+//!   merge with their free neighbours; there are no segment boundaries to stop them.
+//! - Granules no block touches stay mapped (cached) and are unmapped lazily, highest
+//!   address first: before mapping more would lift reserved memory above its all-time
+//!   high-water mark (so cached memory in the wrong place never raises the peak, as in
+//!   `split`), when the device or `JULIA_CUDA_MEMORY_LIMIT` refuses a mapping, and at
+//!   `reclaim`. A warm pass of a steady workload finds its granules mapped and makes no
+//!   device calls.
+//! - Every granule is its own physical allocation, so any granule can be unmapped
+//!   alone; failed mappings leave nothing mapped ([`crate::device::Device::vm_map`]).
+//!
+//! Reserved bytes are mapped bytes: the reserved address space costs no memory.
+//!
+//! # Structure
+//!
+//! Frees are deferred as in `split`: a freed block waits on the quick list of its size
+//! and is handed out again by the next request of that size; a request no quick list
+//! serves first merges every quick-listed block, so it sees all free memory. The
+//! arenas ([`arena`]) keep free ranges in two B-trees (by address for merging, by
+//! size and address for best fit) and a pin count per granule.
+
+mod arena;
+#[cfg(test)]
+mod tests;
+
+use super::split::SMALL_SIZE;
+use super::{Block, MIN_BLOCK, Pool, round_up};
+use crate::error::{Error, Result};
+use crate::format::format_bytes;
+use crate::upstream::ShardUpstream;
+use arena::Arena;
+use rustc_hash::FxHashMap;
+
+/// Index of the arena for requests up to [`SMALL_SIZE`], and for larger ones.
+const SMALL: usize = 0;
+const LARGE: usize = 1;
+
+/// Distinct sizes whose (possibly empty) quick lists are kept; past this many the
+/// table starts over.
+const MAX_QUICK_SIZES: usize = 1 << 16;
+
+/// The pool on reserved address ranges with lazily mapped granules.
+#[derive(Default)]
+pub struct ExpandablePool {
+    arenas: [Option<Arena>; 2],
+    /// Address → size of every block in use or on a quick list.
+    used: FxHashMap<u64, u64>,
+    /// Size → addresses of the blocks of that size freed since the last flush (LIFO).
+    quick: FxHashMap<u64, Vec<u64>>,
+    /// Sizes whose quick lists are not empty.
+    touched: Vec<u64>,
+    quick_bytes: u64,
+    /// Bytes of blocks in use (not quick-listed).
+    used_bytes: u64,
+}
+
+impl ExpandablePool {
+    /// Bytes mapped in both arenas.
+    fn mapped_bytes(&self) -> u64 {
+        self.arenas.iter().flatten().map(|a| a.mapped_bytes).sum()
+    }
+
+    /// The arena holding `addr` (a block of this pool).
+    fn arena_of(&mut self, addr: u64) -> &mut Arena {
+        let [small, large] = &mut self.arenas;
+        match small {
+            Some(a) if a.contains(addr) => a,
+            _ => large.as_mut().expect("a block lies in an arena"),
+        }
+    }
+
+    /// Reserves arena `k` if it is not there yet.
+    fn ensure_arena(&mut self, k: usize, up: ShardUpstream<'_>) -> Result<()> {
+        if self.arenas[k].is_none() {
+            let gran = up.vm_granularity()?;
+            let total = up.device_total()?;
+            // 1⅛ × the device's memory, as PyTorch: room for fragmentation of the
+            // addresses while the memory itself can never exceed the device.
+            let size = total.saturating_add(total / 8).min(super::MAX_REQUEST).next_multiple_of(gran);
+            let base = up.vm_reserve(size)?;
+            self.arenas[k] = Some(Arena::new(base, size, gran));
+        }
+        Ok(())
+    }
+
+    /// Merges every quick-listed block into the free ranges.
+    fn flush(&mut self) {
+        if self.quick_bytes == 0 {
+            return;
+        }
+        let mut touched = std::mem::take(&mut self.touched);
+        for size in touched.drain(..) {
+            let mut ptrs = self.quick.get_mut(&size).map(std::mem::take).unwrap_or_default();
+            for &p in &ptrs {
+                self.release(p, size);
+            }
+            ptrs.clear();
+            self.quick.insert(size, ptrs); // keeps the capacity
+        }
+        self.touched = touched;
+        self.quick_bytes = 0;
+        if self.quick.len() > MAX_QUICK_SIZES {
+            self.quick.clear();
+        }
+    }
+
+    /// Returns block `[ptr, ptr+size)` to its arena's free ranges.
+    fn release(&mut self, ptr: u64, size: u64) {
+        self.used.remove(&ptr);
+        let a = self.arena_of(ptr);
+        a.unpin(ptr, size);
+        a.give_back(ptr, size);
+    }
+
+    /// Unmaps granules no block touches, the large arena's first, until `target` bytes
+    /// are unmapped or none is left. Returns the bytes unmapped.
+    fn unmap_idle(&mut self, target: u64, up: ShardUpstream<'_>) -> u64 {
+        let mut done = 0;
+        for k in [LARGE, SMALL] {
+            if let Some(a) = self.arenas[k].as_mut()
+                && done < target
+            {
+                done += a.unmap_idle(target - done, |addr, bytes| up.vm_unmap(addr, bytes));
+            }
+        }
+        done
+    }
+
+    /// Maps the granule runs `runs` of arena `k`, first unmapping idle granules if
+    /// mapping would lift reserved memory above its all-time peak, and all of them if
+    /// the device or the limit refuses. On error, the runs mapped so far stay mapped.
+    fn map(&mut self, k: usize, runs: &[(u64, u64)], up: ShardUpstream<'_>) -> Result<()> {
+        let need: u64 = runs.iter().map(|r| r.1).sum();
+        let excess = up.growth_excess(need);
+        if excess > 0 {
+            self.unmap_idle(excess, up);
+        }
+        for &(addr, bytes) in runs {
+            if let Err(e) = up.vm_map(addr, bytes) {
+                if !matches!(e, Error::OutOfMemory(_)) || self.unmap_idle(u64::MAX, up) == 0 {
+                    return Err(e);
+                }
+                up.vm_map(addr, bytes)?;
+            }
+            self.arenas[k].as_mut().expect("arena reserved").set_mapped(addr, bytes);
+        }
+        Ok(())
+    }
+
+    /// A request that no quick list serves. Kept out of line so that the hit path stays
+    /// small where the engine inlines it.
+    #[inline(never)]
+    fn alloc_miss(&mut self, size: u64, up: ShardUpstream<'_>) -> Result<Block> {
+        self.flush();
+        let k = if size <= SMALL_SIZE { SMALL } else { LARGE };
+        self.ensure_arena(k, up)?;
+        let a = self.arenas[k].as_mut().expect("arena reserved");
+        let Some(addr) = a.best_fit(size) else {
+            return Err(Error::OutOfMemory(format!(
+                "no free range of {} in the {} of addresses reserved by the expandable pool",
+                format_bytes(size),
+                format_bytes(a.size)
+            )));
+        };
+        a.carve(addr, size);
+        let runs = a.pin(addr, size);
+        if !runs.is_empty()
+            && let Err(e) = self.map(k, &runs, up)
+        {
+            let a = self.arenas[k].as_mut().expect("arena reserved");
+            a.unpin(addr, size);
+            a.give_back(addr, size);
+            return Err(e);
+        }
+        self.used.insert(addr, size);
+        self.used_bytes += size;
+        Ok(Block { ptr: addr, size, hit: runs.is_empty() })
+    }
+}
+
+impl Pool for ExpandablePool {
+    #[inline]
+    fn alloc(&mut self, bytes: u64, up: ShardUpstream<'_>) -> Result<Block> {
+        let size = round_up(bytes, MIN_BLOCK);
+        if let Some(q) = self.quick.get_mut(&size)
+            && let Some(ptr) = q.pop()
+        {
+            self.quick_bytes -= size;
+            self.used_bytes += size;
+            return Ok(Block { ptr, size, hit: true });
+        }
+        self.alloc_miss(size, up)
+    }
+
+    #[inline]
+    fn free(&mut self, ptr: u64, size: u64, _up: ShardUpstream<'_>) {
+        self.used_bytes -= size;
+        let q = self.quick.entry(size).or_default();
+        if q.is_empty() {
+            self.touched.push(size);
+        }
+        q.push(ptr);
+        self.quick_bytes += size;
+    }
+
+    fn reclaim(&mut self, target: u64, up: ShardUpstream<'_>) -> u64 {
+        self.flush();
+        if target == 0 {
+            return 0;
+        }
+        let released = self.unmap_idle(target, up);
+        // An arena left with no block and nothing mapped gives its addresses back.
+        for slot in &mut self.arenas {
+            if let Some(a) = slot
+                && a.mapped_bytes == 0
+                && a.is_empty()
+            {
+                up.vm_release(a.base, a.size);
+                *slot = None;
+            }
+        }
+        released
+    }
+
+    fn cached_bytes(&self) -> u64 {
+        self.mapped_bytes() - self.used_bytes
+    }
+
+    /// Free bytes (quick-listed blocks included) in granules that a block touches.
+    fn inactive_split_bytes(&self) -> u64 {
+        let idle: u64 = self.arenas.iter().flatten().map(|a| a.idle_bytes).sum();
+        self.mapped_bytes() - idle - self.used_bytes
+    }
+
+    fn block_base(&self, addr: u64, seg_base: u64) -> u64 {
+        if self.used.contains_key(&addr) {
+            return addr;
+        }
+        // A scan (copies into the middle of a block are rare).
+        self.used.iter().find(|&(&p, &s)| p <= addr && addr < p + s).map_or(seg_base, |(&p, _)| p)
+    }
+}
