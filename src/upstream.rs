@@ -145,12 +145,19 @@ impl Upstream {
         log::debug!("device free of {} at {ptr:#x}", format_bytes(bytes));
     }
 
+    /// Granules in `bytes` mapped or unmapped at once: each is one physical allocation
+    /// of the device, and counts as one device allocation or free.
+    fn granules(&self, bytes: u64) -> u64 {
+        self.device.vm_granularity().map_or(1, |g| bytes.div_ceil(g).max(1))
+    }
+
     /// Reserves `bytes` of address space for the pool of `shard` (see
-    /// [`ShardUpstream::vm_reserve`]); counted as a device allocation, not as reserved.
+    /// [`ShardUpstream::vm_reserve`]). Its time counts as device-allocation time; it is
+    /// no device allocation (no memory) and reserved bytes do not change.
     fn vm_reserve(&self, bytes: u64, shard: usize) -> Result<u64> {
         let t = Instant::now();
         let r = self.device.vm_reserve(bytes);
-        self.stats.on_device_alloc(t.elapsed().as_nanos() as u64, r.as_ref().ok().map(|_| self.reserved()));
+        self.stats.on_device_alloc(t.elapsed().as_nanos() as u64, None);
         let base = r?;
         self.segments.lock().insert(base, Segment { size: bytes, shard });
         log::debug!("reserved {} of addresses at {base:#x}", format_bytes(bytes));
@@ -164,7 +171,7 @@ impl Upstream {
         if let Err(e) = unsafe { self.device.vm_release(base, bytes) } {
             log::error!("releasing the address range {base:#x} of {bytes} bytes failed: {e}");
         }
-        self.stats.on_device_free(t.elapsed().as_nanos() as u64);
+        self.stats.on_device_alloc(t.elapsed().as_nanos() as u64, None);
     }
 
     fn vm_map(&self, addr: u64, bytes: u64) -> Result<()> {
@@ -176,6 +183,9 @@ impl Upstream {
         match r {
             Ok(()) => {
                 self.stats.on_device_alloc(ns, Some(prev + bytes));
+                for _ in 1..self.granules(bytes) {
+                    self.stats.on_device_alloc(0, Some(prev + bytes));
+                }
                 self.all_time_peak.fetch_max(prev + bytes, Relaxed);
                 Ok(())
             }
@@ -194,6 +204,9 @@ impl Upstream {
             log::error!("unmapping {bytes} bytes at {addr:#x} failed: {e}");
         }
         self.stats.on_device_free(t.elapsed().as_nanos() as u64);
+        for _ in 1..self.granules(bytes) {
+            self.stats.on_device_free(0);
+        }
         self.reserved.fetch_sub(bytes, Relaxed);
     }
 
@@ -257,8 +270,8 @@ impl ShardUpstream<'_> {
 
     /// Reserves `bytes` (whole granules) of address space with no memory behind it for
     /// this shard's pool, and records it as the shard's segment (copies find blocks in
-    /// it through that record). Counts as one device allocation; reserved bytes do not
-    /// change. Errors as [`Device::vm_reserve`].
+    /// it through that record). Reserved bytes do not change: address space costs no
+    /// memory. Errors as [`Device::vm_reserve`].
     pub fn vm_reserve(self, bytes: u64) -> Result<u64> {
         self.up.vm_reserve(bytes, self.shard)
     }
@@ -270,7 +283,8 @@ impl ShardUpstream<'_> {
     }
 
     /// Maps physical memory at `[addr, addr+bytes)` (whole, unmapped granules of a
-    /// reserved range), counting `bytes` as reserved. Errors: [`Error::OutOfMemory`]
+    /// reserved range), counting `bytes` as reserved and each granule as one device
+    /// allocation (one physical allocation of the device). Errors: [`Error::OutOfMemory`]
     /// when `JULIA_CUDA_MEMORY_LIMIT` would be crossed or the device is full (nothing is
     /// mapped then); [`Error::Device`] otherwise.
     pub fn vm_map(self, addr: u64, bytes: u64) -> Result<()> {
@@ -278,7 +292,8 @@ impl ShardUpstream<'_> {
     }
 
     /// Unmaps `[addr, addr+bytes)` (whole granules mapped by [`ShardUpstream::vm_map`],
-    /// no block in them), counting `bytes` as no longer reserved (a device failure is
+    /// no block in them), counting `bytes` as no longer reserved and each granule as one
+    /// device free (a device failure is
     /// logged: the memory is gone either way).
     pub fn vm_unmap(self, addr: u64, bytes: u64) {
         self.up.vm_unmap(addr, bytes)

@@ -11,6 +11,8 @@ pub(super) struct Arena {
     /// First address and length of the reserved range (whole granules).
     pub base: u64,
     pub size: u64,
+    /// Serves requests above 1 MiB (else up to 1 MiB).
+    pub large: bool,
     /// log2 of the granule.
     shift: u32,
     /// Free ranges: address → size, and (size, address) for best fit.
@@ -29,12 +31,13 @@ pub(super) struct Arena {
 
 impl Arena {
     /// An arena over the reserved range `[base, base+size)`, `size` a multiple of the
-    /// granule `gran` (a power of two), all free and unmapped.
-    pub fn new(base: u64, size: u64, gran: u64) -> Arena {
+    /// granule `gran` (a power of two), all free and unmapped, for large requests or not.
+    pub fn new(base: u64, size: u64, gran: u64, large: bool) -> Arena {
         let n = (size / gran) as usize;
         let mut a = Arena {
             base,
             size,
+            large,
             shift: gran.trailing_zeros(),
             free_by_addr: BTreeMap::new(),
             free_by_size: BTreeSet::new(),

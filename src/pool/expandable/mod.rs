@@ -17,10 +17,12 @@
 //!
 //! This pool keeps the address-space idea and changes the policy:
 //!
-//! - Two arenas per engine shard, one for requests up to 1 MiB and one for larger ones
-//!   (as PyTorch's small and large pools, so that small blocks do not pin granules
-//!   among large ones), each a reserved range of 1⅛ × the device's memory, taken on the
-//!   first request and given back when a reclaim leaves it empty.
+//! - Arenas per engine shard for requests up to 1 MiB and for larger ones (as
+//!   PyTorch's small and large pools, so that small blocks do not pin granules among
+//!   large ones), each a reserved range of 1⅛ × the device's memory (or of the request,
+//!   if larger), taken on the first request, another one when no free range of the
+//!   arenas fits (their addresses are fragmented), and given back when a reclaim leaves
+//!   one empty.
 //! - A block goes to the smallest free range of the arena that fits (lowest address
 //!   among equals), anywhere in the range, not only at the end; the granules (the
 //!   device's granularity, 2 MiB) it touches are mapped if they are not. Freed blocks
@@ -51,14 +53,9 @@ mod tests;
 use super::split::SMALL_SIZE;
 use super::{Block, MIN_BLOCK, Pool, round_up};
 use crate::error::{Error, Result};
-use crate::format::format_bytes;
 use crate::upstream::ShardUpstream;
 use arena::Arena;
 use rustc_hash::FxHashMap;
-
-/// Index of the arena for requests up to [`SMALL_SIZE`], and for larger ones.
-const SMALL: usize = 0;
-const LARGE: usize = 1;
 
 /// Distinct sizes whose (possibly empty) quick lists are kept; past this many the
 /// table starts over.
@@ -67,7 +64,8 @@ const MAX_QUICK_SIZES: usize = 1 << 16;
 /// The pool on reserved address ranges with lazily mapped granules.
 #[derive(Default)]
 pub struct ExpandablePool {
-    arenas: [Option<Arena>; 2],
+    /// The reserved ranges, in the order they were taken.
+    arenas: Vec<Arena>,
     /// Address → size of every block in use or on a quick list.
     used: FxHashMap<u64, u64>,
     /// Size → addresses of the blocks of that size freed since the last flush (LIFO).
@@ -82,30 +80,33 @@ pub struct ExpandablePool {
 impl ExpandablePool {
     /// Bytes mapped in both arenas.
     fn mapped_bytes(&self) -> u64 {
-        self.arenas.iter().flatten().map(|a| a.mapped_bytes).sum()
+        self.arenas.iter().map(|a| a.mapped_bytes).sum()
     }
 
-    /// The arena holding `addr` (a block of this pool).
-    fn arena_of(&mut self, addr: u64) -> &mut Arena {
-        let [small, large] = &mut self.arenas;
-        match small {
-            Some(a) if a.contains(addr) => a,
-            _ => large.as_mut().expect("a block lies in an arena"),
-        }
+    /// The index of the arena holding `addr` (a block of this pool).
+    fn arena_of(&self, addr: u64) -> usize {
+        self.arenas.iter().position(|a| a.contains(addr)).expect("a block lies in an arena")
     }
 
-    /// Reserves arena `k` if it is not there yet.
-    fn ensure_arena(&mut self, k: usize, up: ShardUpstream<'_>) -> Result<()> {
-        if self.arenas[k].is_none() {
-            let gran = up.vm_granularity()?;
-            let total = up.device_total()?;
-            // 1⅛ × the device's memory, as PyTorch: room for fragmentation of the
-            // addresses while the memory itself can never exceed the device.
-            let size = total.saturating_add(total / 8).min(super::MAX_REQUEST).next_multiple_of(gran);
-            let base = up.vm_reserve(size)?;
-            self.arenas[k] = Some(Arena::new(base, size, gran));
+    /// The arena and start of the best-fitting free range for `size` among the arenas
+    /// for small (`large` false) or large requests, in the order they were taken; a
+    /// new arena if none fits.
+    fn place(&mut self, size: u64, large: bool, up: ShardUpstream<'_>) -> Result<(usize, u64)> {
+        for (k, a) in self.arenas.iter().enumerate() {
+            if a.large == large
+                && let Some(addr) = a.best_fit(size)
+            {
+                return Ok((k, addr));
+            }
         }
-        Ok(())
+        let gran = up.vm_granularity()?;
+        let total = up.device_total()?;
+        // 1⅛ × the device's memory, as PyTorch: room for fragmentation of the addresses
+        // while the memory itself can never exceed the device.
+        let bytes = total.saturating_add(total / 8).max(size).min(super::MAX_REQUEST).next_multiple_of(gran);
+        let base = up.vm_reserve(bytes)?;
+        self.arenas.push(Arena::new(base, bytes, gran, large));
+        Ok((self.arenas.len() - 1, base))
     }
 
     /// Merges every quick-listed block into the free ranges.
@@ -132,19 +133,21 @@ impl ExpandablePool {
     /// Returns block `[ptr, ptr+size)` to its arena's free ranges.
     fn release(&mut self, ptr: u64, size: u64) {
         self.used.remove(&ptr);
-        let a = self.arena_of(ptr);
+        let k = self.arena_of(ptr);
+        let a = &mut self.arenas[k];
         a.unpin(ptr, size);
         a.give_back(ptr, size);
     }
 
-    /// Unmaps granules no block touches, the large arena's first, until `target` bytes
-    /// are unmapped or none is left. Returns the bytes unmapped.
+    /// Unmaps granules no block touches, the large arenas' first (longer runs), until
+    /// `target` bytes are unmapped or none is left. Returns the bytes unmapped.
     fn unmap_idle(&mut self, target: u64, up: ShardUpstream<'_>) -> u64 {
         let mut done = 0;
-        for k in [LARGE, SMALL] {
-            if let Some(a) = self.arenas[k].as_mut()
-                && done < target
-            {
+        for large in [true, false] {
+            for a in self.arenas.iter_mut().filter(|a| a.large == large) {
+                if done >= target {
+                    return done;
+                }
                 done += a.unmap_idle(target - done, |addr, bytes| up.vm_unmap(addr, bytes));
             }
         }
@@ -167,7 +170,7 @@ impl ExpandablePool {
                 }
                 up.vm_map(addr, bytes)?;
             }
-            self.arenas[k].as_mut().expect("arena reserved").set_mapped(addr, bytes);
+            self.arenas[k].set_mapped(addr, bytes);
         }
         Ok(())
     }
@@ -177,22 +180,14 @@ impl ExpandablePool {
     #[inline(never)]
     fn alloc_miss(&mut self, size: u64, up: ShardUpstream<'_>) -> Result<Block> {
         self.flush();
-        let k = if size <= SMALL_SIZE { SMALL } else { LARGE };
-        self.ensure_arena(k, up)?;
-        let a = self.arenas[k].as_mut().expect("arena reserved");
-        let Some(addr) = a.best_fit(size) else {
-            return Err(Error::OutOfMemory(format!(
-                "no free range of {} in the {} of addresses reserved by the expandable pool",
-                format_bytes(size),
-                format_bytes(a.size)
-            )));
-        };
+        let (k, addr) = self.place(size, size > SMALL_SIZE, up)?;
+        let a = &mut self.arenas[k];
         a.carve(addr, size);
         let runs = a.pin(addr, size);
         if !runs.is_empty()
             && let Err(e) = self.map(k, &runs, up)
         {
-            let a = self.arenas[k].as_mut().expect("arena reserved");
+            let a = &mut self.arenas[k];
             a.unpin(addr, size);
             a.give_back(addr, size);
             return Err(e);
@@ -235,15 +230,13 @@ impl Pool for ExpandablePool {
         }
         let released = self.unmap_idle(target, up);
         // An arena left with no block and nothing mapped gives its addresses back.
-        for slot in &mut self.arenas {
-            if let Some(a) = slot
-                && a.mapped_bytes == 0
-                && a.is_empty()
-            {
+        self.arenas.retain(|a| {
+            let keep = a.mapped_bytes > 0 || !a.is_empty();
+            if !keep {
                 up.vm_release(a.base, a.size);
-                *slot = None;
             }
-        }
+            keep
+        });
         released
     }
 
@@ -253,7 +246,7 @@ impl Pool for ExpandablePool {
 
     /// Free bytes (quick-listed blocks included) in granules that a block touches.
     fn inactive_split_bytes(&self) -> u64 {
-        let idle: u64 = self.arenas.iter().flatten().map(|a| a.idle_bytes).sum();
+        let idle: u64 = self.arenas.iter().map(|a| a.idle_bytes).sum();
         self.mapped_bytes() - idle - self.used_bytes
     }
 
