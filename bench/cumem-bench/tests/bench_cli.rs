@@ -50,7 +50,7 @@ fn replay_quick_json() {
     assert!(events > 0 && events <= 20_000, "gpt2 fits --quick's cap");
     let rows = bench(&["replay", "data/gpt2_train.trace", "--pool", "all", "--quick", "--json"]);
     let pools: Vec<&str> = rows.iter().map(|r| str_of(r, "pool")).collect();
-    assert_eq!(pools, ["binned", "split", "simple", "none"]);
+    assert_eq!(pools, ["binned", "split", "expandable", "simple", "none"]);
     for r in &rows {
         assert_eq!(str_of(r, "bench"), "replay");
         assert_eq!(str_of(r, "trace"), "gpt2_train");
