@@ -4,6 +4,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+/// Free ranges [`Arena::place`] considers for a block, smallest first.
+const CANDIDATES: usize = 16;
+
 /// One reserved range of addresses, carved into blocks. Free ranges are address space;
 /// whether memory lies behind them is the granules' business: a granule is mapped while
 /// a block touches it and after, until the pool unmaps it (lazily).
@@ -86,19 +89,43 @@ impl Arena {
         debug_assert!(found, "free range {addr:#x}+{size} not indexed");
     }
 
-    /// The start of the smallest free range of at least `size` bytes (lowest address
-    /// among equals).
-    pub fn best_fit(&self, size: u64) -> Option<u64> {
-        self.free_by_size.range((size, 0)..).next().map(|&(_, a)| a)
+    /// Granules of `[addr, addr+size)` that are not mapped.
+    fn unmapped_in(&self, addr: u64, size: u64) -> usize {
+        let r = self.granules(addr, size);
+        self.mapped[r].iter().filter(|&&m| !m).count()
     }
 
-    /// Takes `[addr, addr+size)` from the free range starting at `addr`.
+    /// Where a block of `size` bytes goes: the start or the end of a free range, among
+    /// the [`CANDIDATES`] smallest that fit (best fit, lowest address among equals), the
+    /// first place that needs the fewest granules mapped. Returns the address and that
+    /// number of granules. So a warm pass whose blocks land elsewhere than in the last
+    /// pass still finds mapped memory, and calls no device, where a fit exists.
+    pub fn place(&self, size: u64) -> Option<(u64, usize)> {
+        let mut best: Option<(u64, usize)> = None;
+        for &(have, a) in self.free_by_size.range((size, 0)..).take(CANDIDATES) {
+            for addr in [a, a + have - size] {
+                let n = self.unmapped_in(addr, size);
+                if best.is_none_or(|b| n < b.1) {
+                    best = Some((addr, n));
+                }
+                if n == 0 {
+                    return best;
+                }
+            }
+        }
+        best
+    }
+
+    /// Takes `[addr, addr+size)` from the free range that holds it.
     pub fn carve(&mut self, addr: u64, size: u64) {
-        let have = self.free_by_addr[&addr];
-        debug_assert!(have >= size);
-        self.remove_free(addr, have);
-        if have > size {
-            self.insert_free(addr + size, have - size);
+        let (&start, &have) = self.free_by_addr.range(..=addr).next_back().expect("inside a free range");
+        debug_assert!(start + have >= addr + size);
+        self.remove_free(start, have);
+        if addr > start {
+            self.insert_free(start, addr - start);
+        }
+        if start + have > addr + size {
+            self.insert_free(addr + size, start + have - (addr + size));
         }
     }
 
