@@ -57,6 +57,10 @@ use crate::upstream::ShardUpstream;
 use arena::Arena;
 use rustc_hash::FxHashMap;
 
+/// In the steady state, mapped memory may grow by 1/`STEADY_SLACK` of its mark without
+/// unmapping idle granules first and without ending the steady state.
+const STEADY_SLACK: u64 = 32;
+
 /// Distinct sizes whose (possibly empty) quick lists are kept; past this many the
 /// table starts over.
 const MAX_QUICK_SIZES: usize = 1 << 16;
@@ -75,6 +79,12 @@ pub struct ExpandablePool {
     quick_bytes: u64,
     /// Bytes of blocks in use (not quick-listed).
     used_bytes: u64,
+    /// A high-water mark of the bytes this pool has had mapped, raised when they exceed
+    /// it by more than 1/[`STEADY_SLACK`], and the bytes handed out since it was last
+    /// raised: once they reach the mark, the workload runs in about the memory it has (a
+    /// steady state, as a training loop from its second iteration).
+    high_water: u64,
+    served: u64,
 }
 
 impl ExpandablePool {
@@ -167,8 +177,17 @@ impl ExpandablePool {
     /// the device or the limit refuses. On error, the runs mapped so far stay mapped.
     fn map(&mut self, k: usize, runs: &[(u64, u64)], up: ShardUpstream<'_>) -> Result<()> {
         let need: u64 = runs.iter().map(|r| r.1).sum();
-        let excess = up.growth_excess(need);
-        if excess > 0 && std::env::var_os("XP_NOEXCESS").is_none() {
+        // Growth above the all-time peak first unmaps idle granules, so that cached
+        // memory in the wrong place never raises the peak. In the steady state this
+        // pool's mapped memory may first grow to 1/STEADY_SLACK above its mark instead:
+        // a warm pass whose blocks land elsewhere than in the last one then settles,
+        // within a few passes, into memory that stays mapped (no device calls).
+        let mut excess = up.growth_excess(need);
+        if self.served >= self.high_water {
+            let room = (self.high_water + self.high_water / STEADY_SLACK).saturating_sub(self.mapped_bytes());
+            excess = excess.saturating_sub(room);
+        }
+        if excess > 0 {
             self.unmap_idle(excess, up);
         }
         for &(addr, bytes) in runs {
@@ -179,6 +198,11 @@ impl ExpandablePool {
                 up.vm_map(addr, bytes)?;
             }
             self.arenas[k].set_mapped(addr, bytes);
+        }
+        let mapped = self.mapped_bytes();
+        if mapped > self.high_water + self.high_water / STEADY_SLACK {
+            self.high_water = mapped;
+            self.served = 0;
         }
         Ok(())
     }
@@ -210,6 +234,7 @@ impl Pool for ExpandablePool {
     #[inline]
     fn alloc(&mut self, bytes: u64, up: ShardUpstream<'_>) -> Result<Block> {
         let size = round_up(bytes, MIN_BLOCK);
+        self.served += size;
         if let Some(q) = self.quick.get_mut(&size)
             && let Some(ptr) = q.pop()
         {
