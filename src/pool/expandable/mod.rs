@@ -51,6 +51,7 @@ mod arena;
 mod tests;
 
 use super::split::SMALL_SIZE;
+use super::split::quick::{QUICK_SLOTS, QuickList, quick_slot};
 use super::{Block, MIN_BLOCK, Pool, round_up};
 use crate::error::{Error, Result};
 use crate::upstream::ShardUpstream;
@@ -61,21 +62,17 @@ use rustc_hash::FxHashMap;
 /// unmapping idle granules first and without ending the steady state.
 const STEADY_SLACK: u64 = 32;
 
-/// Distinct sizes whose (possibly empty) quick lists are kept; past this many the
-/// table starts over.
-const MAX_QUICK_SIZES: usize = 1 << 16;
-
 /// The pool on reserved address ranges with lazily mapped granules.
-#[derive(Default)]
 pub struct ExpandablePool {
     /// The reserved ranges, in the order they were taken.
     arenas: Vec<Arena>,
     /// Address → size of every block in use or on a quick list.
     used: FxHashMap<u64, u64>,
-    /// Size → addresses of the blocks of that size freed since the last flush (LIFO).
-    quick: FxHashMap<u64, Vec<u64>>,
-    /// Sizes whose quick lists are not empty.
-    touched: Vec<u64>,
+    /// The quick lists, in split's direct-mapped table keyed by size: the blocks freed
+    /// since the last flush, LIFO.
+    quick: Box<[QuickList]>,
+    /// Slots of the quick lists filled since the last flush.
+    touched: Vec<usize>,
     quick_bytes: u64,
     /// Bytes of blocks in use (not quick-listed).
     used_bytes: u64,
@@ -87,8 +84,23 @@ pub struct ExpandablePool {
     served: u64,
 }
 
+impl Default for ExpandablePool {
+    fn default() -> Self {
+        ExpandablePool {
+            arenas: Vec::new(),
+            used: FxHashMap::default(),
+            quick: (0..QUICK_SLOTS).map(|_| QuickList::default()).collect(),
+            touched: Vec::new(),
+            quick_bytes: 0,
+            used_bytes: 0,
+            high_water: 0,
+            served: 0,
+        }
+    }
+}
+
 impl ExpandablePool {
-    /// Bytes mapped in both arenas.
+    /// Bytes mapped in all arenas.
     fn mapped_bytes(&self) -> u64 {
         self.arenas.iter().map(|a| a.mapped_bytes).sum()
     }
@@ -133,19 +145,18 @@ impl ExpandablePool {
             return;
         }
         let mut touched = std::mem::take(&mut self.touched);
-        for size in touched.drain(..) {
-            let mut ptrs = self.quick.get_mut(&size).map(std::mem::take).unwrap_or_default();
+        for &q in &touched {
+            let size = self.quick[q].size;
+            let mut ptrs = std::mem::take(&mut self.quick[q].ptrs);
             for &p in &ptrs {
                 self.release(p, size);
             }
             ptrs.clear();
-            self.quick.insert(size, ptrs); // keeps the capacity
+            self.quick[q] = QuickList { size: 0, ptrs, touched: false }; // keeps the capacity
         }
+        touched.clear();
         self.touched = touched;
         self.quick_bytes = 0;
-        if self.quick.len() > MAX_QUICK_SIZES {
-            self.quick.clear();
-        }
     }
 
     /// Returns block `[ptr, ptr+size)` to its arena's free ranges.
@@ -235,8 +246,9 @@ impl Pool for ExpandablePool {
     fn alloc(&mut self, bytes: u64, up: ShardUpstream<'_>) -> Result<Block> {
         let size = round_up(bytes, MIN_BLOCK);
         self.served += size;
-        if let Some(q) = self.quick.get_mut(&size)
-            && let Some(ptr) = q.pop()
+        let q = &mut self.quick[quick_slot(size)];
+        if q.size == size
+            && let Some(ptr) = q.ptrs.pop()
         {
             self.quick_bytes -= size;
             self.used_bytes += size;
@@ -248,11 +260,20 @@ impl Pool for ExpandablePool {
     #[inline]
     fn free(&mut self, ptr: u64, size: u64, _up: ShardUpstream<'_>) {
         self.used_bytes -= size;
-        let q = self.quick.entry(size).or_default();
-        if q.is_empty() {
-            self.touched.push(size);
+        let slot = quick_slot(size);
+        let q = &mut self.quick[slot];
+        if q.ptrs.is_empty() {
+            q.size = size;
+            if !q.touched {
+                q.touched = true;
+                self.touched.push(slot);
+            }
+        } else if q.size != size {
+            // The slot holds another size's list: merge this block at once.
+            self.release(ptr, size);
+            return;
         }
-        q.push(ptr);
+        q.ptrs.push(ptr);
         self.quick_bytes += size;
     }
 

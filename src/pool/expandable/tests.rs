@@ -27,11 +27,12 @@ impl ExpandablePool {
             .map(|a| blocks.range(a.base..a.base + a.size).count())
             .sum();
         assert_eq!(in_arenas, blocks.len(), "a block outside the arenas");
-        let quick: u64 = self.quick.iter().map(|(&s, v)| s * v.len() as u64).sum();
+        let quick: u64 = self.quick.iter().map(|q| q.size * q.ptrs.len() as u64).sum();
         assert_eq!(quick, self.quick_bytes);
-        for (&s, v) in &self.quick {
-            assert!(v.is_empty() || self.touched.contains(&s));
-            assert!(v.iter().all(|p| self.used.get(p) == Some(&s)));
+        for (slot, q) in self.quick.iter().enumerate() {
+            assert!(q.ptrs.is_empty() || (q.touched && self.touched.contains(&slot)));
+            assert!(q.ptrs.is_empty() || quick_slot(q.size) == slot);
+            assert!(q.ptrs.iter().all(|p| self.used.get(p) == Some(&q.size)));
         }
         assert_eq!(blocks.values().sum::<u64>(), self.used_bytes + self.quick_bytes);
     }
