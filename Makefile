@@ -12,7 +12,7 @@ export CUMEM_DEVICE ?= auto
 NVRTC_LOCAL = $(firstword $(wildcard $(CURDIR)/.nvrtc-local/nvidia/*/lib/libnvrtc.so.[0-9]*))
 NVRTC_ENV   = CUMEM_NVRTC_LIBRARY="$${CUMEM_NVRTC_LIBRARY:-$(NVRTC_LOCAL)}"
 
-.PHONY: all build julia nvrtc test rust-test julia-test demo bench bench-julia header clean
+.PHONY: all build julia nvrtc test rust-test julia-test sanitize demo bench bench-julia header clean
 
 all: build
 
@@ -39,6 +39,12 @@ rust-test:
 
 julia-test: julia build
 	$(NVRTC_ENV) $(JULIA) --project=$(CURDIR) -e 'using Pkg; Pkg.test()'
+
+# AddressSanitizer and Miri over the engine's Rust tests, with the nightly toolchain where
+# installed (SKIPPED otherwise). Not part of `test`: the instrumented build and run take
+# well over ten minutes on a small machine; see docs/reliability.md.
+sanitize:
+	bash scripts/sanitize.sh
 
 # The main job: replay the GPT-2 training trace through CuArrays and report.
 demo: julia build

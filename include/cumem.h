@@ -83,9 +83,13 @@ typedef struct {
   uint64_t peak_cached_bytes;
   // High-water mark of `reserved_bytes`.
   uint64_t peak_reserved_bytes;
-  // Successful allocations of at least one byte.
+  // Successful allocations of at least one byte, since start or the last reset.
   uint64_t num_allocations;
-  // Successful frees of a non-null pointer.
+  // Successful frees of a non-null pointer, since start or the last reset. A block
+  // allocated before a reset and freed after it counts here but not in
+  // `num_allocations` (as PyTorch's `allocation`/`freed` counts), so after a reset with
+  // live blocks `num_frees` may exceed `num_allocations`; the live bytes are
+  // `requested_bytes`/`allocated_bytes`, which a reset never changes.
   uint64_t num_frees;
   // Allocations served from cached memory, without calling the device.
   uint64_t num_cache_hits;
@@ -110,6 +114,10 @@ typedef struct {
   double cache_hit_rate;
   // `(reserved − allocated) / reserved`; 0 when nothing is reserved.
   double fragmentation_ratio;
+  // Device frees that reported an error (the segment is counted as released either
+  // way; the error is also logged). Added last, so the layout of the fields above is
+  // that of earlier versions.
+  uint64_t num_device_free_errors;
 } cumem_stats_t;
 
 #ifdef __cplusplus
@@ -194,6 +202,19 @@ int32_t cumem_kernel_launch(uint64_t kernel,
 // `threads` must be null or writable for one `int32_t`.
 int32_t cumem_kernel_block_size(uint64_t kernel, int32_t *threads);
 
+// The byte size of each of `kernel`'s parameters, so a caller can check its arguments
+// before `cumem_kernel_launch` (which cannot: `kernelParams` carries no sizes). Writes
+// the number of parameters into `*count` (-1 when the driver cannot tell: drivers older
+// than CUDA 12.4 lack `cuFuncGetParamInfo`) and the first `min(cap, count)` sizes, in
+// bytes, into `sizes` (which may be NULL when `cap` is 0). Returns
+// `CUMEM_ERROR_INVALID_VALUE` for an unknown handle, a null `count`, or a NULL `sizes`
+// with `cap` > 0.
+//
+// # Safety
+// `count` must be null or writable for one `int32_t`; `sizes` writable for `cap`
+// `uint64_t`s.
+int32_t cumem_kernel_params(uint64_t kernel, int32_t *count, uint64_t *sizes, int32_t cap);
+
 // The device's compute capability (`*cc_major`, `*cc_minor`), number of streaming
 // multiprocessors and maximum threads per block. On the host device: 0, 0, the number
 // of CPUs, 1024. Returns `CUMEM_ERROR_INVALID_VALUE` if any pointer is null.
@@ -269,13 +290,18 @@ int32_t cumem_log_capture(int32_t on);
 // bytes.
 size_t cumem_log_next(int32_t *level, char *buf, size_t len);
 
-// This thread's last error message, `""` if none. The pointer stays valid until the
-// thread's next failing call.
+// This thread's last error message, `""` if none. The string belongs to CuMem and to
+// the calling thread: the pointer stays valid, and the text unchanged, until this
+// thread's next call fails with a different message, or the thread exits; copy it to
+// keep it longer. Calls that succeed leave it alone. A failure that repeats with the
+// same message (every call after a failed initialisation fails with the
+// initialisation's error) keeps the same pointer.
 const char *cumem_last_error(void);
 
 // Allocates `bytes` bytes of device memory into `*ptr` (256-byte aligned; 0 bytes gives
 // 0). Returns `CUMEM_SUCCESS`, `CUMEM_ERROR_OUT_OF_MEMORY` (after releasing the cache
-// and retrying), or `CUMEM_ERROR_INVALID_VALUE` (`ptr` null, `bytes` > 2^48).
+// and retrying; at once for `bytes` > 2^48, more than any device holds), or
+// `CUMEM_ERROR_INVALID_VALUE` (`ptr` null, `bytes` > 2^63 − 1).
 //
 // # Safety
 // `ptr` must be null or point to writable memory for one `uint64_t`.
@@ -304,7 +330,11 @@ uint64_t cumem_reclaim(uint64_t bytes);
 // `out` must be null or point to writable memory for one `cumem_stats_t`.
 int32_t cumem_get_stats(cumem_stats_t *out);
 
-// Resets counters to 0 and peaks to the current values.
+// Resets counters to 0 and peaks to the current values; current values (requested,
+// allocated, cached, reserved bytes) are untouched (PyTorch's
+// `reset_peak_memory_stats` and `reset_accumulated_memory_stats` together). Counters
+// then count events since the reset: freeing a block allocated before it counts in
+// `num_frees` but not in `num_allocations`, so `num_frees` may exceed `num_allocations`.
 void cumem_reset_stats(void);
 
 // Writes the `memory_status` text (CUDA.jl's: device usage, CuMem's reserved bytes,

@@ -11,6 +11,7 @@ using Logging
 using LinearAlgebra
 using Printf
 using Serialization
+using Random
 
 export CuArray, CuVector, CuMatrix, CuVecOrMat, CuPtr, cu, unsafe_free!,
        allowscalar, @allowscalar,
@@ -29,10 +30,15 @@ include("adapt.jl")       # adapt (a stand-in for Adapt.jl) and cu
 include("iterator.jl")    # CuIterator
 include("interop.jl")     # deepcopy, serialize, unsafe_wrap
 include("info.jl")        # functional, versioninfo
+include("codegen.jl")     # tracing Julia functions into CUDA C, the kernel cache
+include("broadcast.jl")   # fused broadcasting, map, map!
+include("mapreduce.jl")   # reductions, findmax/findmin, cumsum/cumprod
+include("random.jl")      # Philox4x32-10 random numbers
 
 function __init__()
     init_library()
     init_tracking()
+    init_codegen()
     return nothing
 end
 

@@ -324,7 +324,7 @@ function Base.fill!(a::CuArray{T}, x) where {T}
     ptr = devaddr(a)
     if all(==(bytes[1]), bytes)
         check(c_memset(ptr, bytes[1], nbytes(T, n)))
-    else
+    elseif fill_kernel!(a, v) === nothing
         chunk = min(n, 4096)
         copyto!(a, 1, Base.fill(v, chunk), 1, chunk)
         filled = chunk

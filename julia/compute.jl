@@ -21,6 +21,8 @@ c_kernel_load(source, name, out) =
           k, gx, gy, gz, bx, by, bz, shmem, args)
 c_kernel_block_size(k, out) =
     ccall((:cumem_kernel_block_size, libcumem), Int32, (UInt64, Ptr{Int32}), k, out)
+c_kernel_params(k, count, sizes, cap) =
+    ccall((:cumem_kernel_params, libcumem), Int32, (UInt64, Ptr{Int32}, Ptr{UInt64}, Int32), k, count, sizes, cap)
 c_device_info(a, b, c, d) =
     ccall((:cumem_device_info, libcumem), Int32, (Ptr{Int32}, Ptr{Int32}, Ptr{Int32}, Ptr{Int32}), a, b, c, d)
 c_synchronize() = ccall((:cumem_synchronize, libcumem), Int32, ())
@@ -195,14 +197,18 @@ end
 """
     CuMem.Kernel
 
-A compiled kernel on the GPU: the engine's handle (`handle`), the function's `name` and
-the block size that maximises its occupancy (`block`, see [`suggest_block`](@ref)). Made
-by [`load_kernel`](@ref), run by [`launch`](@ref); valid for the life of the process.
+A compiled kernel on the GPU: the engine's handle (`handle`), the function's `name`, the
+block size that maximises its occupancy (`block`, see [`suggest_block`](@ref)), and the
+byte size of each parameter (`param_sizes`; `nparams` is -1 when the driver cannot tell,
+before CUDA 12.4), which [`launch`](@ref) checks the arguments against. Made by
+[`load_kernel`](@ref); valid for the life of the process.
 """
 struct Kernel
     handle::UInt64
     name::String
     block::Int
+    nparams::Int
+    param_sizes::Vector{Int}
 end
 
 Base.show(io::IO, k::Kernel) = print(io, "CuMem.Kernel(", repr(k.name), ", handle ", k.handle, ")")
@@ -233,11 +239,25 @@ function load_kernel(source::AbstractString, name::AbstractString)
     code == CUMEM_SUCCESS || throw_compile(code)
     t = Ref{Int32}(0)
     check(c_kernel_block_size(h[], t))
-    k = Kernel(h[], nm, Int(t[]))
+    nparams, sizes = kernel_params(h[])
+    k = Kernel(h[], nm, Int(t[]), nparams, sizes)
     lock(KERNELS_LOCK) do
         KERNELS[key] = k
     end
     return k
+end
+
+# (number of parameters, byte size of each) of the kernel with engine handle `h`; -1 and
+# none when the driver cannot tell. (`Base.zeros`: CuMem's own `zeros` makes a CuArray.)
+function kernel_params(h::UInt64)
+    count = Ref{Int32}(0)
+    sizes = Base.zeros(UInt64, 64)
+    check(c_kernel_params(h, count, sizes, Int32(length(sizes))))
+    if count[] > length(sizes)
+        resize!(sizes, count[])
+        check(c_kernel_params(h, count, sizes, Int32(length(sizes))))
+    end
+    return Int(count[]), Int[sizes[i] for i in 1:max(0, Int(count[]))]
 end
 
 """
@@ -248,16 +268,16 @@ Threads per block that maximise `k`'s occupancy without dynamic shared memory
 """
 suggest_block(k::Kernel) = k.block
 
-# One kernel argument as a Ref to the value cuLaunchKernel copies: a device address for
-# arrays and pointers, the value itself for isbits scalars (and isbits structs, whose
-# layout must match the kernel's C struct).
-kernel_arg(a::CuArray) = Ref{UInt64}(devaddr(a))
-kernel_arg(p::CuPtr) = Ref{UInt64}(p.addr)
-kernel_arg(a::AbstractArray) =
+# One kernel argument as the value cuLaunchKernel copies: a device address for arrays and
+# pointers, the value itself for isbits scalars (and isbits structs, whose layout must
+# match the kernel's C struct).
+@inline kernel_value(a::CuArray) = devaddr(a)
+@inline kernel_value(p::CuPtr) = p.addr
+kernel_value(a::AbstractArray) =
     throw(ArgumentError("a $(typeof(a)) cannot be passed to a kernel: only CuArrays, CuPtrs and isbits values"))
-function kernel_arg(x::T) where {T}
+@inline function kernel_value(x::T) where {T}
     isbitstype(T) || throw(ArgumentError("a $T cannot be passed to a kernel: only CuArrays, CuPtrs and isbits values"))
-    return Ref{T}(x)
+    return x
 end
 
 dims3(n::Integer, what) = dims3((n,), what)
@@ -278,22 +298,48 @@ tuples of up to 3) and `shmem` bytes of dynamic shared memory, and returns witho
 waiting. Each argument is passed by value as `cuLaunchKernel` expects: a `CuArray` as
 its device address (`T*` in the kernel), a `CuPtr` as its address, an isbits value
 (`Int64` → `long long`, `Float32` → `float`, `Bool` → `bool`, ...) as itself. The
-types must match the kernel's parameters; nothing can check that.
+number of arguments and each one's size in bytes are checked against the kernel's
+parameters (where the driver reports them: CUDA 12.4 and later); the types themselves
+cannot be checked (a `Float32` passes for an `int`).
 
 Work on the device runs in order on one stream, so a later copy or kernel sees this
 one's results; [`synchronize`](@ref) waits for it. Throws `ArgumentError` for an
 argument that cannot be passed (e.g. an `Array`) or bad sizes, `CuMemError` for a
 geometry the GPU refuses (`CUMEM_ERROR_INVALID_VALUE`) or a failed launch.
 """
-function launch(k::Kernel, args...; blocks, threads, shmem::Integer = 0)
+function launch(k::Kernel, args::Vararg{Any,N}; blocks, threads, shmem::Integer = 0) where {N}
     g = dims3(blocks, "blocks")
     b = dims3(threads, "threads")
     0 <= shmem <= typemax(UInt32) || throw(ArgumentError("shmem must be 0 to 2^32-1 bytes, got $shmem"))
-    refs = Any[kernel_arg(a) for a in args]
-    ptrs = Ptr{Cvoid}[Base.unsafe_convert(Ptr{Cvoid}, r) for r in refs]
-    code = GC.@preserve args refs ptrs c_kernel_launch(k.handle, g..., b..., UInt32(shmem),
-                                                       isempty(ptrs) ? Ptr{Ptr{Cvoid}}(C_NULL) : pointer(ptrs))
+    # All values in one isbits tuple and one tuple of pointers into it: no allocation per
+    # argument (a launch's Julia side costs tens of ns).
+    vals = map(kernel_value, args)
+    k.nparams >= 0 && check_args(k, map(sizeof, vals))
+    V = typeof(vals)
+    vref = Ref(vals)
+    code = GC.@preserve args vref begin
+        base = Ptr{UInt8}(Base.unsafe_convert(Ptr{Cvoid}, vref))
+        ptrs = Ref(ntuple(i -> Ptr{Cvoid}(base + fieldoffset(V, i)), Val(N)))
+        GC.@preserve ptrs c_kernel_launch(k.handle, g..., b..., UInt32(shmem),
+                                          N == 0 ? Ptr{Ptr{Cvoid}}(C_NULL) :
+                                          Ptr{Ptr{Cvoid}}(Base.unsafe_convert(Ptr{Cvoid}, ptrs)))
+    end
     check(code)
+    return nothing
+end
+
+# The arguments' sizes against the kernel's parameters (a mismatch would make the GPU
+# read garbage or the driver read past the argument array).
+function check_args(k::Kernel, sizes::NTuple{N,Int}) where {N}
+    if N != k.nparams
+        throw(ArgumentError("kernel $(k.name) takes $(k.nparams) arguments, got $N"))
+    end
+    for i in 1:N
+        if sizes[i] != k.param_sizes[i]
+            throw(ArgumentError("argument $i of kernel $(k.name) is $(sizes[i]) bytes but the parameter " *
+                                "is $(k.param_sizes[i]) bytes (a CuArray or CuPtr passes an 8-byte address)"))
+        end
+    end
     return nothing
 end
 

@@ -75,7 +75,8 @@ const CODE_NAMES = Dict(CUMEM_SUCCESS => "CUMEM_SUCCESS",
 
 code_name(code::Integer) = get(CODE_NAMES, Int32(code), "unknown status $code")
 
-# `cumem_stats_t`: 20 uint64 then 2 double (src/stats.rs, `#[repr(C)]`).
+# `cumem_stats_t`: 20 uint64, 2 double, 1 uint64 (src/stats.rs, `#[repr(C)]`; fields are
+# only ever added at the end).
 struct CStats
     requested_bytes::UInt64
     allocated_bytes::UInt64
@@ -99,8 +100,9 @@ struct CStats
     limit_bytes::UInt64
     cache_hit_rate::Float64
     fragmentation_ratio::Float64
+    num_device_free_errors::UInt64
 end
-@assert sizeof(CStats) == 20 * 8 + 2 * 8
+@assert sizeof(CStats) == 20 * 8 + 2 * 8 + 8
 
 # Thin wrappers, one per C function. They never throw; callers check the codes.
 @inline c_alloc(bytes::UInt64, out::Base.RefValue{UInt64}) =

@@ -26,6 +26,7 @@ A snapshot of the engine's statistics, one field per field of `cumem_stats_t`
 | `limit_bytes` | `JULIA_CUDA_MEMORY_LIMIT` in bytes, 0 when none |
 | `cache_hit_rate` | hits / (hits + misses) |
 | `fragmentation_ratio` | (reserved − allocated) / reserved |
+| `num_device_free_errors` | device frees that reported an error (the memory counts as released) |
 """
 function memory_stats()
     r = Ref{CStats}()
@@ -40,6 +41,9 @@ end
 
 Resets the counters of [`memory_stats`] to 0 and the peaks to the current values
 (PyTorch's `reset_peak_memory_stats` and `reset_accumulated_memory_stats` together).
+Current values (`requested_bytes`, `allocated_bytes`, `cached_bytes`, `reserved_bytes`)
+are not changed. Counters then count events since the reset: freeing an array allocated
+before it counts in `num_frees` but not in `num_allocations`.
 """
 reset_memory_stats!() = (c_reset_stats(); nothing)
 
@@ -121,11 +125,12 @@ function memory_status(io::IO = stdout)
                 ", ", code_name(ecode), ")")
     end
     if TRACK[]
-        for a in outstanding_allocations()
-            println(io, "Outstanding memory allocation of ", a.bytes, " bytes at 0x",
-                    string(a.ptr, base = 16, pad = 12))
-            for (i, fr) in enumerate(a.frames)
-                println(io, " [", i, "] ", fr)
+        # (as `outstanding_allocations()`, with each frame printed once per process)
+        for (ptr, bytes, trace) in tracked_live()
+            println(io, "Outstanding memory allocation of ", bytes, " bytes at 0x",
+                    string(ptr, base = 16, pad = 12))
+            for (i, fr) in enumerate(user_frames(trace.bt))
+                println(io, " [", i, "] ", fr[3])
             end
         end
     end

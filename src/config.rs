@@ -132,6 +132,8 @@ pub struct Config {
     pub debug: u8,
     /// `CUMEM_LOG`: an `env_logger` filter (default `warn`).
     pub log: Option<String>,
+    /// `CUMEM_FAULT`: failures to inject into device calls, for testing (default none).
+    pub fault: Option<FaultSpec>,
 }
 
 impl Default for Config {
@@ -143,15 +145,89 @@ impl Default for Config {
             host_capacity: None,
             debug: 0,
             log: None,
+            fault: None,
         }
     }
 }
 
+/// `CUMEM_FAULT`: probabilities of injected device failures, per call (see
+/// [`crate::device::FaultyDevice`]), and the seed of their random sequence:
+/// the value of `CUMEM_FAULT`, e.g. `alloc:0.01,free:0.001,copy:0.001,seed=7`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FaultSpec {
+    /// Probability in [0, 1] that a device allocation (or a virtual-memory mapping, for
+    /// the expandable pool) fails with out of memory.
+    pub alloc: f64,
+    /// Probability that a device free (or unmapping) reports an error (the memory is
+    /// released anyway).
+    pub free: f64,
+    /// Probability that a copy or memset fails with a device error, writing nothing.
+    pub copy: f64,
+    /// Seed of the sequence of draws (default 0).
+    pub seed: u64,
+}
+
+impl FaultSpec {
+    /// Parses `alloc:P,free:P,copy:P,seed=N` (any subset, any order; `:` or `=` after
+    /// each key; P a probability in [0, 1], N an unsigned integer). Error:
+    /// [`Error::Config`] naming `CUMEM_FAULT`, the value and the accepted form.
+    pub fn parse(value: &str) -> Result<FaultSpec> {
+        let bad = |why: String| {
+            Error::Config(format!(
+                "CUMEM_FAULT={value:?} {why}; accepted: comma-separated `alloc:P`, `free:P`, \
+                 `copy:P` (P a probability from 0 to 1) and `seed=N`, e.g. \
+                 alloc:0.01,free:0.001,copy:0.001,seed=7"
+            ))
+        };
+        let mut spec = FaultSpec { alloc: 0.0, free: 0.0, copy: 0.0, seed: 0 };
+        let mut seen = Vec::new();
+        for item in value.split(',') {
+            let item = item.trim();
+            let Some((key, v)) = item.split_once([':', '=']) else {
+                return Err(bad(format!("has {item:?} without a value")));
+            };
+            let (key, v) = (key.trim(), v.trim());
+            if seen.contains(&key) {
+                return Err(bad(format!("sets {key} twice")));
+            }
+            seen.push(key);
+            if key == "seed" {
+                spec.seed = v.parse().map_err(|_| bad(format!("has seed {v:?}, not an unsigned integer")))?;
+                continue;
+            }
+            let p: f64 = v.parse().map_err(|_| bad(format!("has {key} {v:?}, not a number")))?;
+            if !(0.0..=1.0).contains(&p) {
+                return Err(bad(format!("has {key} {v}, not a probability from 0 to 1")));
+            }
+            match key {
+                "alloc" => spec.alloc = p,
+                "free" => spec.free = p,
+                "copy" => spec.copy = p,
+                _ => return Err(bad(format!("has the unknown key {key:?}"))),
+            }
+        }
+        Ok(spec)
+    }
+}
+
+/// Every environment variable the engine reads, in the order they are checked.
+pub const ENGINE_VARS: [&str; 7] = [
+    "JULIA_CUDA_MEMORY_POOL",
+    "JULIA_CUDA_MEMORY_LIMIT",
+    "CUMEM_DEVICE",
+    "CUMEM_HOST_CAPACITY",
+    "CUMEM_DEBUG",
+    "CUMEM_LOG",
+    "CUMEM_FAULT",
+];
+
 impl Config {
-    /// Reads every variable of the configuration table (docs/contract.md) from the process environment.
-    /// An empty value counts as unset. Errors: [`Error::Config`] for the first value
-    /// that cannot be parsed, naming the variable, the value and what is accepted.
+    /// Reads every variable of [`ENGINE_VARS`] (the configuration table of
+    /// docs/contract.md) from the process environment. An empty value counts as unset.
+    /// Errors: [`Error::Config`] for the first value that is not UTF-8 text or cannot be
+    /// parsed, naming the variable, the value and what is accepted.
     pub fn from_env() -> Result<Config> {
+        check_utf8(|k| std::env::var_os(k))?;
         Config::from_lookup(|k| std::env::var(k).ok())
     }
 
@@ -193,25 +269,66 @@ impl Config {
             };
         }
         if let Some(v) = get("CUMEM_LOG") {
-            // env_logger ignores what it cannot parse; refuse obvious garbage here so a
-            // typo is reported instead of silently logging nothing.
-            let ok = v.split(',').all(|d| {
-                let level = d.rsplit('=').next().unwrap_or("").trim().to_ascii_lowercase();
-                let levels = ["off", "error", "warn", "info", "debug", "trace"];
-                !d.trim().is_empty()
-                    && (levels.contains(&level.as_str())
-                        || (!d.contains('=') && d.chars().all(|c| c.is_alphanumeric() || "_:".contains(c))))
-            });
-            if !ok {
-                return Err(Error::Config(format!(
-                    "CUMEM_LOG={v:?} is not a log filter; accepted: an env_logger filter such as \
-                     `debug`, `warn` or `cumem=debug`, with levels off, error, warn, info, debug, trace"
-                )));
-            }
+            check_log_filter(&v)?;
             cfg.log = Some(v);
+        }
+        if let Some(v) = get("CUMEM_FAULT") {
+            cfg.fault = Some(FaultSpec::parse(&v)?);
         }
         Ok(cfg)
     }
+}
+
+/// Refuses any of [`ENGINE_VARS`] whose value `lookup` gives as bytes that are not UTF-8
+/// text: `std::env::var` reports such a value as absent, which would silently drop the
+/// setting. Error: [`Error::Config`] naming the variable and the value (invalid bytes
+/// as `\xNN`).
+pub fn check_utf8(lookup: impl Fn(&str) -> Option<std::ffi::OsString>) -> Result<()> {
+    for k in ENGINE_VARS {
+        if let Some(v) = lookup(k)
+            && v.to_str().is_none()
+        {
+            return Err(Error::Config(format!(
+                "{k}={v:?} is not UTF-8 text; accepted: the values documented for {k}, in UTF-8"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Checks a `CUMEM_LOG` value with env_logger's own parser (`env_filter`), which on its
+/// own only warns and ignores what it cannot parse; and refuses directives that name a
+/// module other than CuMem's (`cumem`, `cumem::pool`, ...), or are empty, since those
+/// would silently log nothing. Error: [`Error::Config`] naming the value.
+fn check_log_filter(v: &str) -> Result<()> {
+    let bad = |why: String| {
+        Error::Config(format!(
+            "CUMEM_LOG={v:?} {why}; accepted: an env_logger filter such as `debug`, `warn` or \
+             `cumem=debug,cumem::upstream=trace`, with levels off, error, warn, info, debug, trace \
+             and module paths starting with `cumem`"
+        ))
+    };
+    if let Err(e) = env_filter::Builder::new().try_parse(v) {
+        return Err(bad(format!("is not a log filter ({e})")));
+    }
+    let levels = ["off", "error", "warn", "info", "debug", "trace"];
+    for d in v.split('/').next().unwrap_or("").split(',') {
+        let d = d.trim();
+        if d.is_empty() {
+            return Err(bad("has an empty directive".into()));
+        }
+        let module = match d.split_once('=') {
+            Some((m, _)) => m.trim(),
+            None if levels.contains(&d.to_ascii_lowercase().as_str()) => continue,
+            None => d,
+        };
+        if module != "cumem" && !module.starts_with("cumem::") {
+            return Err(bad(format!(
+                "names module {module:?}, which is not CuMem's, so it would log nothing"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Parses a byte amount: a plain integer of bytes (`4294967296`), a number with a unit
@@ -264,6 +381,11 @@ pub fn parse_amount(var: &str, value: &str) -> Result<Amount> {
         n.checked_mul(mult).ok_or_else(|| bad("is too large"))?
     };
     if bytes == 0 {
+        if unit.is_empty() && num.contains('.') && num.parse::<f64>().is_ok_and(|f| f > 0.0 && f < 1.0) {
+            // `0.5` is most likely meant as a share of device memory.
+            let pct = (num.parse::<f64>().unwrap_or(0.0) * 10_000.0).round() / 100.0;
+            return Err(bad(&format!("is less than one byte (for a share of device memory write {pct}%)")));
+        }
         return Err(bad("is zero"));
     }
     Ok(Amount::Bytes(bytes))
@@ -311,6 +433,7 @@ mod tests {
             ("CUMEM_HOST_CAPACITY", "1QB"),
             ("CUMEM_DEBUG", "3"),
             ("CUMEM_LOG", "loud=="),
+            ("CUMEM_FAULT", "alloc:2"),
         ] {
             let e = cfg(k, v).unwrap_err();
             assert!(matches!(e, Error::Config(_)));
@@ -320,5 +443,77 @@ mod tests {
         assert_eq!(cfg("JULIA_CUDA_MEMORY_POOL", "Split").unwrap().pool, PoolKind::Split);
         assert_eq!(cfg("CUMEM_LOG", "cumem=debug").unwrap().log.as_deref(), Some("cumem=debug"));
         assert_eq!(cfg("JULIA_CUDA_MEMORY_POOL", " ").unwrap(), Config::default());
+    }
+
+    #[test]
+    fn non_utf8_values_are_refused_naming_the_variable() {
+        use std::os::unix::ffi::OsStringExt;
+        for k in ENGINE_VARS {
+            let e = check_utf8(|q| (q == k).then(|| std::ffi::OsString::from_vec(b"\xff128MiB".to_vec())))
+                .unwrap_err();
+            assert!(matches!(e, Error::Config(_)));
+            let m = e.to_string();
+            assert!(m.contains(&format!("{k}=\"\\xFF128MiB\"")) && m.contains("UTF-8"), "{m}");
+        }
+        assert_eq!(check_utf8(|q| (q == "CUMEM_DEBUG").then(|| "1".into())), Ok(()));
+        // Variables the engine does not read are not its business.
+        assert_eq!(check_utf8(|q| (q == "HOME").then(|| std::ffi::OsString::from_vec(vec![0xff]))), Ok(()));
+    }
+
+    #[test]
+    fn largest_limit_is_a_limit() {
+        let c =
+            Config::from_lookup(|q| (q == "JULIA_CUDA_MEMORY_LIMIT").then(|| u64::MAX.to_string())).unwrap();
+        assert_eq!(c.limit, Some(Amount::Bytes(u64::MAX)));
+    }
+
+    #[test]
+    fn a_fraction_below_one_suggests_a_percentage() {
+        for (v, hint) in [("0.5", "50%"), ("0.25", "25%"), (".1", "10%")] {
+            let m = parse_amount("JULIA_CUDA_MEMORY_LIMIT", v).unwrap_err().to_string();
+            assert!(m.contains(&format!("write {hint}")) && m.contains("accepted"), "{v}: {m}");
+        }
+        // With a unit, or at zero, there is nothing to suggest.
+        for v in ["0.5B", "0", "0.0"] {
+            let m = parse_amount("X", v).unwrap_err().to_string();
+            assert!(!m.contains("write"), "{v}: {m}");
+        }
+    }
+
+    #[test]
+    fn log_filters_follow_env_logger_and_name_cumem() {
+        let log = |v: &str| check_log_filter(v).map_err(|e| e.to_string());
+        for ok in ["debug", "WARN", "cumem=debug", "cumem::upstream=trace,warn", "cumem", "info/alloc", "off"]
+        {
+            assert_eq!(log(ok), Ok(()), "{ok}");
+        }
+        for bad in
+            ["debgu", "loud==", "cumem=verbose", "a b", "=", "debug,,warn", "a/b/c", "cudarc=debug", "cumemx"]
+        {
+            let m = log(bad).unwrap_err();
+            assert!(m.contains(&format!("CUMEM_LOG={bad:?}")) && m.contains("accepted"), "{bad}: {m}");
+        }
+    }
+
+    #[test]
+    fn parses_the_documented_form() {
+        let s = FaultSpec::parse("alloc:0.01,free:0.001,copy:0.001,seed=7").unwrap();
+        assert_eq!(s, FaultSpec { alloc: 0.01, free: 0.001, copy: 0.001, seed: 7 });
+        let s = FaultSpec::parse(" copy=1 , alloc:0").unwrap();
+        assert_eq!(s, FaultSpec { alloc: 0.0, free: 0.0, copy: 1.0, seed: 0 });
+        for bad in [
+            "alloc",
+            "alloc:",
+            "alloc:2",
+            "alloc:-0.1",
+            "alloc:x",
+            "oom:0.1",
+            "seed=-1",
+            "alloc:0.1,alloc:0.2",
+            ",",
+        ] {
+            let m = FaultSpec::parse(bad).unwrap_err().to_string();
+            assert!(m.contains(&format!("CUMEM_FAULT={bad:?}")) && m.contains("accepted"), "{bad}: {m}");
+        }
     }
 }

@@ -16,7 +16,7 @@ use crate::device::{self, Device};
 use crate::error::{Error, Result};
 use crate::format::format_bytes;
 use crate::live::{LiveBlock, LiveTable};
-use crate::pool::{AnyPool, MAX_REQUEST, Pool};
+use crate::pool::{AnyPool, MAX_REQUEST, MAX_SIZE, Pool};
 use crate::stats::{self, Peaks, ShardStats, Stats};
 use crate::sync::ShardMutex;
 use crate::tracking::{self, Origin, Outstanding};
@@ -146,7 +146,10 @@ impl Engine {
     /// `JULIA_CUDA_MEMORY_LIMIT` reached) all cached memory is released and the request
     /// retried once (`num_alloc_retries`). Errors: [`Error::OutOfMemory`] with the
     /// request, reserved, cached, limit and device free/total bytes (counted in
-    /// `num_ooms`); [`Error::InvalidValue`] above 2^48 bytes.
+    /// `num_ooms`), also at once, without touching the cache, for requests above
+    /// [`MAX_REQUEST`] (2^48 bytes, more than any device holds; CUDA.jl and PyTorch report
+    /// those as out of memory too); [`Error::InvalidValue`] above [`MAX_SIZE`] (2^63 − 1),
+    /// sizes no signed 64-bit count (Julia's `Int`, C's `ssize_t`) can express.
     #[inline]
     pub fn alloc(&self, bytes: u64) -> Result<u64> {
         self.alloc_with(bytes, true)
@@ -167,9 +170,7 @@ impl Engine {
             return Ok(0);
         }
         if bytes > MAX_REQUEST {
-            return Err(Error::InvalidValue(format!(
-                "allocation of {bytes} bytes exceeds the largest supported request of {MAX_REQUEST} bytes"
-            )));
+            return self.alloc_beyond_capacity(bytes, retry);
         }
         let home = self.home();
         match self.alloc_in(home, bytes) {
@@ -221,6 +222,21 @@ impl Engine {
     }
 
     #[cold]
+    fn alloc_beyond_capacity(&self, bytes: u64, count: bool) -> Result<u64> {
+        if bytes > MAX_SIZE {
+            return Err(Error::InvalidValue(format!(
+                "allocation of {bytes} bytes exceeds the largest size CuMem's arithmetic handles \
+                 ({MAX_SIZE} bytes)"
+            )));
+        }
+        let why = Error::OutOfMemory(format!(
+            "more than any device holds (the largest request CuMem passes on is {})",
+            format_bytes(MAX_REQUEST)
+        ));
+        if count { Err(self.oom(self.home(), bytes, why)) } else { Err(why) }
+    }
+
+    #[cold]
     fn alloc_retry(&self, home: usize, bytes: u64, first: Error) -> Result<u64> {
         let reserved_at_failure = self.up.reserved();
         let released = self.reclaim(u64::MAX);
@@ -238,6 +254,13 @@ impl Engine {
         } else {
             first
         };
+        Err(self.oom(home, bytes, err))
+    }
+
+    /// Counts an out-of-memory failure of `bytes` in `num_ooms` and makes its error, with
+    /// the state of the engine and the device.
+    #[cold]
+    fn oom(&self, home: usize, bytes: u64, err: Error) -> Error {
         self.shards[home].state.lock().stats.on_oom();
         let s = self.stats();
         let (free, total) = self.device_memory().unwrap_or((0, 0));
@@ -256,7 +279,7 @@ impl Engine {
             format_bytes(total),
         );
         log::info!("{msg}"); // the caller gets the error; it may yet recover
-        Err(Error::OutOfMemory(msg))
+        Error::OutOfMemory(msg)
     }
 
     /// Returns the allocation at `ptr` to the pool. Freeing 0 does nothing. Errors:
@@ -359,9 +382,10 @@ impl Engine {
     }
 
     /// Every live allocation, by address. Origins and frames are filled at
-    /// `CUMEM_DEBUG` 1 and 2 (backtraces are resolved here, which is slow).
+    /// `CUMEM_DEBUG` 1 and 2 (backtraces are resolved here, each distinct frame once).
     pub fn outstanding(&self) -> Vec<Outstanding> {
         let mut out = Vec::new();
+        let mut sym = tracking::Symbolizer::default();
         for shard in self.shards.iter() {
             let s = shard.state.lock();
             for (ptr, l) in s.live.iter() {
@@ -375,7 +399,7 @@ impl Engine {
                         .origin
                         .as_ref()
                         .and_then(|o| o.backtrace.as_ref())
-                        .map(tracking::resolve)
+                        .map(|bt| sym.frames(bt))
                         .unwrap_or_default(),
                 });
             }

@@ -32,7 +32,7 @@ pub enum Error {
     #[error("out of memory: {0}")]
     OutOfMemory(String),
     /// Bad input from the caller: an unknown or double free, a range outside a live
-    /// allocation, a null out-pointer, an oversized request (`CUMEM_ERROR_INVALID_VALUE`).
+    /// allocation, a null out-pointer, a size above 2^63 − 1 (`CUMEM_ERROR_INVALID_VALUE`).
     #[error("invalid value: {0}")]
     InvalidValue(String),
     /// An environment variable that cannot be parsed (`CUMEM_ERROR_CONFIG`). The message

@@ -28,9 +28,16 @@ thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
 }
 
+/// Records `msg` as this thread's last error. The same message as the recorded one keeps
+/// the recorded string, so a pointer from `cumem_last_error` survives repeats of the same
+/// failure (after a failed initialisation every call fails with its message).
 pub(crate) fn set_error(msg: &str) {
-    let c = CString::new(msg.replace('\0', "?")).unwrap_or_default();
-    LAST_ERROR.with(|e| *e.borrow_mut() = c);
+    let msg = msg.replace('\0', "?");
+    LAST_ERROR.with(|e| {
+        if e.borrow().as_bytes() != msg.as_bytes() {
+            *e.borrow_mut() = CString::new(msg).unwrap_or_default();
+        }
+    });
 }
 
 /// The process-wide engine, built from the environment on first use.
@@ -142,8 +149,12 @@ pub unsafe extern "C" fn cumem_log_next(level: *mut i32, buf: *mut c_char, len: 
     n
 }
 
-/// This thread's last error message, `""` if none. The pointer stays valid until the
-/// thread's next failing call.
+/// This thread's last error message, `""` if none. The string belongs to CuMem and to
+/// the calling thread: the pointer stays valid, and the text unchanged, until this
+/// thread's next call fails with a different message, or the thread exits; copy it to
+/// keep it longer. Calls that succeed leave it alone. A failure that repeats with the
+/// same message (every call after a failed initialisation fails with the
+/// initialisation's error) keeps the same pointer.
 #[unsafe(no_mangle)]
 pub extern "C" fn cumem_last_error() -> *const c_char {
     LAST_ERROR.with(|e| e.borrow().as_ptr())
@@ -151,7 +162,8 @@ pub extern "C" fn cumem_last_error() -> *const c_char {
 
 /// Allocates `bytes` bytes of device memory into `*ptr` (256-byte aligned; 0 bytes gives
 /// 0). Returns `CUMEM_SUCCESS`, `CUMEM_ERROR_OUT_OF_MEMORY` (after releasing the cache
-/// and retrying), or `CUMEM_ERROR_INVALID_VALUE` (`ptr` null, `bytes` > 2^48).
+/// and retrying; at once for `bytes` > 2^48, more than any device holds), or
+/// `CUMEM_ERROR_INVALID_VALUE` (`ptr` null, `bytes` > 2^63 − 1).
 ///
 /// # Safety
 /// `ptr` must be null or point to writable memory for one `uint64_t`.
@@ -230,7 +242,11 @@ pub unsafe extern "C" fn cumem_get_stats(out: *mut Stats) -> i32 {
     })
 }
 
-/// Resets counters to 0 and peaks to the current values.
+/// Resets counters to 0 and peaks to the current values; current values (requested,
+/// allocated, cached, reserved bytes) are untouched (PyTorch's
+/// `reset_peak_memory_stats` and `reset_accumulated_memory_stats` together). Counters
+/// then count events since the reset: freeing a block allocated before it counts in
+/// `num_frees` but not in `num_allocations`, so `num_frees` may exceed `num_allocations`.
 #[unsafe(no_mangle)]
 pub extern "C" fn cumem_reset_stats() {
     guard(|e| {

@@ -40,9 +40,13 @@ pub struct Stats {
     pub peak_cached_bytes: u64,
     /// High-water mark of `reserved_bytes`.
     pub peak_reserved_bytes: u64,
-    /// Successful allocations of at least one byte.
+    /// Successful allocations of at least one byte, since start or the last reset.
     pub num_allocations: u64,
-    /// Successful frees of a non-null pointer.
+    /// Successful frees of a non-null pointer, since start or the last reset. A block
+    /// allocated before a reset and freed after it counts here but not in
+    /// `num_allocations` (as PyTorch's `allocation`/`freed` counts), so after a reset with
+    /// live blocks `num_frees` may exceed `num_allocations`; the live bytes are
+    /// `requested_bytes`/`allocated_bytes`, which a reset never changes.
     pub num_frees: u64,
     /// Allocations served from cached memory, without calling the device.
     pub num_cache_hits: u64,
@@ -67,6 +71,10 @@ pub struct Stats {
     pub cache_hit_rate: f64,
     /// `(reserved − allocated) / reserved`; 0 when nothing is reserved.
     pub fragmentation_ratio: f64,
+    /// Device frees that reported an error (the segment is counted as released either
+    /// way; the error is also logged). Added last, so the layout of the fields above is
+    /// that of earlier versions.
+    pub num_device_free_errors: u64,
 }
 
 /// Counts of events, per shard (PyTorch's accumulated counts).
@@ -210,6 +218,7 @@ pub(crate) struct DeviceStats {
     num_device_frees: AtomicU64,
     device_alloc_ns: AtomicU64,
     device_free_ns: AtomicU64,
+    num_device_free_errors: AtomicU64,
 }
 
 impl DeviceStats {
@@ -227,6 +236,11 @@ impl DeviceStats {
     pub fn on_device_free(&self, ns: u64) {
         self.device_free_ns.fetch_add(ns, Relaxed);
         self.num_device_frees.fetch_add(1, Relaxed);
+    }
+
+    /// A device free reported an error.
+    pub fn on_device_free_error(&self) {
+        self.num_device_free_errors.fetch_add(1, Relaxed);
     }
 
     /// The peak of reserved bytes since start or the last reset.
@@ -260,6 +274,7 @@ pub(crate) fn snapshot(
     st.num_device_frees = device.num_device_frees.load(Relaxed);
     st.device_alloc_ns = device.device_alloc_ns.load(Relaxed);
     st.device_free_ns = device.device_free_ns.load(Relaxed);
+    st.num_device_free_errors = device.num_device_free_errors.load(Relaxed);
     st.limit_bytes = limit.unwrap_or(0);
     st.derive();
     st
@@ -290,6 +305,7 @@ pub(crate) fn reset(
         &device.num_device_frees,
         &device.device_alloc_ns,
         &device.device_free_ns,
+        &device.num_device_free_errors,
     ] {
         c.store(0, Relaxed);
     }

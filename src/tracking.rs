@@ -5,6 +5,7 @@
 
 use backtrace::Backtrace;
 use std::cell::Cell;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 static NEXT_THREAD: AtomicU32 = AtomicU32::new(0);
@@ -70,26 +71,61 @@ pub struct Outstanding {
     pub frames: Vec<String>,
 }
 
-/// Resolves `bt` to frame descriptions, dropping the frames of the capture itself and of
-/// the engine (everything up to the last `cumem::` frame at the top of the stack).
-pub fn resolve(bt: &Backtrace) -> Vec<String> {
-    let mut bt = bt.clone();
-    bt.resolve();
-    let mut frames: Vec<(String, String)> = Vec::new();
-    for f in bt.frames() {
-        for s in f.symbols() {
-            let name = s.name().map(|n| format!("{n:#}")).unwrap_or_else(|| format!("{:?}", f.ip()));
-            let loc = match (s.filename(), s.lineno()) {
-                (Some(file), Some(line)) => format!(" at {}:{line}", file.display()),
-                _ => String::new(),
-            };
-            frames.push((name, loc));
+/// Resolves backtraces to frame descriptions, symbolizing each distinct instruction
+/// pointer once: the live allocations of a program come from a few call sites, so a
+/// report of thousands of them shares almost all frames (resolving every backtrace on
+/// its own cost a millisecond or more per allocation).
+#[derive(Default)]
+pub struct Symbolizer {
+    /// `(name, " at file:line")` of each symbol at an instruction pointer (several when
+    /// calls were inlined there), innermost first.
+    by_ip: HashMap<usize, Vec<(String, String)>>,
+}
+
+impl Symbolizer {
+    /// `bt`'s frames, innermost first, each as `"name at file:line"`, without the frames
+    /// of the capture itself and of the engine (everything up to the last `cumem::`
+    /// frame at the top of the stack).
+    pub fn frames(&mut self, bt: &Backtrace) -> Vec<String> {
+        for f in bt.frames() {
+            let ip = f.ip();
+            self.by_ip.entry(ip as usize).or_insert_with(|| {
+                let mut v = Vec::new();
+                backtrace::resolve(ip, |s| {
+                    let name = s.name().map(|n| format!("{n:#}")).unwrap_or_else(|| format!("{ip:?}"));
+                    let loc = match (s.filename(), s.lineno()) {
+                        (Some(file), Some(line)) => format!(" at {}:{line}", file.display()),
+                        _ => String::new(),
+                    };
+                    v.push((name, loc));
+                });
+                v
+            });
         }
+        let mut frames: Vec<&(String, String)> = Vec::new();
+        for f in bt.frames() {
+            if let Some(syms) = self.by_ip.get(&(f.ip() as usize)) {
+                frames.extend(syms.iter());
+            }
+        }
+        let lead = leading_internal(frames.iter().map(|(n, _)| n.as_str()));
+        frames.into_iter().skip(lead).map(|(n, l)| format!("{n}{l}")).collect()
     }
-    // The innermost frames are the capture, the engine, the C entry point and the
-    // panic guard around it, interleaved with library glue (`bool::then`,
-    // `catch_unwind`, ...) that is not inlined in debug builds: drop everything up to
-    // the last CuMem frame of that leading run, keep the caller's frames.
+}
+
+/// Resolves `bt` alone (see [`Symbolizer::frames`]; for many backtraces use one
+/// [`Symbolizer`]).
+pub fn resolve(bt: &Backtrace) -> Vec<String> {
+    Symbolizer::default().frames(bt)
+}
+
+/// How many of the innermost `names` belong to the capture and the engine. They are the
+/// capture, the engine, the C entry point and the panic guard around it, interleaved
+/// with library glue (`bool::then`, `catch_unwind`, ...) that is not inlined in debug
+/// builds, and with the unwinder's and instrumentation's C functions (`_Unwind_Backtrace`,
+/// AddressSanitizer's `__asan_*`, unresolved addresses): everything up to the last
+/// CuMem frame of that leading run.
+fn leading_internal<'a>(names: impl Iterator<Item = &'a str>) -> usize {
     let internal = |n: &str| ["cumem::", "cumem_", "<cumem::"].iter().any(|p| n.starts_with(p));
     let glue = |n: &str| {
         [
@@ -105,14 +141,63 @@ pub fn resolve(bt: &Backtrace) -> Vec<String> {
         ]
         .iter()
         .any(|p| n.starts_with(p))
+            || !n.contains("::")
     };
     let mut lead = 0;
-    for (i, (n, _)) in frames.iter().enumerate() {
+    for (i, n) in names.enumerate() {
         if internal(n) {
             lead = i + 1;
         } else if !glue(n) {
             break;
         }
     }
-    frames.into_iter().skip(lead).map(|(n, l)| n + &l).collect()
+    lead
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[inline(never)]
+    fn capture_at_one_site(n: usize) -> Vec<Backtrace> {
+        (0..n).map(|_| Backtrace::new_unresolved()).collect()
+    }
+
+    #[test]
+    fn symbolizer_resolves_each_frame_once() {
+        let bts = capture_at_one_site(20);
+        let mut sym = Symbolizer::default();
+        let first = sym.frames(&bts[0]);
+        let distinct = sym.by_ip.len();
+        assert!(distinct > 0 && !first.is_empty());
+        for bt in &bts[1..] {
+            assert_eq!(sym.frames(bt), first, "one site, one report");
+        }
+        assert_eq!(sym.by_ip.len(), distinct, "a frame already seen was symbolized again");
+        assert_eq!(resolve(&bts[0]), first);
+    }
+
+    #[test]
+    fn leading_frames_of_capture_engine_and_unwinder_are_dropped() {
+        // The innermost frames as an instrumented build (AddressSanitizer) names them.
+        let names = [
+            "backtrace::backtrace::libunwind::trace",
+            "_Unwind_Backtrace",
+            "<backtrace::capture::Backtrace>::create",
+            "__asan_memcpy",
+            "0x55d0dcff9000",
+            "<backtrace::capture::Backtrace>::new_unresolved",
+            "core::ops::function::FnOnce::call_once",
+            "cumem::tracking::Origin::capture",
+            "core::bool::<impl bool>::then",
+            "cumem::engine::Engine::alloc",
+            "cumem_alloc",
+            "main",
+            "__libc_start_main",
+        ];
+        assert_eq!(leading_internal(names.iter().copied()), 11, "the caller's frames start at main");
+        // A Rust caller's frames are kept, whatever follows them.
+        let names = ["cumem::engine::Engine::alloc", "my_app::train", "my_app::main", "std::rt::lang_start"];
+        assert_eq!(leading_internal(names.iter().copied()), 1);
+    }
 }

@@ -27,6 +27,13 @@ pub struct Upstream {
     device: Box<dyn Device>,
     /// Cap on reserved bytes; `u64::MAX` when there is none.
     limit: u64,
+    /// Whether a limit was set (a limit of `u64::MAX` bytes is still one to report).
+    has_limit: bool,
+    /// Bytes claimed against the limit: `reserved` plus device allocations in flight.
+    /// A miss claims first, so concurrent misses cannot overshoot the limit.
+    claimed: AtomicU64,
+    /// Bytes obtained from the device (successful allocations only): what the
+    /// statistics and their peak report, so a request that fails never shows in them.
     reserved: AtomicU64,
     /// The highest `reserved` ever reached, never reset (unlike the statistics' peak):
     /// the pools' growth policy uses it.
@@ -42,6 +49,8 @@ impl Upstream {
         Upstream {
             device,
             limit: limit.unwrap_or(u64::MAX),
+            has_limit: limit.is_some(),
+            claimed: AtomicU64::new(0),
             reserved: AtomicU64::new(0),
             all_time_peak: AtomicU64::new(0),
             stats: DeviceStats::default(),
@@ -56,7 +65,7 @@ impl Upstream {
 
     /// The limit on reserved bytes, if any.
     pub fn limit(&self) -> Option<u64> {
-        (self.limit != u64::MAX).then_some(self.limit)
+        self.has_limit.then_some(self.limit)
     }
 
     /// Bytes currently obtained from the device.
@@ -92,18 +101,17 @@ impl Upstream {
         ShardUpstream { up: self, shard }
     }
 
-    /// Obtains a segment of `bytes` for the pool of `shard`. Errors:
-    /// [`Error::OutOfMemory`] when the limit would be crossed or the device is full.
-    /// Counts `bytes` more reserved, returning the count before. Reserving against the
-    /// limit first means concurrent misses cannot overshoot it. A request that does not
-    /// fit leaves the counter untouched: it never reads above the limit, and a
-    /// concurrent request that fits is not refused meanwhile.
-    fn charge(&self, bytes: u64) -> Result<u64> {
-        self.reserved
+    /// Claims `bytes` more against the limit before a device request (an allocation or
+    /// a mapping), returning the claim before. Claiming first means concurrent misses
+    /// cannot overshoot the limit. A request that does not fit leaves the claim
+    /// untouched: a concurrent request that fits is not refused meanwhile. The caller
+    /// counts the bytes as reserved once the device call succeeds, or unclaims them.
+    fn claim(&self, bytes: u64) -> Result<u64> {
+        self.claimed
             .fetch_update(Relaxed, Relaxed, |r| r.checked_add(bytes).filter(|&n| n <= self.limit))
             .map_err(|prev| {
                 Error::OutOfMemory(format!(
-                    "{} more would cross JULIA_CUDA_MEMORY_LIMIT of {} ({} reserved)",
+                    "{} more would cross JULIA_CUDA_MEMORY_LIMIT of {} ({} reserved or being obtained)",
                     format_bytes(bytes),
                     format_bytes(self.limit),
                     format_bytes(prev)
@@ -111,22 +119,27 @@ impl Upstream {
             })
     }
 
+    /// Obtains a segment of `bytes` for the pool of `shard`. Errors:
+    /// [`Error::OutOfMemory`] when the limit would be crossed or the device is full.
     fn alloc(&self, bytes: u64, shard: usize) -> Result<u64> {
-        let prev = self.charge(bytes)?;
+        self.claim(bytes)?;
         let t = Instant::now();
         let r = self.device.alloc(bytes);
         let ns = t.elapsed().as_nanos() as u64;
         match r {
             Ok(ptr) => {
-                self.stats.on_device_alloc(ns, Some(prev + bytes));
-                self.all_time_peak.fetch_max(prev + bytes, Relaxed);
+                // Only now is the segment reserved; the peak is taken from obtained
+                // memory alone, never from claims of requests that may yet fail.
+                let now = self.reserved.fetch_add(bytes, Relaxed) + bytes;
+                self.stats.on_device_alloc(ns, Some(now));
+                self.all_time_peak.fetch_max(now, Relaxed);
                 self.segments.lock().insert(ptr, Segment { size: bytes, shard });
                 log::debug!("device allocation of {} at {ptr:#x}", format_bytes(bytes));
                 Ok(ptr)
             }
             Err(e) => {
                 self.stats.on_device_alloc(ns, None);
-                self.reserved.fetch_sub(bytes, Relaxed);
+                self.claimed.fetch_sub(bytes, Relaxed);
                 Err(e)
             }
         }
@@ -138,10 +151,12 @@ impl Upstream {
         let t = Instant::now();
         // SAFETY: the pools only return segments they obtained from `alloc(bytes)`.
         if let Err(e) = unsafe { self.device.free(ptr, bytes) } {
+            self.stats.on_device_free_error();
             log::error!("freeing device segment {ptr:#x} of {bytes} bytes failed: {e}");
         }
         self.stats.on_device_free(t.elapsed().as_nanos() as u64);
         self.reserved.fetch_sub(bytes, Relaxed);
+        self.claimed.fetch_sub(bytes, Relaxed);
         log::debug!("device free of {} at {ptr:#x}", format_bytes(bytes));
     }
 
@@ -174,24 +189,28 @@ impl Upstream {
         self.stats.on_device_alloc(t.elapsed().as_nanos() as u64, None);
     }
 
+    /// Maps `bytes` at `addr` (see [`ShardUpstream::vm_map`]): claimed like an
+    /// allocation, reserved only once the mapping succeeded.
     fn vm_map(&self, addr: u64, bytes: u64) -> Result<()> {
-        let prev = self.charge(bytes)?;
+        self.claim(bytes)?;
         let t = Instant::now();
         // SAFETY: the pool maps only unmapped granules of ranges it reserved.
         let r = unsafe { self.device.vm_map(addr, bytes) };
         let ns = t.elapsed().as_nanos() as u64;
         match r {
             Ok(()) => {
-                self.stats.on_device_alloc(ns, Some(prev + bytes));
+                // As in `alloc`: reserved, and its peak, count mapped memory only.
+                let now = self.reserved.fetch_add(bytes, Relaxed) + bytes;
+                self.stats.on_device_alloc(ns, Some(now));
                 for _ in 1..self.granules(bytes) {
-                    self.stats.on_device_alloc(0, Some(prev + bytes));
+                    self.stats.on_device_alloc(0, Some(now));
                 }
-                self.all_time_peak.fetch_max(prev + bytes, Relaxed);
+                self.all_time_peak.fetch_max(now, Relaxed);
                 Ok(())
             }
             Err(e) => {
                 self.stats.on_device_alloc(ns, None);
-                self.reserved.fetch_sub(bytes, Relaxed);
+                self.claimed.fetch_sub(bytes, Relaxed);
                 Err(e)
             }
         }
@@ -201,6 +220,8 @@ impl Upstream {
         let t = Instant::now();
         // SAFETY: the pool unmaps only mapped granules that no block uses.
         if let Err(e) = unsafe { self.device.vm_unmap(addr, bytes) } {
+            // One failed device call, however many granules it covered.
+            self.stats.on_device_free_error();
             log::error!("unmapping {bytes} bytes at {addr:#x} failed: {e}");
         }
         self.stats.on_device_free(t.elapsed().as_nanos() as u64);
@@ -208,6 +229,7 @@ impl Upstream {
             self.stats.on_device_free(0);
         }
         self.reserved.fetch_sub(bytes, Relaxed);
+        self.claimed.fetch_sub(bytes, Relaxed);
     }
 
     /// The segment containing `addr`, as `(base, segment)`.
@@ -293,8 +315,9 @@ impl ShardUpstream<'_> {
 
     /// Unmaps `[addr, addr+bytes)` (whole granules mapped by [`ShardUpstream::vm_map`],
     /// no block in them), counting `bytes` as no longer reserved and each granule as one
-    /// device free (a device failure is
-    /// logged: the memory is gone either way).
+    /// device free. A device failure is logged and counted once in
+    /// `num_device_free_errors`, like a failed [`ShardUpstream::free`]: the memory is
+    /// gone either way.
     pub fn vm_unmap(self, addr: u64, bytes: u64) {
         self.up.vm_unmap(addr, bytes)
     }

@@ -111,8 +111,70 @@ CuMem.allowscalar(false)   # nothing here may take the scalar path
                   CuMem.CUMEM_ERROR_INVALID_VALUE
             @test_throws ArgumentError CuMem.launch(k, 2f0, x, dy, Int64(n); blocks = 1, threads = 32)
             @test_throws ArgumentError CuMem.launch(k, 2f0, dx, dy, Int64(n); blocks = 0, threads = 32)
+            # arguments checked against the parameters (CUDA 12.4+ drivers report them)
+            if k.nparams >= 0
+                @test k.param_sizes == [4, 8, 8, 8]
+                @test_throws ArgumentError CuMem.launch(k, 2f0, dx, dy; blocks = 1, threads = 32)
+                @test_throws ArgumentError CuMem.launch(k, 2.0, dx, dy, Int64(n); blocks = 1, threads = 32)
+                @test_throws ArgumentError CuMem.launch(k, 2f0, dx, dy, Int32(n); blocks = 1, threads = 32)
+                err = try CuMem.launch(k, 2.0, dx, dy, Int64(n); blocks = 1, threads = 32); catch e; e; end
+                @test occursin("argument 1 of kernel saxpy is 8 bytes but the parameter is 4 bytes", err.msg)
+            else
+                @info "this driver does not report kernel parameters (before CUDA 12.4): not checked"
+            end
+            @test Array(dy) == x .+ (2f0 .* x .+ y0)        # the refused launches changed nothing
+        end
+    end
+
+    @testset "stream order: memory freed under a running kernel" begin
+        # A kernel that waits ~20 ms before reading `a`; meanwhile `a` is freed, the pool
+        # hands the same block out again and it is overwritten. The overwrite is queued
+        # behind the kernel on the one stream, so the kernel still reads the old values.
+        if !CuMem.on_host()
+            src = """
+            extern "C" __global__ void late_copy(const float *a, float *b, long long n, long long cycles) {
+                long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+                long long t0 = clock64();
+                while (clock64() - t0 < cycles) { }
+                if (i < n) b[i] = a[i];
+            }
+            """
+            k = CuMem.load_kernel(src, "late_copy")
+            n = 1 << 20
+            for round in 1:3
+                x = rand(Float32, n)
+                a, b = CuArray(x), CuArray{Float32}(undef, n)
+                addr = pointer(a)
+                CuMem.launch(k, a, b, Int64(n), Int64(40_000_000); blocks = cld(n, 256), threads = 256)
+                unsafe_free!(a)
+                a2 = CuArray{Float32}(undef, n)
+                @test pointer(a2) == addr                  # the pool reused the block
+                copyto!(a2, fill(-1f0, n))
+                fill!(a2, 0f0)
+                @test Array(b) == x
+                @test all(iszero, Array(a2))
+            end
         end
         @test_throws ArgumentError CuMem.load_kernel(SAXPY, "sa\0xpy")
+        # launch's argument checks come before the engine; the engine refuses a handle
+        # it never gave out (on the host device it gives none)
+        fake = CuMem.Kernel(0x7fff_ffff, "fake", 32, -1, Int[])   # sizes unknown: not checked
+        x = CuArray(Float32[1, 2])
+        @test_throws ArgumentError CuMem.launch(fake, [1f0]; blocks = 1, threads = 1)
+        @test_throws ArgumentError CuMem.launch(fake, "s"; blocks = 1, threads = 1)
+        @test_throws ArgumentError CuMem.launch(fake, x; blocks = (1, 1, 1, 1), threads = 1)
+        @test_throws ArgumentError CuMem.launch(fake, x; blocks = 1, threads = -1)
+        @test_throws ArgumentError CuMem.launch(fake, x; blocks = 1, threads = 1, shmem = -1)
+        @test thrown_code(() -> CuMem.launch(fake, 1f0, x, pointer(x), Int64(2), true; blocks = 1, threads = 1)) ==
+              CuMem.CUMEM_ERROR_INVALID_VALUE
+        @test occursin("is not a kernel handle", CuMem.last_error())
+        @test thrown_code(() -> CuMem.launch(fake; blocks = 1, threads = 1)) == CuMem.CUMEM_ERROR_INVALID_VALUE
+        @test thrown_code(() -> CuMem.kernel_params(UInt64(0x7fff_ffff))) == CuMem.CUMEM_ERROR_INVALID_VALUE
+        # with known parameters, launch checks count and sizes before the engine
+        known = CuMem.Kernel(0x7fff_ffff, "known", 32, 2, [8, 4])
+        @test_throws ArgumentError CuMem.launch(known, x; blocks = 1, threads = 1)
+        @test_throws ArgumentError CuMem.launch(known, x, 1.0; blocks = 1, threads = 1)
+        @test thrown_code(() -> CuMem.launch(known, x, 1f0; blocks = 1, threads = 1)) == CuMem.CUMEM_ERROR_INVALID_VALUE
     end
 
     @testset "gemm! $T" for T in (Float32, Float64, ComplexF32, ComplexF64)

@@ -75,6 +75,22 @@ const LINE_MAKE = @__LINE__() - 1
     @test occursin("debugtests.jl", string(mine[1].frames[1].file))
     unsafe_free!(w)
 
+    # each frame is symbolized once per process: arrays made at one site add no new
+    # lookups to the report, and the report stays the same
+    function many_at_one_site(n)
+        return [CuArray{UInt8}(undef, 99) for _ in 1:n]
+    end
+    batches, texts, cached = [], String[], Int[]
+    for n in (2, 200)                                 # (one call site for both batches)
+        push!(batches, many_at_one_site(n))
+        push!(texts, status())
+        push!(cached, length(CuMem.FRAME_CACHE))
+    end
+    @test cached[2] == cached[1]
+    @test length(collect(eachmatch(r"Outstanding memory allocation of 99 bytes", texts[2]))) == 202
+    @test entry(texts[2], 99, pointer(batches[2][end])) == entry(texts[1], 99, pointer(batches[1][1]))
+    foreach(b -> foreach(unsafe_free!, b), batches)
+
     # many allocations from several threads, with finalizers running: the table stays
     # consistent and empties once everything is gone
     Threads.@threads for t in 1:Threads.nthreads()

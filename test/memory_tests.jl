@@ -21,9 +21,10 @@ end
                       :num_cache_hits, :num_cache_misses, :num_device_allocations,
                       :num_device_frees, :device_alloc_ns, :device_free_ns,
                       :num_alloc_retries, :num_ooms, :limit_bytes, :cache_hit_rate,
-                      :fragmentation_ratio)
-    @test all(v -> v isa Int, Base.front(Base.front(values(s))))
+                      :fragmentation_ratio, :num_device_free_errors)
+    @test all(v -> v isa Int, values(s)[1:20]) && s.num_device_free_errors isa Int
     @test s.cache_hit_rate isa Float64 && s.fragmentation_ratio isa Float64
+    @test s.num_device_free_errors == 0
     check_invariants(s)
     @test s.limit_bytes == 0
     clean!()
@@ -193,6 +194,12 @@ end
     b = CuMem.alloc_buffer(64)
     CuMem.release(b, true)
     @test_throws CuMemError CuMem.check(CuMem.c_free(b.ptr))
+    # more than any device holds is out of memory (as in CUDA.jl), which callers catch
+    for n in (1 << 60, typemax(Int))
+        err = try CuArray{UInt8}(undef, n); nothing catch e; e end
+        @test err isa OutOfGPUMemoryError
+        @test err.sz == n
+    end
 end
 
 @testset "cumem_stats_t and the status codes match include/cumem.h" begin

@@ -6,6 +6,7 @@
 #   out of memory under a 64 MiB limit             test/oomtests.jl
 #   no spurious out of memory with 2 threads       test/thread_oom_tests.jl
 #   the leak report under -g2 and CUMEM_DEBUG=2    test/debugtests.jl
+#   injected device failures (CUMEM_FAULT)          test/faulttests.jl
 #   bad configuration / missing library            `using CuMem` must fail clearly
 #   installing by name, path and dev               test/registrytests.jl
 #   compute: NVRTC, kernels, gemm!                 test/compute_tests.jl
@@ -34,7 +35,7 @@ end
 function job_env(pairs...)
     env = copy(ENV)
     for k in ("JULIA_CUDA_MEMORY_POOL", "JULIA_CUDA_MEMORY_LIMIT", "CUMEM_DEBUG",
-              "JULIA_NUM_THREADS")
+              "CUMEM_FAULT", "JULIA_NUM_THREADS")
         delete!(env, k)
     end
     env["CUMEM_DEVICE"] = DEVICE
@@ -62,6 +63,20 @@ for pool in POOLS
                     passed))
 end
 push!(jobs, Job("compute (NVRTC, kernels, gemm!)", julia(testfile("compute_tests.jl")), passed))
+# broadcasting, reductions and random numbers against Base, under two pools
+for pool in POOLS[1:min(2, end)]
+    push!(jobs, Job("compute (broadcast, mapreduce, random), pool $pool",
+                    julia("-e", "for f in ARGS; Base.include(Module(), f); end",
+                          testfile("broadcast_tests.jl"), testfile("mapreduce_tests.jl"), testfile("random_tests.jl");
+                          JULIA_CUDA_MEMORY_POOL = pool),
+                    passed))
+end
+# the generated CUDA C of broadcasts and random numbers compiled by g++ and run on the CPU
+if Sys.which("g++") !== nothing && success(pipeline(`g++ -x c++ -std=c++17 -fsyntax-only -`, stdin = IOBuffer("_Float16 h;"), stderr = devnull))
+    push!(jobs, Job("compute kernels emulated on the CPU (g++)", julia(testfile("kernel_emulation_tests.jl")), passed))
+else
+    @info "g++ with _Float16 not found: the emulated-kernel tests are skipped"
+end
 push!(jobs, Job("method ambiguities",
                 julia("-e", "using CuMem, Test, LinearAlgebra; include($(repr(testfile("ambiguity_tests.jl"))))"),
                 passed))
@@ -78,6 +93,12 @@ end
 push!(jobs, Job("out of memory, 2 threads",
                 julia(testfile("thread_oom_tests.jl"); JULIA_NUM_THREADS = 2, JULIA_CUDA_MEMORY_LIMIT = "8MiB"),
                 passed))
+for pool in intersect(POOLS, ["split", "expandable", "none"])
+    push!(jobs, Job("injected device failures, pool $pool",
+                    julia(testfile("faulttests.jl"); JULIA_CUDA_MEMORY_POOL = pool,
+                          CUMEM_FAULT = "alloc:0.3,free:0.2,copy:0.05,seed=11"),
+                    passed))
+end
 push!(jobs, Job("leak report, julia -g2", julia("-g2", testfile("debugtests.jl"); JULIA_NUM_THREADS = 2), passed))
 push!(jobs, Job("leak report, CUMEM_DEBUG=2", julia(testfile("debugtests.jl"); CUMEM_DEBUG = 2), passed))
 push!(jobs, Job("bad pool name",
@@ -199,9 +220,11 @@ results = asyncmap(run_job, jobs; ntasks = NJOBS)
         if !ok || get(ENV, "CUMEM_TEST_VERBOSE", "") == "1"
             print(r.out)
         else
-            # the subprocess's test summary, without the engine's log lines
+            # the subprocess's test summary, without the engine's log lines, and what it
+            # skipped or checked beyond its tests (the compute tests' PTX check)
             for line in split(r.out, '\n')
-                (startswith(line, "Test Summary") || occursin(r"\|\s+\d+\s+\d+\s*$", line)) && println(line)
+                (startswith(line, "Test Summary") || occursin(r"\|\s+\d+\s+\d+\s*$", line) ||
+                 occursin("SKIPPED", line) || startswith(line, "NVRTC ")) && println(line)
             end
         end
         @test ok

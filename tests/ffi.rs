@@ -20,19 +20,26 @@ const MARK: &str = "CUMEM_FFI_CHILD";
 
 /// Every variable of the configuration table (docs/contract.md); children start without any
 /// of them inherited from the parent.
-const CONFIG_VARS: [&str; 6] = [
+const CONFIG_VARS: [&str; 7] = [
     "JULIA_CUDA_MEMORY_POOL",
     "JULIA_CUDA_MEMORY_LIMIT",
     "CUMEM_DEVICE",
     "CUMEM_HOST_CAPACITY",
     "CUMEM_DEBUG",
     "CUMEM_LOG",
+    "CUMEM_FAULT",
 ];
 
 /// Runs child test `child` in a fresh process of this test binary with `env` set (and
 /// `CUMEM_DEVICE` forced to `host`, or `cuda` with `CUMEM_TEST_CUDA=1`, unless `env`
 /// sets it), and fails unless the child ran and passed.
 fn spawn(child: &str, env: &[(&str, &str)]) {
+    let env: Vec<(&str, std::ffi::OsString)> = env.iter().map(|&(k, v)| (k, v.into())).collect();
+    spawn_os(child, &env);
+}
+
+/// As [`spawn`], with values that need not be UTF-8.
+fn spawn_os(child: &str, env: &[(&str, std::ffi::OsString)]) {
     let exe = std::env::current_exe().unwrap();
     let mut cmd = Command::new(exe);
     cmd.args(["--exact", child, "--nocapture", "--test-threads=1"]);
@@ -227,6 +234,10 @@ fn malformed_environment() {
         ("CUMEM_HOST_CAPACITY", &["1QB", "0", "150%", "much", "-4GiB"]),
         ("CUMEM_DEBUG", &["3", "yes", "-1", "2.0", "true"]),
         ("CUMEM_LOG", &["loud==", "cumem=verbose", "a b", "=", "debug,,warn"]),
+        (
+            "CUMEM_FAULT",
+            &["alloc", "alloc:1.5", "free:-1", "copy:x", "oom:0.1", "seed=-3", "alloc:0.1,alloc:0.2"],
+        ),
     ];
     for &(var, values) in cases {
         for &value in values {
@@ -236,6 +247,68 @@ fn malformed_environment() {
             );
         }
     }
+}
+
+/// A value that is not UTF-8 is refused like any other bad value, for every variable the
+/// engine reads (`std::env::var` reports such a value as absent).
+#[test]
+fn non_utf8_values_are_config_errors() {
+    use std::os::unix::ffi::OsStringExt;
+    for var in CONFIG_VARS {
+        spawn_os(
+            "child_bad_env",
+            &[
+                (var, std::ffi::OsString::from_vec(b"\xff128MiB".to_vec())),
+                ("CUMEM_FFI_BAD_VAR", var.into()),
+                ("CUMEM_FFI_BAD_VALUE", "\\xFF128MiB".into()),
+            ],
+        );
+    }
+}
+
+/// `CUMEM_FAULT` through the C ABI: injected failures surface with their codes and
+/// messages, and failed device frees are counted.
+#[test]
+fn fault_injection() {
+    spawn(
+        "child_faults",
+        &[("CUMEM_FAULT", "alloc:0.2,free:0.5,copy:0.2,seed=3"), ("JULIA_CUDA_MEMORY_POOL", "none")],
+    );
+}
+
+#[test]
+fn child_faults() {
+    if !child("child_faults") {
+        return;
+    }
+    assert_eq!(cumem_init(), CUMEM_SUCCESS, "{}", last_error());
+    assert!(cstr(cumem_device_name()).ends_with("(with CUMEM_FAULT)"));
+    let (mut ooms, mut device_errors, mut ok) = (0, 0, 0);
+    for i in 0..400u64 {
+        let (rc, p) = alloc(4096 + i);
+        if rc == CUMEM_ERROR_OUT_OF_MEMORY {
+            assert!(last_error().contains("CUMEM_FAULT"), "{}", last_error());
+            assert_eq!(p, 0xdead_beef);
+            ooms += 1;
+            continue;
+        }
+        assert_eq!(rc, CUMEM_SUCCESS, "{}", last_error());
+        ok += 1;
+        match cumem_memset(p, 7, 4096) {
+            CUMEM_SUCCESS => {}
+            rc => {
+                expect_err(rc, CUMEM_ERROR_DEVICE, &["CUMEM_FAULT"]);
+                device_errors += 1;
+            }
+        }
+        assert_eq!(cumem_free(p), CUMEM_SUCCESS, "a failed device free is not the caller's error");
+    }
+    assert!(ooms > 0 && device_errors > 0 && ok > 0, "{ooms} {device_errors} {ok}");
+    let s = stats();
+    assert_eq!((s.num_allocations, s.num_frees, s.num_ooms), (ok, ok, ooms));
+    assert!(s.num_device_free_errors > 0 && s.num_device_free_errors < s.num_device_frees, "{s:#?}");
+    assert_eq!((s.reserved_bytes, s.allocated_bytes), (0, 0));
+    done("child_faults");
 }
 
 /// `CUMEM_DEVICE=cuda` without a usable GPU is `CUMEM_ERROR_DEVICE`; with one, success.
@@ -300,10 +373,15 @@ fn child_api() {
     assert_eq!(alloc(0), (CUMEM_SUCCESS, 0));
     assert_eq!(cumem_free(0), CUMEM_SUCCESS);
 
-    // Sizes near 2^64: refused without overflowing; near 2^48: out of memory.
-    for n in [u64::MAX, u64::MAX - 1, u64::MAX - 255, u64::MAX - (2 << 20) + 1, 1 << 63, (1 << 48) + 1] {
+    // Sizes above 2^63 − 1: refused without overflowing; below: out of memory.
+    for n in [u64::MAX, u64::MAX - 1, u64::MAX - 255, u64::MAX - (2 << 20) + 1, 1 << 63] {
         let (rc, p) = alloc(n);
         expect_err(rc, CUMEM_ERROR_INVALID_VALUE, &[&n.to_string()]);
+        assert_eq!(p, 0xdead_beef, "the out-pointer was written on failure");
+    }
+    for n in [(1u64 << 63) - 1, 1 << 60, (1 << 48) + 1] {
+        let (rc, p) = alloc(n);
+        expect_err(rc, CUMEM_ERROR_OUT_OF_MEMORY, &["out of memory", &format!("({n} bytes)"), "any device"]);
         assert_eq!(p, 0xdead_beef, "the out-pointer was written on failure");
     }
     for n in [1u64 << 48, (1 << 48) - 1, (1 << 48) - 4096, 1 << 47] {
@@ -315,7 +393,7 @@ fn child_api() {
         );
     }
     let s = stats();
-    assert_eq!(s.num_ooms, 4);
+    assert_eq!(s.num_ooms, 3 + 4);
     assert_eq!(s.num_allocations, 0);
     assert_eq!(s.reserved_bytes, 0);
 
@@ -336,6 +414,7 @@ fn child_api() {
     assert!(s.reserved_bytes >= s.allocated_bytes);
     assert_eq!(s.cached_bytes, s.reserved_bytes - s.allocated_bytes);
     assert_eq!(s.peak_requested_bytes, s.requested_bytes);
+    // (the 4 failed lookups above; sizes beyond any device never reach the pool)
     assert_eq!(s.num_cache_hits + s.num_cache_misses, s.num_allocations + 4);
     let lookups = (s.num_cache_hits + s.num_cache_misses) as f64;
     assert_eq!(s.cache_hit_rate, s.num_cache_hits as f64 / lookups);
@@ -746,6 +825,7 @@ fn child_bad_env() {
     let value = std::env::var("CUMEM_FFI_BAD_VALUE").unwrap();
     let rc = cumem_init();
     let msg = last_error();
+    let msg_ptr = cumem_last_error();
     assert_eq!(rc, CUMEM_ERROR_CONFIG, "{var}={value:?}: {msg}");
     assert!(
         msg.contains(&format!("{var}=")) && msg.contains(&value) && msg.contains("accepted"),
@@ -771,6 +851,10 @@ fn child_bad_env() {
     assert_eq!((buf[0], buf[1]), (0, 0xaa));
     assert_eq!(cumem_memset(0x1000, 0, 1), CUMEM_ERROR_CONFIG);
     assert!(last_error().contains(&var));
+    // The initialisation's error stays put: a pointer taken before all these calls is
+    // still the current one, with the same text.
+    assert_eq!(cumem_last_error(), msg_ptr, "the init error was replaced by a later call");
+    assert_eq!(cstr(msg_ptr), msg);
     // A later call tries again: with the variable fixed, initialisation succeeds.
     // SAFETY: the child runs this one test; no other thread reads the environment.
     unsafe { std::env::remove_var(&var) };

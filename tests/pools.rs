@@ -206,20 +206,26 @@ fn bad_frees_change_nothing(pool: PoolKind) {
 
 fn oversized_requests(pool: PoolKind) {
     let e = small_memory(pool, 64 * MIB, 1);
-    for n in [u64::MAX, u64::MAX - 511, (1 << 63) + 1, (1 << 48) + 1, 1 << 60] {
+    // Sizes no signed 64-bit count can express are invalid values ...
+    for n in [u64::MAX, u64::MAX - 511, (1 << 63) + 1, 1 << 63] {
         match e.alloc(n) {
             Err(Error::InvalidValue(m)) => assert!(m.contains(&n.to_string()), "{m}"),
             other => panic!("alloc({n}) gave {other:?}, expected InvalidValue"),
         }
+        assert!(matches!(e.try_alloc(n), Err(Error::InvalidValue(_))));
     }
-    for n in [1 << 48, (1 << 48) - 1, (1 << 48) - 511, 1 << 40] {
+    // ... any smaller size that no device holds is out of memory, as in CUDA.jl and PyTorch.
+    let oversized =
+        [i64::MAX as u64, 1 << 62, 1 << 60, (1 << 48) + 1, 1 << 48, (1 << 48) - 1, (1 << 48) - 511, 1 << 40];
+    for n in oversized {
         match e.alloc(n) {
             Err(Error::OutOfMemory(m)) => assert!(m.contains(&format!("({n} bytes)")), "{m}"),
             other => panic!("alloc({n}) gave {other:?}, expected OutOfMemory"),
         }
+        assert!(matches!(e.try_alloc(n), Err(Error::OutOfMemory(_))));
     }
     let s = invariants(&e);
-    assert_eq!(s.num_ooms, 4);
+    assert_eq!(s.num_ooms, oversized.len() as u64, "alloc counts each, try_alloc none");
     assert_eq!(s.num_allocations, 0);
     assert_eq!(s.reserved_bytes, 0);
     // The engine works afterwards.
@@ -1130,6 +1136,136 @@ fn percentage_limit_resolves_against_device_memory() {
     let total = e.device_memory().unwrap().1;
     assert_eq!(e.stats().limit_bytes, (total as f64 * 0.25) as u64);
     assert!(status(&e, Allocations::Listed).contains("Memory limit: "));
+}
+
+#[test]
+fn reset_with_live_blocks_on_several_shards() {
+    // PyTorch's semantics: counts restart, peaks drop to the current values, current
+    // values stay exact, also while blocks allocated before the reset are freed after it
+    // on other threads' shards.
+    for pool in PoolKind::ALL {
+        let e = engine(pool, 4);
+        let before: Vec<u64> = (0..40).map(|i| e.alloc(1000 + i * 4096).unwrap()).collect();
+        let s0 = invariants(&e);
+        e.reset_stats();
+        let after: Vec<u64> = std::thread::scope(|sc| {
+            let hs: Vec<_> = before
+                .chunks(10)
+                .map(|chunk| {
+                    let e = &e;
+                    sc.spawn(move || {
+                        let mine: Vec<u64> = (0..5).map(|_| e.alloc(3000).unwrap()).collect();
+                        for &p in chunk {
+                            e.free(p).unwrap();
+                        }
+                        mine
+                    })
+                })
+                .collect();
+            hs.into_iter().flat_map(|h| h.join().unwrap()).collect()
+        });
+        let s = invariants(&e);
+        assert_eq!((s.num_allocations, s.num_frees), (20, 40), "{pool:?}: counts since the reset");
+        assert_eq!(s.requested_bytes, 20 * 3000, "{pool:?}");
+        assert!(s.peak_requested_bytes <= s0.requested_bytes + 20 * 3000, "{pool:?}: {s:#?}");
+        assert!(s.peak_requested_bytes >= s0.requested_bytes, "{pool:?}: the reset peak is the live bytes");
+        for p in after {
+            e.free(p).unwrap();
+        }
+        let s = invariants(&e);
+        assert_eq!((s.num_frees, s.requested_bytes, s.allocated_bytes), (60, 0, 0), "{pool:?}");
+        reclaim_all_and_check_empty(&e);
+    }
+}
+
+/// A host device whose allocations of `gate` bytes or more announce themselves on
+/// `entered`, wait for `go`, then fail with out of memory: a request in flight.
+struct GatedDevice {
+    inner: cumem::device::HostDevice,
+    gate: u64,
+    entered: std::sync::Mutex<std::sync::mpsc::Sender<()>>,
+    go: std::sync::Mutex<std::sync::mpsc::Receiver<()>>,
+}
+
+impl cumem::device::Device for GatedDevice {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn is_host(&self) -> bool {
+        true
+    }
+    fn alloc(&self, bytes: u64) -> cumem::Result<u64> {
+        if bytes >= self.gate {
+            self.entered.lock().unwrap().send(()).unwrap();
+            self.go.lock().unwrap().recv().unwrap();
+            return Err(Error::OutOfMemory("gated".into()));
+        }
+        self.inner.alloc(bytes)
+    }
+    unsafe fn free(&self, ptr: u64, bytes: u64) -> cumem::Result<()> {
+        unsafe { self.inner.free(ptr, bytes) }
+    }
+    fn mem_info(&self) -> cumem::Result<(u64, u64)> {
+        self.inner.mem_info()
+    }
+    unsafe fn copy_htod(&self, dst: u64, src: *const u8, bytes: u64) -> cumem::Result<()> {
+        unsafe { self.inner.copy_htod(dst, src, bytes) }
+    }
+    unsafe fn copy_dtoh(&self, dst: *mut u8, src: u64, bytes: u64) -> cumem::Result<()> {
+        unsafe { self.inner.copy_dtoh(dst, src, bytes) }
+    }
+    unsafe fn copy_dtod(&self, dst: u64, src: u64, bytes: u64) -> cumem::Result<()> {
+        unsafe { self.inner.copy_dtod(dst, src, bytes) }
+    }
+    unsafe fn memset(&self, dst: u64, value: u8, bytes: u64) -> cumem::Result<()> {
+        unsafe { self.inner.memset(dst, value, bytes) }
+    }
+}
+
+#[test]
+fn peak_reserved_counts_only_obtained_memory() {
+    // A device request in flight that later fails must never show in reserved bytes or
+    // their peak, even when another request succeeds meanwhile; and it still counts
+    // against the limit while in flight, so the limit is never overshot.
+    let (entered_tx, entered) = std::sync::mpsc::channel();
+    let (go, go_rx) = std::sync::mpsc::channel();
+    let dev = GatedDevice {
+        inner: cumem::device::HostDevice::new(Some(GIB)),
+        gate: 8 * MIB,
+        entered: std::sync::Mutex::new(entered_tx),
+        go: std::sync::Mutex::new(go_rx),
+    };
+    let up = cumem::upstream::Upstream::new(Box::new(dev), Some(12 * MIB));
+    std::thread::scope(|sc| {
+        // Owned here, so a failing assertion drops it and the gated thread ends too.
+        let go = go;
+        let failing = sc.spawn(|| up.shard(0).alloc(8 * MIB));
+        entered.recv().unwrap();
+        let p = up.shard(1).alloc(2 * MIB).unwrap();
+        assert_eq!(up.reserved(), 2 * MIB);
+        assert_eq!(up.peak_reserved(), 2 * MIB, "a request in flight raised the peak");
+        // 2 MiB obtained + 8 MiB in flight: 4 MiB more would cross the 12 MiB limit.
+        assert!(matches!(up.shard(1).alloc(4 * MIB), Err(Error::OutOfMemory(m)) if m.contains("LIMIT")));
+        go.send(()).unwrap();
+        assert!(failing.join().unwrap().is_err());
+        assert_eq!((up.reserved(), up.peak_reserved()), (2 * MIB, 2 * MIB));
+        // The failed request's claim is gone: 6 MiB more fit now (8 + 2 + 6 would not).
+        let q = up.shard(1).alloc(6 * MIB).unwrap();
+        assert_eq!(up.peak_reserved(), 8 * MIB);
+        up.shard(1).free(q, 6 * MIB);
+        up.shard(1).free(p, 2 * MIB);
+    });
+    assert_eq!(up.reserved(), 0);
+}
+
+#[test]
+fn largest_byte_limit_is_a_limit() {
+    // 2^64 − 1 bytes is a limit like any other, not "no limit".
+    let cfg = Config { limit: Some(Amount::Bytes(u64::MAX)), ..Config::default() };
+    let e = Engine::with_device(cfg, device(), 1).unwrap();
+    assert_eq!(e.stats().limit_bytes, u64::MAX);
+    let text = status(&e, Allocations::Listed);
+    assert!(text.contains("Memory limit: "), "{text}");
 }
 
 #[test]

@@ -201,6 +201,40 @@ pub unsafe extern "C" fn cumem_kernel_block_size(kernel: u64, threads: *mut i32)
     })
 }
 
+/// The byte size of each of `kernel`'s parameters, so a caller can check its arguments
+/// before `cumem_kernel_launch` (which cannot: `kernelParams` carries no sizes). Writes
+/// the number of parameters into `*count` (-1 when the driver cannot tell: drivers older
+/// than CUDA 12.4 lack `cuFuncGetParamInfo`) and the first `min(cap, count)` sizes, in
+/// bytes, into `sizes` (which may be NULL when `cap` is 0). Returns
+/// `CUMEM_ERROR_INVALID_VALUE` for an unknown handle, a null `count`, or a NULL `sizes`
+/// with `cap` > 0.
+///
+/// # Safety
+/// `count` must be null or writable for one `int32_t`; `sizes` writable for `cap`
+/// `uint64_t`s.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cumem_kernel_params(kernel: u64, count: *mut i32, sizes: *mut u64, cap: i32) -> i32 {
+    guard(|_| {
+        if count.is_null() {
+            return Err(null_err("count"));
+        }
+        if sizes.is_null() && cap > 0 {
+            return Err(Error::InvalidValue(format!("sizes is a null pointer but cap is {cap}")));
+        }
+        let p = module::params(kernel)?;
+        let n = p.as_ref().map_or(-1, |v| v.len() as i32);
+        if let Some(v) = p {
+            for (i, s) in v.iter().take(cap.max(0) as usize).enumerate() {
+                // SAFETY: `sizes` is writable for `cap` > i entries.
+                unsafe { *sizes.add(i) = *s };
+            }
+        }
+        // SAFETY: checked non-null.
+        unsafe { *count = n };
+        Ok(())
+    })
+}
+
 /// The device's compute capability (`*cc_major`, `*cc_minor`), number of streaming
 /// multiprocessors and maximum threads per block. On the host device: 0, 0, the number
 /// of CPUs, 1024. Returns `CUMEM_ERROR_INVALID_VALUE` if any pointer is null.

@@ -24,6 +24,8 @@ struct Module {
 struct Kernel {
     func: usize, // sys::CUfunction
     name: String,
+    /// Byte size of each parameter, when the driver can tell (see [`param_sizes`]).
+    params: Option<Vec<u64>>,
 }
 
 /// The process's kernels. Handles are 1 + the index into `kernels` (0 is never one).
@@ -52,14 +54,22 @@ pub fn load(dev: &dyn Device, source: &str, name: &str) -> Result<u64> {
         CString::new(name).map_err(|_| Error::InvalidValue("the kernel name contains a NUL byte".into()))?;
     gpu::bind(dev, "loading a kernel")?;
     let info = gpu::info(dev)?;
-    // Compiling under the write lock: a kernel is built once even when threads race for it.
+    // Compile outside the lock, so launches of other kernels on other threads do not wait
+    // the ~100 ms of NVRTC. Two threads racing for a new source both compile; the loser
+    // unloads its module and uses the winner's.
+    let known = REGISTRY.read().as_ref().is_some_and(|r| r.by_source.contains_key(source));
+    let fresh = if known { None } else { Some(compile_and_load(source, info.cc())?) };
     let mut guard = REGISTRY.write();
     let reg = guard.get_or_insert_with(Registry::default);
-    if !reg.by_source.contains_key(source) {
-        let module = compile_and_load(source, info.cc())?;
-        reg.by_source.insert(source.to_owned(), Module { module, funcs: FxHashMap::default() });
+    if let Some(module) = fresh {
+        if reg.by_source.contains_key(source) {
+            // SAFETY: our own module, never handed out.
+            let _ = unsafe { result::module::unload(module as sys::CUmodule) };
+        } else {
+            reg.by_source.insert(source.to_owned(), Module { module, funcs: FxHashMap::default() });
+        }
     }
-    let m = reg.by_source.get_mut(source).expect("inserted above");
+    let m = reg.by_source.get_mut(source).expect("loaded above or by another thread");
     if let Some(&h) = m.funcs.get(name) {
         return Ok(h);
     }
@@ -73,7 +83,8 @@ pub fn load(dev: &dyn Device, source: &str, name: &str) -> Result<u64> {
             device_err("cuModuleGetFunction", e)
         }
     })?;
-    reg.kernels.push(Kernel { func: func as usize, name: name.to_owned() });
+    let params = param_sizes(func);
+    reg.kernels.push(Kernel { func: func as usize, name: name.to_owned(), params });
     let h = reg.kernels.len() as u64;
     m.funcs.insert(name.to_owned(), h);
     Ok(h)
@@ -109,6 +120,54 @@ fn compile_and_load(source: &str, cc: i32) -> Result<usize> {
         ))
     })?;
     Ok(module as usize)
+}
+
+/// `cuFuncGetParamInfo(func, index, *offset, *size)`: drivers of CUDA 12.4 and later.
+type ParamInfo = unsafe extern "C" fn(sys::CUfunction, usize, *mut usize, *mut usize) -> sys::CUresult;
+
+/// The driver's `cuFuncGetParamInfo`, if it has one. Looked up here rather than through
+/// cudarc, whose bindings at the CUDA 12.0 level lack it.
+fn param_info_fn() -> Option<ParamInfo> {
+    static F: std::sync::OnceLock<Option<(libloading::Library, ParamInfo)>> = std::sync::OnceLock::new();
+    F.get_or_init(|| {
+        // SAFETY: libcuda is already loaded by the device; this takes another reference.
+        let lib = ["libcuda.so.1", "libcuda.so"]
+            .iter()
+            .find_map(|n| unsafe { libloading::Library::new(*n) }.ok())?;
+        // SAFETY: the signature of cuda.h.
+        let f: ParamInfo = unsafe { lib.get::<ParamInfo>("cuFuncGetParamInfo") }.ok().map(|s| *s)?;
+        Some((lib, f))
+    })
+    .as_ref()
+    .map(|(_, f)| *f)
+}
+
+/// The byte size of each of `func`'s parameters, in order; `None` when the driver
+/// cannot tell (older than CUDA 12.4).
+fn param_sizes(func: sys::CUfunction) -> Option<Vec<u64>> {
+    let f = param_info_fn()?;
+    let mut sizes = Vec::new();
+    loop {
+        let (mut off, mut size) = (0usize, 0usize);
+        // SAFETY: `func` is a loaded function; valid out-pointers. Past the last
+        // parameter the driver answers CUDA_ERROR_INVALID_VALUE.
+        match unsafe { f(func, sizes.len(), &mut off, &mut size) } {
+            sys::CUresult::CUDA_SUCCESS => sizes.push(size as u64),
+            sys::CUresult::CUDA_ERROR_INVALID_VALUE => return Some(sizes),
+            _ => return None,
+        }
+    }
+}
+
+/// The byte sizes of kernel `h`'s parameters, in order, or `None` when the driver cannot
+/// tell (drivers older than CUDA 12.4 lack `cuFuncGetParamInfo`). Errors:
+/// [`Error::InvalidValue`] for an unknown handle.
+pub fn params(h: u64) -> Result<Option<Vec<u64>>> {
+    let reg = REGISTRY.read();
+    match reg.as_ref().and_then(|r| r.kernels.get((h as usize).wrapping_sub(1))) {
+        Some(k) => Ok(k.params.clone()),
+        None => Err(Error::InvalidValue(format!("{h:#x} is not a kernel handle from cumem_kernel_load"))),
+    }
 }
 
 /// The function and name of handle `h`. Errors: [`Error::InvalidValue`] for a handle

@@ -164,8 +164,11 @@ impl Nvrtc {
                 "architecture {arch:?} is not of the form compute_XY or sm_XY"
             )));
         }
-        let opts =
-            [CString::new(format!("-arch={arch}")).unwrap(), c"-std=c++17".to_owned(), c"--fmad=false".to_owned()];
+        let opts = [
+            CString::new(format!("-arch={arch}")).unwrap(),
+            c"-std=c++17".to_owned(),
+            c"--fmad=false".to_owned(),
+        ];
         let opt_ptrs: Vec<*const c_char> = opts.iter().map(|o| o.as_ptr()).collect();
         let api = &self.api;
         let _serial = self.lock.lock();

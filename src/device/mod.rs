@@ -2,9 +2,12 @@
 //! through [`crate::upstream::Upstream`], which adds the limit and the device counters.
 
 mod cuda;
+mod faulty;
 mod host;
 
+pub use crate::config::FaultSpec;
 pub use cuda::CudaDevice;
+pub use faulty::FaultyDevice;
 pub use host::{HOST_VM_GRANULE, HostDevice};
 
 use crate::config::{Config, DeviceChoice};
@@ -113,8 +116,20 @@ pub trait Device: Send + Sync {
 
 /// Opens the device that `cfg.device` asks for (`CUMEM_DEVICE`). `Auto` takes CUDA
 /// device 0 when libcuda loads and reports a GPU, else the host device with one logged
-/// warning. Errors: [`Error::Device`] when `Cuda` is asked for and none is usable.
+/// warning. With `CUMEM_FAULT` set (`cfg.fault`) the device is wrapped in a
+/// [`FaultyDevice`]. Errors: [`Error::Device`] when `Cuda` is asked for and none is usable.
 pub fn open(cfg: &Config) -> Result<Box<dyn Device>> {
+    let dev = open_plain(cfg)?;
+    Ok(match cfg.fault {
+        Some(spec) => {
+            log::warn!("CUMEM_FAULT: device calls fail on purpose ({spec:?})");
+            Box::new(FaultyDevice::new(dev, spec))
+        }
+        None => dev,
+    })
+}
+
+fn open_plain(cfg: &Config) -> Result<Box<dyn Device>> {
     let host = || -> Result<Box<dyn Device>> {
         Ok(Box::new(HostDevice::new(cfg.host_capacity.map(|a| a.resolve(host::physical_memory())))))
     };

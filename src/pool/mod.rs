@@ -27,9 +27,13 @@ use crate::upstream::ShardUpstream;
 /// (segments from the device are at least that aligned).
 pub const MIN_BLOCK: u64 = 512;
 
-/// Largest request the engine accepts (256 TiB, beyond any device), so that rounding a
-/// size up can never overflow 64 bits.
+/// Largest request the engine passes to a pool (256 TiB, beyond any device), so that
+/// rounding a size up can never overflow 64 bits. Larger requests are out of memory.
 pub const MAX_REQUEST: u64 = 1 << 48;
+
+/// Largest size the engine accepts at all (2^63 − 1, the largest signed 64-bit count);
+/// larger ones are invalid values rather than out of memory.
+pub const MAX_SIZE: u64 = i64::MAX as u64;
 
 /// A block handed out by a pool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

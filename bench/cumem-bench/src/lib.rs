@@ -5,6 +5,8 @@
 //! - `replay`: replays allocation traces (`data/*.trace` by default) through each pool;
 //! - `pair`: alloc+free pair latency of a cache hit, per size;
 //! - `threads`: aggregate pair throughput with several threads;
+//! - `soak`: a long random run from several threads under a tight limit, patterns
+//!   checked, with ops/s, RSS and reserved bytes over time;
 //! - `chart`: an SVG of replay (and pair) results beside the anchors of
 //!   `bench/anchor_bench.py`.
 //!
@@ -15,6 +17,7 @@ pub mod chart;
 pub mod pair;
 pub mod replay;
 pub mod report;
+pub mod soak;
 pub mod threads;
 pub mod trace;
 
@@ -45,6 +48,10 @@ enum Cmd {
     Pair(pair::PairArgs),
     /// Aggregate ns per alloc+free pair with several threads at once.
     Threads(threads::ThreadsArgs),
+    /// Random allocations, frees and checked copies from several threads under a tight
+    /// limit for a while: ops/s, RSS and reserved bytes over time; fails on corruption
+    /// or a leak.
+    Soak(soak::SoakArgs),
     /// SVG chart of replay and pair results beside the anchor figures.
     Chart(chart::ChartArgs),
 }
@@ -220,6 +227,7 @@ pub fn main() {
         Cmd::Replay(a) => replay::run(&a),
         Cmd::Pair(a) => pair::run(&a),
         Cmd::Threads(a) => threads::run(&a),
+        Cmd::Soak(a) => soak::run(&a),
         Cmd::Chart(a) => chart::run(&a),
     };
     if let Err(e) = r {

@@ -112,6 +112,24 @@ fn threads_quick_json() {
 }
 
 #[test]
+fn soak_quick_json() {
+    let rows =
+        bench(&["soak", "--quick", "--json", "--pool", "split", "--limit", "32MiB", "--interval", "0.5"]);
+    assert!(rows.len() >= 3, "{rows:?}");
+    for r in &rows {
+        assert_eq!((str_of(r, "bench"), str_of(r, "pool")), ("soak", "split"));
+        assert_eq!(num(r, "corrupted"), 0.0);
+        assert!(num(r, "reserved_bytes") <= 32.0 * 1048576.0, "{r}");
+        assert!(num(r, "rss_bytes") > 0.0);
+    }
+    assert!(rows[..rows.len() - 1].iter().all(|r| num(r, "ops_per_s") > 0.0));
+    let end = rows.last().unwrap();
+    assert_eq!(end.get("clean").and_then(Value::as_bool), Some(true), "{end}");
+    assert_eq!(num(end, "reserved_bytes"), 0.0);
+    assert!(num(end, "checked") > 0.0 && num(end, "ooms") > 0.0, "a 32 MiB limit must be hit: {end}");
+}
+
+#[test]
 fn bad_arguments_are_errors() {
     for args in [
         &["replay", "--pool", "bogus"][..],

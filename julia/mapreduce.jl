@@ -1,0 +1,550 @@
+# Reductions: mapreduce (and sum, prod, maximum, minimum, any, all, count, reduce through
+# it) over all or some dimensions, findmax/findmin/argmax/argmin, cumsum/cumprod.
+#
+# GPU algorithm (as CUDA.jl's GPUArrays mapreduce and CuPy's ReductionKernel): each block
+# reduces a part of one output's elements with a grid-stride loop that applies `f` while
+# loading, then warp shuffles and one shared-memory step; when an output has many elements
+# several blocks each write a partial and a second kernel reduces the partials. `f` and
+# `op` are traced into the kernel (codegen.jl). On the host device Base reduces the buffer
+# wrapped as an Array, after the same code generation.
+
+const NOINIT = Base.Broadcast.Extruded   # a private sentinel type: "no init given"
+
+# Known operators: their neutral element for an accumulator type, and the operator Base
+# really applies (sum and prod go through add_sum/mul_prod, which widen small integers).
+function neutral(op, ::Type{T}) where {T}
+    if op === (+) || op === Base.add_sum || op === (|) || op === xor
+        return zero(T)
+    elseif op === (*) || op === Base.mul_prod
+        return one(T)
+    elseif op === max
+        return T <: AbstractFloat ? T(-Inf) : typemin(T)
+    elseif op === min
+        return T <: AbstractFloat ? T(Inf) : typemax(T)
+    elseif op === (&)
+        return T === Bool ? true : ~zero(T)
+    end
+    return nothing
+end
+
+# The accumulator type: the fixed point of promote_op(op, Acc, R); Float16 accumulates in
+# Float32 (rounded once at the end).
+function accumulator_type(op, R)
+    A = R
+    for _ in 1:4
+        B = Base.promote_op(op, A, R)
+        B === A && break
+        A = B
+    end
+    A in KERNEL_ELTYPES || throw(KernelTraceError("reducing $R with `$(fname(op))` gives $A, which GPU kernels cannot compute"))
+    return A === Float16 ? Float32 : A
+end
+
+normalize_dims(dims::Colon, N) = collect(1:N)
+normalize_dims(dims::Integer, N) = normalize_dims((dims,), N)
+function normalize_dims(dims, N)
+    ds = Int[]
+    for d in dims
+        d isa Integer && d >= 1 || throw(ArgumentError("region dimension(s) must be ≥ 1, got $d"))
+        d <= N && !(d in ds) && push!(ds, d)
+    end
+    return sort!(ds)
+end
+
+## the kernel source
+
+# `fx`: f's expression of x1 (input compute type), as Acc. `opx`: op of a and b, as Acc.
+# kept/reduced dims: counts of each (their sizes and strides are kernel parameters).
+function reduce_source(fx::String, T::Type, Acc::Type, opx::String, neutral_ex::String, Out::Type,
+                       nk::Int, nr::Int, linear::Bool, final::Bool, finx::String,
+                       ptypes, globals, idx64::Bool)
+    IDX = idx64 ? "uint64_t" : "uint32_t"
+    OFF = idx64 ? "int64_t" : "int32_t"
+    AC = ctype_compute(Acc)
+    io = IOBuffer()
+    print(io, C_PRELUDE)
+    print(io, "extern \"C\" __global__ void cumem_reduce(const $(codegen_ctype(T))* src, $(final ? codegen_ctype(Out) : AC)* out, $IDX nout, $IDX nred, $IDX gx")
+    for d in 1:nk
+        print(io, ", $IDX ks$d, $OFF kst$d")
+    end
+    if !linear
+        for d in 1:nr
+            print(io, ", $IDX rs$d, $OFF rst$d")
+        end
+    end
+    print_params(io, ptypes, globals)
+    print(io, ")\n{\n")
+    print_unpack(io, ptypes, globals)
+    print(io, """
+      __shared__ $AC sh[32];
+      const $IDX by = blockIdx.x / gx, bx = blockIdx.x % gx, gy = gridDim.x / gx;
+      const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = (blockDim.x + 31) / 32;
+      for ($IDX j = bx; j < nout; j += gx) {
+        $OFF base = 0;
+    """)
+    if nk > 0
+        print(io, "    { $IDX r = j;\n")
+        for d in 1:nk
+            print(io, "      base += ($OFF)(r % ks$d) * kst$d; r /= ks$d;\n")
+        end
+        print(io, "    }\n")
+    end
+    print(io, "    $AC acc = $neutral_ex;\n")
+    print(io, "    for ($IDX k = by * blockDim.x + threadIdx.x; k < nred; k += ($IDX)blockDim.x * gy) {\n")
+    if linear
+        print(io, "      const $OFF off = base + ($OFF)k;\n")
+    else
+        print(io, "      $OFF off = base; $IDX r = k;\n")
+        for d in 1:nr
+            print(io, "      off += ($OFF)(r % rs$d) * rst$d; r /= rs$d;\n")
+        end
+    end
+    load = T === Float16 ? "jl_h2f(src[off])" : "src[off]"
+    print(io, "      const $(ctype_compute(T)) x1 = $load;\n")
+    print(io, "      const $AC b = $fx;\n")
+    print(io, "      { const $AC a = acc; acc = $opx; }\n")
+    print(io, "    }\n")
+    print(io, """
+        for (int o = 16; o > 0; o >>= 1) { const $AC a = acc; const $AC b = ($AC)__shfl_down_sync(0xffffffffu, acc, o); acc = $opx; }
+        if (lane == 0) sh[warp] = acc;
+        __syncthreads();
+        if (warp == 0) {
+          acc = lane < nwarps ? sh[lane] : ($AC)($neutral_ex);
+          for (int o = 16; o > 0; o >>= 1) { const $AC a = acc; const $AC b = ($AC)__shfl_down_sync(0xffffffffu, acc, o); acc = $opx; }
+          if (lane == 0) {
+    """)
+    if final
+        val = finx
+        Out === Float16 && (val = "jl_f2h($val)")
+        print(io, "        out[by * nout + j] = $val;\n")
+    else
+        print(io, "        out[by * nout + j] = acc;\n")
+    end
+    print(io, "      }\n    }\n    __syncthreads();\n  }\n}\n")
+    return String(take!(io))
+end
+
+## planning a reduction
+
+struct ReducePlan
+    base::CuArray
+    offset::Int
+    ksz::Vector{Int}; kst::Vector{Int}   # kept dims (sizes, strides)
+    rsz::Vector{Int}; rst::Vector{Int}   # reduced dims
+    linear::Bool                         # the reduced elements of an output are contiguous from its start
+    nout::Int
+    nred::Int
+end
+
+function plan_reduce(A, rdims::Vector{Int})
+    b, off, sz, st = layout(A)
+    N = length(sz)
+    ksz, kst, rsz, rst = Int[], Int[], Int[], Int[]
+    for d in 1:N
+        if d in rdims
+            sz[d] == 1 || (push!(rsz, sz[d]); push!(rst, st[d]))
+        else
+            sz[d] == 1 || (push!(ksz, sz[d]); push!(kst, st[d]))
+        end
+    end
+    # contiguous reduced elements: strides 1, n1, n1*n2, ...
+    linear = true
+    s = 1
+    for d in eachindex(rsz)
+        rst[d] == s || (linear = false)
+        s *= rsz[d]
+    end
+    return ReducePlan(b, off, ksz, kst, rsz, rst, linear, prod(ksz), prod(rsz))
+end
+
+# Traces f (on T) and op (on Acc) and returns their C expressions and parameter lists.
+function trace_reduce(f, op, T::Type, Acc::Type, init)
+    ctx = TraceContext()
+    params, baked = Any[], Any[]
+    lift_captures!(ctx, params, baked, f)
+    fr = trace_fn(ctx, f, Any[Sym(T, "x1")])
+    fx = cv(fr, Acc)
+    lift_captures!(ctx, params, baked, op)
+    opr = trace_fn(ctx, op, Any[Sym(Acc, "a"), Sym(Acc, "b")])
+    opx = cv(opr, Acc)
+    finx = "acc"
+    if init !== NOINIT
+        push!(params, init)
+        fin = trace_fn(ctx, op, Any[Sym(typeof(init), "p$(length(params))"), Sym(Acc, "acc")])
+        finx = fin.ex
+        return fx, opx, params, ctx.globals, symtype(fin), fin
+    end
+    return fx, opx, params, ctx.globals, Acc, Sym(Acc, "acc")
+end
+
+reduce_key_params(f, op) = (ps = Any[]; bk = Any[]; lift_captures!(nothing, ps, bk, f); lift_captures!(nothing, ps, bk, op); (ps, bk))
+
+# One reduction kernel launch: input described by `plan` (or a contiguous partials array),
+# `gy` blocks per output.
+function reduce_pass!(out::CuArray, plan::ReducePlan, T, f, op, Acc, neut, Out, final::Bool, init, gy::Int)
+    idx64 = max(length(plan.base), length(out)) >= typemax(Int32)
+    ps, baked = reduce_key_params(f, op)
+    key = (:reduce, typeof(f), typeof(op), T, Acc, Out, length(plan.ksz), length(plan.rsz), plan.linear,
+           final, final && init !== NOINIT ? typeof(init) : nothing, idx64, baked)
+    entry = cached_kernel(key) do
+        fx, opx, params, globals, _, fin = trace_reduce(f, op, T, Acc, final ? init : NOINIT)
+        finx = final ? cv(fin, Out) : "acc"
+        ptypes = map(typeof, params)
+        src = reduce_source(fx, T, Acc, opx, c_literal(neut), Out, length(plan.ksz), length(plan.rsz),
+                            plan.linear, final, finx, ptypes, globals, idx64)
+        (src, "cumem_reduce", nothing, globals)
+    end
+    on_host() && return out
+    final && init !== NOINIT && push!(ps, init)
+    IT = idx64 ? UInt64 : UInt32
+    OT = idx64 ? Int64 : Int32
+    threads = plan.nred >= 256 ? 256 : max(32, nextpow(2, plan.nred))
+    gx = min(plan.nout, 65535)
+    args = Any[devaddr(plan.base) + UInt64(plan.offset * sizeof(T)), devaddr(out), IT(plan.nout), IT(plan.nred), IT(gx)]
+    for d in eachindex(plan.ksz)
+        push!(args, IT(plan.ksz[d]), OT(plan.kst[d]))
+    end
+    if !plan.linear
+        for d in eachindex(plan.rsz)
+            push!(args, IT(plan.rsz[d]), OT(plan.rst[d]))
+        end
+    end
+    for p in ps
+        push!(args, param_value(p))
+    end
+    for g in global_values(entry.globals)
+        push!(args, param_value(g))
+    end
+    GC.@preserve plan out launch(entry.kernel, args...; blocks = gx * gy, threads = threads)
+    return out
+end
+
+# How many blocks share one output's elements.
+function blocks_per_output(plan::ReducePlan)
+    plan.nred <= 2048 && return 1
+    target = 8 * sm_count()                      # blocks to fill the GPU
+    plan.nout >= target && return 1
+    return clamp(min(cld(plan.nred, 256 * 8), fld(target, plan.nout)), 1, 4096)
+end
+
+# Reduces `A` (an AnyCuArray) over `rdims` into the contiguous `out` (Out eltype, nout elements).
+function gpu_reduce!(out::CuArray, A, f, op, rdims::Vector{Int}, init)
+    T = eltype(A)
+    check_kernel_eltype(T)
+    plan = plan_reduce(A, rdims)
+    R = traced_type(f, T)
+    Acc = accumulator_type(op, R)
+    neut = neutral(op, Acc)
+    if neut === nothing
+        init === NOINIT && throw(ArgumentError("mapreduce with the operator `$(fname(op))` on GPU arrays needs `init`, " *
+                                               "a neutral element of the operator (each GPU thread starts from it)"))
+        neut = convert(Acc, init)
+        init = NOINIT
+    end
+    Out = eltype(out)
+    gy = blocks_per_output(plan)
+    if gy == 1
+        reduce_pass!(out, plan, T, f, op, Acc, neut, Out, true, init, 1)
+    else
+        part = CuArray{Acc}(undef, plan.nout * gy)
+        reduce_pass!(part, plan, T, f, op, Acc, neut, Acc, false, NOINIT, gy)
+        p2 = ReducePlan(part, 0, plan.nout == 1 ? Int[] : [plan.nout], plan.nout == 1 ? Int[] : [1],
+                        [gy], [plan.nout], plan.nout == 1, plan.nout, gy)
+        reduce_pass!(out, p2, Acc, identity, op, Acc, neut, Out, true, init, 1)
+        unsafe_free!(part)
+    end
+    return out
+end
+
+## the Base API
+
+reduced_size(sz::Dims{N}, rdims) where {N} = ntuple(d -> d in rdims ? 1 : sz[d], N)
+
+# Result eltype of a reduction with dims, as Base's (through inference, on real types).
+function reduce_out_type(f, op, T, init)
+    R = Base.promote_op(f, T)
+    R === Union{} && (R = T)
+    if init === NOINIT
+        A = R
+        for _ in 1:4
+            B = Base.promote_op(op, A, R)
+            B === A && break
+            A = B
+        end
+        return A
+    end
+    return Base.promote_op(op, typeof(init), R)
+end
+
+"""
+    mapreduce(f, op, A::CuArray; dims=:, init)
+
+Reduces `f.(A)` with `op` on the GPU: over everything (a scalar, downloaded) or over
+`dims` (a `CuArray` whose reduced dimensions have size 1, as Base). `f` and `op` compile
+into the reduction kernel (see `docs/compute.md` for what compiles). `op` may be `+`, `*`,
+`max`, `min`, `&`, `|`, `xor` or a traceable function; for other operators pass `init`,
+which must then be a neutral element (each GPU thread starts from it, as in CUDA.jl). With
+a known operator `init` is applied once, as in Base. Empty arrays give Base's result or
+error. Sums of Float16 accumulate in Float32; small integers widen as Base's `sum` does.
+"""
+function Base.mapreduce(f, op, A::AnyCuArray; dims = :, init = NOINIT)
+    N = ndims(A)
+    T = eltype(A)
+    rdims = normalize_dims(dims, N)
+    if length(A) == 0 || (dims !== (:) && any(d -> size(A, d) == 0, 1:N))
+        # Base's answer (or error) on an empty host array of the same shape
+        kw = init === NOINIT ? (dims = dims,) : (dims = dims, init = init)
+        r = mapreduce(f, op, Array{T,N}(undef, size(A)); kw...)
+        return dims === (:) ? r : CuArray(r)
+    end
+    check_kernel_eltype(T)
+    if dims === (:)
+        R = traced_type(f, T)
+        Acc = accumulator_type(op, R)
+        known = neutral(op, Acc) !== nothing
+        out = CuArray{Acc}(undef, 1)
+        gpu_reduce!(out, A, f, op, rdims, known ? NOINIT : init)
+        if on_host()
+            GC.@preserve A begin
+                return init === NOINIT ? mapreduce(f, op, host_arg(A)) : mapreduce(f, op, host_arg(A); init = init)
+            end
+        end
+        v = Array(out)[1]
+        unsafe_free!(out)
+        Rt = reduce_out_type(f, op, T, NOINIT)
+        v = Rt in KERNEL_ELTYPES && Rt !== Acc ? convert(Rt, v) : v
+        return known && init !== NOINIT ? op(init, v) : v
+    end
+    Out = reduce_out_type(f, op, T, init)
+    Out in KERNEL_ELTYPES || (Out = accumulator_type(op, traced_type(f, T)))
+    out = CuArray{Out}(undef, reduced_size(size(A), rdims))
+    gpu_reduce!(out, A, f, op, rdims, init)
+    if on_host()
+        GC.@preserve A out begin
+            r = init === NOINIT ? mapreduce(f, op, host_arg(A); dims = dims) :
+                                  mapreduce(f, op, host_arg(A); dims = dims, init = init)
+            copyto!(host_view(out), r)
+        end
+    end
+    return out
+end
+
+Base.mapreduce(f, op, A::AnyCuArray, B::AnyCuArray, rest::AnyCuArray...; kw...) =
+    mapreduce(identity, op, map(f, A, B, rest...); kw...)
+
+# any/all/count go through loops with early exit in Base; here they are reductions.
+Base.any(A::AnyCuArray; dims = :) = mapreduce(identity, |, A; dims = dims)
+Base.all(A::AnyCuArray; dims = :) = mapreduce(identity, &, A; dims = dims)
+Base.any(f::Function, A::AnyCuArray; dims = :) = mapreduce(x -> f(x)::Bool, |, A; dims = dims)
+Base.all(f::Function, A::AnyCuArray; dims = :) = mapreduce(x -> f(x)::Bool, &, A; dims = dims)
+Base.count(A::AnyCuArray{Bool}; dims = :) = mapreduce(Int, +, A; dims = dims)
+Base.count(f, A::AnyCuArray; dims = :) = mapreduce(x -> Int(f(x)::Bool), +, A; dims = dims)
+
+## findmax, findmin, argmax, argmin
+
+# One block per output keeps (value, index) pairs; ties go to the first index, NaN wins
+# (is the maximum for findmax, the minimum for findmin), as Base.
+function findext_source(T::Type, ismax::Bool, nk::Int, nr::Int, linear::Bool, idx64::Bool)
+    IDX = idx64 ? "uint64_t" : "uint32_t"
+    OFF = idx64 ? "int64_t" : "int32_t"
+    AC = ctype_compute(T)
+    cmp = ismax ? ">" : "<"
+    io = IOBuffer()
+    print(io, C_PRELUDE)
+    print(io, """
+    static __device__ __forceinline__ void combine($AC &v, int64_t &i, $AC w, int64_t k) {
+      if (k < 0) return;
+      const bool nv = jl_isnan(v), nw = jl_isnan(w);
+      const bool same = (v == w) || (nv && nw);
+      if (i < 0 || (nw && !nv) || (!nv && !nw && w $cmp v) || (same && k < i)) { v = w; i = k; }
+    }
+    """)
+    print(io, "extern \"C\" __global__ void cumem_findext(const $(codegen_ctype(T))* src, $(codegen_ctype(T))* outv, int64_t* outi, $IDX nout, $IDX nred, $IDX gx")
+    for d in 1:nk
+        print(io, ", $IDX ks$d, $OFF kst$d")
+    end
+    linear || for d in 1:nr; print(io, ", $IDX rs$d, $OFF rst$d"); end
+    print(io, ")\n{\n")
+    print(io, """
+      __shared__ $AC shv[32];
+      __shared__ int64_t shi[32];
+      const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = (blockDim.x + 31) / 32;
+      for ($IDX j = blockIdx.x; j < nout; j += gridDim.x) {
+        $OFF base = 0;
+    """)
+    if nk > 0
+        print(io, "    { $IDX r = j;\n")
+        for d in 1:nk
+            print(io, "      base += ($OFF)(r % ks$d) * kst$d; r /= ks$d;\n")
+        end
+        print(io, "    }\n")
+    end
+    print(io, "    $AC v = 0; int64_t vi = -1;\n")
+    print(io, "    for ($IDX k = threadIdx.x; k < nred; k += blockDim.x) {\n")
+    if linear
+        print(io, "      const $OFF off = base + ($OFF)k;\n")
+    else
+        print(io, "      $OFF off = base; $IDX r = k;\n")
+        for d in 1:nr
+            print(io, "      off += ($OFF)(r % rs$d) * rst$d; r /= rs$d;\n")
+        end
+    end
+    print(io, "      combine(v, vi, $(T === Float16 ? "jl_h2f(src[off])" : "src[off]"), (int64_t)k);\n    }\n")
+    print(io, """
+        for (int o = 16; o > 0; o >>= 1) {
+          const $AC w = ($AC)__shfl_down_sync(0xffffffffu, v, o);
+          const int64_t k = __shfl_down_sync(0xffffffffu, vi, o);
+          combine(v, vi, w, k);
+        }
+        if (lane == 0) { shv[warp] = v; shi[warp] = vi; }
+        __syncthreads();
+        if (warp == 0) {
+          v = lane < nwarps ? shv[lane] : ($AC)0; vi = lane < nwarps ? shi[lane] : -1;
+          for (int o = 16; o > 0; o >>= 1) {
+            const $AC w = ($AC)__shfl_down_sync(0xffffffffu, v, o);
+            const int64_t k = __shfl_down_sync(0xffffffffu, vi, o);
+            combine(v, vi, w, k);
+          }
+          if (lane == 0) { outv[j] = $(T === Float16 ? "jl_f2h(v)" : "v"); outi[j] = vi; }
+        }
+        __syncthreads();
+      }
+    }
+    """)
+    return String(take!(io))
+end
+
+function gpu_findext(A, ismax::Bool, dims)
+    N = ndims(A)
+    T = eltype(A)
+    rdims = normalize_dims(dims, N)
+    if length(A) == 0 || on_host()
+        if length(A) > 0
+            check_kernel_eltype(T)
+            plan = plan_reduce(A, rdims)
+            idx64 = length(plan.base) >= typemax(Int32)
+            cached_kernel((:findext, T, ismax, length(plan.ksz), length(plan.rsz), plan.linear, idx64)) do
+                (findext_source(T, ismax, length(plan.ksz), length(plan.rsz), plan.linear, idx64), "cumem_findext",
+                 nothing, Tuple{GlobalRef,DataType}[])
+            end
+        end
+        h = length(A) == 0 ? Array{T,N}(undef, size(A)) : host_arg(A)
+        GC.@preserve A begin
+            r = dims === (:) ? (ismax ? findmax(h) : findmin(h)) : (ismax ? findmax(h; dims = dims) : findmin(h; dims = dims))
+            return dims === (:) ? r : (CuArray(r[1]), CuArray(r[2]))
+        end
+    end
+    check_kernel_eltype(T)
+    plan = plan_reduce(A, rdims)
+    idx64 = max(length(plan.base), plan.nout) >= typemax(Int32)
+    entry = cached_kernel((:findext, T, ismax, length(plan.ksz), length(plan.rsz), plan.linear, idx64)) do
+        (findext_source(T, ismax, length(plan.ksz), length(plan.rsz), plan.linear, idx64), "cumem_findext",
+         nothing, Tuple{GlobalRef,DataType}[])
+    end
+    osz = reduced_size(size(A), rdims)
+    vals = CuArray{T}(undef, osz)
+    idx = CuArray{Int64}(undef, plan.nout)
+    IT = idx64 ? UInt64 : UInt32
+    OT = idx64 ? Int64 : Int32
+    gx = min(plan.nout, 65535)
+    args = Any[devaddr(plan.base) + UInt64(plan.offset * sizeof(T)), devaddr(vals), devaddr(idx), IT(plan.nout), IT(plan.nred), IT(gx)]
+    for d in eachindex(plan.ksz)
+        push!(args, IT(plan.ksz[d]), OT(plan.kst[d]))
+    end
+    plan.linear || for d in eachindex(plan.rsz); push!(args, IT(plan.rsz[d]), OT(plan.rst[d])); end
+    GC.@preserve plan vals idx launch(entry.kernel, args...; blocks = gx, threads = 256)
+    # k (0-based over the reduced dimensions) -> the index into A
+    ks = Array(idx)
+    unsafe_free!(idx)
+    rsz = ntuple(d -> d in rdims ? size(A, d) : 1, N)
+    RC, OC = CartesianIndices(rsz), CartesianIndices(osz)
+    cart = [OC[j] + RC[ks[j]+1] - oneunit(CartesianIndex{N}) for j in 1:plan.nout]
+    if dims === (:)
+        v = Array(vals)[1]
+        return (v, N == 1 ? cart[1][1] : cart[1])
+    end
+    return (vals, CuArray(reshape(cart, osz)))
+end
+
+"""
+    findmax(A::CuArray; dims=:) / findmin / argmax / argmin
+
+The maximum (minimum) and its index, as Base: a `CartesianIndex` for arrays of 2 or more
+dimensions, an `Int` for vectors; along `dims`, a `CuArray` of values and a `CuArray` of
+`CartesianIndex`es. Ties give the first index; a NaN is the result when there is one.
+One block of threads per output.
+"""
+Base.findmax(A::AnyCuArray; dims = :) = gpu_findext(A, true, dims)
+Base.findmin(A::AnyCuArray; dims = :) = gpu_findext(A, false, dims)
+Base.argmax(A::AnyCuArray; dims = :) = findmax(A; dims = dims)[2]
+Base.argmin(A::AnyCuArray; dims = :) = findmin(A; dims = dims)[2]
+
+## cumsum, cumprod (vectors)
+
+function scan_source(T::Type, Acc::Type, Out::Type, opx::String, neutral_ex::String, idx64::Bool)
+    IDX = idx64 ? "uint64_t" : "uint32_t"
+    OFF = idx64 ? "int64_t" : "int32_t"
+    AC = ctype_compute(Acc)
+    load = T === Float16 ? "jl_h2f(src[(($OFF)i) * st])" : "src[(($OFF)i) * st]"
+    store = Out === Float16 ? "jl_f2h(acc)" : "acc"
+    return C_PRELUDE * """
+    static __device__ __forceinline__ $AC op($AC a, $AC b) { return $opx; }
+    /* one block: each thread scans a contiguous chunk, the chunk totals are scanned in shared memory */
+    extern "C" __global__ void cumem_scan(const $(codegen_ctype(T))* src, $OFF st, $(codegen_ctype(Out))* dst, $IDX n)
+    {
+      __shared__ $AC tot[1024];
+      const $IDX chunk = (n + blockDim.x - 1) / blockDim.x;
+      const $IDX lo = chunk * threadIdx.x, hi = lo + chunk < n ? lo + chunk : n;
+      $AC acc = $neutral_ex;
+      for ($IDX i = lo; i < hi; i++) acc = op(acc, ($AC)$load);
+      tot[threadIdx.x] = acc;
+      __syncthreads();
+      for (unsigned o = 1; o < blockDim.x; o <<= 1) {
+        const $AC t = threadIdx.x >= o ? tot[threadIdx.x - o] : ($AC)$neutral_ex;
+        __syncthreads();
+        tot[threadIdx.x] = op(t, tot[threadIdx.x]);
+        __syncthreads();
+      }
+      acc = threadIdx.x > 0 ? tot[threadIdx.x - 1] : ($AC)$neutral_ex;
+      for ($IDX i = lo; i < hi; i++) { acc = op(acc, ($AC)$load); dst[i] = $store; }
+    }
+    """
+end
+
+function gpu_scan(A, op, baseop)
+    T = eltype(A)
+    Out = Base.promote_op(op, T, T)
+    if on_host() || length(A) == 0
+        length(A) > 0 && scan_kernel(A, T, Out, op)
+        GC.@preserve A return CuArray(baseop(length(A) == 0 ? T[] : host_arg(A)))
+    end
+    entry = scan_kernel(A, T, Out, op)
+    b, off, sz, st = layout(A)
+    out = CuArray{Out}(undef, length(A))
+    n = length(A)
+    idx64 = max(n, length(b)) >= typemax(Int32)
+    launch(entry.kernel, devaddr(b) + UInt64(off * sizeof(T)), idx64 ? Int64(st[1]) : Int32(st[1]), devaddr(out),
+           idx64 ? UInt64(n) : UInt32(n); blocks = 1, threads = 1024)
+    return out
+end
+
+function scan_kernel(A, T, Out, op)
+    check_kernel_eltype(T)
+    check_kernel_eltype(Out)
+    Acc = Out === Float16 ? Float32 : Out
+    b = layout(A)[1]
+    idx64 = length(b) >= typemax(Int32)
+    return cached_kernel((:scan, T, Out, op, idx64)) do
+        opx = cv(PRIMITIVES[op](Sym(Acc, "a"), Sym(Acc, "b")), Acc)
+        (scan_source(T, Acc, Out, opx, c_literal(neutral(op, Acc)), idx64), "cumem_scan", nothing, Tuple{GlobalRef,DataType}[])
+    end
+end
+
+"""
+    cumsum(v::CuVector) / cumprod(v::CuVector)
+
+Inclusive scans with Base's element types (small integers widen, as Base's `add_sum` and
+`mul_prod`). One block of threads; Float16 accumulates in Float32.
+"""
+Base.cumsum(A::AnyCuArray{T,1}) where {T} = gpu_scan(A, Base.add_sum, cumsum)
+Base.cumprod(A::AnyCuArray{T,1}) where {T} = gpu_scan(A, Base.mul_prod, cumprod)

@@ -1,0 +1,219 @@
+# Random numbers on the GPU: the counter-based Philox4x32-10 generator (Salmon, Moraes,
+# Dror, Shaw, "Parallel random numbers: as easy as 1, 2, 3", SC 2011), the generator of
+# cuRAND's Philox and JAX. Each call draws from its own counter range under the seed's
+# key, so a seed fixes every later call. The host device runs the same Philox in Julia:
+# `rand` gives the same bits on both devices; `randn` the same numbers up to the last
+# bits of `log`/`sinpi` (the GPU's math library and Julia's differ by an ulp or so).
+
+const PHILOX_M0 = 0xD2511F53
+const PHILOX_M1 = 0xCD9E8D57
+const PHILOX_W0 = 0x9E3779B9
+const PHILOX_W1 = 0xBB67AE85
+
+mutable struct PhiloxState
+    key::UInt64          # the seed
+    counter::UInt64      # calls drawn so far (counter words 2 and 3)
+    seeded::Bool
+end
+const RNG_STATE = PhiloxState(0, 0, false)
+const RNG_LOCK = ReentrantLock()
+
+"""
+    CuMem.seed!(seed::Integer)
+
+Seeds CuMem's GPU random number generator (Philox4x32-10): afterwards the sequence of
+`CuMem.rand`/`randn`/`rand!`/`randn!` calls gives the same numbers on every run, and
+`rand` the same bits on a GPU and on the host device. Without a seed the generator is
+seeded from the operating system's entropy when first used. Like `CUDA.seed!`.
+"""
+function seed!(seed::Integer)
+    lock(RNG_LOCK) do
+        RNG_STATE.key = seed % UInt64
+        RNG_STATE.counter = 0
+        RNG_STATE.seeded = true
+    end
+    return nothing
+end
+
+# The (key, counter) for one call.
+function next_stream()
+    lock(RNG_LOCK) do
+        if !RNG_STATE.seeded
+            RNG_STATE.key = Random.rand(Random.RandomDevice(), UInt64)
+            RNG_STATE.seeded = true
+        end
+        c = RNG_STATE.counter
+        RNG_STATE.counter += 1
+        return RNG_STATE.key, c
+    end
+end
+
+## Philox in Julia (the host device, and the reference the kernel must match)
+
+@inline function mulhilo(a::UInt32, b::UInt32)
+    p = UInt64(a) * UInt64(b)
+    return (p >> 32) % UInt32, p % UInt32
+end
+
+@inline function philox4x32_10(c0::UInt32, c1::UInt32, c2::UInt32, c3::UInt32, k0::UInt32, k1::UInt32)
+    for i in 1:10
+        if i > 1
+            k0 += PHILOX_W0
+            k1 += PHILOX_W1
+        end
+        hi0, lo0 = mulhilo(PHILOX_M0, c0)
+        hi1, lo1 = mulhilo(PHILOX_M1, c2)
+        c0, c1, c2, c3 = hi1 ⊻ c1 ⊻ k0, lo1, hi0 ⊻ c3 ⊻ k1, lo0
+    end
+    return (c0, c1, c2, c3)
+end
+
+# Elements per Philox call (4 words): 4 for types of ≤ 32 bits, 2 for 64-bit types.
+per_group(::Type{T}) where {T} = sizeof(T) == 8 ? 2 : 4
+
+# Element i (0-based within the group) of the uniform draw from the group's words.
+@inline uniform_from(::Type{Float32}, w, i) = Float32(w[i+1] >> 8) * Float32(2.0^-24)
+@inline uniform_from(::Type{Float16}, w, i) = Float16(Float32(w[i+1] >> 21) * Float32(2.0^-11))
+@inline uniform_from(::Type{Float64}, w, i) = Float64((UInt64(w[2i+1]) | (UInt64(w[2i+2]) << 32)) >> 11) * 2.0^-53
+@inline uniform_from(::Type{Bool}, w, i) = (w[i+1] & 0x1) == 0x1
+@inline uniform_from(::Type{T}, w, i) where {T<:Union{Int64,UInt64}} = (UInt64(w[2i+1]) | (UInt64(w[2i+2]) << 32)) % T
+@inline uniform_from(::Type{T}, w, i) where {T<:Integer} = w[i+1] % T
+
+# Box-Muller: the pair of words (2p, 2p+1) (Float32, Float16) or of 64-bit words (Float64)
+# gives two normals; element i takes the cosine (even) or sine (odd) one.
+@inline function normal_from(::Type{Float64}, w, i)
+    u1 = Float64(((UInt64(w[1]) | (UInt64(w[2]) << 32)) >> 11) + 1) * 2.0^-53
+    u2 = Float64((UInt64(w[3]) | (UInt64(w[4]) << 32)) >> 11) * 2.0^-53
+    r = sqrt(-2.0 * log(u1))
+    return i == 0 ? r * cospi(2.0 * u2) : r * sinpi(2.0 * u2)
+end
+@inline function normal_from(::Type{T}, w, i) where {T<:Union{Float32,Float16}}
+    p = i ÷ 2
+    u1 = Float32((w[2p+1] >> 8) + 1) * Float32(2.0^-24)
+    u2 = Float32(w[2p+2] >> 8) * Float32(2.0^-24)
+    r = sqrt(-2f0 * log(u1))
+    return T(i % 2 == 0 ? r * cospi(2f0 * u2) : r * sinpi(2f0 * u2))
+end
+
+function host_random!(dst::Array{T}, key::UInt64, ctr::UInt64, normal::Bool) where {T}
+    k0, k1 = key % UInt32, (key >> 32) % UInt32
+    c2, c3 = ctr % UInt32, (ctr >> 32) % UInt32
+    G = per_group(T)
+    n = length(dst)
+    @inbounds for g in 0:cld(n, G)-1
+        w = philox4x32_10(g % UInt32, (g >> 32) % UInt32, c2, c3, k0, k1)
+        for i in 0:G-1
+            e = g * G + i + 1
+            e <= n || break
+            dst[e] = normal ? normal_from(T, w, i) : uniform_from(T, w, i)
+        end
+    end
+    return dst
+end
+
+## the kernel
+
+function random_source(::Type{T}, normal::Bool) where {T}
+    G = per_group(T)
+    ct = codegen_ctype(T)
+    io = IOBuffer()
+    print(io, C_PRELUDE)
+    print(io, """
+    static __device__ __forceinline__ void philox(uint32_t c[4], uint32_t k0, uint32_t k1) {
+      #pragma unroll
+      for (int i = 0; i < 10; i++) {
+        if (i > 0) { k0 += 0x9E3779B9u; k1 += 0xBB67AE85u; }
+        const uint32_t lo0 = 0xD2511F53u * c[0], hi0 = __umulhi(0xD2511F53u, c[0]);
+        const uint32_t lo1 = 0xCD9E8D57u * c[2], hi1 = __umulhi(0xCD9E8D57u, c[2]);
+        const uint32_t n0 = hi1 ^ c[1] ^ k0, n2 = hi0 ^ c[3] ^ k1;
+        c[0] = n0; c[1] = lo1; c[2] = n2; c[3] = lo0;
+      }
+    }
+    extern "C" __global__ void cumem_random($ct* dst, uint64_t n, uint32_t k0, uint32_t k1, uint32_t c2, uint32_t c3)
+    {
+      const uint64_t groups = (n + $(G - 1)) / $G;
+      for (uint64_t g = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; g < groups; g += (uint64_t)blockDim.x * gridDim.x) {
+        uint32_t w[4] = {(uint32_t)g, (uint32_t)(g >> 32), c2, c3};
+        philox(w, k0, k1);
+    """)
+    # the value of element i of the group, as C, exactly as uniform_from/normal_from
+    function elem(i)
+        w64(a, b) = "((uint64_t)w[$a] | ((uint64_t)w[$b] << 32))"
+        if normal
+            if T === Float64
+                r = "sqrt(-2.0 * log((double)((($(w64(0, 1))) >> 11) + 1) * 0x1p-53))"
+                u2 = "((double)($(w64(2, 3)) >> 11) * 0x1p-53)"
+                return i == 0 ? "$r * cospi(2.0 * $u2)" : "$r * sinpi(2.0 * $u2)"
+            end
+            p = i ÷ 2
+            r = "sqrtf(-2.0f * logf((float)((w[$(2p)] >> 8) + 1) * 0x1p-24f))"
+            u2 = "((float)(w[$(2p+1)] >> 8) * 0x1p-24f)"
+            v = i % 2 == 0 ? "$r * cospif(2.0f * $u2)" : "$r * sinpif(2.0f * $u2)"
+            return T === Float16 ? "jl_f2h($v)" : v
+        end
+        T === Float32 && return "(float)(w[$i] >> 8) * 0x1p-24f"
+        T === Float16 && return "jl_f2h((float)(w[$i] >> 21) * 0x1p-11f)"
+        T === Float64 && return "(double)($(w64(2i, 2i+1)) >> 11) * 0x1p-53"
+        T === Bool && return "(w[$i] & 1u) != 0"
+        sizeof(T) == 8 && return "($ct)$(w64(2i, 2i+1))"
+        return "($ct)w[$i]"
+    end
+    for i in 0:G-1
+        print(io, "    if (g * $G + $i < n) dst[g * $G + $i] = $(elem(i));\n")
+    end
+    print(io, "  }\n}\n")
+    return String(take!(io))
+end
+
+function fill_random!(a::CuArray{T}, normal::Bool) where {T}
+    check_alive(a)
+    if normal
+        T in (Float16, Float32, Float64) || throw(ArgumentError("randn! fills Float16, Float32 or Float64 arrays; not $T"))
+    else
+        T in KERNEL_ELTYPES || throw(ArgumentError("CuMem.rand fills arrays of $(join(KERNEL_ELTYPES, ", ")); not $T"))
+    end
+    entry = cached_kernel((:random, T, normal)) do
+        (random_source(T, normal), "cumem_random", nothing, Tuple{GlobalRef,DataType}[])
+    end
+    key, ctr = next_stream()
+    n = length(a)
+    n == 0 && return a
+    if on_host()
+        GC.@preserve a host_random!(host_view(a), key, ctr, normal)
+        return a
+    end
+    groups = cld(n, per_group(T))
+    blocks, threads = launch_shape(groups)
+    launch(entry.kernel, devaddr(a), UInt64(n), key % UInt32, (key >> 32) % UInt32, ctr % UInt32, (ctr >> 32) % UInt32;
+           blocks = blocks, threads = threads)
+    return a
+end
+
+"""
+    CuMem.rand([T=Float32], dims...) -> CuArray{T}
+    Random.rand!(A::CuArray) -> A
+
+Uniform random numbers made on the device by Philox4x32-10 (see [`CuMem.seed!`](@ref)):
+floats in [0, 1) (24 random bits for Float32, 53 for Float64, 11 for Float16), integers
+over their whole range, `Bool`s with probability 1/2. The default element type is
+`Float32`, as in CUDA.jl. Not exported (it would clash with `Base.rand`).
+"""
+rand(::Type{T}, dims::Dims) where {T} = fill_random!(CuArray{T}(undef, dims), false)
+rand(::Type{T}, dims::Integer...) where {T} = rand(T, convert(Dims, dims))
+rand(dims::Dims) = rand(Float32, dims)
+rand(dims::Integer...) = rand(Float32, convert(Dims, dims))
+
+"""
+    CuMem.randn([T=Float32], dims...) -> CuArray{T}
+    Random.randn!(A::CuArray) -> A
+
+Standard normal random numbers (Box-Muller on Philox4x32-10 uniforms; see
+[`CuMem.seed!`](@ref)) for Float16, Float32 (default, as in CUDA.jl) and Float64.
+"""
+randn(::Type{T}, dims::Dims) where {T} = fill_random!(CuArray{T}(undef, dims), true)
+randn(::Type{T}, dims::Integer...) where {T} = randn(T, convert(Dims, dims))
+randn(dims::Dims) = randn(Float32, dims)
+randn(dims::Integer...) = randn(Float32, convert(Dims, dims))
+
+Random.rand!(a::CuArray) = fill_random!(a, false)
+Random.randn!(a::CuArray) = fill_random!(a, true)
