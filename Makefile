@@ -12,7 +12,7 @@ export CUMEM_DEVICE ?= auto
 NVRTC_LOCAL = $(firstword $(wildcard $(CURDIR)/.nvrtc-local/nvidia/*/lib/libnvrtc.so.[0-9]*))
 NVRTC_ENV   = CUMEM_NVRTC_LIBRARY="$${CUMEM_NVRTC_LIBRARY:-$(NVRTC_LOCAL)}"
 
-.PHONY: all build julia nvrtc test rust-test julia-test sanitize demo bench bench-julia header clean
+.PHONY: all build julia nvrtc test rust-test julia-test sanitize demo bench bench-julia bench-compute header clean
 
 all: build
 
@@ -46,15 +46,22 @@ julia-test: julia build
 sanitize:
 	bash scripts/sanitize.sh
 
-# The main job: replay the GPT-2 training trace through CuArrays and report.
+# The main job: train an MLP on the digits data set with CuArrays and report.
 demo: julia build
 	$(JULIA) --project=$(CURDIR) demo/demo.jl
 
-# The allocator benchmarks on this machine's device (host memory without a GPU).
-bench: build
+# The allocator benchmarks on this machine's device (host memory without a GPU), then the
+# GPT-2 training trace replayed through CuArrays.
+bench: julia build
 	target/release/cumem-bench replay --pool all
 	target/release/cumem-bench pair --pool all
 	target/release/cumem-bench threads --pool binned,split
+	$(JULIA) --project=$(CURDIR) bench/replay_demo.jl
+
+# The compute benchmarks (broadcast, copy, sum, matmul, launch latency, MLP step) on this
+# machine's device; on a GPU, bench/compute_run_gpu.sh runs them beside PyTorch.
+bench-compute: julia build
+	$(JULIA) --project=$(CURDIR) bench/compute_bench.jl
 
 # The Julia-level benchmark (CuArray pair, GC-freed pair, trace replay) under each pool.
 bench-julia: julia build

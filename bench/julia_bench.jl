@@ -13,7 +13,7 @@
 
 using CuMem
 
-include(joinpath(@__DIR__, "..", "demo", "trace.jl"))
+include(joinpath(@__DIR__, "trace.jl"))
 
 const QUICK = "--quick" in ARGS
 const TRACE = let i = findfirst(a -> !startswith(a, "--"), ARGS)

@@ -34,6 +34,10 @@ include("codegen.jl")     # tracing Julia functions into CUDA C, the kernel cach
 include("broadcast.jl")   # fused broadcasting, map, map!
 include("mapreduce.jl")   # reductions, findmax/findmin, cumsum/cumprod
 include("random.jl")      # Philox4x32-10 random numbers
+include("strided.jl")     # strided copies: the plan, the CUDA C kernel, the host path
+include("indexing.jl")    # non-scalar getindex/setindex!, views, cat, reverse, permutedims
+include("show.jl")        # show/print of CuArrays, views and wrappers, downloading once
+include("linalg.jl")      # *, mul! (cuBLAS gemm), dot, norm, axpy!, axpby!, rmul!, lmul!
 
 function __init__()
     init_library()

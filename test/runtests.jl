@@ -10,6 +10,8 @@
 #   bad configuration / missing library            `using CuMem` must fail clearly
 #   installing by name, path and dev               test/registrytests.jl
 #   compute: NVRTC, kernels, gemm!                 test/compute_tests.jl
+#   indexing, linear algebra, show                  test/{indexing,linalg,show}_tests.jl
+#   the demo (an MLP trained on the digits)         demo/demo.jl
 #
 # The processes run in parallel (CUMEM_TEST_JOBS, default: the number of CPU threads).
 # CUMEM_DEVICE defaults to `host` (set it to `cuda` to test on a GPU); CUMEM_TEST_POOLS
@@ -77,6 +79,12 @@ if Sys.which("g++") !== nothing && success(pipeline(`g++ -x c++ -std=c++17 -fsyn
 else
     @info "g++ with _Float16 not found: the emulated-kernel tests are skipped"
 end
+push!(jobs, Job("indexing and copies", julia(testfile("indexing_tests.jl")), passed))
+push!(jobs, Job("linear algebra", julia(testfile("linalg_tests.jl")), passed))
+push!(jobs, Job("show of arrays and wrappers", julia(testfile("show_tests.jl")), passed))
+# `make demo`: the MLP on the digits data set must reach its accuracy target
+push!(jobs, Job("demo (MLP on the digits)", julia(joinpath(ROOT, "demo", "demo.jl")),
+                (code, out) -> code == 0 && occursin("OK: held-out accuracy", out)))
 push!(jobs, Job("method ambiguities",
                 julia("-e", "using CuMem, Test, LinearAlgebra; include($(repr(testfile("ambiguity_tests.jl"))))"),
                 passed))
@@ -198,6 +206,19 @@ function bench_ok(code, out)
 end
 push!(jobs, Job("julia_bench --quick", julia(joinpath(@__DIR__, "..", "bench", "julia_bench.jl"), "--quick";
                                                JULIA_CUDA_MEMORY_POOL = "split"), bench_ok))
+
+# The compute benchmark's quick mode (bench/compute_bench.jl) prints its six JSON lines
+# with positive figures.
+function compute_bench_ok(code, out)
+    code == 0 || return false
+    lines = filter(l -> startswith(l, "{"), split(out, '\n'))
+    num(key, l) = (m = match(Regex("\"$key\":([0-9.eE+-]+)"), l); m === nothing ? NaN : parse(Float64, m[1]))
+    kinds = [match(r"\"bench\":\"(\w+)\"", l)[1] for l in lines]
+    return kinds == ["axpy", "copy", "sum", "matmul", "latency", "mlp_step"] &&
+           all(l -> any(k -> num(k, l) > 0, ("gbps", "tflops", "us", "ms")), lines)
+end
+push!(jobs, Job("compute_bench --quick", julia(joinpath(@__DIR__, "..", "bench", "compute_bench.jl"), "--quick"),
+                compute_bench_ok))
 
 function run_job(job::Job)
     out = IOBuffer()

@@ -1,6 +1,6 @@
 # Allocation traces (format: data/README.md) replayed through
 # CuArrays: `CuArray{UInt8}(undef, n)` for each allocation, `unsafe_free!` for each free.
-# Shared by demo/demo.jl and bench/julia_bench.jl.
+# Shared by bench/replay_demo.jl and bench/julia_bench.jl.
 
 struct Trace
     name::String

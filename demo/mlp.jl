@@ -1,0 +1,140 @@
+# A multilayer perceptron written directly on CuArrays: the model, its hand-written
+# backward pass, and the digits data set (data/digits.csv.gz). Included by demo/demo.jl
+# (`make demo`) and bench/compute_bench.jl (the training-step benchmark).
+#
+# Model: 64 -> 128 (ReLU) -> 10, softmax cross-entropy, plain SGD. Columns are examples
+# (Julia is column-major): x is 64×B, y the one-hot labels 10×B.
+
+using CuMem, LinearAlgebra, Random
+
+const DIGITS_CSV = joinpath(@__DIR__, "..", "data", "digits.csv.gz")
+
+"""
+    load_digits(path) -> (X::Matrix{Float32}, labels::Vector{Int})
+
+The UCI optical-recognition digits as shipped in scikit-learn: 1797 rows of 64 pixel
+counts (0..16) and a label (0..9). `X` is 64×1797, scaled to [0, 1].
+"""
+function load_digits(path::AbstractString = DIGITS_CSV)
+    isfile(path) || error("$path is missing (see data/README.md)")
+    text = try
+        read(pipeline(`gzip -dc $path`), String)
+    catch e
+        error("cannot decompress $path with `gzip -dc` (is gzip installed?): $e")
+    end
+    rows = [parse.(Int, split(l, ',')) for l in split(strip(text), '\n')]
+    all(r -> length(r) == 65, rows) || error("$path: expected 65 comma-separated integers per line")
+    X = Float32[r[i] for i in 1:64, r in rows] ./ 16f0
+    labels = [r[65] for r in rows]
+    return X, labels
+end
+
+# (Statistics is not among the package's test dependencies: these two suffice here)
+mean_of(v) = sum(v) / length(v)
+median_of(v) = (s = sort(v); n = length(s); isodd(n) ? s[(n + 1) ÷ 2] : (s[n ÷ 2] + s[n ÷ 2 + 1]) / 2)
+
+onehot(labels::AbstractVector{Int}) = Float32[l == c for c in 0:9, l in labels]
+
+"""
+    split_data(X, labels; held_out = 0.2, seed = 0)
+
+A fixed-seed shuffle into training and held-out sets: `(Xtrain, ytrain, Xtest, ytest)`
+with one-hot `y`.
+"""
+function split_data(X, labels; held_out = 0.2, seed = 0)
+    n = size(X, 2)
+    perm = randperm(MersenneTwister(seed), n)
+    ntest = round(Int, held_out * n)
+    test, train = perm[1:ntest], perm[ntest+1:end]
+    return X[:, train], onehot(labels[train]), X[:, test], onehot(labels[test])
+end
+
+mutable struct MLP
+    W1::CuMatrix{Float32}   # 128×64
+    b1::CuMatrix{Float32}   # 128×1
+    W2::CuMatrix{Float32}   # 10×128
+    b2::CuMatrix{Float32}   # 10×1
+end
+
+"""
+    MLP(rng; nin = 64, nhidden = 128, nout = 10)
+
+He-initialised weights (drawn on the host with `rng`, uploaded), zero biases.
+"""
+function MLP(rng::AbstractRNG; nin = 64, nhidden = 128, nout = 10)
+    W1 = randn(rng, Float32, nhidden, nin) .* Float32(sqrt(2 / nin))
+    W2 = randn(rng, Float32, nout, nhidden) .* Float32(sqrt(1 / nhidden))
+    return MLP(CuArray(W1), CuMem.zeros(Float32, nhidden, 1), CuArray(W2), CuMem.zeros(Float32, nout, 1))
+end
+
+# The logits, 10×B (and the hidden pre-activation and activation for the backward pass).
+function forward(m::MLP, x)
+    a1 = m.W1 * x
+    z1 = a1 .+ m.b1
+    h = max.(z1, 0f0)
+    a2 = m.W2 * h
+    z2 = a2 .+ m.b2
+    unsafe_free!(a1)
+    unsafe_free!(a2)
+    return z1, h, z2
+end
+
+"""
+    train_step!(m, x, y, lr) -> loss
+
+One SGD step on the batch (x 64×B, y one-hot 10×B): forward, mean softmax
+cross-entropy, hand-written backward pass, `W .-= lr .* dW`. Every intermediate is freed
+with `unsafe_free!` as soon as it is dead, so the pool serves the next step from its
+cache. Returns the batch's mean loss (a host Float32: one device-to-host copy).
+"""
+function train_step!(m::MLP, x, y, lr::Float32)
+    B = Float32(size(x, 2))
+    z1, h, z2 = forward(m, x)
+    # softmax cross-entropy, stable: loss = logsumexp(z) - z[label]
+    zmax = maximum(z2; dims = 1)
+    e = exp.(z2 .- zmax)
+    s = sum(e; dims = 1)
+    terms = y .* (log.(s) .+ zmax .- z2)
+    loss = sum(terms) / B
+    # backward: dz2 = (softmax(z2) - y) / B
+    dz2 = (e ./ s .- y) ./ B
+    dW2 = dz2 * h'
+    db2 = sum(dz2; dims = 2)
+    dh = m.W2' * dz2
+    dz1 = ifelse.(z1 .> 0f0, dh, 0f0)
+    dW1 = dz1 * x'
+    db1 = sum(dz1; dims = 2)
+    m.W1 .-= lr .* dW1
+    m.b1 .-= lr .* db1
+    m.W2 .-= lr .* dW2
+    m.b2 .-= lr .* db2
+    foreach(unsafe_free!, (z1, h, z2, zmax, e, s, terms, dz2, dW2, db2, dh, dz1, dW1, db1))
+    return loss
+end
+
+"""
+    accuracy(m, x, y) -> Float64
+
+The fraction of columns whose largest logit is the labelled class (computed on the
+device; one scalar comes back).
+"""
+function accuracy(m::MLP, x, y)
+    z1, h, z2 = forward(m, x)
+    zmax = maximum(z2; dims = 1)
+    hits = y .* (z2 .== zmax)
+    correct = sum(hits)
+    foreach(unsafe_free!, (z1, h, z2, zmax, hits))
+    return correct / size(x, 2)
+end
+
+"""
+    batches(rng, X, Y, batchsize) -> Vector{Tuple{Matrix,Matrix}}
+
+The training set in a fresh random order, cut into host batches (the last one may be
+smaller), ready for `CuIterator`.
+"""
+function batches(rng::AbstractRNG, X, Y, batchsize::Int)
+    perm = randperm(rng, size(X, 2))
+    return [(X[:, perm[i:min(i + batchsize - 1, end)]], Y[:, perm[i:min(i + batchsize - 1, end)]])
+            for i in 1:batchsize:length(perm)]
+end

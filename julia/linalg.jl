@@ -1,0 +1,194 @@
+# Linear algebra on CuArrays: matrix products through cuBLAS's gemm (the engine's
+# `cumem_gemm`, via `gemm!`), with `Adjoint`/`Transpose` operands passed as cuBLAS op
+# flags instead of being materialised (CUDA.jl does the same). On the host device the
+# same calls run Julia's BLAS on the host memory behind the arrays. `dot`, `norm`,
+# `axpy!`, `axpby!`, `rmul!`, `lmul!` are reductions and broadcasts; on the host device
+# they run Base/BLAS on that memory.
+
+"""
+    CuMem.CuBlasFloat
+
+The element types cuBLAS multiplies: `Float32`, `Float64`, `ComplexF32`, `ComplexF64`.
+"""
+const CuBlasFloat = Union{Float32,Float64,ComplexF32,ComplexF64}
+
+# A matrix operand cuBLAS reads directly: stored, transposed or adjoint.
+const CuMatOperand{T} = Union{CuMatrix{T},Adjoint{T,<:CuMatrix{T}},Transpose{T,<:CuMatrix{T}}}
+# The same without the element-type constraint (for the error path).
+const AnyCuMatOperand = Union{CuMatrix,Adjoint{<:Any,<:CuMatrix},Transpose{<:Any,<:CuMatrix}}
+
+op_flag(::CuArray) = 'N'
+op_flag(::Transpose) = 'T'
+op_flag(::Adjoint{T}) where {T} = T <: Real ? 'T' : 'C'
+stored(A::CuArray) = A
+stored(A::Union{Adjoint,Transpose}) = parent(A)
+
+function aliased(C::CuArray, A)
+    a, b = byte_range(strided_operand(C)), byte_range(strided_operand(stored(A)))
+    return a[1] <= a[2] && b[1] <= b[2] && a[1] <= b[2] && b[1] <= a[2]
+end
+
+"""
+    mul!(C, A, B, α=true, β=false) -> C
+
+`C = A*B*α + C*β` for CuArrays of one element type among `Float32`, `Float64`,
+`ComplexF32`, `ComplexF64` (cuBLAS's gemm; no TF32, on the device's one stream), where
+`A` is a `CuMatrix`, `transpose(::CuMatrix)` or `adjoint(::CuMatrix)` and `B` the same or
+a `CuVector` (then `C` is a `CuVector`). Transposes are cuBLAS op flags, not copies. On
+the host device: Julia's BLAS on the same memory. `DimensionMismatch` for incompatible
+shapes; `ArgumentError` when `C` shares memory with `A` or `B`, and for other element
+types or mixed ones (convert first, e.g. `Float32.(A)`). `A * B` allocates `C` and calls
+this.
+"""
+function LinearAlgebra.mul!(C::CuMatrix{T}, A::CuMatOperand{T}, B::CuMatOperand{T},
+                            α::Number, β::Number) where {T<:CuBlasFloat}
+    return cu_gemm!(C, A, B, α, β)
+end
+function LinearAlgebra.mul!(C::CuVector{T}, A::CuMatOperand{T}, B::CuVector{T},
+                            α::Number, β::Number) where {T<:CuBlasFloat}
+    return cu_gemm!(C, A, B, α, β)
+end
+
+# Every other CuArray product: one clear error, the same on every device.
+LinearAlgebra.mul!(C::CuVecOrMat, A::AnyCuMatOperand, B::Union{CuVector,AnyCuMatOperand},
+                   α::Number, β::Number) = throw_mul_eltypes(C, A, B)
+
+@noinline function throw_mul_eltypes(C, A, B)
+    throw(ArgumentError("CuArray matrix products run on cuBLAS, which needs one element type " *
+                        "among Float32, Float64, ComplexF32, ComplexF64; got C::$(eltype(C)) = " *
+                        "A::$(eltype(A)) * B::$(eltype(B)). Convert first, e.g. Float32.(A)"))
+end
+
+function cu_gemm!(C, A, B, α, β)
+    T = eltype(C)
+    mA, nA = size(A)
+    mB, nB = size(B, 1), size(B, 2)
+    mC, nC = size(C, 1), size(C, 2)
+    nA == mB || throw(DimensionMismatch("A has dimensions ($mA,$nA) but B has dimensions ($mB,$nB)"))
+    (mC == mA && nC == nB) ||
+        throw(DimensionMismatch("C has dimensions ($mC,$nC), should have ($mA,$nB)"))
+    (aliased(C, A) || aliased(C, B)) &&
+        throw(ArgumentError("output matrix must not be aliased with input matrix"))
+    (mC == 0 || nC == 0) && return C
+    # (gemm! runs Julia's BLAS on the host device, so CI checks the op-flag mapping too)
+    return gemm!(op_flag(A), op_flag(B), convert(T, α), stored(A), stored(B), convert(T, β), C)
+end
+
+## BLAS level 1: reductions and in-place updates
+
+"""
+    dot(x::CuArray, y::CuArray)
+
+`sum(conj(x) .* y)` over all elements (x and y of equal length, any shapes, as Base).
+For cuBLAS element types, one gemm of x' (1×n) and y (n×1); otherwise a fused broadcast
+and `sum`. On the host device: Base's `dot` (BLAS) on the same memory.
+"""
+function LinearAlgebra.dot(x::CuArray, y::CuArray)
+    length(x) == length(y) ||
+        throw(DimensionMismatch("x has length $(length(x)), but y has length $(length(y))"))
+    if on_host()
+        return GC.@preserve x y dot(host_view(x), host_view(y))
+    end
+    T = promote_type(eltype(x), eltype(y))
+    isempty(x) && return zero(T)
+    if eltype(x) == eltype(y) && T <: CuBlasFloat
+        n = length(x)
+        c = CuArray{T}(undef, 1, 1)
+        gemm!(T <: Real ? 'T' : 'C', 'N', one(T), reshape(x, n, 1), reshape(y, n, 1), zero(T), c)
+        r = Array(c)[1]
+        unsafe_free!(c)
+        return r
+    end
+    return eltype(x) <: Real ? sum(x .* reshape(y, size(x))) : sum(conj.(x) .* reshape(y, size(x)))
+end
+
+"""
+    norm(x::CuArray, p=2)
+
+The `p`-norm of all elements, as Base: `p = 2` (scaled against overflow and underflow
+like Base's), `1`, `Inf`, `-Inf`, `0` (number of non-zeros) and other real `p`. A float
+of `x`'s real type. Reductions over the device array; on the host device, Base's `norm`
+on the same memory.
+"""
+function LinearAlgebra.norm(x::CuArray, p::Real = 2)
+    if on_host()
+        return GC.@preserve x norm(host_view(x), p)
+    end
+    R = float(real(eltype(x)))
+    isempty(x) && return zero(R)
+    if p == 2
+        s = convert(R, sqrt(sum(abs2, x)))
+        # Base rescales when the sum of squares over- or underflows
+        if !isfinite(s) || (iszero(s) && !iszero(maximum(abs, x)))
+            m = convert(R, maximum(abs, x))
+            (iszero(m) || !isfinite(m)) && return m
+            s = m * sqrt(convert(R, sum(abs2, x ./ m)))
+        end
+        return s
+    elseif p == 1
+        return convert(R, sum(abs, x))
+    elseif p == Inf
+        return convert(R, maximum(abs, x))
+    elseif p == -Inf
+        return convert(R, minimum(abs, x))
+    elseif p == 0
+        return convert(R, count(!iszero, x))
+    else
+        return convert(R, sum(abs.(x) .^ p)^(1 / p))
+    end
+end
+
+"""
+    axpy!(α, x::CuArray, y::CuArray) -> y
+
+`y .= α .* x .+ y` (x and y of equal length). Host device: BLAS on the same memory.
+"""
+function LinearAlgebra.axpy!(α::Number, x::CuArray, y::CuArray)
+    length(x) == length(y) ||
+        throw(DimensionMismatch("x has length $(length(x)), but y has length $(length(y))"))
+    if on_host()
+        GC.@preserve x y axpy!(α, host_view(x), host_view(y))
+    else
+        y .= α .* reshape(x, size(y)) .+ y
+    end
+    return y
+end
+
+"""
+    axpby!(α, x::CuArray, β, y::CuArray) -> y
+
+`y .= α .* x .+ β .* y` (x and y of equal length). Host device: BLAS on the same memory.
+"""
+function LinearAlgebra.axpby!(α::Number, x::CuArray, β::Number, y::CuArray)
+    length(x) == length(y) ||
+        throw(DimensionMismatch("x has length $(length(x)), but y has length $(length(y))"))
+    if on_host()
+        GC.@preserve x y axpby!(α, host_view(x), β, host_view(y))
+    else
+        y .= α .* reshape(x, size(y)) .+ β .* y
+    end
+    return y
+end
+
+"""
+    rmul!(x::CuArray, s::Number) -> x
+    lmul!(s::Number, x::CuArray) -> x
+
+Scale `x` in place (`x .= x .* s`, `x .= s .* x`).
+"""
+function LinearAlgebra.rmul!(x::CuArray, s::Number)
+    if on_host()
+        GC.@preserve x rmul!(host_view(x), s)
+    else
+        x .= x .* s
+    end
+    return x
+end
+function LinearAlgebra.lmul!(s::Number, x::CuArray)
+    if on_host()
+        GC.@preserve x lmul!(s, host_view(x))
+    else
+        x .= s .* x
+    end
+    return x
+end
