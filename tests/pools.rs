@@ -1220,6 +1220,70 @@ impl cumem::device::Device for GatedDevice {
     unsafe fn memset(&self, dst: u64, value: u8, bytes: u64) -> cumem::Result<()> {
         unsafe { self.inner.memset(dst, value, bytes) }
     }
+    fn vm_granularity(&self) -> cumem::Result<u64> {
+        self.inner.vm_granularity()
+    }
+    fn vm_reserve(&self, bytes: u64) -> cumem::Result<u64> {
+        self.inner.vm_reserve(bytes)
+    }
+    unsafe fn vm_release(&self, base: u64, bytes: u64) -> cumem::Result<()> {
+        unsafe { self.inner.vm_release(base, bytes) }
+    }
+    unsafe fn vm_map(&self, addr: u64, bytes: u64) -> cumem::Result<()> {
+        // Gated like `alloc`: a large mapping waits, then fails having mapped nothing.
+        if bytes >= self.gate {
+            self.entered.lock().unwrap().send(()).unwrap();
+            self.go.lock().unwrap().recv().unwrap();
+            return Err(Error::OutOfMemory("gated".into()));
+        }
+        unsafe { self.inner.vm_map(addr, bytes) }
+    }
+    unsafe fn vm_unmap(&self, addr: u64, bytes: u64) -> cumem::Result<()> {
+        unsafe { self.inner.vm_unmap(addr, bytes) }
+    }
+}
+
+#[test]
+fn peak_reserved_counts_only_mapped_memory() {
+    // As below, for the expandable pool's path: a mapping in flight that later fails
+    // claims against the limit but never shows in reserved bytes or their peak.
+    let (entered_tx, entered) = std::sync::mpsc::channel();
+    let (go, go_rx) = std::sync::mpsc::channel();
+    let dev = GatedDevice {
+        inner: cumem::device::HostDevice::new(Some(GIB)),
+        gate: 8 * MIB,
+        entered: std::sync::Mutex::new(entered_tx),
+        go: std::sync::Mutex::new(go_rx),
+    };
+    let up = cumem::upstream::Upstream::new(Box::new(dev), Some(12 * MIB));
+    let base = up.shard(0).vm_reserve(32 * MIB).unwrap();
+    std::thread::scope(|sc| {
+        let go = go;
+        let failing = sc.spawn(|| up.shard(0).vm_map(base, 8 * MIB));
+        entered.recv().unwrap();
+        up.shard(0).vm_map(base + 8 * MIB, 2 * MIB).unwrap();
+        assert_eq!((up.reserved(), up.peak_reserved()), (2 * MIB, 2 * MIB), "a mapping in flight counted");
+        // 2 MiB mapped + 8 MiB in flight: 4 MiB more would cross the 12 MiB limit.
+        let over = up.shard(0).vm_map(base + 16 * MIB, 4 * MIB);
+        assert!(matches!(over, Err(Error::OutOfMemory(m)) if m.contains("LIMIT")));
+        go.send(()).unwrap();
+        assert!(failing.join().unwrap().is_err());
+        assert_eq!((up.reserved(), up.peak_reserved()), (2 * MIB, 2 * MIB));
+        // The failed mapping's claim is gone: 6 MiB more fit now.
+        up.shard(0).vm_map(base + 16 * MIB, 6 * MIB).unwrap();
+        assert_eq!(up.peak_reserved(), 8 * MIB);
+        up.shard(0).vm_unmap(base + 16 * MIB, 6 * MIB);
+        up.shard(0).vm_unmap(base + 8 * MIB, 2 * MIB);
+        assert_eq!(up.reserved(), 0);
+    });
+    // Unmapping unclaimed too: the whole limit can be mapped again (in pieces below the
+    // gate).
+    up.shard(0).vm_map(base + 16 * MIB, 6 * MIB).expect("the claims of unmapped memory were not given back");
+    up.shard(0).vm_map(base + 22 * MIB, 6 * MIB).expect("the claims of unmapped memory were not given back");
+    assert_eq!(up.reserved(), 12 * MIB);
+    up.shard(0).vm_unmap(base + 16 * MIB, 12 * MIB);
+    up.shard(0).vm_release(base, 32 * MIB);
+    assert_eq!(up.reserved(), 0);
 }
 
 #[test]
