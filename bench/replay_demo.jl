@@ -4,7 +4,7 @@
 #   julia --project=. bench/replay_demo.jl [TRACE]         (default: data/gpt2_train.trace)
 #
 # The pool and device come from the environment, read when CuMem loads:
-#   JULIA_CUDA_MEMORY_POOL=binned|split|simple|none   CUMEM_DEVICE=auto|cuda|host
+#   JULIA_CUDA_MEMORY_POOL=binned|split|expandable|simple|none   CUMEM_DEVICE=auto|cuda|host
 # The replay allocates with `CuArray{UInt8}(undef, n)` and never touches the memory, so on
 # the host device the pages stay untouched (the gpt2 trace peaks at 8.67 GB live; the
 # process's resident memory stays far below that).

@@ -53,7 +53,7 @@ R="$OUT/results.jsonl"
 : > "$R"
 step replay timeout 200 "$BIN" replay "$TRACES"/*.trace --pool all --device cuda --json >> "$R"
 step pair timeout 90 "$BIN" pair --pool all --device cuda --json >> "$R"
-step threads timeout 90 "$BIN" threads --threads 1,4,16 --pool binned,split --device cuda --json >> "$R"
+step threads timeout 90 "$BIN" threads --threads 1,4,16 --pool binned,split,expandable --device cuda --json >> "$R"
 
 # 3. The chart, and the results as tables for reading.
 step chart "$BIN" chart --input "$R" --anchor "$OUT/anchor.jsonl" --out "$OUT/perf.svg"

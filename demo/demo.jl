@@ -13,7 +13,7 @@
 #
 # Exits with status 1 if the held-out accuracy ends below 95 %.
 # The pool and device come from the environment, read when CuMem loads:
-#   JULIA_CUDA_MEMORY_POOL=binned|split|simple|none   CUMEM_DEVICE=auto|cuda|host
+#   JULIA_CUDA_MEMORY_POOL=binned|split|expandable|simple|none   CUMEM_DEVICE=auto|cuda|host
 
 using CuMem, Printf, Random
 

@@ -355,7 +355,7 @@ size_t cumem_memory_status(char *buf, size_t len);
 // `buf` must be null or writable for `len` bytes.
 size_t cumem_memory_status_ex(char *buf, size_t len, uint32_t flags);
 
-// The pool's name: `"binned"`, `"split"`, `"simple"` or `"none"` (`""` if the engine
+// The pool's name: `"binned"`, `"split"`, `"expandable"`, `"simple"` or `"none"` (`""` if the engine
 // cannot start; see `cumem_last_error`). Static storage.
 const char *cumem_pool_name(void);
 

@@ -143,7 +143,7 @@ last_error() = unsafe_string(ccall((:cumem_last_error, libcumem), Cstring, ()))
 """
     CuMem.pool_name() -> String
 
-The pool serving allocations: `"binned"`, `"split"`, `"simple"` or `"none"`, chosen by
+The pool serving allocations: `"binned"`, `"split"`, `"expandable"`, `"simple"` or `"none"`, chosen by
 `JULIA_CUDA_MEMORY_POOL` when the package was loaded.
 """
 pool_name() = unsafe_string(ccall((:cumem_pool_name, libcumem), Cstring, ()))

@@ -16,6 +16,10 @@ pub enum PoolKind {
     Binned,
     /// Blocks carved out of larger segments, best fit, split and merged (`SplitPool`).
     Split,
+    /// Blocks carved out of reserved address ranges backed by physical memory only
+    /// where blocks lie, mapped and unmapped in granules (`ExpandablePool`, after
+    /// PyTorch's `expandable_segments`).
+    Expandable,
 }
 
 /// The names of one pool: what `JULIA_CUDA_MEMORY_POOL` accepts and CUDA.jl 2.x's type
@@ -33,16 +37,25 @@ pub struct PoolNames {
 /// Every pool with its names, in the order the documentation lists them: the one table
 /// of pool names. The C ABI returns these very strings (`cumem_pool_name`,
 /// `cumem_pool_type_name`), and the Julia package reads them from there.
-pub const POOLS: [PoolNames; 4] = [
+pub const POOLS: [PoolNames; 5] = [
     PoolNames { kind: PoolKind::Binned, name: c"binned", type_name: c"BinnedPool" },
     PoolNames { kind: PoolKind::Split, name: c"split", type_name: c"SplitPool" },
+    PoolNames { kind: PoolKind::Expandable, name: c"expandable", type_name: c"ExpandablePool" },
     PoolNames { kind: PoolKind::Simple, name: c"simple", type_name: c"SimplePool" },
     PoolNames { kind: PoolKind::None, name: c"none", type_name: c"NoPool" },
 ];
 
 impl PoolKind {
     /// All pools, in the order the documentation lists them.
-    pub const ALL: [PoolKind; 4] = [POOLS[0].kind, POOLS[1].kind, POOLS[2].kind, POOLS[3].kind];
+    pub const ALL: [PoolKind; POOLS.len()] = {
+        let mut all = [PoolKind::None; POOLS.len()];
+        let mut i = 0;
+        while i < POOLS.len() {
+            all[i] = POOLS[i].kind;
+            i += 1;
+        }
+        all
+    };
 
     /// This pool's entry of [`POOLS`].
     pub fn names(self) -> &'static PoolNames {
@@ -142,9 +155,11 @@ impl Default for Config {
 /// the value of `CUMEM_FAULT`, e.g. `alloc:0.01,free:0.001,copy:0.001,seed=7`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct FaultSpec {
-    /// Probability in [0, 1] that a device allocation fails with out of memory.
+    /// Probability in [0, 1] that a device allocation (or a virtual-memory mapping, for
+    /// the expandable pool) fails with out of memory.
     pub alloc: f64,
-    /// Probability that a device free reports an error (the memory is released anyway).
+    /// Probability that a device free (or unmapping) reports an error (the memory is
+    /// released anyway).
     pub free: f64,
     /// Probability that a copy or memset fails with a device error, writing nothing.
     pub copy: f64,

@@ -79,8 +79,12 @@ impl Engine {
     }
 
     /// An engine over `device` with `shards` shards (rounded up to a power of two,
-    /// 1 to 64). Errors: [`Error::Device`] if a percentage limit cannot be resolved.
+    /// 1 to 64). Errors: [`Error::Device`] if a percentage limit cannot be resolved, or
+    /// if the expandable pool is asked for on a device without virtual memory management.
     pub fn with_device(cfg: Config, device: Box<dyn Device>, shards: usize) -> Result<Engine> {
+        if cfg.pool == PoolKind::Expandable {
+            device.vm_granularity()?;
+        }
         let limit = match cfg.limit {
             None => None,
             Some(a) => Some(a.resolve(device.mem_info()?.1)),

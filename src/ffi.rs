@@ -322,7 +322,7 @@ unsafe fn write_status(buf: *mut c_char, len: usize, what: Allocations) -> usize
     n
 }
 
-/// The pool's name: `"binned"`, `"split"`, `"simple"` or `"none"` (`""` if the engine
+/// The pool's name: `"binned"`, `"split"`, `"expandable"`, `"simple"` or `"none"` (`""` if the engine
 /// cannot start; see `cumem_last_error`). Static storage.
 #[unsafe(no_mangle)]
 pub extern "C" fn cumem_pool_name() -> *const c_char {

@@ -6,7 +6,7 @@
 //! below it, as `tests/layers.rs` checks and `docs/design.md` draws):
 //! - [`device`]: where memory comes from, the CUDA driver or host memory;
 //! - [`upstream`]: the memory limit and device-call counters over the device;
-//! - [`pool`]: the four caching pools (`binned`, `split`, `simple`, `none`);
+//! - [`pool`]: the caching pools (`binned`, `split`, `expandable`, `simple`, `none`);
 //! - [`engine`]: live allocations, tracking, the out-of-memory retry and checked copies,
 //!   shared by all pools;
 //! - [`report`]: the `memory_status` text;

@@ -101,12 +101,12 @@ impl Upstream {
         ShardUpstream { up: self, shard }
     }
 
-    /// Obtains a segment of `bytes` for the pool of `shard`. Errors:
-    /// [`Error::OutOfMemory`] when the limit would be crossed or the device is full.
-    fn alloc(&self, bytes: u64, shard: usize) -> Result<u64> {
-        // Claim against the limit first, so concurrent misses cannot overshoot it. A
-        // request that does not fit leaves the claim untouched: a concurrent request that
-        // fits is not refused meanwhile.
+    /// Claims `bytes` more against the limit before a device request (an allocation or
+    /// a mapping), returning the claim before. Claiming first means concurrent misses
+    /// cannot overshoot the limit. A request that does not fit leaves the claim
+    /// untouched: a concurrent request that fits is not refused meanwhile. The caller
+    /// counts the bytes as reserved once the device call succeeds, or unclaims them.
+    fn claim(&self, bytes: u64) -> Result<u64> {
         self.claimed
             .fetch_update(Relaxed, Relaxed, |r| r.checked_add(bytes).filter(|&n| n <= self.limit))
             .map_err(|prev| {
@@ -116,7 +116,13 @@ impl Upstream {
                     format_bytes(self.limit),
                     format_bytes(prev)
                 ))
-            })?;
+            })
+    }
+
+    /// Obtains a segment of `bytes` for the pool of `shard`. Errors:
+    /// [`Error::OutOfMemory`] when the limit would be crossed or the device is full.
+    fn alloc(&self, bytes: u64, shard: usize) -> Result<u64> {
+        self.claim(bytes)?;
         let t = Instant::now();
         let r = self.device.alloc(bytes);
         let ns = t.elapsed().as_nanos() as u64;
@@ -152,6 +158,78 @@ impl Upstream {
         self.reserved.fetch_sub(bytes, Relaxed);
         self.claimed.fetch_sub(bytes, Relaxed);
         log::debug!("device free of {} at {ptr:#x}", format_bytes(bytes));
+    }
+
+    /// Granules in `bytes` mapped or unmapped at once: each is one physical allocation
+    /// of the device, and counts as one device allocation or free.
+    fn granules(&self, bytes: u64) -> u64 {
+        self.device.vm_granularity().map_or(1, |g| bytes.div_ceil(g).max(1))
+    }
+
+    /// Reserves `bytes` of address space for the pool of `shard` (see
+    /// [`ShardUpstream::vm_reserve`]). Its time counts as device-allocation time; it is
+    /// no device allocation (no memory) and reserved bytes do not change.
+    fn vm_reserve(&self, bytes: u64, shard: usize) -> Result<u64> {
+        let t = Instant::now();
+        let r = self.device.vm_reserve(bytes);
+        self.stats.on_device_alloc(t.elapsed().as_nanos() as u64, None);
+        let base = r?;
+        self.segments.lock().insert(base, Segment { size: bytes, shard });
+        log::debug!("reserved {} of addresses at {base:#x}", format_bytes(bytes));
+        Ok(base)
+    }
+
+    fn vm_release(&self, base: u64, bytes: u64) {
+        self.segments.lock().remove(&base);
+        let t = Instant::now();
+        // SAFETY: the pool returns only ranges it reserved, with nothing mapped.
+        if let Err(e) = unsafe { self.device.vm_release(base, bytes) } {
+            log::error!("releasing the address range {base:#x} of {bytes} bytes failed: {e}");
+        }
+        self.stats.on_device_alloc(t.elapsed().as_nanos() as u64, None);
+    }
+
+    /// Maps `bytes` at `addr` (see [`ShardUpstream::vm_map`]): claimed like an
+    /// allocation, reserved only once the mapping succeeded.
+    fn vm_map(&self, addr: u64, bytes: u64) -> Result<()> {
+        self.claim(bytes)?;
+        let t = Instant::now();
+        // SAFETY: the pool maps only unmapped granules of ranges it reserved.
+        let r = unsafe { self.device.vm_map(addr, bytes) };
+        let ns = t.elapsed().as_nanos() as u64;
+        match r {
+            Ok(()) => {
+                // As in `alloc`: reserved, and its peak, count mapped memory only.
+                let now = self.reserved.fetch_add(bytes, Relaxed) + bytes;
+                self.stats.on_device_alloc(ns, Some(now));
+                for _ in 1..self.granules(bytes) {
+                    self.stats.on_device_alloc(0, Some(now));
+                }
+                self.all_time_peak.fetch_max(now, Relaxed);
+                Ok(())
+            }
+            Err(e) => {
+                self.stats.on_device_alloc(ns, None);
+                self.claimed.fetch_sub(bytes, Relaxed);
+                Err(e)
+            }
+        }
+    }
+
+    fn vm_unmap(&self, addr: u64, bytes: u64) {
+        let t = Instant::now();
+        // SAFETY: the pool unmaps only mapped granules that no block uses.
+        if let Err(e) = unsafe { self.device.vm_unmap(addr, bytes) } {
+            // One failed device call, however many granules it covered.
+            self.stats.on_device_free_error();
+            log::error!("unmapping {bytes} bytes at {addr:#x} failed: {e}");
+        }
+        self.stats.on_device_free(t.elapsed().as_nanos() as u64);
+        for _ in 1..self.granules(bytes) {
+            self.stats.on_device_free(0);
+        }
+        self.reserved.fetch_sub(bytes, Relaxed);
+        self.claimed.fetch_sub(bytes, Relaxed);
     }
 
     /// The segment containing `addr`, as `(base, segment)`.
@@ -197,5 +275,50 @@ impl ShardUpstream<'_> {
     #[inline]
     pub fn growth_excess(self, bytes: u64) -> u64 {
         self.up.growth_excess(bytes)
+    }
+
+    /// The device's virtual-memory granule in bytes (see [`Device::vm_granularity`]).
+    /// Errors: [`Error::Device`] when the device cannot map memory on demand.
+    #[inline]
+    pub fn vm_granularity(self) -> Result<u64> {
+        self.up.device.vm_granularity()
+    }
+
+    /// The device's total memory in bytes (`cuMemGetInfo`), which sizes the address
+    /// ranges the expandable pool reserves.
+    pub fn device_total(self) -> Result<u64> {
+        Ok(self.up.device.mem_info()?.1)
+    }
+
+    /// Reserves `bytes` (whole granules) of address space with no memory behind it for
+    /// this shard's pool, and records it as the shard's segment (copies find blocks in
+    /// it through that record). Reserved bytes do not change: address space costs no
+    /// memory. Errors as [`Device::vm_reserve`].
+    pub fn vm_reserve(self, bytes: u64) -> Result<u64> {
+        self.up.vm_reserve(bytes, self.shard)
+    }
+
+    /// Returns a range of [`ShardUpstream::vm_reserve`] with nothing mapped in it (a
+    /// device failure is logged).
+    pub fn vm_release(self, base: u64, bytes: u64) {
+        self.up.vm_release(base, bytes)
+    }
+
+    /// Maps physical memory at `[addr, addr+bytes)` (whole, unmapped granules of a
+    /// reserved range), counting `bytes` as reserved and each granule as one device
+    /// allocation (one physical allocation of the device). Errors: [`Error::OutOfMemory`]
+    /// when `JULIA_CUDA_MEMORY_LIMIT` would be crossed or the device is full (nothing is
+    /// mapped then); [`Error::Device`] otherwise.
+    pub fn vm_map(self, addr: u64, bytes: u64) -> Result<()> {
+        self.up.vm_map(addr, bytes)
+    }
+
+    /// Unmaps `[addr, addr+bytes)` (whole granules mapped by [`ShardUpstream::vm_map`],
+    /// no block in them), counting `bytes` as no longer reserved and each granule as one
+    /// device free. A device failure is logged and counted once in
+    /// `num_device_free_errors`, like a failed [`ShardUpstream::free`]: the memory is
+    /// gone either way.
+    pub fn vm_unmap(self, addr: u64, bytes: u64) {
+        self.up.vm_unmap(addr, bytes)
     }
 }

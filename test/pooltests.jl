@@ -7,6 +7,7 @@ using CuMem, Test, LinearAlgebra, Random
 
 const POOL = lowercase(strip(get(ENV, "JULIA_CUDA_MEMORY_POOL", "binned")))
 const POOL_TYPE = Dict("binned" => "BinnedPool", "split" => "SplitPool",
+                       "expandable" => "ExpandablePool",
                        "simple" => "SimplePool", "none" => "NoPool")[POOL]
 
 Random.seed!(1)

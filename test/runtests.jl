@@ -2,7 +2,7 @@
 # JULIA_CUDA_MEMORY_LIMIT, CUMEM_DEBUG, ...) once, when the package initialises, so every
 # configuration is tested in a Julia process of its own:
 #
-#   pool tests × {binned, split, simple, none}     test/pooltests.jl (2 threads)
+#   pool tests × {binned, split, expandable, simple, none}   test/pooltests.jl (2 threads)
 #   out of memory under a 64 MiB limit             test/oomtests.jl
 #   no spurious out of memory with 2 threads       test/thread_oom_tests.jl
 #   the leak report under -g2 and CUMEM_DEBUG=2    test/debugtests.jl
@@ -23,7 +23,7 @@ using Test
 const ROOT = normpath(joinpath(@__DIR__, ".."))
 const PROJECT = Base.active_project()       # under Pkg.test: its environment with CuMem and Test
 const DEVICE = get(ENV, "CUMEM_DEVICE", "host")
-const POOLS = split(get(ENV, "CUMEM_TEST_POOLS", "binned split simple none"))
+const POOLS = split(get(ENV, "CUMEM_TEST_POOLS", "binned split expandable simple none"))
 const NJOBS = parse(Int, get(ENV, "CUMEM_TEST_JOBS", string(max(1, Sys.CPU_THREADS))))
 
 struct Job
@@ -113,7 +113,7 @@ push!(jobs, Job("bad pool name",
                 julia("-e", "using CuMem"; JULIA_CUDA_MEMORY_POOL = "bogus"),
                 failed_with("cannot initialise the CuMem engine",
                             "JULIA_CUDA_MEMORY_POOL=\"bogus\" is not a pool",
-                            "accepted: binned, split, simple, none")))
+                            "accepted: binned, split, expandable, simple, none")))
 push!(jobs, Job("bad memory limit",
                 julia("-e", "using CuMem"; JULIA_CUDA_MEMORY_LIMIT = "lots"),
                 failed_with("JULIA_CUDA_MEMORY_LIMIT=\"lots\"", "accepted")))

@@ -141,6 +141,11 @@ fn split_under_faults() {
 }
 
 #[test]
+fn expandable_under_faults() {
+    under_faults(PoolKind::Expandable);
+}
+
+#[test]
 fn simple_under_faults() {
     under_faults(PoolKind::Simple);
 }

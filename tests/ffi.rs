@@ -162,7 +162,7 @@ fn expect_err(rc: i32, code: i32, words: &[&str]) {
 
 #[test]
 fn api_on_each_pool() {
-    for pool in ["binned", "split", "simple", "none"] {
+    for pool in ["binned", "split", "expandable", "simple", "none"] {
         spawn("child_api", &[("JULIA_CUDA_MEMORY_POOL", pool), ("CUMEM_HOST_CAPACITY", "1GiB")]);
     }
 }
@@ -174,7 +174,7 @@ fn default_configuration() {
 
 #[test]
 fn limit_of_one_byte() {
-    for pool in ["binned", "split", "simple", "none"] {
+    for pool in ["binned", "split", "expandable", "simple", "none"] {
         spawn("child_limit_one", &[("JULIA_CUDA_MEMORY_LIMIT", "1"), ("JULIA_CUDA_MEMORY_POOL", pool)]);
     }
 }
@@ -199,7 +199,7 @@ fn tracking_at_debug_2() {
 
 #[test]
 fn threads_through_the_abi() {
-    for pool in ["binned", "split"] {
+    for pool in ["binned", "split", "expandable"] {
         spawn("child_threads", &[("JULIA_CUDA_MEMORY_POOL", pool)]);
     }
 }
@@ -532,6 +532,7 @@ fn child_api() {
     let type_name = match pool.as_str() {
         "binned" => "BinnedPool",
         "split" => "SplitPool",
+        "expandable" => "ExpandablePool",
         "simple" => "SimplePool",
         _ => "NoPool",
     };

@@ -17,6 +17,7 @@ macro_rules! per_pool {
         mod split { $( #[test] fn $test() { super::$test(cumem::PoolKind::Split) } )* }
         mod simple { $( #[test] fn $test() { super::$test(cumem::PoolKind::Simple) } )* }
         mod none { $( #[test] fn $test() { super::$test(cumem::PoolKind::None) } )* }
+        mod expandable { $( #[test] fn $test() { super::$test(cumem::PoolKind::Expandable) } )* }
     };
 }
 
@@ -135,7 +136,9 @@ fn freed_block_is_reused(pool: PoolKind) {
             assert_eq!(q, p, "{pool:?} did not reuse the freed block of {n} bytes");
             assert_eq!(s.num_cache_hits, 1, "{n}: {s:#?}");
             assert_eq!(s.num_cache_misses, 1, "{n}: {s:#?}");
-            assert_eq!(s.num_device_allocations, 1, "{n}: {s:#?}");
+            // Expandable maps each granule as a physical allocation of its own.
+            let calls = if pool == PoolKind::Expandable { block_size(pool, n).div_ceil(2 * MIB) } else { 1 };
+            assert_eq!(s.num_device_allocations, calls, "{n}: {s:#?}");
         } else {
             assert_eq!(s.num_cache_hits, 0);
             assert_eq!(s.num_cache_misses, 2);
@@ -252,11 +255,17 @@ fn oom_retry_after_releasing_cache(pool: PoolKind) {
     let c = e.alloc(40 * MIB).unwrap();
     fill(&e, c, 40 * MIB, 3);
     let s = invariants(&e);
-    let retries = if pool == PoolKind::Split { 0 } else { 1 };
+    // Expandable needs no release at all: the freed blocks merge, and the 40 MiB block
+    // lies in their mapped granules.
+    let retries = if matches!(pool, PoolKind::Split | PoolKind::Expandable) { 0 } else { 1 };
     assert_eq!(s.num_alloc_retries, retries, "{s:#?}");
     assert_eq!(s.num_ooms, 0, "{s:#?}");
     assert_eq!(s.allocated_bytes, block_size(pool, 40 * MIB), "{s:#?}");
-    assert_eq!(s.reserved_bytes, s.allocated_bytes, "{s:#?}");
+    if pool == PoolKind::Expandable {
+        assert_eq!((s.reserved_bytes, s.num_device_allocations), (48 * MIB, 24), "{s:#?}");
+    } else {
+        assert_eq!(s.reserved_bytes, s.allocated_bytes, "{s:#?}");
+    }
     assert!(s.peak_reserved_bytes <= 64 * MIB, "{s:#?}");
     check(&e, c, 40 * MIB, 3);
     e.free(c).unwrap();
@@ -320,6 +329,8 @@ fn oom_under_limit(pool: PoolKind) {
         PoolKind::Split => (12 * MIB, 10 * MIB, 11 * MIB),
         // nothing cached: 12 + 8 fits at once
         PoolKind::None => (12 * MIB, 5 * MIB, 8 * MIB),
+        // b's granules are reused by c, which maps 4 MiB more: 22 MiB
+        PoolKind::Expandable => (12 * MIB, 6 * MIB, 10 * MIB),
     };
     let a = e.alloc(a).unwrap();
     let b = e.alloc(b).unwrap();
@@ -420,7 +431,9 @@ fn hit_rate_and_fragmentation(pool: PoolKind) {
     assert_eq!(s.num_cache_hits + s.num_cache_misses, 3);
     match pool {
         // The second 4 KiB block is carved from the first segment.
-        PoolKind::Split => assert_eq!((s.num_cache_hits, s.num_cache_misses), (2, 1)),
+        PoolKind::Split | PoolKind::Expandable => {
+            assert_eq!((s.num_cache_hits, s.num_cache_misses), (2, 1))
+        }
         PoolKind::Binned | PoolKind::Simple => {
             assert_eq!((s.num_cache_hits, s.num_cache_misses), (1, 2))
         }
@@ -429,8 +442,8 @@ fn hit_rate_and_fragmentation(pool: PoolKind) {
     assert_eq!(s.cache_hit_rate, s.num_cache_hits as f64 / 3.0, "{s:#?}");
     let frag = s.cached_bytes as f64 / s.reserved_bytes as f64;
     assert_eq!(s.fragmentation_ratio, frag);
-    if pool == PoolKind::Split {
-        // 8 KiB of a 2 MiB segment in use.
+    if matches!(pool, PoolKind::Split | PoolKind::Expandable) {
+        // 8 KiB of a 2 MiB segment (granule) in use.
         assert_eq!(s.reserved_bytes, 2 * MIB);
         assert_eq!(s.fragmentation_ratio, (2 * MIB - 8 * KIB) as f64 / (2 * MIB) as f64);
     } else {
@@ -596,6 +609,7 @@ fn memory_status_lines(pool: PoolKind) {
         PoolKind::Split => "SplitPool",
         PoolKind::Simple => "SimplePool",
         PoolKind::None => "NoPool",
+        PoolKind::Expandable => "ExpandablePool",
     };
     assert!(lines[2].starts_with(&format!("{expected_type} usage: ")));
     if pool == PoolKind::Binned {
@@ -1206,6 +1220,70 @@ impl cumem::device::Device for GatedDevice {
     unsafe fn memset(&self, dst: u64, value: u8, bytes: u64) -> cumem::Result<()> {
         unsafe { self.inner.memset(dst, value, bytes) }
     }
+    fn vm_granularity(&self) -> cumem::Result<u64> {
+        self.inner.vm_granularity()
+    }
+    fn vm_reserve(&self, bytes: u64) -> cumem::Result<u64> {
+        self.inner.vm_reserve(bytes)
+    }
+    unsafe fn vm_release(&self, base: u64, bytes: u64) -> cumem::Result<()> {
+        unsafe { self.inner.vm_release(base, bytes) }
+    }
+    unsafe fn vm_map(&self, addr: u64, bytes: u64) -> cumem::Result<()> {
+        // Gated like `alloc`: a large mapping waits, then fails having mapped nothing.
+        if bytes >= self.gate {
+            self.entered.lock().unwrap().send(()).unwrap();
+            self.go.lock().unwrap().recv().unwrap();
+            return Err(Error::OutOfMemory("gated".into()));
+        }
+        unsafe { self.inner.vm_map(addr, bytes) }
+    }
+    unsafe fn vm_unmap(&self, addr: u64, bytes: u64) -> cumem::Result<()> {
+        unsafe { self.inner.vm_unmap(addr, bytes) }
+    }
+}
+
+#[test]
+fn peak_reserved_counts_only_mapped_memory() {
+    // As below, for the expandable pool's path: a mapping in flight that later fails
+    // claims against the limit but never shows in reserved bytes or their peak.
+    let (entered_tx, entered) = std::sync::mpsc::channel();
+    let (go, go_rx) = std::sync::mpsc::channel();
+    let dev = GatedDevice {
+        inner: cumem::device::HostDevice::new(Some(GIB)),
+        gate: 8 * MIB,
+        entered: std::sync::Mutex::new(entered_tx),
+        go: std::sync::Mutex::new(go_rx),
+    };
+    let up = cumem::upstream::Upstream::new(Box::new(dev), Some(12 * MIB));
+    let base = up.shard(0).vm_reserve(32 * MIB).unwrap();
+    std::thread::scope(|sc| {
+        let go = go;
+        let failing = sc.spawn(|| up.shard(0).vm_map(base, 8 * MIB));
+        entered.recv().unwrap();
+        up.shard(0).vm_map(base + 8 * MIB, 2 * MIB).unwrap();
+        assert_eq!((up.reserved(), up.peak_reserved()), (2 * MIB, 2 * MIB), "a mapping in flight counted");
+        // 2 MiB mapped + 8 MiB in flight: 4 MiB more would cross the 12 MiB limit.
+        let over = up.shard(0).vm_map(base + 16 * MIB, 4 * MIB);
+        assert!(matches!(over, Err(Error::OutOfMemory(m)) if m.contains("LIMIT")));
+        go.send(()).unwrap();
+        assert!(failing.join().unwrap().is_err());
+        assert_eq!((up.reserved(), up.peak_reserved()), (2 * MIB, 2 * MIB));
+        // The failed mapping's claim is gone: 6 MiB more fit now.
+        up.shard(0).vm_map(base + 16 * MIB, 6 * MIB).unwrap();
+        assert_eq!(up.peak_reserved(), 8 * MIB);
+        up.shard(0).vm_unmap(base + 16 * MIB, 6 * MIB);
+        up.shard(0).vm_unmap(base + 8 * MIB, 2 * MIB);
+        assert_eq!(up.reserved(), 0);
+    });
+    // Unmapping unclaimed too: the whole limit can be mapped again (in pieces below the
+    // gate).
+    up.shard(0).vm_map(base + 16 * MIB, 6 * MIB).expect("the claims of unmapped memory were not given back");
+    up.shard(0).vm_map(base + 22 * MIB, 6 * MIB).expect("the claims of unmapped memory were not given back");
+    assert_eq!(up.reserved(), 12 * MIB);
+    up.shard(0).vm_unmap(base + 16 * MIB, 12 * MIB);
+    up.shard(0).vm_release(base, 32 * MIB);
+    assert_eq!(up.reserved(), 0);
 }
 
 #[test]

@@ -128,7 +128,7 @@ impl Model {
         let max = match self.pool {
             PoolKind::Split => min + MIB,
             PoolKind::Simple => 2 * min,
-            PoolKind::Binned | PoolKind::None => min,
+            PoolKind::Binned | PoolKind::None | PoolKind::Expandable => min,
         };
         assert!((min..=max).contains(&size), "{n} bytes got a block of {size}, expected {min}..={max}");
         for b in &self.live {
@@ -164,8 +164,8 @@ impl Model {
             // Nothing more can be released.
             assert_eq!(self.e.reclaim(u64::MAX), 0, "reclaim stopped early");
             let s = self.e.stats();
-            if self.pool == PoolKind::Split {
-                // What stays cached lies in segments that are partly in use.
+            if matches!(self.pool, PoolKind::Split | PoolKind::Expandable) {
+                // What stays cached lies in segments (granules) that are partly in use.
                 assert_eq!(s.cached_bytes, s.inactive_split_bytes, "{s:#?}");
             } else {
                 assert_eq!(s.cached_bytes, 0, "{s:#?}");
@@ -231,6 +231,11 @@ proptest! {
     fn none(ops in ops()) {
         run(PoolKind::None, ops);
     }
+
+    #[test]
+    fn expandable(ops in ops()) {
+        run(PoolKind::Expandable, ops);
+    }
 }
 
 /// The same sequences with the split pool's small-block paths stressed: only sizes up
@@ -255,5 +260,10 @@ proptest! {
     #[test]
     fn binned_small_blocks(ops in small_ops()) {
         run(PoolKind::Binned, ops);
+    }
+
+    #[test]
+    fn expandable_small_blocks(ops in small_ops()) {
+        run(PoolKind::Expandable, ops);
     }
 }

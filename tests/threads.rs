@@ -210,6 +210,11 @@ fn none() {
     stress(PoolKind::None);
 }
 
+#[test]
+fn expandable() {
+    stress(PoolKind::Expandable);
+}
+
 /// Allocation under a tight limit from many threads at once: the limit is never
 /// crossed, out-of-memory errors are clean, and the engine recovers.
 #[test]

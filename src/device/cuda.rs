@@ -1,17 +1,29 @@
 //! `CudaDevice`: device memory from the CUDA driver API through `cudarc`'s thin `result`
 //! layer (`cuMemAlloc_v2`, `cuMemFree_v2`, `cuMemGetInfo_v2`, `cuMemcpy*_v2`,
-//! `cuMemsetD8_v2`), loaded dynamically at the CUDA 12.0 API level.
+//! `cuMemsetD8_v2`), loaded dynamically at the CUDA 12.0 API level, and its virtual
+//! memory management (`cuMemAddressReserve`, `cuMemCreate`, `cuMemMap`, `cuMemSetAccess`,
+//! `cuMemUnmap`, `cuMemRelease`, `cuMemAddressFree`) through cudarc's `sys` layer.
 
 use super::{Device, device_err};
 use crate::error::{Error, Result};
 use crate::format::format_bytes;
 use cudarc::driver::{result, sys};
+use parking_lot::Mutex;
+use rustc_hash::FxHashMap;
+use std::sync::OnceLock;
 
 /// CUDA device `ordinal` through its primary context, made current on every thread
 /// that calls (Julia finalizers run on any thread).
 pub struct CudaDevice {
     ctx: sys::CUcontext,
     name: String,
+    dev: sys::CUdevice,
+    ordinal: i32,
+    /// The virtual-memory granularity, or why there is none; asked on first use.
+    granularity: OnceLock<std::result::Result<u64, String>>,
+    /// Granule address → the physical allocation mapped there (one per granule, so that
+    /// any granule can be unmapped on its own, as `cuMemUnmap` takes whole mappings).
+    handles: Mutex<FxHashMap<u64, sys::CUmemGenericAllocationHandle>>,
 }
 
 // SAFETY: a CUDA context handle may be used from any thread; the driver synchronises.
@@ -37,7 +49,14 @@ impl CudaDevice {
         // SAFETY: `dev` is a valid device; the primary context is kept for the process.
         let ctx = unsafe { result::primary_ctx::retain(dev) }
             .map_err(|e| device_err("cuDevicePrimaryCtxRetain", e))?;
-        let d = CudaDevice { ctx, name };
+        let d = CudaDevice {
+            ctx,
+            name,
+            dev,
+            ordinal,
+            granularity: OnceLock::new(),
+            handles: Mutex::new(FxHashMap::default()),
+        };
         d.bind()?;
         Ok(d)
     }
@@ -59,6 +78,107 @@ impl CudaDevice {
 
 fn is_oom(e: &result::DriverError) -> bool {
     e.0 == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY
+}
+
+/// What a virtual-memory call failing with `CUDA_ERROR_NOT_SUPPORTED` means.
+const NO_VMM: &str = "this GPU or driver does not support CUDA virtual memory management \
+     (cuMemCreate/cuMemMap), which JULIA_CUDA_MEMORY_POOL=expandable needs; use the split pool";
+
+/// The error of driver call `what`: out of memory, virtual memory unsupported, or other.
+fn vm_err(what: &str, bytes: u64, e: result::DriverError) -> Error {
+    if is_oom(&e) {
+        Error::OutOfMemory(format!("{what} of {} failed: {e}", format_bytes(bytes)))
+    } else if e.0 == sys::CUresult::CUDA_ERROR_NOT_SUPPORTED {
+        Error::Device(format!("{what} failed: {e}: {NO_VMM}"))
+    } else {
+        device_err(what, e)
+    }
+}
+
+impl CudaDevice {
+    /// Physical memory pinned on this device, no export handle: what `cuMemCreate`
+    /// allocates and `cuMemGetAllocationGranularity` is asked about.
+    fn prop(&self) -> sys::CUmemAllocationProp {
+        // SAFETY: a plain C struct for which all zeroes is valid (handle type none,
+        // no flags); the fields that matter are set below.
+        let mut p: sys::CUmemAllocationProp = unsafe { std::mem::zeroed() };
+        p.type_ = sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED;
+        p.location.type_ = sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE;
+        p.location.id = self.ordinal;
+        p
+    }
+
+    /// The granularity, asked once: VMM support (device attribute), then
+    /// `cuMemGetAllocationGranularity` (the minimum; recommended is the same on current
+    /// GPUs, 2 MiB).
+    fn granule(&self) -> Result<u64> {
+        self.granularity
+            .get_or_init(|| {
+                self.bind().map_err(|e| e.to_string())?;
+                // SAFETY: `dev` is a valid device.
+                let vmm = unsafe {
+                    result::device::get_attribute(
+                        self.dev,
+                        sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_VIRTUAL_ADDRESS_MANAGEMENT_SUPPORTED,
+                    )
+                }
+                .map_err(|e| format!("cuDeviceGetAttribute failed: {e}"))?;
+                if vmm == 0 {
+                    return Err(NO_VMM.to_string());
+                }
+                let prop = self.prop();
+                let mut g: usize = 0;
+                // SAFETY: valid out-pointer and property struct.
+                unsafe {
+                    sys::cuMemGetAllocationGranularity(
+                        &mut g,
+                        &prop,
+                        sys::CUmemAllocationGranularity_flags::CU_MEM_ALLOC_GRANULARITY_MINIMUM,
+                    )
+                }
+                .result()
+                .map_err(|e| vm_err("cuMemGetAllocationGranularity", 0, e).to_string())?;
+                let g = g as u64;
+                if g == 0 || !g.is_power_of_two() {
+                    return Err(format!("cuMemGetAllocationGranularity returned {g}, not a power of two"));
+                }
+                Ok(g)
+            })
+            .clone()
+            .map_err(Error::Device)
+    }
+
+    /// Checks that `[addr, addr+bytes)` is a non-empty run of whole granules.
+    fn check_granules(&self, addr: u64, bytes: u64) -> Result<u64> {
+        let g = self.granule()?;
+        if bytes == 0 || !addr.is_multiple_of(g) || !bytes.is_multiple_of(g) {
+            return Err(Error::InvalidValue(format!(
+                "{addr:#x}+{bytes} is not a whole number of {} granules",
+                format_bytes(g)
+            )));
+        }
+        Ok(g)
+    }
+
+    /// Unmaps and releases the granules of `[addr, addr+bytes)` that are mapped,
+    /// carrying on past errors; returns the first.
+    fn unmap_granules(&self, addr: u64, bytes: u64, g: u64) -> Result<()> {
+        let mut first = Ok(());
+        let mut handles = self.handles.lock();
+        for a in (addr..addr + bytes).step_by(g as usize) {
+            let Some(h) = handles.remove(&a) else { continue };
+            // SAFETY: `a` is a granule mapped to `h` by `vm_map`.
+            let r = unsafe { sys::cuMemUnmap(a, g as usize) }
+                .result()
+                .map_err(|e| device_err("cuMemUnmap", e))
+                // SAFETY: `h` came from cuMemCreate and is now mapped nowhere.
+                .and(unsafe { sys::cuMemRelease(h) }.result().map_err(|e| device_err("cuMemRelease", e)));
+            if first.is_ok() {
+                first = r;
+            }
+        }
+        first
+    }
 }
 
 impl Device for CudaDevice {
@@ -130,5 +250,81 @@ impl Device for CudaDevice {
         unsafe { result::memset_d8_sync(dst, value, bytes as usize) }
             .map_err(|e| device_err("cuMemsetD8", e))?;
         result::ctx::synchronize().map_err(|e| device_err("cuCtxSynchronize", e))
+    }
+
+    fn vm_granularity(&self) -> Result<u64> {
+        self.granule()
+    }
+
+    fn vm_reserve(&self, bytes: u64) -> Result<u64> {
+        let g = self.check_granules(0, bytes)?;
+        self.bind()?;
+        let mut base: sys::CUdeviceptr = 0;
+        // SAFETY: valid out-pointer; no fixed address asked.
+        unsafe { sys::cuMemAddressReserve(&mut base, bytes as usize, g as usize, 0, 0) }
+            .result()
+            .map_err(|e| vm_err("cuMemAddressReserve", bytes, e))?;
+        Ok(base)
+    }
+
+    unsafe fn vm_release(&self, base: u64, bytes: u64) -> Result<()> {
+        self.check_granules(base, bytes)?;
+        self.bind()?;
+        // SAFETY: the caller guarantees an unmapped range of `vm_reserve`.
+        unsafe { sys::cuMemAddressFree(base, bytes as usize) }
+            .result()
+            .map_err(|e| device_err("cuMemAddressFree", e))
+    }
+
+    unsafe fn vm_map(&self, addr: u64, bytes: u64) -> Result<()> {
+        let g = self.check_granules(addr, bytes)?;
+        self.bind()?;
+        let prop = self.prop();
+        let mut done = addr;
+        let mut r = Ok(());
+        while done < addr + bytes {
+            let mut h: sys::CUmemGenericAllocationHandle = 0;
+            // SAFETY: valid out-pointer and property struct.
+            if let Err(e) = unsafe { sys::cuMemCreate(&mut h, g as usize, &prop, 0) }.result() {
+                r = Err(vm_err("cuMemCreate", g, e));
+                break;
+            }
+            // SAFETY: `done` is a reserved, unmapped granule; `h` a fresh allocation of
+            // one granule.
+            if let Err(e) = unsafe { sys::cuMemMap(done, g as usize, 0, h, 0) }.result() {
+                // SAFETY: `h` is mapped nowhere.
+                unsafe { sys::cuMemRelease(h) };
+                r = Err(vm_err("cuMemMap", g, e));
+                break;
+            }
+            self.handles.lock().insert(done, h);
+            done += g;
+        }
+        if r.is_ok() {
+            let desc = sys::CUmemAccessDesc {
+                location: prop.location,
+                flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+            };
+            // SAFETY: the whole range is mapped; one descriptor.
+            r = unsafe { sys::cuMemSetAccess(addr, bytes as usize, &desc, 1) }
+                .result()
+                .map_err(|e| vm_err("cuMemSetAccess", bytes, e));
+        }
+        if r.is_err() && done > addr {
+            // Leave nothing mapped: the caller counts the range as unmapped.
+            if let Err(e) = self.unmap_granules(addr, done - addr, g) {
+                log::error!("undoing a failed mapping at {addr:#x}: {e}");
+            }
+        }
+        r
+    }
+
+    unsafe fn vm_unmap(&self, addr: u64, bytes: u64) -> Result<()> {
+        let g = self.check_granules(addr, bytes)?;
+        self.bind()?;
+        // Kernels may still use the memory (frees are not stream-ordered here):
+        // cuMemFree waits for the device implicitly, cuMemUnmap is not documented to.
+        result::ctx::synchronize().map_err(|e| device_err("cuCtxSynchronize", e))?;
+        self.unmap_granules(addr, bytes, g)
     }
 }

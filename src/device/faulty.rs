@@ -9,7 +9,9 @@ use crate::error::{Error, Result};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// A [`Device`] whose calls fail with the probabilities of a [`FaultSpec`]: allocations
-/// with [`Error::OutOfMemory`], frees and copies with [`Error::Device`]. Each call draws
+/// and virtual-memory mappings (`alloc`'s probability) with [`Error::OutOfMemory`],
+/// frees and unmappings (`free`'s) and copies with [`Error::Device`]. Reserving and
+/// releasing address ranges and the granularity query are forwarded without faults. Each call draws
 /// the next number of a SplitMix64 sequence from the seed, so a single-threaded run fails
 /// at the same calls every time.
 pub struct FaultyDevice {
@@ -76,6 +78,37 @@ impl Device for FaultyDevice {
     }
     fn mem_info(&self) -> Result<(u64, u64)> {
         self.inner.mem_info()
+    }
+    fn vm_granularity(&self) -> Result<u64> {
+        self.inner.vm_granularity()
+    }
+    fn vm_reserve(&self, bytes: u64) -> Result<u64> {
+        self.inner.vm_reserve(bytes)
+    }
+    unsafe fn vm_release(&self, base: u64, bytes: u64) -> Result<()> {
+        // SAFETY: forwarded under the caller's guarantee.
+        unsafe { self.inner.vm_release(base, bytes) }
+    }
+    unsafe fn vm_map(&self, addr: u64, bytes: u64) -> Result<()> {
+        // Failing before the inner call keeps `vm_map`'s contract: nothing stays mapped.
+        if self.fails(self.spec.alloc) {
+            return Err(Error::OutOfMemory(format!(
+                "mapping {bytes} bytes at {addr:#x} failed: fault injected by CUMEM_FAULT"
+            )));
+        }
+        // SAFETY: forwarded under the caller's guarantee.
+        unsafe { self.inner.vm_map(addr, bytes) }
+    }
+    unsafe fn vm_unmap(&self, addr: u64, bytes: u64) -> Result<()> {
+        // SAFETY: forwarded under the caller's guarantee. As for `free`, the memory is
+        // unmapped even when a failure is injected: the engine treats it as gone.
+        unsafe { self.inner.vm_unmap(addr, bytes) }?;
+        if self.fails(self.spec.free) {
+            return Err(Error::Device(format!(
+                "unmapping {bytes} bytes at {addr:#x} failed: fault injected by CUMEM_FAULT"
+            )));
+        }
+        Ok(())
     }
     unsafe fn copy_htod(&self, dst: u64, src: *const u8, bytes: u64) -> Result<()> {
         self.copy_fault("copy to the device")?;
@@ -147,5 +180,28 @@ mod tests {
         let q = d.alloc(1 << 20).unwrap();
         // SAFETY: just allocated.
         assert!(unsafe { d.free(q, 1 << 20) }.is_err());
+    }
+
+    #[test]
+    fn mappings_fail_like_allocations_and_unmappings_like_frees() {
+        let g = crate::device::HOST_VM_GRANULE;
+        let spec = FaultSpec { alloc: 1.0, free: 1.0, copy: 0.0, seed: 1 };
+        let d = FaultyDevice::new(Box::new(HostDevice::new(Some(g))), spec);
+        assert_eq!(d.vm_granularity().unwrap(), g);
+        let base = d.vm_reserve(2 * g).unwrap();
+        // SAFETY: `base` is a reserved range of two granules; each is mapped at most once
+        // and unmapped before the range is released.
+        unsafe {
+            assert!(d.vm_map(base, g).unwrap_err().is_oom());
+            // The failed mapping mapped nothing: the inner device maps its whole
+            // capacity (one granule) at the same place.
+            d.inner.vm_map(base, g).unwrap();
+            std::ptr::write_bytes(base as *mut u8, 3, 16);
+            assert!(matches!(d.vm_unmap(base, g), Err(Error::Device(_))));
+            // The failed unmapping unmapped: the capacity is free again.
+            d.inner.vm_map(base + g, g).unwrap();
+            d.inner.vm_unmap(base + g, g).unwrap();
+            d.vm_release(base, 2 * g).unwrap();
+        }
     }
 }

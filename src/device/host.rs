@@ -1,5 +1,10 @@
 //! `HostDevice`: page-aligned host memory standing in for a GPU, so every pool, the Julia
 //! package and CI run without one, and tests can read device memory through its address.
+//! Its virtual memory (for the expandable pool) is the operating system's: address
+//! ranges reserved with `mmap(PROT_NONE)`, granules committed with `mprotect` (and
+//! counted against the capacity) and decommitted with `madvise(MADV_DONTNEED)` +
+//! `mprotect(PROT_NONE)`, at the granularity of a GPU, so that reserved-memory figures
+//! measured here are a GPU's.
 
 use super::Device;
 use crate::error::{Error, Result};
@@ -9,6 +14,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Alignment of every host-device allocation (a page; more than the 256 bytes promised).
 pub const HOST_ALIGN: u64 = 4096;
+
+/// Granule of the host device's virtual memory: 2 MiB, what `cuMemGetAllocationGranularity`
+/// reports on current NVIDIA GPUs.
+pub const HOST_VM_GRANULE: u64 = 2 << 20;
 
 /// Host memory with a capacity: `alloc` fails with out of memory once `capacity` bytes
 /// are in use, as a GPU would.
@@ -42,6 +51,38 @@ fn layout(bytes: u64) -> Result<Layout> {
         .ok()
         .and_then(|b| Layout::from_size_align(b, HOST_ALIGN as usize).ok())
         .ok_or_else(|| Error::InvalidValue(format!("{bytes} bytes cannot be allocated on the host")))
+}
+
+impl HostDevice {
+    /// Counts `bytes` more in use; out of memory (counting nothing) past the capacity.
+    fn charge(&self, bytes: u64) -> Result<()> {
+        let prev = self.used.fetch_add(bytes, Ordering::Relaxed);
+        if prev.checked_add(bytes).is_none_or(|u| u > self.capacity) {
+            self.used.fetch_sub(bytes, Ordering::Relaxed);
+            return Err(Error::OutOfMemory(format!(
+                "host device cannot provide {} ({} of {} in use; CUMEM_HOST_CAPACITY sets the capacity)",
+                format_bytes(bytes),
+                format_bytes(prev),
+                format_bytes(self.capacity)
+            )));
+        }
+        Ok(())
+    }
+}
+
+fn os_err(what: &str) -> Error {
+    Error::Device(format!("{what} failed: {}", std::io::Error::last_os_error()))
+}
+
+/// Checks that `addr` and `bytes` are whole granules.
+fn check_granules(addr: u64, bytes: u64) -> Result<()> {
+    if !addr.is_multiple_of(HOST_VM_GRANULE) || !bytes.is_multiple_of(HOST_VM_GRANULE) || bytes == 0 {
+        return Err(Error::InvalidValue(format!(
+            "{addr:#x}+{bytes} is not a whole number of {} granules",
+            format_bytes(HOST_VM_GRANULE)
+        )));
+    }
+    Ok(())
 }
 
 impl Device for HostDevice {
@@ -111,6 +152,87 @@ impl Device for HostDevice {
     unsafe fn memset(&self, dst: u64, value: u8, bytes: u64) -> Result<()> {
         // SAFETY: the caller guarantees `[dst, dst+bytes)` is device (here: host) memory.
         unsafe { std::ptr::write_bytes(dst as *mut u8, value, bytes as usize) };
+        Ok(())
+    }
+
+    fn vm_granularity(&self) -> Result<u64> {
+        Ok(HOST_VM_GRANULE)
+    }
+
+    fn vm_reserve(&self, bytes: u64) -> Result<u64> {
+        check_granules(0, bytes)?;
+        let len = usize::try_from(bytes + HOST_VM_GRANULE)
+            .map_err(|_| Error::OutOfMemory(format!("cannot reserve {} of addresses", format_bytes(bytes))))?;
+        // Over-reserve by one granule and trim, for an address aligned to the granule.
+        // SAFETY: a new anonymous mapping with no access; nothing else is touched.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(Error::OutOfMemory(format!(
+                "mmap of {} of addresses failed: {}",
+                format_bytes(bytes),
+                std::io::Error::last_os_error()
+            )));
+        }
+        let start = p as u64;
+        let base = start.next_multiple_of(HOST_VM_GRANULE);
+        let (head, tail) = (base - start, start + len as u64 - (base + bytes));
+        // SAFETY: both trimmed pieces lie in the mapping just made.
+        unsafe {
+            if head > 0 {
+                libc::munmap(p, head as usize);
+            }
+            if tail > 0 {
+                libc::munmap((base + bytes) as *mut libc::c_void, tail as usize);
+            }
+        }
+        Ok(base)
+    }
+
+    unsafe fn vm_release(&self, base: u64, bytes: u64) -> Result<()> {
+        check_granules(base, bytes)?;
+        // SAFETY: the caller guarantees this is one reserved range.
+        if unsafe { libc::munmap(base as *mut libc::c_void, bytes as usize) } != 0 {
+            return Err(os_err("munmap"));
+        }
+        Ok(())
+    }
+
+    unsafe fn vm_map(&self, addr: u64, bytes: u64) -> Result<()> {
+        check_granules(addr, bytes)?;
+        self.charge(bytes)?;
+        // SAFETY: the caller guarantees the range is reserved by `vm_reserve`.
+        if unsafe { libc::mprotect(addr as *mut libc::c_void, bytes as usize, libc::PROT_READ | libc::PROT_WRITE) }
+            != 0
+        {
+            self.used.fetch_sub(bytes, Ordering::Relaxed);
+            return Err(os_err("mprotect(PROT_READ|PROT_WRITE)"));
+        }
+        Ok(())
+    }
+
+    unsafe fn vm_unmap(&self, addr: u64, bytes: u64) -> Result<()> {
+        check_granules(addr, bytes)?;
+        let p = addr as *mut libc::c_void;
+        // SAFETY: the caller guarantees the range is mapped and unused: dropping its
+        // pages (they read as zero when mapped again) and access to it is what it asks.
+        unsafe {
+            if libc::madvise(p, bytes as usize, libc::MADV_DONTNEED) != 0 {
+                return Err(os_err("madvise(MADV_DONTNEED)"));
+            }
+            if libc::mprotect(p, bytes as usize, libc::PROT_NONE) != 0 {
+                return Err(os_err("mprotect(PROT_NONE)"));
+            }
+        }
+        self.used.fetch_sub(bytes, Ordering::Relaxed);
         Ok(())
     }
 }

@@ -8,7 +8,7 @@ mod host;
 pub use crate::config::FaultSpec;
 pub use cuda::CudaDevice;
 pub use faulty::FaultyDevice;
-pub use host::HostDevice;
+pub use host::{HOST_VM_GRANULE, HostDevice};
 
 use crate::config::{Config, DeviceChoice};
 use crate::error::{Error, Result};
@@ -57,6 +57,60 @@ pub trait Device: Send + Sync {
     /// device has nothing to bind. Errors: [`Error::Device`] when `cuCtxSetCurrent` fails.
     fn make_current(&self) -> Result<()> {
         Ok(())
+    }
+
+    /// Virtual memory: the granule, in bytes (a power of two), to which every
+    /// [`Device::vm_reserve`], [`Device::vm_map`] and [`Device::vm_unmap`] size and
+    /// address are aligned: `cuMemGetAllocationGranularity` (2 MiB on current GPUs) on
+    /// CUDA, 2 MiB on the host device so that its figures match a GPU's. Errors:
+    /// [`Error::Device`] when the device cannot map memory on demand (the default).
+    fn vm_granularity(&self) -> Result<u64> {
+        Err(Error::Device(format!("{} does not support virtual memory management", self.name())))
+    }
+
+    /// Reserves `bytes` (a multiple of the granularity) of address space with no memory
+    /// behind it (`cuMemAddressReserve`, host: `mmap(PROT_NONE)`). Returns its base,
+    /// aligned to the granularity. Errors: [`Error::OutOfMemory`] when no address range
+    /// is left, [`Error::Device`] otherwise.
+    fn vm_reserve(&self, bytes: u64) -> Result<u64> {
+        let _ = bytes;
+        Err(Error::Device(format!("{} does not support virtual memory management", self.name())))
+    }
+
+    /// Returns an address range of [`Device::vm_reserve`] (`cuMemAddressFree`, host:
+    /// `munmap`).
+    ///
+    /// # Safety
+    /// `[base, base+bytes)` must be exactly one reserved range, with nothing mapped.
+    unsafe fn vm_release(&self, base: u64, bytes: u64) -> Result<()> {
+        let _ = (base, bytes);
+        Ok(())
+    }
+
+    /// Backs `[addr, addr+bytes)` (granule-aligned, inside a reserved range, nothing
+    /// mapped there) with physical memory readable and writable by this device, one
+    /// granule at a time, so that any granule can be unmapped on its own (`cuMemCreate`
+    /// + `cuMemMap` per granule, one `cuMemSetAccess`; host: `mprotect`). On error
+    /// nothing stays mapped. Errors: [`Error::OutOfMemory`] when the device is full,
+    /// [`Error::Device`] otherwise.
+    ///
+    /// # Safety
+    /// The range must lie in a range reserved by this device and not be mapped.
+    unsafe fn vm_map(&self, addr: u64, bytes: u64) -> Result<()> {
+        let _ = (addr, bytes);
+        Err(Error::Device(format!("{} does not support virtual memory management", self.name())))
+    }
+
+    /// Returns the physical memory behind `[addr, addr+bytes)` (granule-aligned, wholly
+    /// mapped by [`Device::vm_map`], possibly by several calls) to the device, leaving
+    /// the addresses reserved (`cuMemUnmap` + `cuMemRelease` per granule after the
+    /// device's work is done; host: `madvise(MADV_DONTNEED)` + `mprotect(PROT_NONE)`).
+    ///
+    /// # Safety
+    /// The range must be mapped and no longer used.
+    unsafe fn vm_unmap(&self, addr: u64, bytes: u64) -> Result<()> {
+        let _ = (addr, bytes);
+        Err(Error::Device(format!("{} does not support virtual memory management", self.name())))
     }
 }
 

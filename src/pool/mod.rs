@@ -7,11 +7,13 @@
 //! pools themselves take `&mut self` and hold no locks.
 
 mod binned;
+mod expandable;
 mod none;
 mod simple;
 mod split;
 
 pub use binned::BinnedPool;
+pub use expandable::ExpandablePool;
 pub use none::NoPool;
 pub use simple::SimplePool;
 pub use split::SplitPool;
@@ -71,7 +73,7 @@ pub trait Pool: Send {
     }
 }
 
-/// One of the four pools, dispatched by `match` rather than through a `dyn Pool` so
+/// One of the pools, dispatched by `match` rather than through a `dyn Pool` so
 /// that each pool's cache-hit path inlines into the engine's (a virtual call and the
 /// register spills around it were a tenth of an alloc+free pair).
 pub enum AnyPool {
@@ -83,6 +85,8 @@ pub enum AnyPool {
     Binned(BinnedPool),
     /// [`SplitPool`].
     Split(SplitPool),
+    /// [`ExpandablePool`].
+    Expandable(ExpandablePool),
 }
 
 impl AnyPool {
@@ -93,6 +97,7 @@ impl AnyPool {
             PoolKind::Simple => AnyPool::Simple(SimplePool::default()),
             PoolKind::Binned => AnyPool::Binned(BinnedPool::default()),
             PoolKind::Split => AnyPool::Split(SplitPool::default()),
+            PoolKind::Expandable => AnyPool::Expandable(ExpandablePool::default()),
         }
     }
 }
@@ -104,6 +109,7 @@ macro_rules! dispatch {
             AnyPool::Simple($p) => $e,
             AnyPool::Binned($p) => $e,
             AnyPool::Split($p) => $e,
+            AnyPool::Expandable($p) => $e,
         }
     };
 }

@@ -155,7 +155,7 @@ pub fn block_size(pool: PoolKind, bytes: u64) -> u64 {
     match pool {
         PoolKind::Binned if bytes <= 128 * MIB => bytes.max(512).next_power_of_two(),
         PoolKind::Binned => round_up(bytes, 2 * MIB),
-        PoolKind::Split | PoolKind::Simple | PoolKind::None => round_up(bytes, 512),
+        PoolKind::Split | PoolKind::Expandable | PoolKind::Simple | PoolKind::None => round_up(bytes, 512),
     }
 }
 
@@ -211,6 +211,24 @@ impl Device for Counted {
     }
     unsafe fn memset(&self, dst: u64, value: u8, bytes: u64) -> cumem::Result<()> {
         unsafe { self.inner.memset(dst, value, bytes) }
+    }
+    fn vm_granularity(&self) -> cumem::Result<u64> {
+        self.inner.vm_granularity()
+    }
+    fn vm_reserve(&self, bytes: u64) -> cumem::Result<u64> {
+        self.inner.vm_reserve(bytes)
+    }
+    unsafe fn vm_release(&self, base: u64, bytes: u64) -> cumem::Result<()> {
+        unsafe { self.inner.vm_release(base, bytes) }
+    }
+    unsafe fn vm_map(&self, addr: u64, bytes: u64) -> cumem::Result<()> {
+        unsafe { self.inner.vm_map(addr, bytes) }?;
+        self.held.fetch_add(bytes, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    }
+    unsafe fn vm_unmap(&self, addr: u64, bytes: u64) -> cumem::Result<()> {
+        self.held.fetch_sub(bytes, std::sync::atomic::Ordering::SeqCst);
+        unsafe { self.inner.vm_unmap(addr, bytes) }
     }
 }
 

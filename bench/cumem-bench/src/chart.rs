@@ -40,9 +40,10 @@ struct Series {
     values: Vec<Option<f64>>,
 }
 
-const POOL_COLORS: [(&str, RGBColor); 4] = [
+const POOL_COLORS: [(&str, RGBColor); 5] = [
     ("binned", RGBColor(31, 119, 180)),
     ("split", RGBColor(44, 160, 44)),
+    ("expandable", RGBColor(140, 86, 75)),
     ("simple", RGBColor(148, 103, 189)),
     ("none", RGBColor(127, 160, 200)),
 ];

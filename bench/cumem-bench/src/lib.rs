@@ -59,7 +59,7 @@ enum Cmd {
 /// Options shared by the measuring subcommands.
 #[derive(Args, Clone, Debug)]
 pub struct Common {
-    /// Pools: `all` or a comma-separated list of binned, split, simple, none.
+    /// Pools: `all` or a comma-separated list of binned, split, expandable, simple, none.
     #[arg(long, default_value = "all")]
     pub pool: String,
     /// Device under the pools: host memory standing in for a GPU, or CUDA device 0.
@@ -121,7 +121,7 @@ pub fn parse_pools(s: &str) -> Result<Vec<PoolKind>, String> {
             PoolKind::ALL.to_vec()
         } else {
             vec![PoolKind::parse(name).map_err(|_| {
-                format!("--pool: {name:?} is not a pool; accepted: all, binned, split, simple, none (comma-separated)")
+                format!("--pool: {name:?} is not a pool; accepted: all, binned, split, expandable, simple, none (comma-separated)")
             })?]
         };
         for k in kinds {

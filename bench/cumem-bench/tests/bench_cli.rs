@@ -50,7 +50,7 @@ fn replay_quick_json() {
     assert!(events > 0 && events <= 20_000, "gpt2 fits --quick's cap");
     let rows = bench(&["replay", "data/gpt2_train.trace", "--pool", "all", "--quick", "--json"]);
     let pools: Vec<&str> = rows.iter().map(|r| str_of(r, "pool")).collect();
-    assert_eq!(pools, ["binned", "split", "simple", "none"]);
+    assert_eq!(pools, ["binned", "split", "expandable", "simple", "none"]);
     for r in &rows {
         assert_eq!(str_of(r, "bench"), "replay");
         assert_eq!(str_of(r, "trace"), "gpt2_train");
@@ -71,10 +71,11 @@ fn replay_quick_json() {
     }
     // Caching pools serve warm passes mostly from the cache; `none` never does, and its
     // one warm pass (--quick) calls the device as often as the cold one.
-    let none = &rows[3];
+    let none = &rows[4];
+    assert_eq!(str_of(none, "pool"), "none");
     assert_eq!(num(none, "hit_rate"), 0.0);
     assert_eq!(num(none, "device_allocs_warm"), num(none, "device_allocs_cold"));
-    for r in &rows[..3] {
+    for r in &rows[..4] {
         assert!(num(r, "hit_rate") > 0.0, "{r}");
     }
 }
@@ -82,7 +83,7 @@ fn replay_quick_json() {
 #[test]
 fn pair_quick_json() {
     let rows = bench(&["pair", "--quick", "--json"]);
-    assert_eq!(rows.len(), 4 * 5, "4 pools × 5 sizes");
+    assert_eq!(rows.len(), 5 * 5, "5 pools × 5 sizes");
     for r in &rows {
         assert_eq!(str_of(r, "bench"), "pair");
         assert!(num(r, "size") >= 512.0);

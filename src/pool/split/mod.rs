@@ -70,7 +70,7 @@
 //! exactly the block that was freed, of the size that was requested.
 
 mod fit_index;
-mod quick;
+pub(super) mod quick;
 mod segments;
 #[cfg(test)]
 mod tests;

@@ -1,5 +1,6 @@
 //! The split pool's quick lists: freed blocks wait here, by size, until a request misses
 //! them and they are merged (deferred frees), in a direct-mapped table keyed by size.
+//! The expandable pool keeps its quick lists in the same table.
 
 use super::SplitPool;
 
@@ -9,15 +10,16 @@ pub const QUICK_SLOTS: usize = 512;
 /// A quick list: the addresses of the blocks of one size freed since the last flush,
 /// LIFO. Its slot is free for another size while it is empty.
 #[derive(Default)]
-pub(super) struct QuickList {
-    pub(super) size: u64,
-    pub(super) ptrs: Vec<u64>,
-    /// In `SplitPool::touched`.
-    pub(super) touched: bool,
+pub(in crate::pool) struct QuickList {
+    pub(in crate::pool) size: u64,
+    pub(in crate::pool) ptrs: Vec<u64>,
+    /// In the pool's list of touched slots (`SplitPool::touched`).
+    pub(in crate::pool) touched: bool,
 }
 
+/// The slot of the quick list for blocks of `size` bytes.
 #[inline]
-pub(super) fn quick_slot(size: u64) -> usize {
+pub(in crate::pool) fn quick_slot(size: u64) -> usize {
     ((size >> 9).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - QUICK_SLOTS.trailing_zeros())) as usize
 }
 

@@ -1,0 +1,314 @@
+//! `expandable`: blocks carved out of reserved address ranges that physical memory backs
+//! only where blocks lie, after PyTorch's expandable segments
+//! (`PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`, `ExpandableSegment` in
+//! `c10/cuda/CUDACachingAllocator.cpp`).
+//!
+//! # What PyTorch does, and what is kept
+//!
+//! PyTorch reserves address space for 1⅛ × the GPU's memory per stream and pool
+//! (`cuMemAddressReserve`) and maps physical memory into it in pages (`cuMemCreate` +
+//! `cuMemMap` + `cuMemSetAccess`; 2 MiB pages for small requests, 20 MiB for large) as
+//! the segment grows at its end; blocks are carved and merged as in its ordinary
+//! segments, and whole free pages are unmapped (and their physical memory released) only
+//! when memory runs out or at `empty_cache`. Its notes and pull requests name the costs:
+//! mapping and unmapping cost time in proportion to the number of physical allocations,
+//! unmapping synchronises with the GPU, and a map that fails half-way used to leak
+//! handles (rolled back since).
+//!
+//! This pool keeps the address-space idea and changes the policy:
+//!
+//! - Arenas per engine shard for requests up to 1 MiB and for larger ones (as
+//!   PyTorch's small and large pools, so that small blocks do not pin granules among
+//!   large ones), each a reserved range of 1⅛ × the device's memory (or of the request,
+//!   if larger), taken on the first request, another one when no free range of the
+//!   arenas fits (their addresses are fragmented), and given back when a reclaim leaves
+//!   one empty.
+//! - A block goes to the smallest free range of the arena that fits (lowest address
+//!   among equals), anywhere in the range, not only at the end; the granules (the
+//!   device's granularity, 2 MiB) it touches are mapped if they are not. Freed blocks
+//!   merge with their free neighbours; there are no segment boundaries to stop them.
+//! - Granules no block touches stay mapped (cached) and are unmapped lazily, highest
+//!   address first: before mapping more would lift reserved memory above its all-time
+//!   high-water mark (so cached memory in the wrong place never raises the peak, as in
+//!   `split`), when the device or `JULIA_CUDA_MEMORY_LIMIT` refuses a mapping, and at
+//!   `reclaim`. A warm pass of a steady workload finds its granules mapped and makes no
+//!   device calls.
+//! - Every granule is its own physical allocation, so any granule can be unmapped
+//!   alone; failed mappings leave nothing mapped ([`crate::device::Device::vm_map`]).
+//!
+//! Reserved bytes are mapped bytes: the reserved address space costs no memory.
+//!
+//! # Structure
+//!
+//! Frees are deferred as in `split`: a freed block waits on the quick list of its size
+//! and is handed out again by the next request of that size; a request no quick list
+//! serves first merges every quick-listed block, so it sees all free memory. The
+//! arenas ([`arena`]) keep free ranges in two B-trees (by address for merging, by
+//! size and address for best fit) and a pin count per granule.
+
+mod arena;
+#[cfg(test)]
+mod tests;
+
+use super::split::SMALL_SIZE;
+use super::split::quick::{QUICK_SLOTS, QuickList, quick_slot};
+use super::{Block, MIN_BLOCK, Pool, round_up};
+use crate::error::{Error, Result};
+use crate::upstream::ShardUpstream;
+use arena::Arena;
+use rustc_hash::FxHashMap;
+
+/// In the steady state, mapped memory may grow by 1/`STEADY_SLACK` of its mark without
+/// unmapping idle granules first and without ending the steady state.
+const STEADY_SLACK: u64 = 32;
+
+/// The pool on reserved address ranges with lazily mapped granules.
+pub struct ExpandablePool {
+    /// The reserved ranges, in the order they were taken.
+    arenas: Vec<Arena>,
+    /// Address → size of every block in use or on a quick list.
+    used: FxHashMap<u64, u64>,
+    /// The quick lists, in split's direct-mapped table keyed by size: the blocks freed
+    /// since the last flush, LIFO.
+    quick: Box<[QuickList]>,
+    /// Slots of the quick lists filled since the last flush.
+    touched: Vec<usize>,
+    quick_bytes: u64,
+    /// Bytes of blocks in use (not quick-listed).
+    used_bytes: u64,
+    /// A high-water mark of the bytes this pool has had mapped, raised when they exceed
+    /// it by more than 1/[`STEADY_SLACK`], and the bytes handed out since it was last
+    /// raised: once they reach the mark, the workload runs in about the memory it has (a
+    /// steady state, as a training loop from its second iteration).
+    high_water: u64,
+    served: u64,
+}
+
+impl Default for ExpandablePool {
+    fn default() -> Self {
+        ExpandablePool {
+            arenas: Vec::new(),
+            used: FxHashMap::default(),
+            quick: (0..QUICK_SLOTS).map(|_| QuickList::default()).collect(),
+            touched: Vec::new(),
+            quick_bytes: 0,
+            used_bytes: 0,
+            high_water: 0,
+            served: 0,
+        }
+    }
+}
+
+impl ExpandablePool {
+    /// Bytes mapped in all arenas.
+    fn mapped_bytes(&self) -> u64 {
+        self.arenas.iter().map(|a| a.mapped_bytes).sum()
+    }
+
+    /// The index of the arena holding `addr` (a block of this pool).
+    fn arena_of(&self, addr: u64) -> usize {
+        self.arenas.iter().position(|a| a.contains(addr)).expect("a block lies in an arena")
+    }
+
+    /// The arena and address for a block of `size` among the arenas for small (`large`
+    /// false) or large requests ([`Arena::place`]); a new arena if none fits.
+    fn place(&mut self, size: u64, large: bool, up: ShardUpstream<'_>) -> Result<(usize, u64)> {
+        // The arena whose place needs the fewest granules mapped (the first among equals).
+        let mut best: Option<(usize, u64, usize)> = None;
+        for (k, a) in self.arenas.iter().enumerate() {
+            if a.large == large
+                && let Some((addr, n)) = a.place(size)
+                && best.is_none_or(|b| n < b.2)
+            {
+                best = Some((k, addr, n));
+                if n == 0 {
+                    break;
+                }
+            }
+        }
+        if let Some((k, addr, _)) = best {
+            return Ok((k, addr));
+        }
+        let gran = up.vm_granularity()?;
+        let total = up.device_total()?;
+        // 1⅛ × the device's memory, as PyTorch: room for fragmentation of the addresses
+        // while the memory itself can never exceed the device.
+        let bytes = total.saturating_add(total / 8).max(size).min(super::MAX_REQUEST).next_multiple_of(gran);
+        let base = up.vm_reserve(bytes)?;
+        self.arenas.push(Arena::new(base, bytes, gran, large));
+        Ok((self.arenas.len() - 1, base))
+    }
+
+    /// Merges every quick-listed block into the free ranges.
+    fn flush(&mut self) {
+        if self.quick_bytes == 0 {
+            return;
+        }
+        let mut touched = std::mem::take(&mut self.touched);
+        for &q in &touched {
+            let size = self.quick[q].size;
+            let mut ptrs = std::mem::take(&mut self.quick[q].ptrs);
+            for &p in &ptrs {
+                self.release(p, size);
+            }
+            ptrs.clear();
+            self.quick[q] = QuickList { size: 0, ptrs, touched: false }; // keeps the capacity
+        }
+        touched.clear();
+        self.touched = touched;
+        self.quick_bytes = 0;
+    }
+
+    /// Returns block `[ptr, ptr+size)` to its arena's free ranges.
+    fn release(&mut self, ptr: u64, size: u64) {
+        self.used.remove(&ptr);
+        let k = self.arena_of(ptr);
+        let a = &mut self.arenas[k];
+        a.unpin(ptr, size);
+        a.give_back(ptr, size);
+    }
+
+    /// Unmaps granules no block touches, the large arenas' first (longer runs), until
+    /// `target` bytes are unmapped or none is left. Returns the bytes unmapped.
+    fn unmap_idle(&mut self, target: u64, up: ShardUpstream<'_>) -> u64 {
+        let mut done = 0;
+        for large in [true, false] {
+            for a in self.arenas.iter_mut().filter(|a| a.large == large) {
+                if done >= target {
+                    return done;
+                }
+                done += a.unmap_idle(target - done, |addr, bytes| up.vm_unmap(addr, bytes));
+            }
+        }
+        done
+    }
+
+    /// Maps the granule runs `runs` of arena `k`, first unmapping idle granules if
+    /// mapping would lift reserved memory above its all-time peak, and all of them if
+    /// the device or the limit refuses. On error, the runs mapped so far stay mapped.
+    fn map(&mut self, k: usize, runs: &[(u64, u64)], up: ShardUpstream<'_>) -> Result<()> {
+        let need: u64 = runs.iter().map(|r| r.1).sum();
+        // Growth above the all-time peak first unmaps idle granules, so that cached
+        // memory in the wrong place never raises the peak. In the steady state this
+        // pool's mapped memory may first grow to 1/STEADY_SLACK above its mark instead:
+        // a warm pass whose blocks land elsewhere than in the last one then settles,
+        // within a few passes, into memory that stays mapped (no device calls).
+        let mut excess = up.growth_excess(need);
+        if self.served >= self.high_water {
+            let room = (self.high_water + self.high_water / STEADY_SLACK).saturating_sub(self.mapped_bytes());
+            excess = excess.saturating_sub(room);
+        }
+        if excess > 0 {
+            self.unmap_idle(excess, up);
+        }
+        for &(addr, bytes) in runs {
+            if let Err(e) = up.vm_map(addr, bytes) {
+                if !matches!(e, Error::OutOfMemory(_)) || self.unmap_idle(u64::MAX, up) == 0 {
+                    return Err(e);
+                }
+                up.vm_map(addr, bytes)?;
+            }
+            self.arenas[k].set_mapped(addr, bytes);
+        }
+        let mapped = self.mapped_bytes();
+        if mapped > self.high_water + self.high_water / STEADY_SLACK {
+            self.high_water = mapped;
+            self.served = 0;
+        }
+        Ok(())
+    }
+
+    /// A request that no quick list serves. Kept out of line so that the hit path stays
+    /// small where the engine inlines it.
+    #[inline(never)]
+    fn alloc_miss(&mut self, size: u64, up: ShardUpstream<'_>) -> Result<Block> {
+        self.flush();
+        let (k, addr) = self.place(size, size > SMALL_SIZE, up)?;
+        let a = &mut self.arenas[k];
+        a.carve(addr, size);
+        let runs = a.pin(addr, size);
+        if !runs.is_empty()
+            && let Err(e) = self.map(k, &runs, up)
+        {
+            let a = &mut self.arenas[k];
+            a.unpin(addr, size);
+            a.give_back(addr, size);
+            return Err(e);
+        }
+        self.used.insert(addr, size);
+        self.used_bytes += size;
+        Ok(Block { ptr: addr, size, hit: runs.is_empty() })
+    }
+}
+
+impl Pool for ExpandablePool {
+    #[inline]
+    fn alloc(&mut self, bytes: u64, up: ShardUpstream<'_>) -> Result<Block> {
+        let size = round_up(bytes, MIN_BLOCK);
+        self.served += size;
+        let q = &mut self.quick[quick_slot(size)];
+        if q.size == size
+            && let Some(ptr) = q.ptrs.pop()
+        {
+            self.quick_bytes -= size;
+            self.used_bytes += size;
+            return Ok(Block { ptr, size, hit: true });
+        }
+        self.alloc_miss(size, up)
+    }
+
+    #[inline]
+    fn free(&mut self, ptr: u64, size: u64, _up: ShardUpstream<'_>) {
+        self.used_bytes -= size;
+        let slot = quick_slot(size);
+        let q = &mut self.quick[slot];
+        if q.ptrs.is_empty() {
+            q.size = size;
+            if !q.touched {
+                q.touched = true;
+                self.touched.push(slot);
+            }
+        } else if q.size != size {
+            // The slot holds another size's list: merge this block at once.
+            self.release(ptr, size);
+            return;
+        }
+        q.ptrs.push(ptr);
+        self.quick_bytes += size;
+    }
+
+    fn reclaim(&mut self, target: u64, up: ShardUpstream<'_>) -> u64 {
+        self.flush();
+        if target == 0 {
+            return 0;
+        }
+        let released = self.unmap_idle(target, up);
+        // An arena left with no block and nothing mapped gives its addresses back.
+        self.arenas.retain(|a| {
+            let keep = a.mapped_bytes > 0 || !a.is_empty();
+            if !keep {
+                up.vm_release(a.base, a.size);
+            }
+            keep
+        });
+        released
+    }
+
+    fn cached_bytes(&self) -> u64 {
+        self.mapped_bytes() - self.used_bytes
+    }
+
+    /// Free bytes (quick-listed blocks included) in granules that a block touches.
+    fn inactive_split_bytes(&self) -> u64 {
+        let idle: u64 = self.arenas.iter().map(|a| a.idle_bytes).sum();
+        self.mapped_bytes() - idle - self.used_bytes
+    }
+
+    fn block_base(&self, addr: u64, seg_base: u64) -> u64 {
+        if self.used.contains_key(&addr) {
+            return addr;
+        }
+        // A scan (copies into the middle of a block are rare).
+        self.used.iter().find(|&(&p, &s)| p <= addr && addr < p + s).map_or(seg_base, |(&p, _)| p)
+    }
+}

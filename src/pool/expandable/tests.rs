@@ -1,0 +1,272 @@
+//! Unit tests of the expandable pool: granule accounting, lazy unmapping, reclaim, the
+//! limit, and a random workload checked against the structure after every step.
+
+use super::*;
+use crate::device::HostDevice;
+use crate::upstream::Upstream;
+use std::collections::BTreeMap;
+
+const MIB: u64 = 1 << 20;
+/// The host device's granule.
+const G: u64 = crate::device::HOST_VM_GRANULE;
+
+fn upstream(limit: Option<u64>) -> Upstream {
+    Upstream::new(Box::new(HostDevice::new(Some(8 << 30))), limit)
+}
+
+impl ExpandablePool {
+    /// Checks every arena against the blocks in use and quick-listed, and the counters.
+    fn check(&self) {
+        let blocks: BTreeMap<u64, u64> = self.used.iter().map(|(&a, &s)| (a, s)).collect();
+        for a in &self.arenas {
+            a.check(&blocks);
+        }
+        let in_arenas: usize = self
+            .arenas
+            .iter()
+            .map(|a| blocks.range(a.base..a.base + a.size).count())
+            .sum();
+        assert_eq!(in_arenas, blocks.len(), "a block outside the arenas");
+        let quick: u64 = self.quick.iter().map(|q| q.size * q.ptrs.len() as u64).sum();
+        assert_eq!(quick, self.quick_bytes);
+        for (slot, q) in self.quick.iter().enumerate() {
+            assert!(q.ptrs.is_empty() || (q.touched && self.touched.contains(&slot)));
+            assert!(q.ptrs.is_empty() || quick_slot(q.size) == slot);
+            assert!(q.ptrs.iter().all(|p| self.used.get(p) == Some(&q.size)));
+        }
+        assert_eq!(blocks.values().sum::<u64>(), self.used_bytes + self.quick_bytes);
+    }
+}
+
+/// xorshift64*
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+#[test]
+fn blocks_map_the_granules_they_touch_and_no_more() {
+    let up = upstream(None);
+    let mut pool = ExpandablePool::default();
+    let a = pool.alloc(5 * MIB / 2, up.shard(0)).unwrap();
+    assert!(!a.hit);
+    assert_eq!(a.size, 5 * MIB / 2);
+    assert_eq!(up.reserved(), 2 * G, "2.5 MiB touches two 2 MiB granules");
+    // The next block starts where `a` ends, in the granule `a` already maps.
+    let b = pool.alloc(MIB / 2 + 1, up.shard(0)).unwrap(); // small: the other arena
+    let c = pool.alloc(MIB + 512, up.shard(0)).unwrap();
+    assert_eq!(c.ptr, a.ptr + 5 * MIB / 2);
+    assert!(c.hit, "fits in the mapped rest of the second granule");
+    assert_eq!(up.reserved(), 3 * G, "one granule for the small arena");
+    pool.check();
+    assert_eq!(up.reserved(), pool.used_bytes + pool.cached_bytes());
+    for blk in [a, b, c] {
+        pool.free(blk.ptr, blk.size, up.shard(0));
+    }
+    pool.check();
+    assert_eq!(pool.cached_bytes(), 3 * G);
+}
+
+#[test]
+fn freeing_unmaps_nothing_until_memory_is_needed() {
+    let up = upstream(None);
+    let mut pool = ExpandablePool::default();
+    let blocks: Vec<Block> = (0..8).map(|_| pool.alloc(4 * MIB, up.shard(0)).unwrap()).collect();
+    assert_eq!(up.reserved(), 32 * MIB);
+    for b in &blocks {
+        pool.free(b.ptr, b.size, up.shard(0));
+    }
+    // A warm pass over the same sizes: every block from the cache (a hit is a request
+    // that called no device: mapping is the only way the pool calls one on a request).
+    for _ in 0..3 {
+        let again: Vec<Block> = (0..8).map(|_| pool.alloc(4 * MIB, up.shard(0)).unwrap()).collect();
+        assert!(again.iter().all(|b| b.hit));
+        for b in &again {
+            pool.free(b.ptr, b.size, up.shard(0));
+        }
+    }
+    // A different layout of the same bytes also fits in the mapped granules.
+    let big = pool.alloc(32 * MIB, up.shard(0)).unwrap();
+    assert!(big.hit);
+    pool.free(big.ptr, big.size, up.shard(0));
+    assert_eq!(up.reserved(), 32 * MIB);
+    pool.check();
+}
+
+#[test]
+fn growth_above_the_peak_unmaps_idle_granules_first() {
+    let up = upstream(None);
+    let mut pool = ExpandablePool::default();
+    let a = pool.alloc(64 * MIB, up.shard(0)).unwrap();
+    let keep = pool.alloc(2 * MIB, up.shard(0)).unwrap();
+    pool.free(a.ptr, a.size, up.shard(0));
+    assert_eq!(up.reserved(), 66 * MIB);
+    // 100 MiB does not fit in the free 64 MiB hole: it goes above `keep`, and would
+    // lift the peak to 166 MiB; the idle 64 MiB go first.
+    let b = pool.alloc(100 * MIB, up.shard(0)).unwrap();
+    assert!(b.ptr > keep.ptr);
+    assert_eq!(up.reserved(), 102 * MIB);
+    assert_eq!(up.peak_reserved(), 102 * MIB);
+    pool.check();
+    // A block goes where granules are mapped rather than into the unmapped hole that
+    // fits best: 64 MiB in b's granules is a hit.
+    pool.free(b.ptr, b.size, up.shard(0));
+    let c = pool.alloc(64 * MIB, up.shard(0)).unwrap();
+    assert_eq!((c.ptr, c.hit), (b.ptr, true));
+    assert_eq!(up.reserved(), 102 * MIB);
+    pool.check();
+    for blk in [c, keep] {
+        pool.free(blk.ptr, blk.size, up.shard(0));
+    }
+    let r = up.reserved();
+    assert_eq!(pool.reclaim(u64::MAX, up.shard(0)), r);
+    assert_eq!(up.reserved(), 0);
+}
+
+#[test]
+fn reclaim_unmaps_idle_granules_and_returns_empty_arenas() {
+    let up = upstream(None);
+    let mut pool = ExpandablePool::default();
+    let a = pool.alloc(10 * MIB, up.shard(0)).unwrap();
+    let b = pool.alloc(MIB + 512, up.shard(0)).unwrap(); // pins the granule after a's five
+    assert_eq!(b.ptr, a.ptr + 10 * MIB);
+    assert_eq!(up.reserved(), 12 * MIB);
+    pool.free(a.ptr, a.size, up.shard(0));
+    // Whole granules, highest first: the idle granule just below b.
+    assert_eq!(pool.reclaim(1, up.shard(0)), G);
+    assert_eq!(up.reserved(), 12 * MIB - G);
+    pool.check();
+    assert_eq!(pool.reclaim(u64::MAX, up.shard(0)), 8 * MIB);
+    assert_eq!(up.reserved(), 2 * MIB);
+    assert!(pool.arenas.iter().any(|a| a.large), "b keeps its arena");
+    pool.check();
+    // The unmapped granules are mapped again when a block needs them.
+    let c = pool.alloc(10 * MIB, up.shard(0)).unwrap();
+    assert_eq!((c.ptr, c.hit), (a.ptr, false));
+    assert_eq!(up.reserved(), 12 * MIB);
+    pool.check();
+    for blk in [b, c] {
+        pool.free(blk.ptr, blk.size, up.shard(0));
+    }
+    assert_eq!(pool.reclaim(u64::MAX, up.shard(0)), 12 * MIB);
+    assert!(pool.arenas.is_empty(), "an empty arena returns its addresses");
+    assert!(up.segment_containing(b.ptr).is_none());
+    assert_eq!(up.reserved(), 0);
+}
+
+#[test]
+fn the_limit_is_respected() {
+    let up = upstream(Some(40 * MIB));
+    let mut pool = ExpandablePool::default();
+    let a = pool.alloc(30 * MIB, up.shard(0)).unwrap();
+    let keep = pool.alloc(2 * MIB, up.shard(0)).unwrap();
+    pool.free(a.ptr, a.size, up.shard(0));
+    // 36 MiB does not fit in a's 30 MiB: it goes above `keep` and needs 36 MiB more
+    // mapped, over the limit unless a's idle granules go first.
+    let b = pool.alloc(36 * MIB, up.shard(0)).unwrap();
+    assert_eq!(b.ptr, keep.ptr + 2 * MIB);
+    assert_eq!(up.reserved(), 38 * MIB);
+    pool.check();
+    // Beyond the limit with nothing idle: out of memory, and nothing changed.
+    let before = (up.reserved(), pool.cached_bytes(), pool.used.len());
+    assert!(matches!(pool.alloc(4 * MIB, up.shard(0)), Err(Error::OutOfMemory(_))));
+    assert_eq!((up.reserved(), pool.cached_bytes(), pool.used.len()), before);
+    pool.check();
+    for blk in [keep, b] {
+        pool.free(blk.ptr, blk.size, up.shard(0));
+    }
+    pool.reclaim(u64::MAX, up.shard(0));
+    assert_eq!(up.reserved(), 0);
+}
+
+#[test]
+fn block_base_finds_the_block_around_an_address() {
+    let up = upstream(None);
+    let mut pool = ExpandablePool::default();
+    let a = pool.alloc(3 * MIB, up.shard(0)).unwrap();
+    let b = pool.alloc(5 * MIB, up.shard(0)).unwrap();
+    let (seg, s) = up.segment_containing(b.ptr + 1).unwrap();
+    assert_eq!(s.shard, 0);
+    assert_eq!(pool.block_base(b.ptr + 1, seg), b.ptr);
+    assert_eq!(pool.block_base(a.ptr + 3 * MIB - 1, seg), a.ptr);
+    assert_eq!(pool.block_base(b.ptr + 5 * MIB, seg), seg, "past every block");
+}
+
+#[test]
+fn random_operations_keep_the_structure() {
+    for seed in 1..=4u64 {
+        let up = upstream(if seed == 4 { Some(256 * MIB) } else { None });
+        let mut pool = ExpandablePool::default();
+        let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let mut live: BTreeMap<u64, (u64, u8)> = BTreeMap::new();
+        let recurring = [3000, 4096, 700 * 1024, 3 * MIB + 5, 12 * MIB, 40 * MIB];
+        for step in 0..4000u64 {
+            match rng.below(100) {
+                0..=52 if live.len() < 120 => {
+                    let bytes = if rng.below(2) == 0 {
+                        recurring[rng.below(recurring.len() as u64) as usize]
+                    } else {
+                        1 + (1u64 << rng.below(27)) + rng.below(1 << 16)
+                    };
+                    let Ok(b) = pool.alloc(bytes, up.shard(0)) else {
+                        assert_eq!(seed, 4, "only the limited run runs out of memory");
+                        pool.check();
+                        continue;
+                    };
+                    assert_eq!(b.size, round_up(bytes, MIN_BLOCK));
+                    if let Some((&p, &(s, _))) = live.range(..=b.ptr).next_back() {
+                        assert!(p + s <= b.ptr, "step {step}: overlap");
+                    }
+                    if let Some((&p, _)) = live.range(b.ptr..).next() {
+                        assert!(b.ptr + b.size <= p, "step {step}: overlap");
+                    }
+                    // The whole block is writable (mapped) memory.
+                    let t = step as u8;
+                    // SAFETY: the block is live host memory of `b.size` bytes.
+                    unsafe {
+                        *(b.ptr as *mut u8) = t;
+                        *((b.ptr + b.size - 1) as *mut u8) = t;
+                    }
+                    live.insert(b.ptr, (b.size, t));
+                }
+                0..=94 if !live.is_empty() => {
+                    let k = rng.below(live.len() as u64) as usize;
+                    let (&p, &(size, t)) = live.iter().nth(k).unwrap();
+                    // SAFETY: as above.
+                    unsafe {
+                        assert_eq!((*(p as *const u8), *((p + size - 1) as *const u8)), (t, t), "step {step}");
+                    }
+                    live.remove(&p);
+                    pool.free(p, size, up.shard(0));
+                }
+                _ => {
+                    let target = if rng.below(4) == 0 { u64::MAX } else { rng.below(64 * MIB) };
+                    let before = up.reserved();
+                    let released = pool.reclaim(target, up.shard(0));
+                    assert_eq!(up.reserved(), before - released);
+                    assert!(released >= target.min(released), "whole granules");
+                }
+            }
+            pool.check();
+            let used: u64 = live.values().map(|v| v.0).sum();
+            assert_eq!(up.reserved(), used + pool.cached_bytes(), "step {step}");
+            assert!(up.reserved() <= up.limit().unwrap_or(u64::MAX));
+            assert!(pool.inactive_split_bytes() <= pool.cached_bytes());
+        }
+        for (p, (size, _)) in std::mem::take(&mut live) {
+            pool.free(p, size, up.shard(0));
+        }
+        pool.reclaim(u64::MAX, up.shard(0));
+        pool.check();
+        assert_eq!(up.reserved(), 0, "seed {seed}");
+        assert!(pool.arenas.is_empty());
+    }
+}
