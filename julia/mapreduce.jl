@@ -99,6 +99,25 @@ function reduce_source(fx::String, T::Type, Acc::Type, opx::String, neutral_ex::
         print(io, "    $AC acc1 = $neutral_ex, acc2 = $neutral_ex, acc3 = $neutral_ex;\n")
         print(io, "    const $IDX stride = ($IDX)blockDim.x * gy;\n")
         print(io, "    $IDX k = by * blockDim.x + threadIdx.x;\n")
+        # One output over a contiguous buffer of 4- or 8-byte elements whose start is 16-byte
+        # aligned (the pool's array starts are; a view's may not be, checked here): 16-byte
+        # loads (W elements each) into W accumulators, the W-aligned tail below.
+        W = nk == 0 && T !== Float16 && sizeof(T) in (4, 8) ? 16 ÷ sizeof(T) : 0
+        if W > 0
+            print(io, "    if (((uint64_t)src & 15) == 0) {\n")
+            print(io, "      struct __align__(16) vec_t { $(codegen_ctype(T)) x[$W]; };\n")
+            print(io, "      const vec_t* vs = reinterpret_cast<const vec_t*>(src);\n")
+            print(io, "      const $IDX nv = nred / $W;\n")
+            print(io, "      #pragma unroll 4\n")
+            print(io, "      for ($IDX i = k; i < nv; i += stride) {\n")
+            print(io, "        const vec_t w = vs[i];\n")
+            for (u, a) in zip(0:W-1, ("acc", "acc1", "acc2", "acc3"))
+                print(io, "        { const $(ctype_compute(T)) x1 = w.x[$u]; const $AC b = $fx; const $AC a = $a; $a = $opx; }\n")
+            end
+            print(io, "      }\n")
+            print(io, "      k += nv * $W;\n")
+            print(io, "    } else\n")
+        end
         print(io, "    for (; k + 3 * stride < nred; k += 4 * stride) {\n")
         for u in 0:3
             print(io, "      const $(ctype_compute(T)) v$u = ", replace(load, "off" => "base + ($OFF)(k + $u * stride)"), ";\n")
