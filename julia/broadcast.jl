@@ -42,13 +42,15 @@ Base.BroadcastStyle(::Type{W}) where {W<:CuWrap2} = CuArrayStyle{ndims(W)}()
 # (base CuArray, element offset of the first element, sizes, strides in elements)
 function layout(@nospecialize(a::CuArray))
     sz = size(a)
-    st = Int[]
+    n = length(sz)
+    szv, st = Vector{Int}(undef, n), Vector{Int}(undef, n)
     s = 1
-    for d in sz
-        push!(st, s)
-        s *= d
+    for d in 1:n
+        szv[d] = sz[d]
+        st[d] = s
+        s *= sz[d]
     end
-    return (a, 0, collect(Int, sz), st)
+    return (a, 0, szv, st)
 end
 
 function layout(@nospecialize(v::SubArray))
@@ -194,7 +196,15 @@ function trace_arg(ctx, @nospecialize(x), counts, params, baked)
     return x
 end
 
-check_kernel_eltype(T) = T in KERNEL_ELTYPES ||
+# `===` against each listed type: `T in KERNEL_ELTYPES` compares with `==`, which calls the
+# runtime's type equality and showed up on every broadcast's profile.
+function is_kernel_eltype(@nospecialize(T))
+    for E in KERNEL_ELTYPES
+        E === T && return true
+    end
+    return false
+end
+check_kernel_eltype(@nospecialize(T)) = is_kernel_eltype(T) ||
     throw(ArgumentError("GPU kernels support the element types $(join(KERNEL_ELTYPES, ", ")); not $T"))
 
 # The element type a broadcast produces (traced once per expression type).
@@ -260,8 +270,21 @@ sm_count() = max(1, device_info().sm_count)
 # Blocks and threads for a grid-stride loop over n elements.
 launch_shape(n) = (max(1, min(cld(n, 256), 32 * sm_count())), 256)
 
-leaf_of(@nospecialize(a), dsz) = (l = layout(a); (st, lin) = leaf_strides(l[3], l[4], dsz);
+leaf_of(@nospecialize(a), dsz) = leaf_of_layout(a, dsz)
+leaf_of_layout(@nospecialize(a), dsz) = (l = layout(a); (st, lin) = leaf_strides(l[3], l[4], dsz);
                    Leaf(l[1], l[2], st, lin, eltype(a)))
+# The common leaf, a whole CuArray of the output's shape, without building its layout: the
+# same strides and linearity as `leaf_of_layout` gives it, in one allocation.
+function leaf_of(a::CuArray, dsz::Dims{N}) where {N}
+    size(a) == dsz || return leaf_of_layout(a, dsz)
+    st = Vector{Int}(undef, N)
+    s = 1
+    for d in 1:N
+        st[d] = dsz[d] == 1 ? 0 : s
+        s *= dsz[d]
+    end
+    return Leaf(a, 0, st, true, eltype(a))
+end
 
 # Whether two leaves touch the same buffer at different layouts (then an elementwise
 # kernel could read what it already overwrote).
@@ -314,7 +337,17 @@ function gpu_broadcast!(@nospecialize(dest::AnyCuArray), @nospecialize(bc::Broad
         maxlen = max(maxlen, length(l.base))
     end
     idx64 = maxlen >= typemax(Int32)
-    key = (:bcast, typeof(bc), typeof(dest), dleaf.linear, Tuple(l.linear for l in lvs), idx64, baked)
+    # the leaves' linearity as bits (a tuple only beyond 64 leaves): cheaper to build and hash
+    linkey = if length(lvs) <= 64
+        m = UInt64(0)
+        for i in eachindex(lvs)
+            lvs[i].linear && (m |= UInt64(1) << (i - 1))
+        end
+        m
+    else
+        Tuple(l.linear for l in lvs)
+    end
+    key = (:bcast, typeof(bc), typeof(dest), dleaf.linear, linkey, idx64, baked)
     entry = cached_kernel(key) do
         ctx = TraceContext()
         ps = Any[]

@@ -22,6 +22,20 @@ end
         @test same(sum(abs2, a), sum(abs2, x))
     end
 
+    # Long contiguous reductions take 16-byte loads when the start is 16-byte aligned and
+    # single loads otherwise: views starting 0-3 elements in, lengths leaving every tail.
+    @testset "long contiguous sums, $T" for T in (Int32, UInt64, Float32, Float64)
+        x = T <: AbstractFloat ? T.(Base.rand(Float32, 300_007) .- 0.5f0) : Base.rand(T(0):T(1000), 300_007)
+        a = CuArray(x)
+        for s in 1:4, n in (299_990, 299_991, 299_992, 299_993, 300_007 - s + 1)
+            r = s:min(n + s - 1, 300_007)
+            @test same(sum(view(a, r)), sum(view(x, r)))
+        end
+        @test same(sum(a), sum(x))
+        @test same(sum(abs2, a), sum(abs2, x))
+        @test same(maximum(a), maximum(x))
+    end
+
     @testset "dims, views, init" begin
         for sz in ((5, 7), (4, 1, 6), (3, 4, 5), (1, 9), (6,))
             x = Base.rand(Float32, sz...)
