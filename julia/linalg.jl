@@ -76,6 +76,18 @@ end
 
 ## BLAS level 1: reductions and in-place updates
 
+# Complex element types have no generated kernels yet (the code generator covers the real
+# types): on a GPU, the vector operations below download such operands once, compute with
+# Base, and upload an in-place result. Never the scalar path.
+needs_host_math(xs...) = any(x -> !is_kernel_eltype(eltype(x)), xs)
+
+function host_inplace!(f!, y::CuArray, xs...)
+    Y = Array(y)
+    f!(Y, map(Array, xs)...)
+    copyto!(y, Y)
+    return y
+end
+
 """
     dot(x::CuArray, y::CuArray)
 
@@ -91,6 +103,9 @@ function LinearAlgebra.dot(x::CuArray, y::CuArray)
     end
     T = promote_type(eltype(x), eltype(y))
     isempty(x) && return zero(T)
+    if !(eltype(x) == eltype(y) && T <: CuBlasFloat) && needs_host_math(x, y)
+        return dot(Array(x), Array(y))
+    end
     if eltype(x) == eltype(y) && T <: CuBlasFloat
         n = length(x)
         c = CuArray{T}(undef, 1, 1)
@@ -114,8 +129,16 @@ function LinearAlgebra.norm(x::CuArray, p::Real = 2)
     if on_host()
         return GC.@preserve x norm(host_view(x), p)
     end
+    needs_host_math(x) && return norm(Array(x), p)
     R = float(real(eltype(x)))
     isempty(x) && return zero(R)
+    if !(eltype(x) <: AbstractFloat)
+        # Base computes integer norms in floating point (no overflow of abs2)
+        xf = R.(x)
+        r = norm(xf, p)
+        unsafe_free!(xf)
+        return r
+    end
     if p == 2
         s = convert(R, sqrt(sum(abs2, x)))
         # Base rescales when the sum of squares over- or underflows
@@ -148,6 +171,8 @@ function LinearAlgebra.axpy!(α::Number, x::CuArray, y::CuArray)
         throw(DimensionMismatch("x has length $(length(x)), but y has length $(length(y))"))
     if on_host()
         GC.@preserve x y axpy!(α, host_view(x), host_view(y))
+    elseif needs_host_math(x, y) || !(α isa Real)
+        host_inplace!((Y, X) -> axpy!(α, X, Y), y, x)
     else
         y .= α .* reshape(x, size(y)) .+ y
     end
@@ -164,6 +189,8 @@ function LinearAlgebra.axpby!(α::Number, x::CuArray, β::Number, y::CuArray)
         throw(DimensionMismatch("x has length $(length(x)), but y has length $(length(y))"))
     if on_host()
         GC.@preserve x y axpby!(α, host_view(x), β, host_view(y))
+    elseif needs_host_math(x, y) || !(α isa Real && β isa Real)
+        host_inplace!((Y, X) -> axpby!(α, X, β, Y), y, x)
     else
         y .= α .* reshape(x, size(y)) .+ β .* y
     end
@@ -179,6 +206,8 @@ Scale `x` in place (`x .= x .* s`, `x .= s .* x`).
 function LinearAlgebra.rmul!(x::CuArray, s::Number)
     if on_host()
         GC.@preserve x rmul!(host_view(x), s)
+    elseif needs_host_math(x) || !(s isa Real)
+        host_inplace!(X -> rmul!(X, s), x)
     else
         x .= x .* s
     end
@@ -187,6 +216,8 @@ end
 function LinearAlgebra.lmul!(s::Number, x::CuArray)
     if on_host()
         GC.@preserve x lmul!(s, host_view(x))
+    elseif needs_host_math(x) || !(s isa Real)
+        host_inplace!(X -> lmul!(s, X), x)
     else
         x .= s .* x
     end

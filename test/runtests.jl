@@ -74,7 +74,8 @@ for pool in POOLS[1:min(2, end)]
                     passed))
 end
 # the generated CUDA C of broadcasts and random numbers compiled by g++ and run on the CPU
-if Sys.which("g++") !== nothing && success(pipeline(`g++ -x c++ -std=c++17 -fsyntax-only -`, stdin = IOBuffer("_Float16 h;"), stderr = devnull))
+# (host device only: the emulation stands in for the GPU)
+if DEVICE != "cuda" && Sys.which("g++") !== nothing && success(pipeline(`g++ -x c++ -std=c++17 -fsyntax-only -`, stdin = IOBuffer("_Float16 h;"), stderr = devnull))
     push!(jobs, Job("compute kernels emulated on the CPU (g++)", julia(testfile("kernel_emulation_tests.jl")), passed))
 else
     @info "g++ with _Float16 not found: the emulated-kernel tests are skipped"
