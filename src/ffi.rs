@@ -93,10 +93,11 @@ pub extern "C" fn cumem_init() -> i32 {
 /// does not initialise the engine.
 #[unsafe(no_mangle)]
 pub extern "C" fn cumem_version() -> *const c_char {
-    static V: &std::ffi::CStr = match std::ffi::CStr::from_bytes_with_nul(concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes()) {
-        Ok(v) => v,
-        Err(_) => c"",
-    };
+    static V: &std::ffi::CStr =
+        match std::ffi::CStr::from_bytes_with_nul(concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes()) {
+            Ok(v) => v,
+            Err(_) => c"",
+        };
     V.as_ptr()
 }
 

@@ -161,8 +161,9 @@ impl Device for HostDevice {
 
     fn vm_reserve(&self, bytes: u64) -> Result<u64> {
         check_granules(0, bytes)?;
-        let len = usize::try_from(bytes + HOST_VM_GRANULE)
-            .map_err(|_| Error::OutOfMemory(format!("cannot reserve {} of addresses", format_bytes(bytes))))?;
+        let len = usize::try_from(bytes + HOST_VM_GRANULE).map_err(|_| {
+            Error::OutOfMemory(format!("cannot reserve {} of addresses", format_bytes(bytes)))
+        })?;
         // Over-reserve by one granule and trim, for an address aligned to the granule.
         // SAFETY: a new anonymous mapping with no access; nothing else is touched.
         let p = unsafe {
@@ -210,8 +211,9 @@ impl Device for HostDevice {
         check_granules(addr, bytes)?;
         self.charge(bytes)?;
         // SAFETY: the caller guarantees the range is reserved by `vm_reserve`.
-        if unsafe { libc::mprotect(addr as *mut libc::c_void, bytes as usize, libc::PROT_READ | libc::PROT_WRITE) }
-            != 0
+        if unsafe {
+            libc::mprotect(addr as *mut libc::c_void, bytes as usize, libc::PROT_READ | libc::PROT_WRITE)
+        } != 0
         {
             self.used.fetch_sub(bytes, Ordering::Relaxed);
             return Err(os_err("mprotect(PROT_READ|PROT_WRITE)"));

@@ -217,7 +217,11 @@ impl Arena {
                 g -= 1;
             }
             let end = g;
-            while g > 0 && self.mapped[g - 1] && self.pins[g - 1] == 0 && done + ((end - g) as u64) * gran < target {
+            while g > 0
+                && self.mapped[g - 1]
+                && self.pins[g - 1] == 0
+                && done + ((end - g) as u64) * gran < target
+            {
                 g -= 1;
             }
             if g == end {
@@ -271,7 +275,8 @@ impl Arena {
         assert_eq!(used + free, self.size, "blocks and free ranges do not tile the arena");
         let gran = self.granule();
         let mapped = self.mapped.iter().filter(|&&m| m).count() as u64 * gran;
-        let idle = (0..self.pins.len()).filter(|&g| self.mapped[g] && self.pins[g] == 0).count() as u64 * gran;
+        let idle =
+            (0..self.pins.len()).filter(|&g| self.mapped[g] && self.pins[g] == 0).count() as u64 * gran;
         assert_eq!((mapped, idle), (self.mapped_bytes, self.idle_bytes));
         assert!(self.mapped[self.top..].iter().all(|&m| !m));
         assert!(self.top == 0 || self.mapped[self.top - 1]);

@@ -21,11 +21,8 @@ impl ExpandablePool {
         for a in &self.arenas {
             a.check(&blocks);
         }
-        let in_arenas: usize = self
-            .arenas
-            .iter()
-            .map(|a| blocks.range(a.base..a.base + a.size).count())
-            .sum();
+        let in_arenas: usize =
+            self.arenas.iter().map(|a| blocks.range(a.base..a.base + a.size).count()).sum();
         assert_eq!(in_arenas, blocks.len(), "a block outside the arenas");
         let quick: u64 = self.quick.iter().map(|q| q.size * q.ptrs.len() as u64).sum();
         assert_eq!(quick, self.quick_bytes);
@@ -242,7 +239,11 @@ fn random_operations_keep_the_structure() {
                     let (&p, &(size, t)) = live.iter().nth(k).unwrap();
                     // SAFETY: as above.
                     unsafe {
-                        assert_eq!((*(p as *const u8), *((p + size - 1) as *const u8)), (t, t), "step {step}");
+                        assert_eq!(
+                            (*(p as *const u8), *((p + size - 1) as *const u8)),
+                            (t, t),
+                            "step {step}"
+                        );
                     }
                     live.remove(&p);
                     pool.free(p, size, up.shard(0));
