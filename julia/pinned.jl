@@ -15,23 +15,38 @@ c_host_get_stats(out::Base.RefValue{CStats}) =
 c_host_reset_stats() = ccall((:cumem_host_reset_stats, libcumem), Cvoid, ())
 c_host_reclaim(bytes::UInt64) = ccall((:cumem_host_reclaim, libcumem), UInt64, (UInt64,), bytes)
 
-# One Array of `pinned`: its block, the array (weakly, to tell it from another object
-# that got the same objectid after it died), and whether the block was returned.
+# One Array of `pinned`: its block, the array's objectid (to tell it from other arrays
+# over the same memory), and whether the block was returned.
 mutable struct PinnedBlock
     ptr::Ptr{Cvoid}
     bytes::Int
-    array::WeakRef
+    id::UInt
     freed::Bool
 end
 
-# objectid(array) → its block, for `unsafe_free!(::Array)`. Only ordinary code touches
-# the table (the finalizer only sets `freed` in its block and returns the memory), under
-# PINNED_LOCK, which no finalizer takes. Entries stay after a free, so that a second
-# `unsafe_free!` is recognised and does nothing; those of dead arrays are pruned when the
-# table has doubled.
-const PINNED_ARRAYS = Dict{UInt,PinnedBlock}()
-const PINNED_LOCK = ReentrantLock()
-const PINNED_PRUNE_AT = Ref(64)
+# Block address → the block of the last array made there, for `unsafe_free!(::Array)`.
+# Keyed by address, whose values come from the pool and repeat, so the table stays as
+# small as the pool: a new array replaces the entry of the last one at its address, and
+# a freed entry stays (so a second `unsafe_free!` finds it and does nothing) until then.
+# No weak references (a WeakRef per array made the GC's work grow with the table). An
+# entry is the array's when its objectid matches: two live objects never share one, and
+# a dead array cannot be passed in. Only ordinary code touches the table (the finalizer
+# only sets `freed` in its block and returns the memory), under PINNED_LOCK with the GC
+# disabled (a spin lock: a collection started while another thread spins would wait for
+# it forever; with the GC off no collection starts inside, and no finalizer runs there).
+const PINNED_ARRAYS = Dict{Ptr{Cvoid},PinnedBlock}()
+const PINNED_LOCK = Threads.SpinLock()
+
+@inline function with_pinned_lock(f)
+    gc_was_on = GC.enable(false)
+    lock(PINNED_LOCK)
+    try
+        return f()
+    finally
+        unlock(PINNED_LOCK)
+        gc_was_on && GC.enable(true)
+    end
+end
 
 # Returns the block to the pool once. From the finalizer (`throwerr` false) it takes no
 # lock, prints nothing and never throws: a refused free is counted in `free_errors()`.
@@ -99,27 +114,17 @@ function pinned(::Type{T}, dims::Dims{N}) where {T,N}
     isbitstype(T) || throw(ArgumentError("CuMem.pinned supports element types that are " *
                                          "isbitstype; $T is not"))
     bytes = checked_bytes(T, dims)
-    if bytes == 0
-        a = Array{T,N}(undef, dims)
-        blk = PinnedBlock(C_NULL, 0, WeakRef(a), false)
-    else
-        ptr = host_alloc_ptr(bytes)
-        a = try
-            unsafe_wrap(Array, convert(Ptr{T}, ptr), dims; own = false)
-        catch
-            c_host_free(ptr)
-            rethrow()
-        end
-        blk = PinnedBlock(ptr, bytes, WeakRef(a), false)
-        finalizer(_ -> free_pinned_block(blk, false), a)
+    bytes == 0 && return Array{T,N}(undef, dims)
+    ptr = host_alloc_ptr(bytes)
+    a = try
+        unsafe_wrap(Array, convert(Ptr{T}, ptr), dims; own = false)
+    catch
+        c_host_free(ptr)
+        rethrow()
     end
-    lock(PINNED_LOCK) do
-        PINNED_ARRAYS[objectid(a)] = blk
-        if length(PINNED_ARRAYS) >= PINNED_PRUNE_AT[]
-            filter!(kv -> kv.second.array.value !== nothing, PINNED_ARRAYS)
-            PINNED_PRUNE_AT[] = max(64, 2 * length(PINNED_ARRAYS))
-        end
-    end
+    blk = PinnedBlock(ptr, bytes, objectid(a), false)
+    finalizer(_ -> free_pinned_block(blk, false), a)
+    with_pinned_lock(() -> (PINNED_ARRAYS[ptr] = blk))
     return a
 end
 pinned(::Type{T}, dims::Integer...) where {T} = pinned(T, convert(Tuple{Vararg{Int}}, dims))
@@ -129,14 +134,18 @@ pinned(::Type{T}, dims::Tuple{Vararg{Integer}}) where {T} = pinned(T, convert(Tu
     unsafe_free!(a::Array)
 
 Returns the memory of `a`, an array made by [`CuMem.pinned`](@ref), to the pinned host
-pool now instead of when `a` is garbage-collected. Calling it again does nothing. `a` must
-not be used afterwards: its memory may be handed to the next pinned array. Other arrays
+pool now instead of when `a` is garbage-collected. Calling it again does nothing (unless
+the memory went to another pinned array meanwhile: then `ArgumentError`). `a` must not be
+used afterwards: its memory may be handed to the next pinned array. Other arrays
 (including `reshape`s of a pinned array, and arrays registered with [`CuMem.pin`](@ref),
-whose memory is Julia's) are an `ArgumentError`, and nothing is freed.
+whose memory is Julia's) are an `ArgumentError`, and nothing is freed; an empty array
+is left alone (`pinned` of 0 bytes is an ordinary `Array`).
 """
 function unsafe_free!(a::Array)
-    blk = lock(() -> get(PINNED_ARRAYS, objectid(a), nothing), PINNED_LOCK)
-    if blk === nothing || blk.array.value !== a
+    sizeof(a) == 0 && return nothing       # (`pinned` of 0 bytes is an ordinary Array)
+    ptr = convert(Ptr{Cvoid}, pointer(a))
+    blk = with_pinned_lock(() -> get(PINNED_ARRAYS, ptr, nothing))
+    if blk === nothing || blk.id != objectid(a)
         throw(ArgumentError("unsafe_free!: this $(typeof(a)) is not an array made by CuMem.pinned; " *
                             "only those (not reshapes of them, nor arrays registered with " *
                             "CuMem.pin, whose memory is Julia's) can be freed"))

@@ -73,6 +73,16 @@ end
         e = CuMem.pinned(Float64, 0, 4)
         @test size(e) == (0, 4) && !CuMem.is_pinned(e)
         unsafe_free!(e)
+        # a second free after the memory went to another pinned array is refused, and
+        # leaves that array alone
+        f1 = CuMem.pinned(UInt8, 100)
+        unsafe_free!(f1)
+        f2 = CuMem.pinned(UInt8, 100)
+        @test pointer(f2) == pointer(f1)
+        @test_throws ArgumentError unsafe_free!(f1)
+        @test CuMem.is_pinned(f2)
+        unsafe_free!(f2)
+        @test !CuMem.is_pinned(f2)
         # zero-dimensional
         z = CuMem.pinned(Int, ())
         @test z isa Array{Int,0} && CuMem.is_pinned(z)
