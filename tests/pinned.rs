@@ -16,6 +16,12 @@ use std::sync::Arc;
 
 const MIB: u64 = 1 << 20;
 
+/// True when the C ABI scenarios and [`cuda_pinned_device`] run on a GPU
+/// (`CUMEM_TEST_CUDA=1`, as the other suites).
+fn cuda() -> bool {
+    std::env::var("CUMEM_TEST_CUDA").is_ok_and(|v| v.trim() == "1")
+}
+
 fn pool_with(cfg: &Config, registrar: Box<dyn HostRegistrar>) -> PinnedHost {
     PinnedHost::with_device(cfg, Box::new(LockedHostDevice::new(Some(1 << 30))), registrar, 1).unwrap()
 }
@@ -273,6 +279,39 @@ fn locked_host_device_allocates_page_aligned_memory() {
     assert_eq!(d.alloc(65 * MIB).unwrap_err().code(), CUMEM_ERROR_OUT_OF_MEMORY);
 }
 
+/// On a GPU (`CUMEM_TEST_CUDA=1`): cuMemHostAlloc'ed blocks and cuMemHostRegister'ed
+/// ranges are page-locked for the driver, pageable memory is not, and a device
+/// engine's copies take both.
+#[test]
+fn cuda_pinned_device() {
+    if !cuda() {
+        return;
+    }
+    let p = PinnedHost::new(&Config::default(), true).expect("CUMEM_TEST_CUDA=1 but CUDA is not usable");
+    let dev = Engine::with_device(Config::default(), Box::new(cumem::device::CudaDevice::new(0).unwrap()), 1)
+        .unwrap();
+    let n = 8 * MIB;
+    let a = p.alloc(n).unwrap();
+    let host = vec![3u8; n as usize];
+    let h = host.as_ptr() as u64;
+    assert!(p.is_pinned(a) && !p.is_pinned(h));
+    // SAFETY: `host` outlives its registration.
+    unsafe { p.register(h, n) }.unwrap();
+    assert!(p.is_pinned(h + n - 1));
+    let g = dev.alloc(n).unwrap();
+    // SAFETY: `a` is a live pinned block of `n` bytes.
+    let pinned = unsafe { std::slice::from_raw_parts_mut(a as *mut u8, n as usize) };
+    dev.copy_htod(g, &host).unwrap();
+    dev.copy_dtoh(pinned, g).unwrap();
+    assert!(pinned.iter().all(|&b| b == 3));
+    p.unregister(h).unwrap();
+    assert!(!p.is_pinned(h), "the driver forgets an unregistered range");
+    dev.free(g).unwrap();
+    p.free(a).unwrap();
+    assert_eq!(p.reclaim(u64::MAX), n);
+    assert!(!p.is_pinned(a), "freed with cuMemFreeHost");
+}
+
 // ---- the C ABI, in child processes ---------------------------------------------------
 
 use cumem::ffi::*;
@@ -286,7 +325,7 @@ fn spawn(child: &str, env: &[(&str, &str)]) {
     for v in cumem::config::ENGINE_VARS {
         cmd.env_remove(v);
     }
-    cmd.env(MARK, child).env("CUMEM_DEVICE", "host");
+    cmd.env(MARK, child).env("CUMEM_DEVICE", if cuda() { "cuda" } else { "host" });
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -409,7 +448,8 @@ fn child_c_abi() {
     assert!(last_error().contains("CUMEM_PINNED_LIMIT"), "{}", last_error());
     // Frees: the block, then refusals that change nothing.
     assert_eq!(cumem_host_free(p), CUMEM_SUCCESS);
-    assert_eq!(cumem_is_pinned(p), 0);
+    // A cached block is no array's; on a GPU the driver still knows it as page-locked.
+    assert_eq!(cumem_is_pinned(p), cuda() as i32);
     assert_eq!(cumem_host_free(p), CUMEM_ERROR_INVALID_VALUE);
     assert!(last_error().contains("not a live allocation of the pinned host pool"));
     assert_eq!(cumem_host_free(h), CUMEM_ERROR_INVALID_VALUE);
