@@ -64,6 +64,9 @@ function free_pinned_block(blk::PinnedBlock, throwerr::Bool)
     return nothing
 end
 
+# The finalizer of a pinned array.
+(blk::PinnedBlock)(_) = free_pinned_block(blk, false)
+
 # Allocates `bytes` (> 0) of pinned memory: the pool (which releases its cache and
 # retries once itself); on out of memory GC.gc(false), then GC.gc(true), retrying after
 # each (finalizers return dead pinned arrays to the pool); then CuMemError.
@@ -123,7 +126,7 @@ function pinned(::Type{T}, dims::Dims{N}) where {T,N}
         rethrow()
     end
     blk = PinnedBlock(ptr, bytes, objectid(a), false)
-    finalizer(_ -> free_pinned_block(blk, false), a)
+    finalizer(blk, a)                      # the block is its own finalizer: no closure
     with_pinned_lock(() -> (PINNED_ARRAYS[ptr] = blk))
     return a
 end
