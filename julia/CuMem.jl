@@ -27,6 +27,7 @@ include("array.jl")       # CuArray
 include("compute.jl")     # NVRTC kernels, launch, cuBLAS gemm!, synchronize, host_view
 include("scalar.jl")      # scalar indexing policy (allowscalar)
 include("adapt.jl")       # adapt (a stand-in for Adapt.jl) and cu
+include("pinned.jl")      # pinned host memory: CuMem.pinned, pin, is_pinned
 include("iterator.jl")    # CuIterator
 include("interop.jl")     # deepcopy, serialize, unsafe_wrap
 include("info.jl")        # functional, versioninfo

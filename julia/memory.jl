@@ -5,6 +5,7 @@ const STAT_FIELDS = fieldnames(CStats)
 
 """
     memory_stats() -> NamedTuple
+    memory_stats(:host) -> NamedTuple
 
 A snapshot of the engine's statistics, one field per field of `cumem_stats_t`
 (`cumem_stats_t` in include/cumem.h): byte counts and counters as `Int`, `cache_hit_rate` and
@@ -27,10 +28,21 @@ A snapshot of the engine's statistics, one field per field of `cumem_stats_t`
 | `cache_hit_rate` | hits / (hits + misses) |
 | `fragmentation_ratio` | (reserved − allocated) / reserved |
 | `num_device_free_errors` | device frees that reported an error (the memory counts as released) |
+
+`memory_stats(:host)` gives the same fields for the pinned host pool (page-locked host
+memory of [`CuMem.pinned`](@ref); "device" calls are `cuMemHostAlloc`/`cuMemFreeHost`,
+`limit_bytes` is `CUMEM_PINNED_LIMIT`'s), as PyTorch's `torch.cuda.host_memory_stats()`;
+`memory_stats(:device)` is `memory_stats()`. Other symbols are an `ArgumentError`.
 """
-function memory_stats()
+function memory_stats(which::Symbol = :device)
     r = Ref{CStats}()
-    check(c_get_stats(r))
+    if which === :device
+        check(c_get_stats(r))
+    elseif which === :host
+        check(c_host_get_stats(r))
+    else
+        throw(ArgumentError("memory_stats: which memory, :device or :host? Got :$which"))
+    end
     s = r[]
     vals = ntuple(i -> (v = getfield(s, i); v isa UInt64 ? v % Int : v), fieldcount(CStats))
     return NamedTuple{STAT_FIELDS}(vals)
@@ -38,26 +50,42 @@ end
 
 """
     reset_memory_stats!()
+    reset_memory_stats!(:host)
 
 Resets the counters of [`memory_stats`] to 0 and the peaks to the current values
 (PyTorch's `reset_peak_memory_stats` and `reset_accumulated_memory_stats` together).
 Current values (`requested_bytes`, `allocated_bytes`, `cached_bytes`, `reserved_bytes`)
 are not changed. Counters then count events since the reset: freeing an array allocated
-before it counts in `num_frees` but not in `num_allocations`.
+before it counts in `num_frees` but not in `num_allocations`. With `:host`, the pinned
+host pool's statistics (`memory_stats(:host)`) instead of the device's.
 """
-reset_memory_stats!() = (c_reset_stats(); nothing)
+function reset_memory_stats!(which::Symbol = :device)
+    if which === :device
+        c_reset_stats()
+    elseif which === :host
+        c_host_reset_stats()
+    else
+        throw(ArgumentError("reset_memory_stats!: which memory, :device or :host? Got :$which"))
+    end
+    return nothing
+end
 
 """
     reclaim([bytes]) -> Int
+    reclaim(:host[, bytes]) -> Int
 
 Returns cached memory to the device until at least `bytes` bytes were released or
 nothing is cached (default: everything), and returns the number of bytes released. Only
-whole free blocks/segments can be released; memory in use never is.
+whole free blocks/segments can be released; memory in use never is. With `:host`, the
+pinned host pool's cache is unlocked and freed instead (`cuMemFreeHost`).
 """
-function reclaim(bytes::Integer = typemax(Int))
+reclaim(bytes::Integer = typemax(Int)) = reclaim(:device, bytes)
+function reclaim(which::Symbol, bytes::Integer = typemax(Int))
     bytes < 0 && throw(ArgumentError("reclaim: bytes must be non-negative, got $bytes"))
+    which in (:device, :host) ||
+        throw(ArgumentError("reclaim: which memory, :device or :host? Got :$which"))
     b = bytes >= typemax(Int) ? typemax(UInt64) : UInt64(bytes)
-    released = c_reclaim(b) % Int
+    released = (which === :host ? c_host_reclaim(b) : c_reclaim(b)) % Int
     flush_engine_log()
     return released
 end
@@ -109,7 +137,10 @@ The first line is the device's own view (`cuMemGetInfo`: every process and conte
 second what CuMem obtained from it (on the host device it reads `Host memory (no GPU)
 usage: …`), the third how the pool (`BinnedPool`, `SplitPool`, `SimplePool` or `NoPool`)
 splits that between live allocations and cache. `Memory limit: …` follows when
-`JULIA_CUDA_MEMORY_LIMIT` is set.
+`JULIA_CUDA_MEMORY_LIMIT` is set. Once the pinned host pool is in use ([`CuMem.pinned`](@ref),
+[`CuMem.pin`](@ref)) its lines follow: `Pinned host memory usage: … (… allocated, …
+cached)`, `Pinned host memory limit: …` when `CUMEM_PINNED_LIMIT` is set, and
+`Registered host memory: … in N ranges` while arrays are registered.
 
 Under `julia -g2` (or with `CUMEM_DEBUG=2`) every outstanding allocation follows, each as
 `Outstanding memory allocation of N bytes at 0x…` and the Julia stack trace of the
@@ -141,7 +172,8 @@ end
     memory_summary([io=stdout])
 
 Prints [`memory_stats`] as a table, in the manner of PyTorch's
-`torch.cuda.memory_summary()`.
+`torch.cuda.memory_summary()`, followed by the pinned host pool's rows
+(`memory_stats(:host)`).
 """
 function memory_summary(io::IO = stdout)
     s = memory_stats()
@@ -175,6 +207,16 @@ function memory_summary(io::IO = stdout)
     row2("Alloc retries / OOMs", string(s.num_alloc_retries, " / ", s.num_ooms))
     row2("Fragmentation", @sprintf("%.1f%% of reserved not allocated", 100 * s.fragmentation_ratio))
     row2("Memory limit", s.limit_bytes == 0 ? "none" : fb(s.limit_bytes))
+    h = memory_stats(:host)
+    rule("-")
+    center("Pinned host memory (BinnedPool)")
+    rule("-")
+    row("Allocated pinned memory", fb(h.allocated_bytes), fb(h.peak_allocated_bytes))
+    row("Reserved pinned memory", fb(h.reserved_bytes), fb(h.peak_reserved_bytes))
+    row2("Pinned allocations / frees", string(h.num_allocations, " / ", h.num_frees))
+    row2("Pinned cache hits / misses", @sprintf("%d / %d (hit rate %.1f%%)", h.num_cache_hits,
+                                                h.num_cache_misses, 100 * h.cache_hit_rate))
+    row2("Pinned memory limit", h.limit_bytes == 0 ? "none" : fb(h.limit_bytes))
     rule("=")
     return nothing
 end

@@ -134,6 +134,9 @@ pub struct Config {
     pub log: Option<String>,
     /// `CUMEM_FAULT`: failures to inject into device calls, for testing (default none).
     pub fault: Option<FaultSpec>,
+    /// `CUMEM_PINNED_LIMIT`: cap on the page-locked host memory the pinned host pool
+    /// reserves (bytes, or a percentage of the machine's memory; default: none).
+    pub pinned_limit: Option<Amount>,
 }
 
 impl Default for Config {
@@ -146,6 +149,7 @@ impl Default for Config {
             debug: 0,
             log: None,
             fault: None,
+            pinned_limit: None,
         }
     }
 }
@@ -211,7 +215,7 @@ impl FaultSpec {
 }
 
 /// Every environment variable the engine reads, in the order they are checked.
-pub const ENGINE_VARS: [&str; 7] = [
+pub const ENGINE_VARS: [&str; 8] = [
     "JULIA_CUDA_MEMORY_POOL",
     "JULIA_CUDA_MEMORY_LIMIT",
     "CUMEM_DEVICE",
@@ -219,6 +223,7 @@ pub const ENGINE_VARS: [&str; 7] = [
     "CUMEM_DEBUG",
     "CUMEM_LOG",
     "CUMEM_FAULT",
+    "CUMEM_PINNED_LIMIT",
 ];
 
 impl Config {
@@ -274,6 +279,10 @@ impl Config {
         }
         if let Some(v) = get("CUMEM_FAULT") {
             cfg.fault = Some(FaultSpec::parse(&v)?);
+        }
+        if let Some(v) = get("CUMEM_PINNED_LIMIT") {
+            // A percentage is of the machine's memory (the pinned pool's "device").
+            cfg.pinned_limit = Some(parse_amount("CUMEM_PINNED_LIMIT", &v)?);
         }
         Ok(cfg)
     }
@@ -434,6 +443,7 @@ mod tests {
             ("CUMEM_DEBUG", "3"),
             ("CUMEM_LOG", "loud=="),
             ("CUMEM_FAULT", "alloc:2"),
+            ("CUMEM_PINNED_LIMIT", "lots"),
         ] {
             let e = cfg(k, v).unwrap_err();
             assert!(matches!(e, Error::Config(_)));
@@ -443,6 +453,8 @@ mod tests {
         assert_eq!(cfg("JULIA_CUDA_MEMORY_POOL", "Split").unwrap().pool, PoolKind::Split);
         assert_eq!(cfg("CUMEM_LOG", "cumem=debug").unwrap().log.as_deref(), Some("cumem=debug"));
         assert_eq!(cfg("JULIA_CUDA_MEMORY_POOL", " ").unwrap(), Config::default());
+        assert_eq!(cfg("CUMEM_PINNED_LIMIT", "1GiB").unwrap().pinned_limit, Some(Amount::Bytes(1 << 30)));
+        assert_eq!(cfg("CUMEM_PINNED_LIMIT", "25%").unwrap().pinned_limit, Some(Amount::Fraction(0.25)));
     }
 
     #[test]

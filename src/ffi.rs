@@ -21,6 +21,9 @@ pub use crate::error::{
     CUMEM_ERROR_INVALID_VALUE, CUMEM_ERROR_NOT_SUPPORTED, CUMEM_ERROR_OUT_OF_MEMORY, CUMEM_SUCCESS,
 };
 
+mod pinned_capi;
+pub use pinned_capi::*;
+
 static ENGINE: OnceLock<Engine> = OnceLock::new();
 static INIT: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
 
@@ -258,7 +261,9 @@ pub extern "C" fn cumem_reset_stats() {
 
 /// Writes the `memory_status` text (CUDA.jl's: device usage, CuMem's reserved bytes,
 /// the pool's split between allocated and cached, the limit if any, and at
-/// `CUMEM_DEBUG` ≥ 1 every outstanding allocation) into `buf` with `snprintf` semantics:
+/// `CUMEM_DEBUG` ≥ 1 every outstanding allocation; then, once the pinned host pool is
+/// in use, its lines: `Pinned host memory usage: …`, the limit, registered ranges)
+/// into `buf` with `snprintf` semantics:
 /// at most `len − 1` bytes and a terminating NUL (nothing when `len` is 0 or `buf`
 /// null). Returns the full length of the text in bytes, without NUL.
 ///
@@ -308,7 +313,8 @@ unsafe fn write_status(buf: *mut c_char, len: usize, what: Allocations) -> usize
         unsafe { *buf = 0 };
     }
     guard(|e| {
-        let s = report::memory_status(e, what);
+        let mut s = report::memory_status(e, what);
+        s.push_str(&pinned_capi::status_lines());
         n = s.len();
         if !buf.is_null() && len > 0 {
             let k = n.min(len - 1);

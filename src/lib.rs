@@ -9,7 +9,8 @@
 //! - [`pool`]: the caching pools (`binned`, `split`, `expandable`, `simple`, `none`);
 //! - [`engine`]: live allocations, tracking, the out-of-memory retry and checked copies,
 //!   shared by all pools;
-//! - [`report`]: the `memory_status` text;
+//! - [`report`]: the `memory_status` text; [`pinned`]: the pinned host pool (a second
+//!   engine over page-locked host memory) and registered host ranges;
 //! - [`ffi`]: the C ABI (`include/cumem.h`); [`logging`]: its log messages;
 //! - [`compute`]: NVRTC kernels and cuBLAS on the same device, with their C functions.
 //!
@@ -36,6 +37,7 @@ pub mod ffi;
 pub mod format;
 pub mod live;
 pub mod logging;
+pub mod pinned;
 pub mod pool;
 pub mod report;
 pub mod stats;

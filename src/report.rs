@@ -61,3 +61,40 @@ pub fn memory_status(e: &Engine, allocations: Allocations) -> String {
     }
     o
 }
+
+/// The pinned host pool's lines of `memory_status`, after the device's, once the pool
+/// is in use (`e` is the pinned pool's engine; `registered` the ranges and bytes
+/// registered with `cumem_host_register`):
+///
+/// ```text
+/// Pinned host memory usage: 16.000 MiB (12.000 MiB allocated, 4.000 MiB cached)
+/// Pinned host memory limit: 1.000 GiB
+/// Registered host memory: 256.000 MiB in 1 range
+/// ```
+///
+/// The limit line appears when `CUMEM_PINNED_LIMIT` is set, the last line when a range
+/// is registered.
+pub fn pinned_status(e: &Engine, registered: (u64, u64)) -> String {
+    let st = e.stats();
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "Pinned host memory usage: {} ({} allocated, {} cached)",
+        format_bytes(st.reserved_bytes),
+        format_bytes(st.allocated_bytes),
+        format_bytes(st.cached_bytes)
+    );
+    if st.limit_bytes > 0 {
+        let _ = writeln!(o, "Pinned host memory limit: {}", format_bytes(st.limit_bytes));
+    }
+    let (n, bytes) = registered;
+    if n > 0 {
+        let _ = writeln!(
+            o,
+            "Registered host memory: {} in {n} range{}",
+            format_bytes(bytes),
+            if n == 1 { "" } else { "s" }
+        );
+    }
+    o
+}

@@ -7,6 +7,7 @@
 #   no spurious out of memory with 2 threads       test/thread_oom_tests.jl
 #   the leak report under -g2 and CUMEM_DEBUG=2    test/debugtests.jl
 #   injected device failures (CUMEM_FAULT)          test/faulttests.jl
+#   pinned host memory under a 64 MiB limit          test/pinned_tests.jl
 #   bad configuration / missing library            `using CuMem` must fail clearly
 #   installing by name, path and dev               test/registrytests.jl
 #   compute: NVRTC, kernels, gemm!                 test/compute_tests.jl
@@ -37,7 +38,7 @@ end
 function job_env(pairs...)
     env = copy(ENV)
     for k in ("JULIA_CUDA_MEMORY_POOL", "JULIA_CUDA_MEMORY_LIMIT", "CUMEM_DEBUG",
-              "CUMEM_FAULT", "JULIA_NUM_THREADS")
+              "CUMEM_FAULT", "CUMEM_PINNED_LIMIT", "JULIA_NUM_THREADS")
         delete!(env, k)
     end
     env["CUMEM_DEVICE"] = DEVICE
@@ -80,6 +81,11 @@ if DEVICE != "cuda" && Sys.which("g++") !== nothing && success(pipeline(`g++ -x 
 else
     @info "g++ with _Float16 not found: the emulated-kernel tests are skipped"
 end
+push!(jobs, Job("pinned host memory", julia(testfile("pinned_tests.jl"); CUMEM_PINNED_LIMIT = "64MiB",
+                                           JULIA_NUM_THREADS = 2), passed))
+push!(jobs, Job("bad pinned memory limit",
+                julia("-e", "using CuMem"; CUMEM_PINNED_LIMIT = "lots"),
+                failed_with("CUMEM_PINNED_LIMIT=\"lots\"", "accepted")))
 push!(jobs, Job("indexing and copies", julia(testfile("indexing_tests.jl")), passed))
 push!(jobs, Job("linear algebra", julia(testfile("linalg_tests.jl")), passed))
 push!(jobs, Job("show of arrays and wrappers", julia(testfile("show_tests.jl")), passed))

@@ -4,11 +4,15 @@
 mod cuda;
 mod faulty;
 mod host;
+mod pinned;
 
 pub use crate::config::FaultSpec;
 pub use cuda::CudaDevice;
 pub use faulty::FaultyDevice;
 pub use host::{HOST_VM_GRANULE, HostDevice};
+pub use pinned::{
+    CudaPinnedDevice, CudaRegistrar, HostRegistrar, LockedHostDevice, NoRegistrar, host_memory, open_pinned,
+};
 
 use crate::config::{Config, DeviceChoice};
 use crate::error::{Error, Result};
