@@ -15,9 +15,14 @@ fn upstream(limit: Option<u64>) -> Upstream {
 }
 
 impl ExpandablePool {
+    /// The size of the block at `addr` (in use or quick-listed).
+    fn size_of(&self, addr: u64) -> u64 {
+        self.arenas[self.arena_of(addr)].block_size(self.used[&addr])
+    }
+
     /// Checks every arena against the blocks in use and quick-listed, and the counters.
     fn check(&self) {
-        let blocks: BTreeMap<u64, u64> = self.used.iter().map(|(&a, &s)| (a, s)).collect();
+        let blocks: BTreeMap<u64, u64> = self.used.keys().map(|&a| (a, self.size_of(a))).collect();
         for a in &self.arenas {
             a.check(&blocks);
         }
@@ -29,7 +34,7 @@ impl ExpandablePool {
         for (slot, q) in self.quick.iter().enumerate() {
             assert!(q.ptrs.is_empty() || (q.touched && self.touched.contains(&slot)));
             assert!(q.ptrs.is_empty() || quick_slot(q.size) == slot);
-            assert!(q.ptrs.iter().all(|p| self.used.get(p) == Some(&q.size)));
+            assert!(q.ptrs.iter().all(|&p| self.used.contains_key(&p) && self.size_of(p) == q.size));
         }
         assert_eq!(blocks.values().sum::<u64>(), self.used_bytes + self.quick_bytes);
     }
