@@ -4,6 +4,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JULIA=${JULIA:-.julia-local/bin/julia}
-for pool in ${POOLS:-binned split simple none}; do
+for pool in ${POOLS:-binned split expandable simple none}; do
     JULIA_CUDA_MEMORY_POOL=$pool "$JULIA" --project=. bench/julia_bench.jl "$@"
 done

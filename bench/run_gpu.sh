@@ -10,7 +10,8 @@
 #
 # Writes under $OUT: anchor.jsonl (+ anchor.log), results.jsonl (replay, pair and threads
 # JSON lines of cumem-bench), tables.txt (the same as tables), perf.svg (the chart),
-# run.log. Expected time: ~2.5 min for anchor_bench.py (two PyTorch configurations; 25 s building its C++
+# run.log, and tables.md (bench/tables.py: the Markdown tables of docs/performance.md, every
+# pool beside PyTorch with and without expandable segments, cudaMallocAsync and cudaMalloc). Expected time: ~2.5 min for anchor_bench.py (two PyTorch configurations; 25 s building its C++
 # extension; its cudaMalloc replay of random_seed1 is ~10 s), ~1.5 min for cumem-bench
 # (the `none` pool's cuMemAlloc replay of random_seed1 is ~5 s a pass × 5), well under 6.
 set -uo pipefail
@@ -72,23 +73,26 @@ for r in rows:
               f'{r["device_allocs_cold"]:7} {r["device_allocs_warm"]:7}  {r["failed"]}')
 for a in anc:
     if a.get("bench") == "replay":
-        for k in ("torch_caching", "cuda_async_pool", "cudaMalloc"):
-            print(f'{a["trace"]:16} {k:16} {a[k + "_ns_per_event"]:10.1f}  {a[k + "_peak_reserved"] / a["peak_live_bytes"]:6.3f}  fails {a[k + "_fails"]}')
+        for k in ("torch_caching", "torch_expandable", "cuda_async_pool", "cudaMalloc"):
+            if k + "_ns_per_event" not in a:   # not measured in this run
+                continue
+            print(f'{a["trace"]:16} {k:16} {a[k + "_ns_per_event"]:10.1f}  {a[k + "_peak_reserved"] / a["peak_live_bytes"]:6.3f}  fails {a.get(k + "_fails", "")}')
 print("\npair (ns per alloc+free, median)")
 for r in rows:
     if r.get("bench") == "pair":
         print(f'{r["pool"]:7} {r["size"]:>10} {r["ns_per_pair"]:12.1f}')
 for a in anc:
     if a.get("bench") == "pair":
-        print(f'anchor  {a["bytes"]:>10}  torch {a["torch_caching_ns"]:.1f}  async {a["cuda_async_pool_ns"]:.1f}  cudaMalloc {a["cudaMalloc_ns"]:.1f}')
+        print(f'anchor  {a["bytes"]:>10}  ' + "  ".join(f'{n} {a[k]:.1f}' for n, k in (("torch", "torch_caching_ns"), ("torch-expandable", "torch_expandable_ns"), ("async", "cuda_async_pool_ns"), ("cudaMalloc", "cudaMalloc_ns")) if k in a))
 print("\nthreads (aggregate ns per pair)")
 for r in rows:
     if r.get("bench") == "threads":
         print(f'{r["pool"]:7} {r["threads"]:>3} threads {r["ns_per_pair"]:10.1f}')
 for a in anc:
     if a.get("bench") == "threads":
-        print(f'anchor  {a["threads"]:>3} threads  torch {a["torch_caching_ns_per_pair"]:.1f}  async {a["cuda_async_ns_per_pair"]:.1f}')
+        print(f'anchor  {a["threads"]:>3} threads  ' + "  ".join(f'{n} {a[k]:.1f}' for n, k in (("torch", "torch_caching_ns_per_pair"), ("torch-expandable", "torch_expandable_ns_per_pair"), ("async", "cuda_async_ns_per_pair")) if k in a))
 PY
+python3 bench/tables.py "$OUT" > "$OUT/tables.md" 2>>"$LOG" || log "tables.py failed"
 cat "$OUT/tables.txt" 2>/dev/null
 log "done (status $status); files in $OUT: $(ls "$OUT" | tr '\n' ' ')"
 exit $status

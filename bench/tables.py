@@ -14,7 +14,8 @@ ANCH = [("torch_caching", "PyTorch caching allocator"), ("torch_expandable", "Py
 print("### Trace replay (ns per event; peak reserved ÷ peak live)\n")
 print("| trace | allocator | ns/event warm | ns/event cold | reserved ÷ live, cold | reserved ÷ live, warm | device allocs cold / warm |")
 print("|---|---|---:|---:|---:|---:|---:|")
-for tr in ["gpt2_train", "random_seed1", "resnet50_train"]:
+TRACES = sorted({r["trace"] for r in R if r["bench"] == "replay"} | {a["trace"].replace(".trace", "") for a in A if a.get("bench") == "replay"})
+for tr in TRACES:
     for r in R:
         if r["bench"] == "replay" and r["trace"] == tr:
             print(f"| {tr} | CuMem `{r['pool']}` | {r['ns_per_event_warm']:.0f} | {r['ns_per_event_cold']:.0f} | "
@@ -34,9 +35,11 @@ print("\n### Cache-hit alloc+free pair (ns, median)\n")
 sizes = sorted({r["size"] for r in R if r["bench"] == "pair"})
 print("| allocator | " + " | ".join(f"{s:,} B" for s in sizes) + " |")
 print("|---|" + "---:|" * len(sizes))
-for pool in ["binned", "split", "simple", "none"]:
+POOLS = ["binned", "split", "expandable", "simple", "none"]
+for pool in POOLS:
     row = {r["size"]: r["ns_per_pair"] for r in R if r["bench"] == "pair" and r["pool"] == pool}
-    print(f"| CuMem `{pool}` | " + " | ".join(f"{row[s]:.1f}" for s in sizes) + " |")
+    if row:
+        print(f"| CuMem `{pool}` | " + " | ".join(f"{row[s]:.1f}" if s in row else "" for s in sizes) + " |")
 for k, name in ANCH:
     row = {a["bytes"]: a[f"{k}_ns"] for a in A if a.get("bench") == "pair" and f"{k}_ns" in a}
     if not row:
@@ -47,9 +50,10 @@ print("\n### Threads: 4 KiB pairs, aggregate ns per pair (wall time ÷ all pairs
 ts = sorted({r["threads"] for r in R if r["bench"] == "threads"})
 print("| allocator | " + " | ".join(f"{t} thread{'s' * (t > 1)}" for t in ts) + " |")
 print("|---|" + "---:|" * len(ts))
-for pool in ["binned", "split"]:
+for pool in POOLS:
     row = {r["threads"]: r["ns_per_pair"] for r in R if r["bench"] == "threads" and r["pool"] == pool}
-    print(f"| CuMem `{pool}` | " + " | ".join(f"{row[t]:.1f}" for t in ts) + " |")
+    if row:
+        print(f"| CuMem `{pool}` | " + " | ".join(f"{row[t]:.1f}" if t in row else "" for t in ts) + " |")
 for k, name in [("torch_caching", ANCH[0][1]), ("torch_expandable", ANCH[1][1]), ("cuda_async", ANCH[2][1])]:
     row = {a["threads"]: a[f"{k}_ns_per_pair"] for a in A if a.get("bench") == "threads" and f"{k}_ns_per_pair" in a}
     if not row:
@@ -60,8 +64,10 @@ if J:
     print("\n### Julia: `CuArray{UInt8}(undef, 4096)` + `unsafe_free!`, GC-freed, and the gpt2 replay through CuArrays\n")
     print("| pool | pair with `unsafe_free!` (ns) | freed by the GC (ns per allocation) | gpt2_train replay, warm (ns/event) |")
     print("|---|---:|---:|---:|")
-    for pool in ["binned", "split", "simple", "none"]:
+    for pool in POOLS:
         g = {j["bench"]: j for j in J if j["pool"] == pool}
+        if not g:
+            continue
         print(f"| `{pool}` | {g['julia_pair']['ns_per_pair']:.0f} | {g['julia_gc_pair']['ns_per_alloc']:.0f} | {g['julia_replay']['ns_per_event_warm']:.0f} |")
     py = [a for a in A if a.get("bench") == "python_pair" and a["bytes"] == 4096]
     if py:

@@ -2,7 +2,8 @@
 # CUMEM_FAULT=alloc:0.3,free:0.2,copy:0.05,seed=11. Failed allocations surface as
 # OutOfGPUMemoryError (only once the whole allocation ladder failed), failed copies as
 # CuMemError with CUMEM_ERROR_DEVICE; failed device frees are counted, never thrown, and
-# nothing leaks once everything is collected and the cache reclaimed.
+# nothing leaks once everything is collected and the cache reclaimed. runtests.jl runs it
+# with the split, expandable (mappings fail as allocations, unmappings as frees) and none pools.
 
 using CuMem, Test
 
@@ -31,6 +32,9 @@ using CuMem, Test
         end
         length(held) > 50 && (foreach(unsafe_free!, held); empty!(held))
         i % 100 == 0 && GC.gc(false)
+        # The expandable pool unmaps (its device frees) only when memory is short or the
+        # cache is reclaimed: reclaim now and then, so its failed unmappings are exercised.
+        i % 250 == 0 && reclaim()
     end
     @info "CUMEM_FAULT: $checked checked arrays, $ooms out-of-memory errors, $device_errors device errors"
     @test checked > 1000

@@ -108,7 +108,7 @@ end
 push!(jobs, Job("out of memory, 2 threads",
                 julia(testfile("thread_oom_tests.jl"); JULIA_NUM_THREADS = 2, JULIA_CUDA_MEMORY_LIMIT = "8MiB"),
                 passed))
-for pool in intersect(POOLS, ["split", "none"])
+for pool in intersect(POOLS, ["split", "expandable", "none"])
     push!(jobs, Job("injected device failures, pool $pool",
                     julia(testfile("faulttests.jl"); JULIA_CUDA_MEMORY_POOL = pool,
                           CUMEM_FAULT = "alloc:0.3,free:0.2,copy:0.05,seed=11"),

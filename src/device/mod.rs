@@ -93,8 +93,8 @@ pub trait Device: Send + Sync {
 
     /// Backs `[addr, addr+bytes)` (granule-aligned, inside a reserved range, nothing
     /// mapped there) with physical memory readable and writable by this device, one
-    /// granule at a time, so that any granule can be unmapped on its own (`cuMemCreate`
-    /// + `cuMemMap` per granule, one `cuMemSetAccess`; host: `mprotect`). On error
+    /// granule at a time, so that any granule can be unmapped on its own
+    /// (`cuMemCreate` and `cuMemMap` per granule, one `cuMemSetAccess`; host: `mprotect`). On error
     /// nothing stays mapped. Errors: [`Error::OutOfMemory`] when the device is full,
     /// [`Error::Device`] otherwise.
     ///

@@ -48,13 +48,20 @@ const POOL_COLORS: [(&str, RGBColor); 5] = [
     ("none", RGBColor(127, 160, 200)),
 ];
 /// (key prefix in anchor replay lines, pair key, threads key, label, colour)
-const ANCHORS: [(&str, &str, &str, &str, RGBColor); 3] = [
+const ANCHORS: [(&str, &str, &str, &str, RGBColor); 4] = [
     (
         "torch_caching",
         "torch_caching_ns",
         "torch_caching_ns_per_pair",
         "PyTorch caching",
         RGBColor(255, 127, 14),
+    ),
+    (
+        "torch_expandable",
+        "torch_expandable_ns",
+        "torch_expandable_ns_per_pair",
+        "PyTorch expandable segments",
+        RGBColor(227, 119, 194),
     ),
     (
         "cuda_async_pool",

@@ -1,11 +1,34 @@
-//! An arena of the expandable pool: one reserved address range, the free ranges in it
-//! (best fit by size and address, merged with their neighbours) and the state of each
-//! granule (how many blocks touch it, whether physical memory is mapped there).
+//! An arena of the expandable pool: one reserved address range, carved into blocks and
+//! free ranges, and which granules have physical memory mapped.
+//!
+//! Blocks and free ranges are nodes in a slab, linked to their address neighbours, so
+//! merging a freed block costs no search; free ranges are indexed by (size, address) in
+//! split's size-class index ([`FitIndex`]), so best fit is a bit scan and a binary
+//! search over a few entries. Which granules are mapped is a bitmap. A granule is *idle*
+//! (mapped, no block touches it) exactly when it lies wholly inside one free range, since
+//! blocks and free ranges tile the arena and free neighbours are merged; so there is no
+//! count per granule, and placing or freeing a block costs a few bitmap words however many
+//! granules it spans.
 
-use std::collections::{BTreeMap, BTreeSet};
+use super::super::split::fit_index::FitIndex;
 
 /// Free ranges [`Arena::place`] considers for a block, smallest first.
 const CANDIDATES: usize = 16;
+
+const NIL: u32 = u32::MAX;
+
+/// A block (in use or quick-listed) or a free range.
+#[derive(Clone, Copy)]
+struct Node {
+    addr: u64,
+    size: u64,
+    /// Address neighbours ([`NIL`] at the ends of the arena).
+    prev: u32,
+    next: u32,
+    free: bool,
+    /// In the slab's list of reusable nodes.
+    dead: bool,
+}
 
 /// One reserved range of addresses, carved into blocks. Free ranges are address space;
 /// whether memory lies behind them is the granules' business: a granule is mapped while
@@ -18,16 +41,17 @@ pub(super) struct Arena {
     pub large: bool,
     /// log2 of the granule.
     shift: u32,
-    /// Free ranges: address → size, and (size, address) for best fit.
-    free_by_addr: BTreeMap<u64, u64>,
-    free_by_size: BTreeSet<(u64, u64)>,
-    /// Per granule: blocks touching it (in use or on a quick list).
-    pins: Vec<u32>,
-    /// Per granule: physical memory mapped there.
-    mapped: Vec<bool>,
+    nodes: Vec<Node>,
+    dead: Vec<u32>,
+    /// The node that ends at the end of the range.
+    tail: u32,
+    /// Free ranges by (size, address, node).
+    free: FitIndex,
+    /// One bit per granule: physical memory mapped there.
+    mapped: Vec<u64>,
     /// One past the highest mapped granule (0: none).
     top: usize,
-    /// Bytes mapped, and of those the bytes of granules no block touches.
+    /// Bytes mapped, and of those the bytes of idle granules (wholly inside a free range).
     pub mapped_bytes: u64,
     pub idle_bytes: u64,
 }
@@ -42,15 +66,16 @@ impl Arena {
             size,
             large,
             shift: gran.trailing_zeros(),
-            free_by_addr: BTreeMap::new(),
-            free_by_size: BTreeSet::new(),
-            pins: vec![0; n],
-            mapped: vec![false; n],
+            nodes: vec![Node { addr: base, size, prev: NIL, next: NIL, free: true, dead: false }],
+            dead: Vec::new(),
+            tail: 0,
+            free: FitIndex::default(),
+            mapped: vec![0; n.div_ceil(64)],
             top: 0,
             mapped_bytes: 0,
             idle_bytes: 0,
         };
-        a.insert_free(base, size);
+        a.free.insert(size, base, 0);
         a
     }
 
@@ -62,15 +87,14 @@ impl Arena {
 
     /// True when no block lies in the arena (it is one free range).
     pub fn is_empty(&self) -> bool {
-        self.free_by_addr.get(&self.base) == Some(&self.size)
+        let t = &self.nodes[self.tail as usize];
+        t.free && t.addr == self.base
     }
 
-    /// The granules `[first, last]` that `[addr, addr+size)` touches.
+    /// True when `addr` lies in the arena's reserved range.
     #[inline]
-    fn granules(&self, addr: u64, size: u64) -> std::ops::RangeInclusive<usize> {
-        let first = ((addr - self.base) >> self.shift) as usize;
-        let last = ((addr + size - 1 - self.base) >> self.shift) as usize;
-        first..=last
+    pub fn contains(&self, addr: u64) -> bool {
+        addr >= self.base && addr - self.base < self.size
     }
 
     #[inline]
@@ -78,35 +102,127 @@ impl Arena {
         self.base + ((g as u64) << self.shift)
     }
 
-    fn insert_free(&mut self, addr: u64, size: u64) {
-        self.free_by_addr.insert(addr, size);
-        self.free_by_size.insert((size, addr));
+    #[inline]
+    fn is_mapped(&self, g: usize) -> bool {
+        self.mapped[g / 64] >> (g % 64) & 1 != 0
     }
 
-    fn remove_free(&mut self, addr: u64, size: u64) {
-        self.free_by_addr.remove(&addr);
-        let found = self.free_by_size.remove(&(size, addr));
-        debug_assert!(found, "free range {addr:#x}+{size} not indexed");
+    /// Mapped granules in `[g0, g1)`.
+    #[inline]
+    fn count_mapped(&self, g0: usize, g1: usize) -> usize {
+        let g1 = g1.min(self.top);
+        if g0 >= g1 {
+            return 0;
+        }
+        let (w0, w1) = (g0 / 64, (g1 - 1) / 64);
+        let lo = !0u64 << (g0 % 64);
+        let hi = !0u64 >> (63 - (g1 - 1) % 64);
+        if w0 == w1 {
+            return (self.mapped[w0] & lo & hi).count_ones() as usize;
+        }
+        let mut n = (self.mapped[w0] & lo).count_ones() + (self.mapped[w1] & hi).count_ones();
+        for w in &self.mapped[w0 + 1..w1] {
+            n += w.count_ones();
+        }
+        n as usize
+    }
+
+    /// The granules `[first, last+1)` that `[addr, addr+size)` touches.
+    #[inline]
+    fn touched(&self, addr: u64, size: u64) -> (usize, usize) {
+        (
+            ((addr - self.base) >> self.shift) as usize,
+            ((addr + size - 1 - self.base) >> self.shift) as usize + 1,
+        )
+    }
+
+    /// Idle bytes of a free range `[addr, addr+size)`: its mapped granules that lie
+    /// wholly inside it.
+    #[inline]
+    fn idle_in(&self, addr: u64, size: u64) -> u64 {
+        let g0 = (addr - self.base).div_ceil(self.granule()) as usize;
+        let g1 = ((addr + size - self.base) >> self.shift) as usize;
+        (self.count_mapped(g0, g1) as u64) << self.shift
     }
 
     /// Granules of `[addr, addr+size)` that are not mapped.
+    #[inline]
     fn unmapped_in(&self, addr: u64, size: u64) -> usize {
-        let r = self.granules(addr, size);
-        self.mapped[r].iter().filter(|&&m| !m).count()
+        let (g0, g1) = self.touched(addr, size);
+        (g1 - g0) - self.count_mapped(g0, g1)
+    }
+
+    fn new_node(&mut self, n: Node) -> u32 {
+        match self.dead.pop() {
+            Some(i) => {
+                self.nodes[i as usize] = n;
+                i
+            }
+            None => {
+                self.nodes.push(n);
+                (self.nodes.len() - 1) as u32
+            }
+        }
+    }
+
+    fn kill(&mut self, i: u32) {
+        self.nodes[i as usize].dead = true;
+        self.dead.push(i);
+    }
+
+    /// Makes node `i` (not linked yet) the next neighbour of `after`.
+    fn link_after(&mut self, after: u32, i: u32) {
+        let next = self.nodes[after as usize].next;
+        self.nodes[i as usize].prev = after;
+        self.nodes[i as usize].next = next;
+        self.nodes[after as usize].next = i;
+        if next == NIL {
+            self.tail = i;
+        } else {
+            self.nodes[next as usize].prev = i;
+        }
+    }
+
+    /// Takes node `i` out of the address list.
+    fn unlink(&mut self, i: u32) {
+        let Node { prev, next, .. } = self.nodes[i as usize];
+        if prev != NIL {
+            self.nodes[prev as usize].next = next;
+        }
+        if next == NIL {
+            self.tail = prev;
+        } else {
+            self.nodes[next as usize].prev = prev;
+        }
+    }
+
+    /// Indexes free node `i` and counts its idle granules.
+    fn add_free(&mut self, i: u32) {
+        let Node { addr, size, .. } = self.nodes[i as usize];
+        self.free.insert(size, addr, i);
+        self.idle_bytes += self.idle_in(addr, size);
+    }
+
+    /// Unindexes free node `i` and uncounts its idle granules.
+    fn remove_free(&mut self, i: u32) {
+        let Node { addr, size, .. } = self.nodes[i as usize];
+        self.free.remove(size, addr);
+        self.idle_bytes -= self.idle_in(addr, size);
     }
 
     /// Where a block of `size` bytes goes: the start or the end of a free range, among
     /// the [`CANDIDATES`] smallest that fit (best fit, lowest address among equals), the
-    /// first place that needs the fewest granules mapped. Returns the address and that
-    /// number of granules. So a warm pass whose blocks land elsewhere than in the last
-    /// pass still finds mapped memory, and calls no device, where a fit exists.
-    pub fn place(&self, size: u64) -> Option<(u64, usize)> {
-        let mut best: Option<(u64, usize)> = None;
-        for &(have, a) in self.free_by_size.range((size, 0)..).take(CANDIDATES) {
+    /// first place that needs the fewest granules mapped. Returns the free range's node,
+    /// the address and that number of granules. So a warm pass whose blocks land
+    /// elsewhere than in the last pass still finds mapped memory, and calls no device,
+    /// where a fit exists.
+    pub fn place(&self, size: u64) -> Option<(u32, u64, usize)> {
+        let mut best: Option<(u32, u64, usize)> = None;
+        for (have, a, i) in self.free.fits(size).take(CANDIDATES) {
             for addr in [a, a + have - size] {
                 let n = self.unmapped_in(addr, size);
-                if best.is_none_or(|b| n < b.1) {
-                    best = Some((addr, n));
+                if best.is_none_or(|b| n < b.2) {
+                    best = Some((i, addr, n));
                 }
                 if n == 0 {
                     return best;
@@ -116,46 +232,72 @@ impl Arena {
         best
     }
 
-    /// Takes `[addr, addr+size)` from the free range that holds it.
-    pub fn carve(&mut self, addr: u64, size: u64) {
-        let (&start, &have) = self.free_by_addr.range(..=addr).next_back().expect("inside a free range");
-        debug_assert!(start + have >= addr + size);
-        self.remove_free(start, have);
-        if addr > start {
-            self.insert_free(start, addr - start);
+    /// Takes `[addr, addr+size)` out of free node `i` (which holds it) as a block.
+    /// Returns the block's node.
+    pub fn carve(&mut self, i: u32, addr: u64, size: u64) -> u32 {
+        let n = self.nodes[i as usize];
+        debug_assert!(n.free && !n.dead && n.addr <= addr && addr + size <= n.addr + n.size);
+        self.remove_free(i);
+        let end = n.addr + n.size;
+        let mut b = i;
+        if addr > n.addr {
+            // The part before the block stays free in `i`; the block gets a new node.
+            self.nodes[i as usize].size = addr - n.addr;
+            self.add_free(i);
+            b = self.new_node(Node { addr, size, prev: NIL, next: NIL, free: false, dead: false });
+            self.link_after(i, b);
         }
-        if start + have > addr + size {
-            self.insert_free(addr + size, start + have - (addr + size));
+        let blk = &mut self.nodes[b as usize];
+        blk.size = size;
+        blk.free = false;
+        if end > addr + size {
+            let r = self.new_node(Node {
+                addr: addr + size,
+                size: end - addr - size,
+                prev: NIL,
+                next: NIL,
+                free: true,
+                dead: false,
+            });
+            self.link_after(b, r);
+            self.add_free(r);
         }
+        b
     }
 
-    /// Gives `[addr, addr+size)` back to the free ranges, merged with free neighbours.
-    pub fn give_back(&mut self, mut addr: u64, mut size: u64) {
-        if let Some(next) = self.free_by_addr.get(&(addr + size)).copied() {
-            self.remove_free(addr + size, next);
-            size += next;
+    /// Gives block `i` back to the free ranges, merged with free neighbours.
+    pub fn give_back(&mut self, i: u32) {
+        let Node { prev, next, .. } = self.nodes[i as usize];
+        debug_assert!(!self.nodes[i as usize].free && !self.nodes[i as usize].dead);
+        self.nodes[i as usize].free = true;
+        if next != NIL && self.nodes[next as usize].free {
+            self.remove_free(next);
+            self.nodes[i as usize].size += self.nodes[next as usize].size;
+            self.unlink(next);
+            self.kill(next);
         }
-        if let Some((&p, &ps)) = self.free_by_addr.range(..addr).next_back()
-            && p + ps == addr
-        {
-            self.remove_free(p, ps);
-            addr = p;
-            size += ps;
+        let mut i = i;
+        if prev != NIL && self.nodes[prev as usize].free {
+            self.remove_free(prev);
+            self.nodes[prev as usize].size += self.nodes[i as usize].size;
+            self.unlink(i);
+            self.kill(i);
+            i = prev;
         }
-        self.insert_free(addr, size);
+        self.add_free(i);
     }
 
-    /// Counts a block at `[addr, addr+size)` on the granules it touches. Returns the
-    /// runs `(address, bytes)` of those that are not mapped, in address order.
-    pub fn pin(&mut self, addr: u64, size: u64) -> Vec<(u64, u64)> {
-        let gran = self.granule();
+    /// The runs `(address, bytes)` of granules that `[addr, addr+size)` touches and that
+    /// are not mapped, in address order.
+    pub fn unmapped_runs(&self, addr: u64, size: u64) -> Vec<(u64, u64)> {
+        let (g0, g1) = self.touched(addr, size);
         let mut runs: Vec<(u64, u64)> = Vec::new();
-        for g in self.granules(addr, size) {
-            if self.pins[g] == 0 && self.mapped[g] {
-                self.idle_bytes -= gran;
-            }
-            self.pins[g] += 1;
-            if !self.mapped[g] {
+        if self.count_mapped(g0, g1) == g1 - g0 {
+            return runs;
+        }
+        let gran = self.granule();
+        for g in g0..g1 {
+            if !self.is_mapped(g) {
                 let a = self.granule_addr(g);
                 match runs.last_mut() {
                     Some(r) if r.0 + r.1 == a => r.1 += gran,
@@ -166,42 +308,15 @@ impl Arena {
         runs
     }
 
-    /// Uncounts a block at `[addr, addr+size)` from the granules it touches.
-    pub fn unpin(&mut self, addr: u64, size: u64) {
-        let gran = self.granule();
-        for g in self.granules(addr, size) {
-            self.pins[g] -= 1;
-            if self.pins[g] == 0 && self.mapped[g] {
-                self.idle_bytes += gran;
-            }
-        }
-    }
-
-    /// Records `[addr, addr+bytes)` (whole granules) as mapped.
+    /// Records `[addr, addr+bytes)` (whole granules that a block touches) as mapped.
     pub fn set_mapped(&mut self, addr: u64, bytes: u64) {
-        let gran = self.granule();
-        for g in self.granules(addr, bytes) {
-            debug_assert!(!self.mapped[g]);
-            self.mapped[g] = true;
-            if self.pins[g] == 0 {
-                self.idle_bytes += gran;
-            }
+        let (g0, g1) = self.touched(addr, bytes);
+        for g in g0..g1 {
+            debug_assert!(!self.is_mapped(g));
+            self.mapped[g / 64] |= 1 << (g % 64);
         }
         self.mapped_bytes += bytes;
-        self.top = self.top.max(*self.granules(addr, bytes).end() + 1);
-    }
-
-    /// Records `[addr, addr+bytes)` (whole idle granules) as unmapped.
-    fn set_unmapped(&mut self, addr: u64, bytes: u64) {
-        for g in self.granules(addr, bytes) {
-            debug_assert!(self.mapped[g] && self.pins[g] == 0);
-            self.mapped[g] = false;
-        }
-        self.mapped_bytes -= bytes;
-        self.idle_bytes -= bytes;
-        while self.top > 0 && !self.mapped[self.top - 1] {
-            self.top -= 1;
-        }
+        self.top = self.top.max(g1);
     }
 
     /// Unmaps idle granules, highest address first, through `unmap(addr, bytes)` (one
@@ -210,76 +325,114 @@ impl Arena {
     pub fn unmap_idle(&mut self, target: u64, mut unmap: impl FnMut(u64, u64)) -> u64 {
         let gran = self.granule();
         let mut done = 0;
-        let mut g = self.top;
-        while done < target && self.idle_bytes > 0 && g > 0 {
-            // The next run of idle granules below `g`, cut to what is still wanted.
-            while g > 0 && !(self.mapped[g - 1] && self.pins[g - 1] == 0) {
-                g -= 1;
+        let mut i = self.tail;
+        while i != NIL && done < target && self.idle_bytes > 0 {
+            let n = self.nodes[i as usize];
+            i = n.prev;
+            if !n.free {
+                continue;
             }
-            let end = g;
-            while g > 0
-                && self.mapped[g - 1]
-                && self.pins[g - 1] == 0
-                && done + ((end - g) as u64) * gran < target
-            {
-                g -= 1;
+            // The granules wholly inside this free range, from the highest mapped one.
+            let lo = (n.addr - self.base).div_ceil(gran) as usize;
+            let mut g = (((n.addr + n.size - self.base) >> self.shift) as usize).min(self.top);
+            while g > lo && done < target {
+                while g > lo && !self.is_mapped(g - 1) {
+                    g -= 1;
+                }
+                let end = g;
+                while g > lo && self.is_mapped(g - 1) && done + ((end - g) as u64) * gran < target {
+                    g -= 1;
+                }
+                if g == end {
+                    break;
+                }
+                let (addr, bytes) = (self.granule_addr(g), ((end - g) as u64) * gran);
+                unmap(addr, bytes);
+                for k in g..end {
+                    self.mapped[k / 64] &= !(1 << (k % 64));
+                }
+                self.mapped_bytes -= bytes;
+                self.idle_bytes -= bytes;
+                done += bytes;
             }
-            if g == end {
-                break;
-            }
-            let (addr, bytes) = (self.granule_addr(g), ((end - g) as u64) * gran);
-            unmap(addr, bytes);
-            self.set_unmapped(addr, bytes);
-            done += bytes;
+        }
+        while self.top > 0 && !self.is_mapped(self.top - 1) {
+            self.top -= 1;
         }
         done
     }
 
-    /// True when `addr` lies in the arena's reserved range.
-    #[inline]
-    pub fn contains(&self, addr: u64) -> bool {
-        addr >= self.base && addr - self.base < self.size
+    /// The address of the block in use that holds `addr`, if any (a walk of the list).
+    pub fn block_around(&self, addr: u64) -> Option<u64> {
+        let mut i = self.tail;
+        while i != NIL {
+            let n = &self.nodes[i as usize];
+            if n.addr <= addr {
+                return (!n.free).then_some(n.addr);
+            }
+            i = n.prev;
+        }
+        None
     }
 }
 
 #[cfg(test)]
 impl Arena {
-    /// Checks the free ranges (disjoint, merged, both indexes equal), the granule
-    /// counts against `blocks` (the blocks in use or quick-listed, address → size) and
-    /// the byte counters. Returns the free bytes.
-    pub fn check(&self, blocks: &BTreeMap<u64, u64>) -> u64 {
-        let mut free = 0;
-        let mut last_end = None;
-        for (&a, &s) in &self.free_by_addr {
-            assert!(s > 0 && a >= self.base && a + s <= self.base + self.size);
-            assert!(self.free_by_size.contains(&(s, a)));
-            if let Some(e) = last_end {
-                assert!(e < a, "free ranges at {a:#x} overlap or touch");
-            }
-            last_end = Some(a + s);
-            free += s;
+    /// Size of the block at node `i`.
+    pub fn block_size(&self, i: u32) -> u64 {
+        self.nodes[i as usize].size
+    }
+
+    /// Checks the nodes (tiling the range, linked both ways, no two free neighbours), the
+    /// index (exactly the free ranges), the blocks against `blocks` (the blocks in use or
+    /// quick-listed, address → size), the bitmap (every block's granules mapped) and the
+    /// byte counters. Returns the free bytes.
+    pub fn check(&self, blocks: &std::collections::BTreeMap<u64, u64>) -> u64 {
+        let mut head = self.tail;
+        while self.nodes[head as usize].prev != NIL {
+            head = self.nodes[head as usize].prev;
         }
-        assert_eq!(self.free_by_addr.len(), self.free_by_size.len());
-        let mut pins = vec![0u32; self.pins.len()];
-        let mut used = 0;
-        for (&a, &s) in blocks.range(self.base..self.base + self.size) {
-            used += s;
-            for g in self.granules(a, s) {
-                pins[g] += 1;
-                assert!(self.mapped[g], "block {a:#x} on an unmapped granule");
+        let (mut at, mut i, mut prev, mut prev_free) = (self.base, head, NIL, false);
+        let (mut free, mut nfree, mut idle, mut live) = (0, 0, 0, 0);
+        let mut seen = std::collections::BTreeMap::new();
+        while i != NIL {
+            let n = &self.nodes[i as usize];
+            live += 1;
+            assert!(!n.dead && n.size > 0);
+            assert_eq!((n.addr, n.prev), (at, prev), "node {i}");
+            if n.free {
+                assert!(!prev_free, "two free neighbours at {at:#x}");
+                assert!(
+                    self.free.iter().any(|e| *e == (n.size, n.addr, i)),
+                    "free range {at:#x} not indexed"
+                );
+                free += n.size;
+                nfree += 1;
+                idle += self.idle_in(n.addr, n.size);
+            } else {
+                seen.insert(n.addr, n.size);
+                let (g0, g1) = self.touched(n.addr, n.size);
+                assert!((g0..g1).all(|g| self.is_mapped(g)), "block {at:#x} on an unmapped granule");
             }
-            let before = self.free_by_addr.range(..=a).next_back();
-            assert!(before.is_none_or(|(&f, &fs)| f + fs <= a), "block {a:#x} overlaps a free range");
+            prev_free = n.free;
+            at += n.size;
+            prev = i;
+            i = n.next;
         }
-        assert_eq!(pins, self.pins);
-        assert_eq!(used + free, self.size, "blocks and free ranges do not tile the arena");
-        let gran = self.granule();
-        let mapped = self.mapped.iter().filter(|&&m| m).count() as u64 * gran;
-        let idle =
-            (0..self.pins.len()).filter(|&g| self.mapped[g] && self.pins[g] == 0).count() as u64 * gran;
-        assert_eq!((mapped, idle), (self.mapped_bytes, self.idle_bytes));
-        assert!(self.mapped[self.top..].iter().all(|&m| !m));
-        assert!(self.top == 0 || self.mapped[self.top - 1]);
+        assert_eq!(prev, self.tail);
+        assert_eq!(at, self.base + self.size, "blocks and free ranges do not tile the arena");
+        assert_eq!(live + self.dead.len(), self.nodes.len());
+        assert!(self.dead.iter().all(|&d| self.nodes[d as usize].dead));
+        assert_eq!(self.free.iter().count(), nfree);
+        assert_eq!(self.free.bytes, free);
+        let mine: std::collections::BTreeMap<u64, u64> =
+            blocks.range(self.base..self.base + self.size).map(|(&a, &s)| (a, s)).collect();
+        assert_eq!(seen, mine, "the blocks in the arena are the pool's");
+        let n = (self.size >> self.shift) as usize;
+        let mapped = (0..n).filter(|&g| self.is_mapped(g)).count() as u64;
+        assert_eq!((mapped << self.shift, idle), (self.mapped_bytes, self.idle_bytes));
+        assert!((self.top..n).all(|g| !self.is_mapped(g)));
+        assert!(self.top == 0 || self.is_mapped(self.top - 1));
         free
     }
 }

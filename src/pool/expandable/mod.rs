@@ -32,7 +32,10 @@
 //!   high-water mark (so cached memory in the wrong place never raises the peak, as in
 //!   `split`), when the device or `JULIA_CUDA_MEMORY_LIMIT` refuses a mapping, and at
 //!   `reclaim`. A warm pass of a steady workload finds its granules mapped and makes no
-//!   device calls.
+//!   device calls. Once the workload is steady (it has been served as many bytes as its
+//!   mapped high-water mark), mapped memory may grow 1/32 above the mark, and the mark
+//!   rises by 1/16 each time idle granules of 1/8 of it had to be unmapped to make room
+//!   for others: memory that keeps coming back stays mapped.
 //! - Every granule is its own physical allocation, so any granule can be unmapped
 //!   alone; failed mappings leave nothing mapped ([`crate::device::Device::vm_map`]).
 //!
@@ -43,8 +46,10 @@
 //! Frees are deferred as in `split`: a freed block waits on the quick list of its size
 //! and is handed out again by the next request of that size; a request no quick list
 //! serves first merges every quick-listed block, so it sees all free memory. The
-//! arenas ([`arena`]) keep free ranges in two B-trees (by address for merging, by
-//! size and address for best fit) and a pin count per granule.
+//! arenas ([`arena`]) keep blocks and free ranges as nodes linked to their address
+//! neighbours (merging costs no search), free ranges in split's size-class index by
+//! (size, address) (best fit is a bit scan and a short binary search), and a bitmap of
+//! mapped granules; a granule is idle when it lies wholly inside a free range.
 
 mod arena;
 #[cfg(test)]
@@ -61,13 +66,17 @@ use rustc_hash::FxHashMap;
 /// In the steady state, mapped memory may grow by 1/`STEADY_SLACK` of its mark without
 /// unmapping idle granules first and without ending the steady state.
 const STEADY_SLACK: u64 = 32;
+/// In the steady state, once granules of 1/`CHURN` of the mark have been mapped where
+/// idle ones had to be unmapped to make room, the mark rises by 1/`CHURN_STEP`.
+const CHURN: u64 = 8;
+const CHURN_STEP: u64 = 16;
 
 /// The pool on reserved address ranges with lazily mapped granules.
 pub struct ExpandablePool {
     /// The reserved ranges, in the order they were taken.
     arenas: Vec<Arena>,
-    /// Address → size of every block in use or on a quick list.
-    used: FxHashMap<u64, u64>,
+    /// Address → node (in its arena) of every block in use or on a quick list.
+    used: FxHashMap<u64, u32>,
     /// The quick lists, in split's direct-mapped table keyed by size: the blocks freed
     /// since the last flush, LIFO.
     quick: Box<[QuickList]>,
@@ -82,6 +91,9 @@ pub struct ExpandablePool {
     /// steady state, as a training loop from its second iteration).
     high_water: u64,
     served: u64,
+    /// Bytes mapped in the steady state, since the mark last rose, where idle granules
+    /// had to be unmapped to make room.
+    churn: u64,
 }
 
 impl Default for ExpandablePool {
@@ -95,6 +107,7 @@ impl Default for ExpandablePool {
             used_bytes: 0,
             high_water: 0,
             served: 0,
+            churn: 0,
         }
     }
 }
@@ -110,24 +123,25 @@ impl ExpandablePool {
         self.arenas.iter().position(|a| a.contains(addr)).expect("a block lies in an arena")
     }
 
-    /// The arena and address for a block of `size` among the arenas for small (`large`
-    /// false) or large requests ([`Arena::place`]); a new arena if none fits.
-    fn place(&mut self, size: u64, large: bool, up: ShardUpstream<'_>) -> Result<(usize, u64)> {
+    /// The arena, free range (node) and address for a block of `size` among the arenas
+    /// for small (`large` false) or large requests ([`Arena::place`]); a new arena if
+    /// none fits.
+    fn place(&mut self, size: u64, large: bool, up: ShardUpstream<'_>) -> Result<(usize, u32, u64)> {
         // The arena whose place needs the fewest granules mapped (the first among equals).
-        let mut best: Option<(usize, u64, usize)> = None;
+        let mut best: Option<(usize, u32, u64, usize)> = None;
         for (k, a) in self.arenas.iter().enumerate() {
             if a.large == large
-                && let Some((addr, n)) = a.place(size)
-                && best.is_none_or(|b| n < b.2)
+                && let Some((i, addr, n)) = a.place(size)
+                && best.is_none_or(|b| n < b.3)
             {
-                best = Some((k, addr, n));
+                best = Some((k, i, addr, n));
                 if n == 0 {
                     break;
                 }
             }
         }
-        if let Some((k, addr, _)) = best {
-            return Ok((k, addr));
+        if let Some((k, i, addr, _)) = best {
+            return Ok((k, i, addr));
         }
         let gran = up.vm_granularity()?;
         let total = up.device_total()?;
@@ -136,7 +150,7 @@ impl ExpandablePool {
         let bytes = total.saturating_add(total / 8).max(size).min(super::MAX_REQUEST).next_multiple_of(gran);
         let base = up.vm_reserve(bytes)?;
         self.arenas.push(Arena::new(base, bytes, gran, large));
-        Ok((self.arenas.len() - 1, base))
+        Ok((self.arenas.len() - 1, 0, base))
     }
 
     /// Merges every quick-listed block into the free ranges.
@@ -146,10 +160,9 @@ impl ExpandablePool {
         }
         let mut touched = std::mem::take(&mut self.touched);
         for &q in &touched {
-            let size = self.quick[q].size;
             let mut ptrs = std::mem::take(&mut self.quick[q].ptrs);
             for &p in &ptrs {
-                self.release(p, size);
+                self.release(p);
             }
             ptrs.clear();
             self.quick[q] = QuickList { size: 0, ptrs, touched: false }; // keeps the capacity
@@ -159,13 +172,11 @@ impl ExpandablePool {
         self.quick_bytes = 0;
     }
 
-    /// Returns block `[ptr, ptr+size)` to its arena's free ranges.
-    fn release(&mut self, ptr: u64, size: u64) {
-        self.used.remove(&ptr);
+    /// Returns block `ptr` to its arena's free ranges.
+    fn release(&mut self, ptr: u64) {
+        let i = self.used.remove(&ptr).expect("a block of this pool");
         let k = self.arena_of(ptr);
-        let a = &mut self.arenas[k];
-        a.unpin(ptr, size);
-        a.give_back(ptr, size);
+        self.arenas[k].give_back(i);
     }
 
     /// Unmaps granules no block touches, the large arenas' first (longer runs), until
@@ -197,6 +208,21 @@ impl ExpandablePool {
         if self.served >= self.high_water {
             let room = (self.high_water + self.high_water / STEADY_SLACK).saturating_sub(self.mapped_bytes());
             excess = excess.saturating_sub(room);
+            if excess > 0 {
+                // Memory unmapped to make room comes back in a later pass. Once the steady
+                // state has remapped 1/CHURN of its mark this way, the mark rises by
+                // 1/CHURN_STEP: a workload whose layout varies from pass to pass (sizes
+                // drawn at random) then settles into memory that stays mapped, at the cost
+                // of a few percent more of it; one whose layout repeats seldom gets here.
+                self.churn += need;
+                if self.churn >= self.high_water / CHURN {
+                    self.high_water += self.high_water / CHURN_STEP;
+                    self.churn = 0;
+                    let room = (self.high_water + self.high_water / STEADY_SLACK)
+                        .saturating_sub(self.mapped_bytes());
+                    excess = excess.saturating_sub(room);
+                }
+            }
         }
         if excess > 0 {
             self.unmap_idle(excess, up);
@@ -223,19 +249,17 @@ impl ExpandablePool {
     #[inline(never)]
     fn alloc_miss(&mut self, size: u64, up: ShardUpstream<'_>) -> Result<Block> {
         self.flush();
-        let (k, addr) = self.place(size, size > SMALL_SIZE, up)?;
+        let (k, i, addr) = self.place(size, size > SMALL_SIZE, up)?;
         let a = &mut self.arenas[k];
-        a.carve(addr, size);
-        let runs = a.pin(addr, size);
+        let b = a.carve(i, addr, size);
+        let runs = a.unmapped_runs(addr, size);
         if !runs.is_empty()
             && let Err(e) = self.map(k, &runs, up)
         {
-            let a = &mut self.arenas[k];
-            a.unpin(addr, size);
-            a.give_back(addr, size);
+            self.arenas[k].give_back(b);
             return Err(e);
         }
-        self.used.insert(addr, size);
+        self.used.insert(addr, b);
         self.used_bytes += size;
         Ok(Block { ptr: addr, size, hit: runs.is_empty() })
     }
@@ -270,7 +294,7 @@ impl Pool for ExpandablePool {
             }
         } else if q.size != size {
             // The slot holds another size's list: merge this block at once.
-            self.release(ptr, size);
+            self.release(ptr);
             return;
         }
         q.ptrs.push(ptr);
@@ -308,7 +332,7 @@ impl Pool for ExpandablePool {
         if self.used.contains_key(&addr) {
             return addr;
         }
-        // A scan (copies into the middle of a block are rare).
-        self.used.iter().find(|&(&p, &s)| p <= addr && addr < p + s).map_or(seg_base, |(&p, _)| p)
+        // A walk of the arena (copies into the middle of a block are rare).
+        self.arenas.iter().find(|a| a.contains(addr)).and_then(|a| a.block_around(addr)).unwrap_or(seg_base)
     }
 }

@@ -1,14 +1,14 @@
 //! The split pool's index of free blocks by (size, address): exact best fit over size
 //! classes of 1/8 octave, each a sorted vector, with a bitmap of the non-empty classes
 //! (a bit scan and a binary search over a few entries, where a B-tree costs several cache
-//! misses per operation).
+//! misses per operation). The expandable pool indexes its free ranges with it too.
 
 /// Size classes of 1/8 octave from 512 B to 2^48 B.
-pub(super) const CLASSES: usize = 320;
+pub(in crate::pool) const CLASSES: usize = 320;
 
 /// The class of a block size (≥ 512): 8 classes per power of two.
 #[inline]
-pub(super) fn class(size: u64) -> usize {
+pub(in crate::pool) fn class(size: u64) -> usize {
     let lg = 63 - size.leading_zeros() as usize;
     (lg - 9) * 8 + ((size >> (lg - 3)) & 7) as usize
 }
@@ -16,15 +16,15 @@ pub(super) fn class(size: u64) -> usize {
 /// Free blocks by (size, address): exact best fit over size classes, each a vector
 /// sorted by (size, address), with a bitmap of the non-empty classes.
 #[derive(Default)]
-pub(super) struct FitIndex {
+pub(in crate::pool) struct FitIndex {
     /// (size, address, node); empty until the first insert.
-    pub(super) classes: Vec<Vec<(u64, u64, u32)>>,
-    pub(super) bits: [u64; CLASSES / 64],
-    pub(super) bytes: u64,
+    pub(in crate::pool) classes: Vec<Vec<(u64, u64, u32)>>,
+    pub(in crate::pool) bits: [u64; CLASSES / 64],
+    pub(in crate::pool) bytes: u64,
 }
 
 impl FitIndex {
-    pub(super) fn insert(&mut self, size: u64, addr: u64, node: u32) {
+    pub(in crate::pool) fn insert(&mut self, size: u64, addr: u64, node: u32) {
         if self.classes.is_empty() {
             self.classes.resize_with(CLASSES, Vec::new);
         }
@@ -36,7 +36,7 @@ impl FitIndex {
         self.bytes += size;
     }
 
-    pub(super) fn remove(&mut self, size: u64, addr: u64) {
+    pub(in crate::pool) fn remove(&mut self, size: u64, addr: u64) {
         let c = class(size);
         let v = &mut self.classes[c];
         let i = v.partition_point(|e| (e.0, e.1) < (size, addr));
@@ -53,7 +53,7 @@ impl FitIndex {
 
     /// The smallest (size, address, node) with size ≥ `size`.
     #[inline]
-    pub(super) fn best_fit(&self, size: u64) -> Option<(u64, u64, u32)> {
+    pub(in crate::pool) fn best_fit(&self, size: u64) -> Option<(u64, u64, u32)> {
         if self.bytes == 0 {
             return None;
         }
@@ -80,13 +80,63 @@ impl FitIndex {
         None
     }
 
-    pub(super) fn iter(&self) -> impl Iterator<Item = &(u64, u64, u32)> {
+    /// The entries with size ≥ `size`, smallest first by (size, address): the best fit,
+    /// then the next best, and so on (a bit scan per non-empty class).
+    pub(in crate::pool) fn fits(&self, size: u64) -> Fits<'_> {
+        let c = class(size);
+        let start = if self.bytes == 0 { 0 } else { self.classes[c].partition_point(|e| e.0 < size) };
+        Fits { index: self, class: if self.bytes == 0 { CLASSES } else { c }, at: start }
+    }
+
+    pub(in crate::pool) fn iter(&self) -> impl Iterator<Item = &(u64, u64, u32)> {
         self.classes.iter().flatten()
     }
 }
 
+/// The iterator of [`FitIndex::fits`].
+pub(in crate::pool) struct Fits<'a> {
+    index: &'a FitIndex,
+    /// The class being read ([`CLASSES`]: done) and the position in it.
+    class: usize,
+    at: usize,
+}
+
+impl Iterator for Fits<'_> {
+    type Item = (u64, u64, u32);
+
+    #[inline]
+    fn next(&mut self) -> Option<(u64, u64, u32)> {
+        loop {
+            if self.class >= CLASSES {
+                return None;
+            }
+            if let Some(&e) = self.index.classes[self.class].get(self.at) {
+                self.at += 1;
+                return Some(e);
+            }
+            // The next non-empty class, by the bitmap.
+            let c = self.class + 1;
+            self.class = CLASSES;
+            self.at = 0;
+            let (mut w, mut mask) = (c / 64, if c < CLASSES { !0u64 << (c % 64) } else { 0 });
+            while w < self.index.bits.len() {
+                let b = self.index.bits[w] & mask;
+                if b != 0 {
+                    self.class = w * 64 + b.trailing_zeros() as usize;
+                    break;
+                }
+                w += 1;
+                mask = !0;
+            }
+        }
+    }
+}
+
 /// The smaller of two candidates by (size, address).
-pub(super) fn smaller(a: Option<(u64, u64, u32)>, b: Option<(u64, u64, u32)>) -> Option<(u64, u64, u32)> {
+pub(in crate::pool) fn smaller(
+    a: Option<(u64, u64, u32)>,
+    b: Option<(u64, u64, u32)>,
+) -> Option<(u64, u64, u32)> {
     match (a, b) {
         (Some(x), Some(y)) => Some(if (y.0, y.1) < (x.0, x.1) { y } else { x }),
         (x, y) => x.or(y),
@@ -95,7 +145,7 @@ pub(super) fn smaller(a: Option<(u64, u64, u32)>, b: Option<(u64, u64, u32)>) ->
 
 #[cfg(test)]
 impl FitIndex {
-    pub(super) fn contains(&self, size: u64, addr: u64, node: u32) -> bool {
+    pub(in crate::pool) fn contains(&self, size: u64, addr: u64, node: u32) -> bool {
         self.classes.get(class(size)).is_some_and(|v| {
             v.binary_search_by_key(&(size, addr), |e| (e.0, e.1)).is_ok_and(|i| v[i].2 == node)
         })

@@ -69,7 +69,7 @@
 //! free whose slot holds another size's list is merged at once. A quick hit hands out
 //! exactly the block that was freed, of the size that was requested.
 
-mod fit_index;
+pub(super) mod fit_index;
 pub(super) mod quick;
 mod segments;
 #[cfg(test)]
