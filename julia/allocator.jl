@@ -26,9 +26,10 @@ end
 
 ## GC pressure
 #
-# The GC sees a CuArray as a 32-byte object: it neither knows nor frees the device memory
-# behind it until a collection runs its finalizer, and it collects after about 45 MB of
-# *host* allocations (Julia 1.5's interval), i.e. every ~400 000 dropped CuArrays. Between
+# The GC sees a CuArray as its wrapper (48 bytes now, 112 before this counting existed):
+# it neither knows nor frees the device memory behind it until a collection runs its
+# finalizer, and it collects after about 45 MB of *host* allocations (Julia 1.5's
+# interval), i.e. every ~400 000 to ~950 000 dropped CuArrays. Between
 # collections every dropped array's memory is out of reach of the pool, so a loop that
 # leaves its arrays to the GC makes every allocation a cache miss: a device allocation per
 # array for the binned and simple pools (one per 4 KiB block), one per 512 such arrays
@@ -41,7 +42,7 @@ end
 # array is released (unsafe_free! or finalizer). When it exceeds its lowest value since
 # the last collection by more than a growth allowance, the allocating thread runs
 # GC.gc(false) (and GC.gc(true) when that returned less than half of the growth: the
-# garbage is old). The allowance is half of that lowest value (as Julia's own heuristic
+# garbage is old; at most once per doubling, see FULL_AT). The allowance is half of that lowest value (as Julia's own heuristic
 # lets the heap grow with its live size), at least GC_MIN_GROWTH and at most
 # GC_MAX_GROWTH, both set from the device's (or the limit's) capacity at load time.
 # Arrays freed with `unsafe_free!` lower OUTSTANDING at once and cause no collection.
