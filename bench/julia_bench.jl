@@ -9,7 +9,15 @@
 #   {"bench":"julia_gc_pair", ...}  the same with freeing left to the GC (finalizers), ns per allocation
 #                                   including the collections it causes
 #   {"bench":"julia_replay", ...}   the trace replayed through CuArrays (demo/trace.jl), warm ns per event
-# Medians over repetitions; each repetition times a whole loop with time_ns().
+# Medians over repetitions; each repetition times a whole loop, in wall-clock time
+# (`ns_per_pair`, `ns_per_alloc`) and in the CPU time of the thread (`cpu_ns_per_pair`,
+# `cpu_ns_per_alloc`; Linux), which other processes on a shared machine do not inflate
+# (Julia 1.5 collects and runs finalizers on the allocating thread, so it includes them).
+# Both loops are measured warm: after enough iterations that the GC-freed loop has gone
+# through several collections, so that neither includes the cold growth of the pool.
+# The GC line also gives the pool's device allocations and cache hits per allocation and
+# the collections started by CuMem's GC pressure (`CuMem.gc_pressure`) during the timed
+# repetitions.
 
 using CuMem
 
@@ -27,6 +35,18 @@ median(v) = (s = sort(v); n = length(s); isodd(n) ? s[(n + 1) ÷ 2] : (s[n ÷ 2]
 
 json(pairs...) = println("{", join((string('"', k, "\":", v isa AbstractString ? string('"', v, '"') : v) for (k, v) in pairs), ","), "}")
 
+# The CPU time of this thread in ns (CLOCK_THREAD_CPUTIME_ID), NaN off Linux.
+struct Timespec
+    sec::Int
+    nsec::Int
+end
+function cpu_ns()
+    Sys.islinux() || return NaN
+    r = Ref{Timespec}()
+    ccall(:clock_gettime, Cint, (Cint, Ptr{Timespec}), 3, r)
+    return Float64(r[].sec * 1_000_000_000 + r[].nsec)
+end
+
 function pairs_explicit(n)
     for _ in 1:n
         x = CuArray{UInt8}(undef, 4096)
@@ -41,29 +61,49 @@ function pairs_gc(n)
     end
 end
 
-# Times `f(n)` REPS times and returns the median ns per iteration; `n` is chosen so that
+pressure_collections() = isdefined(CuMem, :gc_pressure) ? CuMem.gc_pressure().collections : -1
+
+# Times `f(n)` REPS times and returns (median wall ns, median CPU ns) per iteration and
+# what the repetitions did to the pool. After compiling, `f` runs for at least 0.2 s (and
+# 50 000 iterations) to reach its steady state; `n` is chosen from that warm rate so that
 # one repetition takes about 50 ms (at most `nmax`), so slow pools (`none` on a GPU: one
 # cuMemAlloc per pair) finish in seconds too.
 function per_op(f, nmax)
-    f(1000)                                  # compile and warm the pool
-    t = time_ns(); f(1000)
-    n = clamp(round(Int, 50e6 / max((time_ns() - t) / 1000, 1)), 100, nmax)
-    GC.gc(true)
-    samples = Float64[]
-    for _ in 1:REPS
-        t = time_ns()
-        f(n)
-        push!(samples, (time_ns() - t) / n)
+    f(1000)                                  # compile
+    done, t0 = 0, time_ns()
+    while done < (QUICK ? 20_000 : 50_000) || time_ns() - t0 < (QUICK ? 0.05e9 : 0.2e9)
+        f(1000)
+        done += 1000
     end
+    warm_ns = (time_ns() - t0) / done
+    n = clamp(round(Int, 50e6 / max(warm_ns, 1)), 100, nmax)
+    walls, cpus = Float64[], Float64[]
+    s0 = memory_stats()
+    c0 = pressure_collections()
+    for _ in 1:REPS
+        t, c = time_ns(), cpu_ns()
+        f(n)
+        push!(cpus, (cpu_ns() - c) / n)
+        push!(walls, (time_ns() - t) / n)
+    end
+    s1 = memory_stats()
+    total = REPS * n
+    stats = (device_allocs = round((s1.num_device_allocations - s0.num_device_allocations) / total, digits = 4),
+             hit_rate = round((s1.num_cache_hits - s0.num_cache_hits) / total, digits = 4),
+             collections = pressure_collections() - c0, n = n)
     GC.gc(true)
-    return median(samples)
+    return median(walls), median(cpus), stats
 end
 
 n = QUICK ? 20_000 : 1_000_000                  # at most
+w, c, st = per_op(pairs_explicit, n)
 json("bench" => "julia_pair", "pool" => POOL, "device" => DEVICE, "size" => 4096,
-     "ns_per_pair" => round(per_op(pairs_explicit, n), digits = 1))
+     "ns_per_pair" => round(w, digits = 1), "cpu_ns_per_pair" => round(c, digits = 1), "n" => st.n)
+w, c, st = per_op(pairs_gc, n)
 json("bench" => "julia_gc_pair", "pool" => POOL, "device" => DEVICE, "size" => 4096,
-     "ns_per_alloc" => round(per_op(pairs_gc, n), digits = 1))
+     "ns_per_alloc" => round(w, digits = 1), "cpu_ns_per_alloc" => round(c, digits = 1),
+     "device_allocs_per_alloc" => st.device_allocs, "cache_hit_rate" => st.hit_rate,
+     "gc_pressure_collections" => st.collections, "n" => st.n)
 
 tr = read_trace(TRACE)
 if QUICK && length(tr.alloc) > 2000             # a prefix, with its own live blocks freed after each pass

@@ -42,6 +42,7 @@ include("linalg.jl")      # *, mul! (cuBLAS gemm), dot, norm, axpy!, axpby!, rmu
 
 function __init__()
     init_library()
+    init_pressure()
     init_tracking()
     init_codegen()
     return nothing

@@ -1,8 +1,15 @@
-# Device buffers: allocation through the ladder (docs/design.md), reference-counted release
-# that is safe in a GC finalizer, and the -g2 allocation traces.
+# Device memory for CuArrays: allocation through the ladder (docs/design.md), release that
+# is safe in a GC finalizer, the pressure that makes the GC collect in time, shared
+# buffers, and the -g2 allocation traces.
+#
+# A fresh CuArray owns its device address alone and needs no other object (array.jl).
+# A `Buffer` appears only where memory is shared or needs a record: made by the first
+# `reshape`/`vec` of an array (`share!`), by `unsafe_wrap`, and for every allocation
+# while -g2 tracking is on.
 
-# One device allocation, shared by every CuArray made from it by `reshape`/`vec`.
-# `refs` counts the arrays that still hold it; the last release returns the memory.
+# One device allocation shared by several CuArrays (`reshape`/`vec`), wrapped memory
+# (`unsafe_wrap`) or a tracked allocation. `refs` counts the arrays that still hold it;
+# the last release returns the memory.
 mutable struct Buffer
     ptr::UInt64                    # device address; 0 for an allocation of 0 bytes
     bytes::Int                     # the size asked for
@@ -17,22 +24,107 @@ struct AllocTrace
     bt::Vector                     # backtrace() at allocation
 end
 
-## the allocation ladder
-
-# Allocates `bytes` (> 0) bytes: the pool; on out of memory GC.gc(false) and retry; then
-# GC.gc(true) and retry; then a plain allocation, for which the engine releases its cache
-# and retries once itself; then, while other threads are still freeing memory, retry
-# again; then OutOfGPUMemoryError.
+## GC pressure
 #
-# The first three attempts ask the engine not to release its cache on failure, so that
-# memory the GC returns lands in a warm pool. The last rung (release the cache, retry) is
-# the engine's alone: it counts it in `num_alloc_retries` and `num_ooms`.
-@inline function alloc_ptr(bytes::Int)
-    out = Ref{UInt64}(0)
-    code = c_alloc_noreclaim(bytes % UInt64, out)
-    code == CUMEM_SUCCESS && return out[]
-    return alloc_retry(bytes, code)
+# The GC sees a CuArray as its wrapper (48 bytes now, 112 before this counting existed):
+# it neither knows nor frees the device memory behind it until a collection runs its
+# finalizer, and it collects after about 45 MB of *host* allocations (Julia 1.5's
+# interval), i.e. every ~400 000 to ~950 000 dropped CuArrays. Between
+# collections every dropped array's memory is out of reach of the pool, so a loop that
+# leaves its arrays to the GC makes every allocation a cache miss: a device allocation per
+# array for the binned and simple pools (one per 4 KiB block), one per 512 such arrays
+# for split (2 MiB segments). That was the 3.8 µs per GC-freed 4 KiB allocation of
+# binned on the H100 (docs/design.md, "The Julia hot path").
+#
+# So the package counts the bytes that the GC may return and collects when they grow:
+# OUTSTANDING is the bytes held by arrays the engine allocated for the package (rounded
+# up to 512, the smallest block of every pool), added at allocation and removed when the
+# array is released (unsafe_free! or finalizer). When it exceeds its lowest value since
+# the last collection by more than a growth allowance, the allocating thread runs
+# GC.gc(false) (and GC.gc(true) when that returned less than half of the growth: the
+# garbage is old; at most once per doubling, see FULL_AT). The allowance is half of that lowest value (as Julia's own heuristic
+# lets the heap grow with its live size), at least GC_MIN_GROWTH and at most
+# GC_MAX_GROWTH, both set from the device's (or the limit's) capacity at load time.
+# Arrays freed with `unsafe_free!` lower OUTSTANDING at once and cause no collection.
+
+const OUTSTANDING = Threads.Atomic{Int}(0)
+const OUTSTANDING_LOW = Threads.Atomic{Int}(0)   # its lowest value since the last collection
+const GC_MIN_GROWTH = Ref(64 << 20)               # bytes; see init_pressure
+const GC_MAX_GROWTH = Ref(16 << 30)
+const PRESSURE_COLLECTIONS = Threads.Atomic{Int}(0)
+
+# The bytes charged for an allocation of `bytes`: every pool hands out at least 512-byte
+# aligned blocks (MIN_BLOCK in src/pool/mod.rs).
+@inline charge(bytes::Int) = (bytes + 511) & ~511
+
+@inline growth_allowance(low::Int) = min(max(low >> 1, GC_MIN_GROWTH[]), GC_MAX_GROWTH[])
+
+# Counts `bytes` as held by a CuArray and collects garbage when the count has grown by
+# more than the allowance. Called before the allocation, so that what the GC returns
+# serves it from the pool.
+@inline function charge!(bytes::Int)
+    c = charge(bytes)
+    now = Threads.atomic_add!(OUTSTANDING, c) + c
+    low = OUTSTANDING_LOW[]
+    now - low > growth_allowance(low) && collect_garbage(now)
+    return nothing
 end
+
+# The release of a charged allocation; safe in a finalizer (atomics only).
+@inline function uncharge!(bytes::Int)
+    c = charge(bytes)
+    now = Threads.atomic_sub!(OUTSTANDING, c) - c
+    now < OUTSTANDING_LOW[] && Threads.atomic_min!(OUTSTANDING_LOW, now)
+    return nothing
+end
+
+# Full collections are much dearer than young ones (tens to hundreds of ms with a large
+# heap): one runs only when a young one returned less than half of the growth and the
+# outstanding bytes have doubled since the last full one.
+const FULL_AT = Threads.Atomic{Int}(0)
+
+@noinline function collect_garbage(seen::Int)
+    low = OUTSTANDING_LOW[]
+    seen - low > growth_allowance(low) || return nothing   # another thread collected
+    Threads.atomic_add!(PRESSURE_COLLECTIONS, 1)
+    GC.gc(false)                      # young garbage: its finalizers release the arrays
+    now = OUTSTANDING[]
+    if now - low > (seen - low) >> 1 && now > FULL_AT[]   # the garbage is old
+        GC.gc(true)
+        now = OUTSTANDING[]
+        FULL_AT[] = 2 * now + GC_MIN_GROWTH[]
+    end
+    OUTSTANDING_LOW[] = now
+    return nothing
+end
+
+function init_pressure()
+    limit = memory_stats().limit_bytes
+    capacity = limit > 0 ? limit : total_memory()
+    GC_MIN_GROWTH[] = max(min(64 << 20, capacity >> 4), 1 << 20)
+    GC_MAX_GROWTH[] = max(GC_MIN_GROWTH[], capacity >> 2)
+    return nothing
+end
+
+"""
+    CuMem.gc_pressure() -> NamedTuple
+
+What makes the package run the GC before device memory runs out (docs/design.md, "The
+Julia hot path"): `outstanding`, the bytes held by CuArrays that the GC may return
+(each allocation rounded up to 512 bytes; live arrays and garbage whose finalizer has not
+run); `low`, its lowest value since the last collection; `next`, the value at which the
+next allocation runs `GC.gc(false)` (`low` plus half of it, clamped to
+`[min_growth, max_growth]`, set from the device's capacity or `JULIA_CUDA_MEMORY_LIMIT`);
+and `collections`, the number of collections started this way. All in bytes but the last.
+"""
+function gc_pressure()
+    low = OUTSTANDING_LOW[]
+    return (outstanding = OUTSTANDING[], low = low, next = low + growth_allowance(low),
+            min_growth = GC_MIN_GROWTH[], max_growth = GC_MAX_GROWTH[],
+            collections = PRESSURE_COLLECTIONS[])
+end
+
+## the allocation ladder
 
 # The engine's count of frees so far (all threads).
 function frees_so_far()
@@ -53,6 +145,15 @@ const FREE_WAIT_QUIET_NS = 50_000_000
 # Threads in `alloc_retry` now.
 const LADDERS = Threads.Atomic{Int}(0)
 
+# An allocation of `bytes` (> 0) bytes: the pool (`alloc_array_memory` below makes this
+# first try inline); on out of memory GC.gc(false) and retry; then
+# GC.gc(true) and retry; then a plain allocation, for which the engine releases its cache
+# and retries once itself; then, while other threads are still freeing memory, retry
+# again; then OutOfGPUMemoryError.
+#
+# The first three attempts ask the engine not to release its cache on failure, so that
+# memory the GC returns lands in a warm pool. The last rung (release the cache, retry) is
+# the engine's alone: it counts it in `num_alloc_retries` and `num_ooms`.
 @noinline function alloc_retry(bytes::Int, code::Int32)
     Threads.atomic_add!(LADDERS, 1)
     try
@@ -108,9 +209,34 @@ function alloc_ladder(bytes::Int, code::Int32)
     throw(OutOfGPUMemoryError(bytes, sprint(memory_status), reason))
 end
 
+# The device memory of a new array of `bytes` bytes (0 for none), charged to OUTSTANDING.
+@inline function alloc_array_memory(bytes::Int)
+    bytes == 0 && return UInt64(0)
+    charge!(bytes)
+    out = Ref{UInt64}(0)
+    code = c_alloc_noreclaim(bytes % UInt64, out)
+    code == CUMEM_SUCCESS && return out[]
+    return alloc_failed(bytes, code)
+end
+
+# The ladder; on failure the charge is withdrawn before the error propagates.
+@noinline function alloc_failed(bytes::Int, code::Int32)
+    try
+        return alloc_retry(bytes, code)
+    catch
+        uncharge!(bytes)
+        rethrow()
+    end
+end
+
+# A Buffer of its own for an allocation of `bytes` (deepcopy, tests), recorded under -g2.
 function alloc_buffer(bytes::Int)
     bytes < 0 && throw(ArgumentError("cannot allocate $bytes bytes"))
-    ptr = bytes == 0 ? UInt64(0) : alloc_ptr(bytes)
+    return new_buffer(alloc_array_memory(bytes), bytes)
+end
+
+# The Buffer of a fresh allocation, holding one reference; entered in the -g2 table.
+function new_buffer(ptr::UInt64, bytes::Int)
     buf = Buffer(ptr, bytes, Threads.Atomic{Int}(1), false, nothing, true)
     if TRACK[] && ptr != 0
         track!(buf)
@@ -134,23 +260,32 @@ one's device address and status code. Always `(0, 0, 0)` unless something is bad
 """
 free_errors() = (FREE_ERRORS[], LAST_FREE_ERROR_PTR[], LAST_FREE_ERROR_CODE[])
 
-# Drops one reference to `buf`; the last one returns the memory to the pool.
-# Called from GC finalizers: it takes no lock, prints nothing and, with `throwerr` false,
-# never throws (a refused free is recorded in FREE_ERRORS). The -g2 trace table is not
-# touched here; its entry is marked by `freed` and pruned later by ordinary code.
+# Returns the allocation at `ptr` (of `bytes`, charged) to the pool. Called from GC
+# finalizers: it takes no lock, prints nothing and, with `throwerr` false, never throws
+# (a refused free is recorded in FREE_ERRORS).
+@inline function free_memory(ptr::UInt64, bytes::Int, throwerr::Bool)
+    ptr == 0 && return nothing
+    uncharge!(bytes)
+    code = c_free(ptr)
+    code == CUMEM_SUCCESS || free_failed(ptr, code, throwerr)
+    return nothing
+end
+
+@noinline function free_failed(ptr::UInt64, code::Int32, throwerr::Bool)
+    Threads.atomic_add!(FREE_ERRORS, 1)
+    LAST_FREE_ERROR_PTR[] = ptr
+    LAST_FREE_ERROR_CODE[] = code
+    throwerr && throw_code(code)
+    return nothing
+end
+
+# Drops one reference to `buf`; the last one returns the memory to the pool. Safe in a
+# finalizer as `free_memory`. The -g2 trace table is not touched here; its entry is
+# marked by `freed` and pruned later by ordinary code.
 @inline function release(buf::Buffer, throwerr::Bool)
     if Threads.atomic_sub!(buf.refs, 1) == 1
         buf.freed = true
-        ptr = buf.ptr
-        if ptr != 0 && buf.owned
-            code = c_free(ptr)
-            if code != CUMEM_SUCCESS
-                Threads.atomic_add!(FREE_ERRORS, 1)
-                LAST_FREE_ERROR_PTR[] = ptr
-                LAST_FREE_ERROR_CODE[] = code
-                throwerr && throw_code(code)
-            end
-        end
+        buf.owned && free_memory(buf.ptr, buf.bytes, throwerr)
     end
     return nothing
 end

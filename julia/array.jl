@@ -36,15 +36,19 @@ freed. Any use of a freed array throws `AssertionError("Use of freed memory")`; 
 size and type remain readable.
 """
 mutable struct CuArray{T,N} <: AbstractArray{T,N}
-    buf::Buffer
+    ptr::UInt64                    # device address of the first element; 0 for 0 bytes
     dims::Dims{N}
-    freed::Bool
+    freed::Bool                    # this array's hold on the memory was released
+    shared::Union{Nothing,Buffer}  # nothing: the array alone owns `ptr` (see below)
 
+    # A fresh array: one object, no Buffer, unless -g2 tracking records the allocation.
     function CuArray{T,N}(::UndefInitializer, dims::Dims{N}) where {T,N}
         check_eltype(T)
         bytes = checked_bytes(T, dims)
-        a = new{T,N}(alloc_buffer(bytes), dims, false)
-        finalizer(finalize_array, a)
+        ptr = alloc_array_memory(bytes)
+        a = new{T,N}(ptr, dims, false, nothing)
+        TRACK[] && ptr != 0 && (a.shared = new_buffer(ptr, bytes))
+        finalizer(finalizer_ptr(CuArray{T,N}), a)
         return a
     end
 
@@ -52,10 +56,46 @@ mutable struct CuArray{T,N} <: AbstractArray{T,N}
     # memory is not the engine's to free (`unsafe_wrap(CuArray, ptr, dims)`), so no
     # finalizer.
     function CuArray{T,N}(buf::Buffer, dims::Dims{N}; own::Bool = true) where {T,N}
-        a = new{T,N}(buf, dims, false)
-        own && finalizer(finalize_array, a)
+        a = new{T,N}(buf.ptr, dims, false, buf)
+        own && finalizer(finalizer_ptr(CuArray{T,N}), a)
         return a
     end
+end
+
+# The layout, and what to keep in mind when adding a field (a device, a stream):
+#
+# - `shared === nothing` (every array from the constructor while -g2 tracking is off):
+#   the array alone owns `ptr` and `sizeof(a)` bytes at it; its release frees them. Its
+#   only heap object is the array itself (test/hotpath_tests.jl checks this).
+# - `shared` a Buffer: the memory is the Buffer's, reference-counted over every array
+#   that holds it; the array's release drops one reference. `share!` turns an array of
+#   the first kind into one of the second, the first time it is reshaped.
+#
+# State that a free needs (the device an allocation belongs to, its stream) goes in the
+# array and, for the second kind, in Buffer too: `share!` copies it from the array, and
+# `free_memory` receives it from either.
+
+# The Buffer through which `a`'s memory is shared, with one reference more for the
+# caller: made the first time the array is reshaped. The Buffer is made before taking
+# the lock (nothing inside allocates, so no collection can run there), and the lock
+# serializes the first sharing by two threads at once.
+const SHARE_LOCK = Threads.SpinLock()
+
+function share!(a::CuArray)
+    check_alive(a)
+    s = a.shared
+    s === nothing || return retain(s)
+    buf = Buffer(a.ptr, sizeof(a), Threads.Atomic{Int}(2), false, nothing, true)
+    lock(SHARE_LOCK)
+    s = a.shared
+    if s === nothing
+        a.shared = buf
+        s = buf
+    else
+        retain(s)
+    end
+    unlock(SHARE_LOCK)
+    return s
 end
 
 # The size in bytes of a `dims` array of `T`. Negative dimensions are an ArgumentError
@@ -94,8 +134,29 @@ function check_eltype(::Type{T}) where {T}
     return nothing
 end
 
+# Releases `a`'s hold on its memory: frees it, or drops a reference to its Buffer. The
+# caller has set `a.freed`. Safe in a finalizer (see `free_memory`).
+@inline function release_array(a::CuArray, throwerr::Bool)
+    s = a.shared
+    if s === nothing
+        free_memory(a.ptr, sizeof(a), throwerr)
+    else
+        release(s, throwerr)
+    end
+    return nothing
+end
+
 # The finalizer: returns the memory and never throws, prints or takes a lock.
-finalize_array(a::CuArray) = (a.freed || (a.freed = true; release(a.buf, false)); nothing)
+finalize_array(a::CuArray) = (a.freed || (a.freed = true; release_array(a, false)); nothing)
+
+# It is registered as a C function pointer (Base's `finalizer(f::Ptr{Cvoid}, x)`, on
+# Julia 1.5 as today): the GC then calls it directly, where a Julia function would be
+# called through `jl_apply_generic` inside a `try` (a `setjmp`) for every array; that
+# cost about 130 ns per finalized array on the machine of docs/performance.md. Such a
+# finalizer must not throw (nothing would catch it), which `finalize_array` never does.
+# One pointer per concrete array type, a constant in the compiled code.
+@inline finalizer_ptr(::Type{CuArray{T,N}}) where {T,N} =
+    @cfunction(finalize_array, Cvoid, (Ref{CuArray{T,N}},))
 
 """
     unsafe_free!(x::CuArray)
@@ -108,7 +169,7 @@ Calling it again does nothing. Any later use of `x` throws
 function unsafe_free!(a::CuArray)
     a.freed && return nothing
     a.freed = true
-    release(a.buf, true)
+    release_array(a, true)
     return nothing
 end
 unsafe_free!(x) = nothing
@@ -120,10 +181,14 @@ Whether `unsafe_free!(x)` was called (or its finalizer ran).
 """
 isfreed(a::CuArray) = a.freed
 
+# Whether `a` and `b` are the same memory (one made from the other by `reshape`/`vec`,
+# or wrapping the same address).
+same_memory(a::CuArray, b::CuArray) = a === b || (a.ptr == b.ptr && a.ptr != 0)
+
 @noinline throw_freed() = throw(AssertionError("Use of freed memory"))
 
 # The device address of `a`'s first element, checking that `a` is alive.
-@inline devaddr(a::CuArray) = (a.freed && throw_freed(); a.buf.ptr)
+@inline devaddr(a::CuArray) = (a.freed && throw_freed(); a.ptr)
 @inline check_alive(a::CuArray) = (a.freed && throw_freed(); nothing)
 
 ## construction
@@ -187,7 +252,7 @@ function Base.reshape(a::CuArray{T,M}, dims::Dims{N}) where {T,N,M}
     if prod(dims) != length(a)
         throw(DimensionMismatch("new dimensions $dims must be consistent with array size $(length(a))"))
     end
-    return CuArray{T,N}(retain(a.buf), dims)
+    return CuArray{T,N}(share!(a), dims)
 end
 
 # reshape(a, 2, :) and friends: one dimension inferred.

@@ -288,7 +288,7 @@ end
 
 # Whether two leaves touch the same buffer at different layouts (then an elementwise
 # kernel could read what it already overwrote).
-conflicts(a::Leaf, d::Leaf) = a.base.buf === d.base.buf && !(a.offset == d.offset && a.strides == d.strides)
+conflicts(a::Leaf, d::Leaf) = same_memory(a.base, d.base) && !(a.offset == d.offset && a.strides == d.strides)
 
 # Copies aliased wrapper leaves into fresh arrays (rebuilding the Broadcasted).
 unalias_args(bc::Broadcasted, dest, dleaf) =

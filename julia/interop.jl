@@ -13,19 +13,18 @@ freed array.
 function Base.deepcopy_internal(x::CuArray{T,N}, dict::IdDict) where {T,N}
     haskey(dict, x) && return dict[x]::CuArray{T,N}
     check_alive(x)
-    src = x.buf
-    if haskey(dict, src)               # another array on the same memory was copied
-        y = CuArray{T,N}(retain(dict[src]::Buffer), size(x))
+    src = x.shared
+    if src !== nothing && haskey(dict, src)     # another array on the same memory was copied
+        y = CuArray{T,N}(share!(dict[src]::CuArray), size(x))
     else
-        buf = alloc_buffer(src.bytes)
+        y = CuArray{T,N}(undef, size(x))
         try
-            src.bytes > 0 && check(c_copy_dtod(buf.ptr, src.ptr, src.bytes % UInt64))
+            sizeof(x) > 0 && check(c_copy_dtod(y.ptr, x.ptr, sizeof(x) % UInt64))
         catch
-            release(buf, false)
+            unsafe_free!(y)
             rethrow()
         end
-        dict[src] = buf
-        y = CuArray{T,N}(buf, size(x))
+        src === nothing || (dict[src] = y)
     end
     dict[x] = y
     return y
@@ -81,6 +80,7 @@ function Base.unsafe_wrap(::Union{Type{CuArray},Type{CuArray{T}},Type{CuArray{T,
             throw(ArgumentError("unsafe_wrap: $bytes bytes at $ptr are not inside one live " *
                                 "allocation of the CuMem engine: " * last_error()))
     end
+    own && charge!(bytes)               # released (and uncharged) as an allocation of ours
     buf = Buffer(ptr.addr, bytes, Threads.Atomic{Int}(1), false, nothing, own)
     return CuArray{T,N}(buf, d; own = own)
 end

@@ -45,6 +45,7 @@ end
     include("adapt_tests.jl")
     include("iterator_tests.jl")
     include("threads_tests.jl")
+    include("hotpath_tests.jl")
     include("usability_tests.jl")
     @testset "no failed frees" begin
         clean!()
