@@ -12,7 +12,7 @@ mod none;
 mod simple;
 mod split;
 
-pub use binned::BinnedPool;
+pub use binned::{BinnedPool, class_size as binned_class_size};
 pub use expandable::ExpandablePool;
 pub use none::NoPool;
 pub use simple::SimplePool;
