@@ -312,8 +312,19 @@ impl Engine {
     fn alloc_in(&self, home: usize, bytes: u64, tc: Option<&ThreadCache>) -> Result<u64> {
         let origin = (self.cfg.debug > 0)
             .then(|| Origin::capture(self.start.elapsed().as_nanos() as u64, self.cfg.debug >= 2));
+        // Entered before the shard lock, never the other way round (thread_cache's lock
+        // order).
+        let mut owner = tc.filter(|t| t.home == home).map(ThreadCache::enter);
         let shard = &self.shards[home];
         let mut s = shard.state.lock();
+        if let Some(o) = owner.as_mut()
+            && !s.pool.serves_at_once(bytes)
+        {
+            // The pool will merge its free blocks and search: let it see this thread's
+            // cached blocks too, as it would without thread caches.
+            let pool = &mut s.pool;
+            o.take_blocks(|p, size| pool.free(p, size, self.up.shard(home)));
+        }
         let block = match s.pool.alloc(bytes, self.up.shard(home)) {
             Ok(b) => b,
             Err(e) => {
@@ -330,13 +341,9 @@ impl Engine {
         if self.used_shards.load(Relaxed) & bit == 0 {
             self.used_shards.fetch_or(bit, Relaxed);
         }
-        let tc_live = || {
-            tc.filter(|t| t.home == home).map_or((0, 0), |t| {
-                let st = t.enter();
-                (st.stats.requested, st.stats.allocated)
-            })
-        };
-        if let Some((req, alloc)) = self.engine_wide(home, req, alloc, folded, tc_live) {
+        let tc_live = owner.as_ref().map_or((0, 0), |o| (o.stats.requested, o.stats.allocated));
+        drop(owner);
+        if let Some((req, alloc)) = self.engine_wide(home, req, alloc, folded, || tc_live) {
             self.peaks.raise(req, alloc, self.up.reserved());
         }
         Ok(block.ptr)
@@ -456,8 +463,19 @@ impl Engine {
             }
             bits &= bits - 1;
         }
-        if self.tc.is_some() && self.free_claimed(ptr) {
-            return Ok(());
+        if self.tc.is_some() {
+            if self.free_claimed(ptr) {
+                return Ok(());
+            }
+            // The claim handed the caches of exited threads to their shards (this
+            // thread's own, if it is exiting): look there once more.
+            let mut bits = self.used_shards.load(Relaxed);
+            while bits != 0 {
+                if self.free_in(bits.trailing_zeros() as usize, ptr, None) {
+                    return Ok(());
+                }
+                bits &= bits - 1;
+            }
         }
         Err(Error::InvalidValue(format!(
             "free of {ptr:#x}, which is not a live allocation (never allocated by CuMem, or already freed)"
@@ -528,15 +546,11 @@ impl Engine {
 
     /// Returns a claimed cache's cached blocks to its home shard's pool.
     fn return_blocks(&self, c: &mut Claimed<'_>) {
-        let blocks = c.state.take_blocks();
-        if blocks.is_empty() {
-            return;
-        }
         let i = c.tc.home;
-        let mut s = self.shards[i].state.lock();
-        for (p, size) in blocks {
-            s.pool.free(p, size, self.up.shard(i));
-        }
+        let mut s = None;
+        c.state.take_blocks(|p, size| {
+            s.get_or_insert_with(|| self.shards[i].state.lock()).pool.free(p, size, self.up.shard(i))
+        });
     }
 
     /// Moves a claimed cache's live blocks into its home shard's table (for copies: a

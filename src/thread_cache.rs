@@ -118,15 +118,16 @@ impl TcState {
         true
     }
 
-    /// Empties the cache, yielding `(address, size)` of each cached block.
-    pub fn take_blocks(&mut self) -> Vec<(u64, u64)> {
-        let mut out = Vec::new();
+    /// Empties the cache, calling `f(address, size)` for each cached block.
+    pub fn take_blocks(&mut self, mut f: impl FnMut(u64, u64)) {
+        if self.held == 0 {
+            return;
+        }
         for b in self.bins.iter_mut() {
-            out.extend(b.ptrs[..b.len as usize].iter().map(|&p| (p, b.size)));
+            b.ptrs[..b.len as usize].iter().for_each(|&p| f(p, b.size));
             b.len = 0;
         }
         self.held = 0;
-        out
     }
 
     /// Bytes of the cached blocks.
@@ -472,8 +473,9 @@ mod tests {
             n += 1;
         }
         assert!(big.held_bytes() <= MAX_CACHED_BYTES);
-        let blocks = big.take_blocks();
-        assert_eq!(blocks.len() as u64, n);
+        let mut blocks = 0;
+        big.take_blocks(|_, _| blocks += 1);
+        assert_eq!(blocks, n);
         assert_eq!(big.held_bytes(), 0);
     }
 }
