@@ -14,7 +14,8 @@ fn main() {
     let base = Config::from_env().unwrap();
     for pad in (0..4096).step_by(256) {
         let padding = vec![1u8; pad + 16];
-        let e = Engine::with_device(Config { pool, ..base.clone() }, Box::new(HostDevice::new(None)), 1).unwrap();
+        let e =
+            Engine::with_device(Config { pool, ..base.clone() }, Box::new(HostDevice::new(None)), 1).unwrap();
         let n = 1_000_000;
         let mut best = f64::MAX;
         for _ in 0..5 {

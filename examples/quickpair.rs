@@ -20,7 +20,8 @@ fn best(mut pair: impl FnMut()) -> f64 {
 fn main() {
     let base = Config::from_env().unwrap();
     for pool in PoolKind::ALL {
-        let e = Engine::with_device(Config { pool, ..base.clone() }, Box::new(HostDevice::new(None)), 1).unwrap();
+        let e =
+            Engine::with_device(Config { pool, ..base.clone() }, Box::new(HostDevice::new(None)), 1).unwrap();
         let ns = best(|| {
             let p = e.alloc(std::hint::black_box(4096)).unwrap();
             e.free(p).unwrap();

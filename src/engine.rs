@@ -458,7 +458,7 @@ impl Engine {
         }
         let mut bits = self.used_shards.load(Relaxed) & !(1u64 << home);
         while bits != 0 {
-            if self.free_in(bits.trailing_zeros() as usize, ptr, tc) {
+            if self.free_in_other(bits.trailing_zeros() as usize, ptr, tc) {
                 return Ok(());
             }
             bits &= bits - 1;
@@ -471,7 +471,7 @@ impl Engine {
             // thread's own, if it is exiting): look there once more.
             let mut bits = self.used_shards.load(Relaxed);
             while bits != 0 {
-                if self.free_in(bits.trailing_zeros() as usize, ptr, None) {
+                if self.free_in_other(bits.trailing_zeros() as usize, ptr, None) {
                     return Ok(());
                 }
                 bits &= bits - 1;
@@ -482,9 +482,16 @@ impl Engine {
         )))
     }
 
+    /// [`Engine::free_in`] for shards other than the home shard, out of line so that the
+    /// home shard's stays inlined in `free`.
+    #[inline(never)]
+    fn free_in_other(&self, i: usize, ptr: u64, tc: Option<&ThreadCache>) -> bool {
+        self.free_in(i, ptr, tc)
+    }
+
     /// Frees `ptr` if shard `i` holds it live; a block of the calling thread's home shard
     /// goes into its thread cache `tc` when that has room.
-    #[inline]
+    #[inline(always)]
     fn free_in(&self, i: usize, ptr: u64, tc: Option<&ThreadCache>) -> bool {
         // Entered before the shard lock: never the other way round (thread_cache's
         // lock order).

@@ -288,7 +288,15 @@ fn copies_reach_cache_blocks() {
         });
         assert_eq!(read(&e, r + 1024, 100), vec![9u8; 100]);
         let live: Vec<u64> = e.outstanding().iter().map(|o| o.ptr).collect();
-        assert_eq!(live, { let mut v = vec![p, r]; v.sort(); v }, "{pool:?}");
+        assert_eq!(
+            live,
+            {
+                let mut v = vec![p, r];
+                v.sort();
+                v
+            },
+            "{pool:?}"
+        );
         e.free(p).unwrap();
         e.free(r).unwrap();
         assert!(e.free(r).is_err());

@@ -127,7 +127,7 @@ impl Pool for AnyPool {
     fn alloc(&mut self, bytes: u64, up: ShardUpstream<'_>) -> Result<Block> {
         dispatch!(self, p => p.alloc(bytes, up))
     }
-    #[inline]
+    #[inline(always)]
     fn free(&mut self, ptr: u64, size: u64, up: ShardUpstream<'_>) {
         dispatch!(self, p => p.free(ptr, size, up))
     }
