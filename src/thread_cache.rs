@@ -404,15 +404,20 @@ impl Registry {
                 if spins < 100 { std::hint::spin_loop() } else { std::thread::yield_now() }
             }
         }
+        // Which threads had exited when claimed: exactly those are adopted by `f` and
+        // dropped below (a thread may exit once the gates open again; its cache stays
+        // for the next claim).
+        let exited: Vec<bool> = list.iter().map(|tc| tc.exited.load(Ordering::Acquire)).collect();
         let r = {
             let mut claimed: Vec<Claimed<'_>> = list
                 .iter()
-                .map(|tc| Claimed {
+                .zip(&exited)
+                .map(|(tc, &exited)| Claimed {
                     tc,
                     // SAFETY: claimed with the owner outside (module documentation); one
                     // &mut per cache, living only inside this block.
                     state: unsafe { &mut *tc.state.get() },
-                    exited: tc.exited.load(Ordering::Acquire),
+                    exited,
                 })
                 .collect();
             // Release the caches even if `f` panics (the C ABI catches panics and the
@@ -425,7 +430,11 @@ impl Registry {
             // SAFETY: locked above by this thread.
             unsafe { tc.gate.unlock(g) };
         }
-        list.retain(|tc| !tc.exited.load(Ordering::Acquire));
+        let mut k = 0;
+        list.retain(|_| {
+            k += 1;
+            !exited[k - 1]
+        });
         let adopted = before - list.len();
         if adopted > 0 {
             self.shared.exited.fetch_sub(adopted, Ordering::Relaxed);

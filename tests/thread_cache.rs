@@ -364,3 +364,49 @@ fn environment_switch() {
     let m = c("yes").unwrap_err().to_string();
     assert!(m.contains("CUMEM_THREAD_CACHE") && m.contains("accepted"), "{m}");
 }
+
+/// Threads exit while another thread keeps claiming the caches (statistics): no exited
+/// thread's cache is lost between a claim and the next (its counts, its cached blocks
+/// and the block it left live all reach the shards).
+#[test]
+fn threads_exit_during_claims() {
+    for pool in POOLS {
+        let e = engine_with(cfg(pool, true), 2);
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let left = std::sync::Mutex::new(Vec::new());
+        let rounds = 40u64;
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    invariants(&e.stats());
+                }
+            });
+            for _ in 0..rounds {
+                std::thread::scope(|s2| {
+                    for _ in 0..3 {
+                        s2.spawn(|| {
+                            for _ in 0..20 {
+                                let p = e.alloc(4096).unwrap();
+                                e.free(p).unwrap();
+                            }
+                            left.lock().unwrap().push(e.alloc(4096).unwrap());
+                        });
+                    }
+                });
+            }
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+        let left = left.into_inner().unwrap();
+        assert_eq!(left.len() as u64, rounds * 3);
+        let st = e.stats();
+        assert_eq!(st.num_allocations, rounds * 3 * 21, "{pool:?}: {st:?}");
+        assert_eq!(st.num_frees, rounds * 3 * 20, "{pool:?}");
+        assert_eq!(st.allocated_bytes, 4096 * left.len() as u64, "{pool:?}");
+        for p in left {
+            e.free(p).unwrap();
+        }
+        e.reclaim(u64::MAX);
+        let st = e.stats();
+        assert_eq!((st.allocated_bytes, st.reserved_bytes), (0, 0), "{pool:?}");
+    }
+}
