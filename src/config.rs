@@ -137,6 +137,10 @@ pub struct Config {
     /// `CUMEM_PINNED_LIMIT`: cap on the page-locked host memory the pinned host pool
     /// reserves (bytes, or a percentage of the machine's memory; default: none).
     pub pinned_limit: Option<Amount>,
+    /// `CUMEM_THREAD_CACHE`: `1` (default) puts a per-thread cache of small freed blocks
+    /// in front of the shard lock (binned, split and expandable pools, `CUMEM_DEBUG=0`;
+    /// see `thread_cache`); `0` turns it off, for comparisons.
+    pub thread_cache: bool,
 }
 
 impl Default for Config {
@@ -150,6 +154,7 @@ impl Default for Config {
             log: None,
             fault: None,
             pinned_limit: None,
+            thread_cache: true,
         }
     }
 }
@@ -215,7 +220,7 @@ impl FaultSpec {
 }
 
 /// Every environment variable the engine reads, in the order they are checked.
-pub const ENGINE_VARS: [&str; 8] = [
+pub const ENGINE_VARS: [&str; 9] = [
     "JULIA_CUDA_MEMORY_POOL",
     "JULIA_CUDA_MEMORY_LIMIT",
     "CUMEM_DEVICE",
@@ -224,6 +229,7 @@ pub const ENGINE_VARS: [&str; 8] = [
     "CUMEM_LOG",
     "CUMEM_FAULT",
     "CUMEM_PINNED_LIMIT",
+    "CUMEM_THREAD_CACHE",
 ];
 
 impl Config {
@@ -283,6 +289,17 @@ impl Config {
         if let Some(v) = get("CUMEM_PINNED_LIMIT") {
             // A percentage is of the machine's memory (the pinned pool's "device").
             cfg.pinned_limit = Some(parse_amount("CUMEM_PINNED_LIMIT", &v)?);
+        }
+        if let Some(v) = get("CUMEM_THREAD_CACHE") {
+            cfg.thread_cache = match v.trim() {
+                "0" => false,
+                "1" => true,
+                _ => {
+                    return Err(Error::Config(format!(
+                        "CUMEM_THREAD_CACHE={v:?} is not a switch; accepted: 0 (off), 1 (on)"
+                    )));
+                }
+            };
         }
         Ok(cfg)
     }

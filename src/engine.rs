@@ -10,15 +10,23 @@
 //!
 //! A copy checks its range where it pins the block (under the shard's lock), so a free on
 //! another thread never releases memory a copy is writing ([`Engine::copy_htod`]).
+//!
+//! In front of the shards, each thread has a cache of small freed blocks per engine
+//! ([`crate::thread_cache`]): a cache hit and the free of a block it handed out take no
+//! lock at all. Blocks handed out from a thread cache are live in that cache's table;
+//! everything that must see all live blocks or all cached memory (a free or copy on
+//! another thread, statistics, reclaim, the out-of-memory retry, drop) claims the caches
+//! first.
 
 use crate::config::{Config, PoolKind};
 use crate::device::{self, Device};
 use crate::error::{Error, Result};
 use crate::format::format_bytes;
 use crate::live::{LiveBlock, LiveTable};
-use crate::pool::{AnyPool, MAX_REQUEST, MAX_SIZE, Pool};
+use crate::pool::{AnyPool, MAX_REQUEST, MAX_SIZE, MIN_BLOCK, Pool, binned_class_size, round_up};
 use crate::stats::{self, Peaks, ShardStats, Stats};
 use crate::sync::ShardMutex;
+use crate::thread_cache::{self, Claimed, Registry, ThreadCache};
 use crate::tracking::{self, Origin, Outstanding};
 use crate::upstream::Upstream;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -49,6 +57,18 @@ struct Pin {
 #[repr(align(128))]
 struct Shard {
     state: ShardMutex<ShardState>,
+    /// The shard's live requested and allocated bytes, published after every change
+    /// under the lock, for the exact peaks of a thread-cache hit (see
+    /// [`Engine::tc_engine_wide`]).
+    totals: [AtomicU64; 2],
+}
+
+impl Shard {
+    #[inline]
+    fn publish(&self, s: &ShardState) {
+        self.totals[0].store(s.stats.requested, Relaxed);
+        self.totals[1].store(s.stats.allocated, Relaxed);
+    }
 }
 
 /// The memory manager. Thread-safe; one per process behind the C ABI, any number in
@@ -61,6 +81,9 @@ pub struct Engine {
     used_shards: AtomicU64,
     peaks: Peaks,
     start: Instant,
+    /// The thread caches; None when they are off (`CUMEM_THREAD_CACHE=0`, `CUMEM_DEBUG`
+    /// ≥ 1, whose origins they do not record, or the `simple` and `none` pools).
+    tc: Option<Registry>,
 }
 
 /// The default number of shards: the machine's parallelism rounded up to a power of two,
@@ -98,13 +121,23 @@ impl Engine {
                     stats: ShardStats::default(),
                     pins: Vec::new(),
                 }),
+                totals: [AtomicU64::new(0), AtomicU64::new(0)],
             })
             .collect();
+        let tc = (cfg.thread_cache
+            && cfg.debug == 0
+            && matches!(cfg.pool, PoolKind::Binned | PoolKind::Split | PoolKind::Expandable))
+        .then(Registry::new);
         log::info!(
-            "CuMem engine: {} pool on {}, limit {}, {n} shards",
+            "CuMem engine: {} pool on {}, limit {}, {n} shards, thread caches {}",
             cfg.pool.name(),
             device.name(),
-            limit.map_or("none".into(), format_bytes)
+            limit.map_or("none".into(), format_bytes),
+            match &tc {
+                None => "off",
+                Some(r) if r.uses_membarrier() => "on",
+                Some(_) => "on (fenced: no membarrier)",
+            }
         );
         Ok(Engine {
             up: Upstream::new(device, limit),
@@ -113,6 +146,7 @@ impl Engine {
             used_shards: AtomicU64::new(0),
             peaks: Peaks::default(),
             start: Instant::now(),
+            tc,
         })
     }
 
@@ -172,19 +206,125 @@ impl Engine {
         if bytes > MAX_REQUEST {
             return self.alloc_beyond_capacity(bytes, retry);
         }
+        let tc = self.thread_cache();
+        if let Some(tc) = tc {
+            if let Some(ptr) = self.tc_alloc(tc, bytes) {
+                return Ok(ptr);
+            }
+            self.adopt_exited();
+        }
         let home = self.home();
-        match self.alloc_in(home, bytes) {
-            Err(e) if e.is_oom() && retry => self.alloc_retry(home, bytes, e),
+        match self.alloc_in(home, bytes, tc) {
+            Err(e) if e.is_oom() && retry => self.alloc_retry(home, bytes, e, tc),
             r => r,
         }
     }
 
+    /// The calling thread's cache, if thread caches are on (None also while the thread
+    /// exits).
     #[inline]
-    fn alloc_in(&self, home: usize, bytes: u64) -> Result<u64> {
+    fn thread_cache(&self) -> Option<&ThreadCache> {
+        // Stream-aware allocation: thread caches serve the default stream only; the check
+        // of the stream goes here, the one place where a call chooses its thread cache.
+        self.tc.as_ref()?.current(|| self.home())
+    }
+
+    /// The size of the block a thread cache serves `bytes` with (the size the pool's own
+    /// cache hit would hand out), or 0 for requests the caches do not take.
+    #[inline]
+    fn tc_size(&self, bytes: u64) -> u64 {
+        if bytes > thread_cache::MAX_CACHED_SIZE {
+            return 0;
+        }
+        match self.cfg.pool {
+            PoolKind::Binned => binned_class_size(bytes),
+            _ => round_up(bytes, MIN_BLOCK),
+        }
+    }
+
+    /// A hit in the calling thread's cache: no lock, no atomic read-modify-write (but
+    /// when the peaks' folded sums move by more than [`stats::FOLD_BYTES`]).
+    #[inline]
+    fn tc_alloc(&self, tc: &ThreadCache, bytes: u64) -> Option<u64> {
+        let size = self.tc_size(bytes);
+        if size == 0 {
+            return None;
+        }
+        let mut st = tc.enter();
+        let ptr = st.pop(size)?;
+        st.live.insert(ptr, LiveBlock { requested: bytes, size, origin: None });
+        st.stats.on_alloc(bytes, size, true);
+        let (req, alloc, folded) = (st.stats.requested, st.stats.allocated, st.stats.fold(&self.peaks));
+        drop(st);
+        if let Some((req, alloc)) = self.tc_engine_wide(tc, req, alloc, folded) {
+            self.peaks.raise(req, alloc, self.up.reserved());
+        }
+        Some(ptr)
+    }
+
+    /// The free of a block the calling thread's cache handed out (false if it did not):
+    /// back into the cache, or to the home shard's pool when the cache is full.
+    #[inline]
+    fn tc_free(&self, tc: &ThreadCache, ptr: u64) -> bool {
+        let mut st = tc.enter();
+        let Some(live) = st.live.remove(ptr) else {
+            return false;
+        };
+        st.stats.on_free(live.requested, live.size);
+        let cached = st.push(ptr, live.size);
+        let (req, alloc, folded) = (st.stats.requested, st.stats.allocated, st.stats.fold(&self.peaks));
+        drop(st);
+        if !cached {
+            self.shards[tc.home].state.lock().pool.free(ptr, live.size, self.up.shard(tc.home));
+        }
+        if let Some((_, alloc)) = self.tc_engine_wide(tc, req, alloc, folded) {
+            self.peaks.raise_cached(alloc, self.up.reserved());
+        }
+        if let Some(o) = live.origin {
+            drop(o);
+        }
+        true
+    }
+
+    /// Engine-wide requested and allocated bytes after a change of thread cache `tc`'s
+    /// live bytes to `req`/`alloc`: exact while its thread is the only one with a cache
+    /// and its home shard the only shard in use (the shard's published totals plus the
+    /// cache's), else the folded sums as for a shard ([`Engine::engine_wide`]).
+    #[inline]
+    fn tc_engine_wide(
+        &self,
+        tc: &ThreadCache,
+        req: u64,
+        alloc: u64,
+        folded: Option<(u64, u64)>,
+    ) -> Option<(u64, u64)> {
+        if self.used_shards.load(Relaxed) & !(1u64 << tc.home) == 0
+            && self.tc.as_ref().is_some_and(Registry::single_thread)
+        {
+            let t = &self.shards[tc.home].totals;
+            Some((t[0].load(Relaxed) + req, t[1].load(Relaxed) + alloc))
+        } else {
+            folded
+        }
+    }
+
+    #[inline]
+    fn alloc_in(&self, home: usize, bytes: u64, tc: Option<&ThreadCache>) -> Result<u64> {
         let origin = (self.cfg.debug > 0)
             .then(|| Origin::capture(self.start.elapsed().as_nanos() as u64, self.cfg.debug >= 2));
+        // Entered before the shard lock, never the other way round (thread_cache's lock
+        // order).
+        let mut owner = tc.filter(|t| t.home == home).map(ThreadCache::enter);
         let shard = &self.shards[home];
         let mut s = shard.state.lock();
+        if let Some(o) = owner.as_mut()
+            && !s.pool.serves_at_once(bytes)
+        {
+            // The pool will merge its free blocks and search: let it see this thread's
+            // cached blocks too, as it would without thread caches.
+            let pool = &mut s.pool;
+            o.take_blocks(|p, size| pool.free(p, size, self.up.shard(home)));
+        }
         let block = match s.pool.alloc(bytes, self.up.shard(home)) {
             Ok(b) => b,
             Err(e) => {
@@ -194,13 +334,16 @@ impl Engine {
         };
         s.live.insert(block.ptr, LiveBlock { requested: bytes, size: block.size, origin });
         s.stats.on_alloc(bytes, block.size, block.hit);
+        shard.publish(&s);
         let (req, alloc, folded) = (s.stats.requested, s.stats.allocated, s.stats.fold(&self.peaks));
         drop(s);
         let bit = 1u64 << home;
         if self.used_shards.load(Relaxed) & bit == 0 {
             self.used_shards.fetch_or(bit, Relaxed);
         }
-        if let Some((req, alloc)) = self.engine_wide(home, req, alloc, folded) {
+        let tc_live = owner.as_ref().map_or((0, 0), |o| (o.stats.requested, o.stats.allocated));
+        drop(owner);
+        if let Some((req, alloc)) = self.engine_wide(home, req, alloc, folded, || tc_live) {
             self.peaks.raise(req, alloc, self.up.reserved());
         }
         Ok(block.ptr)
@@ -208,8 +351,10 @@ impl Engine {
 
     /// Engine-wide requested and allocated bytes for the peaks, after shard `home`
     /// changed to `req`/`alloc`: exact while it is the only shard in use (any
-    /// single-threaded program); otherwise the folded sums when this change was folded
-    /// (within [`stats::FOLD_BYTES`] per other shard), and None (no peak update) when not.
+    /// single-threaded program; with thread caches, while the calling thread is the only
+    /// one with a cache, whose live bytes `tc_live` gives); otherwise the folded sums when
+    /// this change was folded (within [`stats::FOLD_BYTES`] per other shard or thread
+    /// cache), and None (no peak update) when not.
     #[inline]
     fn engine_wide(
         &self,
@@ -217,8 +362,19 @@ impl Engine {
         req: u64,
         alloc: u64,
         folded: Option<(u64, u64)>,
+        tc_live: impl FnOnce() -> (u64, u64),
     ) -> Option<(u64, u64)> {
-        if self.used_shards.load(Relaxed) & !(1u64 << home) == 0 { Some((req, alloc)) } else { folded }
+        if self.used_shards.load(Relaxed) & !(1u64 << home) != 0 {
+            return folded;
+        }
+        match &self.tc {
+            None => Some((req, alloc)),
+            Some(r) if r.single_thread() => {
+                let (r, a) = tc_live();
+                Some((req + r, alloc + a))
+            }
+            Some(_) => folded,
+        }
     }
 
     #[cold]
@@ -237,7 +393,7 @@ impl Engine {
     }
 
     #[cold]
-    fn alloc_retry(&self, home: usize, bytes: u64, first: Error) -> Result<u64> {
+    fn alloc_retry(&self, home: usize, bytes: u64, first: Error, tc: Option<&ThreadCache>) -> Result<u64> {
         let reserved_at_failure = self.up.reserved();
         let released = self.reclaim(u64::MAX);
         // Retry when memory came back: released by this reclaim, or by another thread's
@@ -247,7 +403,7 @@ impl Engine {
             log::info!(
                 "out of memory for {bytes} bytes ({first}); released {released} cached bytes and retrying"
             );
-            match self.alloc_in(home, bytes) {
+            match self.alloc_in(home, bytes, tc) {
                 Err(e) if e.is_oom() => e,
                 r => return r,
             }
@@ -290,38 +446,73 @@ impl Engine {
         if ptr == 0 {
             return Ok(());
         }
+        let tc = self.thread_cache();
+        if let Some(tc) = tc
+            && self.tc_free(tc, ptr)
+        {
+            return Ok(());
+        }
         let home = self.home();
-        if self.free_in(home, ptr) {
+        if self.free_in(home, ptr, tc) {
             return Ok(());
         }
         let mut bits = self.used_shards.load(Relaxed) & !(1u64 << home);
         while bits != 0 {
-            if self.free_in(bits.trailing_zeros() as usize, ptr) {
+            if self.free_in_other(bits.trailing_zeros() as usize, ptr, tc) {
                 return Ok(());
             }
             bits &= bits - 1;
+        }
+        if self.tc.is_some() {
+            if self.free_claimed(ptr) {
+                return Ok(());
+            }
+            // The claim handed the caches of exited threads to their shards (this
+            // thread's own, if it is exiting): look there once more.
+            let mut bits = self.used_shards.load(Relaxed);
+            while bits != 0 {
+                if self.free_in_other(bits.trailing_zeros() as usize, ptr, None) {
+                    return Ok(());
+                }
+                bits &= bits - 1;
+            }
         }
         Err(Error::InvalidValue(format!(
             "free of {ptr:#x}, which is not a live allocation (never allocated by CuMem, or already freed)"
         )))
     }
 
-    #[inline]
-    fn free_in(&self, i: usize, ptr: u64) -> bool {
+    /// [`Engine::free_in`] for shards other than the home shard, out of line so that the
+    /// home shard's stays inlined in `free`.
+    #[inline(never)]
+    fn free_in_other(&self, i: usize, ptr: u64, tc: Option<&ThreadCache>) -> bool {
+        self.free_in(i, ptr, tc)
+    }
+
+    /// Frees `ptr` if shard `i` holds it live; a block of the calling thread's home shard
+    /// goes into its thread cache `tc` when that has room.
+    #[inline(always)]
+    fn free_in(&self, i: usize, ptr: u64, tc: Option<&ThreadCache>) -> bool {
+        // Entered before the shard lock: never the other way round (thread_cache's
+        // lock order).
+        let mut owner = tc.filter(|t| t.home == i).map(ThreadCache::enter);
         let shard = &self.shards[i];
         let mut s = shard.state.lock();
         let Some(live) = s.live.remove(ptr) else {
             return false;
         };
-        if s.pins.is_empty() {
-            s.pool.free(ptr, live.size, self.up.shard(i));
-        } else {
+        if !s.pins.is_empty() {
             self.free_maybe_pinned(&mut s, i, ptr, live.size);
+        } else if !owner.as_mut().is_some_and(|o| o.push(ptr, live.size)) {
+            s.pool.free(ptr, live.size, self.up.shard(i));
         }
         s.stats.on_free(live.requested, live.size);
+        shard.publish(&s);
         let (req, alloc, folded) = (s.stats.requested, s.stats.allocated, s.stats.fold(&self.peaks));
         drop(s);
-        if let Some((_, alloc)) = self.engine_wide(i, req, alloc, folded) {
+        let tc_live = owner.as_ref().map_or((0, 0), |o| (o.stats.requested, o.stats.allocated));
+        drop(owner);
+        if let Some((_, alloc)) = self.engine_wide(i, req, alloc, folded, || tc_live) {
             self.peaks.raise_cached(alloc, self.up.reserved());
         }
         // Consume the origin explicitly: left to scope end, its drop glue is an
@@ -332,10 +523,111 @@ impl Engine {
         true
     }
 
+    /// Runs `f` with every thread cache claimed (none when they are off), after handing
+    /// the contents of those whose threads exited to their home shards. The caller must
+    /// hold no shard lock and not be inside its own cache.
+    fn with_caches<R>(&self, f: impl FnOnce(&mut [Claimed<'_>]) -> R) -> R {
+        match &self.tc {
+            None => f(&mut []),
+            Some(reg) => reg.claim_all(|cs| {
+                for c in cs.iter_mut().filter(|c| c.exited) {
+                    self.adopt(c);
+                }
+                f(cs)
+            }),
+        }
+    }
+
+    /// Hands everything a claimed cache holds (cached blocks, live blocks and their
+    /// statistics) to its home shard.
+    fn adopt(&self, c: &mut Claimed<'_>) {
+        self.return_blocks(c);
+        let shard = &self.shards[c.tc.home];
+        let mut s = shard.state.lock();
+        for (p, l) in c.state.live.drain() {
+            s.live.insert(p, l);
+        }
+        s.stats.absorb(&mut c.state.stats);
+        shard.publish(&s);
+    }
+
+    /// Returns a claimed cache's cached blocks to its home shard's pool.
+    fn return_blocks(&self, c: &mut Claimed<'_>) {
+        let i = c.tc.home;
+        let mut s = None;
+        c.state.take_blocks(|p, size| {
+            s.get_or_insert_with(|| self.shards[i].state.lock()).pool.free(p, size, self.up.shard(i))
+        });
+    }
+
+    /// Moves a claimed cache's live blocks into its home shard's table (for copies: a
+    /// pinned block must be live in a shard).
+    fn migrate_live(&self, c: &mut Claimed<'_>) {
+        if c.state.live.is_empty() {
+            return;
+        }
+        let shard = &self.shards[c.tc.home];
+        let mut s = shard.state.lock();
+        let st = &mut *c.state;
+        for (p, l) in st.live.drain() {
+            st.stats.transfer_to(&mut s.stats, l.requested, l.size);
+            s.live.insert(p, l);
+        }
+        shard.publish(&s);
+    }
+
+    /// Moves the live block at `ptr` from the calling thread's cache, if it is there,
+    /// into the home shard's table (the copies' common case: the thread that allocated a
+    /// block fills it).
+    fn migrate_own(&self, tc: &ThreadCache, ptr: u64) {
+        let mut st = tc.enter();
+        let Some(l) = st.live.remove(ptr) else {
+            return;
+        };
+        let shard = &self.shards[tc.home];
+        let mut s = shard.state.lock();
+        st.stats.transfer_to(&mut s.stats, l.requested, l.size);
+        s.live.insert(ptr, l);
+        shard.publish(&s);
+    }
+
+    /// Caches of exited threads are handed to their shards (cheap to test; called on a
+    /// thread cache's miss).
+    #[inline]
+    fn adopt_exited(&self) {
+        if self.tc.as_ref().is_some_and(Registry::has_exited) {
+            self.with_caches(|_| ());
+        }
+    }
+
+    /// The free of a block that another thread's cache handed out (found by claiming the
+    /// caches); false if no cache holds `ptr` live.
+    #[cold]
+    fn free_claimed(&self, ptr: u64) -> bool {
+        let found = self.with_caches(|cs| {
+            cs.iter_mut().find_map(|c| {
+                let live = c.state.live.remove(ptr)?;
+                c.state.stats.on_free(live.requested, live.size);
+                let folded = c.state.stats.fold(&self.peaks);
+                Some((c.tc.home, live.size, folded))
+            })
+        });
+        let Some((i, size, folded)) = found else {
+            return false;
+        };
+        self.shards[i].state.lock().pool.free(ptr, size, self.up.shard(i));
+        if let Some((_, alloc)) = folded {
+            self.peaks.raise_cached(alloc, self.up.reserved());
+        }
+        true
+    }
+
     /// Releases cached memory to the device (whole segments only) until at least
     /// `bytes` were released or nothing is cached; `u64::MAX` releases everything.
-    /// Returns the bytes released (CUDA.jl's `reclaim`).
+    /// Every thread's cache is emptied into its shard's pool first. Returns the bytes
+    /// released (CUDA.jl's `reclaim`).
     pub fn reclaim(&self, bytes: u64) -> u64 {
+        self.with_caches(|cs| cs.iter_mut().for_each(|c| self.return_blocks(c)));
         let mut released = 0;
         for (i, shard) in self.shards.iter().enumerate() {
             if released >= bytes {
@@ -349,41 +641,61 @@ impl Engine {
         released
     }
 
-    /// A snapshot of the statistics (exact when no other thread is allocating).
+    /// A snapshot of the statistics (exact when no other thread is allocating). Thread
+    /// caches are read under a claim; with the pools that split segments (split,
+    /// expandable) their cached blocks go back to the pools first, so that
+    /// `inactive_split_bytes` counts them.
     pub fn stats(&self) -> Stats {
-        stats::snapshot(
-            |add| {
-                for shard in self.shards.iter() {
-                    let s = shard.state.lock();
-                    add(&s.stats, s.pool.inactive_split_bytes());
-                }
-            },
-            &self.peaks,
-            self.up.stats(),
-            self.up.reserved(),
-            self.up.limit(),
-        )
+        let splits = matches!(self.cfg.pool, PoolKind::Split | PoolKind::Expandable);
+        self.with_caches(|cs| {
+            if splits {
+                cs.iter_mut().for_each(|c| self.return_blocks(c));
+            }
+            stats::snapshot(
+                |add| {
+                    for shard in self.shards.iter() {
+                        let s = shard.state.lock();
+                        add(&s.stats, s.pool.inactive_split_bytes());
+                    }
+                    for c in cs.iter() {
+                        add(&c.state.stats, 0);
+                    }
+                },
+                &self.peaks,
+                self.up.stats(),
+                self.up.reserved(),
+                self.up.limit(),
+            )
+        })
     }
 
     /// Resets counters to 0 and peaks to the current values (PyTorch's
     /// `reset_peak_memory_stats` and `reset_accumulated_memory_stats` together; see
     /// `stats::reset`).
     pub fn reset_stats(&self) {
-        stats::reset(
-            |reset| {
-                for shard in self.shards.iter() {
-                    reset(&mut shard.state.lock().stats);
-                }
-            },
-            &self.peaks,
-            self.up.stats(),
-            self.up.reserved(),
-        );
+        self.with_caches(|cs| {
+            stats::reset(
+                |reset| {
+                    for shard in self.shards.iter() {
+                        reset(&mut shard.state.lock().stats);
+                    }
+                    for c in cs.iter_mut() {
+                        reset(&mut c.state.stats);
+                    }
+                },
+                &self.peaks,
+                self.up.stats(),
+                self.up.reserved(),
+            )
+        });
     }
 
     /// Every live allocation, by address. Origins and frames are filled at
     /// `CUMEM_DEBUG` 1 and 2 (backtraces are resolved here, each distinct frame once).
     pub fn outstanding(&self) -> Vec<Outstanding> {
+        // Blocks live in thread caches join their shards' tables (they carry no origin:
+        // thread caches are off when tracking is on).
+        self.with_caches(|cs| cs.iter_mut().for_each(|c| self.migrate_live(c)));
         let mut out = Vec::new();
         let mut sym = tracking::Symbolizer::default();
         for shard in self.shards.iter() {
@@ -436,7 +748,25 @@ impl Engine {
     /// The block is found under its shard's lock: first as a block base (the usual copy
     /// target) in the home shard and then in the other shards in use; an address inside
     /// a block goes through the upstream's segment map and the pool's `block_base`.
+    ///
+    /// A block live in a thread cache moves into its shard's table first: the calling
+    /// thread's own block at once, any other after a claim of all caches when the search
+    /// fails.
     fn pin(&self, addr: u64, bytes: u64) -> Result<Pinned<'_>> {
+        if let Some(tc) = self.thread_cache() {
+            self.migrate_own(tc, addr);
+        }
+        match self.pin_search(addr, bytes) {
+            Err(_) if self.tc.is_some() => {
+                self.with_caches(|cs| cs.iter_mut().for_each(|c| self.migrate_live(c)));
+                self.pin_search(addr, bytes)
+            }
+            r => r,
+        }
+    }
+
+    /// [`Engine::pin`]'s search of the shards.
+    fn pin_search(&self, addr: u64, bytes: u64) -> Result<Pinned<'_>> {
         let bad = |why: String| Err(Error::InvalidValue(format!("device range {addr:#x}+{bytes} {why}")));
         let Some(end) = addr.checked_add(bytes) else {
             return bad("overflows 64 bits".into());
@@ -563,6 +893,10 @@ impl Drop for Pinned<'_> {
 impl Drop for Engine {
     /// Returns all device memory, live allocations included.
     fn drop(&mut self) {
+        self.with_caches(|cs| cs.iter_mut().for_each(|c| self.adopt(c)));
+        if let Some(r) = &self.tc {
+            r.mark_dead();
+        }
         for (i, shard) in self.shards.iter().enumerate() {
             let mut s = shard.state.lock();
             let live: Vec<(u64, u64)> = s.live.drain().map(|(p, l)| (p, l.size)).collect();

@@ -7,6 +7,7 @@
 //! - [`device`]: where memory comes from, the CUDA driver or host memory;
 //! - [`upstream`]: the memory limit and device-call counters over the device;
 //! - [`pool`]: the caching pools (`binned`, `split`, `expandable`, `simple`, `none`);
+//! - [`thread_cache`]: per-thread caches of small freed blocks in front of the shards;
 //! - [`engine`]: live allocations, tracking, the out-of-memory retry and checked copies,
 //!   shared by all pools;
 //! - [`report`]: the `memory_status` text; [`pinned`]: the pinned host pool (a second
@@ -42,6 +43,7 @@ pub mod pool;
 pub mod report;
 pub mod stats;
 pub mod sync;
+pub mod thread_cache;
 pub mod tracking;
 pub mod upstream;
 

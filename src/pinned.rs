@@ -37,12 +37,13 @@ pub struct PinnedHost {
 impl PinnedHost {
     /// The configuration of the pinned engine, from the device engine's: the binned pool
     /// (see the module's documentation), `CUMEM_PINNED_LIMIT` as its limit, the same
-    /// `CUMEM_DEBUG` level; no injected faults.
+    /// `CUMEM_DEBUG` level and `CUMEM_THREAD_CACHE` switch; no injected faults.
     pub fn config_for(device_cfg: &Config) -> Config {
         Config {
             pool: PoolKind::Binned,
             limit: device_cfg.pinned_limit,
             debug: device_cfg.debug,
+            thread_cache: device_cfg.thread_cache,
             ..Config::default()
         }
     }

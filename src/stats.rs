@@ -161,6 +161,38 @@ impl ShardStats {
         Some((r, a))
     }
 
+    /// Moves a live block of `size` bytes, handed out for `requested`, from these
+    /// statistics to `to` (a thread cache's block entered in a shard's table): the
+    /// engine-wide sums they were folded into do not change, so neither does what is
+    /// left to fold.
+    pub fn transfer_to(&mut self, to: &mut ShardStats, requested: u64, size: u64) {
+        self.requested -= requested;
+        self.allocated -= size;
+        self.folded_requested = self.folded_requested.wrapping_sub(requested);
+        self.folded_allocated = self.folded_allocated.wrapping_sub(size);
+        to.requested += requested;
+        to.allocated += size;
+        to.folded_requested = to.folded_requested.wrapping_add(requested);
+        to.folded_allocated = to.folded_allocated.wrapping_add(size);
+    }
+
+    /// Adds every byte count and counter of `other` (an exited thread's cache) to these,
+    /// leaving `other` empty.
+    pub fn absorb(&mut self, other: &mut ShardStats) {
+        let o = std::mem::take(other);
+        self.requested += o.requested;
+        self.allocated += o.allocated;
+        self.folded_requested = self.folded_requested.wrapping_add(o.folded_requested);
+        self.folded_allocated = self.folded_allocated.wrapping_add(o.folded_allocated);
+        let (c, d) = (&mut self.counters, o.counters);
+        c.num_allocations += d.num_allocations;
+        c.num_frees += d.num_frees;
+        c.num_cache_hits += d.num_cache_hits;
+        c.num_cache_misses += d.num_cache_misses;
+        c.num_alloc_retries += d.num_alloc_retries;
+        c.num_ooms += d.num_ooms;
+    }
+
     /// Adds this shard's current bytes and counts to `st`.
     pub fn add_to(&self, st: &mut Stats) {
         st.requested_bytes += self.requested;

@@ -20,7 +20,7 @@ const MARK: &str = "CUMEM_FFI_CHILD";
 
 /// Every variable of the configuration table (docs/contract.md); children start without any
 /// of them inherited from the parent.
-const CONFIG_VARS: [&str; 8] = [
+const CONFIG_VARS: [&str; 9] = [
     "JULIA_CUDA_MEMORY_POOL",
     "JULIA_CUDA_MEMORY_LIMIT",
     "CUMEM_DEVICE",
@@ -29,6 +29,7 @@ const CONFIG_VARS: [&str; 8] = [
     "CUMEM_LOG",
     "CUMEM_FAULT",
     "CUMEM_PINNED_LIMIT",
+    "CUMEM_THREAD_CACHE",
 ];
 
 /// Runs child test `child` in a fresh process of this test binary with `env` set (and
@@ -240,6 +241,7 @@ fn malformed_environment() {
             &["alloc", "alloc:1.5", "free:-1", "copy:x", "oom:0.1", "seed=-3", "alloc:0.1,alloc:0.2"],
         ),
         ("CUMEM_PINNED_LIMIT", &["lots", "0", "101%", "1QB"]),
+        ("CUMEM_THREAD_CACHE", &["2", "on", "-1"]),
     ];
     for &(var, values) in cases {
         for &value in values {

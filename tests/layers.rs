@@ -21,6 +21,8 @@ const LAYERS: &[(&str, u32)] = &[
     ("device", 2),
     ("upstream", 3),
     ("pool", 4),
+    // per-thread block caches in front of the engine's shards (uses live and stats)
+    ("thread_cache", 4),
     ("engine", 5),
     ("report", 6),
     // the pinned host pool: a second engine over page-locked host memory

@@ -12,7 +12,7 @@ mod none;
 mod simple;
 mod split;
 
-pub use binned::BinnedPool;
+pub use binned::{BinnedPool, class_size as binned_class_size};
 pub use expandable::ExpandablePool;
 pub use none::NoPool;
 pub use simple::SimplePool;
@@ -64,6 +64,14 @@ pub trait Pool: Send {
     /// `inactive_split_bytes`); 0 for pools that never split.
     fn inactive_split_bytes(&self) -> u64 {
         0
+    }
+    /// Whether a request of `bytes` would be served from a list of freed blocks without
+    /// any search or merge (a pool that merges free blocks first on a miss says no
+    /// otherwise). The engine returns the calling thread's cached blocks to such a pool
+    /// before a request that misses, so that the miss sees all of them merged.
+    fn serves_at_once(&self, bytes: u64) -> bool {
+        let _ = bytes;
+        true
     }
     /// The base of the block containing `addr`, which lies in the segment at `seg_base`
     /// owned by this pool. Pools whose blocks are whole segments return `seg_base`.
@@ -119,7 +127,7 @@ impl Pool for AnyPool {
     fn alloc(&mut self, bytes: u64, up: ShardUpstream<'_>) -> Result<Block> {
         dispatch!(self, p => p.alloc(bytes, up))
     }
-    #[inline]
+    #[inline(always)]
     fn free(&mut self, ptr: u64, size: u64, up: ShardUpstream<'_>) {
         dispatch!(self, p => p.free(ptr, size, up))
     }
@@ -134,6 +142,10 @@ impl Pool for AnyPool {
     }
     fn block_base(&self, addr: u64, seg_base: u64) -> u64 {
         dispatch!(self, p => p.block_base(addr, seg_base))
+    }
+    #[inline]
+    fn serves_at_once(&self, bytes: u64) -> bool {
+        dispatch!(self, p => p.serves_at_once(bytes))
     }
 }
 

@@ -101,9 +101,14 @@ impl Common {
     }
 
     /// A fresh engine with `pool` over a fresh device, with the default number of shards
-    /// (what `Engine::new`, and so the C ABI and Julia, use).
+    /// (what `Engine::new`, and so the C ABI and Julia, use); thread caches as
+    /// `CUMEM_THREAD_CACHE` says (on unless `0`), the only engine variable read here.
     pub fn engine(&self, pool: PoolKind) -> Result<Engine, String> {
-        let cfg = Config { pool, ..Config::default() };
+        let thread_cache =
+            Config::from_lookup(|k| if k == "CUMEM_THREAD_CACHE" { std::env::var(k).ok() } else { None })
+                .map_err(|e| e.to_string())?
+                .thread_cache;
+        let cfg = Config { pool, thread_cache, ..Config::default() };
         Engine::with_device(cfg, self.device.open()?, cumem::engine::default_shards())
             .map_err(|e| format!("cannot create the engine: {e}"))
     }

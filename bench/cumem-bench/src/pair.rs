@@ -27,6 +27,10 @@ pub struct PairArgs {
     /// Pairs per repetition (default: calibrated to ~25 ms a repetition; 1000 with --quick).
     #[arg(long)]
     pub iters: Option<u64>,
+    /// Also time the C library's `malloc`+`free` of each size in the same process, as
+    /// the row `malloc` (the reference for the host-side cost of a pair).
+    #[arg(long)]
+    pub malloc: bool,
     /// `--quick`: 3 repetitions of 1000 pairs.
     #[command(flatten)]
     pub common: Common,
@@ -45,6 +49,39 @@ pub struct PairRow {
     pub reps: usize,
     /// Cache hit rate over the timed pairs (0 for the `none` pool).
     pub hit_rate: f64,
+}
+
+/// Times `n` pairs of the C library's `malloc`+`free` of `size`, in ns per pair.
+pub fn time_malloc_pairs(size: u64, n: u64) -> f64 {
+    let t0 = Instant::now();
+    for _ in 0..n {
+        // SAFETY: malloc's result (possibly null) goes straight to free.
+        unsafe { libc::free(black_box(libc::malloc(black_box(size as usize)))) };
+    }
+    t0.elapsed().as_nanos() as f64 / n.max(1) as f64
+}
+
+/// The `malloc` row: as [`pair_one`], for the C library's allocator.
+pub fn malloc_one(common: &Common, size: u64, iters: Option<u64>) -> PairRow {
+    time_malloc_pairs(size, 1);
+    let (n, reps) = if common.quick {
+        (iters.unwrap_or(QUICK_ITERS), QUICK_REPS)
+    } else {
+        let per = time_malloc_pairs(size, 10_000).max(1.0);
+        (iters.unwrap_or(((TARGET.as_nanos() as f64 / per) as u64).clamp(1, 1_000_000)), REPS)
+    };
+    let v: Vec<f64> = (0..reps).map(|_| time_malloc_pairs(size, n)).collect();
+    PairRow {
+        bench: "pair",
+        pool: "malloc",
+        device: "host",
+        size,
+        ns_per_pair: median(&v),
+        ns_per_pair_min: v.iter().copied().fold(f64::INFINITY, f64::min),
+        iters: n,
+        reps,
+        hit_rate: 0.0,
+    }
 }
 
 /// Times `n` pairs of `size`, in ns per pair.
@@ -124,7 +161,20 @@ pub fn run(a: &PairArgs) -> Result<(), String> {
             rows.push(row);
         }
     }
+    if a.malloc {
+        for &size in &sizes {
+            let row = malloc_one(&a.common, size, a.iters);
+            if a.common.json {
+                report::json_line(&row);
+            }
+            rows.push(row);
+        }
+    }
     bar.finish();
+    let mut pools: Vec<&str> = pools.iter().map(|p| p.name()).collect();
+    if a.malloc {
+        pools.push("malloc");
+    }
     if !a.common.json {
         println!(
             "alloc+free pair of a cache hit on {}: ns per pair (median of {} repetitions)",
@@ -136,9 +186,9 @@ pub fn run(a: &PairArgs) -> Result<(), String> {
         let headers: Vec<&str> = headers.iter().map(String::as_str).collect();
         let mut t = Table::new(&headers, 1);
         for &pool in &pools {
-            let mut cells = vec![pool.name().to_string()];
+            let mut cells = vec![pool.to_string()];
             for &size in &sizes {
-                let r = rows.iter().find(|r| r.pool == pool.name() && r.size == size);
+                let r = rows.iter().find(|r| r.pool == pool && r.size == size);
                 cells.push(r.map_or("-".into(), |r| report::ns(r.ns_per_pair)));
             }
             t.row(cells);

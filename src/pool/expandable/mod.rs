@@ -56,7 +56,7 @@ mod arena;
 mod tests;
 
 use super::split::SMALL_SIZE;
-use super::split::quick::{QUICK_SLOTS, QuickList, quick_slot};
+use super::split::quick::{self, QUICK_SLOTS, QuickList, quick_slot};
 use super::{Block, MIN_BLOCK, Pool, round_up};
 use crate::error::{Error, Result};
 use crate::upstream::ShardUpstream;
@@ -326,6 +326,10 @@ impl Pool for ExpandablePool {
     fn inactive_split_bytes(&self) -> u64 {
         let idle: u64 = self.arenas.iter().map(|a| a.idle_bytes).sum();
         self.mapped_bytes() - idle - self.used_bytes
+    }
+
+    fn serves_at_once(&self, bytes: u64) -> bool {
+        quick::quick_holds(&self.quick, round_up(bytes, MIN_BLOCK))
     }
 
     fn block_base(&self, addr: u64, seg_base: u64) -> u64 {

@@ -346,6 +346,10 @@ impl Pool for SplitPool {
         free.iter().filter(|&(&s, &f)| f < self.segs[s as usize].size).map(|(_, &f)| f).sum()
     }
 
+    fn serves_at_once(&self, bytes: u64) -> bool {
+        quick::quick_holds(&self.quick, round_up(bytes, MIN_BLOCK))
+    }
+
     fn block_base(&self, addr: u64, seg_base: u64) -> u64 {
         if self.node_at.contains_key(&addr) {
             return addr;

@@ -23,6 +23,13 @@ pub(in crate::pool) fn quick_slot(size: u64) -> usize {
     ((size >> 9).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - QUICK_SLOTS.trailing_zeros())) as usize
 }
 
+/// Whether the quick list of `size`-byte blocks in `quick` holds one.
+#[inline]
+pub(in crate::pool) fn quick_holds(quick: &[QuickList], size: u64) -> bool {
+    let q = &quick[quick_slot(size)];
+    q.size == size && !q.ptrs.is_empty()
+}
+
 impl SplitPool {
     /// Merges every quick-listed block into the indexes.
     pub(super) fn flush(&mut self) {

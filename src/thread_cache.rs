@@ -1,0 +1,490 @@
+//! Thread caches: per thread and per engine, a few recently freed blocks of each small
+//! size and the table of the blocks handed out from them, in front of the shard lock
+//! (the magazines of general-purpose allocators: tcmalloc's and jemalloc's thread caches,
+//! glibc's tcache). A cache-hit alloc+free pair of the owning thread takes no lock and no
+//! atomic read-modify-write: it pops a block, enters it in the cache's own live table,
+//! and on free removes it and pushes it back, all in memory only its thread writes.
+//!
+//! # Other threads
+//!
+//! Another thread may need a cache's contents: to free a block handed out from it, to pin
+//! it for a copy, to read exact statistics, to release cached memory (`reclaim`, the
+//! out-of-memory retry), or when the engine is dropped. It *claims* the caches
+//! ([`Registry::claim_all`]): it takes each cache's gate, sets its `claimed` flag, and
+//! waits until the owner is outside its cache (`active` false). The owner marks itself
+//! active with a plain store and then reads `claimed`; the store→load order that this
+//! handshake (Dekker's) needs is paid by the claimer alone, with one
+//! `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)` per claim (which runs a full barrier on
+//! every running thread of the process, as `folly::asymmetricHeavyBarrier` and userspace
+//! RCU do), so the owner needs only a compiler fence. Where `membarrier` is not available
+//! (kernels before 4.14, some sandboxes) the owner uses a full fence instead: correct, a
+//! few ns slower. An owner that finds its cache claimed waits for the gate and tries
+//! again. So a claim costs microseconds, and frees of another thread's cache-served blocks
+//! are slower than before (see docs/design.md); a thread's own pairs never claim.
+//!
+//! Lock order: registry list → gates → shard locks. The owner never enters its cache
+//! while holding a shard lock (a claimer may hold the gate and wait for that shard).
+//!
+//! # Bounds
+//!
+//! Only blocks of at most [`MAX_CACHED_SIZE`] are cached, at most [`BLOCKS_PER_SIZE`] of
+//! one size and [`MAX_CACHED_BYTES`] in all per thread and engine. The blocks count as
+//! cached (reserved, not allocated) in the statistics. When a thread exits, its cache is
+//! marked exited and the engine hands its blocks and live entries to the thread's home
+//! shard at its next slow-path call (a cache miss, statistics, reclaim).
+
+use crate::live::LiveTable;
+use crate::stats::ShardStats;
+use lock_api::RawMutex as _;
+use parking_lot::{Mutex, RawMutex};
+use std::cell::{Cell, RefCell, UnsafeCell};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, compiler_fence, fence};
+use std::sync::{Arc, OnceLock};
+
+/// Largest block size a thread cache holds (bytes): the sizes of the pair benchmarks and
+/// of split's small segments; larger blocks go to the shard's pool at once.
+pub const MAX_CACHED_SIZE: u64 = 1 << 20;
+/// Blocks of one size a thread cache holds at most.
+pub const BLOCKS_PER_SIZE: usize = 8;
+/// Bytes a thread cache holds at most (per thread and engine).
+pub const MAX_CACHED_BYTES: u64 = 4 << 20;
+/// Slots of the direct-mapped table of sizes (a power of two).
+const SLOTS: usize = 64;
+
+/// The cached blocks of one size.
+#[derive(Clone, Copy)]
+struct Bin {
+    size: u64,
+    len: u32,
+    ptrs: [u64; BLOCKS_PER_SIZE],
+}
+
+/// A thread cache's contents: written by its thread, or by a claimer while claimed.
+pub(crate) struct TcState {
+    /// Blocks handed out from this cache and not freed yet (the rest of the engine's live
+    /// blocks are in the shards' tables).
+    pub live: LiveTable,
+    /// Requested/allocated bytes of `live`, and the counts of this cache's allocations,
+    /// frees and hits, folded into the engine's sums as a shard's are.
+    pub stats: ShardStats,
+    bins: [Bin; SLOTS],
+    /// Bytes of the cached blocks.
+    held: u64,
+}
+
+#[inline]
+fn slot(size: u64) -> usize {
+    ((size >> 9).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - SLOTS.trailing_zeros())) as usize
+}
+
+impl TcState {
+    fn new() -> TcState {
+        TcState {
+            live: LiveTable::default(),
+            stats: ShardStats::default(),
+            bins: [Bin { size: 0, len: 0, ptrs: [0; BLOCKS_PER_SIZE] }; SLOTS],
+            held: 0,
+        }
+    }
+
+    /// A cached block of exactly `size` bytes, if any.
+    #[inline]
+    pub fn pop(&mut self, size: u64) -> Option<u64> {
+        let b = &mut self.bins[slot(size)];
+        if b.size != size || b.len == 0 {
+            return None;
+        }
+        b.len -= 1;
+        self.held -= size;
+        Some(b.ptrs[b.len as usize])
+    }
+
+    /// Caches the free block `ptr` of `size` bytes; false (nothing changes) when the size
+    /// is not cached, its slot holds another size, or a bound is reached.
+    #[inline]
+    pub fn push(&mut self, ptr: u64, size: u64) -> bool {
+        if size > MAX_CACHED_SIZE || self.held + size > MAX_CACHED_BYTES {
+            return false;
+        }
+        let b = &mut self.bins[slot(size)];
+        if b.len == 0 {
+            b.size = size;
+        } else if b.size != size || b.len as usize == BLOCKS_PER_SIZE {
+            return false;
+        }
+        b.ptrs[b.len as usize] = ptr;
+        b.len += 1;
+        self.held += size;
+        true
+    }
+
+    /// Empties the cache, calling `f(address, size)` for each cached block.
+    pub fn take_blocks(&mut self, mut f: impl FnMut(u64, u64)) {
+        if self.held == 0 {
+            return;
+        }
+        for b in self.bins.iter_mut() {
+            b.ptrs[..b.len as usize].iter().for_each(|&p| f(p, b.size));
+            b.len = 0;
+        }
+        self.held = 0;
+    }
+
+    /// Bytes of the cached blocks.
+    #[cfg(test)]
+    pub fn held_bytes(&self) -> u64 {
+        self.held
+    }
+}
+
+/// One thread's cache for one engine. Shared (`Arc`) between the thread's local storage
+/// and the engine's registry.
+pub(crate) struct ThreadCache {
+    /// The shard whose pool every cached block belongs to (the thread's home shard).
+    pub home: usize,
+    active: AtomicBool,
+    claimed: AtomicBool,
+    exited: AtomicBool,
+    /// Full fence on the owner's side (no `membarrier`).
+    owner_fence: bool,
+    /// Held by a claimer for the whole claim.
+    gate: RawMutex,
+    state: UnsafeCell<TcState>,
+}
+
+// SAFETY: `state` is accessed only by the owning thread between `enter` and the guard's
+// drop, or by a claimer holding `gate` after the owner was seen inactive with `claimed`
+// set (see the module documentation for why the two never overlap).
+unsafe impl Sync for ThreadCache {}
+unsafe impl Send for ThreadCache {}
+
+/// The owner inside its cache; leaving it (drop) lets a claimer in.
+pub(crate) struct Owner<'a>(&'a ThreadCache);
+
+impl std::ops::Deref for Owner<'_> {
+    type Target = TcState;
+    #[inline]
+    fn deref(&self) -> &TcState {
+        // SAFETY: see `ThreadCache`'s Sync implementation.
+        unsafe { &*self.0.state.get() }
+    }
+}
+
+impl std::ops::DerefMut for Owner<'_> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut TcState {
+        // SAFETY: see `ThreadCache`'s Sync implementation.
+        unsafe { &mut *self.0.state.get() }
+    }
+}
+
+impl Drop for Owner<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        self.0.active.store(false, Ordering::Release);
+    }
+}
+
+impl ThreadCache {
+    fn new(home: usize, owner_fence: bool) -> ThreadCache {
+        ThreadCache {
+            home,
+            active: AtomicBool::new(false),
+            claimed: AtomicBool::new(false),
+            exited: AtomicBool::new(false),
+            owner_fence,
+            gate: RawMutex::INIT,
+            state: UnsafeCell::new(TcState::new()),
+        }
+    }
+
+    /// Enters the cache as its owner (only the owning thread may call this, and never
+    /// while it holds a shard lock). Waits while another thread has it claimed.
+    #[inline]
+    pub fn enter(&self) -> Owner<'_> {
+        loop {
+            self.active.store(true, Ordering::Relaxed);
+            if self.owner_fence {
+                fence(Ordering::SeqCst);
+            } else {
+                // The claimer's membarrier orders this store before the load below.
+                compiler_fence(Ordering::SeqCst);
+            }
+            if !self.claimed.load(Ordering::Acquire) {
+                return Owner(self);
+            }
+            self.active.store(false, Ordering::Release);
+            self.wait_claim();
+        }
+    }
+
+    #[cold]
+    fn wait_claim(&self) {
+        let g = self.gate.lock();
+        // SAFETY: locked just above by this thread.
+        unsafe { self.gate.unlock(g) };
+    }
+}
+
+/// A claimed cache: its state, for the claimer.
+pub(crate) struct Claimed<'a> {
+    /// The cache.
+    pub tc: &'a ThreadCache,
+    /// Its contents.
+    pub state: &'a mut TcState,
+    /// Its thread has exited: the engine adopts what it holds.
+    pub exited: bool,
+}
+
+/// What a thread cache and its engine share beyond the engine's lifetime.
+struct Shared {
+    /// The engine was dropped: its caches are empty and unused.
+    dead: AtomicBool,
+    /// Caches whose threads exited, not yet adopted.
+    exited: AtomicUsize,
+    /// Caches in the registry whose threads still run.
+    running: AtomicUsize,
+}
+
+/// One engine's thread caches.
+pub(crate) struct Registry {
+    id: u64,
+    shared: Arc<Shared>,
+    list: Mutex<Vec<Arc<ThreadCache>>>,
+    owner_fence: bool,
+}
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// The most recently used (engine id, cache) of this thread: no destructor, so reading
+/// it costs no registration check. Id `u64::MAX` once the thread's caches are gone.
+struct Last {
+    id: Cell<u64>,
+    tc: Cell<*const ThreadCache>,
+}
+
+/// Every cache of this thread, one per engine used.
+struct Caches(RefCell<Vec<(u64, Arc<ThreadCache>, Arc<Shared>)>>);
+
+thread_local! {
+    static LAST: Last = const { Last { id: Cell::new(0), tc: Cell::new(std::ptr::null()) } };
+    static CACHES: Caches = const { Caches(RefCell::new(Vec::new())) };
+}
+
+impl Drop for Caches {
+    /// Thread exit: each cache is marked exited for its engine to adopt.
+    fn drop(&mut self) {
+        let _ = LAST.try_with(|l| {
+            l.id.set(u64::MAX);
+            l.tc.set(std::ptr::null());
+        });
+        for (_, tc, shared) in self.0.borrow_mut().drain(..) {
+            let g = tc.gate.lock(); // no claim in progress
+            tc.exited.store(true, Ordering::Release);
+            // SAFETY: locked just above.
+            unsafe { tc.gate.unlock(g) };
+            if !shared.dead.load(Ordering::Acquire) {
+                shared.running.fetch_sub(1, Ordering::Relaxed);
+                shared.exited.fetch_add(1, Ordering::Release);
+            }
+        }
+    }
+}
+
+/// `membarrier(2)` commands (linux/membarrier.h).
+const MEMBARRIER_CMD_PRIVATE_EXPEDITED: libc::c_long = 1 << 3;
+const MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED: libc::c_long = 1 << 4;
+
+/// Whether this process may use `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)`
+/// (registered once, on first use).
+fn membarrier_registered() -> bool {
+    static OK: OnceLock<bool> = OnceLock::new();
+    *OK.get_or_init(|| {
+        // SAFETY: membarrier takes two integers and touches no memory of ours.
+        unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0 }
+    })
+}
+
+impl Registry {
+    /// An empty registry for a new engine.
+    pub fn new() -> Registry {
+        Registry {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            shared: Arc::new(Shared {
+                dead: AtomicBool::new(false),
+                exited: AtomicUsize::new(0),
+                running: AtomicUsize::new(0),
+            }),
+            list: Mutex::new(Vec::new()),
+            owner_fence: !membarrier_registered(),
+        }
+    }
+
+    /// Whether `membarrier` serves the claims (false: the owners fence instead).
+    pub fn uses_membarrier(&self) -> bool {
+        !self.owner_fence
+    }
+
+    /// The calling thread's cache for this engine, made on first use with `home` as its
+    /// shard; None while the thread is exiting (its caches are gone). Never call it
+    /// while holding a shard lock (a first use takes the registry's lock).
+    #[inline]
+    pub fn current(&self, home: impl FnOnce() -> usize) -> Option<&ThreadCache> {
+        let hit = LAST.with(|l| (l.id.get() == self.id).then(|| l.tc.get()));
+        match hit {
+            // SAFETY: LAST points at a cache that this thread's CACHES holds an Arc of
+            // until the thread exits (when LAST is cleared).
+            Some(p) => Some(unsafe { &*p }),
+            None => self.current_slow(home()),
+        }
+    }
+
+    #[cold]
+    fn current_slow(&self, home: usize) -> Option<&ThreadCache> {
+        if LAST.with(|l| l.id.get()) == u64::MAX {
+            return None;
+        }
+        let p = CACHES
+            .try_with(|c| {
+                let mut c = c.0.borrow_mut();
+                // Caches of engines since dropped are dead weight.
+                c.retain(|(_, _, s)| !s.dead.load(Ordering::Acquire));
+                if let Some((_, tc, _)) = c.iter().find(|(id, _, _)| *id == self.id) {
+                    return Arc::as_ptr(tc);
+                }
+                let tc = Arc::new(ThreadCache::new(home, self.owner_fence));
+                self.list.lock().push(tc.clone());
+                self.shared.running.fetch_add(1, Ordering::Relaxed);
+                let p = Arc::as_ptr(&tc);
+                c.push((self.id, tc, self.shared.clone()));
+                p
+            })
+            .ok()?;
+        LAST.with(|l| {
+            l.id.set(self.id);
+            l.tc.set(p);
+        });
+        // SAFETY: as in `current`.
+        Some(unsafe { &*p })
+    }
+
+    /// Whether the calling thread is the only one with a running cache (so, with one
+    /// shard in use, its view of the totals is exact).
+    #[inline]
+    pub fn single_thread(&self) -> bool {
+        self.shared.running.load(Ordering::Relaxed) <= 1
+    }
+
+    /// Whether caches of exited threads wait to be adopted.
+    #[inline]
+    pub fn has_exited(&self) -> bool {
+        self.shared.exited.load(Ordering::Relaxed) != 0
+    }
+
+    /// Claims every cache and runs `f` on them; caches of exited threads come with
+    /// `exited` set and are dropped from the registry after `f` (which must have emptied
+    /// them). The calling thread must not be inside its own cache or hold a shard lock.
+    pub fn claim_all<R>(&self, f: impl FnOnce(&mut [Claimed<'_>]) -> R) -> R {
+        let mut list = self.list.lock();
+        let mut guards = Vec::with_capacity(list.len());
+        for tc in list.iter() {
+            guards.push(tc.gate.lock());
+            tc.claimed.store(true, Ordering::Relaxed);
+        }
+        // Make every owner that may have missed `claimed` visible as active (the
+        // caller's own cache and those of exited threads have no owner running).
+        let own = LAST.try_with(|l| l.tc.get()).unwrap_or(std::ptr::null());
+        if list.iter().any(|tc| !std::ptr::eq(Arc::as_ptr(tc), own) && !tc.exited.load(Ordering::Acquire)) {
+            self.heavy_barrier();
+        }
+        for tc in list.iter() {
+            let mut spins = 0u32;
+            while tc.active.load(Ordering::Acquire) {
+                spins += 1;
+                if spins < 100 { std::hint::spin_loop() } else { std::thread::yield_now() }
+            }
+        }
+        // Which threads had exited when claimed: exactly those are adopted by `f` and
+        // dropped below (a thread may exit once the gates open again; its cache stays
+        // for the next claim).
+        let exited: Vec<bool> = list.iter().map(|tc| tc.exited.load(Ordering::Acquire)).collect();
+        let r = {
+            let mut claimed: Vec<Claimed<'_>> = list
+                .iter()
+                .zip(&exited)
+                .map(|(tc, &exited)| Claimed {
+                    tc,
+                    // SAFETY: claimed with the owner outside (module documentation); one
+                    // &mut per cache, living only inside this block.
+                    state: unsafe { &mut *tc.state.get() },
+                    exited,
+                })
+                .collect();
+            // Release the caches even if `f` panics (the C ABI catches panics and the
+            // owners would otherwise wait for ever).
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&mut claimed)))
+        };
+        let before = list.len();
+        for (tc, g) in list.iter().zip(guards) {
+            tc.claimed.store(false, Ordering::Release);
+            // SAFETY: locked above by this thread.
+            unsafe { tc.gate.unlock(g) };
+        }
+        let mut k = 0;
+        list.retain(|_| {
+            k += 1;
+            !exited[k - 1]
+        });
+        let adopted = before - list.len();
+        if adopted > 0 {
+            self.shared.exited.fetch_sub(adopted, Ordering::Relaxed);
+        }
+        r.unwrap_or_else(|p| std::panic::resume_unwind(p))
+    }
+
+    /// The engine is going away: its caches are never used again.
+    pub fn mark_dead(&self) {
+        self.shared.dead.store(true, Ordering::Release);
+    }
+
+    fn heavy_barrier(&self) {
+        if self.owner_fence {
+            fence(Ordering::SeqCst);
+        } else {
+            // SAFETY: as in `membarrier_registered`.
+            let r = unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) };
+            // Registered at start, so this cannot fail (membarrier(2)); if it did, the
+            // claim would not be safe.
+            assert_eq!(r, 0, "membarrier failed after registration: {}", std::io::Error::last_os_error());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bins_are_bounded_and_exact() {
+        let mut s = TcState::new();
+        assert_eq!(s.pop(4096), None);
+        for i in 0..BLOCKS_PER_SIZE as u64 {
+            assert!(s.push(0x10000 + i * 4096, 4096));
+        }
+        assert!(!s.push(0x90000, 4096), "more than BLOCKS_PER_SIZE");
+        assert!(!s.push(0x90000, MAX_CACHED_SIZE + 512), "too large");
+        assert_eq!(s.held_bytes(), 4096 * BLOCKS_PER_SIZE as u64);
+        assert_eq!(s.pop(4096), Some(0x10000 + (BLOCKS_PER_SIZE as u64 - 1) * 4096), "LIFO");
+        assert_eq!(s.pop(8192), None);
+        let mut big = TcState::new();
+        let mut n = 0;
+        while big.push(0x100000 * (n + 1), MAX_CACHED_SIZE - 512 * n) {
+            n += 1;
+        }
+        assert!(big.held_bytes() <= MAX_CACHED_BYTES);
+        let mut blocks = 0;
+        big.take_blocks(|_, _| blocks += 1);
+        assert_eq!(blocks, n);
+        assert_eq!(big.held_bytes(), 0);
+    }
+}
