@@ -51,6 +51,20 @@
 // that list them with stack traces of their own (the Julia package under `-g2`).
 #define CUMEM_STATUS_NO_ALLOCATIONS 1
 
+// Flag for `cumem_copy_peer`: stage the copy through host memory even where the devices
+// could copy directly (to compare the two paths, or to avoid enabling peer access).
+#define CUMEM_COPY_STAGED 1
+
+// `cumem_copy_peer`'s path: both ranges on one device, a device-to-device copy.
+#define CUMEM_COPY_PATH_SAME 0
+
+// `cumem_copy_peer`'s path: directly between devices (CUDA peer access,
+// `cuMemcpyPeer`; host stand-ins: one `memcpy`).
+#define CUMEM_COPY_PATH_PEER 1
+
+// `cumem_copy_peer`'s path: staged through a host buffer (64 MiB chunks).
+#define CUMEM_COPY_PATH_HOST 2
+
 // A snapshot of the engine's statistics. Byte counts are in bytes, times in ns.
 //
 // Current values are exact whenever no other thread is allocating. Peaks are exact while
@@ -315,7 +329,8 @@ int32_t cumem_alloc(uint64_t bytes, uint64_t *ptr);
 // `ptr` must be null or point to writable memory for one `uint64_t`.
 int32_t cumem_alloc_ex(uint64_t bytes, uint64_t *ptr, uint32_t flags);
 
-// Returns the allocation at `ptr` to the pool; 0 is a no-op. Returns
+// Returns the allocation at `ptr` to its device's pool (whichever device owns it, the
+// current one first); 0 is a no-op. Returns
 // `CUMEM_ERROR_INVALID_VALUE` for an unknown or already freed pointer (nothing changes).
 int32_t cumem_free(uint64_t ptr);
 
@@ -366,7 +381,7 @@ const char *cumem_pool_name(void);
 // cannot start; see `cumem_last_error`). Static storage.
 const char *cumem_pool_type_name(void);
 
-// The device's name, e.g. `"NVIDIA H100 80GB HBM3"` or `"host memory (no GPU)"` (`""`
+// The current device's name, e.g. `"NVIDIA H100 80GB HBM3"` or `"host memory (no GPU)"` (`""`
 // if the engine cannot start). Valid for the life of the process.
 const char *cumem_device_name(void);
 
@@ -404,12 +419,54 @@ int32_t cumem_copy_htod(uint64_t dst, const void *src, uint64_t bytes);
 int32_t cumem_copy_dtoh(void *dst, uint64_t src, uint64_t bytes);
 
 // Copies `bytes` between device addresses (overlap allowed); both ranges must lie inside
-// live allocations, else `CUMEM_ERROR_INVALID_VALUE` and nothing is written.
+// live allocations, else `CUMEM_ERROR_INVALID_VALUE` and nothing is written. The ranges
+// may lie on two devices: the copy then goes as `cumem_copy_peer` with no flags.
 int32_t cumem_copy_dtod(uint64_t dst, uint64_t src, uint64_t bytes);
 
 // Sets `bytes` bytes at device address `dst` to `value`; the range must lie inside one
 // live allocation, else `CUMEM_ERROR_INVALID_VALUE` and nothing is written.
 int32_t cumem_memset(uint64_t dst, uint8_t value, uint64_t bytes);
+
+// Copies `bytes` from device address `src` to device address `dst`, each on whichever
+// device owns it, and writes the path taken to `*path` (when not null):
+// `CUMEM_COPY_PATH_SAME` (one device), `CUMEM_COPY_PATH_PEER` (direct: on CUDA peer
+// access is enabled on first use where `cuDeviceCanAccessPeer` allows, then
+// `cuMemcpyPeer`, as PyTorch's `tensor.to("cuda:1")`) or `CUMEM_COPY_PATH_HOST`
+// (staged through host memory: no peer path, or `CUMEM_COPY_STAGED` in `flags`).
+// Synchronous: the bytes are in place when it returns. Both ranges must lie inside live
+// allocations, else `CUMEM_ERROR_INVALID_VALUE` and nothing is written; unknown flag
+// bits are `CUMEM_ERROR_INVALID_VALUE` too.
+//
+// # Safety
+// `path` must be null or writable for one `int32_t`.
+int32_t cumem_copy_peer(uint64_t dst, uint64_t src, uint64_t bytes, uint32_t flags, int32_t *path);
+
+// The number of devices the engine can drive: N for `CUMEM_DEVICE=host:N` (1 for
+// `host`, and for `auto` without a GPU), else CUDA's device count (as
+// `torch.cuda.device_count()`); -1 if the engine cannot start (see `cumem_last_error`).
+int32_t cumem_device_count(void);
+
+// Makes `device` (0 to `cumem_device_count()` − 1) the calling OS thread's current
+// device, opening its engine on first use (on CUDA: retaining its primary context).
+// Calls without an address argument then act on it. Returns `CUMEM_ERROR_INVALID_VALUE`
+// for an ordinal out of range (the current device stays), `CUMEM_ERROR_DEVICE` when the
+// device cannot be opened.
+int32_t cumem_set_device(int32_t device);
+
+// The calling OS thread's current device (0 until `cumem_set_device`). Never fails and
+// does not initialise the engine.
+int32_t cumem_get_device(void);
+
+// 1 when `device`'s engine is open (it was made current, or is device 0), 0 when not yet,
+// -1 for an ordinal out of range or an engine that cannot start. Opens nothing beyond
+// device 0.
+int32_t cumem_device_is_open(int32_t device);
+
+// 1 when copies from device `src` to device `dst` go directly (`CUMEM_COPY_PATH_PEER`;
+// on CUDA `cuDeviceCanAccessPeer`, and peer access is then enabled), 0 when they are
+// staged through host memory, -1 on error (an ordinal out of range, a device that cannot
+// be opened; see `cumem_last_error`). Opens both devices' engines. A device and itself: 1.
+int32_t cumem_can_access_peer(int32_t dst, int32_t src);
 
 // Allocates `bytes` bytes of page-locked host memory into `*ptr` (at least 512-byte
 // aligned; 0 bytes gives NULL), from the pinned host pool: cached blocks are reused

@@ -91,11 +91,16 @@ impl PoolKind {
 pub enum DeviceChoice {
     /// CUDA when the driver loads and a GPU exists, else the host device (with a warning).
     Auto,
-    /// The CUDA device 0; an error if there is none.
+    /// The CUDA devices (device 0 first); an error if there is none.
     Cuda,
-    /// Host memory standing in for a GPU.
+    /// Host memory standing in for GPUs: `host` is one stand-in device, `host:N` is N of
+    /// them ([`Config::host_devices`]), so that every multi-device path runs without a GPU.
     Host,
 }
+
+/// The most stand-in devices `CUMEM_DEVICE=host:N` accepts (and the most devices the
+/// engine drives).
+pub const MAX_DEVICES: u32 = 64;
 
 /// A byte amount given either absolutely or as a share of the device's memory.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -125,8 +130,12 @@ pub struct Config {
     pub limit: Option<Amount>,
     /// `CUMEM_DEVICE` (default `auto`).
     pub device: DeviceChoice,
-    /// `CUMEM_HOST_CAPACITY`: the host device's capacity (default: physical memory).
+    /// `CUMEM_HOST_CAPACITY`: the host device's capacity (default: physical memory);
+    /// with `host:N`, the capacity of each stand-in device.
     pub host_capacity: Option<Amount>,
+    /// `CUMEM_DEVICE=host:N`: the number of host stand-in devices, 1 to [`MAX_DEVICES`]
+    /// (default 1; also used by `auto` when it falls back to the host).
+    pub host_devices: u32,
     /// `CUMEM_DEBUG`: 0 off; 1 records time and thread of each live allocation;
     /// 2 also records a native backtrace.
     pub debug: u8,
@@ -150,6 +159,7 @@ impl Default for Config {
             limit: None,
             device: DeviceChoice::Auto,
             host_capacity: None,
+            host_devices: 1,
             debug: 0,
             log: None,
             fault: None,
@@ -253,16 +263,7 @@ impl Config {
             cfg.limit = Some(parse_amount("JULIA_CUDA_MEMORY_LIMIT", &v)?);
         }
         if let Some(v) = get("CUMEM_DEVICE") {
-            cfg.device = match v.trim().to_ascii_lowercase().as_str() {
-                "auto" => DeviceChoice::Auto,
-                "cuda" => DeviceChoice::Cuda,
-                "host" => DeviceChoice::Host,
-                _ => {
-                    return Err(Error::Config(format!(
-                        "CUMEM_DEVICE={v:?} is not a device; accepted: auto, cuda, host"
-                    )));
-                }
-            };
+            (cfg.device, cfg.host_devices) = parse_device(&v)?;
         }
         if let Some(v) = get("CUMEM_HOST_CAPACITY") {
             cfg.host_capacity = Some(parse_amount("CUMEM_HOST_CAPACITY", &v)?);
@@ -302,6 +303,31 @@ impl Config {
             };
         }
         Ok(cfg)
+    }
+}
+
+/// Parses `CUMEM_DEVICE`: `auto`, `cuda`, `host` or `host:N` (N stand-in devices, 1 to
+/// [`MAX_DEVICES`]), case-insensitive. Error: [`Error::Config`] naming the value.
+fn parse_device(v: &str) -> Result<(DeviceChoice, u32)> {
+    let bad = |why: &str| {
+        Error::Config(format!(
+            "CUMEM_DEVICE={v:?} {why}; accepted: auto, cuda, host, or host:N for N host devices \
+             standing in for N GPUs (N from 1 to {MAX_DEVICES})"
+        ))
+    };
+    let s = v.trim().to_ascii_lowercase();
+    match s.as_str() {
+        "auto" => return Ok((DeviceChoice::Auto, 1)),
+        "cuda" => return Ok((DeviceChoice::Cuda, 1)),
+        "host" => return Ok((DeviceChoice::Host, 1)),
+        _ => {}
+    }
+    let Some(n) = s.strip_prefix("host:") else {
+        return Err(bad("is not a device"));
+    };
+    match n.trim().parse::<u32>() {
+        Ok(n) if (1..=MAX_DEVICES).contains(&n) => Ok((DeviceChoice::Host, n)),
+        _ => Err(bad("does not give a number of devices from 1 to 64")),
     }
 }
 
@@ -472,6 +498,21 @@ mod tests {
         assert_eq!(cfg("JULIA_CUDA_MEMORY_POOL", " ").unwrap(), Config::default());
         assert_eq!(cfg("CUMEM_PINNED_LIMIT", "1GiB").unwrap().pinned_limit, Some(Amount::Bytes(1 << 30)));
         assert_eq!(cfg("CUMEM_PINNED_LIMIT", "25%").unwrap().pinned_limit, Some(Amount::Fraction(0.25)));
+    }
+
+    #[test]
+    fn host_stand_ins_are_counted() {
+        let dev =
+            |v: &'static str| Config::from_lookup(move |q| (q == "CUMEM_DEVICE").then(|| v.to_string()));
+        let c = dev("host:2").unwrap();
+        assert_eq!((c.device, c.host_devices), (DeviceChoice::Host, 2));
+        let c = dev(" HOST:64 ").unwrap();
+        assert_eq!((c.device, c.host_devices), (DeviceChoice::Host, 64));
+        assert_eq!(dev("host").unwrap().host_devices, 1);
+        for bad in ["host:0", "host:65", "host:", "host:x", "cuda:1", "host2"] {
+            let m = dev(bad).unwrap_err().to_string();
+            assert!(m.contains(&format!("CUMEM_DEVICE={bad:?}")) && m.contains("host:N"), "{bad}: {m}");
+        }
     }
 
     #[test]

@@ -101,6 +101,20 @@ impl Engine {
         Engine::with_device(cfg, dev, default_shards())
     }
 
+    /// An engine over device `ordinal` ([`device::open_ordinal`]: a host stand-in when
+    /// `host`, else CUDA device `ordinal`), with its own pool, statistics and limit
+    /// (`JULIA_CUDA_MEMORY_LIMIT` applies to each device). Errors: those of
+    /// [`device::open_ordinal`] and [`Engine::with_device`].
+    pub fn open(cfg: Config, ordinal: u32, host: bool) -> Result<Engine> {
+        let dev = device::open_ordinal(&cfg, ordinal, host)?;
+        Engine::with_device(cfg, dev, default_shards())
+    }
+
+    /// The ordinal of the engine's device (0 unless several devices are in use).
+    pub fn ordinal(&self) -> u32 {
+        self.up.device().ordinal()
+    }
+
     /// An engine over `device` with `shards` shards (rounded up to a power of two,
     /// 1 to 64). Errors: [`Error::Device`] if a percentage limit cannot be resolved, or
     /// if the expandable pool is asked for on a device without virtual memory management.
@@ -129,9 +143,10 @@ impl Engine {
             && matches!(cfg.pool, PoolKind::Binned | PoolKind::Split | PoolKind::Expandable))
         .then(Registry::new);
         log::info!(
-            "CuMem engine: {} pool on {}, limit {}, {n} shards, thread caches {}",
+            "CuMem engine: {} pool on {} (device {}), limit {}, {n} shards, thread caches {}",
             cfg.pool.name(),
             device.name(),
+            device.ordinal(),
             limit.map_or("none".into(), format_bytes),
             match &tc {
                 None => "off",
@@ -738,6 +753,12 @@ impl Engine {
         self.pin(addr, bytes).map(drop)
     }
 
+    /// Whether `addr` lies inside a live allocation of this engine (used to find the
+    /// device that owns an address when several are in use).
+    pub fn owns(&self, addr: u64) -> bool {
+        addr != 0 && self.pin(addr, 1).is_ok()
+    }
+
     /// Checks that `[addr, addr+bytes)` lies inside one live allocation and pins that
     /// block until the returned guard drops: a free of a pinned block takes effect for
     /// the caller at once (the address is no longer live, statistics count it freed) but
@@ -875,6 +896,68 @@ impl Engine {
         // SAFETY: the range is inside a live allocation, pinned until the copy ends.
         unsafe { self.up.device().memset(dst, value, bytes) }
     }
+}
+
+/// How [`copy_between`] moved the bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(i32)]
+pub enum CopyPath {
+    /// Both ranges are on one device: a device-to-device copy.
+    Same = 0,
+    /// Directly between two devices (CUDA peer access: `cuMemcpyPeer` over NVLink or
+    /// PCIe; host stand-ins: one `memcpy`).
+    Peer = 1,
+    /// Staged through host memory: downloaded from the source device and uploaded to the
+    /// destination, in chunks of [`STAGING_CHUNK`] bytes.
+    Host = 2,
+}
+
+/// The size of the host buffer a staged copy between devices goes through.
+pub const STAGING_CHUNK: u64 = 64 << 20;
+
+/// Copies `bytes` from `src` (an address of `src_e`'s device) to `dst` (of `dst_e`'s
+/// device), both ranges checked and pinned as for [`Engine::copy_dtod`]. On one engine
+/// this is [`Engine::copy_dtod`] ([`CopyPath::Same`]). Between two devices: a peer copy
+/// when the destination can read the source's memory directly
+/// ([`crate::device::Device::can_access_peer`]; CUDA enables peer access on first use,
+/// as PyTorch's `tensor.to("cuda:1")` does) and `staged` is false ([`CopyPath::Peer`]);
+/// otherwise staged through a host buffer ([`CopyPath::Host`]). Returns the path taken.
+/// Errors as [`Engine::copy_htod`], for either range, and the devices' errors.
+pub fn copy_between(
+    dst_e: &Engine,
+    dst: u64,
+    src_e: &Engine,
+    src: u64,
+    bytes: u64,
+    staged: bool,
+) -> Result<CopyPath> {
+    if std::ptr::eq(dst_e, src_e) {
+        dst_e.copy_dtod(dst, src, bytes)?;
+        return Ok(CopyPath::Same);
+    }
+    let _dst = dst_e.pin(dst, bytes)?;
+    let _src = src_e.pin(src, bytes)?;
+    if bytes == 0 {
+        return Ok(if staged { CopyPath::Host } else { CopyPath::Peer });
+    }
+    let (dd, sd) = (dst_e.device(), src_e.device());
+    if !staged && dd.can_access_peer(sd)? {
+        // SAFETY: both ranges are inside live allocations of their devices, pinned.
+        unsafe { dd.copy_from_peer(dst, sd, src, bytes) }?;
+        return Ok(CopyPath::Peer);
+    }
+    let mut buf = vec![0u8; bytes.min(STAGING_CHUNK) as usize];
+    let mut done = 0;
+    while done < bytes {
+        let n = (bytes - done).min(STAGING_CHUNK);
+        // SAFETY: `buf` holds at least `n` bytes; the device ranges are pinned.
+        unsafe {
+            sd.copy_dtoh(buf.as_mut_ptr(), src + done, n)?;
+            dd.copy_htod(dst + done, buf.as_ptr(), n)?;
+        }
+        done += n;
+    }
+    Ok(CopyPath::Host)
 }
 
 /// A pin of one block (see [`Engine::pin`]), dropped when the copy ends, also on panic.

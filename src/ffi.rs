@@ -4,17 +4,28 @@
 //! catches Rust panics (reported as `CUMEM_ERROR_INTERNAL`) and records a message for
 //! `cumem_last_error` on the calling thread whenever it fails. Functions other than
 //! `cumem_init` initialise the engine on first use.
+//!
+//! Several devices: one [`Engine`] per device ordinal (its own pool, statistics and
+//! limit), made on first use. Each OS thread has a current device (0 until
+//! `cumem_set_device`), and the calls that take no address (allocation, statistics,
+//! `memory_status`, reclaim, device facts, kernels, GEMM) act on it, as CUDA's runtime
+//! and PyTorch's `torch.cuda.set_device` do. Calls that take an address (`cumem_free`,
+//! the copies, `cumem_memset`) find the device that owns it: on the current device first
+//! and, once a second device was opened, on the others, so a Julia finalizer frees an
+//! array on whatever thread and device it runs. With one device nothing changes and
+//! nothing is searched.
 
 use crate::config::Config;
-use crate::engine::Engine;
+use crate::engine::{CopyPath, Engine};
 use crate::error::{Error, Result};
 use crate::pool::MAX_REQUEST;
 use crate::report::{self, Allocations};
 use crate::stats::Stats;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::ffi::{CString, c_char};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 pub use crate::error::{
     CUMEM_ERROR_COMPILE, CUMEM_ERROR_CONFIG, CUMEM_ERROR_DEVICE, CUMEM_ERROR_INTERNAL,
@@ -24,11 +35,26 @@ pub use crate::error::{
 mod pinned_capi;
 pub use pinned_capi::*;
 
-static ENGINE: OnceLock<Engine> = OnceLock::new();
+/// The engines, one slot per device ordinal, made on first use.
+struct Engines {
+    cfg: Config,
+    /// Device 0 is a host stand-in (so are all the others).
+    host: bool,
+    slots: Box<[OnceLock<Engine>]>,
+    /// Each device's name as a C string, for `cumem_device_name`.
+    names: Box<[OnceLock<CString>]>,
+}
+
+static ENGINES: OnceLock<Engines> = OnceLock::new();
 static INIT: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
+/// Set once an engine other than device 0's exists: only then do address-taking calls
+/// search other devices.
+static MULTI: AtomicBool = AtomicBool::new(false);
 
 thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+    /// This thread's current device (`cumem_set_device`).
+    static CURRENT: Cell<u32> = const { Cell::new(0) };
 }
 
 /// Records `msg` as this thread's last error. The same message as the recorded one keeps
@@ -43,20 +69,107 @@ pub(crate) fn set_error(msg: &str) {
     });
 }
 
-/// The process-wide engine, built from the environment on first use.
-pub fn engine() -> Result<&'static Engine> {
-    if let Some(e) = ENGINE.get() {
-        return Ok(e);
+/// The engines, built from the environment on first use with device 0's engine (so a
+/// bad configuration or a missing GPU fails the first call); after a failure, the next
+/// call tries again.
+fn engines() -> Result<&'static Engines> {
+    if let Some(es) = ENGINES.get() {
+        return Ok(es);
     }
     let _guard = INIT.lock();
-    if let Some(e) = ENGINE.get() {
-        return Ok(e);
+    if let Some(es) = ENGINES.get() {
+        return Ok(es);
     }
     let cfg = Config::from_env()?;
     let filter = cfg.log.clone().unwrap_or_else(|| "warn".into());
     crate::logging::init(&filter);
-    let e = Engine::new(cfg)?;
-    Ok(ENGINE.get_or_init(|| e))
+    let e0 = Engine::new(cfg.clone())?;
+    let host = e0.device().is_host();
+    let n = crate::device::count(&cfg, host)?.max(1) as usize;
+    let slots: Box<[OnceLock<Engine>]> = (0..n).map(|_| OnceLock::new()).collect();
+    let _ = slots[0].set(e0);
+    let names = (0..n).map(|_| OnceLock::new()).collect();
+    Ok(ENGINES.get_or_init(|| Engines { cfg, host, slots, names }))
+}
+
+/// The calling thread's current device's engine (device 0's until `cumem_set_device`),
+/// built from the environment on first use.
+#[inline]
+pub fn engine() -> Result<&'static Engine> {
+    let i = CURRENT.with(|c| c.get()) as usize;
+    if let Some(e) = ENGINES.get().and_then(|es| es.slots.get(i)?.get()) {
+        return Ok(e);
+    }
+    engine_at(i)
+}
+
+/// Device `ordinal`'s engine, opened on first use. Errors: [`Error::InvalidValue`] for
+/// an ordinal past the device count; the device's errors when it cannot be opened.
+pub fn engine_at(ordinal: usize) -> Result<&'static Engine> {
+    let es = engines()?;
+    let Some(slot) = es.slots.get(ordinal) else {
+        let n = es.slots.len();
+        return Err(Error::InvalidValue(format!(
+            "there is no device {ordinal}: {n} device{} (ordinals 0 to {}){}",
+            if n == 1 { "" } else { "s" },
+            n - 1,
+            if es.host { "; CUMEM_DEVICE=host:N sets N host stand-in devices" } else { "" }
+        )));
+    };
+    if let Some(e) = slot.get() {
+        return Ok(e);
+    }
+    let _guard = INIT.lock();
+    if let Some(e) = slot.get() {
+        return Ok(e);
+    }
+    let e = Engine::open(es.cfg.clone(), ordinal as u32, es.host)?;
+    let e = slot.get_or_init(|| e);
+    MULTI.store(true, Relaxed);
+    Ok(e)
+}
+
+/// The number of devices (`CUMEM_DEVICE=host:N`'s N, or CUDA's device count).
+pub fn device_count() -> Result<usize> {
+    Ok(engines()?.slots.len())
+}
+
+/// The engines opened so far, by ordinal.
+fn open_engines() -> impl Iterator<Item = &'static Engine> {
+    ENGINES.get().into_iter().flat_map(|es| es.slots.iter().filter_map(|s| s.get()))
+}
+
+/// The engine that owns address `addr` other than `not`, if another device is open.
+fn other_owner(not: &Engine, addr: u64) -> Option<&'static Engine> {
+    if !MULTI.load(Relaxed) {
+        return None;
+    }
+    open_engines().find(|o| !std::ptr::eq(*o, not) && o.owns(addr))
+}
+
+/// Runs `f` on the engine that owns `addr`: the current device's, or, when `f` finds
+/// the address is not its (`InvalidValue`, nothing done) and other devices are open, the
+/// one among them that owns it.
+fn on_owner(addr: u64, f: impl Fn(&'static Engine) -> Result<()>) -> Result<()> {
+    let e = engine()?;
+    match f(e) {
+        Err(Error::InvalidValue(m)) => match other_owner(e, addr) {
+            Some(o) => f(o),
+            None => Err(Error::InvalidValue(m)),
+        },
+        r => r,
+    }
+}
+
+/// The engine owning `addr`: the current device's when it owns it (or no other device
+/// is open), else the open device's that does; the current one when none does (whose
+/// check then reports the bad address).
+fn owner(addr: u64) -> Result<&'static Engine> {
+    let e = engine()?;
+    if !MULTI.load(Relaxed) || e.owns(addr) {
+        return Ok(e);
+    }
+    Ok(other_owner(e, addr).unwrap_or(e))
 }
 
 /// Runs `f` on the engine, turning errors and panics into status codes.
@@ -210,11 +323,12 @@ pub unsafe extern "C" fn cumem_alloc_ex(bytes: u64, ptr: *mut u64, flags: u32) -
     })
 }
 
-/// Returns the allocation at `ptr` to the pool; 0 is a no-op. Returns
+/// Returns the allocation at `ptr` to its device's pool (whichever device owns it, the
+/// current one first); 0 is a no-op. Returns
 /// `CUMEM_ERROR_INVALID_VALUE` for an unknown or already freed pointer (nothing changes).
 #[unsafe(no_mangle)]
 pub extern "C" fn cumem_free(ptr: u64) -> i32 {
-    guard(|e| e.free(ptr))
+    guard(|_| on_owner(ptr, |e| e.free(ptr)))
 }
 
 /// Releases cached memory to the device until at least `bytes` were released or nothing
@@ -354,14 +468,15 @@ pub extern "C" fn cumem_pool_type_name() -> *const c_char {
     out
 }
 
-/// The device's name, e.g. `"NVIDIA H100 80GB HBM3"` or `"host memory (no GPU)"` (`""`
+/// The current device's name, e.g. `"NVIDIA H100 80GB HBM3"` or `"host memory (no GPU)"` (`""`
 /// if the engine cannot start). Valid for the life of the process.
 #[unsafe(no_mangle)]
 pub extern "C" fn cumem_device_name() -> *const c_char {
-    static NAME: OnceLock<CString> = OnceLock::new();
     let mut out = c"".as_ptr();
     guard(|e| {
-        out = NAME.get_or_init(|| CString::new(e.device().name()).unwrap_or_default()).as_ptr();
+        let es = engines()?;
+        let name = &es.names[e.ordinal() as usize];
+        out = name.get_or_init(|| CString::new(e.device().name()).unwrap_or_default()).as_ptr();
         Ok(())
     });
     out
@@ -426,16 +541,18 @@ fn host_len(e: &Engine, addr: u64, bytes: u64) -> Result<usize> {
 /// `src` must be readable for `bytes` bytes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cumem_copy_htod(dst: u64, src: *const core::ffi::c_void, bytes: u64) -> i32 {
-    guard(|e| {
+    guard(|_| {
         if bytes == 0 {
             return Ok(());
         }
         if src.is_null() {
             return Err(null_err("src"));
         }
-        let len = host_len(e, dst, bytes)?;
-        // SAFETY: the caller guarantees `src` is readable for `bytes` (≤ 2^48).
-        e.copy_htod(dst, unsafe { std::slice::from_raw_parts(src as *const u8, len) })
+        on_owner(dst, |e| {
+            let len = host_len(e, dst, bytes)?;
+            // SAFETY: the caller guarantees `src` is readable for `bytes` (≤ 2^48).
+            e.copy_htod(dst, unsafe { std::slice::from_raw_parts(src as *const u8, len) })
+        })
     })
 }
 
@@ -446,29 +563,150 @@ pub unsafe extern "C" fn cumem_copy_htod(dst: u64, src: *const core::ffi::c_void
 /// `dst` must be writable for `bytes` bytes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cumem_copy_dtoh(dst: *mut core::ffi::c_void, src: u64, bytes: u64) -> i32 {
-    guard(|e| {
+    guard(|_| {
         if bytes == 0 {
             return Ok(());
         }
         if dst.is_null() {
             return Err(null_err("dst"));
         }
-        let len = host_len(e, src, bytes)?;
-        // SAFETY: the caller guarantees `dst` is writable for `bytes` (≤ 2^48).
-        e.copy_dtoh(unsafe { std::slice::from_raw_parts_mut(dst as *mut u8, len) }, src)
+        on_owner(src, |e| {
+            let len = host_len(e, src, bytes)?;
+            // SAFETY: the caller guarantees `dst` is writable for `bytes` (≤ 2^48).
+            e.copy_dtoh(unsafe { std::slice::from_raw_parts_mut(dst as *mut u8, len) }, src)
+        })
     })
 }
 
 /// Copies `bytes` between device addresses (overlap allowed); both ranges must lie inside
-/// live allocations, else `CUMEM_ERROR_INVALID_VALUE` and nothing is written.
+/// live allocations, else `CUMEM_ERROR_INVALID_VALUE` and nothing is written. The ranges
+/// may lie on two devices: the copy then goes as `cumem_copy_peer` with no flags.
 #[unsafe(no_mangle)]
 pub extern "C" fn cumem_copy_dtod(dst: u64, src: u64, bytes: u64) -> i32 {
-    guard(|e| e.copy_dtod(dst, src, bytes))
+    guard(|_| copy_any(dst, src, bytes, false).map(drop))
 }
 
 /// Sets `bytes` bytes at device address `dst` to `value`; the range must lie inside one
 /// live allocation, else `CUMEM_ERROR_INVALID_VALUE` and nothing is written.
 #[unsafe(no_mangle)]
 pub extern "C" fn cumem_memset(dst: u64, value: u8, bytes: u64) -> i32 {
-    guard(|e| e.memset(dst, value, bytes))
+    guard(|_| on_owner(dst, |e| e.memset(dst, value, bytes)))
+}
+
+/// A copy between device addresses on whichever devices own them.
+fn copy_any(dst: u64, src: u64, bytes: u64, staged: bool) -> Result<CopyPath> {
+    if bytes == 0 {
+        return Ok(CopyPath::Same);
+    }
+    let (de, se) = (owner(dst)?, owner(src)?);
+    crate::engine::copy_between(de, dst, se, src, bytes, staged)
+}
+
+/// Flag for `cumem_copy_peer`: stage the copy through host memory even where the devices
+/// could copy directly (to compare the two paths, or to avoid enabling peer access).
+pub const CUMEM_COPY_STAGED: u32 = 1;
+/// `cumem_copy_peer`'s path: both ranges on one device, a device-to-device copy.
+pub const CUMEM_COPY_PATH_SAME: i32 = 0;
+/// `cumem_copy_peer`'s path: directly between devices (CUDA peer access,
+/// `cuMemcpyPeer`; host stand-ins: one `memcpy`).
+pub const CUMEM_COPY_PATH_PEER: i32 = 1;
+/// `cumem_copy_peer`'s path: staged through a host buffer (64 MiB chunks).
+pub const CUMEM_COPY_PATH_HOST: i32 = 2;
+
+/// Copies `bytes` from device address `src` to device address `dst`, each on whichever
+/// device owns it, and writes the path taken to `*path` (when not null):
+/// `CUMEM_COPY_PATH_SAME` (one device), `CUMEM_COPY_PATH_PEER` (direct: on CUDA peer
+/// access is enabled on first use where `cuDeviceCanAccessPeer` allows, then
+/// `cuMemcpyPeer`, as PyTorch's `tensor.to("cuda:1")`) or `CUMEM_COPY_PATH_HOST`
+/// (staged through host memory: no peer path, or `CUMEM_COPY_STAGED` in `flags`).
+/// Synchronous: the bytes are in place when it returns. Both ranges must lie inside live
+/// allocations, else `CUMEM_ERROR_INVALID_VALUE` and nothing is written; unknown flag
+/// bits are `CUMEM_ERROR_INVALID_VALUE` too.
+///
+/// # Safety
+/// `path` must be null or writable for one `int32_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cumem_copy_peer(dst: u64, src: u64, bytes: u64, flags: u32, path: *mut i32) -> i32 {
+    guard(|_| {
+        if flags & !CUMEM_COPY_STAGED != 0 {
+            return Err(Error::InvalidValue(format!("unknown flags {flags:#x} for cumem_copy_peer")));
+        }
+        let p = copy_any(dst, src, bytes, flags & CUMEM_COPY_STAGED != 0)?;
+        if !path.is_null() {
+            // SAFETY: checked non-null; the caller guarantees it is writable.
+            unsafe { *path = p as i32 };
+        }
+        Ok(())
+    })
+}
+
+/// The number of devices the engine can drive: N for `CUMEM_DEVICE=host:N` (1 for
+/// `host`, and for `auto` without a GPU), else CUDA's device count (as
+/// `torch.cuda.device_count()`); -1 if the engine cannot start (see `cumem_last_error`).
+#[unsafe(no_mangle)]
+pub extern "C" fn cumem_device_count() -> i32 {
+    let mut out = -1;
+    guard(|_| {
+        out = device_count()? as i32;
+        Ok(())
+    });
+    out
+}
+
+/// Makes `device` (0 to `cumem_device_count()` − 1) the calling OS thread's current
+/// device, opening its engine on first use (on CUDA: retaining its primary context).
+/// Calls without an address argument then act on it. Returns `CUMEM_ERROR_INVALID_VALUE`
+/// for an ordinal out of range (the current device stays), `CUMEM_ERROR_DEVICE` when the
+/// device cannot be opened.
+#[unsafe(no_mangle)]
+pub extern "C" fn cumem_set_device(device: i32) -> i32 {
+    guard(|_| {
+        let i = usize::try_from(device)
+            .map_err(|_| Error::InvalidValue(format!("there is no device {device}: ordinals start at 0")))?;
+        engine_at(i)?;
+        CURRENT.with(|c| c.set(i as u32));
+        Ok(())
+    })
+}
+
+/// The calling OS thread's current device (0 until `cumem_set_device`). Never fails and
+/// does not initialise the engine.
+#[unsafe(no_mangle)]
+pub extern "C" fn cumem_get_device() -> i32 {
+    CURRENT.with(|c| c.get()) as i32
+}
+
+/// 1 when `device`'s engine is open (it was made current, or is device 0), 0 when not yet,
+/// -1 for an ordinal out of range or an engine that cannot start. Opens nothing beyond
+/// device 0.
+#[unsafe(no_mangle)]
+pub extern "C" fn cumem_device_is_open(device: i32) -> i32 {
+    let mut out = -1;
+    guard(|_| {
+        let es = engines()?;
+        if let Some(slot) = usize::try_from(device).ok().and_then(|i| es.slots.get(i)) {
+            out = slot.get().is_some() as i32;
+        }
+        Ok(())
+    });
+    out
+}
+
+/// 1 when copies from device `src` to device `dst` go directly (`CUMEM_COPY_PATH_PEER`;
+/// on CUDA `cuDeviceCanAccessPeer`, and peer access is then enabled), 0 when they are
+/// staged through host memory, -1 on error (an ordinal out of range, a device that cannot
+/// be opened; see `cumem_last_error`). Opens both devices' engines. A device and itself: 1.
+#[unsafe(no_mangle)]
+pub extern "C" fn cumem_can_access_peer(dst: i32, src: i32) -> i32 {
+    let mut out = -1;
+    guard(|_| {
+        let idx = |d: i32| {
+            usize::try_from(d)
+                .map_err(|_| Error::InvalidValue(format!("there is no device {d}: ordinals start at 0")))
+        };
+        let (de, se) = (engine_at(idx(dst)?)?, engine_at(idx(src)?)?);
+        out = (std::ptr::eq(de, se) || de.device().can_access_peer(se.device())?) as i32;
+        Ok(())
+    });
+    out
 }

@@ -1,8 +1,8 @@
 //! Matrix multiplication through cuBLAS (`cublas<t>gemm`), column-major as BLAS.
 //!
-//! One cuBLAS handle per process, created on first use and guarded by a mutex (a handle
-//! must not be used by two threads at once; a call only queues work, so the lock is
-//! short). The handle keeps cuBLAS's defaults that matter for results: math mode
+//! One cuBLAS handle per device, created on first use on that device (a handle belongs
+//! to the context current at its creation) and guarded by a mutex (a handle must not be
+//! used by two threads at once; a call only queues work, so the lock is short). The handle keeps cuBLAS's defaults that matter for results: math mode
 //! `CUBLAS_DEFAULT_MATH` (no TF32 unless `NVIDIA_TF32_OVERRIDE` says otherwise), host
 //! pointer mode for alpha and beta, and the legacy default stream (NULL), the one all of
 //! CuMem's device work is ordered on.
@@ -45,7 +45,8 @@ struct Api {
 
 struct Cublas {
     api: Api,
-    handle: parking_lot::Mutex<Option<usize>>,
+    /// The handle of each device ordinal that used cuBLAS.
+    handle: parking_lot::Mutex<rustc_hash::FxHashMap<u32, usize>>,
     from: String,
     _lib: Opened,
 }
@@ -86,7 +87,7 @@ impl Cublas {
             }
         };
         let from = lib.from.clone();
-        Ok(Cublas { api, handle: parking_lot::Mutex::new(None), from, _lib: lib })
+        Ok(Cublas { api, handle: parking_lot::Mutex::new(Default::default()), from, _lib: lib })
     }
 }
 
@@ -225,9 +226,10 @@ pub unsafe fn gemm(
     check_operand(engine, "C", c, m, n, es)?;
     gpu::bind(engine.device(), "gemm (cuBLAS)")?;
     let cb = cublas()?;
-    let mut handle = cb.handle.lock();
-    let h = match *handle {
-        Some(h) => h as Handle,
+    let mut handles = cb.handle.lock();
+    let ord = engine.ordinal();
+    let h = match handles.get(&ord) {
+        Some(&h) => h as Handle,
         None => {
             let mut h: Handle = std::ptr::null_mut();
             // SAFETY: valid out-pointer; a context is current (bound above).
@@ -241,7 +243,7 @@ pub unsafe fn gemm(
                 check("cublasGetVersion", (cb.api.get_version)(h, &mut v))?;
                 log::info!("cuBLAS {v} from {}", cb.from);
             }
-            *handle = Some(h as usize);
+            handles.insert(ord, h as usize);
             h
         }
     };

@@ -51,9 +51,11 @@ pub fn info(dev: &dyn Device) -> Result<DeviceInfo> {
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         return Ok(DeviceInfo { cc_major: 0, cc_minor: 0, sm_count: cpus as i32, max_threads: 1024 });
     }
-    // The engine drives one GPU (device 0) for the life of the process.
-    static INFO: OnceLock<DeviceInfo> = OnceLock::new();
-    if let Some(i) = INFO.get() {
+    // Facts per device ordinal, asked once each.
+    static INFO: [OnceLock<DeviceInfo>; crate::config::MAX_DEVICES as usize] =
+        [const { OnceLock::new() }; crate::config::MAX_DEVICES as usize];
+    let slot = &INFO[(dev.ordinal() as usize).min(INFO.len() - 1)];
+    if let Some(i) = slot.get() {
         return Ok(*i);
     }
     let d = bind(dev, "reading the device's facts")?;
@@ -69,7 +71,7 @@ pub fn info(dev: &dyn Device) -> Result<DeviceInfo> {
         sm_count: attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, "multiprocessor count")?,
         max_threads: attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, "max threads per block")?,
     };
-    Ok(*INFO.get_or_init(|| i))
+    Ok(*slot.get_or_init(|| i))
 }
 
 /// Waits until all work queued on the device is done (`cuCtxSynchronize`); a no-op on

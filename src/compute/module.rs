@@ -3,7 +3,10 @@
 //! stream (the one stream all of CuMem's device work is ordered on).
 //!
 //! Modules stay loaded for the life of the process, as CUDA.jl and CuPy keep their
-//! compiled kernels: a handle, once returned, is valid until exit.
+//! compiled kernels: a handle, once returned, is valid until exit. A module belongs to
+//! one device's context, so the cache is per device: the same source loaded on two
+//! devices gives two handles, and a handle launched on another device than its own is
+//! refused (`CUDA_ERROR_INVALID_HANDLE` otherwise, or worse).
 
 use super::gpu;
 use super::nvrtc::{Target, nvrtc};
@@ -24,6 +27,8 @@ struct Module {
 struct Kernel {
     func: usize, // sys::CUfunction
     name: String,
+    /// The ordinal of the device whose context holds the module.
+    device: u32,
     /// Byte size of each parameter, when the driver can tell (see [`param_sizes`]).
     params: Option<Vec<u64>>,
 }
@@ -31,7 +36,8 @@ struct Kernel {
 /// The process's kernels. Handles are 1 + the index into `kernels` (0 is never one).
 #[derive(Default)]
 struct Registry {
-    by_source: FxHashMap<String, Module>,
+    /// Per device ordinal: modules by source.
+    by_source: FxHashMap<u32, FxHashMap<String, Module>>,
     kernels: Vec<Kernel>,
 }
 
@@ -46,7 +52,9 @@ static REGISTRY: RwLock<Option<Registry>> = RwLock::new(None);
 /// source), [`Error::InvalidValue`] when the module has no function `name` or a string
 /// holds a NUL byte, [`Error::Device`] when the driver fails to load the module.
 pub fn load(dev: &dyn Device, source: &str, name: &str) -> Result<u64> {
-    if let Some(h) = REGISTRY.read().as_ref().and_then(|r| r.by_source.get(source)?.funcs.get(name).copied())
+    let ord = dev.ordinal();
+    if let Some(h) =
+        REGISTRY.read().as_ref().and_then(|r| r.by_source.get(&ord)?.get(source)?.funcs.get(name).copied())
     {
         return Ok(h);
     }
@@ -57,19 +65,23 @@ pub fn load(dev: &dyn Device, source: &str, name: &str) -> Result<u64> {
     // Compile outside the lock, so launches of other kernels on other threads do not wait
     // the ~100 ms of NVRTC. Two threads racing for a new source both compile; the loser
     // unloads its module and uses the winner's.
-    let known = REGISTRY.read().as_ref().is_some_and(|r| r.by_source.contains_key(source));
+    let known = REGISTRY
+        .read()
+        .as_ref()
+        .is_some_and(|r| r.by_source.get(&ord).is_some_and(|m| m.contains_key(source)));
     let fresh = if known { None } else { Some(compile_and_load(source, info.cc())?) };
     let mut guard = REGISTRY.write();
     let reg = guard.get_or_insert_with(Registry::default);
+    let mods = reg.by_source.entry(ord).or_default();
     if let Some(module) = fresh {
-        if reg.by_source.contains_key(source) {
+        if mods.contains_key(source) {
             // SAFETY: our own module, never handed out.
             let _ = unsafe { result::module::unload(module as sys::CUmodule) };
         } else {
-            reg.by_source.insert(source.to_owned(), Module { module, funcs: FxHashMap::default() });
+            mods.insert(source.to_owned(), Module { module, funcs: FxHashMap::default() });
         }
     }
-    let m = reg.by_source.get_mut(source).expect("loaded above or by another thread");
+    let m = mods.get_mut(source).expect("loaded above or by another thread");
     if let Some(&h) = m.funcs.get(name) {
         return Ok(h);
     }
@@ -84,7 +96,7 @@ pub fn load(dev: &dyn Device, source: &str, name: &str) -> Result<u64> {
         }
     })?;
     let params = param_sizes(func);
-    reg.kernels.push(Kernel { func: func as usize, name: name.to_owned(), params });
+    reg.kernels.push(Kernel { func: func as usize, name: name.to_owned(), device: ord, params });
     let h = reg.kernels.len() as u64;
     m.funcs.insert(name.to_owned(), h);
     Ok(h)
@@ -180,11 +192,17 @@ fn kernel(h: u64) -> Result<(sys::CUfunction, String)> {
     Ok((k.func as sys::CUfunction, k.name.clone()))
 }
 
-/// The function of handle `h` without copying its name (the launch path).
-fn function(h: u64) -> Result<sys::CUfunction> {
+/// The function of handle `h` without copying its name (the launch path), checking that
+/// it was loaded on device `device`.
+fn function(h: u64, device: u32) -> Result<sys::CUfunction> {
     let reg = REGISTRY.read();
     match reg.as_ref().and_then(|r| r.kernels.get((h as usize).wrapping_sub(1))) {
-        Some(k) => Ok(k.func as sys::CUfunction),
+        Some(k) if k.device == device => Ok(k.func as sys::CUfunction),
+        Some(k) => Err(Error::InvalidValue(format!(
+            "kernel `{}` (handle {h}) was loaded on device {} but the current device is {device}: \
+             load it again with device {device} current",
+            k.name, k.device
+        ))),
         None => Err(Error::InvalidValue(format!("{h:#x} is not a kernel handle from cumem_kernel_load"))),
     }
 }
@@ -204,8 +222,8 @@ pub struct Launch {
 /// Queues kernel `h` with `geometry` on the legacy default stream (`cuLaunchKernel`);
 /// returns without waiting. `args` is `cuLaunchKernel`'s `kernelParams`: one pointer per
 /// kernel parameter to its value (null only for a kernel without parameters). Errors:
-/// [`Error::InvalidValue`] for an unknown handle, a zero dimension, or a geometry the
-/// driver refuses (too many threads per block or too much shared memory),
+/// [`Error::InvalidValue`] for an unknown handle, a handle loaded on another device, a
+/// zero dimension, or a geometry the driver refuses (too many threads per block or too much shared memory),
 /// [`Error::NotSupported`] on the host device, [`Error::Device`] when the launch fails
 /// otherwise (a fault of an earlier kernel included).
 ///
@@ -214,7 +232,7 @@ pub struct Launch {
 /// each to a value of the parameter's type; device pointers among them must be valid
 /// for what the kernel does with them.
 pub unsafe fn launch(dev: &dyn Device, h: u64, geometry: Launch, args: *mut *mut c_void) -> Result<()> {
-    let func = function(h)?;
+    let func = function(h, dev.ordinal())?;
     let Launch { grid, block, shared_bytes } = geometry;
     if [grid.0, grid.1, grid.2, block.0, block.1, block.2].contains(&0) {
         return Err(Error::InvalidValue(format!(
@@ -256,7 +274,7 @@ pub unsafe fn launch(dev: &dyn Device, h: u64, geometry: Launch, args: *mut *mut
 /// memory (`cuOccupancyMaxPotentialBlockSize`). Errors: [`Error::InvalidValue`] for an
 /// unknown handle, [`Error::NotSupported`] on the host device, [`Error::Device`].
 pub fn block_size(dev: &dyn Device, h: u64) -> Result<i32> {
-    let func = function(h)?;
+    let func = function(h, dev.ordinal())?;
     gpu::bind(dev, "sizing a kernel")?;
     let (mut grid, mut block) = (0, 0);
     // SAFETY: `func` is a loaded function; valid out-pointers; no smem callback.

@@ -24,6 +24,9 @@ pub struct CudaDevice {
     /// Granule address → the physical allocation mapped there (one per granule, so that
     /// any granule can be unmapped on its own, as `cuMemUnmap` takes whole mappings).
     handles: Mutex<FxHashMap<u64, sys::CUmemGenericAllocationHandle>>,
+    /// Source devices whose memory this context may read (`cuCtxEnablePeerAccess` done),
+    /// and those that it may not (`cuDeviceCanAccessPeer` said no), asked once each.
+    peers: Mutex<FxHashMap<i32, bool>>,
 }
 
 // SAFETY: a CUDA context handle may be used from any thread; the driver synchronises.
@@ -56,6 +59,7 @@ impl CudaDevice {
             ordinal,
             granularity: OnceLock::new(),
             handles: Mutex::new(FxHashMap::default()),
+            peers: Mutex::new(FxHashMap::default()),
         };
         d.bind()?;
         Ok(d)
@@ -192,6 +196,66 @@ impl Device for CudaDevice {
 
     fn make_current(&self) -> Result<()> {
         self.bind()
+    }
+
+    fn ordinal(&self) -> u32 {
+        self.ordinal as u32
+    }
+
+    fn cuda_handles(&self) -> Option<(usize, i32)> {
+        Some((self.ctx as usize, self.dev))
+    }
+
+    /// `cuDeviceCanAccessPeer(this, src)`; when yes, peer access from this context to
+    /// `src`'s is enabled here, once (`cuCtxEnablePeerAccess`), so the answer is the path
+    /// [`Device::copy_from_peer`] takes.
+    fn can_access_peer(&self, src: &dyn Device) -> Result<bool> {
+        let Some((sctx, sdev)) = src.cuda_handles() else { return Ok(false) };
+        if sdev == self.dev {
+            return Ok(true);
+        }
+        let mut peers = self.peers.lock();
+        if let Some(&ok) = peers.get(&sdev) {
+            return Ok(ok);
+        }
+        let mut can = 0;
+        // SAFETY: valid out-pointer and devices.
+        unsafe { sys::cuDeviceCanAccessPeer(&mut can, self.dev, sdev) }
+            .result()
+            .map_err(|e| device_err("cuDeviceCanAccessPeer", e))?;
+        if can != 0 {
+            self.bind()?;
+            // SAFETY: `sctx` is the source device's retained primary context.
+            match unsafe { sys::cuCtxEnablePeerAccess(sctx as sys::CUcontext, 0) } {
+                sys::CUresult::CUDA_SUCCESS | sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED => {}
+                e => return Err(device_err("cuCtxEnablePeerAccess", e.result().unwrap_err())),
+            }
+            log::info!("peer access enabled: device {} reads device {sdev}'s memory", self.ordinal);
+        }
+        peers.insert(sdev, can != 0);
+        Ok(can != 0)
+    }
+
+    unsafe fn copy_from_peer(&self, dst: u64, src_dev: &dyn Device, src: u64, bytes: u64) -> Result<()> {
+        if !self.can_access_peer(src_dev)? {
+            return Err(Error::NotSupported(format!(
+                "{} (device {}) cannot access device {}'s memory directly",
+                self.name,
+                self.ordinal,
+                src_dev.ordinal()
+            )));
+        }
+        let (sctx, _) = src_dev.cuda_handles().expect("a CUDA device (can_access_peer said so)");
+        self.bind()?;
+        // SAFETY: the caller guarantees both ranges; both contexts are retained.
+        unsafe { sys::cuMemcpyPeer(dst, self.ctx, src, sctx as sys::CUcontext, bytes as usize) }
+            .result()
+            .map_err(|e| device_err("cuMemcpyPeer", e))?;
+        // cuMemcpyPeer is asynchronous to the host: wait in both contexts, so a free or a
+        // host write on either side afterwards cannot overtake it.
+        result::ctx::synchronize().map_err(|e| device_err("cuCtxSynchronize", e))?;
+        src_dev.make_current()?;
+        result::ctx::synchronize().map_err(|e| device_err("cuCtxSynchronize", e))
     }
 
     fn alloc(&self, bytes: u64) -> Result<u64> {

@@ -130,6 +130,23 @@ impl Device for FaultyDevice {
         // SAFETY: forwarded under the caller's guarantee.
         unsafe { self.inner.memset(dst, value, bytes) }
     }
+    fn make_current(&self) -> Result<()> {
+        self.inner.make_current()
+    }
+    fn ordinal(&self) -> u32 {
+        self.inner.ordinal()
+    }
+    fn cuda_handles(&self) -> Option<(usize, i32)> {
+        self.inner.cuda_handles()
+    }
+    fn can_access_peer(&self, src: &dyn Device) -> Result<bool> {
+        self.inner.can_access_peer(src)
+    }
+    unsafe fn copy_from_peer(&self, dst: u64, src_dev: &dyn Device, src: u64, bytes: u64) -> Result<()> {
+        self.copy_fault("peer copy")?;
+        // SAFETY: forwarded under the caller's guarantee.
+        unsafe { self.inner.copy_from_peer(dst, src_dev, src, bytes) }
+    }
 }
 
 #[cfg(test)]

@@ -24,12 +24,19 @@ pub const HOST_VM_GRANULE: u64 = 2 << 20;
 pub struct HostDevice {
     capacity: u64,
     used: AtomicU64,
+    ordinal: u32,
 }
 
 impl HostDevice {
     /// A host device of `capacity` bytes (default: the machine's physical memory).
     pub fn new(capacity: Option<u64>) -> HostDevice {
-        HostDevice { capacity: capacity.unwrap_or_else(physical_memory), used: AtomicU64::new(0) }
+        HostDevice::with_ordinal(capacity, 0)
+    }
+
+    /// Stand-in device `ordinal` of `CUMEM_DEVICE=host:N`, of `capacity` bytes (each
+    /// stand-in has its own capacity and count of bytes in use).
+    pub fn with_ordinal(capacity: Option<u64>, ordinal: u32) -> HostDevice {
+        HostDevice { capacity: capacity.unwrap_or_else(physical_memory), used: AtomicU64::new(0), ordinal }
     }
 }
 
@@ -92,6 +99,28 @@ impl Device for HostDevice {
 
     fn is_host(&self) -> bool {
         true
+    }
+
+    fn ordinal(&self) -> u32 {
+        self.ordinal
+    }
+
+    fn can_access_peer(&self, src: &dyn Device) -> Result<bool> {
+        Ok(src.is_host())
+    }
+
+    unsafe fn copy_from_peer(&self, dst: u64, src_dev: &dyn Device, src: u64, bytes: u64) -> Result<()> {
+        if !src_dev.is_host() {
+            return Err(Error::NotSupported(format!(
+                "{} cannot read the memory of {}",
+                self.name(),
+                src_dev.name()
+            )));
+        }
+        // SAFETY: the caller guarantees both ranges; host stand-ins share the process's
+        // address space, and `copy` allows overlap.
+        unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, bytes as usize) };
+        Ok(())
     }
 
     fn alloc(&self, bytes: u64) -> Result<u64> {

@@ -63,6 +63,43 @@ pub trait Device: Send + Sync {
         Ok(())
     }
 
+    /// The device's ordinal: CUDA's device number, or the stand-in's index under
+    /// `CUMEM_DEVICE=host:N` (0 for a single device).
+    fn ordinal(&self) -> u32 {
+        0
+    }
+
+    /// The CUDA primary context (as an address) and `CUdevice` behind this device, for
+    /// peer copies between two CUDA devices; `None` on the host device.
+    fn cuda_handles(&self) -> Option<(usize, i32)> {
+        None
+    }
+
+    /// Whether [`Device::copy_from_peer`] can copy from `src`'s memory directly: on CUDA
+    /// `cuDeviceCanAccessPeer` (an NVLink or PCIe peer path between the two GPUs); between
+    /// host stand-ins always (one address space). Default: no. Errors: [`Error::Device`].
+    fn can_access_peer(&self, src: &dyn Device) -> Result<bool> {
+        let _ = src;
+        Ok(false)
+    }
+
+    /// Copies `bytes` from `src` (memory of device `src_dev`) to `dst` (memory of this
+    /// device) without passing through the host: on CUDA `cuCtxEnablePeerAccess` (once
+    /// per pair) and `cuMemcpyPeer`, then both contexts synchronised; between host
+    /// stand-ins a `memcpy`. Errors: [`Error::NotSupported`] when
+    /// [`Device::can_access_peer`] is false (the default), [`Error::Device`].
+    ///
+    /// # Safety
+    /// `[dst, dst+bytes)` must be memory of this device, `[src, src+bytes)` of `src_dev`.
+    unsafe fn copy_from_peer(&self, dst: u64, src_dev: &dyn Device, src: u64, bytes: u64) -> Result<()> {
+        let _ = (dst, src, bytes);
+        Err(Error::NotSupported(format!(
+            "{} cannot read the memory of {} directly",
+            self.name(),
+            src_dev.name()
+        )))
+    }
+
     /// Virtual memory: the granule, in bytes (a power of two), to which every
     /// [`Device::vm_reserve`], [`Device::vm_map`] and [`Device::vm_unmap`] size and
     /// address are aligned: `cuMemGetAllocationGranularity` (2 MiB on current GPUs) on
@@ -118,24 +155,68 @@ pub trait Device: Send + Sync {
     }
 }
 
-/// Opens the device that `cfg.device` asks for (`CUMEM_DEVICE`). `Auto` takes CUDA
+/// Opens device 0 of what `cfg.device` asks for (`CUMEM_DEVICE`). `Auto` takes CUDA
 /// device 0 when libcuda loads and reports a GPU, else the host device with one logged
 /// warning. With `CUMEM_FAULT` set (`cfg.fault`) the device is wrapped in a
 /// [`FaultyDevice`]. Errors: [`Error::Device`] when `Cuda` is asked for and none is usable.
 pub fn open(cfg: &Config) -> Result<Box<dyn Device>> {
     let dev = open_plain(cfg)?;
-    Ok(match cfg.fault {
+    Ok(wrap(cfg, dev))
+}
+
+/// Opens device `ordinal` of the kind that device 0 turned out to be: a host stand-in
+/// (`host`, the `CUMEM_DEVICE=host:N` devices; `auto` without a GPU) or CUDA device
+/// `ordinal`, wrapped as [`open`] does. Errors: [`Error::InvalidValue`] for an ordinal
+/// past [`count`], [`Error::Device`] when the GPU cannot be opened.
+pub fn open_ordinal(cfg: &Config, ordinal: u32, host: bool) -> Result<Box<dyn Device>> {
+    let n = count(cfg, host)?;
+    if ordinal >= n {
+        return Err(Error::InvalidValue(format!(
+            "there is no device {ordinal}: {n} device{} (ordinals 0 to {}; CUMEM_DEVICE)",
+            if n == 1 { "" } else { "s" },
+            n - 1
+        )));
+    }
+    let dev: Box<dyn Device> = if host {
+        Box::new(HostDevice::with_ordinal(
+            cfg.host_capacity.map(|a| a.resolve(host::physical_memory())),
+            ordinal,
+        ))
+    } else {
+        Box::new(CudaDevice::new(ordinal as i32)?)
+    };
+    Ok(wrap(cfg, dev))
+}
+
+/// The number of devices: `N` of `CUMEM_DEVICE=host:N` (1 for `host`) when device 0 is a
+/// host stand-in (`host`), else CUDA's device count (`cuDeviceGetCount`), at most
+/// [`crate::config::MAX_DEVICES`]. Errors: [`Error::Device`] when the driver fails.
+pub fn count(cfg: &Config, host: bool) -> Result<u32> {
+    if host {
+        return Ok(cfg.host_devices.max(1));
+    }
+    let n = cudarc::driver::result::device::get_count().map_err(|e| device_err("cuDeviceGetCount", e))?;
+    Ok((n.max(0) as u32).min(crate::config::MAX_DEVICES))
+}
+
+fn wrap(cfg: &Config, dev: Box<dyn Device>) -> Box<dyn Device> {
+    match cfg.fault {
         Some(spec) => {
-            log::warn!("CUMEM_FAULT: device calls fail on purpose ({spec:?})");
+            if dev.ordinal() == 0 {
+                log::warn!("CUMEM_FAULT: device calls fail on purpose ({spec:?})");
+            }
             Box::new(FaultyDevice::new(dev, spec))
         }
         None => dev,
-    })
+    }
 }
 
 fn open_plain(cfg: &Config) -> Result<Box<dyn Device>> {
     let host = || -> Result<Box<dyn Device>> {
-        Ok(Box::new(HostDevice::new(cfg.host_capacity.map(|a| a.resolve(host::physical_memory())))))
+        Ok(Box::new(HostDevice::with_ordinal(
+            cfg.host_capacity.map(|a| a.resolve(host::physical_memory())),
+            0,
+        )))
     };
     match cfg.device {
         DeviceChoice::Host => host(),
