@@ -17,13 +17,15 @@ export CuArray, CuVector, CuMatrix, CuVecOrMat, CuPtr, cu, unsafe_free!,
        allowscalar, @allowscalar,
        memory_status, memory_stats, memory_summary, reset_memory_stats!, reclaim,
        CuIterator, OutOfGPUMemoryError, CuMemError,
-       synchronize
+       synchronize,
+       CuDevice, devices, ndevices, device, device!
 
 include("library.jl")     # the engine library, its C ABI and initialisation
 include("errors.jl")      # CuMemError, OutOfGPUMemoryError
 include("allocator.jl")   # buffers, the allocation ladder, finalizer-safe frees, -g2 traces
 include("memory.jl")      # memory_status, memory_stats, memory_summary, reclaim
 include("array.jl")       # CuArray
+include("devices.jl")     # several devices: device!, devices, peer copies, operand checks
 include("compute.jl")     # NVRTC kernels, launch, cuBLAS gemm!, synchronize, host_view
 include("scalar.jl")      # scalar indexing policy (allowscalar)
 include("adapt.jl")       # adapt (a stand-in for Adapt.jl) and cu

@@ -17,6 +17,7 @@ mutable struct Buffer
     freed::Bool                    # set (only) by the last release, before cumem_free
     trace::Any                     # an AllocTrace when tracking (-g2), else nothing
     owned::Bool                    # false for `unsafe_wrap(...; own = false)`: never freed here
+    dev::Int                       # the device's ordinal (0 unless several are used)
 end
 
 struct AllocTrace
@@ -232,12 +233,13 @@ end
 # A Buffer of its own for an allocation of `bytes` (deepcopy, tests), recorded under -g2.
 function alloc_buffer(bytes::Int)
     bytes < 0 && throw(ArgumentError("cannot allocate $bytes bytes"))
-    return new_buffer(alloc_array_memory(bytes), bytes)
+    dev = MULTI[] ? activate_device() : 0    # the task's device, made the thread's
+    return new_buffer(alloc_array_memory(bytes), bytes, dev)
 end
 
 # The Buffer of a fresh allocation, holding one reference; entered in the -g2 table.
-function new_buffer(ptr::UInt64, bytes::Int)
-    buf = Buffer(ptr, bytes, Threads.Atomic{Int}(1), false, nothing, true)
+function new_buffer(ptr::UInt64, bytes::Int, dev::Int)
+    buf = Buffer(ptr, bytes, Threads.Atomic{Int}(1), false, nothing, true, dev)
     if TRACK[] && ptr != 0
         track!(buf)
     end

@@ -40,14 +40,16 @@ mutable struct CuArray{T,N} <: AbstractArray{T,N}
     dims::Dims{N}
     freed::Bool                    # this array's hold on the memory was released
     shared::Union{Nothing,Buffer}  # nothing: the array alone owns `ptr` (see below)
+    dev::Int                       # the device's ordinal (0 unless several are used)
 
     # A fresh array: one object, no Buffer, unless -g2 tracking records the allocation.
     function CuArray{T,N}(::UndefInitializer, dims::Dims{N}) where {T,N}
         check_eltype(T)
         bytes = checked_bytes(T, dims)
+        dev = MULTI[] ? activate_device() : 0    # the task's device, made the thread's
         ptr = alloc_array_memory(bytes)
-        a = new{T,N}(ptr, dims, false, nothing)
-        TRACK[] && ptr != 0 && (a.shared = new_buffer(ptr, bytes))
+        a = new{T,N}(ptr, dims, false, nothing, dev)
+        TRACK[] && ptr != 0 && (a.shared = new_buffer(ptr, bytes, dev))
         finalizer(finalizer_ptr(CuArray{T,N}), a)
         return a
     end
@@ -56,7 +58,7 @@ mutable struct CuArray{T,N} <: AbstractArray{T,N}
     # memory is not the engine's to free (`unsafe_wrap(CuArray, ptr, dims)`), so no
     # finalizer.
     function CuArray{T,N}(buf::Buffer, dims::Dims{N}; own::Bool = true) where {T,N}
-        a = new{T,N}(buf.ptr, dims, false, buf)
+        a = new{T,N}(buf.ptr, dims, false, buf, buf.dev)
         own && finalizer(finalizer_ptr(CuArray{T,N}), a)
         return a
     end
@@ -85,7 +87,7 @@ function share!(a::CuArray)
     check_alive(a)
     s = a.shared
     s === nothing || return retain(s)
-    buf = Buffer(a.ptr, sizeof(a), Threads.Atomic{Int}(2), false, nothing, true)
+    buf = Buffer(a.ptr, sizeof(a), Threads.Atomic{Int}(2), false, nothing, true, a.dev)
     lock(SHARE_LOCK)
     s = a.shared
     if s === nothing
@@ -316,6 +318,10 @@ function Base.copyto!(dest::CuArray{T}, doffs::Integer, src::CuArray{T}, soffs::
                       n::Integer) where {T}
     check_alive(dest)
     check_alive(src)
+    if dest.dev != src.dev                  # two devices: a peer copy (devices.jl)
+        copy_between!(dest, doffs, src, soffs, n, false)
+        return dest
+    end
     check_copy(dest, doffs, src, soffs, n)
     n == 0 && return dest
     check(c_copy_dtod(offset_addr(dest, doffs), offset_addr(src, soffs), nbytes(T, n)))
@@ -383,6 +389,7 @@ doubling the filled prefix.
 function Base.fill!(a::CuArray{T}, x) where {T}
     v = convert(T, x)
     check_alive(a)
+    check_devices("fill!", a)
     n = length(a)
     (n == 0 || sizeof(T) == 0) && return a
     bytes = value_bytes(v)

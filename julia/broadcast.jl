@@ -327,6 +327,7 @@ function gpu_broadcast!(@nospecialize(dest::AnyCuArray), @nospecialize(bc::Broad
     end
     dleaf = leaf_of(dest, dsz)
     check_alive(dleaf.base)
+    MULTI[] && check_devices("broadcast", dleaf.base, leaves...)
     lvs = Leaf[leaf_of(a, dsz) for a in leaves]
     if !on_host() && any(l -> conflicts(l, dleaf), lvs)
         return gpu_broadcast!(dest, unalias_args(bc, dest, dleaf))

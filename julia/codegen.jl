@@ -803,6 +803,8 @@ globals_valid(globals) = all(g -> typeof(getfield(g[1].mod, g[1].name)) === g[2]
 global_values(globals) = Any[getfield(g[1].mod, g[1].name) for g in globals]
 
 function cached_kernel(make, key)
+    # Kernels are loaded per device: other devices' entries are keyed by their ordinal.
+    MULTI[] && (dev = task_device(); dev != 0) && (key = (dev, key))
     lock(KERNEL_CACHE_LOCK)
     try
         e = get(KERNEL_CACHE, key, nothing)

@@ -70,33 +70,34 @@ function host_view(a::CuArray{T,N}) where {T,N}
     return unsafe_wrap(Array, Ptr{T}(p), size(a); own = false)
 end
 
-const DEVICE_INFO = Ref{Any}(nothing)
+const DEVICE_INFO = Dict{Int,NamedTuple{(:cc_major, :cc_minor, :sm_count, :max_threads),NTuple{4,Int}}}()
 
 """
     CuMem.device_info() -> (cc_major, cc_minor, sm_count, max_threads)
 
-Facts about the device as a `NamedTuple` of `Int`s: compute capability (9, 0 for an
+Facts about the current task's device as a `NamedTuple` of `Int`s: compute capability (9, 0 for an
 H100), streaming multiprocessors and most threads per block. On the host device: 0, 0,
 the number of CPUs, 1024.
 """
 function device_info()
-    if DEVICE_INFO[] === nothing
-        a, b, c, d = Ref{Int32}(0), Ref{Int32}(0), Ref{Int32}(0), Ref{Int32}(0)
-        check(c_device_info(a, b, c, d))
-        DEVICE_INFO[] = (cc_major = Int(a[]), cc_minor = Int(b[]), sm_count = Int(c[]), max_threads = Int(d[]))
-    end
-    return DEVICE_INFO[]::NamedTuple{(:cc_major, :cc_minor, :sm_count, :max_threads),NTuple{4,Int}}
+    dev = task_device()
+    info = get(DEVICE_INFO, dev, nothing)
+    info === nothing || return info
+    activate()
+    a, b, c, d = Ref{Int32}(0), Ref{Int32}(0), Ref{Int32}(0), Ref{Int32}(0)
+    check(c_device_info(a, b, c, d))
+    return DEVICE_INFO[dev] = (cc_major = Int(a[]), cc_minor = Int(b[]), sm_count = Int(c[]), max_threads = Int(d[]))
 end
 
 """
     synchronize()
 
-Waits until all work queued on the device (kernels, cuBLAS calls) is done
+Waits until all work queued on the current task's device (kernels, cuBLAS calls) is done
 (`cuCtxSynchronize`, as `CUDA.synchronize()`); a no-op on the host device. Downloads
 (`Array(x)`, `copyto!` into an `Array`) synchronize by themselves. A fault of an earlier
 kernel (e.g. an out-of-bounds address) is reported here as a `CuMemError`.
 """
-synchronize() = check(c_synchronize())
+synchronize() = (activate(); check(c_synchronize()))
 
 """
     CuMem.@sync expr
@@ -213,27 +214,29 @@ end
 
 Base.show(io::IO, k::Kernel) = print(io, "CuMem.Kernel(", repr(k.name), ", handle ", k.handle, ")")
 
-const KERNELS = Dict{Tuple{String,String},Kernel}()
+const KERNELS = Dict{Tuple{Int,String,String},Kernel}()   # (device, source, name)
 const KERNELS_LOCK = ReentrantLock()
 
 """
     CuMem.load_kernel(source::String, name::String) -> Kernel
 
 The `extern "C" __global__` function `name` of CUDA C++ `source`, compiled by NVRTC for
-the GPU (machine code for its `sm_XY`; compiler options as [`compile_ptx`](@ref)) and loaded. Cached by `(source, name)` here and in
-the engine: a second call costs a dictionary lookup.
+the GPU (machine code for its `sm_XY`; compiler options as [`compile_ptx`](@ref)) and loaded on
+the current task's device. Cached by `(device, source, name)` here and in the engine: a
+second call costs a dictionary lookup. A kernel runs only on the device it was loaded on.
 
 Throws [`KernelCompileError`](@ref) (NVRTC's log and the numbered source), `CuMemError`
 with `CUMEM_ERROR_NOT_SUPPORTED` on the host device or without libnvrtc, or with
 `CUMEM_ERROR_INVALID_VALUE` when `source` has no function `name`.
 """
 function load_kernel(source::AbstractString, name::AbstractString)
-    key = (String(source), String(name))
+    key = (task_device(), String(source), String(name))
     k = lock(KERNELS_LOCK) do
         get(KERNELS, key, nothing)
     end
     k === nothing || return k
     src, nm = check_source(source, "source"), check_source(name, "name")
+    activate()
     h = Ref{UInt64}(0)
     code = c_kernel_load(src, nm, h)
     code == CUMEM_SUCCESS || throw_compile(code)
@@ -315,6 +318,7 @@ function launch(k::Kernel, args::Vararg{Any,N}; blocks, threads, shmem::Integer 
     # argument (a launch's Julia side costs tens of ns).
     vals = map(kernel_value, args)
     k.nparams >= 0 && check_args(k, map(sizeof, vals))
+    activate()
     V = typeof(vals)
     vref = Ref(vals)
     code = GC.@preserve args vref begin
@@ -377,6 +381,8 @@ function gemm!(tA::Char, tB::Char, alpha, A::CuMatrix{T}, B::CuVecOrMat{T}, beta
     if am != m || bn != n || ak != bk
         throw(DimensionMismatch("gemm!: op(A) is $am×$ak, op(B) $bk×$bn, C $m×$n"))
     end
+    check_devices("gemm!", A, B, C)
+    activate()
     if on_host()
         GC.@preserve A B C LinearAlgebra.BLAS.gemm!(tA, tB, convert(T, alpha), host_view(A), host_view(B),
                                                     convert(T, beta), host_view(C))

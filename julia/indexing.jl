@@ -96,6 +96,9 @@ device_copy(::Type{T}, X::AbstractArray) where {T} = CuArray{T}(collect(X))
 # A new CuArray with the elements of `x` (a view, transpose, adjoint, permuted-dims or
 # reshaped view of a CuArray), made by one strided copy on the device.
 function materialize(x::CuStrided{T}) where {T}
+    # made on x's own device, whatever the task's (show and Array of another device's view)
+    MULTI[] && (dev = array_device(x); dev !== nothing && dev != task_device()) &&
+        return device!(() -> materialize(x), dev)
     dest = CuArray{T}(undef, size(x))
     copy_into!(dest, x)
     return dest

@@ -81,7 +81,7 @@ function Base.unsafe_wrap(::Union{Type{CuArray},Type{CuArray{T}},Type{CuArray{T,
                                 "allocation of the CuMem engine: " * last_error()))
     end
     own && charge!(bytes)               # released (and uncharged) as an allocation of ours
-    buf = Buffer(ptr.addr, bytes, Threads.Atomic{Int}(1), false, nothing, own)
+    buf = Buffer(ptr.addr, bytes, Threads.Atomic{Int}(1), false, nothing, own, task_device())
     return CuArray{T,N}(buf, d; own = own)
 end
 Base.unsafe_wrap(A::Union{Type{CuArray},Type{CuArray{T}},Type{CuArray{T,1}}}, ptr::CuPtr{T},

@@ -151,9 +151,10 @@ pool_name() = unsafe_string(ccall((:cumem_pool_name, libcumem), Cstring, ()))
 """
     CuMem.device_name() -> String
 
-The device, e.g. `"NVIDIA H100 80GB HBM3"` or `"host memory (no GPU)"` (`CUMEM_DEVICE`).
+The current task's device's name, e.g. `"NVIDIA H100 80GB HBM3"` or `"host memory (no GPU)"`
+(`CUMEM_DEVICE`).
 """
-device_name() = unsafe_string(ccall((:cumem_device_name, libcumem), Cstring, ()))
+device_name() = (activate(); unsafe_string(ccall((:cumem_device_name, libcumem), Cstring, ())))
 
 """
     CuMem.engine_memory_status() -> String
@@ -163,6 +164,7 @@ lists outstanding allocations with native (Rust-side) frames; [`memory_status`] 
 same text without them and shows Julia stack traces instead.
 """
 function engine_memory_status(flags::UInt32 = UInt32(0))
+    activate()
     n = c_memory_status(C_NULL, 0, flags)
     while true
         buf = Vector{UInt8}(undef, n + 1)

@@ -60,6 +60,7 @@ LinearAlgebra.mul!(C::CuVecOrMat, A::AnyCuMatOperand, B::Union{CuVector,AnyCuMat
 end
 
 function cu_gemm!(C, A, B, α, β)
+    check_devices("mul!", C, A, B)
     T = eltype(C)
     mA, nA = size(A)
     mB, nB = size(B, 1), size(B, 2)
@@ -96,6 +97,7 @@ For cuBLAS element types, one gemm of x' (1×n) and y (n×1); otherwise a fused 
 and `sum`. On the host device: Base's `dot` (BLAS) on the same memory.
 """
 function LinearAlgebra.dot(x::CuArray, y::CuArray)
+    check_devices("dot", x, y)
     length(x) == length(y) ||
         throw(DimensionMismatch("x has length $(length(x)), but y has length $(length(y))"))
     if on_host()
@@ -167,6 +169,7 @@ end
 `y .= α .* x .+ y` (x and y of equal length). Host device: BLAS on the same memory.
 """
 function LinearAlgebra.axpy!(α::Number, x::CuArray, y::CuArray)
+    check_devices("axpy!", x, y)
     length(x) == length(y) ||
         throw(DimensionMismatch("x has length $(length(x)), but y has length $(length(y))"))
     if on_host()
@@ -185,6 +188,7 @@ end
 `y .= α .* x .+ β .* y` (x and y of equal length). Host device: BLAS on the same memory.
 """
 function LinearAlgebra.axpby!(α::Number, x::CuArray, β::Number, y::CuArray)
+    check_devices("axpby!", x, y)
     length(x) == length(y) ||
         throw(DimensionMismatch("x has length $(length(x)), but y has length $(length(y))"))
     if on_host()
@@ -204,6 +208,7 @@ end
 Scale `x` in place (`x .= x .* s`, `x .= s .* x`).
 """
 function LinearAlgebra.rmul!(x::CuArray, s::Number)
+    check_devices("rmul!", x)
     if on_host()
         GC.@preserve x rmul!(host_view(x), s)
     elseif needs_host_math(x) || !(s isa Real)
@@ -214,6 +219,7 @@ function LinearAlgebra.rmul!(x::CuArray, s::Number)
     return x
 end
 function LinearAlgebra.lmul!(s::Number, x::CuArray)
+    check_devices("lmul!", x)
     if on_host()
         GC.@preserve x lmul!(s, host_view(x))
     elseif needs_host_math(x) || !(s isa Real)

@@ -329,6 +329,7 @@ a known operator `init` is applied once, as in Base. Empty arrays give Base's re
 error. Sums of Float16 accumulate in Float32; small integers widen as Base's `sum` does.
 """
 function Base.mapreduce(f, op, A::AnyCuArray; dims = :, init = NOINIT)
+    check_devices("mapreduce", A)
     N = ndims(A)
     T = eltype(A)
     rdims = normalize_dims(dims, N)
@@ -456,6 +457,7 @@ function findext_source(T::Type, ismax::Bool, nk::Int, nr::Int, linear::Bool, id
 end
 
 function gpu_findext(A, ismax::Bool, dims)
+    check_devices(ismax ? "findmax" : "findmin", A)
     N = ndims(A)
     T = eltype(A)
     rdims = normalize_dims(dims, N)
@@ -553,6 +555,7 @@ function scan_source(T::Type, Acc::Type, Out::Type, opx::String, neutral_ex::Str
 end
 
 function gpu_scan(A, op, baseop)
+    check_devices("scan", A)
     T = eltype(A)
     Out = Base.promote_op(op, T, T)
     if on_host() || length(A) == 0

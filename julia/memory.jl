@@ -7,7 +7,8 @@ const STAT_FIELDS = fieldnames(CStats)
     memory_stats() -> NamedTuple
     memory_stats(:host) -> NamedTuple
 
-A snapshot of the engine's statistics, one field per field of `cumem_stats_t`
+A snapshot of the current task's device's statistics (`memory_stats(dev)` for device
+`dev`; each device has its own pool and statistics), one field per field of `cumem_stats_t`
 (`cumem_stats_t` in include/cumem.h): byte counts and counters as `Int`, `cache_hit_rate` and
 `fragmentation_ratio` as `Float64`.
 
@@ -35,6 +36,7 @@ memory of [`CuMem.pinned`](@ref); "device" calls are `cuMemHostAlloc`/`cuMemFree
 `memory_stats(:device)` is `memory_stats()`. Other symbols are an `ArgumentError`.
 """
 function memory_stats(which::Symbol = :device)
+    which === :device && activate()
     r = Ref{CStats}()
     if which === :device
         check(c_get_stats(r))
@@ -61,6 +63,7 @@ host pool's statistics (`memory_stats(:host)`) instead of the device's.
 """
 function reset_memory_stats!(which::Symbol = :device)
     if which === :device
+        activate()
         c_reset_stats()
     elseif which === :host
         c_host_reset_stats()
@@ -85,6 +88,7 @@ function reclaim(which::Symbol, bytes::Integer = typemax(Int))
     which in (:device, :host) ||
         throw(ArgumentError("reclaim: which memory, :device or :host? Got :$which"))
     b = bytes >= typemax(Int) ? typemax(UInt64) : UInt64(bytes)
+    which === :device && activate()
     released = (which === :host ? c_host_reclaim(b) : c_reclaim(b)) % Int
     flush_engine_log()
     return released
@@ -99,6 +103,7 @@ minus what the engine holds, and its capacity).
 function device_memory()
     f = Ref{UInt64}(0)
     t = Ref{UInt64}(0)
+    activate()
     check(c_device_memory(f, t))
     return (f[] % Int, t[] % Int)
 end
@@ -137,7 +142,9 @@ The first line is the device's own view (`cuMemGetInfo`: every process and conte
 second what CuMem obtained from it (on the host device it reads `Host memory (no GPU)
 usage: …`), the third how the pool (`BinnedPool`, `SplitPool`, `SimplePool` or `NoPool`)
 splits that between live allocations and cache. `Memory limit: …` follows when
-`JULIA_CUDA_MEMORY_LIMIT` is set. Once the pinned host pool is in use ([`CuMem.pinned`](@ref),
+`JULIA_CUDA_MEMORY_LIMIT` is set. Once several devices are open (see [`device!`](@ref)),
+these lines come once per open device, each under a `Device i (name):` line;
+`memory_status(io, dev)` prints one device's. Once the pinned host pool is in use ([`CuMem.pinned`](@ref),
 [`CuMem.pin`](@ref)) its lines follow: `Pinned host memory usage: … (… allocated, …
 cached)`, `Pinned host memory limit: …` when `CUMEM_PINNED_LIMIT` is set, and
 `Registered host memory: … in N ranges` while arrays are registered.
@@ -149,7 +156,14 @@ allocation, CuMem's own frames removed.
 function memory_status(io::IO = stdout)
     flush_engine_log()
     # The engine writes the summary (src/report.rs); the rest only Julia knows.
-    print(io, engine_memory_status(CUMEM_STATUS_NO_ALLOCATIONS))
+    if MULTI[] && length(open_devices()) > 1
+        for d in open_devices()
+            println(io, "Device ", d.handle, " (", name(d), "):")
+            device!(() -> print(io, engine_memory_status(CUMEM_STATUS_NO_ALLOCATIONS)), d)
+        end
+    else
+        print(io, engine_memory_status(CUMEM_STATUS_NO_ALLOCATIONS))
+    end
     nerr, eptr, ecode = free_errors()
     if nerr > 0
         println(io, "Failed frees in finalizers: ", nerr, " (last: 0x", string(eptr, base = 16),

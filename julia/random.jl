@@ -166,6 +166,7 @@ function random_source(::Type{T}, normal::Bool) where {T}
 end
 
 function fill_random!(a::CuArray{T}, normal::Bool) where {T}
+    check_devices("rand!", a)
     check_alive(a)
     if normal
         T in (Float16, Float32, Float64) || throw(ArgumentError("randn! fills Float16, Float32 or Float64 arrays; not $T"))

@@ -255,6 +255,7 @@ end
 # (on the host device: the same plan in Julia). Overlapping operands go through a
 # temporary, so the result is as if `src` were read first.
 function strided_copy!(dst::StridedOperand, src::StridedOperand)
+    MULTI[] && check_devices("copyto!", dst.roots..., src.roots...)
     dst.dims == src.dims || throw(DimensionMismatch("strided copy of $(src.dims) into $(dst.dims)"))
     dst.elsize == src.elsize || throw(ArgumentError("strided copy between element sizes $(src.elsize) and $(dst.elsize)"))
     any(==(0), dst.dims) && return nothing
