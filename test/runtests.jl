@@ -12,6 +12,8 @@
 #   installing by name, path and dev               test/registrytests.jl
 #   compute: NVRTC, kernels, gemm!                 test/compute_tests.jl
 #   indexing, linear algebra, show                  test/{indexing,linalg,show}_tests.jl
+#   several devices (host:2 stand-ins)              test/multidevice_tests.jl
+#   Distributed, 2 workers, one device each         test/distributed_tests.jl
 #   the demo (an MLP trained on the digits)         demo/demo.jl
 #
 # The processes run in parallel (CUMEM_TEST_JOBS, default: the number of CPU threads).
@@ -87,6 +89,13 @@ push!(jobs, Job("bad pinned memory limit",
                 julia("-e", "using CuMem"; CUMEM_PINNED_LIMIT = "lots"),
                 failed_with("CUMEM_PINNED_LIMIT=\"lots\"", "accepted")))
 push!(jobs, Job("indexing and copies", julia(testfile("indexing_tests.jl")), passed))
+# Several devices: two host devices standing in for GPUs (two GPUs with CUMEM_DEVICE=cuda).
+const MULTI_DEVICE = DEVICE == "cuda" ? "cuda" : "host:2"
+push!(jobs, Job("several devices ($MULTI_DEVICE)",
+                julia(testfile("multidevice_tests.jl"); CUMEM_DEVICE = MULTI_DEVICE, JULIA_CUDA_MEMORY_LIMIT = "1GiB"),
+                passed))
+push!(jobs, Job("Distributed, one device per worker ($MULTI_DEVICE)",
+                julia(testfile("distributed_tests.jl"); CUMEM_DEVICE = MULTI_DEVICE), passed))
 push!(jobs, Job("linear algebra", julia(testfile("linalg_tests.jl")), passed))
 push!(jobs, Job("show of arrays and wrappers", julia(testfile("show_tests.jl")), passed))
 # `make demo`: the MLP on the digits data set must reach its accuracy target
