@@ -81,12 +81,14 @@ the number of CPUs, 1024.
 """
 function device_info()
     dev = task_device()
-    info = get(DEVICE_INFO, dev, nothing)
+    info = lock(() -> get(DEVICE_INFO, dev, nothing), KERNELS_LOCK)
     info === nothing || return info
     activate()
     a, b, c, d = Ref{Int32}(0), Ref{Int32}(0), Ref{Int32}(0), Ref{Int32}(0)
     check(c_device_info(a, b, c, d))
-    return DEVICE_INFO[dev] = (cc_major = Int(a[]), cc_minor = Int(b[]), sm_count = Int(c[]), max_threads = Int(d[]))
+    info = (cc_major = Int(a[]), cc_minor = Int(b[]), sm_count = Int(c[]), max_threads = Int(d[]))
+    lock(() -> DEVICE_INFO[dev] = info, KERNELS_LOCK)
+    return info
 end
 
 """
