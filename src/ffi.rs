@@ -428,7 +428,11 @@ unsafe fn write_status(buf: *mut c_char, len: usize, what: Allocations) -> usize
     }
     guard(|e| {
         let mut s = report::memory_status(e, what);
-        s.push_str(&pinned_capi::status_lines());
+        // The pinned host pool is the process's, not a device's: its lines come once, with
+        // device 0's status (the first section when several devices are listed).
+        if e.ordinal() == 0 {
+            s.push_str(&pinned_capi::status_lines());
+        }
         n = s.len();
         if !buf.is_null() && len > 0 {
             let k = n.min(len - 1);
