@@ -21,8 +21,9 @@ include(joinpath(@__DIR__, "..", "examples", "julia", "distributed.jl"))
         # each worker's own engine: its allocations (x, y, A, B, C and the reductions'
         # temporaries), all on the device it took
         @test s.num_allocations >= 5
-        @test s.requested_bytes >= 4 * (2 * 4096 + 3 * 64 * 64)
-        @test s.peak_allocated_bytes >= s.allocated_bytes > 0
+        # A, B and C were live together during the GEMM (x and y may be collected by then)
+        @test s.peak_requested_bytes >= 4 * 3 * 64 * 64
+        @test s.peak_allocated_bytes >= s.allocated_bytes
     end
     # a worker that took device 1 allocated nothing on device 0
     if results[end].device == 1
