@@ -15,14 +15,18 @@ use crate::config::{Config, PoolKind};
 use crate::device::{self, Device};
 use crate::error::{Error, Result};
 use crate::format::format_bytes;
+use crate::history::{self, Event, EventKind};
 use crate::live::{LiveBlock, LiveTable};
-use crate::pool::{AnyPool, MAX_REQUEST, MAX_SIZE, Pool};
+use crate::pool::{AnyPool, Block, MAX_REQUEST, MAX_SIZE, Pool};
+use crate::snapshot::{BlockInfo, SegmentInfo};
 use crate::stats::{self, Peaks, ShardStats, Stats};
 use crate::sync::ShardMutex;
 use crate::tracking::{self, Origin, Outstanding};
 use crate::upstream::Upstream;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::time::Instant;
+
+pub mod tools;
 
 struct ShardState {
     pool: AnyPool,
@@ -61,6 +65,75 @@ pub struct Engine {
     used_shards: AtomicU64,
     peaks: Peaks,
     start: Instant,
+    /// Cap on cached bytes (`set_cache_limit`); `u64::MAX` when there is none.
+    cache_limit: AtomicU64,
+    /// `reserved` when trimming the cache to `cache_limit` last released nothing (the
+    /// cache is in partly used segments): no new attempt until reserved changes.
+    futile_trim: AtomicU64,
+    /// Leak marks: per shard, the last allocation number at the mark (mark 0: start).
+    marks: parking_lot::Mutex<Vec<Box<[u64]>>>,
+    /// The mark of the last `checkpoint`, and the allocated and reserved bytes then.
+    checkpoint: parking_lot::Mutex<(u64, u64, u64)>,
+    /// [`HOOK_RECORD`] | [`HOOK_CACHE_LIMIT`]: what the public alloc and free must do
+    /// beyond allocating and freeing. One relaxed load per call decides, so the memory
+    /// tools cost a predictable branch while off.
+    hooks: AtomicU32,
+}
+
+/// [`Engine`]'s `hooks`: the history records.
+const HOOK_RECORD: u32 = 1;
+/// [`Engine`]'s `hooks`: a cache cap is set.
+const HOOK_CACHE_LIMIT: u32 = 2;
+
+/// A placeholder for the block an allocation writes out.
+const NO_BLOCK: Block = Block { ptr: 0, size: 0, hit: false };
+
+/// Where the inner alloc and free paths put what only the history needs (the block's
+/// size and hit; a freed block's request and size): a variable on the recorded paths,
+/// `()` on the others, whose code is then that of a plain alloc or free (a generic
+/// out-parameter rather than a returned value: returning it cost the pair ~25
+/// instructions under callgrind).
+trait Sink<T> {
+    fn put(&mut self, v: T);
+}
+
+impl<T> Sink<T> for () {
+    #[inline(always)]
+    fn put(&mut self, _: T) {}
+}
+
+impl Sink<Block> for Block {
+    #[inline(always)]
+    fn put(&mut self, v: Block) {
+        *self = v;
+    }
+}
+
+impl Sink<(u64, u64)> for (u64, u64) {
+    #[inline(always)]
+    fn put(&mut self, v: (u64, u64)) {
+        *self = v;
+    }
+}
+
+/// What [`Engine::checkpoint`] returns: the change since the previous checkpoint (or
+/// the start), in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CheckpointDelta {
+    /// Change in `allocated_bytes`.
+    pub allocated: i64,
+    /// Change in `reserved_bytes`.
+    pub reserved: i64,
+}
+
+/// A snapshot of every segment and block (see [`Engine::snapshot`]).
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    /// Segments by address.
+    pub segments: Vec<SegmentInfo>,
+    /// Blocks, those of each segment together in address order (see
+    /// [`SegmentInfo::first_block`]).
+    pub blocks: Vec<BlockInfo>,
 }
 
 /// The default number of shards: the machine's parallelism rounded up to a power of two,
@@ -113,6 +186,11 @@ impl Engine {
             used_shards: AtomicU64::new(0),
             peaks: Peaks::default(),
             start: Instant::now(),
+            cache_limit: AtomicU64::new(u64::MAX),
+            futile_trim: AtomicU64::new(u64::MAX),
+            marks: parking_lot::Mutex::new(vec![vec![0; n].into_boxed_slice()]),
+            checkpoint: parking_lot::Mutex::new((0, 0, 0)),
+            hooks: AtomicU32::new(0),
         })
     }
 
@@ -152,7 +230,10 @@ impl Engine {
     /// sizes no signed 64-bit count (Julia's `Int`, C's `ssize_t`) can express.
     #[inline]
     pub fn alloc(&self, bytes: u64) -> Result<u64> {
-        self.alloc_with(bytes, true)
+        if self.hooks.load(Relaxed) & HOOK_RECORD != 0 {
+            return self.alloc_recorded(bytes, true);
+        }
+        self.alloc_with(bytes, true, &mut ())
     }
 
     /// As [`Engine::alloc`], but on out of memory returns [`Error::OutOfMemory`] at once,
@@ -161,11 +242,68 @@ impl Engine {
     /// CUDA.jl does).
     #[inline]
     pub fn try_alloc(&self, bytes: u64) -> Result<u64> {
-        self.alloc_with(bytes, false)
+        if self.hooks.load(Relaxed) & HOOK_RECORD != 0 {
+            return self.alloc_recorded(bytes, false);
+        }
+        self.alloc_with(bytes, false, &mut ())
     }
 
+    /// An allocation while the history records: times the call and records an alloc
+    /// event (or an OOM event for a failure counted in `num_ooms`).
+    #[cold]
+    #[inline(never)]
+    fn alloc_recorded(&self, bytes: u64, retry: bool) -> Result<u64> {
+        let h = self.up.history();
+        let mut origin = history::take_next_origin();
+        if origin == 0 && self.cfg.debug >= 2 {
+            origin = h.capture_origin();
+        }
+        let t0 = h.now();
+        let mut b = NO_BLOCK;
+        let r = self.alloc_with(bytes, retry, &mut b);
+        let duration_ns = h.now().saturating_sub(t0);
+        let thread = tracking::thread_index();
+        match &r {
+            Ok(p) if *p != 0 => h.record(
+                self.home(),
+                Event {
+                    time_ns: t0,
+                    duration_ns,
+                    addr: b.ptr,
+                    requested_bytes: bytes,
+                    size_bytes: b.size,
+                    origin,
+                    kind: EventKind::Alloc as u32,
+                    thread,
+                    hit: b.hit as u32,
+                    ..Event::default()
+                },
+            ),
+            Err(e) if e.is_oom() && retry => h.record(
+                self.home(),
+                Event {
+                    time_ns: t0,
+                    duration_ns,
+                    requested_bytes: bytes,
+                    origin,
+                    kind: EventKind::Oom as u32,
+                    thread,
+                    ..Event::default()
+                },
+            ),
+            _ => {}
+        }
+        if r.is_err() {
+            // The caller's ladder retries (the Julia package after a GC): keep its origin.
+            history::restore_next_origin(origin);
+        }
+        r
+    }
+
+    /// Allocates, writing the block to `out` (size and hit for the history; a local the
+    /// optimizer removes on the unrecorded path).
     #[inline]
-    fn alloc_with(&self, bytes: u64, retry: bool) -> Result<u64> {
+    fn alloc_with<S: Sink<Block>>(&self, bytes: u64, retry: bool, out: &mut S) -> Result<u64> {
         if bytes == 0 {
             return Ok(0);
         }
@@ -173,14 +311,14 @@ impl Engine {
             return self.alloc_beyond_capacity(bytes, retry);
         }
         let home = self.home();
-        match self.alloc_in(home, bytes) {
-            Err(e) if e.is_oom() && retry => self.alloc_retry(home, bytes, e),
+        match self.alloc_in(home, bytes, out) {
+            Err(e) if e.is_oom() && retry => self.alloc_retry(home, bytes, e, out),
             r => r,
         }
     }
 
     #[inline]
-    fn alloc_in(&self, home: usize, bytes: u64) -> Result<u64> {
+    fn alloc_in<S: Sink<Block>>(&self, home: usize, bytes: u64, out: &mut S) -> Result<u64> {
         let origin = (self.cfg.debug > 0)
             .then(|| Origin::capture(self.start.elapsed().as_nanos() as u64, self.cfg.debug >= 2));
         let shard = &self.shards[home];
@@ -192,8 +330,8 @@ impl Engine {
                 return Err(e);
             }
         };
-        s.live.insert(block.ptr, LiveBlock { requested: bytes, size: block.size, origin });
-        s.stats.on_alloc(bytes, block.size, block.hit);
+        let seq = s.stats.on_alloc(bytes, block.size, block.hit);
+        s.live.insert(block.ptr, LiveBlock { requested: bytes, size: block.size, seq, origin });
         let (req, alloc, folded) = (s.stats.requested, s.stats.allocated, s.stats.fold(&self.peaks));
         drop(s);
         let bit = 1u64 << home;
@@ -203,6 +341,7 @@ impl Engine {
         if let Some((req, alloc)) = self.engine_wide(home, req, alloc, folded) {
             self.peaks.raise(req, alloc, self.up.reserved());
         }
+        out.put(block);
         Ok(block.ptr)
     }
 
@@ -237,7 +376,7 @@ impl Engine {
     }
 
     #[cold]
-    fn alloc_retry(&self, home: usize, bytes: u64, first: Error) -> Result<u64> {
+    fn alloc_retry<S: Sink<Block>>(&self, home: usize, bytes: u64, first: Error, out: &mut S) -> Result<u64> {
         let reserved_at_failure = self.up.reserved();
         let released = self.reclaim(u64::MAX);
         // Retry when memory came back: released by this reclaim, or by another thread's
@@ -247,7 +386,7 @@ impl Engine {
             log::info!(
                 "out of memory for {bytes} bytes ({first}); released {released} cached bytes and retrying"
             );
-            match self.alloc_in(home, bytes) {
+            match self.alloc_in(home, bytes, out) {
                 Err(e) if e.is_oom() => e,
                 r => return r,
             }
@@ -287,16 +426,61 @@ impl Engine {
     /// engine (never allocated, already freed, or inside a block); nothing changes then.
     #[inline]
     pub fn free(&self, ptr: u64) -> Result<()> {
+        if self.hooks.load(Relaxed) != 0 {
+            return self.free_hooked(ptr);
+        }
+        self.free_with(ptr, &mut ())
+    }
+
+    /// A free while the history records or a cache cap is set: times the call and
+    /// records a free event; releases cache above the cap.
+    #[cold]
+    #[inline(never)]
+    fn free_hooked(&self, ptr: u64) -> Result<()> {
+        let hooks = self.hooks.load(Relaxed);
+        let h = self.up.history();
+        let t0 = if hooks & HOOK_RECORD != 0 { h.now() } else { 0 };
+        let mut freed = (0, 0);
+        let r = self.free_with(ptr, &mut freed);
+        if r.is_ok() && ptr != 0 && hooks & HOOK_RECORD != 0 {
+            let (requested_bytes, size_bytes) = freed;
+            let duration_ns = h.now().saturating_sub(t0);
+            h.record(
+                self.home(),
+                Event {
+                    time_ns: t0,
+                    duration_ns,
+                    addr: ptr,
+                    requested_bytes,
+                    size_bytes,
+                    kind: EventKind::Free as u32,
+                    thread: tracking::thread_index(),
+                    ..Event::default()
+                },
+            );
+        }
+        // The cache cap (`set_cache_limit`): cached ≤ reserved, so while reserved is
+        // within the cap there is nothing to check.
+        if r.is_ok() && hooks & HOOK_CACHE_LIMIT != 0 && self.up.reserved() > self.cache_limit.load(Relaxed) {
+            self.trim_cache();
+        }
+        r
+    }
+
+    /// Frees `ptr`, writing the block's requested bytes and size to `out` (for the
+    /// history; a local the optimizer removes on the unrecorded path).
+    #[inline]
+    fn free_with<S: Sink<(u64, u64)>>(&self, ptr: u64, out: &mut S) -> Result<()> {
         if ptr == 0 {
             return Ok(());
         }
         let home = self.home();
-        if self.free_in(home, ptr) {
+        if self.free_in(home, ptr, out) {
             return Ok(());
         }
         let mut bits = self.used_shards.load(Relaxed) & !(1u64 << home);
         while bits != 0 {
-            if self.free_in(bits.trailing_zeros() as usize, ptr) {
+            if self.free_in(bits.trailing_zeros() as usize, ptr, out) {
                 return Ok(());
             }
             bits &= bits - 1;
@@ -307,7 +491,7 @@ impl Engine {
     }
 
     #[inline]
-    fn free_in(&self, i: usize, ptr: u64) -> bool {
+    fn free_in<S: Sink<(u64, u64)>>(&self, i: usize, ptr: u64, out: &mut S) -> bool {
         let shard = &self.shards[i];
         let mut s = shard.state.lock();
         let Some(live) = s.live.remove(ptr) else {
@@ -329,6 +513,7 @@ impl Engine {
         if let Some(o) = live.origin {
             drop(o);
         }
+        out.put((live.requested, live.size));
         true
     }
 
