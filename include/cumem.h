@@ -47,9 +47,45 @@
 // cache and retrying (and do not count the failure in `num_ooms`).
 #define CUMEM_ALLOC_NO_RECLAIM 1
 
+// Flag for `cumem_alloc_ex`: this call retries an allocation after the caller ran a
+// garbage collection; counted in `num_gc_retries`.
+#define CUMEM_ALLOC_GC_RETRY 2
+
+// Flag for `cumem_alloc_ex`: this call is the caller's last-resort retry (the rung that
+// lets the engine release its cache, or a wait for other threads' frees); counted in
+// `num_reclaim_retries`.
+#define CUMEM_ALLOC_RECLAIM_RETRY 4
+
 // Flag for `cumem_memory_status_ex`: leave out the outstanding allocations, for callers
 // that list them with stack traces of their own (the Julia package under `-g2`).
 #define CUMEM_STATUS_NO_ALLOCATIONS 1
+
+// `cumem_event_t::kind`: an allocation.
+#define CUMEM_EVENT_ALLOC 0
+
+// `cumem_event_t::kind`: a free.
+#define CUMEM_EVENT_FREE 1
+
+// `cumem_event_t::kind`: memory obtained from the device.
+#define CUMEM_EVENT_DEVICE_ALLOC 2
+
+// `cumem_event_t::kind`: memory returned to the device.
+#define CUMEM_EVENT_DEVICE_FREE 3
+
+// `cumem_event_t::kind`: an allocation that failed with out of memory.
+#define CUMEM_EVENT_OOM 4
+
+// `cumem_block_t::state`: a live allocation.
+#define CUMEM_BLOCK_ACTIVE 0
+
+// `cumem_block_t::state`: free memory that can go back to the device.
+#define CUMEM_BLOCK_CACHED 1
+
+// `cumem_block_t::state`: free memory in a segment (granule) that also holds live memory.
+#define CUMEM_BLOCK_INACTIVE_SPLIT 2
+
+// Origin ids with this bit set were given by the caller (`cumem_set_next_origin`).
+#define CUMEM_ORIGIN_CALLER 9223372036854775808ull
 
 // A snapshot of the engine's statistics. Byte counts are in bytes, times in ns.
 //
@@ -118,7 +154,107 @@ typedef struct {
   // way; the error is also logged). Added last, so the layout of the fields above is
   // that of earlier versions.
   uint64_t num_device_free_errors;
+  // Allocations a caller retried after a garbage collection (the Julia package's
+  // `GC.gc(false)` and `GC.gc(true)` rungs), reported by `cumem_alloc_ex`'s
+  // `CUMEM_ALLOC_GC_RETRY` flag.
+  uint64_t num_gc_retries;
+  // Allocations a caller made in the rung that releases the cache and in its waits for
+  // other threads' frees (`CUMEM_ALLOC_RECLAIM_RETRY`).
+  uint64_t num_reclaim_retries;
 } cumem_stats_t;
+
+// One allocation-history entry (C: `cumem_event_t`, 80 bytes).
+typedef struct {
+  // When the call started, ns since the engine started.
+  uint64_t time_ns;
+  // The call's duration, ns.
+  uint64_t duration_ns;
+  // Block (alloc/free) or segment (device alloc/free) address; 0 for an OOM.
+  uint64_t addr;
+  // Alloc/OOM: bytes asked for; free: the block's request; device events: 0.
+  uint64_t requested_bytes;
+  // Block size (alloc/free) or segment size (device events), bytes.
+  uint64_t size_bytes;
+  // Free: ns since the block's allocation (0 when it was allocated before recording
+  // started); else 0.
+  uint64_t lifetime_ns;
+  // 0: none; else an id for `cumem_origin_text` (tracking on), or the caller's id
+  // (bit 63 set, see `cumem_set_next_origin`).
+  uint64_t origin;
+  // 0: the default stream.
+  uint64_t stream;
+  // `CUMEM_EVENT_*` (`EventKind` as u32).
+  uint32_t kind;
+  // The engine's thread index (tracking::thread_index).
+  uint32_t thread;
+  // Device ordinal (0 until several GPUs land).
+  uint32_t device;
+  // 1: served from the cache; 0: not (or not an alloc).
+  uint32_t hit;
+} cumem_event_t;
+
+// One segment of a snapshot (C: `cumem_segment_t`, 48 bytes): a device allocation of
+// the pool, or for the expandable pool a run of mapped granules.
+typedef struct {
+  // First address.
+  uint64_t addr;
+  // Bytes (all reserved: the sum over segments is `reserved_bytes`).
+  uint64_t size;
+  // Stream the segment serves (0: the default stream).
+  uint64_t stream;
+  // Index of its first block in the snapshot's block array.
+  uint64_t first_block;
+  // Number of its blocks (they tile the segment, in address order).
+  uint64_t num_blocks;
+  // Device ordinal (0 until several GPUs land).
+  uint32_t device;
+  // The engine shard whose pool owns it.
+  uint32_t shard;
+} cumem_segment_t;
+
+// One block of a snapshot (C: `cumem_block_t`, 40 bytes).
+typedef struct {
+  // First address.
+  uint64_t addr;
+  // Bytes.
+  uint64_t size;
+  // Bytes asked for (active blocks; 0 otherwise).
+  uint64_t requested;
+  // Origin id for `cumem_origin_text` (active blocks at `CUMEM_DEBUG=2`; else 0).
+  uint64_t origin;
+  // `CUMEM_BLOCK_*` (`BlockState` as u32).
+  uint32_t state;
+  // Index of its segment in the snapshot's segment array.
+  uint32_t segment;
+} cumem_block_t;
+
+// An outstanding allocation of a leak report (C: `cumem_leak_t`, 48 bytes).
+typedef struct {
+  // Device address.
+  uint64_t addr;
+  // Bytes asked for.
+  uint64_t requested_bytes;
+  // Block size, bytes.
+  uint64_t size_bytes;
+  // Allocation number within its shard (1, 2, …; grows with time per shard).
+  uint64_t seq;
+  // Origin id for `cumem_origin_text` (at `CUMEM_DEBUG=2`; else 0).
+  uint64_t origin;
+  // Allocating thread's index (`CUMEM_DEBUG` ≥ 1), else `UINT32_MAX`.
+  uint32_t thread;
+  // The engine shard that holds it.
+  uint32_t shard;
+} cumem_leak_t;
+
+// What `compact` did (C: `cumem_compact_t`, 24 bytes).
+typedef struct {
+  // Bytes returned to the device.
+  uint64_t released_bytes;
+  // `fragmentation_ratio` before.
+  double fragmentation_before;
+  // `fragmentation_ratio` after.
+  double fragmentation_after;
+} cumem_compact_t;
 
 #ifdef __cplusplus
 extern "C" {
@@ -309,7 +445,9 @@ int32_t cumem_alloc(uint64_t bytes, uint64_t *ptr);
 
 // As `cumem_alloc`, with `flags`: 0, or `CUMEM_ALLOC_NO_RECLAIM` for callers that run
 // their own recovery first (the Julia package: GC, full GC, then `cumem_reclaim` and a
-// plain `cumem_alloc`). Unknown flag bits are `CUMEM_ERROR_INVALID_VALUE`.
+// plain `cumem_alloc`), or-ed with `CUMEM_ALLOC_GC_RETRY` or `CUMEM_ALLOC_RECLAIM_RETRY`
+// to count the call as a retry of that ladder (`num_gc_retries`,
+// `num_reclaim_retries`). Unknown flag bits are `CUMEM_ERROR_INVALID_VALUE`.
 //
 // # Safety
 // `ptr` must be null or point to writable memory for one `uint64_t`.
@@ -476,6 +614,132 @@ uint64_t cumem_host_reclaim(uint64_t bytes);
 // # Safety
 // `count` and `bytes` must be null or writable for one `uint64_t` each.
 int32_t cumem_host_registered(uint64_t *count, uint64_t *bytes);
+
+// Starts (`enabled` ≠ 0) or stops recording the allocation history (PyTorch's
+// `torch.cuda.memory._record_memory_history`; off at start). While on, every
+// allocation, free, device allocation/free and out of memory (counted in `num_ooms`) is
+// recorded as a `cumem_event_t` in a ring buffer of `max_entries` events per engine
+// shard (the latest kept); `cumem_memory_events` reads them. Starting drops earlier
+// events; stopping keeps them (`max_entries` is then ignored). Each recorded event costs
+// the call a few tens of ns (docs/performance.md); off, the calls pay one predictable
+// branch. Returns `CUMEM_ERROR_INVALID_VALUE` when enabling with `max_entries` 0 or
+// above 2^24.
+int32_t cumem_record_memory_history(int32_t enabled, uint64_t max_entries);
+
+// Copies up to `capacity` recorded events into `out` in time order (the latest
+// `max_entries` over all shards; times in ns since the engine started) and returns how
+// many there are in all (call with `capacity` 0 to size `out`; the count may grow
+// between calls while recording is on). 0 on error.
+//
+// # Safety
+// `out` must be null or writable for `capacity` `cumem_event_t`.
+uint64_t cumem_memory_events(cumem_event_t *out, uint64_t capacity);
+
+// Writes the native stack of origin `origin` (from an event, snapshot block or leak;
+// recorded at `CUMEM_DEBUG=2`), innermost frame first, one `name at file:line` per line,
+// into `buf` with `snprintf` semantics; returns the text's full length (0 for 0, an
+// unknown id or a caller's id, bit 63 set).
+//
+// # Safety
+// `buf` must be null or writable for `len` bytes.
+size_t cumem_origin_text(uint64_t origin, char *buf, size_t len);
+
+// Sets the origin id that the calling thread's next allocation carries in the history
+// (its alloc event and, later, its free event), as `id | CUMEM_ORIGIN_CALLER`; 0 clears
+// it. Used by callers that track allocation sites themselves (the Julia package under
+// `-g2` passes the id of its Julia stack). Only read while recording. Does not
+// initialise the engine; never fails.
+void cumem_set_next_origin(uint64_t id);
+
+// A snapshot of every segment the engine holds and every block in them (PyTorch's
+// `torch.cuda.memory_snapshot()`). Writes the counts to `*num_segments` and
+// `*num_blocks`; copies the segments (by address) and the blocks (each segment's
+// together, in address order: `first_block`, `num_blocks`) only when both fit
+// (`segment_capacity` ≥ segments and `block_capacity` ≥ blocks), else copies nothing:
+// call again with larger arrays. Block sums equal `cumem_get_stats` at quiescence:
+// segment sizes `reserved_bytes`, active blocks `allocated_bytes` (their `requested`
+// `requested_bytes`), inactive splits `inactive_split_bytes`, cached plus inactive
+// splits `cached_bytes`. Returns `CUMEM_ERROR_INVALID_VALUE` if a count pointer is null.
+//
+// # Safety
+// `segments` and `blocks` must be null or writable for their capacities; the count
+// pointers writable for one `uint64_t` each.
+int32_t cumem_memory_snapshot(cumem_segment_t *segments,
+                              uint64_t segment_capacity,
+                              cumem_block_t *blocks,
+                              uint64_t block_capacity,
+                              uint64_t *num_segments,
+                              uint64_t *num_blocks);
+
+// A leak mark for `cumem_leaks_since`: the allocations made after this call that are
+// still live. 0 is the engine's start (also returned on error).
+uint64_t cumem_leak_mark(void);
+
+// The live allocations made after leak mark `mark` (all threads), by address: copies
+// up to `capacity` into `out` and writes how many there are to `*count`. Returns
+// `CUMEM_ERROR_INVALID_VALUE` for an unknown mark or a null `count`.
+//
+// # Safety
+// `out` must be null or writable for `capacity` `cumem_leak_t`; `count` writable for one
+// `uint64_t`.
+int32_t cumem_leaks_since(uint64_t mark, cumem_leak_t *out, uint64_t capacity, uint64_t *count);
+
+// As `cumem_leaks_since`, for the allocations made since the last
+// `cumem_memory_checkpoint` (or the start).
+//
+// # Safety
+// As `cumem_leaks_since`.
+int32_t cumem_check_memory_leaks(cumem_leak_t *out, uint64_t capacity, uint64_t *count);
+
+// Sets a checkpoint (`cumem_check_memory_leaks` then lists allocations made after it)
+// and writes the change of allocated and reserved bytes since the previous checkpoint
+// (or the start). Null pointers are skipped.
+//
+// # Safety
+// `allocated_delta` and `reserved_delta` must be null or writable for one `int64_t`.
+int32_t cumem_memory_checkpoint(int64_t *allocated_delta, int64_t *reserved_delta);
+
+// Changes the cap on reserved bytes at run time (`JULIA_CUDA_MEMORY_LIMIT` at start);
+// 0 removes it. Lowering it below what is reserved first returns cached memory to the
+// device; memory in partly used segments stays until freed (no more is obtained
+// meanwhile). Returns `CUMEM_ERROR_INVALID_VALUE`, changing nothing, when live memory
+// (`allocated_bytes`) exceeds the new cap.
+int32_t cumem_set_memory_limit(uint64_t bytes);
+
+// As `cumem_set_memory_limit`, with the limit written as `JULIA_CUDA_MEMORY_LIMIT` takes
+// it (`"4GiB"`, `"512MiB"`, `"80%"` of the device's memory, a plain number of bytes) or
+// `"none"`. Returns `CUMEM_ERROR_CONFIG` for text it cannot parse (nothing changes),
+// `CUMEM_ERROR_INVALID_VALUE` for a null pointer and as `cumem_set_memory_limit`.
+//
+// # Safety
+// `amount` must be null or a NUL-terminated string.
+int32_t cumem_set_memory_limit_str(const char *amount);
+
+// Caps reserved bytes at `fraction` (in (0, 1]) of the device's total memory (PyTorch's
+// `set_per_process_memory_fraction`), as `cumem_set_memory_limit`. Returns
+// `CUMEM_ERROR_INVALID_VALUE` for a fraction outside (0, 1] (nothing changes).
+int32_t cumem_set_memory_fraction(double fraction);
+
+// Caps cached bytes (`UINT64_MAX`: no cap, the default): a free that leaves more cached
+// returns whole free segments to the device until the cap holds (cache in partly used
+// segments cannot go). Applies at once.
+int32_t cumem_set_cache_limit(uint64_t bytes);
+
+// The cap on cached bytes; `UINT64_MAX` when there is none (or on error).
+uint64_t cumem_get_cache_limit(void);
+
+// Reserved bytes ÷ the memory limit, or ÷ the device's total memory without one; -1 on
+// error.
+double cumem_memory_pressure(void);
+
+// Merges the pools' deferred frees, returns every whole free segment (idle granules of
+// the expandable pool) to the device and writes the bytes released and
+// `fragmentation_ratio` before and after to `*out`. Returns `CUMEM_ERROR_INVALID_VALUE`
+// when `out` is null (nothing is done).
+//
+// # Safety
+// `out` must be null or writable for one `cumem_compact_t`.
+int32_t cumem_compact(cumem_compact_t *out);
 
 #ifdef __cplusplus
 }  // extern "C"

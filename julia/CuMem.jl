@@ -16,6 +16,9 @@ using Random
 export CuArray, CuVector, CuMatrix, CuVecOrMat, CuPtr, cu, unsafe_free!,
        allowscalar, @allowscalar,
        memory_status, memory_stats, memory_summary, reset_memory_stats!, reclaim,
+       record_memory_history, memory_events, MemoryEvent, memory_snapshot, MemorySegment,
+       MemoryBlock, check_memory_leaks, MemoryLeak, MemoryLeakError, memory_checkpoint,
+       set_memory_limit!, set_memory_fraction!, set_cache_limit!, memory_pressure, compact!,
        CuIterator, OutOfGPUMemoryError, CuMemError,
        synchronize
 
@@ -23,6 +26,7 @@ include("library.jl")     # the engine library, its C ABI and initialisation
 include("errors.jl")      # CuMemError, OutOfGPUMemoryError
 include("allocator.jl")   # buffers, the allocation ladder, finalizer-safe frees, -g2 traces
 include("memory.jl")      # memory_status, memory_stats, memory_summary, reclaim
+include("memtools.jl")    # history, snapshot, leak checks, run-time limits, compact!
 include("array.jl")       # CuArray
 include("compute.jl")     # NVRTC kernels, launch, cuBLAS gemm!, synchronize, host_view
 include("scalar.jl")      # scalar indexing policy (allowscalar)

@@ -172,7 +172,8 @@ function alloc_ladder(bytes::Int, code::Int32)
         elseif step == 2
             GC.gc(true)           # everything unreachable
         end                       # step 3: the engine releases its cache and retries
-        code = step < 3 ? c_alloc_noreclaim(bytes % UInt64, out) : c_alloc(bytes % UInt64, out)
+        code = step < 3 ? c_alloc_ex(bytes % UInt64, out, CUMEM_ALLOC_NO_RECLAIM | CUMEM_ALLOC_GC_RETRY) :
+               c_alloc_ex(bytes % UInt64, out, CUMEM_ALLOC_RECLAIM_RETRY)
         code == CUMEM_SUCCESS && return out[]
     end
     # With several threads, our GC.gc may not have collected anything: when another thread
@@ -199,7 +200,7 @@ function alloc_ladder(bytes::Int, code::Int32)
                 GC.safepoint()
                 Libc.systemsleep(FREE_WAIT_PAUSE)
             end
-            code = c_alloc(bytes % UInt64, out)
+            code = c_alloc_ex(bytes % UInt64, out, round == 1 ? CUMEM_ALLOC_GC_RETRY : CUMEM_ALLOC_RECLAIM_RETRY)
             code == CUMEM_SUCCESS && return out[]
         end
     end
@@ -213,11 +214,17 @@ end
 @inline function alloc_array_memory(bytes::Int)
     bytes == 0 && return UInt64(0)
     charge!(bytes)
+    TRACK[] && RECORDING[] && pass_origin()
     out = Ref{UInt64}(0)
     code = c_alloc_noreclaim(bytes % UInt64, out)
     code == CUMEM_SUCCESS && return out[]
     return alloc_failed(bytes, code)
 end
+
+# -g2 while the history records (memtools.jl): the engine's alloc event carries the id of
+# this Julia stack (`cumem_set_next_origin`; the -g2 table records the stack separately).
+@noinline pass_origin() =
+    ccall((:cumem_set_next_origin, libcumem), Cvoid, (UInt64,), origin_id(backtrace()))
 
 # The ladder; on failure the charge is withdrawn before the error propagates.
 @noinline function alloc_failed(bytes::Int, code::Int32)
@@ -338,8 +345,7 @@ function prune_tracked!()
     return nothing
 end
 
-@noinline function track!(buf::Buffer)
-    bt = backtrace()
+@noinline function track!(buf::Buffer, bt = backtrace())
     with_track_lock() do
         TRACK_SEQ[] += 1
         buf.trace = AllocTrace(TRACK_SEQ[], bt)

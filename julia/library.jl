@@ -75,7 +75,7 @@ const CODE_NAMES = Dict(CUMEM_SUCCESS => "CUMEM_SUCCESS",
 
 code_name(code::Integer) = get(CODE_NAMES, Int32(code), "unknown status $code")
 
-# `cumem_stats_t`: 20 uint64, 2 double, 1 uint64 (src/stats.rs, `#[repr(C)]`; fields are
+# `cumem_stats_t`: 20 uint64, 2 double, 3 uint64 (src/stats.rs, `#[repr(C)]`; fields are
 # only ever added at the end).
 struct CStats
     requested_bytes::UInt64
@@ -101,8 +101,10 @@ struct CStats
     cache_hit_rate::Float64
     fragmentation_ratio::Float64
     num_device_free_errors::UInt64
+    num_gc_retries::UInt64
+    num_reclaim_retries::UInt64
 end
-@assert sizeof(CStats) == 20 * 8 + 2 * 8 + 8
+@assert sizeof(CStats) == 20 * 8 + 2 * 8 + 3 * 8
 
 # Thin wrappers, one per C function. They never throw; callers check the codes.
 @inline c_alloc(bytes::UInt64, out::Base.RefValue{UInt64}) =
@@ -111,6 +113,11 @@ end
 const CUMEM_ALLOC_NO_RECLAIM = UInt32(1)
 @inline c_alloc_noreclaim(bytes::UInt64, out::Base.RefValue{UInt64}) =
     ccall((:cumem_alloc_ex, libcumem), Int32, (UInt64, Ptr{UInt64}, UInt32), bytes, out, CUMEM_ALLOC_NO_RECLAIM)
+# The ladder's retries, counted by the engine in num_gc_retries / num_reclaim_retries.
+const CUMEM_ALLOC_GC_RETRY = UInt32(2)
+const CUMEM_ALLOC_RECLAIM_RETRY = UInt32(4)
+c_alloc_ex(bytes::UInt64, out::Base.RefValue{UInt64}, flags::UInt32) =
+    ccall((:cumem_alloc_ex, libcumem), Int32, (UInt64, Ptr{UInt64}, UInt32), bytes, out, flags)
 c_device_is_host() = ccall((:cumem_device_is_host, libcumem), Int32, ())
 @inline c_free(ptr::UInt64) = ccall((:cumem_free, libcumem), Int32, (UInt64,), ptr)
 c_reclaim(bytes::UInt64) = ccall((:cumem_reclaim, libcumem), UInt64, (UInt64,), bytes)

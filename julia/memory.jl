@@ -28,6 +28,11 @@ A snapshot of the engine's statistics, one field per field of `cumem_stats_t`
 | `cache_hit_rate` | hits / (hits + misses) |
 | `fragmentation_ratio` | (reserved − allocated) / reserved |
 | `num_device_free_errors` | device frees that reported an error (the memory counts as released) |
+| `num_gc_retries` | allocations retried after the out-of-memory ladder ran `GC.gc` |
+| `num_reclaim_retries` | allocations retried in the ladder's last rung (cache released, waits for other threads' frees) |
+
+The last two answer "why is my loop slow?": each GC retry is a garbage collection forced
+by device memory running out (keep fewer arrays alive, or free them with `unsafe_free!`).
 
 `memory_stats(:host)` gives the same fields for the pinned host pool (page-locked host
 memory of [`CuMem.pinned`](@ref); "device" calls are `cuMemHostAlloc`/`cuMemFreeHost`,
@@ -205,6 +210,7 @@ function memory_summary(io::IO = stdout)
     row2("Device free time", @sprintf("%.3f ms (avg %s)", s.device_free_ns / 1e6,
                                       avg(s.device_free_ns, s.num_device_frees)))
     row2("Alloc retries / OOMs", string(s.num_alloc_retries, " / ", s.num_ooms))
+    row2("GC / reclaim retries", string(s.num_gc_retries, " / ", s.num_reclaim_retries))
     row2("Fragmentation", @sprintf("%.1f%% of reserved not allocated", 100 * s.fragmentation_ratio))
     row2("Memory limit", s.limit_bytes == 0 ? "none" : fb(s.limit_bytes))
     h = memory_stats(:host)

@@ -22,15 +22,19 @@ use crate::config::{Config, PoolKind};
 use crate::device::{self, Device};
 use crate::error::{Error, Result};
 use crate::format::format_bytes;
+use crate::history::{self, Event, EventKind};
 use crate::live::{LiveBlock, LiveTable};
-use crate::pool::{AnyPool, MAX_REQUEST, MAX_SIZE, MIN_BLOCK, Pool, binned_class_size, round_up};
+use crate::pool::{AnyPool, Block, MAX_REQUEST, MAX_SIZE, MIN_BLOCK, Pool, binned_class_size, round_up};
+use crate::snapshot::{BlockInfo, SegmentInfo};
 use crate::stats::{self, Peaks, ShardStats, Stats};
 use crate::sync::ShardMutex;
 use crate::thread_cache::{self, Claimed, Registry, ThreadCache};
 use crate::tracking::{self, Origin, Outstanding};
 use crate::upstream::Upstream;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::time::Instant;
+
+pub mod tools;
 
 struct ShardState {
     pool: AnyPool,
@@ -84,6 +88,75 @@ pub struct Engine {
     /// The thread caches; None when they are off (`CUMEM_THREAD_CACHE=0`, `CUMEM_DEBUG`
     /// ≥ 1, whose origins they do not record, or the `simple` and `none` pools).
     tc: Option<Registry>,
+    /// Cap on cached bytes (`set_cache_limit`); `u64::MAX` when there is none.
+    cache_limit: AtomicU64,
+    /// `reserved` when trimming the cache to `cache_limit` last released nothing (the
+    /// cache is in partly used segments): no new attempt until reserved changes.
+    futile_trim: AtomicU64,
+    /// Leak marks: per shard, the last allocation number at the mark (mark 0: start).
+    marks: parking_lot::Mutex<Vec<Box<[u64]>>>,
+    /// The mark of the last `checkpoint`, and the allocated and reserved bytes then.
+    checkpoint: parking_lot::Mutex<(u64, u64, u64)>,
+    /// [`HOOK_RECORD`] | [`HOOK_CACHE_LIMIT`]: what the public alloc and free must do
+    /// beyond allocating and freeing. One relaxed load per call decides, so the memory
+    /// tools cost a predictable branch while off.
+    hooks: AtomicU32,
+}
+
+/// [`Engine`]'s `hooks`: the history records.
+const HOOK_RECORD: u32 = 1;
+/// [`Engine`]'s `hooks`: a cache cap is set.
+const HOOK_CACHE_LIMIT: u32 = 2;
+
+/// A placeholder for the block an allocation writes out.
+const NO_BLOCK: Block = Block { ptr: 0, size: 0, hit: false };
+
+/// Where the inner alloc and free paths put what only the history needs (the block's
+/// size and hit; a freed block's request and size): a variable on the recorded paths,
+/// `()` on the others, whose code is then that of a plain alloc or free (a generic
+/// out-parameter rather than a returned value: returning it cost the pair ~25
+/// instructions under callgrind).
+trait Sink<T> {
+    fn put(&mut self, v: T);
+}
+
+impl<T> Sink<T> for () {
+    #[inline(always)]
+    fn put(&mut self, _: T) {}
+}
+
+impl Sink<Block> for Block {
+    #[inline(always)]
+    fn put(&mut self, v: Block) {
+        *self = v;
+    }
+}
+
+impl Sink<(u64, u64)> for (u64, u64) {
+    #[inline(always)]
+    fn put(&mut self, v: (u64, u64)) {
+        *self = v;
+    }
+}
+
+/// What [`Engine::checkpoint`] returns: the change since the previous checkpoint (or
+/// the start), in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CheckpointDelta {
+    /// Change in `allocated_bytes`.
+    pub allocated: i64,
+    /// Change in `reserved_bytes`.
+    pub reserved: i64,
+}
+
+/// A snapshot of every segment and block (see [`Engine::snapshot`]).
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    /// Segments by address.
+    pub segments: Vec<SegmentInfo>,
+    /// Blocks, those of each segment together in address order (see
+    /// [`SegmentInfo::first_block`]).
+    pub blocks: Vec<BlockInfo>,
 }
 
 /// The default number of shards: the machine's parallelism rounded up to a power of two,
@@ -147,6 +220,11 @@ impl Engine {
             peaks: Peaks::default(),
             start: Instant::now(),
             tc,
+            cache_limit: AtomicU64::new(u64::MAX),
+            futile_trim: AtomicU64::new(u64::MAX),
+            marks: parking_lot::Mutex::new(vec![vec![0; n].into_boxed_slice()]),
+            checkpoint: parking_lot::Mutex::new((0, 0, 0)),
+            hooks: AtomicU32::new(0),
         })
     }
 
@@ -186,7 +264,10 @@ impl Engine {
     /// sizes no signed 64-bit count (Julia's `Int`, C's `ssize_t`) can express.
     #[inline]
     pub fn alloc(&self, bytes: u64) -> Result<u64> {
-        self.alloc_with(bytes, true)
+        if self.hooks.load(Relaxed) & HOOK_RECORD != 0 {
+            return self.alloc_recorded(bytes, true);
+        }
+        self.alloc_with(bytes, true, &mut ())
     }
 
     /// As [`Engine::alloc`], but on out of memory returns [`Error::OutOfMemory`] at once,
@@ -195,11 +276,68 @@ impl Engine {
     /// CUDA.jl does).
     #[inline]
     pub fn try_alloc(&self, bytes: u64) -> Result<u64> {
-        self.alloc_with(bytes, false)
+        if self.hooks.load(Relaxed) & HOOK_RECORD != 0 {
+            return self.alloc_recorded(bytes, false);
+        }
+        self.alloc_with(bytes, false, &mut ())
     }
 
+    /// An allocation while the history records: times the call and records an alloc
+    /// event (or an OOM event for a failure counted in `num_ooms`).
+    #[cold]
+    #[inline(never)]
+    fn alloc_recorded(&self, bytes: u64, retry: bool) -> Result<u64> {
+        let h = self.up.history();
+        let mut origin = history::take_next_origin();
+        if origin == 0 && self.cfg.debug >= 2 {
+            origin = h.capture_origin();
+        }
+        let t0 = h.now();
+        let mut b = NO_BLOCK;
+        let r = self.alloc_with(bytes, retry, &mut b);
+        let duration_ns = h.now().saturating_sub(t0);
+        let thread = tracking::thread_index();
+        match &r {
+            Ok(p) if *p != 0 => h.record(
+                self.home(),
+                Event {
+                    time_ns: t0,
+                    duration_ns,
+                    addr: b.ptr,
+                    requested_bytes: bytes,
+                    size_bytes: b.size,
+                    origin,
+                    kind: EventKind::Alloc as u32,
+                    thread,
+                    hit: b.hit as u32,
+                    ..Event::default()
+                },
+            ),
+            Err(e) if e.is_oom() && retry => h.record(
+                self.home(),
+                Event {
+                    time_ns: t0,
+                    duration_ns,
+                    requested_bytes: bytes,
+                    origin,
+                    kind: EventKind::Oom as u32,
+                    thread,
+                    ..Event::default()
+                },
+            ),
+            _ => {}
+        }
+        if r.is_err() {
+            // The caller's ladder retries (the Julia package after a GC): keep its origin.
+            history::restore_next_origin(origin);
+        }
+        r
+    }
+
+    /// Allocates, writing the block to `out` (size and hit for the history; a local the
+    /// optimizer removes on the unrecorded path).
     #[inline]
-    fn alloc_with(&self, bytes: u64, retry: bool) -> Result<u64> {
+    fn alloc_with<S: Sink<Block>>(&self, bytes: u64, retry: bool, out: &mut S) -> Result<u64> {
         if bytes == 0 {
             return Ok(0);
         }
@@ -208,14 +346,14 @@ impl Engine {
         }
         let tc = self.thread_cache();
         if let Some(tc) = tc {
-            if let Some(ptr) = self.tc_alloc(tc, bytes) {
+            if let Some(ptr) = self.tc_alloc(tc, bytes, out) {
                 return Ok(ptr);
             }
             self.adopt_exited();
         }
         let home = self.home();
-        match self.alloc_in(home, bytes, tc) {
-            Err(e) if e.is_oom() && retry => self.alloc_retry(home, bytes, e, tc),
+        match self.alloc_in(home, bytes, tc, out) {
+            Err(e) if e.is_oom() && retry => self.alloc_retry(home, bytes, e, tc, out),
             r => r,
         }
     }
@@ -245,27 +383,30 @@ impl Engine {
     /// A hit in the calling thread's cache: no lock, no atomic read-modify-write (but
     /// when the peaks' folded sums move by more than [`stats::FOLD_BYTES`]).
     #[inline]
-    fn tc_alloc(&self, tc: &ThreadCache, bytes: u64) -> Option<u64> {
+    fn tc_alloc<S: Sink<Block>>(&self, tc: &ThreadCache, bytes: u64, out: &mut S) -> Option<u64> {
         let size = self.tc_size(bytes);
         if size == 0 {
             return None;
         }
         let mut st = tc.enter();
         let ptr = st.pop(size)?;
-        st.live.insert(ptr, LiveBlock { requested: bytes, size, origin: None });
+        // Numbered when it moves to a shard (`migrate_live`): leak checks move every
+        // cache's live blocks first.
+        st.live.insert(ptr, LiveBlock { requested: bytes, size, seq: 0, origin: None });
         st.stats.on_alloc(bytes, size, true);
         let (req, alloc, folded) = (st.stats.requested, st.stats.allocated, st.stats.fold(&self.peaks));
         drop(st);
         if let Some((req, alloc)) = self.tc_engine_wide(tc, req, alloc, folded) {
             self.peaks.raise(req, alloc, self.up.reserved());
         }
+        out.put(Block { ptr, size, hit: true });
         Some(ptr)
     }
 
     /// The free of a block the calling thread's cache handed out (false if it did not):
     /// back into the cache, or to the home shard's pool when the cache is full.
     #[inline]
-    fn tc_free(&self, tc: &ThreadCache, ptr: u64) -> bool {
+    fn tc_free<S: Sink<(u64, u64)>>(&self, tc: &ThreadCache, ptr: u64, out: &mut S) -> bool {
         let mut st = tc.enter();
         let Some(live) = st.live.remove(ptr) else {
             return false;
@@ -280,6 +421,7 @@ impl Engine {
         if let Some((_, alloc)) = self.tc_engine_wide(tc, req, alloc, folded) {
             self.peaks.raise_cached(alloc, self.up.reserved());
         }
+        out.put((live.requested, live.size));
         if let Some(o) = live.origin {
             drop(o);
         }
@@ -309,7 +451,13 @@ impl Engine {
     }
 
     #[inline]
-    fn alloc_in(&self, home: usize, bytes: u64, tc: Option<&ThreadCache>) -> Result<u64> {
+    fn alloc_in<S: Sink<Block>>(
+        &self,
+        home: usize,
+        bytes: u64,
+        tc: Option<&ThreadCache>,
+        out: &mut S,
+    ) -> Result<u64> {
         let origin = (self.cfg.debug > 0)
             .then(|| Origin::capture(self.start.elapsed().as_nanos() as u64, self.cfg.debug >= 2));
         // Entered before the shard lock, never the other way round (thread_cache's lock
@@ -332,8 +480,8 @@ impl Engine {
                 return Err(e);
             }
         };
-        s.live.insert(block.ptr, LiveBlock { requested: bytes, size: block.size, origin });
-        s.stats.on_alloc(bytes, block.size, block.hit);
+        let seq = s.stats.on_alloc(bytes, block.size, block.hit);
+        s.live.insert(block.ptr, LiveBlock { requested: bytes, size: block.size, seq, origin });
         shard.publish(&s);
         let (req, alloc, folded) = (s.stats.requested, s.stats.allocated, s.stats.fold(&self.peaks));
         drop(s);
@@ -346,6 +494,7 @@ impl Engine {
         if let Some((req, alloc)) = self.engine_wide(home, req, alloc, folded, || tc_live) {
             self.peaks.raise(req, alloc, self.up.reserved());
         }
+        out.put(block);
         Ok(block.ptr)
     }
 
@@ -393,7 +542,14 @@ impl Engine {
     }
 
     #[cold]
-    fn alloc_retry(&self, home: usize, bytes: u64, first: Error, tc: Option<&ThreadCache>) -> Result<u64> {
+    fn alloc_retry<S: Sink<Block>>(
+        &self,
+        home: usize,
+        bytes: u64,
+        first: Error,
+        tc: Option<&ThreadCache>,
+        out: &mut S,
+    ) -> Result<u64> {
         let reserved_at_failure = self.up.reserved();
         let released = self.reclaim(u64::MAX);
         // Retry when memory came back: released by this reclaim, or by another thread's
@@ -403,7 +559,7 @@ impl Engine {
             log::info!(
                 "out of memory for {bytes} bytes ({first}); released {released} cached bytes and retrying"
             );
-            match self.alloc_in(home, bytes, tc) {
+            match self.alloc_in(home, bytes, tc, out) {
                 Err(e) if e.is_oom() => e,
                 r => return r,
             }
@@ -443,35 +599,80 @@ impl Engine {
     /// engine (never allocated, already freed, or inside a block); nothing changes then.
     #[inline]
     pub fn free(&self, ptr: u64) -> Result<()> {
+        if self.hooks.load(Relaxed) != 0 {
+            return self.free_hooked(ptr);
+        }
+        self.free_with(ptr, &mut ())
+    }
+
+    /// A free while the history records or a cache cap is set: times the call and
+    /// records a free event; releases cache above the cap.
+    #[cold]
+    #[inline(never)]
+    fn free_hooked(&self, ptr: u64) -> Result<()> {
+        let hooks = self.hooks.load(Relaxed);
+        let h = self.up.history();
+        let t0 = if hooks & HOOK_RECORD != 0 { h.now() } else { 0 };
+        let mut freed = (0, 0);
+        let r = self.free_with(ptr, &mut freed);
+        if r.is_ok() && ptr != 0 && hooks & HOOK_RECORD != 0 {
+            let (requested_bytes, size_bytes) = freed;
+            let duration_ns = h.now().saturating_sub(t0);
+            h.record(
+                self.home(),
+                Event {
+                    time_ns: t0,
+                    duration_ns,
+                    addr: ptr,
+                    requested_bytes,
+                    size_bytes,
+                    kind: EventKind::Free as u32,
+                    thread: tracking::thread_index(),
+                    ..Event::default()
+                },
+            );
+        }
+        // The cache cap (`set_cache_limit`): cached ≤ reserved, so while reserved is
+        // within the cap there is nothing to check.
+        if r.is_ok() && hooks & HOOK_CACHE_LIMIT != 0 && self.up.reserved() > self.cache_limit.load(Relaxed) {
+            self.trim_cache();
+        }
+        r
+    }
+
+    /// Frees `ptr`, writing the block's requested bytes and size to `out` (for the
+    /// history; a local the optimizer removes on the unrecorded path).
+    #[inline]
+    fn free_with<S: Sink<(u64, u64)>>(&self, ptr: u64, out: &mut S) -> Result<()> {
         if ptr == 0 {
             return Ok(());
         }
         let tc = self.thread_cache();
         if let Some(tc) = tc
-            && self.tc_free(tc, ptr)
+            && self.tc_free(tc, ptr, out)
         {
             return Ok(());
         }
         let home = self.home();
-        if self.free_in(home, ptr, tc) {
+        if self.free_in(home, ptr, tc, out) {
             return Ok(());
         }
         let mut bits = self.used_shards.load(Relaxed) & !(1u64 << home);
         while bits != 0 {
-            if self.free_in_other(bits.trailing_zeros() as usize, ptr, tc) {
+            if self.free_in_other(bits.trailing_zeros() as usize, ptr, tc, out) {
                 return Ok(());
             }
             bits &= bits - 1;
         }
         if self.tc.is_some() {
-            if self.free_claimed(ptr) {
+            if self.free_claimed(ptr, out) {
                 return Ok(());
             }
             // The claim handed the caches of exited threads to their shards (this
             // thread's own, if it is exiting): look there once more.
             let mut bits = self.used_shards.load(Relaxed);
             while bits != 0 {
-                if self.free_in_other(bits.trailing_zeros() as usize, ptr, None) {
+                if self.free_in_other(bits.trailing_zeros() as usize, ptr, None, out) {
                     return Ok(());
                 }
                 bits &= bits - 1;
@@ -485,14 +686,26 @@ impl Engine {
     /// [`Engine::free_in`] for shards other than the home shard, out of line so that the
     /// home shard's stays inlined in `free`.
     #[inline(never)]
-    fn free_in_other(&self, i: usize, ptr: u64, tc: Option<&ThreadCache>) -> bool {
-        self.free_in(i, ptr, tc)
+    fn free_in_other<S: Sink<(u64, u64)>>(
+        &self,
+        i: usize,
+        ptr: u64,
+        tc: Option<&ThreadCache>,
+        out: &mut S,
+    ) -> bool {
+        self.free_in(i, ptr, tc, out)
     }
 
     /// Frees `ptr` if shard `i` holds it live; a block of the calling thread's home shard
     /// goes into its thread cache `tc` when that has room.
     #[inline(always)]
-    fn free_in(&self, i: usize, ptr: u64, tc: Option<&ThreadCache>) -> bool {
+    fn free_in<S: Sink<(u64, u64)>>(
+        &self,
+        i: usize,
+        ptr: u64,
+        tc: Option<&ThreadCache>,
+        out: &mut S,
+    ) -> bool {
         // Entered before the shard lock: never the other way round (thread_cache's
         // lock order).
         let mut owner = tc.filter(|t| t.home == i).map(ThreadCache::enter);
@@ -520,6 +733,7 @@ impl Engine {
         if let Some(o) = live.origin {
             drop(o);
         }
+        out.put((live.requested, live.size));
         true
     }
 
@@ -538,13 +752,26 @@ impl Engine {
         }
     }
 
+    /// Empties every thread cache into its home shard: cached blocks back to the pool,
+    /// live blocks into the shard's table (numbered anew for leak checks). The memory
+    /// tools that list blocks (snapshot, leak marks and checks, compact) call it first.
+    pub(crate) fn flush_thread_caches(&self) {
+        self.with_caches(|cs| {
+            cs.iter_mut().for_each(|c| {
+                self.return_blocks(c);
+                self.migrate_live(c);
+            })
+        });
+    }
+
     /// Hands everything a claimed cache holds (cached blocks, live blocks and their
     /// statistics) to its home shard.
     fn adopt(&self, c: &mut Claimed<'_>) {
         self.return_blocks(c);
         let shard = &self.shards[c.tc.home];
         let mut s = shard.state.lock();
-        for (p, l) in c.state.live.drain() {
+        for (p, mut l) in c.state.live.drain() {
+            l.seq = s.stats.next_seq();
             s.live.insert(p, l);
         }
         s.stats.absorb(&mut c.state.stats);
@@ -569,8 +796,9 @@ impl Engine {
         let shard = &self.shards[c.tc.home];
         let mut s = shard.state.lock();
         let st = &mut *c.state;
-        for (p, l) in st.live.drain() {
+        for (p, mut l) in st.live.drain() {
             st.stats.transfer_to(&mut s.stats, l.requested, l.size);
+            l.seq = s.stats.next_seq();
             s.live.insert(p, l);
         }
         shard.publish(&s);
@@ -581,12 +809,13 @@ impl Engine {
     /// block fills it).
     fn migrate_own(&self, tc: &ThreadCache, ptr: u64) {
         let mut st = tc.enter();
-        let Some(l) = st.live.remove(ptr) else {
+        let Some(mut l) = st.live.remove(ptr) else {
             return;
         };
         let shard = &self.shards[tc.home];
         let mut s = shard.state.lock();
         st.stats.transfer_to(&mut s.stats, l.requested, l.size);
+        l.seq = s.stats.next_seq();
         s.live.insert(ptr, l);
         shard.publish(&s);
     }
@@ -603,18 +832,19 @@ impl Engine {
     /// The free of a block that another thread's cache handed out (found by claiming the
     /// caches); false if no cache holds `ptr` live.
     #[cold]
-    fn free_claimed(&self, ptr: u64) -> bool {
+    fn free_claimed<S: Sink<(u64, u64)>>(&self, ptr: u64, out: &mut S) -> bool {
         let found = self.with_caches(|cs| {
             cs.iter_mut().find_map(|c| {
                 let live = c.state.live.remove(ptr)?;
                 c.state.stats.on_free(live.requested, live.size);
                 let folded = c.state.stats.fold(&self.peaks);
-                Some((c.tc.home, live.size, folded))
+                Some((c.tc.home, live.requested, live.size, folded))
             })
         });
-        let Some((i, size, folded)) = found else {
+        let Some((i, requested, size, folded)) = found else {
             return false;
         };
+        out.put((requested, size));
         self.shards[i].state.lock().pool.free(ptr, size, self.up.shard(i));
         if let Some((_, alloc)) = folded {
             self.peaks.raise_cached(alloc, self.up.reserved());

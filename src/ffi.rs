@@ -23,6 +23,8 @@ pub use crate::error::{
 
 mod pinned_capi;
 pub use pinned_capi::*;
+mod tools;
+pub use tools::*;
 
 static ENGINE: OnceLock<Engine> = OnceLock::new();
 static INIT: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
@@ -188,9 +190,20 @@ pub unsafe extern "C" fn cumem_alloc(bytes: u64, ptr: *mut u64) -> i32 {
 /// cache and retrying (and do not count the failure in `num_ooms`).
 pub const CUMEM_ALLOC_NO_RECLAIM: u32 = 1;
 
+/// Flag for `cumem_alloc_ex`: this call retries an allocation after the caller ran a
+/// garbage collection; counted in `num_gc_retries`.
+pub const CUMEM_ALLOC_GC_RETRY: u32 = 2;
+
+/// Flag for `cumem_alloc_ex`: this call is the caller's last-resort retry (the rung that
+/// lets the engine release its cache, or a wait for other threads' frees); counted in
+/// `num_reclaim_retries`.
+pub const CUMEM_ALLOC_RECLAIM_RETRY: u32 = 4;
+
 /// As `cumem_alloc`, with `flags`: 0, or `CUMEM_ALLOC_NO_RECLAIM` for callers that run
 /// their own recovery first (the Julia package: GC, full GC, then `cumem_reclaim` and a
-/// plain `cumem_alloc`). Unknown flag bits are `CUMEM_ERROR_INVALID_VALUE`.
+/// plain `cumem_alloc`), or-ed with `CUMEM_ALLOC_GC_RETRY` or `CUMEM_ALLOC_RECLAIM_RETRY`
+/// to count the call as a retry of that ladder (`num_gc_retries`,
+/// `num_reclaim_retries`). Unknown flag bits are `CUMEM_ERROR_INVALID_VALUE`.
 ///
 /// # Safety
 /// `ptr` must be null or point to writable memory for one `uint64_t`.
@@ -200,8 +213,12 @@ pub unsafe extern "C" fn cumem_alloc_ex(bytes: u64, ptr: *mut u64, flags: u32) -
         if ptr.is_null() {
             return Err(null_err("ptr"));
         }
-        if flags & !CUMEM_ALLOC_NO_RECLAIM != 0 {
+        const KNOWN: u32 = CUMEM_ALLOC_NO_RECLAIM | CUMEM_ALLOC_GC_RETRY | CUMEM_ALLOC_RECLAIM_RETRY;
+        if flags & !KNOWN != 0 {
             return Err(Error::InvalidValue(format!("unknown flags {flags:#x} for cumem_alloc_ex")));
+        }
+        if flags & !CUMEM_ALLOC_NO_RECLAIM != 0 {
+            tools::note_retries(e, flags)?;
         }
         let p = if flags & CUMEM_ALLOC_NO_RECLAIM != 0 { e.try_alloc(bytes)? } else { e.alloc(bytes)? };
         // SAFETY: checked non-null; the caller guarantees it is writable.

@@ -16,7 +16,9 @@
 //! - [`compute`]: NVRTC kernels and cuBLAS on the same device, with their C functions.
 //!
 //! Leaves that any layer may use: [`error`] (errors and their status codes), [`stats`]
-//! (every counter and peak), [`config`], [`format`], [`sync`], [`tracking`], [`live`].
+//! (every counter and peak), [`config`], [`format`], [`sync`], [`tracking`], [`live`],
+//! [`history`] (the allocation-history rings) and [`snapshot`] (the records of the
+//! memory tools: snapshot segments and blocks, leaks, compaction).
 //!
 //! ```
 //! use cumem::{Config, Engine, PoolKind, device::HostDevice};
@@ -36,11 +38,13 @@ pub mod engine;
 pub mod error;
 pub mod ffi;
 pub mod format;
+pub mod history;
 pub mod live;
 pub mod logging;
 pub mod pinned;
 pub mod pool;
 pub mod report;
+pub mod snapshot;
 pub mod stats;
 pub mod sync;
 pub mod thread_cache;

@@ -42,6 +42,7 @@ end
     include("array_tests.jl")
     include("scalar_tests.jl")
     include("memory_tests.jl")
+    include("memtools_tests.jl")
     include("adapt_tests.jl")
     include("iterator_tests.jl")
     include("threads_tests.jl")

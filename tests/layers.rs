@@ -16,8 +16,11 @@ const LAYERS: &[(&str, u32)] = &[
     ("sync", 0),
     ("tracking", 0),
     ("logging", 0),
+    ("snapshot", 0),
     ("config", 1),
     ("live", 1),
+    // the allocation-history rings (use tracking's thread index and symbolizer, sync)
+    ("history", 1),
     ("device", 2),
     ("upstream", 3),
     ("pool", 4),
