@@ -16,6 +16,12 @@ use std::ffi::{CString, c_char};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::OnceLock;
 
+mod timeline;
+pub use timeline::cumem_save_memory_timeline;
+pub use crate::timeline::{
+    CUMEM_TIMELINE_CHROME, CUMEM_TIMELINE_HTML, CUMEM_TIMELINE_JSON, CUMEM_TIMELINE_SVG,
+};
+
 pub use crate::error::{
     CUMEM_ERROR_COMPILE, CUMEM_ERROR_CONFIG, CUMEM_ERROR_DEVICE, CUMEM_ERROR_INTERNAL,
     CUMEM_ERROR_INVALID_VALUE, CUMEM_ERROR_NOT_SUPPORTED, CUMEM_ERROR_OUT_OF_MEMORY, CUMEM_SUCCESS,

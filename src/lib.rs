@@ -12,6 +12,8 @@
 //!   shared by all pools;
 //! - [`report`]: the `memory_status` text; [`pinned`]: the pinned host pool (a second
 //!   engine over page-locked host memory) and registered host ranges;
+//! - [`timeline`]: memory timeline pictures of
+//!   an allocation history (SVG, HTML, JSON, Chrome trace);
 //! - [`ffi`]: the C ABI (`include/cumem.h`); [`logging`]: its log messages;
 //! - [`compute`]: NVRTC kernels and cuBLAS on the same device, with their C functions.
 //!
@@ -48,6 +50,7 @@ pub mod snapshot;
 pub mod stats;
 pub mod sync;
 pub mod thread_cache;
+pub mod timeline;
 pub mod tracking;
 pub mod upstream;
 

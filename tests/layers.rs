@@ -30,6 +30,8 @@ const LAYERS: &[(&str, u32)] = &[
     ("report", 6),
     // the pinned host pool: a second engine over page-locked host memory
     ("pinned", 6),
+    // memory timeline pictures of an event history (over history and format)
+    ("timeline", 6),
     ("ffi", 7),
     // kernels and cuBLAS over the engine's device and memory; its C functions
     // (compute/capi.rs) use the C ABI's guard, so the module sits above ffi
