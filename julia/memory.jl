@@ -178,10 +178,14 @@ end
 
 Prints [`memory_stats`] as a table, in the manner of PyTorch's
 `torch.cuda.memory_summary()`, followed by the pinned host pool's rows
-(`memory_stats(:host)`).
+(`memory_stats(:host)`). `memory_summary(p::MemoryProfile)` prints the table of a
+profile's window (without the pinned rows).
 """
-function memory_summary(io::IO = stdout)
-    s = memory_stats()
+memory_summary(io::IO = stdout) = print_summary(io, memory_stats(), "")
+
+# The table of `memory_summary`, for the statistics `s` (the fields of `memory_stats()`;
+# a profile passes those of its window) and an optional subtitle.
+function print_summary(io::IO, s, subtitle::AbstractString)
     fb = Base.format_bytes
     W = 75
     rule(c) = println(io, "|", c^(W - 2), "|")
@@ -191,6 +195,7 @@ function memory_summary(io::IO = stdout)
     rule("=")
     center("CuMem memory summary")
     center(string(pool_type_name(), " on ", device_name()))
+    isempty(subtitle) || center(subtitle)
     rule("-")
     row("Metric", "Current", "Peak")
     rule("-")
@@ -213,6 +218,7 @@ function memory_summary(io::IO = stdout)
     row2("GC / reclaim retries", string(s.num_gc_retries, " / ", s.num_reclaim_retries))
     row2("Fragmentation", @sprintf("%.1f%% of reserved not allocated", 100 * s.fragmentation_ratio))
     row2("Memory limit", s.limit_bytes == 0 ? "none" : fb(s.limit_bytes))
+    isempty(subtitle) || (rule("="); return nothing)   # a profile's window: device rows only
     h = memory_stats(:host)
     rule("-")
     center("Pinned host memory (BinnedPool)")

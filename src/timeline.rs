@@ -12,8 +12,10 @@
 //!   pixel;
 //! - every live block is a band whose height is its size; bands are stacked in the order
 //!   the blocks were allocated, so when one is freed the bands above it move down;
-//! - only the `max_bands` largest blocks are drawn on their own; the others are summed
-//!   into one grey band at the bottom (memory_viz's "summarized" entry);
+//! - only the `max_bands` largest blocks are drawn on their own (whole sizes at a time:
+//!   blocks of one size are all drawn or all summed), and none under a quarter of a
+//!   pixel; the others are summed into one grey band at the bottom (memory_viz's
+//!   "summarized" entry);
 //! - with more events than pixel columns, each column shows the live blocks at the
 //!   event of that column where the allocated total is highest, so every peak is drawn at
 //!   its true height (memory_viz draws every event, which makes files of tens of MB for a
@@ -126,7 +128,7 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Options {
-        Options { title: "CuMem memory timeline".into(), max_bands: 2000, width: 1200, height: 560 }
+        Options { title: "CuMem memory timeline".into(), max_bands: 10_000, width: 1200, height: 560 }
     }
 }
 
@@ -195,9 +197,24 @@ impl<'a> Timeline<'a> {
         let (mut alloc, mut res) = (0i128, 0i128);
         let (mut alloc_d, mut res_d) = (Vec::with_capacity(events.len()), Vec::with_capacity(events.len()));
         let mut pre_window = 0i128;
+        // Device calls made inside an allocation call are recorded after it (they start
+        // later); their bytes count from the allocation's event, so that reserved covers
+        // the block from the moment it appears.
+        let mut early = vec![false; events.len()];
         for (i, e) in events.iter().enumerate() {
             match kind_of(e.kind, i)? {
                 EventKind::Alloc => {
+                    let end = e.time_ns.saturating_add(e.duration_ns);
+                    for (j, d) in events.iter().enumerate().skip(i + 1) {
+                        if d.time_ns > end {
+                            break;
+                        }
+                        let device = d.kind == EventKind::DeviceAlloc as u32 || d.kind == EventKind::DeviceFree as u32;
+                        if device && d.thread == e.thread && !early[j] {
+                            early[j] = true;
+                            res += if d.kind == EventKind::DeviceAlloc as u32 { 1 } else { -1 } * d.size_bytes as i128;
+                        }
+                    }
                     if let Some(prev) = open.remove(&e.addr) {
                         // Its free was lost (the history dropped it): it ends here.
                         blocks[prev].free_event = Some(i);
@@ -244,8 +261,9 @@ impl<'a> Timeline<'a> {
                         alloc -= e.size_bytes as i128;
                     }
                 }
-                EventKind::DeviceAlloc => res += e.size_bytes as i128,
-                EventKind::DeviceFree => res -= e.size_bytes as i128,
+                EventKind::DeviceAlloc if !early[i] => res += e.size_bytes as i128,
+                EventKind::DeviceFree if !early[i] => res -= e.size_bytes as i128,
+                EventKind::DeviceAlloc | EventKind::DeviceFree => {}
                 EventKind::Oom => ooms.push(i),
             }
             alloc_d.push(alloc);
@@ -302,14 +320,7 @@ impl<'a> Timeline<'a> {
 }
 
 fn kind_of(k: u32, i: usize) -> Result<EventKind> {
-    Ok(match k {
-        0 => EventKind::Alloc,
-        1 => EventKind::Free,
-        2 => EventKind::DeviceAlloc,
-        3 => EventKind::DeviceFree,
-        4 => EventKind::Oom,
-        _ => return Err(Error::InvalidValue(format!("event {i} has an unknown kind {k} (0 to 4)"))),
-    })
+    EventKind::from_u32(k).ok_or_else(|| Error::InvalidValue(format!("event {i} has an unknown kind {k} (0 to 4)")))
 }
 
 /// Renders `events` (with optional per-event `labels`) in `format` and writes the file
@@ -370,13 +381,18 @@ impl Timeline<'_> {
             allocated.push(self.allocated[best]);
             reserved.push(self.reserved[lo..hi].iter().copied().max().unwrap_or(0));
         }
-        // The largest blocks get bands of their own (ties: the earlier one).
-        let mut order: Vec<usize> = (0..self.blocks.len()).collect();
-        order.sort_by(|&a, &b| self.blocks[b].size.cmp(&self.blocks[a].size).then(a.cmp(&b)));
-        let mut own = vec![false; self.blocks.len()];
-        for &b in order.iter().take(max_bands) {
-            own[b] = self.blocks[b].size >= min_band && self.blocks[b].size > 0;
+        // The largest blocks get bands of their own, whole sizes at a time (blocks of one
+        // size are all drawn or all summed, so a loop's steps look alike).
+        let mut sizes: Vec<u64> = self.blocks.iter().map(|b| b.size).collect();
+        sizes.sort_unstable_by(|a, b| b.cmp(a));
+        let cutoff = match sizes.get(max_bands) {
+            // more blocks than bands: only sizes above the first one left out
+            Some(&s) => s.saturating_add(1),
+            None => 1,
         }
+        .max(min_band)
+        .max(1);
+        let own: Vec<bool> = self.blocks.iter().map(|b| b.size >= cutoff).collect();
         let small_blocks = own.iter().filter(|&&o| !o).count();
         let small_max = (0..self.blocks.len()).filter(|&b| !own[b]).map(|b| self.blocks[b].size).max().unwrap_or(0);
         // Stack order: blocks from before the window first (by allocation time), then
@@ -1067,6 +1083,17 @@ mod tests {
         let mut bad = e;
         bad[0].kind = 9;
         assert!(Timeline::new(&bad, None).is_err());
+    }
+
+    #[test]
+    fn device_calls_inside_an_allocation_count_from_it() {
+        let mut a = ev(EventKind::Alloc, 100, 0x1000, 1 << 20);
+        a.duration_ns = 50;
+        let e = [a, ev(EventKind::DeviceAlloc, 120, 0x1000, 2 << 20), ev(EventKind::Alloc, 200, 0x9000, 64)];
+        let t = Timeline::new(&e, None).unwrap();
+        assert_eq!(t.reserved_start, 0);
+        assert_eq!(t.reserved, vec![2 << 20; 3]);
+        assert_eq!(t.allocated, vec![1 << 20, 1 << 20, (1 << 20) + 64]);
     }
 
     #[test]

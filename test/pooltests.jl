@@ -48,6 +48,7 @@ end
     include("threads_tests.jl")
     include("hotpath_tests.jl")
     include("usability_tests.jl")
+    include("profile_tests.jl")
     @testset "no failed frees" begin
         clean!()
         @test CuMem.free_errors() == (0, 0, 0)

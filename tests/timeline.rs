@@ -107,10 +107,10 @@ fn json_has_the_totals_and_every_allocation() {
     assert_eq!(allocs.len(), 13);
     assert_eq!(allocs[0]["origin"], "f0 at model.jl:0\n  caller at train.jl:3");
     assert_eq!(allocs[0]["requested_bytes"], (1u64 << 18) - 7);
-    assert_eq!(allocs[1]["free_event"], 5);
+    assert_eq!(allocs[1]["free_event"], 4, "freed after the third allocation");
     let pre = allocs.iter().find(|a| a["alloc_event"].is_null()).unwrap();
     assert_eq!(pre["origin"], "<made before & freed in> \"the window\"");
-    assert_eq!(pre["alloc_time_ns"], pre["free_time_ns"].as_u64().unwrap() - 1_000_000);
+    assert_eq!(pre["alloc_time_ns"], pre["free_time_ns"].as_u64().unwrap().saturating_sub(1_000_000));
     assert_eq!(v["ooms"].as_array().unwrap().len(), 1);
     assert_eq!(v["series"]["time_ns"].as_array().unwrap().len(), e.len());
 }

@@ -19,7 +19,7 @@ use std::ffi::{CStr, c_char};
 /// string naming the origin of that event's allocation (e.g. a Julia stack trace); the
 /// pictures use the label of a block's allocation event.
 ///
-/// The picture draws the 2000 largest blocks as bands of their own and sums the rest;
+/// The picture draws the 10 000 largest blocks as bands of their own and sums the rest;
 /// with more events than pixel columns each column shows the moment of its highest
 /// allocated total (src/timeline.rs says why). The title names this engine's pool and
 /// device. Returns `CUMEM_SUCCESS`, or `CUMEM_ERROR_INVALID_VALUE` (nothing written):
