@@ -1,7 +1,7 @@
 # CuMem demo (`make demo`): trains a small neural network on real data with every
 # operation on CuArrays, then shows what the memory manager did.
 #
-#   julia --project=. demo/demo.jl [--epochs N] [--batch B] [--lr η] [--timeline FILE]
+#   julia --project=. demo/demo.jl [--epochs N] [--batch B] [--lr η] [--timeline FILE]...
 #
 # Data: the UCI optical-recognition handwritten digits (1797 8×8 images, 10 classes) as
 # shipped in scikit-learn (data/digits.csv.gz; source and licence in data/README.md),
@@ -12,8 +12,9 @@
 # reductions through `sum`/`maximum`.
 #
 # The last epoch runs under `profile_memory`, whose report is printed. With `--timeline
-# FILE` the allocation history of the whole training run is recorded and drawn into FILE
-# (`save_memory_timeline`: .svg, .html, .json or .trace.json); docs/julia.md shows one.
+# FILE` (repeatable) the allocation history of the whole training run is recorded and
+# drawn into each FILE (`save_memory_timeline`: .svg, .html, .json or .trace.json);
+# docs/julia.md shows one.
 #
 # Exits with status 1 if the held-out accuracy ends below 95 %.
 # The pool and device come from the environment, read when CuMem loads:
@@ -32,7 +33,7 @@ const EPOCHS = option("--epochs", 20)
 const BATCH = option("--batch", 32)
 const LR = option("--lr", 0.1f0)
 const TARGET = 0.95
-const TIMELINE = (i = findfirst(==("--timeline"), ARGS); i === nothing ? "" : ARGS[i+1])
+const TIMELINES = [ARGS[i+1] for i in findall(==("--timeline"), ARGS)]
 
 CuMem.allowscalar(false)      # nothing below may read a CuArray element by element
 
@@ -60,7 +61,7 @@ function train_epoch!(model, rng, step_times)
 end
 
 reset_memory_stats!()
-isempty(TIMELINE) || record_memory_history(true; max_entries = 1_000_000)
+isempty(TIMELINES) || record_memory_history(true; max_entries = 1_000_000)
 step_times = Float64[]
 acc = 0.0
 profile = nothing
@@ -85,10 +86,13 @@ println()
 println("memory profile of the last epoch (profile_memory):")
 show(stdout, MIME"text/plain"(), profile)
 println("\n")
-if !isempty(TIMELINE)
+if !isempty(TIMELINES)
     record_memory_history(false)
-    save_memory_timeline(TIMELINE)
-    println("memory timeline of the training run (", length(memory_events()), " events): ", TIMELINE, "\n")
+    for f in TIMELINES
+        save_memory_timeline(f)
+        println("memory timeline of the training run (", length(memory_events()), " events): ", f)
+    end
+    println()
 end
 
 println("memory_status():")

@@ -87,6 +87,21 @@
 // Origin ids with this bit set were given by the caller (`cumem_set_next_origin`).
 #define CUMEM_ORIGIN_CALLER 9223372036854775808ull
 
+// `format` of `cumem_save_memory_timeline`: an SVG picture.
+#define CUMEM_TIMELINE_SVG 0
+
+// `format` of `cumem_save_memory_timeline`: an HTML page with the SVG and a script
+// that shows an allocation's size and origin under the pointer.
+#define CUMEM_TIMELINE_HTML 1
+
+// `format` of `cumem_save_memory_timeline`: the data as JSON (totals after each event,
+// every allocation with its lifetime and origin).
+#define CUMEM_TIMELINE_JSON 2
+
+// `format` of `cumem_save_memory_timeline`: Chrome trace-event JSON (Perfetto,
+// `chrome://tracing`): counters for the totals, an async slice per allocation.
+#define CUMEM_TIMELINE_CHROME 3
+
 // A snapshot of the engine's statistics. Byte counts are in bytes, times in ns.
 //
 // Current values are exact whenever no other thread is allocating. Peaks are exact while
@@ -548,6 +563,36 @@ int32_t cumem_copy_dtod(uint64_t dst, uint64_t src, uint64_t bytes);
 // Sets `bytes` bytes at device address `dst` to `value`; the range must lie inside one
 // live allocation, else `CUMEM_ERROR_INVALID_VALUE` and nothing is written.
 int32_t cumem_memset(uint64_t dst, uint8_t value, uint64_t bytes);
+
+// Writes a memory timeline of `n` history events (`cumem_event_t`, in time order, as
+// `cumem_memory_events` returns them, or any slice of them such as a profile's window)
+// to the file at `path` (UTF-8, NUL-terminated), in `format`:
+// `CUMEM_TIMELINE_SVG` (live bytes stacked by allocation with the allocated and
+// reserved totals as lines, after PyTorch memory_viz's "active memory timeline"),
+// `CUMEM_TIMELINE_HTML` (that picture in a page that shows an allocation's size,
+// lifetime and origin under the pointer), `CUMEM_TIMELINE_JSON` (the totals after each
+// event and every allocation with its lifetime) or `CUMEM_TIMELINE_CHROME` (Chrome
+// trace-event JSON for Perfetto or `chrome://tracing`: counters for the totals, an async
+// slice per allocation). `labels` is null or holds `n` pointers, each null or a UTF-8
+// string naming the origin of that event's allocation (e.g. a Julia stack trace); the
+// pictures use the label of a block's allocation event.
+//
+// The picture draws the 10 000 largest blocks as bands of their own and sums the rest;
+// with more events than pixel columns each column shows the moment of its highest
+// allocated total (src/timeline.rs says why). The title names this engine's pool and
+// device. Returns `CUMEM_SUCCESS`, or `CUMEM_ERROR_INVALID_VALUE` (nothing written):
+// `events` null with `n` > 0, `path` null or not
+// UTF-8, an unknown format, an event of unknown kind, a label that is not UTF-8, a file
+// that cannot be written.
+//
+// # Safety
+// `events` must be readable for `n` events; `labels`, when not null, for `n` pointers,
+// each null or a NUL-terminated string; `path` a NUL-terminated string.
+int32_t cumem_save_memory_timeline(const cumem_event_t *events,
+                                   uint64_t n,
+                                   const char *const *labels,
+                                   const char *path,
+                                   uint32_t format);
 
 // Allocates `bytes` bytes of page-locked host memory into `*ptr` (at least 512-byte
 // aligned; 0 bytes gives NULL), from the pinned host pool: cached blocks are reused

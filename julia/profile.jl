@@ -9,8 +9,8 @@ const TIMELINE_FORMATS = (svg = UInt32(0), html = UInt32(1), json = UInt32(2), c
     MemoryProfile
 
 What [`profile_memory`] and [`@profile_memory`] return: the device-memory activity of one
-piece of code. Query it with [`peak_memory`], [`memory_summary`]`(p)`,
-[`memory_events`]`(p)` and [`save_memory_timeline`]`(path, p)`; `show` prints a short
+piece of code. Query it with [`peak_memory`], `memory_summary(p)`, `memory_events(p)`
+and `save_memory_timeline(path, p)`; `show` prints a short
 report (allocations, frees, peak, cache hit rate, the largest allocations with their
 origin). Fields:
 
@@ -218,9 +218,9 @@ function Base.show(io::IO, ::MIME"text/plain", p::MemoryProfile)
             " at the start, ", fb(p.after.allocated_bytes), " at the end), peak reserved ",
             fb(p.peak_reserved_bytes))
     devbytes = mapreduce(e -> e.kind === :device_alloc ? e.size_bytes : 0, +, p.events; init = 0)
-    println(io, "  ", plural(s.num_device_allocations, "device allocation"), " (", fb(devbytes), "), ",
-            plural(s.num_device_frees, "device free"), ", ", plural(s.num_ooms, "out-of-memory failure"))
-    p.truncated && println(io, "  (the history dropped events of this window: raise max_entries)")
+    print(io, "  ", plural(s.num_device_allocations, "device allocation"), " (", fb(devbytes), "), ",
+          plural(s.num_device_frees, "device free"), ", ", plural(s.num_ooms, "out-of-memory failure"))
+    p.truncated && print(io, "\n  (the history dropped events of this window: raise max_entries)")
     isempty(allocs) && return
     # The largest allocations, the same size from the same place counted together.
     groups = Dict{Tuple{Int,String},Int}()
@@ -229,12 +229,12 @@ function Base.show(io::IO, ::MIME"text/plain", p::MemoryProfile)
         groups[k] = get(groups, k, 0) + 1
     end
     top = sort!(collect(groups); by = kv -> (-kv[1][1], -kv[2], kv[1][2]))
-    println(io, "  largest allocations:")
+    print(io, "\n  largest allocations:")
     for ((sz, where), n) in top[1:min(5, end)]
-        @printf(io, "    %12s × %-5d %s\n", fb(sz), n, where)
+        @printf(io, "\n    %12s × %-5d %s", fb(sz), n, where)
     end
     if all(e -> e.origin === nothing, allocs)
-        print(io, "  (origins: start Julia with -g2, or CUMEM_DEBUG=2 for native stacks)")
+        print(io, "\n  (origins: start Julia with -g2, or CUMEM_DEBUG=2 for native stacks)")
     end
 end
 
@@ -277,7 +277,7 @@ end
     save_memory_timeline(path, events::AbstractVector{MemoryEvent}; format = nothing) -> path
 
 Writes a picture of device memory over time, from the allocation history
-([`memory_events`]`()`, recorded after [`record_memory_history`]), from a profile's
+(`memory_events()`, recorded after [`record_memory_history`]), from a profile's
 window, or from any events: live bytes stacked by allocation, each allocation a band as
 tall as its block, with the allocated and reserved totals as lines (PyTorch memory_viz's
 "active memory timeline"). `format` (default: from the file's extension):

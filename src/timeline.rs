@@ -645,6 +645,9 @@ impl Timeline<'_> {
         // The bands' blocks in band order are the SVG's `data-a` indices.
         let (lay_svg, lay) = self.svg(opts, true);
         let t0 = self.events.first().map(|e| e.time_ns).unwrap_or(0);
+        // Origins once each (a loop makes thousands of blocks from a few call sites).
+        let mut origin_index: HashMap<&str, usize> = HashMap::new();
+        let mut origins = String::from("[");
         let mut data = String::from("[");
         for (k, band) in lay.bands.iter().enumerate() {
             let b = &self.blocks[band.block];
@@ -663,10 +666,24 @@ impl Timeline<'_> {
                 opt_num(b.free_ns.map(|f| f.saturating_sub(b.alloc_ns))),
                 b.thread,
                 b.hit as u8,
-                json_opt_str(self.label(b))
+                match self.label(b) {
+                    None => "null".to_string(),
+                    Some(l) => {
+                        let n = origin_index.len();
+                        let k = *origin_index.entry(l).or_insert_with(|| {
+                            if n > 0 {
+                                origins.push_str(",\n");
+                            }
+                            origins.push_str(&json_str(l));
+                            n
+                        });
+                        k.to_string()
+                    }
+                }
             );
         }
         data.push(']');
+        origins.push(']');
         let mut o = String::with_capacity(lay_svg.len() + data.len() + 8192);
         let _ = write!(
             o,
@@ -687,8 +704,9 @@ hover over one to see its size, lifetime and origin. Grey: allocations too small
 Lines: the allocated and reserved totals. Made by CuMem (src/timeline.rs).</p>
 <script>
 "use strict";
-// [address, block bytes, requested bytes, allocation event, free event, allocated at (ns since the first event), lifetime (ns), thread, cache hit, origin]
+// [address, block bytes, requested bytes, allocation event, free event, allocated at (ns since the first event), lifetime (ns), thread, cache hit, origin (index into ORIGINS)]
 var ALLOCS = {data};
+var ORIGINS = {origins};
 (function () {{
   function fmt(b) {{
     if (b <= 1) return b + (b == 1 ? " byte" : " bytes");
@@ -703,7 +721,7 @@ var ALLOCS = {data};
     var s = fmt(a[1]) + " block (" + a[2] + " bytes requested) at " + a[0] + "\n";
     s += (a[3] === null ? "allocated before the first event" : "allocated at event " + a[3] + ", t = " + time(a[5])) + (a[8] ? " (cache hit)" : "") + ", thread " + a[7] + "\n";
     s += a[4] === null ? "still live after the last event" : "freed at event " + a[4] + " after " + time(a[6]);
-    s += "\norigin: " + (a[9] === null ? "unknown (start Julia with -g2 to record origins)" : a[9]);
+    s += "\norigin: " + (a[9] === null ? "unknown (start Julia with -g2 to record origins)" : ORIGINS[a[9]]);
     return s;
   }}
   chart.addEventListener("mousemove", function (ev) {{
@@ -730,6 +748,7 @@ var ALLOCS = {data};
             title = esc(&opts.title),
             svg = lay_svg,
             data = data,
+            origins = origins,
             total = self.events.len()
         );
         o

@@ -142,3 +142,22 @@ end
     unsafe_free!(v)
     foreach(unsafe_free!, KEEP)
 end
+
+# A memory profile names each allocation's origin (the Julia stack under -g2; the
+# engine's native stack under CUMEM_DEBUG=2), in its report and in the timeline page.
+make_profiled() = CuArray{Float32}(undef, 7777)
+@testset "profile origins" begin
+    p = @profile_memory (x = make_profiled(); unsafe_free!(x))
+    allocs = [e for e in memory_events(p) if e.kind === :alloc]
+    @test length(allocs) == 1 && allocs[1].origin !== nothing
+    r = sprint(show, MIME"text/plain"(), p)
+    @test !occursin("origin unknown", r)
+    html = joinpath(mktempdir(), "t.html")
+    save_memory_timeline(html, p)
+    if Base.JLOptions().debug_level >= 2
+        @test occursin("make_profiled", allocs[1].origin)
+        @test occursin(r"largest allocations:\n\s+\d+\.\d+ KiB × 1\s+make_profiled", r)
+        page = read(html, String)
+        @test occursin("make_profiled", page) && occursin("debugtests.jl", page)
+    end
+end

@@ -247,6 +247,9 @@ fn html_page_script_runs_in_chromium() {
     assert!(html.starts_with("<!DOCTYPE html>"));
     assert!(html.contains("<svg xmlns"));
     assert!(html.contains("var ALLOCS = ["));
+    assert!(html.contains("var ORIGINS = ["));
+    // each origin once
+    assert_eq!(html.matches("f3 at model.jl:3").count(), 1);
     // the origin strings reach the script safely escaped
     assert!(html.contains("\\u003cmade before \\u0026 freed in\\u003e \\\"the window\\\""));
     let Some(chromium) = chromium() else {

@@ -23,7 +23,7 @@ use std::ffi::{CStr, c_char};
 /// with more events than pixel columns each column shows the moment of its highest
 /// allocated total (src/timeline.rs says why). The title names this engine's pool and
 /// device. Returns `CUMEM_SUCCESS`, or `CUMEM_ERROR_INVALID_VALUE` (nothing written):
-/// `events` or `labels` null with `n` > 0 (labels may be null), `path` null or not
+/// `events` null with `n` > 0, `path` null or not
 /// UTF-8, an unknown format, an event of unknown kind, a label that is not UTF-8, a file
 /// that cannot be written.
 ///
