@@ -209,10 +209,12 @@ impl<'a> Timeline<'a> {
                         if d.time_ns > end {
                             break;
                         }
-                        let device = d.kind == EventKind::DeviceAlloc as u32 || d.kind == EventKind::DeviceFree as u32;
+                        let device =
+                            d.kind == EventKind::DeviceAlloc as u32 || d.kind == EventKind::DeviceFree as u32;
                         if device && d.thread == e.thread && !early[j] {
                             early[j] = true;
-                            res += if d.kind == EventKind::DeviceAlloc as u32 { 1 } else { -1 } * d.size_bytes as i128;
+                            res += if d.kind == EventKind::DeviceAlloc as u32 { 1 } else { -1 }
+                                * d.size_bytes as i128;
                         }
                     }
                     if let Some(prev) = open.remove(&e.addr) {
@@ -320,15 +322,23 @@ impl<'a> Timeline<'a> {
 }
 
 fn kind_of(k: u32, i: usize) -> Result<EventKind> {
-    EventKind::from_u32(k).ok_or_else(|| Error::InvalidValue(format!("event {i} has an unknown kind {k} (0 to 4)")))
+    EventKind::from_u32(k)
+        .ok_or_else(|| Error::InvalidValue(format!("event {i} has an unknown kind {k} (0 to 4)")))
 }
 
 /// Renders `events` (with optional per-event `labels`) in `format` and writes the file
 /// at `path`. Errors (`InvalidValue`, nothing written): bad labels or events (see
 /// [`Timeline::new`]), a file that cannot be written.
-pub fn save(path: &str, events: &[Event], labels: Option<&[Option<&str>]>, format: Format, opts: &Options) -> Result<()> {
+pub fn save(
+    path: &str,
+    events: &[Event],
+    labels: Option<&[Option<&str>]>,
+    format: Format,
+    opts: &Options,
+) -> Result<()> {
     let text = Timeline::new(events, labels)?.render(format, opts);
-    std::fs::write(path, text).map_err(|e| Error::InvalidValue(format!("cannot write the timeline to {path:?}: {e}")))
+    std::fs::write(path, text)
+        .map_err(|e| Error::InvalidValue(format!("cannot write the timeline to {path:?}: {e}")))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -394,10 +404,12 @@ impl Timeline<'_> {
         .max(1);
         let own: Vec<bool> = self.blocks.iter().map(|b| b.size >= cutoff).collect();
         let small_blocks = own.iter().filter(|&&o| !o).count();
-        let small_max = (0..self.blocks.len()).filter(|&b| !own[b]).map(|b| self.blocks[b].size).max().unwrap_or(0);
+        let small_max =
+            (0..self.blocks.len()).filter(|&b| !own[b]).map(|b| self.blocks[b].size).max().unwrap_or(0);
         // Stack order: blocks from before the window first (by allocation time), then
         // by allocation event.
-        let mut pre: Vec<usize> = (0..self.blocks.len()).filter(|&b| self.blocks[b].alloc_event.is_none()).collect();
+        let mut pre: Vec<usize> =
+            (0..self.blocks.len()).filter(|&b| self.blocks[b].alloc_event.is_none()).collect();
         pre.sort_by_key(|&b| (self.blocks[b].alloc_ns, b));
         let npre = pre.len();
         let mut key = vec![0usize; self.blocks.len()];
@@ -486,7 +498,11 @@ impl Timeline<'_> {
         );
         let _ = write!(o, "\n<title>{}</title>\n", esc(&opts.title));
         let _ = writeln!(o, r#"<rect width="{w}" height="{h}" fill="white"/>"#);
-        let _ = writeln!(o, r#"<text x="{MARGIN_LEFT}" y="22" font-size="15" font-weight="bold">{}</text>"#, esc(&opts.title));
+        let _ = writeln!(
+            o,
+            r#"<text x="{MARGIN_LEFT}" y="22" font-size="15" font-weight="bold">{}</text>"#,
+            esc(&opts.title)
+        );
         let _ = writeln!(
             o,
             r##"<text x="{MARGIN_LEFT}" y="40" fill="#444">{} events, {} allocations; peak allocated {}, peak reserved {}</text>"##,
@@ -500,7 +516,11 @@ impl Timeline<'_> {
         let mut v = 0.0;
         while v <= ymax + 0.5 {
             let yy = MARGIN_TOP + ph - v * scale;
-            let _ = writeln!(o, r#"<line x1="{MARGIN_LEFT}" y1="{yy:.1}" x2="{:.1}" y2="{yy:.1}"/>"#, MARGIN_LEFT + pw);
+            let _ = writeln!(
+                o,
+                r#"<line x1="{MARGIN_LEFT}" y1="{yy:.1}" x2="{:.1}" y2="{yy:.1}"/>"#,
+                MARGIN_LEFT + pw
+            );
             let _ = writeln!(
                 o,
                 r##"<text x="{:.1}" y="{:.1}" text-anchor="end" stroke="none" fill="#333">{}</text>"##,
@@ -518,7 +538,11 @@ impl Timeline<'_> {
             let mut i = 0;
             while i <= n {
                 let xx = MARGIN_LEFT + pw * i as f64 / n as f64;
-                let _ = writeln!(o, r#"<line x1="{xx:.1}" y1="{MARGIN_TOP}" x2="{xx:.1}" y2="{:.1}"/>"#, MARGIN_TOP + ph);
+                let _ = writeln!(
+                    o,
+                    r#"<line x1="{xx:.1}" y1="{MARGIN_TOP}" x2="{xx:.1}" y2="{:.1}"/>"#,
+                    MARGIN_TOP + ph
+                );
                 let _ = writeln!(
                     o,
                     r##"<text x="{xx:.1}" y="{:.1}" text-anchor="middle" stroke="none" fill="#333">{}</text>"##,
@@ -593,9 +617,10 @@ impl Timeline<'_> {
         }
         let _ = writeln!(o, "</g>");
         // totals and out-of-memory marks
-        for (id, vals, col, width) in
-            [("reserved", &lay.reserved, RESERVED_COLOR, 1.6), ("allocated", &lay.allocated, ALLOCATED_COLOR, 1.2)]
-        {
+        for (id, vals, col, width) in [
+            ("reserved", &lay.reserved, RESERVED_COLOR, 1.6),
+            ("allocated", &lay.allocated, ALLOCATED_COLOR, 1.2),
+        ] {
             if lay.cols == 0 {
                 break;
             }
@@ -798,7 +823,11 @@ var ORIGINS = {origins};
                 o.push(',');
             }
             let e = &self.events[i];
-            let _ = write!(o, "{{\"event\":{i},\"time_ns\":{},\"requested_bytes\":{}}}", e.time_ns, e.requested_bytes);
+            let _ = write!(
+                o,
+                "{{\"event\":{i},\"time_ns\":{},\"requested_bytes\":{}}}",
+                e.time_ns, e.requested_bytes
+            );
         }
         o.push_str("]}\n");
         o
@@ -1075,7 +1104,14 @@ mod tests {
     use super::*;
 
     fn ev(kind: EventKind, t: u64, addr: u64, size: u64) -> Event {
-        Event { time_ns: t, addr, size_bytes: size, requested_bytes: size, kind: kind as u32, ..Event::default() }
+        Event {
+            time_ns: t,
+            addr,
+            size_bytes: size,
+            requested_bytes: size,
+            kind: kind as u32,
+            ..Event::default()
+        }
     }
 
     #[test]

@@ -9,11 +9,19 @@ use cumem::timeline::{Format, Options, Timeline};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::ffi::{CString, c_char};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn ev(kind: EventKind, t: u64, addr: u64, size: u64) -> Event {
-    Event { time_ns: t, duration_ns: 100, addr, size_bytes: size, requested_bytes: size, kind: kind as u32, ..Event::default() }
+    Event {
+        time_ns: t,
+        duration_ns: 100,
+        addr,
+        size_bytes: size,
+        requested_bytes: size,
+        kind: kind as u32,
+        ..Event::default()
+    }
 }
 
 /// A small history: one segment, a dozen blocks of different sizes allocated and freed,
@@ -97,10 +105,12 @@ fn json_has_the_totals_and_every_allocation() {
     let v: Value = serde_json::from_str(&t.render(Format::Json, &Options::default())).unwrap();
     let (start, series) = allocated_series(&e);
     assert_eq!(v["allocated_start_bytes"], start);
-    let got: Vec<u64> = v["series"]["allocated_bytes"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect();
+    let got: Vec<u64> =
+        v["series"]["allocated_bytes"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect();
     assert_eq!(got, series);
     assert_eq!(v["peak_allocated_bytes"], *series.iter().max().unwrap());
-    let reserved: Vec<u64> = v["series"]["reserved_bytes"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect();
+    let reserved: Vec<u64> =
+        v["series"]["reserved_bytes"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect();
     assert!(reserved.iter().zip(&series).all(|(r, a)| r >= a), "reserved covers allocated");
     assert_eq!(reserved[0], (64 << 20) + start, "the segment, and the memory of the block from before");
     let allocs = v["allocations"].as_array().unwrap();
@@ -253,13 +263,24 @@ fn html_page_script_runs_in_chromium() {
     // the origin strings reach the script safely escaped
     assert!(html.contains("\\u003cmade before \\u0026 freed in\\u003e \\\"the window\\\""));
     let Some(chromium) = chromium() else {
-        eprintln!("SKIPPED html_page_script_runs_in_chromium: /usr/bin/chromium is absent (apt-get install chromium)");
+        eprintln!(
+            "SKIPPED html_page_script_runs_in_chromium: /usr/bin/chromium is absent (apt-get install chromium)"
+        );
         return;
     };
     let page = tmp("page.html");
     std::fs::write(&page, &html).unwrap();
     let profile = tmp("chromium-profile");
-    let out = Command::new(chromium)
+    // (under coreutils' `timeout` where there is one, so a browser that hangs fails the
+    // test instead of stalling the suite)
+    let mut cmd = if Path::new("/usr/bin/timeout").exists() {
+        let mut c = Command::new("/usr/bin/timeout");
+        c.arg("120").arg(chromium);
+        c
+    } else {
+        Command::new(chromium)
+    };
+    let out = cmd
         .args([
             "--headless",
             "--no-sandbox",
@@ -289,8 +310,10 @@ fn html_page_script_runs_in_chromium() {
 #[test]
 fn c_function_writes_every_format_and_refuses_bad_input() {
     let (e, l) = history();
-    let cl: Vec<Option<CString>> = l.iter().map(|s| s.as_ref().map(|s| CString::new(s.as_str()).unwrap())).collect();
-    let lp: Vec<*const c_char> = cl.iter().map(|s| s.as_ref().map_or(std::ptr::null(), |s| s.as_ptr())).collect();
+    let cl: Vec<Option<CString>> =
+        l.iter().map(|s| s.as_ref().map(|s| CString::new(s.as_str()).unwrap())).collect();
+    let lp: Vec<*const c_char> =
+        cl.iter().map(|s| s.as_ref().map_or(std::ptr::null(), |s| s.as_ptr())).collect();
     for (fmt, name) in [
         (CUMEM_TIMELINE_SVG, "t.svg"),
         (CUMEM_TIMELINE_HTML, "t.html"),
@@ -299,7 +322,8 @@ fn c_function_writes_every_format_and_refuses_bad_input() {
     ] {
         let p = tmp(name);
         let cp = CString::new(p.to_str().unwrap()).unwrap();
-        let rc = unsafe { cumem_save_memory_timeline(e.as_ptr(), e.len() as u64, lp.as_ptr(), cp.as_ptr(), fmt) };
+        let rc =
+            unsafe { cumem_save_memory_timeline(e.as_ptr(), e.len() as u64, lp.as_ptr(), cp.as_ptr(), fmt) };
         assert_eq!(rc, CUMEM_SUCCESS, "{name}");
         let text = std::fs::read_to_string(&p).unwrap();
         assert!(text.contains("CuMem memory timeline: "), "{name}: the title names the pool");
@@ -307,7 +331,9 @@ fn c_function_writes_every_format_and_refuses_bad_input() {
             serde_json::from_str::<Value>(&text).unwrap();
         }
         // no labels
-        let rc = unsafe { cumem_save_memory_timeline(e.as_ptr(), e.len() as u64, std::ptr::null(), cp.as_ptr(), fmt) };
+        let rc = unsafe {
+            cumem_save_memory_timeline(e.as_ptr(), e.len() as u64, std::ptr::null(), cp.as_ptr(), fmt)
+        };
         assert_eq!(rc, CUMEM_SUCCESS);
     }
     let never = tmp("never.svg");
@@ -320,26 +346,44 @@ fn c_function_writes_every_format_and_refuses_bad_input() {
         msg
     };
     unsafe {
-        let m = bad(cumem_save_memory_timeline(e.as_ptr(), e.len() as u64, lp.as_ptr(), cn.as_ptr(), 9), "format");
+        let m = bad(
+            cumem_save_memory_timeline(e.as_ptr(), e.len() as u64, lp.as_ptr(), cn.as_ptr(), 9),
+            "format",
+        );
         assert!(m.contains("unknown timeline format 9"));
         bad(cumem_save_memory_timeline(std::ptr::null(), 3, std::ptr::null(), cn.as_ptr(), 0), "null events");
-        bad(cumem_save_memory_timeline(e.as_ptr(), e.len() as u64, std::ptr::null(), std::ptr::null(), 0), "null path");
+        bad(
+            cumem_save_memory_timeline(e.as_ptr(), e.len() as u64, std::ptr::null(), std::ptr::null(), 0),
+            "null path",
+        );
         let mut odd = e.clone();
         odd[2].kind = 77;
-        let m = bad(cumem_save_memory_timeline(odd.as_ptr(), odd.len() as u64, std::ptr::null(), cn.as_ptr(), 0), "kind");
+        let m = bad(
+            cumem_save_memory_timeline(odd.as_ptr(), odd.len() as u64, std::ptr::null(), cn.as_ptr(), 0),
+            "kind",
+        );
         assert!(m.contains("unknown kind 77"));
         let badutf = [0xffu8, 0xfe, 0];
         let mut lp2 = lp.clone();
         lp2[1] = badutf.as_ptr() as *const c_char;
-        let m = bad(cumem_save_memory_timeline(e.as_ptr(), e.len() as u64, lp2.as_ptr(), cn.as_ptr(), 0), "label");
+        let m = bad(
+            cumem_save_memory_timeline(e.as_ptr(), e.len() as u64, lp2.as_ptr(), cn.as_ptr(), 0),
+            "label",
+        );
         assert!(m.contains("label 1 is not UTF-8"));
         let nodir = CString::new("/nonexistent-dir/x.svg").unwrap();
-        let m = bad(cumem_save_memory_timeline(e.as_ptr(), e.len() as u64, std::ptr::null(), nodir.as_ptr(), 0), "path");
+        let m = bad(
+            cumem_save_memory_timeline(e.as_ptr(), e.len() as u64, std::ptr::null(), nodir.as_ptr(), 0),
+            "path",
+        );
         assert!(m.contains("cannot write the timeline"));
         // zero events with null pointers is an empty timeline
         let empty = tmp("empty.json");
         let ce = CString::new(empty.to_str().unwrap()).unwrap();
-        assert_eq!(cumem_save_memory_timeline(std::ptr::null(), 0, std::ptr::null(), ce.as_ptr(), 2), CUMEM_SUCCESS);
+        assert_eq!(
+            cumem_save_memory_timeline(std::ptr::null(), 0, std::ptr::null(), ce.as_ptr(), 2),
+            CUMEM_SUCCESS
+        );
         let v: Value = serde_json::from_str(&std::fs::read_to_string(&empty).unwrap()).unwrap();
         assert_eq!(v["events"], 0);
     }

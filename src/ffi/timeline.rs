@@ -68,19 +68,17 @@ pub unsafe extern "C" fn cumem_save_memory_timeline(
                     None
                 } else {
                     // SAFETY: non-null; the caller guarantees a NUL-terminated string.
-                    Some(unsafe { CStr::from_ptr(p) }.to_str().map_err(|_| {
-                        Error::InvalidValue(format!("label {i} is not UTF-8"))
-                    })?)
+                    Some(
+                        unsafe { CStr::from_ptr(p) }
+                            .to_str()
+                            .map_err(|_| Error::InvalidValue(format!("label {i} is not UTF-8")))?,
+                    )
                 });
             }
             Some(v)
         };
         let opts = Options {
-            title: format!(
-                "CuMem memory timeline: {} pool on {}",
-                e.pool_kind().name(),
-                e.device().name()
-            ),
+            title: format!("CuMem memory timeline: {} pool on {}", e.pool_kind().name(), e.device().name()),
             ..Options::default()
         };
         timeline::save(path, events, labels.as_deref(), format, &opts)

@@ -49,7 +49,13 @@ pub fn file_name(template: &str, trace: &str, pool: PoolKind) -> String {
 
 /// Draws the timeline of one cold pass of `trace` through `pool` into `path` (format
 /// from `format`, else from the file's extension). Returns a line for the log.
-pub fn draw(common: &Common, trace: &Trace, pool: PoolKind, path: &str, format: Option<Format>) -> Result<String, String> {
+pub fn draw(
+    common: &Common,
+    trace: &Trace,
+    pool: PoolKind,
+    path: &str,
+    format: Option<Format>,
+) -> Result<String, String> {
     let format = format
         .or_else(|| Format::from_path(path))
         .ok_or_else(|| format!("--timeline {path}: say --timeline-format svg|html|json|chrome, or end the name in .svg, .html, .json or .trace.json"))?;

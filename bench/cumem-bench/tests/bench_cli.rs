@@ -234,7 +234,8 @@ fn replay_timeline_per_pool() {
         let text = std::fs::read_to_string(dir.join(format!("gpt2_train-{pool}.json"))).unwrap();
         let v: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(v["format"], "cumem-memory-timeline");
-        let recorded = v["allocations"].as_array().unwrap().iter().filter(|a| !a["alloc_event"].is_null()).count();
+        let recorded =
+            v["allocations"].as_array().unwrap().iter().filter(|a| !a["alloc_event"].is_null()).count();
         assert_eq!(recorded, allocs, "{pool}: every allocation of the trace");
         // binned is deterministic: its cold peak is the same in both replays
         if pool == "binned" {
