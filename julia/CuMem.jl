@@ -17,13 +17,14 @@ export CuArray, CuVector, CuMatrix, CuVecOrMat, CuPtr, cu, unsafe_free!,
        allowscalar, @allowscalar,
        memory_status, memory_stats, memory_summary, reset_memory_stats!, reclaim,
        CuIterator, OutOfGPUMemoryError, CuMemError,
-       synchronize
+       synchronize, CuStream, CuEvent, stream, stream!, record, elapsed, record_stream
 
 include("library.jl")     # the engine library, its C ABI and initialisation
 include("errors.jl")      # CuMemError, OutOfGPUMemoryError
 include("allocator.jl")   # buffers, the allocation ladder, finalizer-safe frees, -g2 traces
 include("memory.jl")      # memory_status, memory_stats, memory_summary, reclaim
 include("array.jl")       # CuArray
+include("stream.jl")      # CuStream, CuEvent, the current stream, record_stream, async copies
 include("compute.jl")     # NVRTC kernels, launch, cuBLAS gemm!, synchronize, host_view
 include("scalar.jl")      # scalar indexing policy (allowscalar)
 include("adapt.jl")       # adapt (a stand-in for Adapt.jl) and cu

@@ -1,15 +1,33 @@
-# CuIterator: uploads batches one at a time, freeing the previous one (CUDA.jl 2.x).
+# CuIterator: uploads batches one at a time, freeing the previous one (CUDA.jl 2.x), and
+# with `prefetch` stages the next ones on a copy stream while the caller computes.
 
 """
-    CuIterator(batches)
+    CuIterator(batches; prefetch = 1)
+    CuIterator(f, batches; prefetch = 1)
 
 Iterates over `batches`, uploading each with `CuMem.adapt(CuArray, batch)` (element types
 are kept): an array becomes a CuArray; a tuple, named tuple or vector of arrays has each
 array uploaded; other values pass through unchanged. When the iterator advances, and when
 it ends, the arrays it uploaded for the previous batch are freed with
 [`unsafe_free!`](@ref), so a training loop holds one batch on the device at a time
-without waiting for the GC. Keep no reference to a batch beyond its iteration (copy what
-you need). CuArrays that were already in the input are passed through and never freed.
+(plus the `prefetch` batches being uploaded) without waiting for the GC. Keep no
+reference to a batch beyond its iteration (copy what you need). CuArrays that were
+already in the input are passed through and never freed.
+
+With `prefetch = k ≥ 1` the next `k` batches are staged while the caller works on the
+current one: each array is copied into a staging host buffer (page-locked where the
+pinned host pool is available) and uploaded on a copy stream of the iterator's own
+([`CuStream`](@ref), non-blocking), so the upload overlaps the caller's kernels; when a
+batch is taken, the current [`stream()`](@ref) is made to wait for its upload's event
+and the arrays are recorded on it ([`record_stream`](@ref)), so their memory is reused
+by later uploads only after the work using them is done. `prefetch = 0` uploads each
+batch when it is taken, synchronously (CUDA.jl 2.x's `CuIterator`).
+
+Leaving a `for` loop early (`break`, an exception) leaves the current and prefetched
+batches allocated until `close(it)` or the GC. The do-block form,
+`CuIterator(batches) do it ... end`, calls `f(it)` and closes the iterator however `f`
+ends, returning what `f` returns; `close(it)` frees the batches it holds, waits for its
+uploads and releases its copy stream (iterating again starts over).
 
 `length`, `size`, `IteratorSize` and (for arrays, tuples and named tuples of arrays)
 `eltype` follow `batches`.
@@ -17,16 +35,141 @@ you need). CuArrays that were already in the input are passed through and never 
 for (x, y) in CuIterator(zip(xs, ys))   # xs, ys: vectors of host arrays
     loss = ...                          # x, y: CuArrays
 end
+CuIterator(zip(xs, ys)) do batches      # everything freed when the block ends
+    for (x, y) in batches
+        loss(x, y) < tol && break
+    end
+end
 ```
 """
 mutable struct CuIterator{B}
     batches::B
-    previous::Any       # the last uploaded batch, freed on the next step
-    keep::Any           # CuArrays of the input batch (never freed), or nothing
-    CuIterator(batches::B) where {B} = new{B}(batches, nothing, nothing)
+    previous::Any       # the last batch handed out, freed on the next step
+    keep::Any           # CuArrays of its input batch (never freed), or nothing
+    prefetch::Int
+    copy_stream::Union{Nothing,CuStream}
+    ahead::Vector{Any}          # staged batches, oldest first: Staged
+    staging::Vector{Any}        # staging host buffers: StagingBuffer
+    state::Any                  # `batches`' iteration state, for staging ahead
+    exhausted::Bool
+    function CuIterator(batches::B; prefetch::Integer = 1) where {B}
+        prefetch >= 0 || throw(ArgumentError("prefetch must be 0 or more, got $prefetch"))
+        c = new{B}(batches, nothing, nothing, Int(prefetch), nothing, Any[], Any[], nothing, false)
+        # Uploads in flight read the staging buffers, which the GC may free with the
+        # iterator: wait for them first (never throws).
+        finalizer(c -> (cs = c.copy_stream; cs === nothing || c_stream_synchronize(cs.handle); nothing), c)
+        return c
+    end
+end
+
+function CuIterator(f::Function, batches; prefetch::Integer = 1)
+    it = CuIterator(batches; prefetch = prefetch)
+    try
+        return f(it)
+    finally
+        close(it)
+    end
+end
+
+# A batch uploaded (or being uploaded) on the copy stream.
+struct Staged
+    batch::Any          # the device batch
+    keep::Any           # CuArrays of the input batch
+    event::CuEvent      # recorded on the copy stream after its uploads
+end
+
+# A staging host buffer and the upload event of the batch that last used it.
+mutable struct StagingBuffer
+    buf::Array
+    event::Union{Nothing,CuEvent}
+    busy::Bool
+end
+
+# A staging buffer for `dims` elements of `T`. The one place that chooses the kind of
+# host memory: an ordinary Array until the pinned host pool is merged, then
+# `pinned(T, dims...)`.
+staging_array(::Type{T}, dims) where {T} = Array{T}(undef, dims)
+
+# The adaptor that uploads on the copy stream through staging buffers.
+struct AsyncUpload
+    it::CuIterator
+end
+
+adapt_storage(::AsyncUpload, xs::CuArray) = xs
+function adapt_storage(to::AsyncUpload, xs::AbstractArray)
+    T = eltype(xs)
+    isbits_union(T) && throw_union_eltype(T)
+    isbitstype(T) || return map(x -> adapt(to, x), xs)
+    buf = staging_buffer!(to.it, T, size(xs))
+    copyto!(buf, xs)
+    d = CuArray{T,ndims(xs)}(undef, size(xs))   # on the copy stream: the current one here
+    return upload_async!(d, buf, stream())
+end
+
+# A free staging buffer of this type and shape (one whose last upload is done), or a new one.
+function staging_buffer!(c::CuIterator, ::Type{T}, dims) where {T}
+    for sb in c.staging
+        b = sb.buf
+        if !sb.busy && eltype(b) === T && size(b) == dims && (sb.event === nothing || isdone(sb.event))
+            sb.busy = true
+            return b::Array{T}
+        end
+    end
+    sb = StagingBuffer(staging_array(T, dims), nothing, true)
+    push!(c.staging, sb)
+    return sb.buf::Array{T}
+end
+
+# Stages the next batch of `batches`, if any: uploads on the copy stream, then one event.
+function stage_next!(c::CuIterator)
+    item = c.state === nothing ? iterate(c.batches) : iterate(c.batches, c.state[])
+    if item === nothing
+        c.exhausted = true
+        return nothing
+    end
+    batch, st = item
+    c.state = Ref{Any}(st)
+    if c.copy_stream === nothing
+        c.copy_stream = CuStream()
+    end
+    cs = c.copy_stream::CuStream
+    ev = CuEvent(timing = false)
+    local cub
+    try
+        cub = stream!(() -> adapt(AsyncUpload(c), batch), cs)
+    finally
+        record(ev, cs)
+        for sb in c.staging
+            sb.busy && (sb.busy = false; sb.event = ev)
+        end
+    end
+    push!(c.ahead, Staged(cub, input_cuarrays(batch), ev))
+    return nothing
 end
 
 function Base.iterate(c::CuIterator, state...)
+    c.prefetch == 0 && return iterate_now(c, state...)
+    isempty(state) && restart!(c)
+    free_previous!(c)
+    isempty(c.ahead) && !c.exhausted && stage_next!(c)
+    if isempty(c.ahead)
+        close(c)
+        return nothing
+    end
+    item = popfirst!(c.ahead)::Staged
+    s = stream()
+    wait(item.event, s)                     # the compute stream waits for the upload
+    record_arrays(item.batch, item.keep, s)  # and its use defers reuse by the copy stream
+    c.previous = item.batch
+    c.keep = item.keep
+    while length(c.ahead) < c.prefetch && !c.exhausted
+        stage_next!(c)
+    end
+    return item.batch, (isempty(state) ? 1 : state[1] + 1)
+end
+
+# prefetch = 0: CUDA.jl 2.x's CuIterator.
+function iterate_now(c::CuIterator, state...)
     item = iterate(c.batches, state...)
     free_previous!(c)
     item === nothing && return nothing
@@ -36,6 +179,49 @@ function Base.iterate(c::CuIterator, state...)
     c.keep = input_cuarrays(batch)
     return cubatch, next
 end
+
+# Starts over: whatever a previous pass left is released first.
+function restart!(c::CuIterator)
+    close(c)
+    c.state = nothing
+    c.exhausted = false
+    return nothing
+end
+
+"""
+    close(it::CuIterator)
+
+Frees the batch `it` handed out last and the batches it staged ahead, waits for its
+uploads and releases its copy stream and staging buffers. Iterating `it` again starts
+over. Called when the iteration ends and by the do-block form `CuIterator(f, batches)`.
+"""
+function Base.close(c::CuIterator)
+    free_previous!(c)
+    for item in c.ahead
+        free_batch(item.batch, item.keep)
+    end
+    empty!(c.ahead)
+    cs = c.copy_stream
+    if cs !== nothing
+        c.copy_stream = nothing
+        unsafe_destroy!(cs)     # waits for the uploads reading the staging buffers
+    end
+    empty!(c.staging)
+    return nothing
+end
+
+# record_stream for every uploaded array of a batch (not those of the input).
+record_arrays(x::CuArray, keep, s) = (keep !== nothing && x in keep) ? nothing : record_stream(x, s)
+record_arrays(x::Union{Tuple,NamedTuple}, keep, s) = foreach(y -> record_arrays(y, keep, s), x)
+function record_arrays(x::AbstractArray, keep, s)
+    if !isbitstype(eltype(x)) && x isa Array
+        foreach(y -> record_arrays(y, keep, s), x)
+    else
+        foreach(v -> record_arrays(v, keep, s), array_fields(x))
+    end
+    return nothing
+end
+record_arrays(x, keep, s) = nothing
 
 function free_previous!(c::CuIterator)
     prev, keep = c.previous, c.keep

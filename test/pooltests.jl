@@ -44,6 +44,7 @@ end
     include("memory_tests.jl")
     include("adapt_tests.jl")
     include("iterator_tests.jl")
+    include("stream_tests.jl")
     include("threads_tests.jl")
     include("hotpath_tests.jl")
     include("usability_tests.jl")
