@@ -102,6 +102,16 @@ returns what `f` returns (CUDA.jl's `stream!`, PyTorch's `with torch.cuda.stream
 stream!(s::CuStream) = (task_local_storage(:CuMemStream, s); s)
 stream!(f, s::CuStream) = task_local_storage(f, :CuMemStream, s)
 
+# Waits for the current stream unless it is the default one; a status code, never throws
+# (the synchronous copies of library.jl call it).
+@inline function sync_current()
+    st = current_task().storage
+    st === nothing && return Int32(0)
+    s = get(st::IdDict{Any,Any}, :CuMemStream, nothing)
+    (s === nothing || (s::CuStream).handle == 0) && return Int32(0)
+    return c_stream_synchronize((s::CuStream).handle)
+end
+
 @noinline throw_destroyed(s) = throw(ArgumentError("$s was destroyed"))
 @inline live_handle(s::CuStream) = (s.handle == 0 && s !== DEFAULT_STREAM && throw_destroyed(s); s.handle)
 

@@ -4,6 +4,38 @@
 
 const SLOW = 0.3   # seconds: long enough that each test's other work is done before it ends
 
+# A kernel that waits `ns` nanoseconds on the GPU's timer, then copies `src` to `dst`.
+const SLOW_COPY = """
+extern "C" __global__ void slow_copy(const float* src, float* dst, long long n, unsigned long long ns) {
+    if (threadIdx.x == 0) {
+        unsigned long long t0, t;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+        do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < ns);
+    }
+    __syncthreads();
+    for (long long i = threadIdx.x; i < n; i += blockDim.x) dst[i] = src[i];
+}
+"""
+
+# Queues on `s` a read of `src` that starts after SLOW seconds; returns a function that
+# waits for it and returns what it read. On the host device a sleep and an asynchronous
+# download (which records its use of `src` on `s`); on a GPU a kernel, whose use must be
+# declared with record_stream (PyTorch's contract): pageable downloads would block.
+function slow_read(src::CuArray{Float32}, s::CuStream)
+    n = length(src)
+    if CuMem.on_host()
+        h = zeros(Float32, n)
+        CuMem.sleep_on(s, SLOW)
+        CuMem.download_async!(h, src, s)
+        return () -> (synchronize(s); h)
+    end
+    out = stream!(() -> CuArray{Float32}(undef, n), s)
+    k = CuMem.load_kernel(SLOW_COPY, "slow_copy")
+    stream!(() -> CuMem.launch(k, src, out, Int64(n), round(UInt64, SLOW * 1e9); blocks = 1, threads = 256), s)
+    record_stream(src, s)
+    return () -> (synchronize(s); a = Array(out); unsafe_free!(out); a)
+end
+
 @testset "streams and events" begin
     @test stream() === CuMem.default_stream()
     s1, s2 = CuStream(), CuStream()
@@ -19,18 +51,19 @@ const SLOW = 0.3   # seconds: long enough that each test's other work is done be
     n = 1 << 18
     p = rand(Float32, n)
     x = CuArray(zeros(Float32, n))
-    e0, e1 = CuEvent(), CuEvent()
+    e0, e1, e2 = CuEvent(), CuEvent(), CuEvent()
     record(e0, s1)
     CuMem.sleep_on(s1, SLOW)
-    GC.@preserve p CuMem.upload_async!(x, p, s1)
     record(e1, s1)
     @test !CuMem.isdone(e1) && !CuMem.isdone(s1)
-    wait(e1, s2)                                  # s2 waits for the upload, the host does not
+    GC.@preserve p CuMem.upload_async!(x, p, s1)
+    record(e2, s1)
+    wait(e2, s2)                                  # s2 waits for the upload, the host does not
     h = zeros(Float32, n)
     GC.@preserve h CuMem.download_async!(h, x, s2)
     synchronize(s2)
     @test h == p
-    @test CuMem.isdone(e1) && CuMem.isdone(s1)
+    @test CuMem.isdone(e2) && CuMem.isdone(s1)
     @test elapsed(e0, e1) >= 0.99 * SLOW
     quiet = CuEvent(timing = false)
     @test CuMem.isdone(quiet)                     # never recorded
@@ -41,9 +74,11 @@ const SLOW = 0.3   # seconds: long enough that each test's other work is done be
     # the host compute of a stream waits for the stream's work
     stream!(s1) do
         CuMem.sleep_on(s1, SLOW)
-        GC.@preserve p CuMem.upload_async!(x, 2 .* p, s1)
-        y = x .+ 0f0                               # host_view synchronises s1 first
-        @test Array(y) == 2 .* p
+        q = 2 .* p
+        GC.@preserve q CuMem.upload_async!(x, q, s1)
+        y = x .+ 0f0              # after the upload: a kernel on s1 / host_view waits for s1
+        @test Array(y) == q       # the synchronous download waits for s1
+        synchronize(s1)
     end
 
     # copyto!(...; async = true) from pageable memory: PyTorch's fallback, synchronous
@@ -88,31 +123,25 @@ end
     foreach(unsafe_free!, (b, c, d))
     synchronize()
 
-    # a block of s1 read by a queued copy on s2, freed meanwhile: not reused until s2 is done
+    # a block of s1 read by work queued on s2, freed meanwhile: not reused until s2 is done
     x = stream!(() -> CuArray(orig), s1)
-    CuMem.sleep_on(s2, SLOW)
-    h = zeros(Float32, n)
-    GC.@preserve h CuMem.download_async!(h, x, s2)   # records the use of x on s2
+    result = slow_read(x, s2)
     px = pointer(x)
     unsafe_free!(x)
     y = stream!(() -> CuArray{Float32}(undef, n), s1)
     @test pointer(y) != px
     copyto!(y, fill(7f0, n))
-    synchronize(s2)
-    @test h == orig
+    @test result() == orig
     unsafe_free!(y)
 
-    # a default-stream array used on s2, declared with record_stream
+    # a default-stream array read on s2 (recorded by slow_read)
     x = CuArray(orig)
-    CuMem.sleep_on(s2, SLOW)
-    GC.@preserve h CuMem.download_async!(h, x, s2)
-    record_stream(x, s2)
+    result = slow_read(x, s2)
     px = pointer(x)
     unsafe_free!(x)
     y = CuArray(fill(3f0, n))
     @test pointer(y) != px
-    synchronize(s2)
-    @test h == orig
+    @test result() == orig
     unsafe_free!(y)
     @test_throws AssertionError record_stream(x, s2)   # freed
     # a pending free is waited for by reclaim

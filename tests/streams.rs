@@ -20,6 +20,45 @@ const SLOW_NS: u64 = 300_000_000;
 
 const POOLS: [PoolKind; 4] = [PoolKind::Binned, PoolKind::Split, PoolKind::Simple, PoolKind::Expandable];
 
+/// A host buffer for asynchronous downloads: page-locked on a GPU (from pageable memory
+/// CUDA would finish the download before returning, and there would be nothing queued
+/// left to protect), a plain vector on the host device.
+struct HostBuf {
+    ptr: *mut u8,
+    len: usize,
+    vec: Vec<u8>,
+}
+
+impl HostBuf {
+    fn new(e: &Engine, len: usize) -> HostBuf {
+        if !cuda() {
+            let mut vec = vec![0u8; len];
+            return HostBuf { ptr: vec.as_mut_ptr(), len, vec };
+        }
+        e.device().make_current().unwrap();
+        let mut p: *mut std::ffi::c_void = std::ptr::null_mut();
+        // SAFETY: valid out-pointer; a context is current.
+        unsafe { cudarc::driver::sys::cuMemHostAlloc(&mut p, len, 0) }.result().expect("cuMemHostAlloc");
+        // SAFETY: `len` writable bytes just allocated.
+        unsafe { std::ptr::write_bytes(p as *mut u8, 0, len) };
+        HostBuf { ptr: p as *mut u8, len, vec: Vec::new() }
+    }
+
+    fn data(&self) -> &[u8] {
+        // SAFETY: `len` bytes owned by this buffer.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}
+
+impl Drop for HostBuf {
+    fn drop(&mut self) {
+        if self.vec.is_empty() {
+            // SAFETY: allocated by cuMemHostAlloc, no copy in flight (streams synchronised).
+            unsafe { cudarc::driver::sys::cuMemFreeHost(self.ptr as *mut std::ffi::c_void) };
+        }
+    }
+}
+
 fn pattern(n: usize, seed: u8) -> Vec<u8> {
     (0..n).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
 }
@@ -112,10 +151,10 @@ fn cross_stream_reuse_waits_for_the_reads_queued_on_other_streams() {
         let p = pattern(n, 1);
         e.copy_htod(x, &p).unwrap();
         slow(&e, s2);
-        let mut h = vec![0u8; n];
+        let h = HostBuf::new(&e, n);
         // SAFETY: `h` outlives the copy (s2 is synchronised below). The copy records
         // the use of x on s2.
-        unsafe { e.copy_dtoh_async(h.as_mut_ptr(), x, n as u64, s2) }.unwrap();
+        unsafe { e.copy_dtoh_async(h.ptr, x, n as u64, s2) }.unwrap();
         e.free(x).unwrap();
         let y = e.alloc_on(n as u64, s1, true).unwrap();
         assert_ne!(y, x, "{pool:?}: reused while a read on another stream was queued");
@@ -123,7 +162,7 @@ fn cross_stream_reuse_waits_for_the_reads_queued_on_other_streams() {
         let z = e.alloc(n as u64).unwrap();
         e.memset(z, 0xee, n as u64).unwrap();
         sync(&e, s2);
-        assert!(h == p, "{pool:?}: the queued read saw data written after the free");
+        assert!(h.data() == p, "{pool:?}: the queued read saw data written after the free");
         if matches!(pool, PoolKind::Binned | PoolKind::Simple) {
             // The event has completed: the next allocation of s1 gets x back.
             assert_eq!(e.alloc_on(n as u64, s1, true).unwrap(), x, "{pool:?}");
@@ -151,9 +190,9 @@ fn record_stream_defers_reuse_of_a_default_stream_block() {
     let x = e.alloc(n as u64).unwrap();
     e.copy_htod(x, &p).unwrap();
     slow(&e, s2);
-    let mut h = vec![0u8; n];
+    let h = HostBuf::new(&e, n);
     // SAFETY: `h` and x outlive the copy: s2 is synchronised before either goes.
-    unsafe { e.device().copy_dtoh_async(h.as_mut_ptr(), x, n as u64, s2) }.unwrap();
+    unsafe { e.device().copy_dtoh_async(h.ptr, x, n as u64, s2) }.unwrap();
     e.free(x).unwrap();
     let y = e.alloc(n as u64).unwrap();
     assert_eq!(y, x, "without record_stream the block is reused at once");
@@ -162,14 +201,14 @@ fn record_stream_defers_reuse_of_a_default_stream_block() {
     e.copy_htod(y, &p).unwrap();
     slow(&e, s2);
     // SAFETY: as above.
-    unsafe { e.device().copy_dtoh_async(h.as_mut_ptr(), y, n as u64, s2) }.unwrap();
+    unsafe { e.device().copy_dtoh_async(h.ptr, y, n as u64, s2) }.unwrap();
     e.record_stream(y, s2).unwrap();
     e.free(y).unwrap();
     let z = e.alloc(n as u64).unwrap();
     assert_ne!(z, y, "reused while a read recorded on s2 was queued");
     e.copy_htod(z, &pattern(n, 4)).unwrap();
     sync(&e, s2);
-    assert!(h == p, "the queued read saw data written after the free");
+    assert!(h.data() == p, "the queued read saw data written after the free");
     e.free(z).unwrap();
     // A pending free is waited for by reclaim: everything goes back to the device.
     let w = e.alloc(n as u64).unwrap();
