@@ -16,8 +16,8 @@ already in the input are passed through and never freed.
 
 With `prefetch = k ≥ 1` the next `k` batches are staged while the caller works on the
 current one: each array is copied into a staging host buffer (page-locked where the
-pinned host pool is available) and uploaded on a copy stream of the iterator's own
-([`CuStream`](@ref), non-blocking), so the upload overlaps the caller's kernels; when a
+pinned host pool is available) and uploaded on a copy stream ([`CuStream`](@ref),
+non-blocking, one for all iterators), so the upload overlaps the caller's kernels; when a
 batch is taken, the current [`stream()`](@ref) is made to wait for its upload's event
 and the arrays are recorded on it ([`record_stream`](@ref)), so their memory is reused
 by later uploads only after the work using them is done. `prefetch = 0` uploads each
@@ -26,8 +26,8 @@ batch when it is taken, synchronously (CUDA.jl 2.x's `CuIterator`).
 Leaving a `for` loop early (`break`, an exception) leaves the current and prefetched
 batches allocated until `close(it)` or the GC. The do-block form,
 `CuIterator(batches) do it ... end`, calls `f(it)` and closes the iterator however `f`
-ends, returning what `f` returns; `close(it)` frees the batches it holds, waits for its
-uploads and releases its copy stream (iterating again starts over).
+ends, returning what `f` returns; `close(it)` frees the batches it holds and waits for
+its uploads (iterating again starts over).
 
 `length`, `size`, `IteratorSize` and (for arrays, tuples and named tuples of arrays)
 `eltype` follow `batches`.
@@ -52,9 +52,10 @@ mutable struct CuIterator{B}
     staging::Vector{Any}        # staging host buffers: StagingBuffer
     state::Any                  # `batches`' iteration state, for staging ahead
     exhausted::Bool
+    fence::Union{Nothing,CuEvent}   # recorded on the compute stream at each step
     function CuIterator(batches::B; prefetch::Integer = 1) where {B}
         prefetch >= 0 || throw(ArgumentError("prefetch must be 0 or more, got $prefetch"))
-        c = new{B}(batches, nothing, nothing, Int(prefetch), nothing, Any[], Any[], nothing, false)
+        c = new{B}(batches, nothing, nothing, Int(prefetch), nothing, Any[], Any[], nothing, false, nothing)
         # Uploads in flight read the staging buffers, which the GC may free with the
         # iterator: wait for them first (never throws).
         finalizer(c -> (cs = c.copy_stream; cs === nothing || c_stream_synchronize(cs.handle); nothing), c)
@@ -68,6 +69,20 @@ function CuIterator(f::Function, batches; prefetch::Integer = 1)
         return f(it)
     finally
         close(it)
+    end
+end
+
+# The copy stream of all CuIterators, made on first use and kept (as PyTorch keeps its
+# streams): its pool then caches the batches' memory from one epoch to the next.
+const COPY_STREAM = Ref{Union{Nothing,CuStream}}(nothing)
+const COPY_STREAM_LOCK = ReentrantLock()
+
+function copy_stream()
+    cs = COPY_STREAM[]
+    cs === nothing || return cs
+    lock(COPY_STREAM_LOCK) do
+        COPY_STREAM[] === nothing && (COPY_STREAM[] = CuStream())
+        return COPY_STREAM[]::CuStream
     end
 end
 
@@ -130,7 +145,7 @@ function stage_next!(c::CuIterator)
     batch, st = item
     c.state = Ref{Any}(st)
     if c.copy_stream === nothing
-        c.copy_stream = CuStream()
+        c.copy_stream = copy_stream()
     end
     cs = c.copy_stream::CuStream
     ev = CuEvent(timing = false)
@@ -151,13 +166,22 @@ function Base.iterate(c::CuIterator, state...)
     c.prefetch == 0 && return iterate_now(c, state...)
     isempty(state) && restart!(c)
     free_previous!(c)
+    s = stream()
+    # The caller may queue work faster than the device runs it: wait until the work it
+    # queued two steps ago is done, so at most a few batches are on the device (their
+    # frees wait for that work) while the device still has the last step's work to do.
+    if c.fence === nothing
+        c.fence = CuEvent(timing = false)
+    else
+        synchronize(c.fence::CuEvent)
+    end
+    record(c.fence::CuEvent, s)
     isempty(c.ahead) && !c.exhausted && stage_next!(c)
     if isempty(c.ahead)
         close(c)
         return nothing
     end
     item = popfirst!(c.ahead)::Staged
-    s = stream()
     wait(item.event, s)                     # the compute stream waits for the upload
     record_arrays(item.batch, item.keep, s)  # and its use defers reuse by the copy stream
     c.previous = item.batch
@@ -192,7 +216,7 @@ end
     close(it::CuIterator)
 
 Frees the batch `it` handed out last and the batches it staged ahead, waits for its
-uploads and releases its copy stream and staging buffers. Iterating `it` again starts
+uploads and drops its staging buffers. Iterating `it` again starts
 over. Called when the iteration ends and by the do-block form `CuIterator(f, batches)`.
 """
 function Base.close(c::CuIterator)
@@ -204,7 +228,7 @@ function Base.close(c::CuIterator)
     cs = c.copy_stream
     if cs !== nothing
         c.copy_stream = nothing
-        unsafe_destroy!(cs)     # waits for the uploads reading the staging buffers
+        synchronize(cs)         # the uploads read the staging buffers
     end
     empty!(c.staging)
     return nothing
