@@ -15,9 +15,12 @@ reference to a batch beyond its iteration (copy what you need). CuArrays that we
 already in the input are passed through and never freed.
 
 With `prefetch = k ≥ 1` the next `k` batches are staged while the caller works on the
-current one: each array is copied into a staging host buffer (page-locked where the
-pinned host pool is available) and uploaded on a copy stream ([`CuStream`](@ref),
-non-blocking, one for all iterators), so the upload overlaps the caller's kernels; when a
+current one: each array is uploaded on a copy stream ([`CuStream`](@ref),
+non-blocking, one for all iterators), so the upload overlaps the caller's kernels. The
+upload reads a staging host buffer the array is first copied into (page-locked where the
+pinned host pool is available, kept and reused across iterators; always on the host
+device), or, on a GPU without page-locked staging, the array itself (CUDA's driver then
+stages the pageable memory while the call waits). when a
 batch is taken, the current [`stream()`](@ref) is made to wait for its upload's event
 and the arrays are recorded on it ([`record_stream`](@ref)), so their memory is reused
 by later uploads only after the work using them is done. `prefetch = 0` uploads each
@@ -49,13 +52,12 @@ mutable struct CuIterator{B}
     prefetch::Int
     copy_stream::Union{Nothing,CuStream}
     ahead::Vector{Any}          # staged batches, oldest first: Staged
-    staging::Vector{Any}        # staging host buffers: StagingBuffer
     state::Any                  # `batches`' iteration state, for staging ahead
     exhausted::Bool
     fence::Union{Nothing,CuEvent}   # recorded on the compute stream at each step
     function CuIterator(batches::B; prefetch::Integer = 1) where {B}
         prefetch >= 0 || throw(ArgumentError("prefetch must be 0 or more, got $prefetch"))
-        c = new{B}(batches, nothing, nothing, Int(prefetch), nothing, Any[], Any[], nothing, false, nothing)
+        c = new{B}(batches, nothing, nothing, Int(prefetch), nothing, Any[], nothing, false, nothing)
         # Uploads in flight read the staging buffers, which the GC may free with the
         # iterator: wait for them first (never throws).
         finalizer(c -> (cs = c.copy_stream; cs === nothing || c_stream_synchronize(cs.handle); nothing), c)
@@ -91,6 +93,7 @@ struct Staged
     batch::Any          # the device batch
     keep::Any           # CuArrays of the input batch
     event::CuEvent      # recorded on the copy stream after its uploads
+    held::Vector{Any}   # what the uploads read, alive until they are done
 end
 
 # A staging host buffer and the upload event of the batch that last used it.
@@ -102,12 +105,28 @@ end
 
 # A staging buffer for `dims` elements of `T`. The one place that chooses the kind of
 # host memory: an ordinary Array until the pinned host pool is merged, then
-# `pinned(T, dims...)`.
+# `pinned(T, dims...)` (and `STAGING_PINNED` true).
 staging_array(::Type{T}, dims) where {T} = Array{T}(undef, dims)
+const STAGING_PINNED = false
 
-# The adaptor that uploads on the copy stream through staging buffers.
+# Whether batches go through staging buffers: with page-locked ones (the copy then
+# overlaps everything), and on the host device (whose copies run later, on the stream's
+# thread: staging takes the data when the batch is staged, as a GPU's driver does). On a
+# GPU without page-locked buffers the driver stages pageable memory itself, and a
+# staging copy of ours would only add a copy: the upload reads the batch directly.
+use_staging() = STAGING_PINNED || on_host()
+
+# Staging buffers, shared by all iterators so that their memory stays warm (and, pinned,
+# is not allocated again) from one epoch to the next. Bounded: a buffer beyond
+# STAGING_MAX is dropped once free.
+const STAGING = StagingBuffer[]
+const STAGING_LOCK = ReentrantLock()
+const STAGING_MAX = 64
+
+# The adaptor that uploads on the copy stream; `held`: what the uploads read (staging
+# buffers, or the batch's own arrays), kept until the event after them.
 struct AsyncUpload
-    it::CuIterator
+    held::Vector{Any}
 end
 
 adapt_storage(::AsyncUpload, xs::CuArray) = xs
@@ -115,24 +134,33 @@ function adapt_storage(to::AsyncUpload, xs::AbstractArray)
     T = eltype(xs)
     isbits_union(T) && throw_union_eltype(T)
     isbitstype(T) || return map(x -> adapt(to, x), xs)
-    buf = staging_buffer!(to.it, T, size(xs))
-    copyto!(buf, xs)
+    if use_staging()
+        sb = staging_buffer!(T, size(xs))
+        push!(to.held, sb)
+        src = sb.buf::Array{T}
+        copyto!(src, xs)
+    else
+        src = xs isa Array ? xs : collect(xs)
+        push!(to.held, src)
+    end
     d = CuArray{T,ndims(xs)}(undef, size(xs))   # on the copy stream: the current one here
-    return upload_async!(d, buf, stream())
+    return upload_async!(d, src, stream())
 end
 
 # A free staging buffer of this type and shape (one whose last upload is done), or a new one.
-function staging_buffer!(c::CuIterator, ::Type{T}, dims) where {T}
-    for sb in c.staging
-        b = sb.buf
-        if !sb.busy && eltype(b) === T && size(b) == dims && (sb.event === nothing || isdone(sb.event))
-            sb.busy = true
-            return b::Array{T}
+function staging_buffer!(::Type{T}, dims) where {T}
+    lock(STAGING_LOCK) do
+        for sb in STAGING
+            b = sb.buf
+            if !sb.busy && eltype(b) === T && size(b) == dims && (sb.event === nothing || isdone(sb.event))
+                sb.busy = true
+                return sb
+            end
         end
+        sb = StagingBuffer(staging_array(T, dims), nothing, true)
+        length(STAGING) < STAGING_MAX && push!(STAGING, sb)
+        return sb
     end
-    sb = StagingBuffer(staging_array(T, dims), nothing, true)
-    push!(c.staging, sb)
-    return sb.buf::Array{T}
 end
 
 # Stages the next batch of `batches`, if any: uploads on the copy stream, then one event.
@@ -149,16 +177,19 @@ function stage_next!(c::CuIterator)
     end
     cs = c.copy_stream::CuStream
     ev = CuEvent(timing = false)
+    up = AsyncUpload(Any[])
     local cub
     try
-        cub = stream!(() -> adapt(AsyncUpload(c), batch), cs)
+        cub = stream!(() -> adapt(up, batch), cs)
     finally
         record(ev, cs)
-        for sb in c.staging
-            sb.busy && (sb.busy = false; sb.event = ev)
+        lock(STAGING_LOCK) do
+            for sb in up.held
+                sb isa StagingBuffer && (sb.busy = false; sb.event = ev)
+            end
         end
     end
-    push!(c.ahead, Staged(cub, input_cuarrays(batch), ev))
+    push!(c.ahead, Staged(cub, input_cuarrays(batch), ev, up.held))
     return nothing
 end
 
@@ -228,9 +259,8 @@ function Base.close(c::CuIterator)
     cs = c.copy_stream
     if cs !== nothing
         c.copy_stream = nothing
-        synchronize(cs)         # the uploads read the staging buffers
+        synchronize(cs)         # the uploads read the staging buffers and batches
     end
-    empty!(c.staging)
     return nothing
 end
 
