@@ -918,11 +918,7 @@ impl Engine {
         let mut k = 0;
         while k < s.pending.len() {
             let done = s.pending[k].events.iter().all(|&e| {
-                if wait {
-                    dev.event_synchronize(e).is_ok()
-                } else {
-                    dev.event_query(e).unwrap_or(false)
-                }
+                if wait { dev.event_synchronize(e).is_ok() } else { dev.event_query(e).unwrap_or(false) }
             });
             if done {
                 let p = s.pending.swap_remove(k);

@@ -304,7 +304,9 @@ impl Device for CudaDevice {
         let mut st: sys::CUstream = std::ptr::null_mut();
         let flags = if blocking { 0 } else { sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32 };
         // SAFETY: valid out-pointer.
-        unsafe { sys::cuStreamCreate(&mut st, flags) }.result().map_err(|e| device_err("cuStreamCreate", e))?;
+        unsafe { sys::cuStreamCreate(&mut st, flags) }
+            .result()
+            .map_err(|e| device_err("cuStreamCreate", e))?;
         let h = self.handle();
         self.streams.lock().insert(h, st as u64);
         Ok(h)
@@ -359,7 +361,9 @@ impl Device for CudaDevice {
         let ev = self.events.lock().remove(&e).ok_or_else(|| unknown("event", e))?;
         self.bind()?;
         // SAFETY: an event of ours, now unreachable through its handle.
-        unsafe { sys::cuEventDestroy_v2(ev as sys::CUevent) }.result().map_err(|e| device_err("cuEventDestroy", e))
+        unsafe { sys::cuEventDestroy_v2(ev as sys::CUevent) }
+            .result()
+            .map_err(|e| device_err("cuEventDestroy", e))
     }
 
     fn event_record(&self, e: u64, s: u64) -> Result<()> {
@@ -417,7 +421,6 @@ impl Device for CudaDevice {
             .result()
             .map_err(|e| device_err("cuMemcpyDtoHAsync", e))
     }
-
 
     fn vm_reserve(&self, bytes: u64) -> Result<u64> {
         let g = self.check_granules(0, bytes)?;

@@ -232,15 +232,20 @@ impl Device for HostDevice {
     unsafe fn copy_htod_async(&self, dst: u64, src: *const u8, bytes: u64, s: u64) -> Result<()> {
         let (d, p) = (dst as usize, src as usize);
         // SAFETY: the caller keeps both ranges valid until the copy has run.
-        self.streams.enqueue(s, Box::new(move || unsafe { std::ptr::copy(p as *const u8, d as *mut u8, bytes as usize) }))
+        self.streams.enqueue(
+            s,
+            Box::new(move || unsafe { std::ptr::copy(p as *const u8, d as *mut u8, bytes as usize) }),
+        )
     }
 
     unsafe fn copy_dtoh_async(&self, dst: *mut u8, src: u64, bytes: u64, s: u64) -> Result<()> {
         let (d, p) = (dst as usize, src as usize);
         // SAFETY: the caller keeps both ranges valid until the copy has run.
-        self.streams.enqueue(s, Box::new(move || unsafe { std::ptr::copy(p as *const u8, d as *mut u8, bytes as usize) }))
+        self.streams.enqueue(
+            s,
+            Box::new(move || unsafe { std::ptr::copy(p as *const u8, d as *mut u8, bytes as usize) }),
+        )
     }
-
 
     fn vm_reserve(&self, bytes: u64) -> Result<u64> {
         check_granules(0, bytes)?;
