@@ -323,3 +323,51 @@ fn a_destroyed_streams_blocks_stay_valid_and_bad_handles_are_refused() {
     let st = e.stats();
     assert_eq!((st.allocated_bytes, st.requested_bytes), (0, 0));
 }
+
+/// The C functions refuse bad input with `CUMEM_ERROR_INVALID_VALUE` and change nothing.
+#[test]
+fn the_c_functions_refuse_bad_input() {
+    use cumem::ffi::*;
+    const BAD: i32 = CUMEM_ERROR_INVALID_VALUE;
+    let mut h = 0u64;
+    let mut d = 0i32;
+    // SAFETY: every pointer is null or valid for its type.
+    unsafe {
+        assert_eq!(cumem_stream_create(7, &mut h), BAD);
+        assert_eq!(cumem_stream_create(0, std::ptr::null_mut()), BAD);
+        assert_eq!(cumem_stream_create(CUMEM_STREAM_BLOCKING, &mut h), CUMEM_SUCCESS);
+        let s = h;
+        assert_eq!(cumem_stream_query(s, std::ptr::null_mut()), BAD);
+        assert_eq!(cumem_stream_query(s, &mut d), CUMEM_SUCCESS);
+        assert_eq!(d, 1);
+        assert_eq!(cumem_event_create(4, &mut h), BAD);
+        assert_eq!(cumem_event_create(CUMEM_EVENT_DISABLE_TIMING, &mut h), CUMEM_SUCCESS);
+        let e = h;
+        let mut ms = 0f32;
+        assert_eq!(cumem_event_record(e, s), CUMEM_SUCCESS);
+        assert_eq!(cumem_event_synchronize(e), CUMEM_SUCCESS);
+        assert_eq!(cumem_event_elapsed(e, e, &mut ms), BAD); // no timing
+        assert_eq!(cumem_event_elapsed(e, e, std::ptr::null_mut()), BAD);
+        assert_eq!(cumem_stream_wait_event(s, 98765), BAD);
+        assert_eq!(cumem_event_record(e, 98765), BAD);
+        assert_eq!(cumem_alloc_async(1024, 98765, &mut h, 0), BAD);
+        assert_eq!(cumem_alloc_async(1024, s, &mut h, 8), BAD);
+        assert_eq!(cumem_alloc_async(1024, s, std::ptr::null_mut(), 0), BAD);
+        assert_eq!(cumem_alloc_async(1024, s, &mut h, 0), CUMEM_SUCCESS);
+        let p = h;
+        assert_eq!(cumem_block_stream(p, &mut h), CUMEM_SUCCESS);
+        assert_eq!(h, s);
+        assert_eq!(cumem_record_stream(p + 4096, s), BAD); // past the allocation
+        let buf = [0u8; 2048];
+        assert_eq!(cumem_copy_htod_async(p, buf.as_ptr().cast(), 2048, s), BAD); // crosses the end
+        assert_eq!(cumem_copy_htod_async(p, std::ptr::null(), 16, s), BAD);
+        assert_eq!(cumem_copy_htod_async(p, buf.as_ptr().cast(), 1024, s), CUMEM_SUCCESS);
+        assert_eq!(cumem_stream_synchronize(s), CUMEM_SUCCESS);
+        assert_eq!(cumem_free(p), CUMEM_SUCCESS);
+        assert_eq!(cumem_event_destroy(e), CUMEM_SUCCESS);
+        assert_eq!(cumem_event_destroy(e), BAD);
+        assert_eq!(cumem_stream_destroy(0), BAD);
+        assert_eq!(cumem_stream_destroy(s), CUMEM_SUCCESS);
+        assert_eq!(cumem_stream_synchronize(s), BAD);
+    }
+}

@@ -4,8 +4,8 @@
 //! must not be used by two threads at once; a call only queues work, so the lock is
 //! short). The handle keeps cuBLAS's defaults that matter for results: math mode
 //! `CUBLAS_DEFAULT_MATH` (no TF32 unless `NVIDIA_TF32_OVERRIDE` says otherwise), host
-//! pointer mode for alpha and beta, and the legacy default stream (NULL), the one all of
-//! CuMem's device work is ordered on.
+//! pointer mode for alpha and beta. The stream is set before every call
+//! (`cublasSetStream`): the caller's, the legacy default stream (NULL) unless named.
 
 use super::dylib::{self, Opened};
 use super::gpu;

@@ -1,6 +1,6 @@
 //! Kernels: compiling CUDA C for the current GPU, loading it (`cuModuleLoadData`),
-//! caching the functions by (source, name), and launching them on the legacy default
-//! stream (the one stream all of CuMem's device work is ordered on).
+//! caching the functions by (source, name), and launching them on a stream (0: the legacy
+//! default stream, on which the engine's synchronous copies run).
 //!
 //! Modules stay loaded for the life of the process, as CUDA.jl and CuPy keep their
 //! compiled kernels: a handle, once returned, is valid until exit.
