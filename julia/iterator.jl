@@ -17,11 +17,9 @@ already in the input are passed through and never freed.
 With `prefetch = k ≥ 1` the next `k` batches are staged while the caller works on the
 current one: each array is uploaded on a copy stream ([`CuStream`](@ref),
 non-blocking, one for all iterators), so the upload overlaps the caller's kernels. The
-upload reads a staging host buffer the array is first copied into (page-locked where the
-pinned host pool is available, kept and reused across iterators; always on the host
-device), or, on a GPU without page-locked staging, the array itself (CUDA's driver then
-stages the pageable memory while the call waits). when a
-batch is taken, the current [`stream()`](@ref) is made to wait for its upload's event
+upload reads a staging host buffer the array is first copied into (page-locked, from the
+pinned host pool, `CuMem.pinned`, kept and reused across iterators), so it is a DMA that
+overlaps the caller's work. When a batch is taken, the current [`stream()`](@ref) is made to wait for its upload's event
 and the arrays are recorded on it ([`record_stream`](@ref)), so their memory is reused
 by later uploads only after the work using them is done. `prefetch = 0` uploads each
 batch when it is taken, synchronously (CUDA.jl 2.x's `CuIterator`).
@@ -103,11 +101,11 @@ mutable struct StagingBuffer
     busy::Bool
 end
 
-# A staging buffer for `dims` elements of `T`. The one place that chooses the kind of
-# host memory: an ordinary Array until the pinned host pool is merged, then
-# `pinned(T, dims...)` (and `STAGING_PINNED` true).
-staging_array(::Type{T}, dims) where {T} = Array{T}(undef, dims)
-const STAGING_PINNED = false
+# A staging buffer for `dims` elements of `T`: page-locked, from the pinned host pool
+# (pinned.jl), so the upload is a DMA that overlaps everything. The one place that
+# chooses the kind of host memory (`STAGING_PINNED` says which).
+staging_array(::Type{T}, dims) where {T} = pinned(T, dims)
+const STAGING_PINNED = true
 
 # Whether batches go through staging buffers: with page-locked ones (the copy then
 # overlaps everything), and on the host device (whose copies run later, on the stream's

@@ -277,9 +277,9 @@ sleep_on(s::CuStream, seconds::Real) =
 
 ## asynchronous copies
 
-# Whether host array `x` is page-locked, so an asynchronous copy from or to it can run
-# after the call returns. The pinned host pool switches this to its `is_pinned`.
-host_pinned(x::Array) = false
+# Whether host array `x` is page-locked (pinned.jl: `CuMem.pinned`, `CuMem.pin`), so an
+# asynchronous copy from or to it can run after the call returns.
+host_pinned(x::Array) = is_pinned(x)
 
 # Queues the upload of `src` (host memory the caller keeps alive until the copy has run)
 # into `dest` on `s`: the engine's cuMemcpyHtoDAsync, whatever kind of host memory.
