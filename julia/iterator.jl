@@ -53,9 +53,10 @@ mutable struct CuIterator{B}
     state::Any                  # `batches`' iteration state, for staging ahead
     exhausted::Bool
     fence::Union{Nothing,CuEvent}   # recorded on the compute stream at each step
+    taken::Vector{Any}          # batches handed out whose uploads may still read `held`
     function CuIterator(batches::B; prefetch::Integer = 1) where {B}
         prefetch >= 0 || throw(ArgumentError("prefetch must be 0 or more, got $prefetch"))
-        c = new{B}(batches, nothing, nothing, Int(prefetch), nothing, Any[], nothing, false, nothing)
+        c = new{B}(batches, nothing, nothing, Int(prefetch), nothing, Any[], nothing, false, nothing, Any[])
         # Uploads in flight read the staging buffers, which the GC may free with the
         # iterator: wait for them first (never throws).
         finalizer(c -> (cs = c.copy_stream; cs === nothing || c_stream_synchronize(cs.handle); nothing), c)
@@ -104,7 +105,16 @@ end
 # A staging buffer for `dims` elements of `T`: page-locked, from the pinned host pool
 # (pinned.jl), so the upload is a DMA that overlaps everything. The one place that
 # chooses the kind of host memory (`STAGING_PINNED` says which).
-staging_array(::Type{T}, dims) where {T} = pinned(T, dims)
+# When the pinned pool is full (CUMEM_PINNED_LIMIT), an ordinary Array: the upload is then
+# staged by CUDA's driver, as any pageable copy.
+function staging_array(::Type{T}, dims) where {T}
+    try
+        return pinned(T, dims)
+    catch e
+        e isa Union{OutOfGPUMemoryError,CuMemError} || rethrow()
+        return Array{T}(undef, dims)
+    end
+end
 const STAGING_PINNED = true
 
 # Whether batches go through staging buffers: with page-locked ones (the copy then
@@ -116,10 +126,11 @@ use_staging() = STAGING_PINNED || on_host()
 
 # Staging buffers, shared by all iterators so that their memory stays warm (and, pinned,
 # is not allocated again) from one epoch to the next. Bounded: a buffer beyond
-# STAGING_MAX is dropped once free.
+# STAGING_MAX (enough for 4 batches of 4 arrays in flight) is dropped once free, and so
+# returns to the pinned pool when the GC collects it.
 const STAGING = StagingBuffer[]
 const STAGING_LOCK = ReentrantLock()
-const STAGING_MAX = 64
+const STAGING_MAX = 16
 
 # The adaptor that uploads on the copy stream; `held`: what the uploads read (staging
 # buffers, or the batch's own arrays), kept until the event after them.
@@ -211,6 +222,8 @@ function Base.iterate(c::CuIterator, state...)
         return nothing
     end
     item = popfirst!(c.ahead)::Staged
+    filter!(t -> !isdone((t::Staged).event), c.taken)
+    push!(c.taken, item)    # what its uploads read stays alive until they are done
     wait(item.event, s)                     # the compute stream waits for the upload
     record_arrays(item.batch, item.keep, s)  # and its use defers reuse by the copy stream
     c.previous = item.batch
@@ -259,6 +272,7 @@ function Base.close(c::CuIterator)
         c.copy_stream = nothing
         synchronize(cs)         # the uploads read the staging buffers and batches
     end
+    empty!(c.taken)
     return nothing
 end
 

@@ -90,6 +90,22 @@ end
         @test copyto!(similar(p), z; async = true) == p
     end
 
+    # copyto!(...; async = true) with page-locked memory: queued on the current stream
+    hp = CuMem.pinned(Float32, n)
+    hp .= p
+    @test CuMem.is_pinned(hp)
+    stream!(s2) do
+        CuMem.sleep_on(s2, SLOW)
+        copyto!(z, hp; async = true)
+        @test !CuMem.isdone(s2)                   # behind the slow operation
+        hd = CuMem.pinned(Float32, n)
+        copyto!(hd, z; async = true)
+        synchronize(s2)
+        @test hd == p
+        unsafe_free!(hd)
+    end
+    unsafe_free!(hp)
+
     # destroyed handles are refused clearly
     s3 = CuStream(blocking = true)
     @test s3.blocking
