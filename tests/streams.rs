@@ -371,3 +371,32 @@ fn the_c_functions_refuse_bad_input() {
         assert_eq!(cumem_stream_synchronize(s), BAD);
     }
 }
+
+/// Small blocks come from the thread caches (default stream only): `record_stream` on
+/// one moves it to its shard, and its free then waits for the stream like any other.
+#[test]
+fn record_stream_works_for_blocks_of_the_thread_caches() {
+    let e = engine(PoolKind::Binned, 1);
+    assert!(e.config().thread_cache);
+    let s2 = stream(&e);
+    let n = 4096usize;
+    let p = pattern(n, 6);
+    let warm = e.alloc(n as u64).unwrap();
+    e.free(warm).unwrap(); // now in the thread cache
+    let x = e.alloc(n as u64).unwrap();
+    assert_eq!(x, warm, "served by the thread cache");
+    e.copy_htod(x, &p).unwrap();
+    slow(&e, s2);
+    let h = HostBuf::new(&e, n);
+    // SAFETY: `h` and x outlive the copy: s2 is synchronised before either goes.
+    unsafe { e.device().copy_dtoh_async(h.ptr, x, n as u64, s2) }.unwrap();
+    e.record_stream(x, s2).unwrap();
+    e.free(x).unwrap();
+    let y = e.alloc(n as u64).unwrap();
+    assert_ne!(y, x, "reused while a read recorded on s2 was queued");
+    e.copy_htod(y, &pattern(n, 8)).unwrap();
+    sync(&e, s2);
+    assert!(h.data() == p);
+    e.free(y).unwrap();
+    e.stream_destroy(s2).unwrap();
+}
