@@ -60,6 +60,16 @@
 // that list them with stack traces of their own (the Julia package under `-g2`).
 #define CUMEM_STATUS_NO_ALLOCATIONS 1
 
+// Flag for `cumem_stream_create`: a blocking stream (CUDA's default flags: its work is
+// ordered with the legacy default stream's). Without it the stream is non-blocking
+// (`CU_STREAM_NON_BLOCKING`, as PyTorch's streams), so its work overlaps the default
+// stream's.
+#define CUMEM_STREAM_BLOCKING 1
+
+// Flag for `cumem_event_create`: no timing (`CU_EVENT_DISABLE_TIMING`), cheaper to
+// record and wait on; `cumem_event_elapsed` refuses such an event.
+#define CUMEM_EVENT_DISABLE_TIMING 1
+
 // `cumem_event_t::kind`: an allocation.
 #define CUMEM_EVENT_ALLOC 0
 
@@ -344,6 +354,32 @@ int32_t cumem_kernel_launch(uint64_t kernel,
                             uint32_t shared_bytes,
                             void **args);
 
+// As `cumem_kernel_launch`, queued on `stream` (a handle of `cumem_stream_create`; 0:
+// the legacy default stream). Also `CUMEM_ERROR_INVALID_VALUE` for an unknown stream.
+// Memory the kernel uses that belongs to another stream must be declared with
+// `cumem_record_stream` before it is freed.
+//
+// # Safety
+// As `cumem_kernel_launch`.
+int32_t cumem_kernel_launch_stream(uint64_t stream,
+                                   uint64_t kernel,
+                                   uint32_t gx,
+                                   uint32_t gy,
+                                   uint32_t gz,
+                                   uint32_t bx,
+                                   uint32_t by,
+                                   uint32_t bz,
+                                   uint32_t shared_bytes,
+                                   void **args);
+
+// Queues on `stream` an operation that takes `ns` nanoseconds and touches no memory:
+// the deliberately slow kernel of the ordering tests and benchmarks. On a GPU a
+// one-thread kernel spinning on `%globaltimer` (compiled with NVRTC on first use); on
+// the host device a sleep on the stream's worker thread (on the default stream, of
+// the calling thread). Returns `CUMEM_ERROR_INVALID_VALUE` for an unknown stream,
+// `CUMEM_ERROR_NOT_SUPPORTED` on a GPU without libnvrtc.
+int32_t cumem_stream_sleep(uint64_t stream, uint64_t ns);
+
 // Writes into `*threads` the block size that maximises `kernel`'s occupancy with no
 // dynamic shared memory (`cuOccupancyMaxPotentialBlockSize`). Returns
 // `CUMEM_ERROR_INVALID_VALUE` for an unknown handle or a null `threads`,
@@ -377,8 +413,8 @@ int32_t cumem_device_info(int32_t *cc_major,
                           int32_t *sm_count,
                           int32_t *max_threads);
 
-// Waits until all queued device work (kernels, cuBLAS, copies) is done
-// (`cuCtxSynchronize`); a no-op on the host device. Returns `CUMEM_ERROR_DEVICE` when
+// Waits until all queued device work (kernels, cuBLAS, copies), on every stream, is
+// done (`cuCtxSynchronize`); on the host device, until every stream's queue is done. Returns `CUMEM_ERROR_DEVICE` when
 // the device reports a failure, e.g. a kernel's illegal address.
 int32_t cumem_synchronize(void);
 
@@ -411,6 +447,27 @@ int32_t cumem_gemm(int32_t dtype,
                    const void *beta,
                    uint64_t C,
                    int64_t ldc);
+
+// As `cumem_gemm`, queued on `stream` (a handle of `cumem_stream_create`; 0: the legacy
+// default stream). Also `CUMEM_ERROR_INVALID_VALUE` for an unknown stream.
+//
+// # Safety
+// As `cumem_gemm`.
+int32_t cumem_gemm_stream(uint64_t stream,
+                          int32_t dtype,
+                          int32_t transa,
+                          int32_t transb,
+                          int64_t m,
+                          int64_t n,
+                          int64_t k,
+                          const void *alpha,
+                          uint64_t A,
+                          int64_t lda,
+                          uint64_t B,
+                          int64_t ldb,
+                          const void *beta,
+                          uint64_t C,
+                          int64_t ldc);
 
 // Initialises the engine from the environment (the configuration table of docs/contract.md). Idempotent: later
 // calls return the first successful result; after a failure, the next call tries again.
@@ -563,6 +620,119 @@ int32_t cumem_copy_dtod(uint64_t dst, uint64_t src, uint64_t bytes);
 // Sets `bytes` bytes at device address `dst` to `value`; the range must lie inside one
 // live allocation, else `CUMEM_ERROR_INVALID_VALUE` and nothing is written.
 int32_t cumem_memset(uint64_t dst, uint8_t value, uint64_t bytes);
+
+// Creates a stream into `*stream` (`cuStreamCreate`); `flags`: 0 or
+// `CUMEM_STREAM_BLOCKING`. Returns `CUMEM_ERROR_INVALID_VALUE` for a null `stream` or
+// unknown flags, `CUMEM_ERROR_DEVICE` when the driver fails.
+//
+// # Safety
+// `stream` must be null or writable for one `uint64_t`.
+int32_t cumem_stream_create(uint32_t flags, uint64_t *stream);
+
+// Waits for the work queued on `stream`, then destroys it; its pool's cache is
+// released. Live allocations made on it stay valid. Returns `CUMEM_ERROR_INVALID_VALUE`
+// for an unknown stream or 0 (the default stream cannot be destroyed).
+int32_t cumem_stream_destroy(uint64_t stream);
+
+// Waits until the work queued on `stream` is done (`cuStreamSynchronize`). Returns
+// `CUMEM_ERROR_INVALID_VALUE` for an unknown stream, `CUMEM_ERROR_DEVICE` when the
+// device reports a failure (e.g. a kernel's fault).
+int32_t cumem_stream_synchronize(uint64_t stream);
+
+// Writes 1 into `*done` when the work queued on `stream` is done, else 0
+// (`cuStreamQuery`). Returns `CUMEM_ERROR_INVALID_VALUE` for an unknown stream or a null
+// `done`.
+//
+// # Safety
+// `done` must be null or writable for one `int32_t`.
+int32_t cumem_stream_query(uint64_t stream, int32_t *done);
+
+// Makes work queued on `stream` after this call wait until `event` (as last recorded)
+// has completed (`cuStreamWaitEvent`); the calling thread does not wait. An event never
+// recorded is complete. Returns `CUMEM_ERROR_INVALID_VALUE` for an unknown handle.
+int32_t cumem_stream_wait_event(uint64_t stream, uint64_t event);
+
+// Creates an event into `*event` (`cuEventCreate`); `flags`: 0 (timing) or
+// `CUMEM_EVENT_DISABLE_TIMING`. Returns `CUMEM_ERROR_INVALID_VALUE` for a null `event`
+// or unknown flags.
+//
+// # Safety
+// `event` must be null or writable for one `uint64_t`.
+int32_t cumem_event_create(uint32_t flags, uint64_t *event);
+
+// Destroys `event` (`cuEventDestroy`). Returns `CUMEM_ERROR_INVALID_VALUE` for an
+// unknown event.
+int32_t cumem_event_destroy(uint64_t event);
+
+// Records `event` on `stream` (`cuEventRecord`): it completes when the work queued on
+// `stream` before it is done. Returns `CUMEM_ERROR_INVALID_VALUE` for an unknown handle.
+int32_t cumem_event_record(uint64_t event, uint64_t stream);
+
+// Writes 1 into `*done` when `event` has completed (or was never recorded), else 0
+// (`cuEventQuery`). Returns `CUMEM_ERROR_INVALID_VALUE` for an unknown event or a null
+// `done`.
+//
+// # Safety
+// `done` must be null or writable for one `int32_t`.
+int32_t cumem_event_query(uint64_t event, int32_t *done);
+
+// Waits until `event` has completed (`cuEventSynchronize`). Returns
+// `CUMEM_ERROR_INVALID_VALUE` for an unknown event.
+int32_t cumem_event_synchronize(uint64_t event);
+
+// Writes the time from `start` to `end`, both recorded and completed timing events, in
+// milliseconds into `*ms` (`cuEventElapsedTime`; resolution about 0.5 us on a GPU).
+// Returns `CUMEM_ERROR_INVALID_VALUE` for an unknown event, one without timing, never
+// recorded or not completed, or a null `ms`.
+//
+// # Safety
+// `ms` must be null or writable for one `float`.
+int32_t cumem_event_elapsed(uint64_t start, uint64_t end, float *ms);
+
+// As `cumem_alloc_ex`, on `stream` (0: the default stream, the same as
+// `cumem_alloc_ex`): the block comes from the stream's own pool and, once freed, is
+// reused at once by that stream only (its work is ordered), by other streams never
+// (PyTorch's per-stream pools). Work on other streams that uses it must be declared with
+// `cumem_record_stream`. Returns the errors of `cumem_alloc_ex`, and
+// `CUMEM_ERROR_INVALID_VALUE` for an unknown stream.
+//
+// # Safety
+// `ptr` must be null or point to writable memory for one `uint64_t`.
+int32_t cumem_alloc_async(uint64_t bytes, uint64_t stream, uint64_t *ptr, uint32_t flags);
+
+// Declares that work queued on `stream` uses the live allocation containing `ptr`
+// (PyTorch's `record_stream`): once freed, the block is reused only after an event
+// recorded on `stream` at the free has completed (polled on later allocations; waited
+// for on out of memory and by `cumem_reclaim`). Returns `CUMEM_ERROR_INVALID_VALUE` for
+// an address outside every live allocation or an unknown stream (nothing changes).
+int32_t cumem_record_stream(uint64_t ptr, uint64_t stream);
+
+// Writes the stream the live allocation containing `ptr` was made on (0: the default
+// stream) into `*stream`. Returns `CUMEM_ERROR_INVALID_VALUE` for an address outside
+// every live allocation or a null `stream`.
+//
+// # Safety
+// `stream` must be null or writable for one `uint64_t`.
+int32_t cumem_block_stream(uint64_t ptr, uint64_t *stream);
+
+// Queues a copy of `bytes` from host memory `src` to device address `dst` on `stream`
+// (`cuMemcpyHtoDAsync`) and returns. Checks as `cumem_copy_htod`; a block of another
+// stream records the use as `cumem_record_stream` does. From page-locked memory the
+// copy overlaps other work; from pageable memory CUDA copies before returning (the host
+// device always queues). Returns the errors of `cumem_copy_htod`, and
+// `CUMEM_ERROR_INVALID_VALUE` for an unknown stream.
+//
+// # Safety
+// `src` must stay readable for `bytes` bytes until the copy has run (synchronise the
+// stream or an event recorded after the copy).
+int32_t cumem_copy_htod_async(uint64_t dst, const void *src, uint64_t bytes, uint64_t stream);
+
+// Queues a copy of `bytes` from device address `src` to host memory `dst` on `stream`
+// (`cuMemcpyDtoHAsync`), with the checks of `cumem_copy_htod_async`.
+//
+// # Safety
+// `dst` must stay writable for `bytes` bytes until the copy has run.
+int32_t cumem_copy_dtoh_async(void *dst, uint64_t src, uint64_t bytes, uint64_t stream);
 
 // Writes a memory timeline of `n` history events (`cumem_event_t`, in time order, as
 // `cumem_memory_events` returns them, or any slice of them such as a profile's window)

@@ -21,7 +21,7 @@ export CuArray, CuVector, CuMatrix, CuVecOrMat, CuPtr, cu, unsafe_free!,
        set_memory_limit!, set_memory_fraction!, set_cache_limit!, memory_pressure, compact!,
        MemoryProfile, profile_memory, @profile_memory, peak_memory, save_memory_timeline,
        CuIterator, OutOfGPUMemoryError, CuMemError,
-       synchronize
+       synchronize, CuStream, CuEvent, stream, stream!, record, elapsed, record_stream
 
 include("library.jl")     # the engine library, its C ABI and initialisation
 include("errors.jl")      # CuMemError, OutOfGPUMemoryError
@@ -30,6 +30,7 @@ include("memory.jl")      # memory_status, memory_stats, memory_summary, reclaim
 include("memtools.jl")    # history, snapshot, leak checks, run-time limits, compact!
 include("profile.jl")     # @profile_memory, MemoryProfile, save_memory_timeline
 include("array.jl")       # CuArray
+include("stream.jl")      # CuStream, CuEvent, the current stream, record_stream, async copies
 include("compute.jl")     # NVRTC kernels, launch, cuBLAS gemm!, synchronize, host_view
 include("scalar.jl")      # scalar indexing policy (allowscalar)
 include("adapt.jl")       # adapt (a stand-in for Adapt.jl) and cu

@@ -131,14 +131,29 @@ c_memory_status(buf, len, flags::UInt32) =
 const CUMEM_STATUS_NO_ALLOCATIONS = UInt32(1)
 c_device_memory(free::Base.RefValue{UInt64}, total::Base.RefValue{UInt64}) =
     ccall((:cumem_device_memory, libcumem), Int32, (Ptr{UInt64}, Ptr{UInt64}), free, total)
-@inline c_copy_htod(dst::UInt64, src::Ptr{Cvoid}, bytes::UInt64) =
-    ccall((:cumem_copy_htod, libcumem), Int32, (UInt64, Ptr{Cvoid}, UInt64), dst, src, bytes)
-@inline c_copy_dtoh(dst::Ptr{Cvoid}, src::UInt64, bytes::UInt64) =
-    ccall((:cumem_copy_dtoh, libcumem), Int32, (Ptr{Cvoid}, UInt64, UInt64), dst, src, bytes)
-@inline c_copy_dtod(dst::UInt64, src::UInt64, bytes::UInt64) =
-    ccall((:cumem_copy_dtod, libcumem), Int32, (UInt64, UInt64, UInt64), dst, src, bytes)
-@inline c_memset(dst::UInt64, value::UInt8, bytes::UInt64) =
-    ccall((:cumem_memset, libcumem), Int32, (UInt64, UInt8, UInt64), dst, value, bytes)
+# The synchronous copies and memset run on the legacy default stream; with another
+# current stream (stream.jl) they first wait for its work, so they are ordered with it as
+# CUDA.jl's copies on the task's stream are (`sync_current`, 0 = success).
+@inline function c_copy_htod(dst::UInt64, src::Ptr{Cvoid}, bytes::UInt64)
+    code = sync_current()
+    code == 0 || return code
+    return ccall((:cumem_copy_htod, libcumem), Int32, (UInt64, Ptr{Cvoid}, UInt64), dst, src, bytes)
+end
+@inline function c_copy_dtoh(dst::Ptr{Cvoid}, src::UInt64, bytes::UInt64)
+    code = sync_current()
+    code == 0 || return code
+    return ccall((:cumem_copy_dtoh, libcumem), Int32, (Ptr{Cvoid}, UInt64, UInt64), dst, src, bytes)
+end
+@inline function c_copy_dtod(dst::UInt64, src::UInt64, bytes::UInt64)
+    code = sync_current()
+    code == 0 || return code
+    return ccall((:cumem_copy_dtod, libcumem), Int32, (UInt64, UInt64, UInt64), dst, src, bytes)
+end
+@inline function c_memset(dst::UInt64, value::UInt8, bytes::UInt64)
+    code = sync_current()
+    code == 0 || return code
+    return ccall((:cumem_memset, libcumem), Int32, (UInt64, UInt8, UInt64), dst, value, bytes)
+end
 
 """
     CuMem.last_error() -> String

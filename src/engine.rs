@@ -17,6 +17,14 @@
 //! everything that must see all live blocks or all cached memory (a free or copy on
 //! another thread, statistics, reclaim, the out-of-memory retry, drop) claims the caches
 //! first.
+//!
+//! Streams (PyTorch's `CUDACachingAllocator` model): an allocation on a stream other than
+//! the legacy default stream comes from a pool of that stream's own, in the home shard
+//! ([`Engine::alloc_on`]); freed, the block is reused at once by that stream only, whose
+//! work is ordered. A block used on other streams ([`Engine::record_stream`], or an async
+//! copy on another stream) is not reused at all until events recorded on those streams at
+//! the free have completed; they are polled on the shard's next allocation. Programs
+//! that use no streams pay one emptiness test per allocation and per free.
 
 use crate::config::{Config, PoolKind};
 use crate::device::{self, Device};
@@ -31,6 +39,7 @@ use crate::sync::ShardMutex;
 use crate::thread_cache::{self, Claimed, Registry, ThreadCache};
 use crate::tracking::{self, Origin, Outstanding};
 use crate::upstream::Upstream;
+use rustc_hash::FxHashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::time::Instant;
 
@@ -44,6 +53,39 @@ struct ShardState {
     /// a free pays one emptiness test for it; a few entries at most (one per copying
     /// thread), so a vector searched linearly beats a hash map.
     pins: Vec<Pin>,
+    /// Pools of the streams other than the default stream that allocated in this shard.
+    stream_pools: Vec<StreamPool>,
+    /// Live (or pinned) blocks that belong to another stream than the default one or
+    /// were used on other streams, by address. Empty unless streams are used.
+    stream_blocks: FxHashMap<u64, StreamUse>,
+    /// Blocks freed while other streams may still use them: back to their pool once
+    /// every event has completed.
+    pending: Vec<PendingFree>,
+    /// Completed events of the engine's own (no timing), for reuse.
+    spare_events: Vec<u64>,
+}
+
+/// The pool of one stream.
+struct StreamPool {
+    stream: u64,
+    pool: AnyPool,
+    /// The stream was destroyed: its pool serves no one and keeps no cache.
+    dead: bool,
+}
+
+/// The stream a block belongs to and the other streams it was used on.
+#[derive(Default)]
+struct StreamUse {
+    stream: u64,
+    uses: Vec<u64>,
+}
+
+/// A freed block waiting for the events recorded on the streams that used it.
+struct PendingFree {
+    ptr: u64,
+    size: u64,
+    stream: u64,
+    events: Vec<u64>,
 }
 
 /// The copies using one block, and whether it was freed meanwhile.
@@ -193,6 +235,10 @@ impl Engine {
                     live: LiveTable::default(),
                     stats: ShardStats::default(),
                     pins: Vec::new(),
+                    stream_pools: Vec::new(),
+                    stream_blocks: FxHashMap::default(),
+                    pending: Vec::new(),
+                    spare_events: Vec::new(),
                 }),
                 totals: [AtomicU64::new(0), AtomicU64::new(0)],
             })
@@ -265,7 +311,7 @@ impl Engine {
     #[inline]
     pub fn alloc(&self, bytes: u64) -> Result<u64> {
         if self.hooks.load(Relaxed) & HOOK_RECORD != 0 {
-            return self.alloc_recorded(bytes, true);
+            return self.alloc_recorded(bytes, true, 0);
         }
         self.alloc_with(bytes, true, &mut ())
     }
@@ -277,7 +323,7 @@ impl Engine {
     #[inline]
     pub fn try_alloc(&self, bytes: u64) -> Result<u64> {
         if self.hooks.load(Relaxed) & HOOK_RECORD != 0 {
-            return self.alloc_recorded(bytes, false);
+            return self.alloc_recorded(bytes, false, 0);
         }
         self.alloc_with(bytes, false, &mut ())
     }
@@ -286,7 +332,7 @@ impl Engine {
     /// event (or an OOM event for a failure counted in `num_ooms`).
     #[cold]
     #[inline(never)]
-    fn alloc_recorded(&self, bytes: u64, retry: bool) -> Result<u64> {
+    fn alloc_recorded(&self, bytes: u64, retry: bool, stream: u64) -> Result<u64> {
         let h = self.up.history();
         let mut origin = history::take_next_origin();
         if origin == 0 && self.cfg.debug >= 2 {
@@ -294,7 +340,11 @@ impl Engine {
         }
         let t0 = h.now();
         let mut b = NO_BLOCK;
-        let r = self.alloc_with(bytes, retry, &mut b);
+        let r = if stream == 0 {
+            self.alloc_with(bytes, retry, &mut b)
+        } else {
+            self.alloc_stream_with(bytes, stream, retry, &mut b)
+        };
         let duration_ns = h.now().saturating_sub(t0);
         let thread = tracking::thread_index();
         match &r {
@@ -310,6 +360,7 @@ impl Engine {
                     kind: EventKind::Alloc as u32,
                     thread,
                     hit: b.hit as u32,
+                    stream,
                     ..Event::default()
                 },
             ),
@@ -322,6 +373,7 @@ impl Engine {
                     origin,
                     kind: EventKind::Oom as u32,
                     thread,
+                    stream,
                     ..Event::default()
                 },
             ),
@@ -352,8 +404,48 @@ impl Engine {
             self.adopt_exited();
         }
         let home = self.home();
-        match self.alloc_in(home, bytes, tc, out) {
-            Err(e) if e.is_oom() && retry => self.alloc_retry(home, bytes, e, tc, out),
+        match self.alloc_in(home, bytes, 0, tc, out) {
+            Err(e) if e.is_oom() && retry => self.alloc_retry(home, bytes, 0, e, tc, out),
+            r => r,
+        }
+    }
+
+    /// As [`Engine::alloc`] (`retry` true) or [`Engine::try_alloc`] (false), on stream
+    /// `stream` (0: the legacy default stream, the same as `alloc`): the block comes from
+    /// that stream's pool, and once freed is reused by that stream at once and by no
+    /// other (PyTorch's per-stream pools). Work queued on `stream` may use it in stream
+    /// order without synchronising; use on another stream must be declared with
+    /// [`Engine::record_stream`]. Errors: those of `alloc`, and [`Error::InvalidValue`]
+    /// for an unknown stream.
+    pub fn alloc_on(&self, bytes: u64, stream: u64, retry: bool) -> Result<u64> {
+        if stream == 0 {
+            return if retry { self.alloc(bytes) } else { self.try_alloc(bytes) };
+        }
+        self.up.device().stream_raw(stream)?;
+        if self.hooks.load(Relaxed) & HOOK_RECORD != 0 {
+            return self.alloc_recorded(bytes, retry, stream);
+        }
+        self.alloc_stream_with(bytes, stream, retry, &mut ())
+    }
+
+    /// [`Engine::alloc_on`] for a stream other than the default one, writing the block
+    /// to `out` (for the history).
+    fn alloc_stream_with<S: Sink<Block>>(
+        &self,
+        bytes: u64,
+        stream: u64,
+        retry: bool,
+        out: &mut S,
+    ) -> Result<u64> {
+        if bytes == 0 {
+            return Ok(0);
+        }
+        if bytes > MAX_REQUEST {
+            return self.alloc_beyond_capacity(bytes, retry);
+        }
+        let home = self.home();
+        match self.alloc_in(home, bytes, stream, None, out) {
+            Err(e) if e.is_oom() && retry => self.alloc_retry(home, bytes, stream, e, None, out),
             r => r,
         }
     }
@@ -455,6 +547,7 @@ impl Engine {
         &self,
         home: usize,
         bytes: u64,
+        stream: u64,
         tc: Option<&ThreadCache>,
         out: &mut S,
     ) -> Result<u64> {
@@ -466,6 +559,7 @@ impl Engine {
         let shard = &self.shards[home];
         let mut s = shard.state.lock();
         if let Some(o) = owner.as_mut()
+            && stream == 0
             && !s.pool.serves_at_once(bytes)
         {
             // The pool will merge its free blocks and search: let it see this thread's
@@ -473,7 +567,15 @@ impl Engine {
             let pool = &mut s.pool;
             o.take_blocks(|p, size| pool.free(p, size, self.up.shard(home)));
         }
-        let block = match s.pool.alloc(bytes, self.up.shard(home)) {
+        if !s.pending.is_empty() {
+            self.process_pending(&mut s, home, false);
+        }
+        let r = if stream == 0 {
+            s.pool.alloc(bytes, self.up.shard(home))
+        } else {
+            self.stream_pool(&mut s, stream).alloc(bytes, self.up.shard(home))
+        };
+        let block = match r {
             Ok(b) => b,
             Err(e) => {
                 s.stats.on_failed_alloc();
@@ -482,6 +584,9 @@ impl Engine {
         };
         let seq = s.stats.on_alloc(bytes, block.size, block.hit);
         s.live.insert(block.ptr, LiveBlock { requested: bytes, size: block.size, seq, origin });
+        if stream != 0 {
+            s.stream_blocks.insert(block.ptr, StreamUse { stream, uses: Vec::new() });
+        }
         shard.publish(&s);
         let (req, alloc, folded) = (s.stats.requested, s.stats.allocated, s.stats.fold(&self.peaks));
         drop(s);
@@ -546,6 +651,7 @@ impl Engine {
         &self,
         home: usize,
         bytes: u64,
+        stream: u64,
         first: Error,
         tc: Option<&ThreadCache>,
         out: &mut S,
@@ -559,7 +665,7 @@ impl Engine {
             log::info!(
                 "out of memory for {bytes} bytes ({first}); released {released} cached bytes and retrying"
             );
-            match self.alloc_in(home, bytes, tc, out) {
+            match self.alloc_in(home, bytes, stream, tc, out) {
                 Err(e) if e.is_oom() => e,
                 r => return r,
             }
@@ -714,7 +820,7 @@ impl Engine {
         let Some(live) = s.live.remove(ptr) else {
             return false;
         };
-        if !s.pins.is_empty() {
+        if !s.pins.is_empty() || !s.stream_blocks.is_empty() {
             self.free_maybe_pinned(&mut s, i, ptr, live.size);
         } else if !owner.as_mut().is_some_and(|o| o.push(ptr, live.size)) {
             s.pool.free(ptr, live.size, self.up.shard(i));
@@ -863,10 +969,36 @@ impl Engine {
             if released >= bytes {
                 break;
             }
-            released += shard.state.lock().pool.reclaim(bytes - released, self.up.shard(i));
+            let mut s = shard.state.lock();
+            released += s.pool.reclaim(bytes - released, self.up.shard(i));
+            if !s.stream_pools.is_empty() || !s.pending.is_empty() {
+                released += self.reclaim_streams(&mut s, i, bytes.saturating_sub(released));
+            }
         }
         if released > 0 {
             log::debug!("reclaimed {}", format_bytes(released));
+        }
+        released
+    }
+
+    /// The stream part of [`Engine::reclaim`]: waits for the pending frees (PyTorch's
+    /// `synchronize_and_free_events` on out of memory), then releases the cache of the
+    /// streams' pools, each after waiting for its stream (memory of a segment being
+    /// released may still be read by work queued on it).
+    #[cold]
+    fn reclaim_streams(&self, s: &mut ShardState, i: usize, bytes: u64) -> u64 {
+        self.process_pending(s, i, true);
+        let mut released = s.pool.reclaim(bytes, self.up.shard(i));
+        for p in s.stream_pools.iter_mut() {
+            if released >= bytes {
+                break;
+            }
+            if p.pool.cached_bytes() > 0 {
+                if !p.dead {
+                    let _ = self.up.device().stream_synchronize(p.stream);
+                }
+                released += p.pool.reclaim(bytes - released, self.up.shard(i));
+            }
         }
         released
     }
@@ -885,7 +1017,8 @@ impl Engine {
                 |add| {
                     for shard in self.shards.iter() {
                         let s = shard.state.lock();
-                        add(&s.stats, s.pool.inactive_split_bytes());
+                        let streams: u64 = s.stream_pools.iter().map(|p| p.pool.inactive_split_bytes()).sum();
+                        add(&s.stats, s.pool.inactive_split_bytes() + streams);
                     }
                     for c in cs.iter() {
                         add(&c.state.stats, 0);
@@ -956,8 +1089,148 @@ impl Engine {
     fn free_maybe_pinned(&self, s: &mut ShardState, i: usize, ptr: u64, size: u64) {
         match s.pins.iter_mut().find(|p| p.base == ptr) {
             Some(pin) => pin.freed_size = size,
-            None => s.pool.free(ptr, size, self.up.shard(i)),
+            None => self.return_block(s, i, ptr, size),
         }
+    }
+
+    /// Hands a freed block back: to its stream's pool at once when no other stream used
+    /// it, else to the pending list behind one event per stream that used it.
+    fn return_block(&self, s: &mut ShardState, i: usize, ptr: u64, size: u64) {
+        let Some(u) = s.stream_blocks.remove(&ptr) else {
+            s.pool.free(ptr, size, self.up.shard(i));
+            return;
+        };
+        if u.uses.is_empty() {
+            self.free_to_pool(s, i, u.stream, ptr, size);
+            return;
+        }
+        let mut events = Vec::with_capacity(u.uses.len());
+        for st in u.uses {
+            let ev = match s.spare_events.pop() {
+                Some(e) => Ok(e),
+                None => self.up.device().event_create(false),
+            };
+            match ev.and_then(|e| self.up.device().event_record(e, st).map(|()| e)) {
+                Ok(e) => events.push(e),
+                // A stream destroyed meanwhile had its work waited for (Engine::stream_destroy);
+                // otherwise wait here rather than reuse memory the stream may still read.
+                Err(err) => {
+                    if let Err(e2) = self.up.device().stream_synchronize(st) {
+                        log::debug!("free of {ptr:#x}: no event on stream {st} ({err}), no wait ({e2})");
+                    }
+                }
+            }
+        }
+        s.pending.push(PendingFree { ptr, size, stream: u.stream, events });
+    }
+
+    /// Frees a block into the pool of `stream` (a dead stream's pool keeps no cache).
+    fn free_to_pool(&self, s: &mut ShardState, i: usize, stream: u64, ptr: u64, size: u64) {
+        if stream == 0 {
+            s.pool.free(ptr, size, self.up.shard(i));
+            return;
+        }
+        match s.stream_pools.iter_mut().find(|p| p.stream == stream) {
+            Some(p) => {
+                p.pool.free(ptr, size, self.up.shard(i));
+                if p.dead {
+                    p.pool.reclaim(u64::MAX, self.up.shard(i));
+                }
+            }
+            None => {
+                debug_assert!(false, "block {ptr:#x} of stream {stream} without its pool");
+                log::error!("block {ptr:#x} of stream {stream} has no pool; it is leaked");
+            }
+        }
+    }
+
+    /// The pool of `stream` in this shard, made on first use.
+    fn stream_pool<'s>(&self, s: &'s mut ShardState, stream: u64) -> &'s mut AnyPool {
+        let k = match s.stream_pools.iter().position(|p| p.stream == stream) {
+            Some(k) => k,
+            None => {
+                s.stream_pools.push(StreamPool { stream, pool: AnyPool::new(self.cfg.pool), dead: false });
+                s.stream_pools.len() - 1
+            }
+        };
+        &mut s.stream_pools[k].pool
+    }
+
+    /// Returns the pending blocks whose events have all completed (`wait`: waits for
+    /// them all) to their pools (PyTorch's `process_events`).
+    #[cold]
+    fn process_pending(&self, s: &mut ShardState, i: usize, wait: bool) {
+        let dev = self.up.device();
+        let mut k = 0;
+        while k < s.pending.len() {
+            let done = s.pending[k].events.iter().all(|&e| {
+                if wait { dev.event_synchronize(e).is_ok() } else { dev.event_query(e).unwrap_or(false) }
+            });
+            if done {
+                let p = s.pending.swap_remove(k);
+                s.spare_events.extend(p.events);
+                self.free_to_pool(s, i, p.stream, p.ptr, p.size);
+            } else {
+                k += 1;
+            }
+        }
+    }
+
+    /// Declares that work queued on `stream` uses the live allocation containing `addr`
+    /// (PyTorch's `Tensor.record_stream`): when the block is freed, it is reused only
+    /// once the work queued on `stream` before the free is done. Use on the block's own
+    /// stream needs no declaration. Errors: [`Error::InvalidValue`] for an address not
+    /// inside a live allocation or an unknown stream; nothing changes then.
+    pub fn record_stream(&self, addr: u64, stream: u64) -> Result<()> {
+        self.up.device().stream_raw(stream)?;
+        let pin = self.pin(addr, 1)?;
+        self.note_use(pin.shard, pin.base, stream);
+        Ok(())
+    }
+
+    /// Records that `stream` uses the block at `base` of shard `i` (pinned by the caller).
+    fn note_use(&self, i: usize, base: u64, stream: u64) {
+        let mut s = self.shards[i].state.lock();
+        let u = s.stream_blocks.entry(base).or_default();
+        if u.stream != stream && !u.uses.contains(&stream) {
+            u.uses.push(stream);
+        }
+    }
+
+    /// The stream an allocation belongs to (0 for the default stream). Errors:
+    /// [`Error::InvalidValue`] for an address not inside a live allocation.
+    pub fn block_stream(&self, addr: u64) -> Result<u64> {
+        let pin = self.pin(addr, 1)?;
+        let s = self.shards[pin.shard].state.lock();
+        Ok(s.stream_blocks.get(&pin.base).map_or(0, |u| u.stream))
+    }
+
+    /// Creates a stream (see [`Device::stream_create`]; CuMem's are non-blocking unless
+    /// `blocking`). Errors: [`Error::NotSupported`] on a device without streams,
+    /// [`Error::Device`].
+    pub fn stream_create(&self, blocking: bool) -> Result<u64> {
+        self.up.device().stream_create(blocking)
+    }
+
+    /// Waits for the work queued on `stream`, destroys it, and drops the cache of its
+    /// pools (they serve no other stream). Blocks of the stream still live stay valid
+    /// and return to the device when freed. Errors: [`Error::InvalidValue`] for an
+    /// unknown stream or the default stream (0), which cannot be destroyed.
+    pub fn stream_destroy(&self, stream: u64) -> Result<()> {
+        if stream == 0 {
+            return Err(Error::InvalidValue("the default stream cannot be destroyed".into()));
+        }
+        let dev = self.up.device();
+        dev.stream_synchronize(stream)?;
+        dev.stream_destroy(stream)?;
+        for (i, shard) in self.shards.iter().enumerate() {
+            let mut s = shard.state.lock();
+            if let Some(p) = s.stream_pools.iter_mut().find(|p| p.stream == stream) {
+                p.dead = true;
+                p.pool.reclaim(u64::MAX, self.up.shard(i));
+            }
+        }
+        Ok(())
     }
 
     /// Checks that `[addr, addr+bytes)` lies inside one live allocation. Errors:
@@ -1017,7 +1290,18 @@ impl Engine {
         let Some((seg_base, seg)) = self.up.segment_containing(addr) else {
             return bad("is not inside any allocation of CuMem".into());
         };
-        let base = self.shards[seg.shard].state.lock().pool.block_base(addr, seg_base);
+        let base = {
+            let s = self.shards[seg.shard].state.lock();
+            let mut base = s.pool.block_base(addr, seg_base);
+            // The segment may belong to one of the shard's stream pools.
+            for p in s.stream_pools.iter() {
+                if s.live.get(base).is_some() {
+                    break;
+                }
+                base = p.pool.block_base(addr, seg_base);
+            }
+            base
+        };
         match self.pin_in(seg.shard, base, addr, end) {
             Some(r) => r,
             None => bad(format!("is inside freed or cached memory (block {base:#x})")),
@@ -1055,7 +1339,7 @@ impl Engine {
         if s.pins[k].count == 0 {
             let freed = s.pins.swap_remove(k).freed_size;
             if freed != 0 {
-                s.pool.free(base, freed, self.up.shard(i));
+                self.return_block(&mut s, i, base, freed);
             }
         }
     }
@@ -1096,6 +1380,46 @@ impl Engine {
         unsafe { self.up.device().copy_dtod(dst, src, bytes) }
     }
 
+    /// Queues an upload of `bytes` from host memory `src` to device address `dst` on
+    /// `stream` (`cuMemcpyHtoDAsync`) and returns. The destination is checked as by
+    /// [`Engine::copy_htod`]; when its block belongs to another stream, the use is
+    /// recorded as by [`Engine::record_stream`], so a free of the block before the copy
+    /// has run does not hand the memory to anyone else. Errors as `copy_htod`, and
+    /// [`Error::InvalidValue`] for an unknown stream.
+    ///
+    /// # Safety
+    /// `src` must stay readable for `bytes` until the copy has run (synchronise
+    /// `stream` or wait for an event recorded after it); page-locked memory lets the
+    /// copy overlap other work, pageable memory is copied before the call returns.
+    pub unsafe fn copy_htod_async(&self, dst: u64, src: *const u8, bytes: u64, stream: u64) -> Result<()> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        self.up.device().stream_raw(stream)?;
+        let pin = self.pin(dst, bytes)?;
+        self.note_use(pin.shard, pin.base, stream);
+        // SAFETY: the range is inside a live allocation that stays out of other hands
+        // until the copy has run (the use on `stream` is recorded); the caller vouches
+        // for `src`.
+        unsafe { self.up.device().copy_htod_async(dst, src, bytes, stream) }
+    }
+
+    /// Queues a download of `bytes` from device address `src` to host memory `dst` on
+    /// `stream` (`cuMemcpyDtoHAsync`); checks and use as [`Engine::copy_htod_async`].
+    ///
+    /// # Safety
+    /// `dst` must stay writable for `bytes` until the copy has run.
+    pub unsafe fn copy_dtoh_async(&self, dst: *mut u8, src: u64, bytes: u64, stream: u64) -> Result<()> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        self.up.device().stream_raw(stream)?;
+        let pin = self.pin(src, bytes)?;
+        self.note_use(pin.shard, pin.base, stream);
+        // SAFETY: as in copy_htod_async.
+        unsafe { self.up.device().copy_dtoh_async(dst, src, bytes, stream) }
+    }
+
     /// Sets `bytes` bytes at `dst` to `value`. Errors as [`Engine::copy_htod`].
     pub fn memset(&self, dst: u64, value: u8, bytes: u64) -> Result<()> {
         if bytes == 0 {
@@ -1123,6 +1447,9 @@ impl Drop for Pinned<'_> {
 impl Drop for Engine {
     /// Returns all device memory, live allocations included.
     fn drop(&mut self) {
+        if let Err(e) = self.up.device().synchronize_all() {
+            log::warn!("dropping the engine: {e}");
+        }
         self.with_caches(|cs| cs.iter_mut().for_each(|c| self.adopt(c)));
         if let Some(r) = &self.tc {
             r.mark_dead();
@@ -1131,9 +1458,20 @@ impl Drop for Engine {
             let mut s = shard.state.lock();
             let live: Vec<(u64, u64)> = s.live.drain().map(|(p, l)| (p, l.size)).collect();
             for (p, size) in live {
-                s.pool.free(p, size, self.up.shard(i));
+                let stream = s.stream_blocks.remove(&p).map_or(0, |u| u.stream);
+                self.free_to_pool(&mut s, i, stream, p, size);
+            }
+            for p in std::mem::take(&mut s.pending) {
+                s.spare_events.extend(p.events);
+                self.free_to_pool(&mut s, i, p.stream, p.ptr, p.size);
+            }
+            for e in std::mem::take(&mut s.spare_events) {
+                let _ = self.up.device().event_destroy(e);
             }
             s.pool.reclaim(u64::MAX, self.up.shard(i));
+            for p in s.stream_pools.iter_mut() {
+                p.pool.reclaim(u64::MAX, self.up.shard(i));
+            }
         }
     }
 }

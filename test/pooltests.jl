@@ -45,6 +45,7 @@ end
     include("memtools_tests.jl")
     include("adapt_tests.jl")
     include("iterator_tests.jl")
+    include("stream_tests.jl")
     include("threads_tests.jl")
     include("hotpath_tests.jl")
     include("usability_tests.jl")
