@@ -1,7 +1,7 @@
 # CuMem demo (`make demo`): trains a small neural network on real data with every
 # operation on CuArrays, then shows what the memory manager did.
 #
-#   julia --project=. demo/demo.jl [--epochs N] [--batch B] [--lr η]
+#   julia --project=. demo/demo.jl [--epochs N] [--batch B] [--lr η] [--timeline FILE]...
 #
 # Data: the UCI optical-recognition handwritten digits (1797 8×8 images, 10 classes) as
 # shipped in scikit-learn (data/digits.csv.gz; source and licence in data/README.md),
@@ -10,6 +10,11 @@
 # pass (demo/mlp.jl). Batches come through CuIterator (uploaded, freed after each step);
 # matrix products go through `*` (cuBLAS), elementwise work through broadcasting,
 # reductions through `sum`/`maximum`.
+#
+# The last epoch runs under `profile_memory`, whose report is printed. With `--timeline
+# FILE` (repeatable) the allocation history of the whole training run is recorded and
+# drawn into each FILE (`save_memory_timeline`: .svg, .html, .json or .trace.json);
+# docs/julia.md shows one.
 #
 # Exits with status 1 if the held-out accuracy ends below 95 %.
 # The pool and device come from the environment, read when CuMem loads:
@@ -28,6 +33,7 @@ const EPOCHS = option("--epochs", 20)
 const BATCH = option("--batch", 32)
 const LR = option("--lr", 0.1f0)
 const TARGET = 0.95
+const TIMELINES = [ARGS[i+1] for i in findall(==("--timeline"), ARGS)]
 
 CuMem.allowscalar(false)      # nothing below may read a CuArray element by element
 
@@ -44,15 +50,29 @@ model = MLP(rng)
 xtest, ytest = CuArray(Xtest), CuArray(Ytest)
 @printf("epoch %2d                      held-out accuracy %5.1f %%\n", 0, 100 * accuracy(model, xtest, ytest))
 
-reset_memory_stats!()
-step_times = Float64[]
-acc = 0.0
-t_train = @elapsed for epoch in 1:EPOCHS
-    global acc
+# One pass over the training set; returns the losses of its steps.
+function train_epoch!(model, rng, step_times)
     losses = Float32[]
     for (x, y) in CuIterator(batches(rng, Xtrain, Ytrain, BATCH))
         t = @elapsed push!(losses, train_step!(model, x, y, LR))   # the loss download synchronizes
         push!(step_times, t)
+    end
+    return losses
+end
+
+reset_memory_stats!()
+isempty(TIMELINES) || record_memory_history(true; max_entries = 1_000_000)
+step_times = Float64[]
+acc = 0.0
+profile = nothing
+t_train = @elapsed for epoch in 1:EPOCHS
+    global acc, profile
+    if epoch == EPOCHS
+        # the last epoch (compiled, cache warm) under the memory profiler
+        profile = profile_memory(() -> train_epoch!(model, rng, step_times))
+        losses = profile.value
+    else
+        losses = train_epoch!(model, rng, step_times)
     end
     acc = accuracy(model, xtest, ytest)
     @printf("epoch %2d  loss %.4f  %6.3f ms/step  held-out accuracy %5.1f %%\n", epoch,
@@ -62,6 +82,18 @@ nsteps = length(step_times)
 @printf("trained %d steps in %.2f s: median %.3f ms per step (first epoch %.1f ms/step, compiling)\n",
         nsteps, t_train, 1e3 * median_of(step_times), 1e3 * mean_of(step_times[1:cld(nsteps, EPOCHS)]))
 println()
+
+println("memory profile of the last epoch (profile_memory):")
+show(stdout, MIME"text/plain"(), profile)
+println("\n")
+if !isempty(TIMELINES)
+    record_memory_history(false)
+    for f in TIMELINES
+        save_memory_timeline(f)
+        println("memory timeline of the training run (", length(memory_events()), " events): ", f)
+    end
+    println()
+end
 
 println("memory_status():")
 memory_status()

@@ -47,6 +47,15 @@
 // cache and retrying (and do not count the failure in `num_ooms`).
 #define CUMEM_ALLOC_NO_RECLAIM 1
 
+// Flag for `cumem_alloc_ex`: this call retries an allocation after the caller ran a
+// garbage collection; counted in `num_gc_retries`.
+#define CUMEM_ALLOC_GC_RETRY 2
+
+// Flag for `cumem_alloc_ex`: this call is the caller's last-resort retry (the rung that
+// lets the engine release its cache, or a wait for other threads' frees); counted in
+// `num_reclaim_retries`.
+#define CUMEM_ALLOC_RECLAIM_RETRY 4
+
 // Flag for `cumem_memory_status_ex`: leave out the outstanding allocations, for callers
 // that list them with stack traces of their own (the Julia package under `-g2`).
 #define CUMEM_STATUS_NO_ALLOCATIONS 1
@@ -64,6 +73,58 @@
 
 // `cumem_copy_peer`'s path: staged through a host buffer (64 MiB chunks).
 #define CUMEM_COPY_PATH_HOST 2
+
+// Flag for `cumem_stream_create`: a blocking stream (CUDA's default flags: its work is
+// ordered with the legacy default stream's). Without it the stream is non-blocking
+// (`CU_STREAM_NON_BLOCKING`, as PyTorch's streams), so its work overlaps the default
+// stream's.
+#define CUMEM_STREAM_BLOCKING 1
+
+// Flag for `cumem_event_create`: no timing (`CU_EVENT_DISABLE_TIMING`), cheaper to
+// record and wait on; `cumem_event_elapsed` refuses such an event.
+#define CUMEM_EVENT_DISABLE_TIMING 1
+
+// `cumem_event_t::kind`: an allocation.
+#define CUMEM_EVENT_ALLOC 0
+
+// `cumem_event_t::kind`: a free.
+#define CUMEM_EVENT_FREE 1
+
+// `cumem_event_t::kind`: memory obtained from the device.
+#define CUMEM_EVENT_DEVICE_ALLOC 2
+
+// `cumem_event_t::kind`: memory returned to the device.
+#define CUMEM_EVENT_DEVICE_FREE 3
+
+// `cumem_event_t::kind`: an allocation that failed with out of memory.
+#define CUMEM_EVENT_OOM 4
+
+// `cumem_block_t::state`: a live allocation.
+#define CUMEM_BLOCK_ACTIVE 0
+
+// `cumem_block_t::state`: free memory that can go back to the device.
+#define CUMEM_BLOCK_CACHED 1
+
+// `cumem_block_t::state`: free memory in a segment (granule) that also holds live memory.
+#define CUMEM_BLOCK_INACTIVE_SPLIT 2
+
+// Origin ids with this bit set were given by the caller (`cumem_set_next_origin`).
+#define CUMEM_ORIGIN_CALLER 9223372036854775808ull
+
+// `format` of `cumem_save_memory_timeline`: an SVG picture.
+#define CUMEM_TIMELINE_SVG 0
+
+// `format` of `cumem_save_memory_timeline`: an HTML page with the SVG and a script
+// that shows an allocation's size and origin under the pointer.
+#define CUMEM_TIMELINE_HTML 1
+
+// `format` of `cumem_save_memory_timeline`: the data as JSON (totals after each event,
+// every allocation with its lifetime and origin).
+#define CUMEM_TIMELINE_JSON 2
+
+// `format` of `cumem_save_memory_timeline`: Chrome trace-event JSON (Perfetto,
+// `chrome://tracing`): counters for the totals, an async slice per allocation.
+#define CUMEM_TIMELINE_CHROME 3
 
 // A snapshot of the engine's statistics. Byte counts are in bytes, times in ns.
 //
@@ -132,7 +193,107 @@ typedef struct {
   // way; the error is also logged). Added last, so the layout of the fields above is
   // that of earlier versions.
   uint64_t num_device_free_errors;
+  // Allocations a caller retried after a garbage collection (the Julia package's
+  // `GC.gc(false)` and `GC.gc(true)` rungs), reported by `cumem_alloc_ex`'s
+  // `CUMEM_ALLOC_GC_RETRY` flag.
+  uint64_t num_gc_retries;
+  // Allocations a caller made in the rung that releases the cache and in its waits for
+  // other threads' frees (`CUMEM_ALLOC_RECLAIM_RETRY`).
+  uint64_t num_reclaim_retries;
 } cumem_stats_t;
+
+// One allocation-history entry (C: `cumem_event_t`, 80 bytes).
+typedef struct {
+  // When the call started, ns since the engine started.
+  uint64_t time_ns;
+  // The call's duration, ns.
+  uint64_t duration_ns;
+  // Block (alloc/free) or segment (device alloc/free) address; 0 for an OOM.
+  uint64_t addr;
+  // Alloc/OOM: bytes asked for; free: the block's request; device events: 0.
+  uint64_t requested_bytes;
+  // Block size (alloc/free) or segment size (device events), bytes.
+  uint64_t size_bytes;
+  // Free: ns since the block's allocation (0 when it was allocated before recording
+  // started); else 0.
+  uint64_t lifetime_ns;
+  // 0: none; else an id for `cumem_origin_text` (tracking on), or the caller's id
+  // (bit 63 set, see `cumem_set_next_origin`).
+  uint64_t origin;
+  // 0: the default stream.
+  uint64_t stream;
+  // `CUMEM_EVENT_*` (`EventKind` as u32).
+  uint32_t kind;
+  // The engine's thread index (tracking::thread_index).
+  uint32_t thread;
+  // Device ordinal (0 until several GPUs land).
+  uint32_t device;
+  // 1: served from the cache; 0: not (or not an alloc).
+  uint32_t hit;
+} cumem_event_t;
+
+// One segment of a snapshot (C: `cumem_segment_t`, 48 bytes): a device allocation of
+// the pool, or for the expandable pool a run of mapped granules.
+typedef struct {
+  // First address.
+  uint64_t addr;
+  // Bytes (all reserved: the sum over segments is `reserved_bytes`).
+  uint64_t size;
+  // Stream the segment serves (0: the default stream).
+  uint64_t stream;
+  // Index of its first block in the snapshot's block array.
+  uint64_t first_block;
+  // Number of its blocks (they tile the segment, in address order).
+  uint64_t num_blocks;
+  // Device ordinal (0 until several GPUs land).
+  uint32_t device;
+  // The engine shard whose pool owns it.
+  uint32_t shard;
+} cumem_segment_t;
+
+// One block of a snapshot (C: `cumem_block_t`, 40 bytes).
+typedef struct {
+  // First address.
+  uint64_t addr;
+  // Bytes.
+  uint64_t size;
+  // Bytes asked for (active blocks; 0 otherwise).
+  uint64_t requested;
+  // Origin id for `cumem_origin_text` (active blocks at `CUMEM_DEBUG=2`; else 0).
+  uint64_t origin;
+  // `CUMEM_BLOCK_*` (`BlockState` as u32).
+  uint32_t state;
+  // Index of its segment in the snapshot's segment array.
+  uint32_t segment;
+} cumem_block_t;
+
+// An outstanding allocation of a leak report (C: `cumem_leak_t`, 48 bytes).
+typedef struct {
+  // Device address.
+  uint64_t addr;
+  // Bytes asked for.
+  uint64_t requested_bytes;
+  // Block size, bytes.
+  uint64_t size_bytes;
+  // Allocation number within its shard (1, 2, …; grows with time per shard).
+  uint64_t seq;
+  // Origin id for `cumem_origin_text` (at `CUMEM_DEBUG=2`; else 0).
+  uint64_t origin;
+  // Allocating thread's index (`CUMEM_DEBUG` ≥ 1), else `UINT32_MAX`.
+  uint32_t thread;
+  // The engine shard that holds it.
+  uint32_t shard;
+} cumem_leak_t;
+
+// What `compact` did (C: `cumem_compact_t`, 24 bytes).
+typedef struct {
+  // Bytes returned to the device.
+  uint64_t released_bytes;
+  // `fragmentation_ratio` before.
+  double fragmentation_before;
+  // `fragmentation_ratio` after.
+  double fragmentation_after;
+} cumem_compact_t;
 
 #ifdef __cplusplus
 extern "C" {
@@ -207,6 +368,32 @@ int32_t cumem_kernel_launch(uint64_t kernel,
                             uint32_t shared_bytes,
                             void **args);
 
+// As `cumem_kernel_launch`, queued on `stream` (a handle of `cumem_stream_create`; 0:
+// the legacy default stream). Also `CUMEM_ERROR_INVALID_VALUE` for an unknown stream.
+// Memory the kernel uses that belongs to another stream must be declared with
+// `cumem_record_stream` before it is freed.
+//
+// # Safety
+// As `cumem_kernel_launch`.
+int32_t cumem_kernel_launch_stream(uint64_t stream,
+                                   uint64_t kernel,
+                                   uint32_t gx,
+                                   uint32_t gy,
+                                   uint32_t gz,
+                                   uint32_t bx,
+                                   uint32_t by,
+                                   uint32_t bz,
+                                   uint32_t shared_bytes,
+                                   void **args);
+
+// Queues on `stream` an operation that takes `ns` nanoseconds and touches no memory:
+// the deliberately slow kernel of the ordering tests and benchmarks. On a GPU a
+// one-thread kernel spinning on `%globaltimer` (compiled with NVRTC on first use); on
+// the host device a sleep on the stream's worker thread (on the default stream, of
+// the calling thread). Returns `CUMEM_ERROR_INVALID_VALUE` for an unknown stream,
+// `CUMEM_ERROR_NOT_SUPPORTED` on a GPU without libnvrtc.
+int32_t cumem_stream_sleep(uint64_t stream, uint64_t ns);
+
 // Writes into `*threads` the block size that maximises `kernel`'s occupancy with no
 // dynamic shared memory (`cuOccupancyMaxPotentialBlockSize`). Returns
 // `CUMEM_ERROR_INVALID_VALUE` for an unknown handle or a null `threads`,
@@ -240,8 +427,8 @@ int32_t cumem_device_info(int32_t *cc_major,
                           int32_t *sm_count,
                           int32_t *max_threads);
 
-// Waits until all queued device work (kernels, cuBLAS, copies) is done
-// (`cuCtxSynchronize`); a no-op on the host device. Returns `CUMEM_ERROR_DEVICE` when
+// Waits until all queued device work (kernels, cuBLAS, copies), on every stream, is
+// done (`cuCtxSynchronize`); on the host device, until every stream's queue is done. Returns `CUMEM_ERROR_DEVICE` when
 // the device reports a failure, e.g. a kernel's illegal address.
 int32_t cumem_synchronize(void);
 
@@ -274,6 +461,27 @@ int32_t cumem_gemm(int32_t dtype,
                    const void *beta,
                    uint64_t C,
                    int64_t ldc);
+
+// As `cumem_gemm`, queued on `stream` (a handle of `cumem_stream_create`; 0: the legacy
+// default stream). Also `CUMEM_ERROR_INVALID_VALUE` for an unknown stream.
+//
+// # Safety
+// As `cumem_gemm`.
+int32_t cumem_gemm_stream(uint64_t stream,
+                          int32_t dtype,
+                          int32_t transa,
+                          int32_t transb,
+                          int64_t m,
+                          int64_t n,
+                          int64_t k,
+                          const void *alpha,
+                          uint64_t A,
+                          int64_t lda,
+                          uint64_t B,
+                          int64_t ldb,
+                          const void *beta,
+                          uint64_t C,
+                          int64_t ldc);
 
 // Initialises the engine from the environment (the configuration table of docs/contract.md). Idempotent: later
 // calls return the first successful result; after a failure, the next call tries again.
@@ -323,7 +531,9 @@ int32_t cumem_alloc(uint64_t bytes, uint64_t *ptr);
 
 // As `cumem_alloc`, with `flags`: 0, or `CUMEM_ALLOC_NO_RECLAIM` for callers that run
 // their own recovery first (the Julia package: GC, full GC, then `cumem_reclaim` and a
-// plain `cumem_alloc`). Unknown flag bits are `CUMEM_ERROR_INVALID_VALUE`.
+// plain `cumem_alloc`), or-ed with `CUMEM_ALLOC_GC_RETRY` or `CUMEM_ALLOC_RECLAIM_RETRY`
+// to count the call as a retry of that ladder (`num_gc_retries`,
+// `num_reclaim_retries`). Unknown flag bits are `CUMEM_ERROR_INVALID_VALUE`.
 //
 // # Safety
 // `ptr` must be null or point to writable memory for one `uint64_t`.
@@ -468,6 +678,149 @@ int32_t cumem_device_is_open(int32_t device);
 // be opened; see `cumem_last_error`). Opens both devices' engines. A device and itself: 1.
 int32_t cumem_can_access_peer(int32_t dst, int32_t src);
 
+// Creates a stream into `*stream` (`cuStreamCreate`); `flags`: 0 or
+// `CUMEM_STREAM_BLOCKING`. Returns `CUMEM_ERROR_INVALID_VALUE` for a null `stream` or
+// unknown flags, `CUMEM_ERROR_DEVICE` when the driver fails.
+//
+// # Safety
+// `stream` must be null or writable for one `uint64_t`.
+int32_t cumem_stream_create(uint32_t flags, uint64_t *stream);
+
+// Waits for the work queued on `stream`, then destroys it; its pool's cache is
+// released. Live allocations made on it stay valid. Returns `CUMEM_ERROR_INVALID_VALUE`
+// for an unknown stream or 0 (the default stream cannot be destroyed).
+int32_t cumem_stream_destroy(uint64_t stream);
+
+// Waits until the work queued on `stream` is done (`cuStreamSynchronize`). Returns
+// `CUMEM_ERROR_INVALID_VALUE` for an unknown stream, `CUMEM_ERROR_DEVICE` when the
+// device reports a failure (e.g. a kernel's fault).
+int32_t cumem_stream_synchronize(uint64_t stream);
+
+// Writes 1 into `*done` when the work queued on `stream` is done, else 0
+// (`cuStreamQuery`). Returns `CUMEM_ERROR_INVALID_VALUE` for an unknown stream or a null
+// `done`.
+//
+// # Safety
+// `done` must be null or writable for one `int32_t`.
+int32_t cumem_stream_query(uint64_t stream, int32_t *done);
+
+// Makes work queued on `stream` after this call wait until `event` (as last recorded)
+// has completed (`cuStreamWaitEvent`); the calling thread does not wait. An event never
+// recorded is complete. Returns `CUMEM_ERROR_INVALID_VALUE` for an unknown handle.
+int32_t cumem_stream_wait_event(uint64_t stream, uint64_t event);
+
+// Creates an event into `*event` (`cuEventCreate`); `flags`: 0 (timing) or
+// `CUMEM_EVENT_DISABLE_TIMING`. Returns `CUMEM_ERROR_INVALID_VALUE` for a null `event`
+// or unknown flags.
+//
+// # Safety
+// `event` must be null or writable for one `uint64_t`.
+int32_t cumem_event_create(uint32_t flags, uint64_t *event);
+
+// Destroys `event` (`cuEventDestroy`). Returns `CUMEM_ERROR_INVALID_VALUE` for an
+// unknown event.
+int32_t cumem_event_destroy(uint64_t event);
+
+// Records `event` on `stream` (`cuEventRecord`): it completes when the work queued on
+// `stream` before it is done. Returns `CUMEM_ERROR_INVALID_VALUE` for an unknown handle.
+int32_t cumem_event_record(uint64_t event, uint64_t stream);
+
+// Writes 1 into `*done` when `event` has completed (or was never recorded), else 0
+// (`cuEventQuery`). Returns `CUMEM_ERROR_INVALID_VALUE` for an unknown event or a null
+// `done`.
+//
+// # Safety
+// `done` must be null or writable for one `int32_t`.
+int32_t cumem_event_query(uint64_t event, int32_t *done);
+
+// Waits until `event` has completed (`cuEventSynchronize`). Returns
+// `CUMEM_ERROR_INVALID_VALUE` for an unknown event.
+int32_t cumem_event_synchronize(uint64_t event);
+
+// Writes the time from `start` to `end`, both recorded and completed timing events, in
+// milliseconds into `*ms` (`cuEventElapsedTime`; resolution about 0.5 us on a GPU).
+// Returns `CUMEM_ERROR_INVALID_VALUE` for an unknown event, one without timing, never
+// recorded or not completed, or a null `ms`.
+//
+// # Safety
+// `ms` must be null or writable for one `float`.
+int32_t cumem_event_elapsed(uint64_t start, uint64_t end, float *ms);
+
+// As `cumem_alloc_ex`, on `stream` (0: the default stream, the same as
+// `cumem_alloc_ex`): the block comes from the stream's own pool and, once freed, is
+// reused at once by that stream only (its work is ordered), by other streams never
+// (PyTorch's per-stream pools). Work on other streams that uses it must be declared with
+// `cumem_record_stream`. Returns the errors of `cumem_alloc_ex`, and
+// `CUMEM_ERROR_INVALID_VALUE` for an unknown stream.
+//
+// # Safety
+// `ptr` must be null or point to writable memory for one `uint64_t`.
+int32_t cumem_alloc_async(uint64_t bytes, uint64_t stream, uint64_t *ptr, uint32_t flags);
+
+// Declares that work queued on `stream` uses the live allocation containing `ptr`
+// (PyTorch's `record_stream`): once freed, the block is reused only after an event
+// recorded on `stream` at the free has completed (polled on later allocations; waited
+// for on out of memory and by `cumem_reclaim`). Returns `CUMEM_ERROR_INVALID_VALUE` for
+// an address outside every live allocation or an unknown stream (nothing changes).
+int32_t cumem_record_stream(uint64_t ptr, uint64_t stream);
+
+// Writes the stream the live allocation containing `ptr` was made on (0: the default
+// stream) into `*stream`. Returns `CUMEM_ERROR_INVALID_VALUE` for an address outside
+// every live allocation or a null `stream`.
+//
+// # Safety
+// `stream` must be null or writable for one `uint64_t`.
+int32_t cumem_block_stream(uint64_t ptr, uint64_t *stream);
+
+// Queues a copy of `bytes` from host memory `src` to device address `dst` on `stream`
+// (`cuMemcpyHtoDAsync`) and returns. Checks as `cumem_copy_htod`; a block of another
+// stream records the use as `cumem_record_stream` does. From page-locked memory the
+// copy overlaps other work; from pageable memory CUDA copies before returning (the host
+// device always queues). Returns the errors of `cumem_copy_htod`, and
+// `CUMEM_ERROR_INVALID_VALUE` for an unknown stream.
+//
+// # Safety
+// `src` must stay readable for `bytes` bytes until the copy has run (synchronise the
+// stream or an event recorded after the copy).
+int32_t cumem_copy_htod_async(uint64_t dst, const void *src, uint64_t bytes, uint64_t stream);
+
+// Queues a copy of `bytes` from device address `src` to host memory `dst` on `stream`
+// (`cuMemcpyDtoHAsync`), with the checks of `cumem_copy_htod_async`.
+//
+// # Safety
+// `dst` must stay writable for `bytes` bytes until the copy has run.
+int32_t cumem_copy_dtoh_async(void *dst, uint64_t src, uint64_t bytes, uint64_t stream);
+
+// Writes a memory timeline of `n` history events (`cumem_event_t`, in time order, as
+// `cumem_memory_events` returns them, or any slice of them such as a profile's window)
+// to the file at `path` (UTF-8, NUL-terminated), in `format`:
+// `CUMEM_TIMELINE_SVG` (live bytes stacked by allocation with the allocated and
+// reserved totals as lines, after PyTorch memory_viz's "active memory timeline"),
+// `CUMEM_TIMELINE_HTML` (that picture in a page that shows an allocation's size,
+// lifetime and origin under the pointer), `CUMEM_TIMELINE_JSON` (the totals after each
+// event and every allocation with its lifetime) or `CUMEM_TIMELINE_CHROME` (Chrome
+// trace-event JSON for Perfetto or `chrome://tracing`: counters for the totals, an async
+// slice per allocation). `labels` is null or holds `n` pointers, each null or a UTF-8
+// string naming the origin of that event's allocation (e.g. a Julia stack trace); the
+// pictures use the label of a block's allocation event.
+//
+// The picture draws the 10 000 largest blocks as bands of their own and sums the rest;
+// with more events than pixel columns each column shows the moment of its highest
+// allocated total (src/timeline.rs says why). The title names this engine's pool and
+// device. Returns `CUMEM_SUCCESS`, or `CUMEM_ERROR_INVALID_VALUE` (nothing written):
+// `events` null with `n` > 0, `path` null or not
+// UTF-8, an unknown format, an event of unknown kind, a label that is not UTF-8, a file
+// that cannot be written.
+//
+// # Safety
+// `events` must be readable for `n` events; `labels`, when not null, for `n` pointers,
+// each null or a NUL-terminated string; `path` a NUL-terminated string.
+int32_t cumem_save_memory_timeline(const cumem_event_t *events,
+                                   uint64_t n,
+                                   const char *const *labels,
+                                   const char *path,
+                                   uint32_t format);
+
 // Allocates `bytes` bytes of page-locked host memory into `*ptr` (at least 512-byte
 // aligned; 0 bytes gives NULL), from the pinned host pool: cached blocks are reused
 // (binned size classes, as PyTorch's `CachingHostAllocator`), and new ones come from
@@ -533,6 +886,132 @@ uint64_t cumem_host_reclaim(uint64_t bytes);
 // # Safety
 // `count` and `bytes` must be null or writable for one `uint64_t` each.
 int32_t cumem_host_registered(uint64_t *count, uint64_t *bytes);
+
+// Starts (`enabled` ≠ 0) or stops recording the allocation history (PyTorch's
+// `torch.cuda.memory._record_memory_history`; off at start). While on, every
+// allocation, free, device allocation/free and out of memory (counted in `num_ooms`) is
+// recorded as a `cumem_event_t` in a ring buffer of `max_entries` events per engine
+// shard (the latest kept); `cumem_memory_events` reads them. Starting drops earlier
+// events; stopping keeps them (`max_entries` is then ignored). Each recorded event costs
+// the call a few tens of ns (docs/performance.md); off, the calls pay one predictable
+// branch. Returns `CUMEM_ERROR_INVALID_VALUE` when enabling with `max_entries` 0 or
+// above 2^24.
+int32_t cumem_record_memory_history(int32_t enabled, uint64_t max_entries);
+
+// Copies up to `capacity` recorded events into `out` in time order (the latest
+// `max_entries` over all shards; times in ns since the engine started) and returns how
+// many there are in all (call with `capacity` 0 to size `out`; the count may grow
+// between calls while recording is on). 0 on error.
+//
+// # Safety
+// `out` must be null or writable for `capacity` `cumem_event_t`.
+uint64_t cumem_memory_events(cumem_event_t *out, uint64_t capacity);
+
+// Writes the native stack of origin `origin` (from an event, snapshot block or leak;
+// recorded at `CUMEM_DEBUG=2`), innermost frame first, one `name at file:line` per line,
+// into `buf` with `snprintf` semantics; returns the text's full length (0 for 0, an
+// unknown id or a caller's id, bit 63 set).
+//
+// # Safety
+// `buf` must be null or writable for `len` bytes.
+size_t cumem_origin_text(uint64_t origin, char *buf, size_t len);
+
+// Sets the origin id that the calling thread's next allocation carries in the history
+// (its alloc event and, later, its free event), as `id | CUMEM_ORIGIN_CALLER`; 0 clears
+// it. Used by callers that track allocation sites themselves (the Julia package under
+// `-g2` passes the id of its Julia stack). Only read while recording. Does not
+// initialise the engine; never fails.
+void cumem_set_next_origin(uint64_t id);
+
+// A snapshot of every segment the engine holds and every block in them (PyTorch's
+// `torch.cuda.memory_snapshot()`). Writes the counts to `*num_segments` and
+// `*num_blocks`; copies the segments (by address) and the blocks (each segment's
+// together, in address order: `first_block`, `num_blocks`) only when both fit
+// (`segment_capacity` ≥ segments and `block_capacity` ≥ blocks), else copies nothing:
+// call again with larger arrays. Block sums equal `cumem_get_stats` at quiescence:
+// segment sizes `reserved_bytes`, active blocks `allocated_bytes` (their `requested`
+// `requested_bytes`), inactive splits `inactive_split_bytes`, cached plus inactive
+// splits `cached_bytes`. Returns `CUMEM_ERROR_INVALID_VALUE` if a count pointer is null.
+//
+// # Safety
+// `segments` and `blocks` must be null or writable for their capacities; the count
+// pointers writable for one `uint64_t` each.
+int32_t cumem_memory_snapshot(cumem_segment_t *segments,
+                              uint64_t segment_capacity,
+                              cumem_block_t *blocks,
+                              uint64_t block_capacity,
+                              uint64_t *num_segments,
+                              uint64_t *num_blocks);
+
+// A leak mark for `cumem_leaks_since`: the allocations made after this call that are
+// still live. 0 is the engine's start (also returned on error).
+uint64_t cumem_leak_mark(void);
+
+// The live allocations made after leak mark `mark` (all threads), by address: copies
+// up to `capacity` into `out` and writes how many there are to `*count`. Returns
+// `CUMEM_ERROR_INVALID_VALUE` for an unknown mark or a null `count`.
+//
+// # Safety
+// `out` must be null or writable for `capacity` `cumem_leak_t`; `count` writable for one
+// `uint64_t`.
+int32_t cumem_leaks_since(uint64_t mark, cumem_leak_t *out, uint64_t capacity, uint64_t *count);
+
+// As `cumem_leaks_since`, for the allocations made since the last
+// `cumem_memory_checkpoint` (or the start).
+//
+// # Safety
+// As `cumem_leaks_since`.
+int32_t cumem_check_memory_leaks(cumem_leak_t *out, uint64_t capacity, uint64_t *count);
+
+// Sets a checkpoint (`cumem_check_memory_leaks` then lists allocations made after it)
+// and writes the change of allocated and reserved bytes since the previous checkpoint
+// (or the start). Null pointers are skipped.
+//
+// # Safety
+// `allocated_delta` and `reserved_delta` must be null or writable for one `int64_t`.
+int32_t cumem_memory_checkpoint(int64_t *allocated_delta, int64_t *reserved_delta);
+
+// Changes the cap on reserved bytes at run time (`JULIA_CUDA_MEMORY_LIMIT` at start);
+// 0 removes it. Lowering it below what is reserved first returns cached memory to the
+// device; memory in partly used segments stays until freed (no more is obtained
+// meanwhile). Returns `CUMEM_ERROR_INVALID_VALUE`, changing nothing, when live memory
+// (`allocated_bytes`) exceeds the new cap.
+int32_t cumem_set_memory_limit(uint64_t bytes);
+
+// As `cumem_set_memory_limit`, with the limit written as `JULIA_CUDA_MEMORY_LIMIT` takes
+// it (`"4GiB"`, `"512MiB"`, `"80%"` of the device's memory, a plain number of bytes) or
+// `"none"`. Returns `CUMEM_ERROR_CONFIG` for text it cannot parse (nothing changes),
+// `CUMEM_ERROR_INVALID_VALUE` for a null pointer and as `cumem_set_memory_limit`.
+//
+// # Safety
+// `amount` must be null or a NUL-terminated string.
+int32_t cumem_set_memory_limit_str(const char *amount);
+
+// Caps reserved bytes at `fraction` (in (0, 1]) of the device's total memory (PyTorch's
+// `set_per_process_memory_fraction`), as `cumem_set_memory_limit`. Returns
+// `CUMEM_ERROR_INVALID_VALUE` for a fraction outside (0, 1] (nothing changes).
+int32_t cumem_set_memory_fraction(double fraction);
+
+// Caps cached bytes (`UINT64_MAX`: no cap, the default): a free that leaves more cached
+// returns whole free segments to the device until the cap holds (cache in partly used
+// segments cannot go). Applies at once.
+int32_t cumem_set_cache_limit(uint64_t bytes);
+
+// The cap on cached bytes; `UINT64_MAX` when there is none (or on error).
+uint64_t cumem_get_cache_limit(void);
+
+// Reserved bytes ÷ the memory limit, or ÷ the device's total memory without one; -1 on
+// error.
+double cumem_memory_pressure(void);
+
+// Merges the pools' deferred frees, returns every whole free segment (idle granules of
+// the expandable pool) to the device and writes the bytes released and
+// `fragmentation_ratio` before and after to `*out`. Returns `CUMEM_ERROR_INVALID_VALUE`
+// when `out` is null (nothing is done).
+//
+// # Safety
+// `out` must be null or writable for one `cumem_compact_t`.
+int32_t cumem_compact(cumem_compact_t *out);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -16,16 +16,23 @@ using Random
 export CuArray, CuVector, CuMatrix, CuVecOrMat, CuPtr, cu, unsafe_free!,
        allowscalar, @allowscalar,
        memory_status, memory_stats, memory_summary, reset_memory_stats!, reclaim,
+       record_memory_history, memory_events, MemoryEvent, memory_snapshot, MemorySegment,
+       MemoryBlock, check_memory_leaks, MemoryLeak, MemoryLeakError, memory_checkpoint,
+       set_memory_limit!, set_memory_fraction!, set_cache_limit!, memory_pressure, compact!,
+       MemoryProfile, profile_memory, @profile_memory, peak_memory, save_memory_timeline,
        CuIterator, OutOfGPUMemoryError, CuMemError,
-       synchronize,
+       synchronize, CuStream, CuEvent, stream, stream!, record, elapsed, record_stream,
        CuDevice, devices, ndevices, device, device!
 
 include("library.jl")     # the engine library, its C ABI and initialisation
 include("errors.jl")      # CuMemError, OutOfGPUMemoryError
 include("allocator.jl")   # buffers, the allocation ladder, finalizer-safe frees, -g2 traces
 include("memory.jl")      # memory_status, memory_stats, memory_summary, reclaim
+include("memtools.jl")    # history, snapshot, leak checks, run-time limits, compact!
+include("profile.jl")     # @profile_memory, MemoryProfile, save_memory_timeline
 include("array.jl")       # CuArray
 include("devices.jl")     # several devices: device!, devices, peer copies, operand checks
+include("stream.jl")      # CuStream, CuEvent, the current stream, record_stream, async copies
 include("compute.jl")     # NVRTC kernels, launch, cuBLAS gemm!, synchronize, host_view
 include("scalar.jl")      # scalar indexing policy (allowscalar)
 include("adapt.jl")       # adapt (a stand-in for Adapt.jl) and cu

@@ -155,16 +155,19 @@ const LADDERS = Threads.Atomic{Int}(0)
 # The first three attempts ask the engine not to release its cache on failure, so that
 # memory the GC returns lands in a warm pool. The last rung (release the cache, retry) is
 # the engine's alone: it counts it in `num_alloc_retries` and `num_ooms`.
-@noinline function alloc_retry(bytes::Int, code::Int32)
+#
+# Every attempt is on the task's current stream (stream.jl), whose pool the memory comes
+# from: `s` is its handle, 0 for the default stream.
+@noinline function alloc_retry(bytes::Int, code::Int32, s::UInt64 = UInt64(0))
     Threads.atomic_add!(LADDERS, 1)
     try
-        return alloc_ladder(bytes, code)
+        return alloc_ladder(bytes, code, s)
     finally
         Threads.atomic_sub!(LADDERS, 1)
     end
 end
 
-function alloc_ladder(bytes::Int, code::Int32)
+function alloc_ladder(bytes::Int, code::Int32, s::UInt64 = UInt64(0))
     out = Ref{UInt64}(0)
     for step in 1:3
         code == CUMEM_ERROR_OUT_OF_MEMORY || throw_code(code)
@@ -173,7 +176,8 @@ function alloc_ladder(bytes::Int, code::Int32)
         elseif step == 2
             GC.gc(true)           # everything unreachable
         end                       # step 3: the engine releases its cache and retries
-        code = step < 3 ? c_alloc_noreclaim(bytes % UInt64, out) : c_alloc(bytes % UInt64, out)
+        code = alloc_on(bytes % UInt64, out, s, step < 3 ? CUMEM_ALLOC_NO_RECLAIM | CUMEM_ALLOC_GC_RETRY :
+                                                   CUMEM_ALLOC_RECLAIM_RETRY)
         code == CUMEM_SUCCESS && return out[]
     end
     # With several threads, our GC.gc may not have collected anything: when another thread
@@ -200,7 +204,7 @@ function alloc_ladder(bytes::Int, code::Int32)
                 GC.safepoint()
                 Libc.systemsleep(FREE_WAIT_PAUSE)
             end
-            code = c_alloc(bytes % UInt64, out)
+            code = alloc_on(bytes % UInt64, out, s, round == 1 ? CUMEM_ALLOC_GC_RETRY : CUMEM_ALLOC_RECLAIM_RETRY)
             code == CUMEM_SUCCESS && return out[]
         end
     end
@@ -214,16 +218,29 @@ end
 @inline function alloc_array_memory(bytes::Int)
     bytes == 0 && return UInt64(0)
     charge!(bytes)
+    TRACK[] && RECORDING[] && pass_origin()
     out = Ref{UInt64}(0)
-    code = c_alloc_noreclaim(bytes % UInt64, out)
+    s = live_handle(stream())
+    code = alloc_on(bytes % UInt64, out, s, CUMEM_ALLOC_NO_RECLAIM)
     code == CUMEM_SUCCESS && return out[]
-    return alloc_failed(bytes, code)
+    return alloc_failed(bytes, code, s)
 end
 
+# -g2 while the history records (memtools.jl): the engine's alloc event carries the id of
+# this Julia stack (`cumem_set_next_origin`; the -g2 table records the stack separately).
+@noinline pass_origin() =
+    ccall((:cumem_set_next_origin, libcumem), Cvoid, (UInt64,), origin_id(backtrace()))
+
+# One attempt on stream handle `s` (0: the default stream) with `cumem_alloc_ex` flags
+# (`CUMEM_ALLOC_NO_RECLAIM`: keep the cache on out of memory; the ladder's retry flags).
+@inline alloc_on(bytes::UInt64, out, s::UInt64, flags::UInt32) =
+    s == 0 ? (flags == CUMEM_ALLOC_NO_RECLAIM ? c_alloc_noreclaim(bytes, out) : c_alloc_ex(bytes, out, flags)) :
+    c_alloc_async(bytes, s, out, flags)
+
 # The ladder; on failure the charge is withdrawn before the error propagates.
-@noinline function alloc_failed(bytes::Int, code::Int32)
+@noinline function alloc_failed(bytes::Int, code::Int32, s::UInt64 = UInt64(0))
     try
-        return alloc_retry(bytes, code)
+        return alloc_retry(bytes, code, s)
     catch
         uncharge!(bytes)
         rethrow()
@@ -340,8 +357,7 @@ function prune_tracked!()
     return nothing
 end
 
-@noinline function track!(buf::Buffer)
-    bt = backtrace()
+@noinline function track!(buf::Buffer, bt = backtrace())
     with_track_lock() do
         TRACK_SEQ[] += 1
         buf.trace = AllocTrace(TRACK_SEQ[], bt)

@@ -367,8 +367,21 @@ end
 const HostDense = Union{Array,AbstractRange,SubArray{<:Any,<:Any,<:Array},
                         Base.ReshapedArray{<:Any,<:Any,<:Array}}
 Base.copyto!(dest::CuArray, src::CuArray) = copy_all!(dest, src)
-Base.copyto!(dest::CuArray, src::HostDense) = copy_all!(dest, src)
-Base.copyto!(dest::HostDense, src::CuArray) = copy_all!(dest, src)
+
+"""
+    copyto!(dest::CuArray, src::Array; async = false)
+    copyto!(dest::Array, src::CuArray; async = false)
+
+Copies all of `src` into the start of `dest`. With `async = true` and page-locked host
+memory (`CuMem.pinned`) of the same element type, the copy is queued on the current
+[`stream()`](@ref) and the call returns at once (`cuMemcpyHtoDAsync`/`DtoHAsync`): the
+host array must stay untouched and alive until the stream has done it (`synchronize`,
+or an event recorded after it). With pageable host memory, or other types, `async =
+true` behaves as PyTorch's `non_blocking = True` does: the stream is synchronised, then
+the copy is done before returning.
+"""
+Base.copyto!(dest::CuArray, src::HostDense; async::Bool = false) = copy_maybe_async!(dest, src, async)
+Base.copyto!(dest::HostDense, src::CuArray; async::Bool = false) = copy_maybe_async!(dest, src, async)
 
 ## to host
 

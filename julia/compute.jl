@@ -1,5 +1,5 @@
 # GPU compute through the engine: CUDA C compiled with NVRTC, kernels loaded, cached and
-# launched on the legacy default stream, GEMM through cuBLAS, and, on the host device
+# launched on the task's current stream (stream.jl; the legacy default stream unless set), GEMM through cuBLAS, and, on the host device
 # (no GPU), a view of device memory as an `Array` so the same API computes with Base.
 # The C functions are those of include/cumem.h (src/compute/capi.rs).
 
@@ -19,6 +19,10 @@ c_kernel_load(source, name, out) =
     ccall((:cumem_kernel_launch, libcumem), Int32,
           (UInt64, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, Ptr{Ptr{Cvoid}}),
           k, gx, gy, gz, bx, by, bz, shmem, args)
+@inline c_kernel_launch_stream(s, k, gx, gy, gz, bx, by, bz, shmem, args) =
+    ccall((:cumem_kernel_launch_stream, libcumem), Int32,
+          (UInt64, UInt64, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, Ptr{Ptr{Cvoid}}),
+          s, k, gx, gy, gz, bx, by, bz, shmem, args)
 c_kernel_block_size(k, out) =
     ccall((:cumem_kernel_block_size, libcumem), Int32, (UInt64, Ptr{Int32}), k, out)
 c_kernel_params(k, count, sizes, cap) =
@@ -26,6 +30,10 @@ c_kernel_params(k, count, sizes, cap) =
 c_device_info(a, b, c, d) =
     ccall((:cumem_device_info, libcumem), Int32, (Ptr{Int32}, Ptr{Int32}, Ptr{Int32}, Ptr{Int32}), a, b, c, d)
 c_synchronize() = ccall((:cumem_synchronize, libcumem), Int32, ())
+c_gemm_stream(s, dtype, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc) =
+    ccall((:cumem_gemm_stream, libcumem), Int32,
+          (UInt64, Int32, Int32, Int32, Int64, Int64, Int64, Ptr{Cvoid}, UInt64, Int64, UInt64, Int64, Ptr{Cvoid}, UInt64, Int64),
+          s, dtype, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc)
 c_gemm(dtype, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc) =
     ccall((:cumem_gemm, libcumem), Int32,
           (Int32, Int32, Int32, Int64, Int64, Int64, Ptr{Cvoid}, UInt64, Int64, UInt64, Int64, Ptr{Cvoid}, UInt64, Int64),
@@ -59,6 +67,10 @@ An `Array` over `a`'s memory (no copy) on the host device, for computing with Ba
 The caller keeps `a` alive while the view is in use (`GC.@preserve a ...`): the view does
 not own the memory. An empty `a` gives a new empty `Array`.
 
+Compute on the host device runs on the calling thread; with a current stream other than
+the default one, `host_view` first waits for the work queued on it, so host compute is
+ordered after that stream's copies as a kernel on it would be.
+
 Throws `CuMemError` (`CUMEM_ERROR_NOT_SUPPORTED`) on a GPU, whose memory the CPU cannot
 read, and `AssertionError("Use of freed memory")` for a freed `a`.
 """
@@ -66,6 +78,8 @@ function host_view(a::CuArray{T,N}) where {T,N}
     p = devaddr(a)
     on_host() || throw(CuMemError(CUMEM_ERROR_NOT_SUPPORTED,
                                   "host_view needs the host device; the engine runs on $(device_name())"))
+    s = stream()
+    s.handle == 0 || synchronize(s)
     length(a) == 0 && return Array{T,N}(undef, size(a))
     return unsafe_wrap(Array, Ptr{T}(p), size(a); own = false)
 end
@@ -94,8 +108,9 @@ end
 """
     synchronize()
 
-Waits until all work queued on the current task's device (kernels, cuBLAS calls) is done
-(`cuCtxSynchronize`, as `CUDA.synchronize()`); a no-op on the host device. Downloads
+Waits until all work queued on the current task's device (kernels, cuBLAS calls, copies),
+on every stream, is done (`cuCtxSynchronize`, as `CUDA.synchronize()`; on the host device,
+every stream's queue). `synchronize(s::CuStream)` waits for one stream. Downloads
 (`Array(x)`, `copyto!` into an `Array`) synchronize by themselves. A fault of an earlier
 kernel (e.g. an out-of-bounds address) is reported here as a `CuMemError`.
 """
@@ -307,8 +322,11 @@ number of arguments and each one's size in bytes are checked against the kernel'
 parameters (where the driver reports them: CUDA 12.4 and later); the types themselves
 cannot be checked (a `Float32` passes for an `int`).
 
-Work on the device runs in order on one stream, so a later copy or kernel sees this
-one's results; [`synchronize`](@ref) waits for it. Throws `ArgumentError` for an
+The kernel is queued on the current [`stream()`](@ref) (the legacy default stream unless
+set with [`stream!`](@ref)): work on one stream runs in order, so a later copy or kernel
+on it sees this one's results; [`synchronize`](@ref) waits for it. Arrays of another
+stream that the kernel uses must be declared with [`record_stream`](@ref) before they
+are freed. Throws `ArgumentError` for an
 argument that cannot be passed (e.g. an `Array`) or bad sizes, `CuMemError` for a
 geometry the GPU refuses (`CUMEM_ERROR_INVALID_VALUE`) or a failed launch.
 """
@@ -326,9 +344,10 @@ function launch(k::Kernel, args::Vararg{Any,N}; blocks, threads, shmem::Integer 
     code = GC.@preserve args vref begin
         base = Ptr{UInt8}(Base.unsafe_convert(Ptr{Cvoid}, vref))
         ptrs = Ref(ntuple(i -> Ptr{Cvoid}(base + fieldoffset(V, i)), Val(N)))
-        GC.@preserve ptrs c_kernel_launch(k.handle, g..., b..., UInt32(shmem),
-                                          N == 0 ? Ptr{Ptr{Cvoid}}(C_NULL) :
-                                          Ptr{Ptr{Cvoid}}(Base.unsafe_convert(Ptr{Cvoid}, ptrs)))
+        argp = N == 0 ? Ptr{Ptr{Cvoid}}(C_NULL) : Ptr{Ptr{Cvoid}}(Base.unsafe_convert(Ptr{Cvoid}, ptrs))
+        s = live_handle(stream())
+        GC.@preserve ptrs (s == 0 ? c_kernel_launch(k.handle, g..., b..., UInt32(shmem), argp) :
+                           c_kernel_launch_stream(s, k.handle, g..., b..., UInt32(shmem), argp))
     end
     check(code)
     return nothing
@@ -369,7 +388,7 @@ end
 `C = alpha * op(A) * op(B) + beta * C` with `op` given by `tA`, `tB` (`'N'` as is, `'T'`
 transposed, `'C'` conjugate transposed), for `T` in `Float32`, `Float64`, `ComplexF32`,
 `ComplexF64`, as `LinearAlgebra.BLAS.gemm!`. On a GPU through cuBLAS (default math
-mode: no TF32), queued on the device's one stream; on the host device through Base's
+mode: no TF32), queued on the current [`stream()`](@ref); on the host device through Base's
 BLAS on [`host_view`](@ref)s. `C` must not share memory with `A` or `B`.
 
 Throws `DimensionMismatch` for inconsistent sizes, `ArgumentError` for another `tA`/`tB`.
@@ -391,7 +410,7 @@ function gemm!(tA::Char, tB::Char, alpha, A::CuMatrix{T}, B::CuVecOrMat{T}, beta
         return C
     end
     a, b = Ref{T}(convert(T, alpha)), Ref{T}(convert(T, beta))
-    GC.@preserve A B C a b check(c_gemm(blas_dtype(T), opa, opb, m, n, ak,
+    GC.@preserve A B C a b check(c_gemm_stream(live_handle(stream()), blas_dtype(T), opa, opb, m, n, ak,
                                         Base.unsafe_convert(Ptr{Cvoid}, a), devaddr(A), max(1, size(A, 1)),
                                         devaddr(B), max(1, size(B, 1)), Base.unsafe_convert(Ptr{Cvoid}, b),
                                         devaddr(C), max(1, size(C, 1))))

@@ -75,7 +75,7 @@ const CODE_NAMES = Dict(CUMEM_SUCCESS => "CUMEM_SUCCESS",
 
 code_name(code::Integer) = get(CODE_NAMES, Int32(code), "unknown status $code")
 
-# `cumem_stats_t`: 20 uint64, 2 double, 1 uint64 (src/stats.rs, `#[repr(C)]`; fields are
+# `cumem_stats_t`: 20 uint64, 2 double, 3 uint64 (src/stats.rs, `#[repr(C)]`; fields are
 # only ever added at the end).
 struct CStats
     requested_bytes::UInt64
@@ -101,8 +101,10 @@ struct CStats
     cache_hit_rate::Float64
     fragmentation_ratio::Float64
     num_device_free_errors::UInt64
+    num_gc_retries::UInt64
+    num_reclaim_retries::UInt64
 end
-@assert sizeof(CStats) == 20 * 8 + 2 * 8 + 8
+@assert sizeof(CStats) == 20 * 8 + 2 * 8 + 3 * 8
 
 # Thin wrappers, one per C function. They never throw; callers check the codes.
 @inline c_alloc(bytes::UInt64, out::Base.RefValue{UInt64}) =
@@ -111,6 +113,11 @@ end
 const CUMEM_ALLOC_NO_RECLAIM = UInt32(1)
 @inline c_alloc_noreclaim(bytes::UInt64, out::Base.RefValue{UInt64}) =
     ccall((:cumem_alloc_ex, libcumem), Int32, (UInt64, Ptr{UInt64}, UInt32), bytes, out, CUMEM_ALLOC_NO_RECLAIM)
+# The ladder's retries, counted by the engine in num_gc_retries / num_reclaim_retries.
+const CUMEM_ALLOC_GC_RETRY = UInt32(2)
+const CUMEM_ALLOC_RECLAIM_RETRY = UInt32(4)
+c_alloc_ex(bytes::UInt64, out::Base.RefValue{UInt64}, flags::UInt32) =
+    ccall((:cumem_alloc_ex, libcumem), Int32, (UInt64, Ptr{UInt64}, UInt32), bytes, out, flags)
 c_device_is_host() = ccall((:cumem_device_is_host, libcumem), Int32, ())
 @inline c_free(ptr::UInt64) = ccall((:cumem_free, libcumem), Int32, (UInt64,), ptr)
 c_reclaim(bytes::UInt64) = ccall((:cumem_reclaim, libcumem), UInt64, (UInt64,), bytes)
@@ -124,14 +131,29 @@ c_memory_status(buf, len, flags::UInt32) =
 const CUMEM_STATUS_NO_ALLOCATIONS = UInt32(1)
 c_device_memory(free::Base.RefValue{UInt64}, total::Base.RefValue{UInt64}) =
     ccall((:cumem_device_memory, libcumem), Int32, (Ptr{UInt64}, Ptr{UInt64}), free, total)
-@inline c_copy_htod(dst::UInt64, src::Ptr{Cvoid}, bytes::UInt64) =
-    ccall((:cumem_copy_htod, libcumem), Int32, (UInt64, Ptr{Cvoid}, UInt64), dst, src, bytes)
-@inline c_copy_dtoh(dst::Ptr{Cvoid}, src::UInt64, bytes::UInt64) =
-    ccall((:cumem_copy_dtoh, libcumem), Int32, (Ptr{Cvoid}, UInt64, UInt64), dst, src, bytes)
-@inline c_copy_dtod(dst::UInt64, src::UInt64, bytes::UInt64) =
-    ccall((:cumem_copy_dtod, libcumem), Int32, (UInt64, UInt64, UInt64), dst, src, bytes)
-@inline c_memset(dst::UInt64, value::UInt8, bytes::UInt64) =
-    ccall((:cumem_memset, libcumem), Int32, (UInt64, UInt8, UInt64), dst, value, bytes)
+# The synchronous copies and memset run on the legacy default stream; with another
+# current stream (stream.jl) they first wait for its work, so they are ordered with it as
+# CUDA.jl's copies on the task's stream are (`sync_current`, 0 = success).
+@inline function c_copy_htod(dst::UInt64, src::Ptr{Cvoid}, bytes::UInt64)
+    code = sync_current()
+    code == 0 || return code
+    return ccall((:cumem_copy_htod, libcumem), Int32, (UInt64, Ptr{Cvoid}, UInt64), dst, src, bytes)
+end
+@inline function c_copy_dtoh(dst::Ptr{Cvoid}, src::UInt64, bytes::UInt64)
+    code = sync_current()
+    code == 0 || return code
+    return ccall((:cumem_copy_dtoh, libcumem), Int32, (Ptr{Cvoid}, UInt64, UInt64), dst, src, bytes)
+end
+@inline function c_copy_dtod(dst::UInt64, src::UInt64, bytes::UInt64)
+    code = sync_current()
+    code == 0 || return code
+    return ccall((:cumem_copy_dtod, libcumem), Int32, (UInt64, UInt64, UInt64), dst, src, bytes)
+end
+@inline function c_memset(dst::UInt64, value::UInt8, bytes::UInt64)
+    code = sync_current()
+    code == 0 || return code
+    return ccall((:cumem_memset, libcumem), Int32, (UInt64, UInt8, UInt64), dst, value, bytes)
+end
 
 """
     CuMem.last_error() -> String

@@ -29,6 +29,11 @@ A snapshot of the current task's device's statistics (`memory_stats(dev)` for de
 | `cache_hit_rate` | hits / (hits + misses) |
 | `fragmentation_ratio` | (reserved − allocated) / reserved |
 | `num_device_free_errors` | device frees that reported an error (the memory counts as released) |
+| `num_gc_retries` | allocations retried after the out-of-memory ladder ran `GC.gc` |
+| `num_reclaim_retries` | allocations retried in the ladder's last rung (cache released, waits for other threads' frees) |
+
+The last two answer "why is my loop slow?": each GC retry is a garbage collection forced
+by device memory running out (keep fewer arrays alive, or free them with `unsafe_free!`).
 
 `memory_stats(:host)` gives the same fields for the pinned host pool (page-locked host
 memory of [`CuMem.pinned`](@ref); "device" calls are `cuMemHostAlloc`/`cuMemFreeHost`,
@@ -187,10 +192,14 @@ end
 
 Prints [`memory_stats`] as a table, in the manner of PyTorch's
 `torch.cuda.memory_summary()`, followed by the pinned host pool's rows
-(`memory_stats(:host)`).
+(`memory_stats(:host)`). `memory_summary(p::MemoryProfile)` prints the table of a
+profile's window (without the pinned rows).
 """
-function memory_summary(io::IO = stdout)
-    s = memory_stats()
+memory_summary(io::IO = stdout) = print_summary(io, memory_stats(), "")
+
+# The table of `memory_summary`, for the statistics `s` (the fields of `memory_stats()`;
+# a profile passes those of its window) and an optional subtitle.
+function print_summary(io::IO, s, subtitle::AbstractString)
     fb = Base.format_bytes
     W = 75
     rule(c) = println(io, "|", c^(W - 2), "|")
@@ -200,6 +209,7 @@ function memory_summary(io::IO = stdout)
     rule("=")
     center("CuMem memory summary")
     center(string(pool_type_name(), " on ", device_name()))
+    isempty(subtitle) || center(subtitle)
     rule("-")
     row("Metric", "Current", "Peak")
     rule("-")
@@ -219,8 +229,10 @@ function memory_summary(io::IO = stdout)
     row2("Device free time", @sprintf("%.3f ms (avg %s)", s.device_free_ns / 1e6,
                                       avg(s.device_free_ns, s.num_device_frees)))
     row2("Alloc retries / OOMs", string(s.num_alloc_retries, " / ", s.num_ooms))
+    row2("GC / reclaim retries", string(s.num_gc_retries, " / ", s.num_reclaim_retries))
     row2("Fragmentation", @sprintf("%.1f%% of reserved not allocated", 100 * s.fragmentation_ratio))
     row2("Memory limit", s.limit_bytes == 0 ? "none" : fb(s.limit_bytes))
+    isempty(subtitle) || (rule("="); return nothing)   # a profile's window: device rows only
     h = memory_stats(:host)
     rule("-")
     center("Pinned host memory (BinnedPool)")

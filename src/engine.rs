@@ -17,20 +17,33 @@
 //! everything that must see all live blocks or all cached memory (a free or copy on
 //! another thread, statistics, reclaim, the out-of-memory retry, drop) claims the caches
 //! first.
+//!
+//! Streams (PyTorch's `CUDACachingAllocator` model): an allocation on a stream other than
+//! the legacy default stream comes from a pool of that stream's own, in the home shard
+//! ([`Engine::alloc_on`]); freed, the block is reused at once by that stream only, whose
+//! work is ordered. A block used on other streams ([`Engine::record_stream`], or an async
+//! copy on another stream) is not reused at all until events recorded on those streams at
+//! the free have completed; they are polled on the shard's next allocation. Programs
+//! that use no streams pay one emptiness test per allocation and per free.
 
 use crate::config::{Config, PoolKind};
 use crate::device::{self, Device};
 use crate::error::{Error, Result};
 use crate::format::format_bytes;
+use crate::history::{self, Event, EventKind};
 use crate::live::{LiveBlock, LiveTable};
-use crate::pool::{AnyPool, MAX_REQUEST, MAX_SIZE, MIN_BLOCK, Pool, binned_class_size, round_up};
+use crate::pool::{AnyPool, Block, MAX_REQUEST, MAX_SIZE, MIN_BLOCK, Pool, binned_class_size, round_up};
+use crate::snapshot::{BlockInfo, SegmentInfo};
 use crate::stats::{self, Peaks, ShardStats, Stats};
 use crate::sync::ShardMutex;
 use crate::thread_cache::{self, Claimed, Registry, ThreadCache};
 use crate::tracking::{self, Origin, Outstanding};
 use crate::upstream::Upstream;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use rustc_hash::FxHashMap;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::time::Instant;
+
+pub mod tools;
 
 struct ShardState {
     pool: AnyPool,
@@ -40,6 +53,39 @@ struct ShardState {
     /// a free pays one emptiness test for it; a few entries at most (one per copying
     /// thread), so a vector searched linearly beats a hash map.
     pins: Vec<Pin>,
+    /// Pools of the streams other than the default stream that allocated in this shard.
+    stream_pools: Vec<StreamPool>,
+    /// Live (or pinned) blocks that belong to another stream than the default one or
+    /// were used on other streams, by address. Empty unless streams are used.
+    stream_blocks: FxHashMap<u64, StreamUse>,
+    /// Blocks freed while other streams may still use them: back to their pool once
+    /// every event has completed.
+    pending: Vec<PendingFree>,
+    /// Completed events of the engine's own (no timing), for reuse.
+    spare_events: Vec<u64>,
+}
+
+/// The pool of one stream.
+struct StreamPool {
+    stream: u64,
+    pool: AnyPool,
+    /// The stream was destroyed: its pool serves no one and keeps no cache.
+    dead: bool,
+}
+
+/// The stream a block belongs to and the other streams it was used on.
+#[derive(Default)]
+struct StreamUse {
+    stream: u64,
+    uses: Vec<u64>,
+}
+
+/// A freed block waiting for the events recorded on the streams that used it.
+struct PendingFree {
+    ptr: u64,
+    size: u64,
+    stream: u64,
+    events: Vec<u64>,
 }
 
 /// The copies using one block, and whether it was freed meanwhile.
@@ -84,6 +130,75 @@ pub struct Engine {
     /// The thread caches; None when they are off (`CUMEM_THREAD_CACHE=0`, `CUMEM_DEBUG`
     /// ≥ 1, whose origins they do not record, or the `simple` and `none` pools).
     tc: Option<Registry>,
+    /// Cap on cached bytes (`set_cache_limit`); `u64::MAX` when there is none.
+    cache_limit: AtomicU64,
+    /// `reserved` when trimming the cache to `cache_limit` last released nothing (the
+    /// cache is in partly used segments): no new attempt until reserved changes.
+    futile_trim: AtomicU64,
+    /// Leak marks: per shard, the last allocation number at the mark (mark 0: start).
+    marks: parking_lot::Mutex<Vec<Box<[u64]>>>,
+    /// The mark of the last `checkpoint`, and the allocated and reserved bytes then.
+    checkpoint: parking_lot::Mutex<(u64, u64, u64)>,
+    /// [`HOOK_RECORD`] | [`HOOK_CACHE_LIMIT`]: what the public alloc and free must do
+    /// beyond allocating and freeing. One relaxed load per call decides, so the memory
+    /// tools cost a predictable branch while off.
+    hooks: AtomicU32,
+}
+
+/// [`Engine`]'s `hooks`: the history records.
+const HOOK_RECORD: u32 = 1;
+/// [`Engine`]'s `hooks`: a cache cap is set.
+const HOOK_CACHE_LIMIT: u32 = 2;
+
+/// A placeholder for the block an allocation writes out.
+const NO_BLOCK: Block = Block { ptr: 0, size: 0, hit: false };
+
+/// Where the inner alloc and free paths put what only the history needs (the block's
+/// size and hit; a freed block's request and size): a variable on the recorded paths,
+/// `()` on the others, whose code is then that of a plain alloc or free (a generic
+/// out-parameter rather than a returned value: returning it cost the pair ~25
+/// instructions under callgrind).
+trait Sink<T> {
+    fn put(&mut self, v: T);
+}
+
+impl<T> Sink<T> for () {
+    #[inline(always)]
+    fn put(&mut self, _: T) {}
+}
+
+impl Sink<Block> for Block {
+    #[inline(always)]
+    fn put(&mut self, v: Block) {
+        *self = v;
+    }
+}
+
+impl Sink<(u64, u64)> for (u64, u64) {
+    #[inline(always)]
+    fn put(&mut self, v: (u64, u64)) {
+        *self = v;
+    }
+}
+
+/// What [`Engine::checkpoint`] returns: the change since the previous checkpoint (or
+/// the start), in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CheckpointDelta {
+    /// Change in `allocated_bytes`.
+    pub allocated: i64,
+    /// Change in `reserved_bytes`.
+    pub reserved: i64,
+}
+
+/// A snapshot of every segment and block (see [`Engine::snapshot`]).
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    /// Segments by address.
+    pub segments: Vec<SegmentInfo>,
+    /// Blocks, those of each segment together in address order (see
+    /// [`SegmentInfo::first_block`]).
+    pub blocks: Vec<BlockInfo>,
 }
 
 /// The default number of shards: the machine's parallelism rounded up to a power of two,
@@ -134,6 +249,10 @@ impl Engine {
                     live: LiveTable::default(),
                     stats: ShardStats::default(),
                     pins: Vec::new(),
+                    stream_pools: Vec::new(),
+                    stream_blocks: FxHashMap::default(),
+                    pending: Vec::new(),
+                    spare_events: Vec::new(),
                 }),
                 totals: [AtomicU64::new(0), AtomicU64::new(0)],
             })
@@ -162,6 +281,11 @@ impl Engine {
             peaks: Peaks::default(),
             start: Instant::now(),
             tc,
+            cache_limit: AtomicU64::new(u64::MAX),
+            futile_trim: AtomicU64::new(u64::MAX),
+            marks: parking_lot::Mutex::new(vec![vec![0; n].into_boxed_slice()]),
+            checkpoint: parking_lot::Mutex::new((0, 0, 0)),
+            hooks: AtomicU32::new(0),
         })
     }
 
@@ -201,7 +325,10 @@ impl Engine {
     /// sizes no signed 64-bit count (Julia's `Int`, C's `ssize_t`) can express.
     #[inline]
     pub fn alloc(&self, bytes: u64) -> Result<u64> {
-        self.alloc_with(bytes, true)
+        if self.hooks.load(Relaxed) & HOOK_RECORD != 0 {
+            return self.alloc_recorded(bytes, true, 0);
+        }
+        self.alloc_with(bytes, true, &mut ())
     }
 
     /// As [`Engine::alloc`], but on out of memory returns [`Error::OutOfMemory`] at once,
@@ -210,11 +337,76 @@ impl Engine {
     /// CUDA.jl does).
     #[inline]
     pub fn try_alloc(&self, bytes: u64) -> Result<u64> {
-        self.alloc_with(bytes, false)
+        if self.hooks.load(Relaxed) & HOOK_RECORD != 0 {
+            return self.alloc_recorded(bytes, false, 0);
+        }
+        self.alloc_with(bytes, false, &mut ())
     }
 
+    /// An allocation while the history records: times the call and records an alloc
+    /// event (or an OOM event for a failure counted in `num_ooms`).
+    #[cold]
+    #[inline(never)]
+    fn alloc_recorded(&self, bytes: u64, retry: bool, stream: u64) -> Result<u64> {
+        let h = self.up.history();
+        let mut origin = history::take_next_origin();
+        if origin == 0 && self.cfg.debug >= 2 {
+            origin = h.capture_origin();
+        }
+        let t0 = h.now();
+        let mut b = NO_BLOCK;
+        let r = if stream == 0 {
+            self.alloc_with(bytes, retry, &mut b)
+        } else {
+            self.alloc_stream_with(bytes, stream, retry, &mut b)
+        };
+        let duration_ns = h.now().saturating_sub(t0);
+        let thread = tracking::thread_index();
+        match &r {
+            Ok(p) if *p != 0 => h.record(
+                self.home(),
+                Event {
+                    time_ns: t0,
+                    duration_ns,
+                    addr: b.ptr,
+                    requested_bytes: bytes,
+                    size_bytes: b.size,
+                    origin,
+                    kind: EventKind::Alloc as u32,
+                    thread,
+                    device: self.ordinal(),
+                    hit: b.hit as u32,
+                    stream,
+                    ..Event::default()
+                },
+            ),
+            Err(e) if e.is_oom() && retry => h.record(
+                self.home(),
+                Event {
+                    time_ns: t0,
+                    duration_ns,
+                    requested_bytes: bytes,
+                    origin,
+                    kind: EventKind::Oom as u32,
+                    thread,
+                    device: self.ordinal(),
+                    stream,
+                    ..Event::default()
+                },
+            ),
+            _ => {}
+        }
+        if r.is_err() {
+            // The caller's ladder retries (the Julia package after a GC): keep its origin.
+            history::restore_next_origin(origin);
+        }
+        r
+    }
+
+    /// Allocates, writing the block to `out` (size and hit for the history; a local the
+    /// optimizer removes on the unrecorded path).
     #[inline]
-    fn alloc_with(&self, bytes: u64, retry: bool) -> Result<u64> {
+    fn alloc_with<S: Sink<Block>>(&self, bytes: u64, retry: bool, out: &mut S) -> Result<u64> {
         if bytes == 0 {
             return Ok(0);
         }
@@ -223,14 +415,54 @@ impl Engine {
         }
         let tc = self.thread_cache();
         if let Some(tc) = tc {
-            if let Some(ptr) = self.tc_alloc(tc, bytes) {
+            if let Some(ptr) = self.tc_alloc(tc, bytes, out) {
                 return Ok(ptr);
             }
             self.adopt_exited();
         }
         let home = self.home();
-        match self.alloc_in(home, bytes, tc) {
-            Err(e) if e.is_oom() && retry => self.alloc_retry(home, bytes, e, tc),
+        match self.alloc_in(home, bytes, 0, tc, out) {
+            Err(e) if e.is_oom() && retry => self.alloc_retry(home, bytes, 0, e, tc, out),
+            r => r,
+        }
+    }
+
+    /// As [`Engine::alloc`] (`retry` true) or [`Engine::try_alloc`] (false), on stream
+    /// `stream` (0: the legacy default stream, the same as `alloc`): the block comes from
+    /// that stream's pool, and once freed is reused by that stream at once and by no
+    /// other (PyTorch's per-stream pools). Work queued on `stream` may use it in stream
+    /// order without synchronising; use on another stream must be declared with
+    /// [`Engine::record_stream`]. Errors: those of `alloc`, and [`Error::InvalidValue`]
+    /// for an unknown stream.
+    pub fn alloc_on(&self, bytes: u64, stream: u64, retry: bool) -> Result<u64> {
+        if stream == 0 {
+            return if retry { self.alloc(bytes) } else { self.try_alloc(bytes) };
+        }
+        self.up.device().stream_raw(stream)?;
+        if self.hooks.load(Relaxed) & HOOK_RECORD != 0 {
+            return self.alloc_recorded(bytes, retry, stream);
+        }
+        self.alloc_stream_with(bytes, stream, retry, &mut ())
+    }
+
+    /// [`Engine::alloc_on`] for a stream other than the default one, writing the block
+    /// to `out` (for the history).
+    fn alloc_stream_with<S: Sink<Block>>(
+        &self,
+        bytes: u64,
+        stream: u64,
+        retry: bool,
+        out: &mut S,
+    ) -> Result<u64> {
+        if bytes == 0 {
+            return Ok(0);
+        }
+        if bytes > MAX_REQUEST {
+            return self.alloc_beyond_capacity(bytes, retry);
+        }
+        let home = self.home();
+        match self.alloc_in(home, bytes, stream, None, out) {
+            Err(e) if e.is_oom() && retry => self.alloc_retry(home, bytes, stream, e, None, out),
             r => r,
         }
     }
@@ -260,27 +492,30 @@ impl Engine {
     /// A hit in the calling thread's cache: no lock, no atomic read-modify-write (but
     /// when the peaks' folded sums move by more than [`stats::FOLD_BYTES`]).
     #[inline]
-    fn tc_alloc(&self, tc: &ThreadCache, bytes: u64) -> Option<u64> {
+    fn tc_alloc<S: Sink<Block>>(&self, tc: &ThreadCache, bytes: u64, out: &mut S) -> Option<u64> {
         let size = self.tc_size(bytes);
         if size == 0 {
             return None;
         }
         let mut st = tc.enter();
         let ptr = st.pop(size)?;
-        st.live.insert(ptr, LiveBlock { requested: bytes, size, origin: None });
+        // Numbered when it moves to a shard (`migrate_live`): leak checks move every
+        // cache's live blocks first.
+        st.live.insert(ptr, LiveBlock { requested: bytes, size, seq: 0, origin: None });
         st.stats.on_alloc(bytes, size, true);
         let (req, alloc, folded) = (st.stats.requested, st.stats.allocated, st.stats.fold(&self.peaks));
         drop(st);
         if let Some((req, alloc)) = self.tc_engine_wide(tc, req, alloc, folded) {
             self.peaks.raise(req, alloc, self.up.reserved());
         }
+        out.put(Block { ptr, size, hit: true });
         Some(ptr)
     }
 
     /// The free of a block the calling thread's cache handed out (false if it did not):
     /// back into the cache, or to the home shard's pool when the cache is full.
     #[inline]
-    fn tc_free(&self, tc: &ThreadCache, ptr: u64) -> bool {
+    fn tc_free<S: Sink<(u64, u64)>>(&self, tc: &ThreadCache, ptr: u64, out: &mut S) -> bool {
         let mut st = tc.enter();
         let Some(live) = st.live.remove(ptr) else {
             return false;
@@ -295,6 +530,7 @@ impl Engine {
         if let Some((_, alloc)) = self.tc_engine_wide(tc, req, alloc, folded) {
             self.peaks.raise_cached(alloc, self.up.reserved());
         }
+        out.put((live.requested, live.size));
         if let Some(o) = live.origin {
             drop(o);
         }
@@ -324,7 +560,14 @@ impl Engine {
     }
 
     #[inline]
-    fn alloc_in(&self, home: usize, bytes: u64, tc: Option<&ThreadCache>) -> Result<u64> {
+    fn alloc_in<S: Sink<Block>>(
+        &self,
+        home: usize,
+        bytes: u64,
+        stream: u64,
+        tc: Option<&ThreadCache>,
+        out: &mut S,
+    ) -> Result<u64> {
         let origin = (self.cfg.debug > 0)
             .then(|| Origin::capture(self.start.elapsed().as_nanos() as u64, self.cfg.debug >= 2));
         // Entered before the shard lock, never the other way round (thread_cache's lock
@@ -333,6 +576,7 @@ impl Engine {
         let shard = &self.shards[home];
         let mut s = shard.state.lock();
         if let Some(o) = owner.as_mut()
+            && stream == 0
             && !s.pool.serves_at_once(bytes)
         {
             // The pool will merge its free blocks and search: let it see this thread's
@@ -340,15 +584,26 @@ impl Engine {
             let pool = &mut s.pool;
             o.take_blocks(|p, size| pool.free(p, size, self.up.shard(home)));
         }
-        let block = match s.pool.alloc(bytes, self.up.shard(home)) {
+        if !s.pending.is_empty() {
+            self.process_pending(&mut s, home, false);
+        }
+        let r = if stream == 0 {
+            s.pool.alloc(bytes, self.up.shard(home))
+        } else {
+            self.stream_pool(&mut s, stream).alloc(bytes, self.up.shard(home))
+        };
+        let block = match r {
             Ok(b) => b,
             Err(e) => {
                 s.stats.on_failed_alloc();
                 return Err(e);
             }
         };
-        s.live.insert(block.ptr, LiveBlock { requested: bytes, size: block.size, origin });
-        s.stats.on_alloc(bytes, block.size, block.hit);
+        let seq = s.stats.on_alloc(bytes, block.size, block.hit);
+        s.live.insert(block.ptr, LiveBlock { requested: bytes, size: block.size, seq, origin });
+        if stream != 0 {
+            s.stream_blocks.insert(block.ptr, StreamUse { stream, uses: Vec::new() });
+        }
         shard.publish(&s);
         let (req, alloc, folded) = (s.stats.requested, s.stats.allocated, s.stats.fold(&self.peaks));
         drop(s);
@@ -361,6 +616,7 @@ impl Engine {
         if let Some((req, alloc)) = self.engine_wide(home, req, alloc, folded, || tc_live) {
             self.peaks.raise(req, alloc, self.up.reserved());
         }
+        out.put(block);
         Ok(block.ptr)
     }
 
@@ -408,7 +664,15 @@ impl Engine {
     }
 
     #[cold]
-    fn alloc_retry(&self, home: usize, bytes: u64, first: Error, tc: Option<&ThreadCache>) -> Result<u64> {
+    fn alloc_retry<S: Sink<Block>>(
+        &self,
+        home: usize,
+        bytes: u64,
+        stream: u64,
+        first: Error,
+        tc: Option<&ThreadCache>,
+        out: &mut S,
+    ) -> Result<u64> {
         let reserved_at_failure = self.up.reserved();
         let released = self.reclaim(u64::MAX);
         // Retry when memory came back: released by this reclaim, or by another thread's
@@ -418,7 +682,7 @@ impl Engine {
             log::info!(
                 "out of memory for {bytes} bytes ({first}); released {released} cached bytes and retrying"
             );
-            match self.alloc_in(home, bytes, tc) {
+            match self.alloc_in(home, bytes, stream, tc, out) {
                 Err(e) if e.is_oom() => e,
                 r => return r,
             }
@@ -458,35 +722,81 @@ impl Engine {
     /// engine (never allocated, already freed, or inside a block); nothing changes then.
     #[inline]
     pub fn free(&self, ptr: u64) -> Result<()> {
+        if self.hooks.load(Relaxed) != 0 {
+            return self.free_hooked(ptr);
+        }
+        self.free_with(ptr, &mut ())
+    }
+
+    /// A free while the history records or a cache cap is set: times the call and
+    /// records a free event; releases cache above the cap.
+    #[cold]
+    #[inline(never)]
+    fn free_hooked(&self, ptr: u64) -> Result<()> {
+        let hooks = self.hooks.load(Relaxed);
+        let h = self.up.history();
+        let t0 = if hooks & HOOK_RECORD != 0 { h.now() } else { 0 };
+        let mut freed = (0, 0);
+        let r = self.free_with(ptr, &mut freed);
+        if r.is_ok() && ptr != 0 && hooks & HOOK_RECORD != 0 {
+            let (requested_bytes, size_bytes) = freed;
+            let duration_ns = h.now().saturating_sub(t0);
+            h.record(
+                self.home(),
+                Event {
+                    time_ns: t0,
+                    duration_ns,
+                    addr: ptr,
+                    requested_bytes,
+                    size_bytes,
+                    kind: EventKind::Free as u32,
+                    thread: tracking::thread_index(),
+                    device: self.ordinal(),
+                    ..Event::default()
+                },
+            );
+        }
+        // The cache cap (`set_cache_limit`): cached ≤ reserved, so while reserved is
+        // within the cap there is nothing to check.
+        if r.is_ok() && hooks & HOOK_CACHE_LIMIT != 0 && self.up.reserved() > self.cache_limit.load(Relaxed) {
+            self.trim_cache();
+        }
+        r
+    }
+
+    /// Frees `ptr`, writing the block's requested bytes and size to `out` (for the
+    /// history; a local the optimizer removes on the unrecorded path).
+    #[inline]
+    fn free_with<S: Sink<(u64, u64)>>(&self, ptr: u64, out: &mut S) -> Result<()> {
         if ptr == 0 {
             return Ok(());
         }
         let tc = self.thread_cache();
         if let Some(tc) = tc
-            && self.tc_free(tc, ptr)
+            && self.tc_free(tc, ptr, out)
         {
             return Ok(());
         }
         let home = self.home();
-        if self.free_in(home, ptr, tc) {
+        if self.free_in(home, ptr, tc, out) {
             return Ok(());
         }
         let mut bits = self.used_shards.load(Relaxed) & !(1u64 << home);
         while bits != 0 {
-            if self.free_in_other(bits.trailing_zeros() as usize, ptr, tc) {
+            if self.free_in_other(bits.trailing_zeros() as usize, ptr, tc, out) {
                 return Ok(());
             }
             bits &= bits - 1;
         }
         if self.tc.is_some() {
-            if self.free_claimed(ptr) {
+            if self.free_claimed(ptr, out) {
                 return Ok(());
             }
             // The claim handed the caches of exited threads to their shards (this
             // thread's own, if it is exiting): look there once more.
             let mut bits = self.used_shards.load(Relaxed);
             while bits != 0 {
-                if self.free_in_other(bits.trailing_zeros() as usize, ptr, None) {
+                if self.free_in_other(bits.trailing_zeros() as usize, ptr, None, out) {
                     return Ok(());
                 }
                 bits &= bits - 1;
@@ -500,14 +810,26 @@ impl Engine {
     /// [`Engine::free_in`] for shards other than the home shard, out of line so that the
     /// home shard's stays inlined in `free`.
     #[inline(never)]
-    fn free_in_other(&self, i: usize, ptr: u64, tc: Option<&ThreadCache>) -> bool {
-        self.free_in(i, ptr, tc)
+    fn free_in_other<S: Sink<(u64, u64)>>(
+        &self,
+        i: usize,
+        ptr: u64,
+        tc: Option<&ThreadCache>,
+        out: &mut S,
+    ) -> bool {
+        self.free_in(i, ptr, tc, out)
     }
 
     /// Frees `ptr` if shard `i` holds it live; a block of the calling thread's home shard
     /// goes into its thread cache `tc` when that has room.
     #[inline(always)]
-    fn free_in(&self, i: usize, ptr: u64, tc: Option<&ThreadCache>) -> bool {
+    fn free_in<S: Sink<(u64, u64)>>(
+        &self,
+        i: usize,
+        ptr: u64,
+        tc: Option<&ThreadCache>,
+        out: &mut S,
+    ) -> bool {
         // Entered before the shard lock: never the other way round (thread_cache's
         // lock order).
         let mut owner = tc.filter(|t| t.home == i).map(ThreadCache::enter);
@@ -516,7 +838,7 @@ impl Engine {
         let Some(live) = s.live.remove(ptr) else {
             return false;
         };
-        if !s.pins.is_empty() {
+        if !s.pins.is_empty() || !s.stream_blocks.is_empty() {
             self.free_maybe_pinned(&mut s, i, ptr, live.size);
         } else if !owner.as_mut().is_some_and(|o| o.push(ptr, live.size)) {
             s.pool.free(ptr, live.size, self.up.shard(i));
@@ -535,6 +857,7 @@ impl Engine {
         if let Some(o) = live.origin {
             drop(o);
         }
+        out.put((live.requested, live.size));
         true
     }
 
@@ -553,13 +876,26 @@ impl Engine {
         }
     }
 
+    /// Empties every thread cache into its home shard: cached blocks back to the pool,
+    /// live blocks into the shard's table (numbered anew for leak checks). The memory
+    /// tools that list blocks (snapshot, leak marks and checks, compact) call it first.
+    pub(crate) fn flush_thread_caches(&self) {
+        self.with_caches(|cs| {
+            cs.iter_mut().for_each(|c| {
+                self.return_blocks(c);
+                self.migrate_live(c);
+            })
+        });
+    }
+
     /// Hands everything a claimed cache holds (cached blocks, live blocks and their
     /// statistics) to its home shard.
     fn adopt(&self, c: &mut Claimed<'_>) {
         self.return_blocks(c);
         let shard = &self.shards[c.tc.home];
         let mut s = shard.state.lock();
-        for (p, l) in c.state.live.drain() {
+        for (p, mut l) in c.state.live.drain() {
+            l.seq = s.stats.next_seq();
             s.live.insert(p, l);
         }
         s.stats.absorb(&mut c.state.stats);
@@ -584,8 +920,9 @@ impl Engine {
         let shard = &self.shards[c.tc.home];
         let mut s = shard.state.lock();
         let st = &mut *c.state;
-        for (p, l) in st.live.drain() {
+        for (p, mut l) in st.live.drain() {
             st.stats.transfer_to(&mut s.stats, l.requested, l.size);
+            l.seq = s.stats.next_seq();
             s.live.insert(p, l);
         }
         shard.publish(&s);
@@ -596,12 +933,13 @@ impl Engine {
     /// block fills it).
     fn migrate_own(&self, tc: &ThreadCache, ptr: u64) {
         let mut st = tc.enter();
-        let Some(l) = st.live.remove(ptr) else {
+        let Some(mut l) = st.live.remove(ptr) else {
             return;
         };
         let shard = &self.shards[tc.home];
         let mut s = shard.state.lock();
         st.stats.transfer_to(&mut s.stats, l.requested, l.size);
+        l.seq = s.stats.next_seq();
         s.live.insert(ptr, l);
         shard.publish(&s);
     }
@@ -618,18 +956,19 @@ impl Engine {
     /// The free of a block that another thread's cache handed out (found by claiming the
     /// caches); false if no cache holds `ptr` live.
     #[cold]
-    fn free_claimed(&self, ptr: u64) -> bool {
+    fn free_claimed<S: Sink<(u64, u64)>>(&self, ptr: u64, out: &mut S) -> bool {
         let found = self.with_caches(|cs| {
             cs.iter_mut().find_map(|c| {
                 let live = c.state.live.remove(ptr)?;
                 c.state.stats.on_free(live.requested, live.size);
                 let folded = c.state.stats.fold(&self.peaks);
-                Some((c.tc.home, live.size, folded))
+                Some((c.tc.home, live.requested, live.size, folded))
             })
         });
-        let Some((i, size, folded)) = found else {
+        let Some((i, requested, size, folded)) = found else {
             return false;
         };
+        out.put((requested, size));
         self.shards[i].state.lock().pool.free(ptr, size, self.up.shard(i));
         if let Some((_, alloc)) = folded {
             self.peaks.raise_cached(alloc, self.up.reserved());
@@ -648,10 +987,36 @@ impl Engine {
             if released >= bytes {
                 break;
             }
-            released += shard.state.lock().pool.reclaim(bytes - released, self.up.shard(i));
+            let mut s = shard.state.lock();
+            released += s.pool.reclaim(bytes - released, self.up.shard(i));
+            if !s.stream_pools.is_empty() || !s.pending.is_empty() {
+                released += self.reclaim_streams(&mut s, i, bytes.saturating_sub(released));
+            }
         }
         if released > 0 {
             log::debug!("reclaimed {}", format_bytes(released));
+        }
+        released
+    }
+
+    /// The stream part of [`Engine::reclaim`]: waits for the pending frees (PyTorch's
+    /// `synchronize_and_free_events` on out of memory), then releases the cache of the
+    /// streams' pools, each after waiting for its stream (memory of a segment being
+    /// released may still be read by work queued on it).
+    #[cold]
+    fn reclaim_streams(&self, s: &mut ShardState, i: usize, bytes: u64) -> u64 {
+        self.process_pending(s, i, true);
+        let mut released = s.pool.reclaim(bytes, self.up.shard(i));
+        for p in s.stream_pools.iter_mut() {
+            if released >= bytes {
+                break;
+            }
+            if p.pool.cached_bytes() > 0 {
+                if !p.dead {
+                    let _ = self.up.device().stream_synchronize(p.stream);
+                }
+                released += p.pool.reclaim(bytes - released, self.up.shard(i));
+            }
         }
         released
     }
@@ -670,7 +1035,8 @@ impl Engine {
                 |add| {
                     for shard in self.shards.iter() {
                         let s = shard.state.lock();
-                        add(&s.stats, s.pool.inactive_split_bytes());
+                        let streams: u64 = s.stream_pools.iter().map(|p| p.pool.inactive_split_bytes()).sum();
+                        add(&s.stats, s.pool.inactive_split_bytes() + streams);
                     }
                     for c in cs.iter() {
                         add(&c.state.stats, 0);
@@ -741,8 +1107,148 @@ impl Engine {
     fn free_maybe_pinned(&self, s: &mut ShardState, i: usize, ptr: u64, size: u64) {
         match s.pins.iter_mut().find(|p| p.base == ptr) {
             Some(pin) => pin.freed_size = size,
-            None => s.pool.free(ptr, size, self.up.shard(i)),
+            None => self.return_block(s, i, ptr, size),
         }
+    }
+
+    /// Hands a freed block back: to its stream's pool at once when no other stream used
+    /// it, else to the pending list behind one event per stream that used it.
+    fn return_block(&self, s: &mut ShardState, i: usize, ptr: u64, size: u64) {
+        let Some(u) = s.stream_blocks.remove(&ptr) else {
+            s.pool.free(ptr, size, self.up.shard(i));
+            return;
+        };
+        if u.uses.is_empty() {
+            self.free_to_pool(s, i, u.stream, ptr, size);
+            return;
+        }
+        let mut events = Vec::with_capacity(u.uses.len());
+        for st in u.uses {
+            let ev = match s.spare_events.pop() {
+                Some(e) => Ok(e),
+                None => self.up.device().event_create(false),
+            };
+            match ev.and_then(|e| self.up.device().event_record(e, st).map(|()| e)) {
+                Ok(e) => events.push(e),
+                // A stream destroyed meanwhile had its work waited for (Engine::stream_destroy);
+                // otherwise wait here rather than reuse memory the stream may still read.
+                Err(err) => {
+                    if let Err(e2) = self.up.device().stream_synchronize(st) {
+                        log::debug!("free of {ptr:#x}: no event on stream {st} ({err}), no wait ({e2})");
+                    }
+                }
+            }
+        }
+        s.pending.push(PendingFree { ptr, size, stream: u.stream, events });
+    }
+
+    /// Frees a block into the pool of `stream` (a dead stream's pool keeps no cache).
+    fn free_to_pool(&self, s: &mut ShardState, i: usize, stream: u64, ptr: u64, size: u64) {
+        if stream == 0 {
+            s.pool.free(ptr, size, self.up.shard(i));
+            return;
+        }
+        match s.stream_pools.iter_mut().find(|p| p.stream == stream) {
+            Some(p) => {
+                p.pool.free(ptr, size, self.up.shard(i));
+                if p.dead {
+                    p.pool.reclaim(u64::MAX, self.up.shard(i));
+                }
+            }
+            None => {
+                debug_assert!(false, "block {ptr:#x} of stream {stream} without its pool");
+                log::error!("block {ptr:#x} of stream {stream} has no pool; it is leaked");
+            }
+        }
+    }
+
+    /// The pool of `stream` in this shard, made on first use.
+    fn stream_pool<'s>(&self, s: &'s mut ShardState, stream: u64) -> &'s mut AnyPool {
+        let k = match s.stream_pools.iter().position(|p| p.stream == stream) {
+            Some(k) => k,
+            None => {
+                s.stream_pools.push(StreamPool { stream, pool: AnyPool::new(self.cfg.pool), dead: false });
+                s.stream_pools.len() - 1
+            }
+        };
+        &mut s.stream_pools[k].pool
+    }
+
+    /// Returns the pending blocks whose events have all completed (`wait`: waits for
+    /// them all) to their pools (PyTorch's `process_events`).
+    #[cold]
+    fn process_pending(&self, s: &mut ShardState, i: usize, wait: bool) {
+        let dev = self.up.device();
+        let mut k = 0;
+        while k < s.pending.len() {
+            let done = s.pending[k].events.iter().all(|&e| {
+                if wait { dev.event_synchronize(e).is_ok() } else { dev.event_query(e).unwrap_or(false) }
+            });
+            if done {
+                let p = s.pending.swap_remove(k);
+                s.spare_events.extend(p.events);
+                self.free_to_pool(s, i, p.stream, p.ptr, p.size);
+            } else {
+                k += 1;
+            }
+        }
+    }
+
+    /// Declares that work queued on `stream` uses the live allocation containing `addr`
+    /// (PyTorch's `Tensor.record_stream`): when the block is freed, it is reused only
+    /// once the work queued on `stream` before the free is done. Use on the block's own
+    /// stream needs no declaration. Errors: [`Error::InvalidValue`] for an address not
+    /// inside a live allocation or an unknown stream; nothing changes then.
+    pub fn record_stream(&self, addr: u64, stream: u64) -> Result<()> {
+        self.up.device().stream_raw(stream)?;
+        let pin = self.pin(addr, 1)?;
+        self.note_use(pin.shard, pin.base, stream);
+        Ok(())
+    }
+
+    /// Records that `stream` uses the block at `base` of shard `i` (pinned by the caller).
+    fn note_use(&self, i: usize, base: u64, stream: u64) {
+        let mut s = self.shards[i].state.lock();
+        let u = s.stream_blocks.entry(base).or_default();
+        if u.stream != stream && !u.uses.contains(&stream) {
+            u.uses.push(stream);
+        }
+    }
+
+    /// The stream an allocation belongs to (0 for the default stream). Errors:
+    /// [`Error::InvalidValue`] for an address not inside a live allocation.
+    pub fn block_stream(&self, addr: u64) -> Result<u64> {
+        let pin = self.pin(addr, 1)?;
+        let s = self.shards[pin.shard].state.lock();
+        Ok(s.stream_blocks.get(&pin.base).map_or(0, |u| u.stream))
+    }
+
+    /// Creates a stream (see [`Device::stream_create`]; CuMem's are non-blocking unless
+    /// `blocking`). Errors: [`Error::NotSupported`] on a device without streams,
+    /// [`Error::Device`].
+    pub fn stream_create(&self, blocking: bool) -> Result<u64> {
+        self.up.device().stream_create(blocking)
+    }
+
+    /// Waits for the work queued on `stream`, destroys it, and drops the cache of its
+    /// pools (they serve no other stream). Blocks of the stream still live stay valid
+    /// and return to the device when freed. Errors: [`Error::InvalidValue`] for an
+    /// unknown stream or the default stream (0), which cannot be destroyed.
+    pub fn stream_destroy(&self, stream: u64) -> Result<()> {
+        if stream == 0 {
+            return Err(Error::InvalidValue("the default stream cannot be destroyed".into()));
+        }
+        let dev = self.up.device();
+        dev.stream_synchronize(stream)?;
+        dev.stream_destroy(stream)?;
+        for (i, shard) in self.shards.iter().enumerate() {
+            let mut s = shard.state.lock();
+            if let Some(p) = s.stream_pools.iter_mut().find(|p| p.stream == stream) {
+                p.dead = true;
+                p.pool.reclaim(u64::MAX, self.up.shard(i));
+            }
+        }
+        Ok(())
     }
 
     /// Checks that `[addr, addr+bytes)` lies inside one live allocation. Errors:
@@ -808,7 +1314,18 @@ impl Engine {
         let Some((seg_base, seg)) = self.up.segment_containing(addr) else {
             return bad("is not inside any allocation of CuMem".into());
         };
-        let base = self.shards[seg.shard].state.lock().pool.block_base(addr, seg_base);
+        let base = {
+            let s = self.shards[seg.shard].state.lock();
+            let mut base = s.pool.block_base(addr, seg_base);
+            // The segment may belong to one of the shard's stream pools.
+            for p in s.stream_pools.iter() {
+                if s.live.get(base).is_some() {
+                    break;
+                }
+                base = p.pool.block_base(addr, seg_base);
+            }
+            base
+        };
         match self.pin_in(seg.shard, base, addr, end) {
             Some(r) => r,
             None => bad(format!("is inside freed or cached memory (block {base:#x})")),
@@ -846,7 +1363,7 @@ impl Engine {
         if s.pins[k].count == 0 {
             let freed = s.pins.swap_remove(k).freed_size;
             if freed != 0 {
-                s.pool.free(base, freed, self.up.shard(i));
+                self.return_block(&mut s, i, base, freed);
             }
         }
     }
@@ -885,6 +1402,46 @@ impl Engine {
         let _src = self.pin(src, bytes)?;
         // SAFETY: both ranges are inside live allocations, pinned until the copy ends.
         unsafe { self.up.device().copy_dtod(dst, src, bytes) }
+    }
+
+    /// Queues an upload of `bytes` from host memory `src` to device address `dst` on
+    /// `stream` (`cuMemcpyHtoDAsync`) and returns. The destination is checked as by
+    /// [`Engine::copy_htod`]; when its block belongs to another stream, the use is
+    /// recorded as by [`Engine::record_stream`], so a free of the block before the copy
+    /// has run does not hand the memory to anyone else. Errors as `copy_htod`, and
+    /// [`Error::InvalidValue`] for an unknown stream.
+    ///
+    /// # Safety
+    /// `src` must stay readable for `bytes` until the copy has run (synchronise
+    /// `stream` or wait for an event recorded after it); page-locked memory lets the
+    /// copy overlap other work, pageable memory is copied before the call returns.
+    pub unsafe fn copy_htod_async(&self, dst: u64, src: *const u8, bytes: u64, stream: u64) -> Result<()> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        self.up.device().stream_raw(stream)?;
+        let pin = self.pin(dst, bytes)?;
+        self.note_use(pin.shard, pin.base, stream);
+        // SAFETY: the range is inside a live allocation that stays out of other hands
+        // until the copy has run (the use on `stream` is recorded); the caller vouches
+        // for `src`.
+        unsafe { self.up.device().copy_htod_async(dst, src, bytes, stream) }
+    }
+
+    /// Queues a download of `bytes` from device address `src` to host memory `dst` on
+    /// `stream` (`cuMemcpyDtoHAsync`); checks and use as [`Engine::copy_htod_async`].
+    ///
+    /// # Safety
+    /// `dst` must stay writable for `bytes` until the copy has run.
+    pub unsafe fn copy_dtoh_async(&self, dst: *mut u8, src: u64, bytes: u64, stream: u64) -> Result<()> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        self.up.device().stream_raw(stream)?;
+        let pin = self.pin(src, bytes)?;
+        self.note_use(pin.shard, pin.base, stream);
+        // SAFETY: as in copy_htod_async.
+        unsafe { self.up.device().copy_dtoh_async(dst, src, bytes, stream) }
     }
 
     /// Sets `bytes` bytes at `dst` to `value`. Errors as [`Engine::copy_htod`].
@@ -976,6 +1533,9 @@ impl Drop for Pinned<'_> {
 impl Drop for Engine {
     /// Returns all device memory, live allocations included.
     fn drop(&mut self) {
+        if let Err(e) = self.up.device().synchronize_all() {
+            log::warn!("dropping the engine: {e}");
+        }
         self.with_caches(|cs| cs.iter_mut().for_each(|c| self.adopt(c)));
         if let Some(r) = &self.tc {
             r.mark_dead();
@@ -984,9 +1544,20 @@ impl Drop for Engine {
             let mut s = shard.state.lock();
             let live: Vec<(u64, u64)> = s.live.drain().map(|(p, l)| (p, l.size)).collect();
             for (p, size) in live {
-                s.pool.free(p, size, self.up.shard(i));
+                let stream = s.stream_blocks.remove(&p).map_or(0, |u| u.stream);
+                self.free_to_pool(&mut s, i, stream, p, size);
+            }
+            for p in std::mem::take(&mut s.pending) {
+                s.spare_events.extend(p.events);
+                self.free_to_pool(&mut s, i, p.stream, p.ptr, p.size);
+            }
+            for e in std::mem::take(&mut s.spare_events) {
+                let _ = self.up.device().event_destroy(e);
             }
             s.pool.reclaim(u64::MAX, self.up.shard(i));
+            for p in s.stream_pools.iter_mut() {
+                p.pool.reclaim(u64::MAX, self.up.shard(i));
+            }
         }
     }
 }

@@ -27,6 +27,12 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
+mod timeline;
+pub use crate::timeline::{
+    CUMEM_TIMELINE_CHROME, CUMEM_TIMELINE_HTML, CUMEM_TIMELINE_JSON, CUMEM_TIMELINE_SVG,
+};
+pub use timeline::cumem_save_memory_timeline;
+
 pub use crate::error::{
     CUMEM_ERROR_COMPILE, CUMEM_ERROR_CONFIG, CUMEM_ERROR_DEVICE, CUMEM_ERROR_INTERNAL,
     CUMEM_ERROR_INVALID_VALUE, CUMEM_ERROR_NOT_SUPPORTED, CUMEM_ERROR_OUT_OF_MEMORY, CUMEM_SUCCESS,
@@ -34,6 +40,8 @@ pub use crate::error::{
 
 mod pinned_capi;
 pub use pinned_capi::*;
+mod tools;
+pub use tools::*;
 
 /// The engines, one slot per device ordinal, made on first use.
 struct Engines {
@@ -301,9 +309,20 @@ pub unsafe extern "C" fn cumem_alloc(bytes: u64, ptr: *mut u64) -> i32 {
 /// cache and retrying (and do not count the failure in `num_ooms`).
 pub const CUMEM_ALLOC_NO_RECLAIM: u32 = 1;
 
+/// Flag for `cumem_alloc_ex`: this call retries an allocation after the caller ran a
+/// garbage collection; counted in `num_gc_retries`.
+pub const CUMEM_ALLOC_GC_RETRY: u32 = 2;
+
+/// Flag for `cumem_alloc_ex`: this call is the caller's last-resort retry (the rung that
+/// lets the engine release its cache, or a wait for other threads' frees); counted in
+/// `num_reclaim_retries`.
+pub const CUMEM_ALLOC_RECLAIM_RETRY: u32 = 4;
+
 /// As `cumem_alloc`, with `flags`: 0, or `CUMEM_ALLOC_NO_RECLAIM` for callers that run
 /// their own recovery first (the Julia package: GC, full GC, then `cumem_reclaim` and a
-/// plain `cumem_alloc`). Unknown flag bits are `CUMEM_ERROR_INVALID_VALUE`.
+/// plain `cumem_alloc`), or-ed with `CUMEM_ALLOC_GC_RETRY` or `CUMEM_ALLOC_RECLAIM_RETRY`
+/// to count the call as a retry of that ladder (`num_gc_retries`,
+/// `num_reclaim_retries`). Unknown flag bits are `CUMEM_ERROR_INVALID_VALUE`.
 ///
 /// # Safety
 /// `ptr` must be null or point to writable memory for one `uint64_t`.
@@ -313,8 +332,12 @@ pub unsafe extern "C" fn cumem_alloc_ex(bytes: u64, ptr: *mut u64, flags: u32) -
         if ptr.is_null() {
             return Err(null_err("ptr"));
         }
-        if flags & !CUMEM_ALLOC_NO_RECLAIM != 0 {
+        const KNOWN: u32 = CUMEM_ALLOC_NO_RECLAIM | CUMEM_ALLOC_GC_RETRY | CUMEM_ALLOC_RECLAIM_RETRY;
+        if flags & !KNOWN != 0 {
             return Err(Error::InvalidValue(format!("unknown flags {flags:#x} for cumem_alloc_ex")));
+        }
+        if flags & !CUMEM_ALLOC_NO_RECLAIM != 0 {
+            tools::note_retries(e, flags)?;
         }
         let p = if flags & CUMEM_ALLOC_NO_RECLAIM != 0 { e.try_alloc(bytes)? } else { e.alloc(bytes)? };
         // SAFETY: checked non-null; the caller guarantees it is writable.
@@ -713,4 +736,264 @@ pub extern "C" fn cumem_can_access_peer(dst: i32, src: i32) -> i32 {
         Ok(())
     });
     out
+}
+
+// ---- streams and events ----
+//
+// Handles are small integers (never reused); 0 is CUDA's legacy default stream, on which
+// every other function of this header runs. On the host device, streams are emulated by
+// worker threads with the same ordering (docs/design.md, "Streams").
+
+/// Flag for `cumem_stream_create`: a blocking stream (CUDA's default flags: its work is
+/// ordered with the legacy default stream's). Without it the stream is non-blocking
+/// (`CU_STREAM_NON_BLOCKING`, as PyTorch's streams), so its work overlaps the default
+/// stream's.
+pub const CUMEM_STREAM_BLOCKING: u32 = 1;
+
+/// Flag for `cumem_event_create`: no timing (`CU_EVENT_DISABLE_TIMING`), cheaper to
+/// record and wait on; `cumem_event_elapsed` refuses such an event.
+pub const CUMEM_EVENT_DISABLE_TIMING: u32 = 1;
+
+fn out_u64(p: *mut u64, name: &str, v: impl FnOnce() -> Result<u64>) -> Result<()> {
+    if p.is_null() {
+        return Err(null_err(name));
+    }
+    let v = v()?;
+    // SAFETY: checked non-null; the caller guarantees it is writable.
+    unsafe { *p = v };
+    Ok(())
+}
+
+/// Creates a stream into `*stream` (`cuStreamCreate`); `flags`: 0 or
+/// `CUMEM_STREAM_BLOCKING`. Returns `CUMEM_ERROR_INVALID_VALUE` for a null `stream` or
+/// unknown flags, `CUMEM_ERROR_DEVICE` when the driver fails.
+///
+/// # Safety
+/// `stream` must be null or writable for one `uint64_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cumem_stream_create(flags: u32, stream: *mut u64) -> i32 {
+    guard(|e| {
+        if flags & !CUMEM_STREAM_BLOCKING != 0 {
+            return Err(Error::InvalidValue(format!("unknown flags {flags:#x} for cumem_stream_create")));
+        }
+        out_u64(stream, "stream", || e.stream_create(flags & CUMEM_STREAM_BLOCKING != 0))
+    })
+}
+
+/// Waits for the work queued on `stream`, then destroys it; its pool's cache is
+/// released. Live allocations made on it stay valid. Returns `CUMEM_ERROR_INVALID_VALUE`
+/// for an unknown stream or 0 (the default stream cannot be destroyed).
+#[unsafe(no_mangle)]
+pub extern "C" fn cumem_stream_destroy(stream: u64) -> i32 {
+    guard(|e| e.stream_destroy(stream))
+}
+
+/// Waits until the work queued on `stream` is done (`cuStreamSynchronize`). Returns
+/// `CUMEM_ERROR_INVALID_VALUE` for an unknown stream, `CUMEM_ERROR_DEVICE` when the
+/// device reports a failure (e.g. a kernel's fault).
+#[unsafe(no_mangle)]
+pub extern "C" fn cumem_stream_synchronize(stream: u64) -> i32 {
+    guard(|e| e.device().stream_synchronize(stream))
+}
+
+/// Writes 1 into `*done` when the work queued on `stream` is done, else 0
+/// (`cuStreamQuery`). Returns `CUMEM_ERROR_INVALID_VALUE` for an unknown stream or a null
+/// `done`.
+///
+/// # Safety
+/// `done` must be null or writable for one `int32_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cumem_stream_query(stream: u64, done: *mut i32) -> i32 {
+    guard(|e| {
+        if done.is_null() {
+            return Err(null_err("done"));
+        }
+        let d = e.device().stream_query(stream)?;
+        // SAFETY: checked non-null.
+        unsafe { *done = d as i32 };
+        Ok(())
+    })
+}
+
+/// Makes work queued on `stream` after this call wait until `event` (as last recorded)
+/// has completed (`cuStreamWaitEvent`); the calling thread does not wait. An event never
+/// recorded is complete. Returns `CUMEM_ERROR_INVALID_VALUE` for an unknown handle.
+#[unsafe(no_mangle)]
+pub extern "C" fn cumem_stream_wait_event(stream: u64, event: u64) -> i32 {
+    guard(|e| e.device().stream_wait_event(stream, event))
+}
+
+/// Creates an event into `*event` (`cuEventCreate`); `flags`: 0 (timing) or
+/// `CUMEM_EVENT_DISABLE_TIMING`. Returns `CUMEM_ERROR_INVALID_VALUE` for a null `event`
+/// or unknown flags.
+///
+/// # Safety
+/// `event` must be null or writable for one `uint64_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cumem_event_create(flags: u32, event: *mut u64) -> i32 {
+    guard(|e| {
+        if flags & !CUMEM_EVENT_DISABLE_TIMING != 0 {
+            return Err(Error::InvalidValue(format!("unknown flags {flags:#x} for cumem_event_create")));
+        }
+        out_u64(event, "event", || e.device().event_create(flags & CUMEM_EVENT_DISABLE_TIMING == 0))
+    })
+}
+
+/// Destroys `event` (`cuEventDestroy`). Returns `CUMEM_ERROR_INVALID_VALUE` for an
+/// unknown event.
+#[unsafe(no_mangle)]
+pub extern "C" fn cumem_event_destroy(event: u64) -> i32 {
+    guard(|e| e.device().event_destroy(event))
+}
+
+/// Records `event` on `stream` (`cuEventRecord`): it completes when the work queued on
+/// `stream` before it is done. Returns `CUMEM_ERROR_INVALID_VALUE` for an unknown handle.
+#[unsafe(no_mangle)]
+pub extern "C" fn cumem_event_record(event: u64, stream: u64) -> i32 {
+    guard(|e| e.device().event_record(event, stream))
+}
+
+/// Writes 1 into `*done` when `event` has completed (or was never recorded), else 0
+/// (`cuEventQuery`). Returns `CUMEM_ERROR_INVALID_VALUE` for an unknown event or a null
+/// `done`.
+///
+/// # Safety
+/// `done` must be null or writable for one `int32_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cumem_event_query(event: u64, done: *mut i32) -> i32 {
+    guard(|e| {
+        if done.is_null() {
+            return Err(null_err("done"));
+        }
+        let d = e.device().event_query(event)?;
+        // SAFETY: checked non-null.
+        unsafe { *done = d as i32 };
+        Ok(())
+    })
+}
+
+/// Waits until `event` has completed (`cuEventSynchronize`). Returns
+/// `CUMEM_ERROR_INVALID_VALUE` for an unknown event.
+#[unsafe(no_mangle)]
+pub extern "C" fn cumem_event_synchronize(event: u64) -> i32 {
+    guard(|e| e.device().event_synchronize(event))
+}
+
+/// Writes the time from `start` to `end`, both recorded and completed timing events, in
+/// milliseconds into `*ms` (`cuEventElapsedTime`; resolution about 0.5 us on a GPU).
+/// Returns `CUMEM_ERROR_INVALID_VALUE` for an unknown event, one without timing, never
+/// recorded or not completed, or a null `ms`.
+///
+/// # Safety
+/// `ms` must be null or writable for one `float`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cumem_event_elapsed(start: u64, end: u64, ms: *mut f32) -> i32 {
+    guard(|e| {
+        if ms.is_null() {
+            return Err(null_err("ms"));
+        }
+        let v = e.device().event_elapsed_ms(start, end)?;
+        // SAFETY: checked non-null.
+        unsafe { *ms = v };
+        Ok(())
+    })
+}
+
+/// As `cumem_alloc_ex`, on `stream` (0: the default stream, the same as
+/// `cumem_alloc_ex`): the block comes from the stream's own pool and, once freed, is
+/// reused at once by that stream only (its work is ordered), by other streams never
+/// (PyTorch's per-stream pools). Work on other streams that uses it must be declared with
+/// `cumem_record_stream`. Returns the errors of `cumem_alloc_ex`, and
+/// `CUMEM_ERROR_INVALID_VALUE` for an unknown stream.
+///
+/// # Safety
+/// `ptr` must be null or point to writable memory for one `uint64_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cumem_alloc_async(bytes: u64, stream: u64, ptr: *mut u64, flags: u32) -> i32 {
+    guard(|e| {
+        const KNOWN: u32 = CUMEM_ALLOC_NO_RECLAIM | CUMEM_ALLOC_GC_RETRY | CUMEM_ALLOC_RECLAIM_RETRY;
+        if flags & !KNOWN != 0 {
+            return Err(Error::InvalidValue(format!("unknown flags {flags:#x} for cumem_alloc_async")));
+        }
+        if flags & !CUMEM_ALLOC_NO_RECLAIM != 0 {
+            tools::note_retries(e, flags)?;
+        }
+        out_u64(ptr, "ptr", || e.alloc_on(bytes, stream, flags & CUMEM_ALLOC_NO_RECLAIM == 0))
+    })
+}
+
+/// Declares that work queued on `stream` uses the live allocation containing `ptr`
+/// (PyTorch's `record_stream`): once freed, the block is reused only after an event
+/// recorded on `stream` at the free has completed (polled on later allocations; waited
+/// for on out of memory and by `cumem_reclaim`). Returns `CUMEM_ERROR_INVALID_VALUE` for
+/// an address outside every live allocation or an unknown stream (nothing changes).
+#[unsafe(no_mangle)]
+pub extern "C" fn cumem_record_stream(ptr: u64, stream: u64) -> i32 {
+    guard(|e| e.record_stream(ptr, stream))
+}
+
+/// Writes the stream the live allocation containing `ptr` was made on (0: the default
+/// stream) into `*stream`. Returns `CUMEM_ERROR_INVALID_VALUE` for an address outside
+/// every live allocation or a null `stream`.
+///
+/// # Safety
+/// `stream` must be null or writable for one `uint64_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cumem_block_stream(ptr: u64, stream: *mut u64) -> i32 {
+    guard(|e| out_u64(stream, "stream", || e.block_stream(ptr)))
+}
+
+/// Queues a copy of `bytes` from host memory `src` to device address `dst` on `stream`
+/// (`cuMemcpyHtoDAsync`) and returns. Checks as `cumem_copy_htod`; a block of another
+/// stream records the use as `cumem_record_stream` does. From page-locked memory the
+/// copy overlaps other work; from pageable memory CUDA copies before returning (the host
+/// device always queues). Returns the errors of `cumem_copy_htod`, and
+/// `CUMEM_ERROR_INVALID_VALUE` for an unknown stream.
+///
+/// # Safety
+/// `src` must stay readable for `bytes` bytes until the copy has run (synchronise the
+/// stream or an event recorded after the copy).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cumem_copy_htod_async(
+    dst: u64,
+    src: *const core::ffi::c_void,
+    bytes: u64,
+    stream: u64,
+) -> i32 {
+    guard(|e| {
+        if bytes == 0 {
+            return Ok(());
+        }
+        if src.is_null() {
+            return Err(null_err("src"));
+        }
+        host_len(e, dst, bytes)?;
+        // SAFETY: the caller's guarantee on `src`.
+        unsafe { e.copy_htod_async(dst, src as *const u8, bytes, stream) }
+    })
+}
+
+/// Queues a copy of `bytes` from device address `src` to host memory `dst` on `stream`
+/// (`cuMemcpyDtoHAsync`), with the checks of `cumem_copy_htod_async`.
+///
+/// # Safety
+/// `dst` must stay writable for `bytes` bytes until the copy has run.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cumem_copy_dtoh_async(
+    dst: *mut core::ffi::c_void,
+    src: u64,
+    bytes: u64,
+    stream: u64,
+) -> i32 {
+    guard(|e| {
+        if bytes == 0 {
+            return Ok(());
+        }
+        if dst.is_null() {
+            return Err(null_err("dst"));
+        }
+        host_len(e, src, bytes)?;
+        // SAFETY: the caller's guarantee on `dst`.
+        unsafe { e.copy_dtoh_async(dst as *mut u8, src, bytes, stream) }
+    })
 }

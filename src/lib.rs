@@ -12,11 +12,15 @@
 //!   shared by all pools;
 //! - [`report`]: the `memory_status` text; [`pinned`]: the pinned host pool (a second
 //!   engine over page-locked host memory) and registered host ranges;
+//! - [`timeline`]: memory timeline pictures of
+//!   an allocation history (SVG, HTML, JSON, Chrome trace);
 //! - [`ffi`]: the C ABI (`include/cumem.h`); [`logging`]: its log messages;
 //! - [`compute`]: NVRTC kernels and cuBLAS on the same device, with their C functions.
 //!
 //! Leaves that any layer may use: [`error`] (errors and their status codes), [`stats`]
-//! (every counter and peak), [`config`], [`format`], [`sync`], [`tracking`], [`live`].
+//! (every counter and peak), [`config`], [`format`], [`sync`], [`tracking`], [`live`],
+//! [`history`] (the allocation-history rings) and [`snapshot`] (the records of the
+//! memory tools: snapshot segments and blocks, leaks, compaction).
 //!
 //! ```
 //! use cumem::{Config, Engine, PoolKind, device::HostDevice};
@@ -36,14 +40,17 @@ pub mod engine;
 pub mod error;
 pub mod ffi;
 pub mod format;
+pub mod history;
 pub mod live;
 pub mod logging;
 pub mod pinned;
 pub mod pool;
 pub mod report;
+pub mod snapshot;
 pub mod stats;
 pub mod sync;
 pub mod thread_cache;
+pub mod timeline;
 pub mod tracking;
 pub mod upstream;
 

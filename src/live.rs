@@ -19,6 +19,9 @@ pub struct LiveBlock {
     pub requested: u64,
     /// Size of the block handed out (bytes).
     pub size: u64,
+    /// Allocation number within the shard (1, 2, …): leak checks list the live blocks
+    /// numbered after a mark.
+    pub seq: u64,
     /// Where it was made (with `CUMEM_DEBUG` ≥ 1).
     pub origin: Option<Box<Origin>>,
 }
@@ -28,7 +31,7 @@ struct Slot {
     live: LiveBlock,
 }
 
-const EMPTY: Slot = Slot { key: 0, live: LiveBlock { requested: 0, size: 0, origin: None } };
+const EMPTY: Slot = Slot { key: 0, live: LiveBlock { requested: 0, size: 0, seq: 0, origin: None } };
 
 /// An address-keyed table of [`LiveBlock`] entries.
 pub struct LiveTable {
@@ -169,7 +172,7 @@ mod tests {
     use std::collections::HashMap;
 
     fn live(n: u64) -> LiveBlock {
-        LiveBlock { requested: n, size: n + 1, origin: None }
+        LiveBlock { requested: n, size: n + 1, seq: n, origin: None }
     }
 
     proptest! {

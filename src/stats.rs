@@ -75,17 +75,28 @@ pub struct Stats {
     /// way; the error is also logged). Added last, so the layout of the fields above is
     /// that of earlier versions.
     pub num_device_free_errors: u64,
+    /// Allocations a caller retried after a garbage collection (the Julia package's
+    /// `GC.gc(false)` and `GC.gc(true)` rungs), reported by `cumem_alloc_ex`'s
+    /// `CUMEM_ALLOC_GC_RETRY` flag.
+    pub num_gc_retries: u64,
+    /// Allocations a caller made in the rung that releases the cache and in its waits for
+    /// other threads' frees (`CUMEM_ALLOC_RECLAIM_RETRY`).
+    pub num_reclaim_retries: u64,
 }
 
 /// Counts of events, per shard (PyTorch's accumulated counts).
 #[derive(Debug, Clone, Copy, Default)]
 struct Counters {
-    num_allocations: u64,
+    /// `allocations` when the statistics were last reset (`num_allocations` is the
+    /// difference, so the shard's allocation count itself is never reset).
+    allocations_at_reset: u64,
     num_frees: u64,
     num_cache_hits: u64,
     num_cache_misses: u64,
     num_alloc_retries: u64,
     num_ooms: u64,
+    num_gc_retries: u64,
+    num_reclaim_retries: u64,
 }
 
 /// A shard adds its byte counts to the engine-wide sums once they have moved by more
@@ -102,22 +113,40 @@ pub(crate) struct ShardStats {
     /// The part of `requested`/`allocated` already added to [`Peaks`]'s sums.
     folded_requested: u64,
     folded_allocated: u64,
+    /// Successful allocations of the shard since it started, never reset.
+    pub allocations: u64,
+    /// The number of the shard's newest live block, never reset: leak checks number live
+    /// blocks with it. Allocations take the next number, and so do blocks a thread cache
+    /// handed out when they move into the shard's table (the engine moves them before
+    /// every leak mark and check, so a block still in a thread cache is newer than every
+    /// mark).
+    pub seq: u64,
     counters: Counters,
 }
 
 impl ShardStats {
     /// A block of `size` bytes was handed out for `requested` bytes (`hit`: from the
-    /// cache).
+    /// cache). Returns its number in the shard ([`ShardStats::allocations`]).
     #[inline]
-    pub fn on_alloc(&mut self, requested: u64, size: u64, hit: bool) {
+    pub fn on_alloc(&mut self, requested: u64, size: u64, hit: bool) -> u64 {
         self.requested += requested;
         self.allocated += size;
-        self.counters.num_allocations += 1;
+        self.allocations += 1;
+        self.seq += 1;
         if hit {
             self.counters.num_cache_hits += 1;
         } else {
             self.counters.num_cache_misses += 1;
         }
+        self.seq
+    }
+
+    /// A fresh number for a live block that moves into this shard's table (see
+    /// [`ShardStats::seq`]).
+    #[inline]
+    pub fn next_seq(&mut self) -> u64 {
+        self.seq += 1;
+        self.seq
     }
 
     /// An allocation failed in the pool (it called the device, or tried to).
@@ -142,6 +171,15 @@ impl ShardStats {
     /// An allocation failed with out of memory after the retry.
     pub fn on_oom(&mut self) {
         self.counters.num_ooms += 1;
+    }
+
+    /// A caller's ladder retried an allocation, after a GC (`gc`) or in its reclaim rung.
+    pub fn on_ladder_retry(&mut self, gc: bool) {
+        if gc {
+            self.counters.num_gc_retries += 1;
+        } else {
+            self.counters.num_reclaim_retries += 1;
+        }
     }
 
     /// Folds this shard's change since the last fold into `peaks`' engine-wide sums if it
@@ -184,8 +222,11 @@ impl ShardStats {
         self.allocated += o.allocated;
         self.folded_requested = self.folded_requested.wrapping_add(o.folded_requested);
         self.folded_allocated = self.folded_allocated.wrapping_add(o.folded_allocated);
+        self.allocations += o.allocations;
         let (c, d) = (&mut self.counters, o.counters);
-        c.num_allocations += d.num_allocations;
+        c.allocations_at_reset += d.allocations_at_reset;
+        c.num_gc_retries += d.num_gc_retries;
+        c.num_reclaim_retries += d.num_reclaim_retries;
         c.num_frees += d.num_frees;
         c.num_cache_hits += d.num_cache_hits;
         c.num_cache_misses += d.num_cache_misses;
@@ -198,12 +239,14 @@ impl ShardStats {
         st.requested_bytes += self.requested;
         st.allocated_bytes += self.allocated;
         let c = &self.counters;
-        st.num_allocations += c.num_allocations;
+        st.num_allocations += self.allocations - c.allocations_at_reset;
         st.num_frees += c.num_frees;
         st.num_cache_hits += c.num_cache_hits;
         st.num_cache_misses += c.num_cache_misses;
         st.num_alloc_retries += c.num_alloc_retries;
         st.num_ooms += c.num_ooms;
+        st.num_gc_retries += c.num_gc_retries;
+        st.num_reclaim_retries += c.num_reclaim_retries;
     }
 }
 
@@ -219,6 +262,13 @@ pub(crate) struct Peaks {
 }
 
 impl Peaks {
+    /// Engine-wide allocated bytes as folded so far (up to [`FOLD_BYTES`] per shard
+    /// behind the exact sum): a cheap estimate that moves in steps of about 1 MiB.
+    #[inline]
+    pub fn folded_allocated(&self) -> u64 {
+        self.sums[1].load(Relaxed)
+    }
+
     /// Raises the peaks to engine-wide `requested` and `allocated` bytes with `reserved`
     /// bytes obtained from the device.
     #[inline]
@@ -324,7 +374,7 @@ pub(crate) fn reset(
 ) {
     let (mut requested, mut allocated) = (0, 0);
     for_each_shard(&mut |s| {
-        s.counters = Counters::default();
+        s.counters = Counters { allocations_at_reset: s.allocations, ..Counters::default() };
         requested += s.requested;
         allocated += s.allocated;
     });

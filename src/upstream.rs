@@ -7,10 +7,11 @@
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::format::format_bytes;
+use crate::history::{Event, EventKind, History};
 use crate::stats::DeviceStats;
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::Instant;
 
 /// A segment: one device allocation, owned by the pool of one shard.
@@ -25,10 +26,11 @@ pub struct Segment {
 /// The device plus the memory limit and device-call counters.
 pub struct Upstream {
     device: Box<dyn Device>,
-    /// Cap on reserved bytes; `u64::MAX` when there is none.
-    limit: u64,
+    /// Cap on reserved bytes; `u64::MAX` when there is none. Atomic so that
+    /// [`Upstream::set_limit`] can change it while other threads allocate.
+    limit: AtomicU64,
     /// Whether a limit was set (a limit of `u64::MAX` bytes is still one to report).
-    has_limit: bool,
+    has_limit: AtomicBool,
     /// Bytes claimed against the limit: `reserved` plus device allocations in flight.
     /// A miss claims first, so concurrent misses cannot overshoot the limit.
     claimed: AtomicU64,
@@ -41,6 +43,9 @@ pub struct Upstream {
     /// Device-call counters and the peak of reserved bytes.
     stats: DeviceStats,
     segments: Mutex<BTreeMap<u64, Segment>>,
+    /// The allocation history (off unless recording was asked for); device events are
+    /// recorded here, the engine's through [`Upstream::history`].
+    history: History,
 }
 
 impl Upstream {
@@ -48,14 +53,55 @@ impl Upstream {
     pub fn new(device: Box<dyn Device>, limit: Option<u64>) -> Upstream {
         Upstream {
             device,
-            limit: limit.unwrap_or(u64::MAX),
-            has_limit: limit.is_some(),
+            limit: AtomicU64::new(limit.unwrap_or(u64::MAX)),
+            has_limit: AtomicBool::new(limit.is_some()),
             claimed: AtomicU64::new(0),
             reserved: AtomicU64::new(0),
             all_time_peak: AtomicU64::new(0),
             stats: DeviceStats::default(),
             segments: Mutex::new(BTreeMap::new()),
+            history: History::new(),
         }
+    }
+
+    /// The allocation history.
+    #[inline]
+    pub fn history(&self) -> &History {
+        &self.history
+    }
+
+    /// Records a device event of `kind` for `bytes` at `addr` that started at tick `t0`,
+    /// on shard `shard`'s ring.
+    #[cold]
+    fn record(&self, kind: EventKind, shard: usize, addr: u64, bytes: u64, t0: u64) {
+        let h = &self.history;
+        h.record(
+            shard,
+            Event {
+                time_ns: t0,
+                duration_ns: h.now().saturating_sub(t0),
+                addr,
+                size_bytes: bytes,
+                kind: kind as u32,
+                thread: crate::tracking::thread_index(),
+                device: self.device().ordinal(),
+                ..Event::default()
+            },
+        );
+    }
+
+    /// Sets the cap on reserved bytes (None: no cap). Requests in flight finish under the
+    /// cap they were claimed against; reserved bytes above a lowered cap are not released
+    /// here (the engine releases cache first, see `Engine::set_memory_limit`), only no
+    /// more is obtained until they fall below it.
+    pub fn set_limit(&self, limit: Option<u64>) {
+        self.limit.store(limit.unwrap_or(u64::MAX), Relaxed);
+        self.has_limit.store(limit.is_some(), Relaxed);
+    }
+
+    /// Every segment (base, size) owned by the pool of shard `shard`, by address.
+    pub fn segments_of(&self, shard: usize) -> Vec<(u64, u64)> {
+        self.segments.lock().iter().filter(|(_, s)| s.shard == shard).map(|(&b, s)| (b, s.size)).collect()
     }
 
     /// The device below.
@@ -65,7 +111,7 @@ impl Upstream {
 
     /// The limit on reserved bytes, if any.
     pub fn limit(&self) -> Option<u64> {
-        self.has_limit.then_some(self.limit)
+        self.has_limit.load(Relaxed).then(|| self.limit.load(Relaxed))
     }
 
     /// Bytes currently obtained from the device.
@@ -108,12 +154,14 @@ impl Upstream {
     /// counts the bytes as reserved once the device call succeeds, or unclaims them.
     fn claim(&self, bytes: u64) -> Result<u64> {
         self.claimed
-            .fetch_update(Relaxed, Relaxed, |r| r.checked_add(bytes).filter(|&n| n <= self.limit))
+            .fetch_update(Relaxed, Relaxed, |r| {
+                r.checked_add(bytes).filter(|&n| n <= self.limit.load(Relaxed))
+            })
             .map_err(|prev| {
                 Error::OutOfMemory(format!(
                     "{} more would cross JULIA_CUDA_MEMORY_LIMIT of {} ({} reserved or being obtained)",
                     format_bytes(bytes),
-                    format_bytes(self.limit),
+                    format_bytes(self.limit.load(Relaxed)),
                     format_bytes(prev)
                 ))
             })
@@ -123,6 +171,7 @@ impl Upstream {
     /// [`Error::OutOfMemory`] when the limit would be crossed or the device is full.
     fn alloc(&self, bytes: u64, shard: usize) -> Result<u64> {
         self.claim(bytes)?;
+        let rec = self.history.on().then(|| self.history.now());
         let t = Instant::now();
         let r = self.device.alloc(bytes);
         let ns = t.elapsed().as_nanos() as u64;
@@ -134,6 +183,9 @@ impl Upstream {
                 self.stats.on_device_alloc(ns, Some(now));
                 self.all_time_peak.fetch_max(now, Relaxed);
                 self.segments.lock().insert(ptr, Segment { size: bytes, shard });
+                if let Some(t0) = rec {
+                    self.record(EventKind::DeviceAlloc, shard, ptr, bytes, t0);
+                }
                 log::debug!("device allocation of {} at {ptr:#x}", format_bytes(bytes));
                 Ok(ptr)
             }
@@ -146,8 +198,9 @@ impl Upstream {
     }
 
     /// Returns a segment obtained by [`ShardUpstream::alloc`] to the device.
-    fn free(&self, ptr: u64, bytes: u64) {
+    fn free(&self, ptr: u64, bytes: u64, shard: usize) {
         self.segments.lock().remove(&ptr);
+        let rec = self.history.on().then(|| self.history.now());
         let t = Instant::now();
         // SAFETY: the pools only return segments they obtained from `alloc(bytes)`.
         if let Err(e) = unsafe { self.device.free(ptr, bytes) } {
@@ -155,6 +208,9 @@ impl Upstream {
             log::error!("freeing device segment {ptr:#x} of {bytes} bytes failed: {e}");
         }
         self.stats.on_device_free(t.elapsed().as_nanos() as u64);
+        if let Some(t0) = rec {
+            self.record(EventKind::DeviceFree, shard, ptr, bytes, t0);
+        }
         self.reserved.fetch_sub(bytes, Relaxed);
         self.claimed.fetch_sub(bytes, Relaxed);
         log::debug!("device free of {} at {ptr:#x}", format_bytes(bytes));
@@ -191,8 +247,9 @@ impl Upstream {
 
     /// Maps `bytes` at `addr` (see [`ShardUpstream::vm_map`]): claimed like an
     /// allocation, reserved only once the mapping succeeded.
-    fn vm_map(&self, addr: u64, bytes: u64) -> Result<()> {
+    fn vm_map(&self, addr: u64, bytes: u64, shard: usize) -> Result<()> {
         self.claim(bytes)?;
+        let rec = self.history.on().then(|| self.history.now());
         let t = Instant::now();
         // SAFETY: the pool maps only unmapped granules of ranges it reserved.
         let r = unsafe { self.device.vm_map(addr, bytes) };
@@ -206,6 +263,9 @@ impl Upstream {
                     self.stats.on_device_alloc(0, Some(now));
                 }
                 self.all_time_peak.fetch_max(now, Relaxed);
+                if let Some(t0) = rec {
+                    self.record(EventKind::DeviceAlloc, shard, addr, bytes, t0);
+                }
                 Ok(())
             }
             Err(e) => {
@@ -216,7 +276,8 @@ impl Upstream {
         }
     }
 
-    fn vm_unmap(&self, addr: u64, bytes: u64) {
+    fn vm_unmap(&self, addr: u64, bytes: u64, shard: usize) {
+        let rec = self.history.on().then(|| self.history.now());
         let t = Instant::now();
         // SAFETY: the pool unmaps only mapped granules that no block uses.
         if let Err(e) = unsafe { self.device.vm_unmap(addr, bytes) } {
@@ -227,6 +288,9 @@ impl Upstream {
         self.stats.on_device_free(t.elapsed().as_nanos() as u64);
         for _ in 1..self.granules(bytes) {
             self.stats.on_device_free(0);
+        }
+        if let Some(t0) = rec {
+            self.record(EventKind::DeviceFree, shard, addr, bytes, t0);
         }
         self.reserved.fetch_sub(bytes, Relaxed);
         self.claimed.fetch_sub(bytes, Relaxed);
@@ -262,7 +326,7 @@ impl ShardUpstream<'_> {
     /// the device (a device failure is logged: the memory is gone either way).
     #[inline]
     pub fn free(self, ptr: u64, bytes: u64) {
-        self.up.free(ptr, bytes)
+        self.up.free(ptr, bytes, self.shard)
     }
 
     /// Bytes currently obtained from the device, by all shards.
@@ -310,7 +374,7 @@ impl ShardUpstream<'_> {
     /// when `JULIA_CUDA_MEMORY_LIMIT` would be crossed or the device is full (nothing is
     /// mapped then); [`Error::Device`] otherwise.
     pub fn vm_map(self, addr: u64, bytes: u64) -> Result<()> {
-        self.up.vm_map(addr, bytes)
+        self.up.vm_map(addr, bytes, self.shard)
     }
 
     /// Unmaps `[addr, addr+bytes)` (whole granules mapped by [`ShardUpstream::vm_map`],
@@ -319,6 +383,6 @@ impl ShardUpstream<'_> {
     /// `num_device_free_errors`, like a failed [`ShardUpstream::free`]: the memory is
     /// gone either way.
     pub fn vm_unmap(self, addr: u64, bytes: u64) {
-        self.up.vm_unmap(addr, bytes)
+        self.up.vm_unmap(addr, bytes, self.shard)
     }
 }

@@ -15,6 +15,7 @@ end
 
 make_vector() = CuMem.zeros(Float64, 3)       # 24 bytes
 const LINE_MAKE = @__LINE__() - 1
+const KEEP = CuArray{Float64,1}[]
 
 @testset "leak report (debug level $(Base.JLOptions().debug_level), CUMEM_DEBUG=$(get(ENV, "CUMEM_DEBUG", "")))" begin
     @test CuMem.tracking()
@@ -106,4 +107,57 @@ const LINE_MAKE = @__LINE__() - 1
     @test !occursin("Outstanding", status())
     @test length(CuMem.TRACKED) < 64 + 10
     @test memory_stats().requested_bytes == 0
+end
+
+# The memory tools under tracking: events, snapshot blocks and leaks carry the Julia stack
+# of the allocation (the first frame this file's `make_vector`).
+@testset "origins in memory_events, memory_snapshot and check_memory_leaks" begin
+    GC.gc(true)
+    record_memory_history(true; max_entries = 1000)
+    memory_checkpoint("origins"; io = devnull)
+    v = make_vector()
+    w = make_vector()
+    unsafe_free!(w)
+    record_memory_history(false)
+    ev = filter(e -> e.kind in (:alloc, :free), memory_events())
+    @test length(ev) == 3
+    for e in ev
+        @test e.origin !== nothing
+        @test occursin("make_vector", e.origin) && occursin("debugtests.jl:$LINE_MAKE", e.origin)
+    end
+    @test ev[3].origin == ev[2].origin             # a free carries its allocation's stack
+    blk = [b for s in memory_snapshot() for b in s.blocks if b.addr == UInt64(pointer(v))]
+    @test length(blk) == 1 && blk[1].state === :active
+    @test blk[1].origin !== nothing && occursin("make_vector", blk[1].origin)
+    leaks = check_memory_leaks()
+    @test [l.addr for l in leaks] == [UInt64(pointer(v))]
+    @test occursin("debugtests.jl:$LINE_MAKE", leaks[1].origin)
+    err = try
+        CuMem.@check_leaks push!(KEEP, make_vector())
+        nothing
+    catch e
+        e
+    end
+    @test err isa MemoryLeakError && occursin("make_vector", sprint(showerror, err))
+    unsafe_free!(v)
+    foreach(unsafe_free!, KEEP)
+end
+
+# A memory profile names each allocation's origin (the Julia stack under -g2; the
+# engine's native stack under CUMEM_DEBUG=2), in its report and in the timeline page.
+make_profiled() = CuArray{Float32}(undef, 7777)
+@testset "profile origins" begin
+    p = @profile_memory (x = make_profiled(); unsafe_free!(x))
+    allocs = [e for e in memory_events(p) if e.kind === :alloc]
+    @test length(allocs) == 1 && allocs[1].origin !== nothing
+    r = sprint(show, MIME"text/plain"(), p)
+    @test !occursin("origin unknown", r)
+    html = joinpath(mktempdir(), "t.html")
+    save_memory_timeline(html, p)
+    if Base.JLOptions().debug_level >= 2
+        @test occursin("make_profiled", allocs[1].origin)
+        @test occursin(r"largest allocations:\n\s+\d+\.\d+ KiB × 1\s+make_profiled", r)
+        page = read(html, String)
+        @test occursin("make_profiled", page) && occursin("debugtests.jl", page)
+    end
 end

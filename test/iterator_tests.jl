@@ -2,7 +2,7 @@
 
 @testset "CuIterator" begin
     batches = [(Float32.(rand(4, 3)), rand(1:9, 3)) for _ in 1:4]
-    it = CuIterator(batches)
+    it = CuIterator(batches; prefetch = 0)
     @test length(it) == 4
     @test size(it) == (4,)
     @test Base.IteratorSize(typeof(it)) == Base.HasShape{1}()
@@ -69,4 +69,80 @@
     @test all(b -> CuMem.isfreed(parent(b[1])) && CuMem.isfreed(b[2].diag), wrapped)
     # an empty iterator
     @test isempty(collect(CuIterator(Vector{Float64}[])))
+    @test isempty(collect(CuIterator(Vector{Float64}[]; prefetch = 0)))
+    @test_throws ArgumentError CuIterator(batches; prefetch = -1)
+end
+
+@testset "CuIterator prefetching" begin
+    batches = [(rand(Float32, 64, 32), rand(1:9, 32)) for _ in 1:6]
+    bytes = sizeof(batches[1][1]) + sizeof(batches[1][2])
+    for k in (1, 2)
+        clean!()
+        s0 = memory_stats().requested_bytes
+        seen = Any[]
+        for (i, (x, y)) in enumerate(CuIterator(batches; prefetch = k))
+            @test x isa CuMatrix{Float32} && y isa CuVector{Int}
+            @test CuMem.array_stream(x) != 0                 # uploaded on the copy stream
+            @test Array(x) == batches[i][1] && Array(y) == batches[i][2]
+            i > 1 && @test CuMem.isfreed(seen[end][1]) && CuMem.isfreed(seen[end][2])
+            push!(seen, (x, y))
+            # this batch and at most k staged ahead
+            r = memory_stats().requested_bytes - s0
+            @test bytes <= r <= (1 + min(k, length(batches) - i)) * bytes
+        end
+        @test length(seen) == length(batches)
+        @test all(b -> CuMem.isfreed(b[1]) && CuMem.isfreed(b[2]), seen)
+        @test memory_stats().requested_bytes == s0
+    end
+    # the same data as without prefetching, for the shapes CuIterator takes
+    mixed = [(data = rand(Float64, 3), m = adjoint(rand(2, 2)), v = [rand(2), rand(3)], k = i, r = 1:3) for i in 1:3]
+    a = [map(Array ∘ (z -> z isa AbstractArray{<:AbstractArray} ? z[1] : z),
+             (b.data, b.m, b.v, b.r)) for b in CuIterator(mixed; prefetch = 0)]
+    b = [map(Array ∘ (z -> z isa AbstractArray{<:AbstractArray} ? z[1] : z),
+             (b.data, b.m, b.v, b.r)) for b in CuIterator(mixed)]
+    @test a == b
+    # iterating again starts over
+    it = CuIterator(batches)
+    @test [Array(x) for (x, _) in it] == [Array(x) for (x, _) in it] == [b[1] for b in batches]
+    # CuArrays in the input pass through, are not freed, and are not recorded
+    mine = CuArray([1.0, 2.0])
+    for b in CuIterator([(mine, [1.0]), (mine, [2.0])])
+        @test b[1] === mine
+    end
+    @test !CuMem.isfreed(mine)
+    # leaving early: close(it) frees the current and the prefetched batches
+    clean!()
+    s0 = memory_stats().requested_bytes
+    it = CuIterator(batches; prefetch = 2)
+    held = nothing
+    for (i, b) in enumerate(it)
+        held = b
+        i == 2 && break
+    end
+    @test memory_stats().requested_bytes > s0
+    close(it)
+    @test CuMem.isfreed(held[1]) && memory_stats().requested_bytes == s0
+    # the do-block form frees everything however the block ends
+    got = CuIterator(batches) do it
+        for (i, (x, y)) in enumerate(it)
+            i == 3 && return sum(Array(x))
+        end
+    end
+    @test got ≈ sum(batches[3][1])
+    @test memory_stats().requested_bytes == s0
+    @test_throws ErrorException CuIterator(batches) do it
+        for (x, y) in it
+            error("stop")
+        end
+    end
+    @test memory_stats().requested_bytes == s0
+    # uploads overlap the caller's work: with the default stream busy on the host device
+    # (the caller sleeping), the next batch is already on the device when it is taken
+    n = 0
+    for (x, y) in CuIterator(batches)
+        n += 1
+        sleep(0.02)
+        @test Array(y) isa Vector{Int}
+    end
+    @test n == length(batches)
 end

@@ -933,7 +933,7 @@ fn child_alloc_ex() {
     assert_eq!((s.num_alloc_retries, s.num_ooms, s.reserved_bytes), (1, 0, 8 << 20));
     assert_eq!(cumem_free(q), CUMEM_SUCCESS);
     // Bad input changes nothing.
-    expect_err(unsafe { cumem_alloc_ex(512, &mut q, 2) }, CUMEM_ERROR_INVALID_VALUE, &["flags"]);
+    expect_err(unsafe { cumem_alloc_ex(512, &mut q, 8) }, CUMEM_ERROR_INVALID_VALUE, &["flags"]);
     expect_err(
         unsafe { cumem_alloc_ex(512, std::ptr::null_mut(), CUMEM_ALLOC_NO_RECLAIM) },
         CUMEM_ERROR_INVALID_VALUE,
@@ -988,4 +988,163 @@ fn child_log_capture() {
     assert_eq!(cumem_log_capture(0), 1);
     assert!(cstr(cumem_version()).starts_with(env!("CARGO_PKG_VERSION")));
     done("child_log_capture");
+}
+
+/// The memory tools' C functions (src/ffi/tools.rs) on every pool: history, snapshot,
+/// leaks, checkpoints, limits, compaction, retry flags, and their bad inputs.
+#[test]
+fn memory_tools_on_each_pool() {
+    for pool in ["binned", "split", "expandable", "simple", "none"] {
+        spawn("child_tools", &[("JULIA_CUDA_MEMORY_POOL", pool), ("CUMEM_HOST_CAPACITY", "1GiB")]);
+    }
+}
+
+#[test]
+fn child_tools() {
+    use cumem::history::Event;
+    use cumem::snapshot::{BlockInfo, Compaction, Leak, SegmentInfo};
+    if !child("child_tools") {
+        return;
+    }
+    assert_eq!(cumem_init(), CUMEM_SUCCESS, "{}", last_error());
+    // History: off at start, bad max_entries refused, events in time order.
+    assert_eq!(unsafe { cumem_memory_events(std::ptr::null_mut(), 0) }, 0);
+    expect_err(cumem_record_memory_history(1, 0), CUMEM_ERROR_INVALID_VALUE, &["max_entries"]);
+    assert_eq!(cumem_record_memory_history(1, 1000), CUMEM_SUCCESS);
+    cumem_set_next_origin(42);
+    let a = alloc_ok(5000);
+    assert_eq!(cumem_free(a), CUMEM_SUCCESS);
+    assert_eq!(cumem_record_memory_history(0, 0), CUMEM_SUCCESS);
+    let n = unsafe { cumem_memory_events(std::ptr::null_mut(), 0) };
+    assert!(n >= 2);
+    let mut ev = vec![Event::default(); n as usize + 3];
+    assert_eq!(unsafe { cumem_memory_events(ev.as_mut_ptr(), ev.len() as u64) }, n);
+    ev.truncate(n as usize);
+    let mine: Vec<&Event> =
+        ev.iter().filter(|e| e.kind == CUMEM_EVENT_ALLOC || e.kind == CUMEM_EVENT_FREE).collect();
+    assert_eq!(mine.len(), 2, "{ev:#?}");
+    assert_eq!((mine[0].kind, mine[0].addr, mine[0].requested_bytes), (CUMEM_EVENT_ALLOC, a, 5000));
+    assert_eq!((mine[1].kind, mine[1].addr), (CUMEM_EVENT_FREE, a));
+    assert_eq!(mine[0].origin, 42 | CUMEM_ORIGIN_CALLER, "the caller's origin id");
+    assert_eq!(mine[1].origin, mine[0].origin, "the free carries it too");
+    // A capacity of 1 copies one event and still returns the count.
+    let mut one = [Event::default(); 1];
+    assert_eq!(unsafe { cumem_memory_events(one.as_mut_ptr(), 1) }, n);
+    assert_eq!(one[0], ev[0]);
+    // Origin texts: none for 0 and for caller ids.
+    assert_eq!(unsafe { cumem_origin_text(0, std::ptr::null_mut(), 0) }, 0);
+    assert_eq!(unsafe { cumem_origin_text(mine[0].origin, std::ptr::null_mut(), 0) }, 0);
+
+    // Snapshot: two calls; too small a capacity copies nothing.
+    let live = alloc_ok(3 << 20);
+    let (mut ns, mut nb) = (0u64, 0u64);
+    assert_eq!(
+        unsafe { cumem_memory_snapshot(std::ptr::null_mut(), 0, std::ptr::null_mut(), 0, &mut ns, &mut nb) },
+        CUMEM_SUCCESS
+    );
+    assert!(ns >= 1 && nb >= 1);
+    let mut segs = vec![SegmentInfo::default(); ns as usize];
+    let mut blocks = vec![BlockInfo::default(); nb as usize];
+    let mut small = vec![BlockInfo::default(); nb as usize - 1];
+    assert_eq!(
+        unsafe { cumem_memory_snapshot(segs.as_mut_ptr(), ns, small.as_mut_ptr(), nb - 1, &mut ns, &mut nb) },
+        CUMEM_SUCCESS
+    );
+    assert!(segs.iter().all(|s| s.size == 0), "nothing copied when one array is too small");
+    assert_eq!(
+        unsafe { cumem_memory_snapshot(segs.as_mut_ptr(), ns, blocks.as_mut_ptr(), nb, &mut ns, &mut nb) },
+        CUMEM_SUCCESS
+    );
+    let st = stats();
+    assert_eq!(segs.iter().map(|s| s.size).sum::<u64>(), st.reserved_bytes);
+    let active: Vec<&BlockInfo> = blocks.iter().filter(|b| b.state == CUMEM_BLOCK_ACTIVE).collect();
+    assert_eq!(active.len(), 1);
+    assert_eq!((active[0].addr, active[0].requested), (live, 3 << 20));
+    expect_err(
+        unsafe {
+            cumem_memory_snapshot(
+                std::ptr::null_mut(),
+                0,
+                std::ptr::null_mut(),
+                0,
+                std::ptr::null_mut(),
+                &mut nb,
+            )
+        },
+        CUMEM_ERROR_INVALID_VALUE,
+        &["num_segments"],
+    );
+
+    // Leaks and checkpoints.
+    let (mut da, mut dr) = (0i64, 0i64);
+    assert_eq!(unsafe { cumem_memory_checkpoint(&mut da, &mut dr) }, CUMEM_SUCCESS);
+    assert_eq!(da, st.allocated_bytes as i64);
+    let mark = cumem_leak_mark();
+    let b = alloc_ok(700);
+    let mut count = 0u64;
+    let mut leaks = [Leak::default(); 4];
+    assert_eq!(unsafe { cumem_leaks_since(mark, leaks.as_mut_ptr(), 4, &mut count) }, CUMEM_SUCCESS);
+    assert_eq!((count, leaks[0].addr, leaks[0].requested_bytes), (1, b, 700));
+    assert_eq!(unsafe { cumem_check_memory_leaks(leaks.as_mut_ptr(), 4, &mut count) }, CUMEM_SUCCESS);
+    assert_eq!(count, 1);
+    expect_err(
+        unsafe { cumem_leaks_since(1 << 40, leaks.as_mut_ptr(), 4, &mut count) },
+        CUMEM_ERROR_INVALID_VALUE,
+        &["mark"],
+    );
+    expect_err(
+        unsafe { cumem_check_memory_leaks(leaks.as_mut_ptr(), 4, std::ptr::null_mut()) },
+        CUMEM_ERROR_INVALID_VALUE,
+        &["count"],
+    );
+    assert_eq!(cumem_free(b), CUMEM_SUCCESS);
+    assert_eq!(unsafe { cumem_memory_checkpoint(std::ptr::null_mut(), std::ptr::null_mut()) }, CUMEM_SUCCESS);
+
+    // Limits.
+    expect_err(cumem_set_memory_limit(1 << 20), CUMEM_ERROR_INVALID_VALUE, &["live"]);
+    assert_eq!(stats().limit_bytes, 0);
+    assert_eq!(unsafe { cumem_set_memory_limit_str(c"16MiB".as_ptr()) }, CUMEM_SUCCESS);
+    assert_eq!(stats().limit_bytes, 16 << 20);
+    assert!((cumem_memory_pressure() - stats().reserved_bytes as f64 / (16u64 << 20) as f64).abs() < 1e-12);
+    expect_err(unsafe { cumem_set_memory_limit_str(c"lots".as_ptr()) }, CUMEM_ERROR_CONFIG, &["lots"]);
+    expect_err(unsafe { cumem_set_memory_limit_str(std::ptr::null()) }, CUMEM_ERROR_INVALID_VALUE, &["null"]);
+    assert_eq!(stats().limit_bytes, 16 << 20, "bad input changes nothing");
+    assert_eq!(unsafe { cumem_set_memory_limit_str(c"none".as_ptr()) }, CUMEM_SUCCESS);
+    assert_eq!(stats().limit_bytes, 0);
+    expect_err(cumem_set_memory_fraction(2.0), CUMEM_ERROR_INVALID_VALUE, &["fraction"]);
+    assert_eq!(cumem_set_memory_fraction(0.25), CUMEM_SUCCESS);
+    let (mut free, mut total) = (0, 0);
+    assert_eq!(unsafe { cumem_device_memory(&mut free, &mut total) }, CUMEM_SUCCESS);
+    assert_eq!(stats().limit_bytes, total / 4);
+    assert_eq!(cumem_set_memory_limit(0), CUMEM_SUCCESS);
+    assert_eq!(stats().limit_bytes, 0);
+
+    // Cache cap and compaction.
+    assert_eq!(cumem_get_cache_limit(), u64::MAX);
+    assert_eq!(cumem_set_cache_limit(0), CUMEM_SUCCESS);
+    assert_eq!(cumem_get_cache_limit(), 0);
+    assert_eq!(cumem_free(live), CUMEM_SUCCESS);
+    assert_eq!(stats().reserved_bytes, 0, "a cap of 0 keeps nothing cached");
+    assert_eq!(cumem_set_cache_limit(u64::MAX), CUMEM_SUCCESS);
+    let c = alloc_ok(2 << 20);
+    assert_eq!(cumem_free(c), CUMEM_SUCCESS);
+    let before = stats();
+    let mut out = Compaction::default();
+    assert_eq!(unsafe { cumem_compact(&mut out) }, CUMEM_SUCCESS);
+    assert_eq!(out.released_bytes, before.reserved_bytes);
+    assert_eq!((out.fragmentation_before, out.fragmentation_after), (before.fragmentation_ratio, 0.0));
+    expect_err(unsafe { cumem_compact(std::ptr::null_mut()) }, CUMEM_ERROR_INVALID_VALUE, &["null"]);
+
+    // Retry flags of cumem_alloc_ex.
+    let mut q = 0u64;
+    assert_eq!(
+        unsafe { cumem_alloc_ex(100, &mut q, CUMEM_ALLOC_NO_RECLAIM | CUMEM_ALLOC_GC_RETRY) },
+        CUMEM_SUCCESS
+    );
+    assert_eq!(cumem_free(q), CUMEM_SUCCESS);
+    assert_eq!(unsafe { cumem_alloc_ex(100, &mut q, CUMEM_ALLOC_RECLAIM_RETRY) }, CUMEM_SUCCESS);
+    assert_eq!(cumem_free(q), CUMEM_SUCCESS);
+    let s = stats();
+    assert_eq!((s.num_gc_retries, s.num_reclaim_retries), (1, 1));
+    done("child_tools");
 }

@@ -118,6 +118,8 @@ const DESIGN_FIELDS: &[(&str, &str)] = &[
     ("double", "cache_hit_rate"),
     ("double", "fragmentation_ratio"),
     ("uint64_t", "num_device_free_errors"),
+    ("uint64_t", "num_gc_retries"),
+    ("uint64_t", "num_reclaim_retries"),
 ];
 
 const DESIGN_CODES: &[(&str, i32)] = &[
@@ -224,6 +226,8 @@ fn layout_check_source() -> String {
         ("cache_hit_rate", offset_of!(Stats, cache_hit_rate)),
         ("fragmentation_ratio", offset_of!(Stats, fragmentation_ratio)),
         ("num_device_free_errors", offset_of!(Stats, num_device_free_errors)),
+        ("num_gc_retries", offset_of!(Stats, num_gc_retries)),
+        ("num_reclaim_retries", offset_of!(Stats, num_reclaim_retries)),
     ];
     let mut src = String::from("#include \"cumem.h\"\n#include <stddef.h>\n");
     src += &format!(
@@ -235,6 +239,26 @@ fn layout_check_source() -> String {
     }
     for (name, value) in DESIGN_CODES {
         src += &format!("_Static_assert({name} == {value}, \"{name}\");\n");
+    }
+    // The records of the memory tools: sizes and the offsets of their last fields.
+    {
+        use cumem::history::Event;
+        use cumem::snapshot::{BlockInfo, Compaction, Leak, SegmentInfo};
+        for (c, size, last, off) in [
+            ("cumem_event_t", size_of::<Event>(), "hit", offset_of!(Event, hit)),
+            ("cumem_segment_t", size_of::<SegmentInfo>(), "shard", offset_of!(SegmentInfo, shard)),
+            ("cumem_block_t", size_of::<BlockInfo>(), "segment", offset_of!(BlockInfo, segment)),
+            ("cumem_leak_t", size_of::<Leak>(), "shard", offset_of!(Leak, shard)),
+            (
+                "cumem_compact_t",
+                size_of::<Compaction>(),
+                "fragmentation_after",
+                offset_of!(Compaction, fragmentation_after),
+            ),
+        ] {
+            src += &format!("_Static_assert(sizeof({c}) == {size}, \"size of {c}\");\n");
+            src += &format!("_Static_assert(offsetof({c}, {last}) == {off}, \"offset in {c}\");\n");
+        }
     }
     // Every function, called through a pointer of the §3 type.
     src += "int32_t (*f_alloc)(uint64_t, uint64_t *) = cumem_alloc;\n";

@@ -16,8 +16,11 @@ const LAYERS: &[(&str, u32)] = &[
     ("sync", 0),
     ("tracking", 0),
     ("logging", 0),
+    ("snapshot", 0),
     ("config", 1),
     ("live", 1),
+    // the allocation-history rings (use tracking's thread index and symbolizer, sync)
+    ("history", 1),
     ("device", 2),
     ("upstream", 3),
     ("pool", 4),
@@ -27,6 +30,8 @@ const LAYERS: &[(&str, u32)] = &[
     ("report", 6),
     // the pinned host pool: a second engine over page-locked host memory
     ("pinned", 6),
+    // memory timeline pictures of an event history (over history and format)
+    ("timeline", 6),
     ("ffi", 7),
     // kernels and cuBLAS over the engine's device and memory; its C functions
     // (compute/capi.rs) use the C ABI's guard, so the module sits above ffi

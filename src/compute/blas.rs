@@ -4,8 +4,8 @@
 //! to the context current at its creation) and guarded by a mutex (a handle must not be
 //! used by two threads at once; a call only queues work, so the lock is short). The handle keeps cuBLAS's defaults that matter for results: math mode
 //! `CUBLAS_DEFAULT_MATH` (no TF32 unless `NVIDIA_TF32_OVERRIDE` says otherwise), host
-//! pointer mode for alpha and beta, and the legacy default stream (NULL), the one all of
-//! CuMem's device work is ordered on.
+//! pointer mode for alpha and beta. The stream is set before every call
+//! (`cublasSetStream`): the caller's, the legacy default stream (NULL) unless named.
 
 use super::dylib::{self, Opened};
 use super::gpu;
@@ -178,7 +178,7 @@ fn check_operand(engine: &Engine, what: &str, op: Operand, rows: i64, cols: i64,
 /// `C = alpha * op(A) * op(B) + beta * C` through cuBLAS, column-major: op(A) is `m × k`,
 /// op(B) `k × n`, C `m × n`; `transa`/`transb` 0 = as is, 1 = transposed, 2 = conjugate
 /// transposed (as BLAS's 'N', 'T', 'C'). `alpha` and `beta` point to host values of
-/// `dtype`. Queued on the legacy default stream; returns without waiting. Sizes up to
+/// `dtype`. Queued on `stream` (0: the legacy default stream); returns without waiting. Sizes up to
 /// 2^31 − 1 (cuBLAS's `int`).
 ///
 /// Errors: [`Error::InvalidValue`] for a negative or oversized size, a bad op code, a
@@ -201,6 +201,7 @@ pub unsafe fn gemm(
     b: Operand,
     beta: *const c_void,
     c: Operand,
+    stream: u64,
 ) -> Result<()> {
     for (what, t) in [("transa", transa), ("transb", transb)] {
         if !(0..=2).contains(&t) {
@@ -225,6 +226,7 @@ pub unsafe fn gemm(
     check_operand(engine, "B", b, br, bc, es)?;
     check_operand(engine, "C", c, m, n, es)?;
     gpu::bind(engine.device(), "gemm (cuBLAS)")?;
+    let raw = engine.device().stream_raw(stream)?;
     let cb = cublas()?;
     let mut handles = cb.handle.lock();
     let ord = engine.ordinal();
@@ -250,6 +252,8 @@ pub unsafe fn gemm(
     if m == 0 || n == 0 {
         return Ok(());
     }
+    // SAFETY: a live handle, used under the lock; `raw` is a live stream or NULL.
+    check("cublasSetStream", unsafe { (cb.api.set_stream)(h, raw as *mut c_void) })?;
     let f = cb.api.gemm[dtype as usize];
     // SAFETY: the operands were checked to lie in live allocations of their stated
     // shapes; the caller vouches for alpha and beta; the handle is used under the lock.

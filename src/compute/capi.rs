@@ -177,8 +177,47 @@ pub unsafe extern "C" fn cumem_kernel_launch(
     guard(|e| {
         let geometry = module::Launch { grid: (gx, gy, gz), block: (bx, by, bz), shared_bytes };
         // SAFETY: the caller vouches for `args`.
-        unsafe { module::launch(e.device(), kernel, geometry, args) }
+        unsafe { module::launch(e.device(), kernel, 0, geometry, args) }
     })
+}
+
+/// As `cumem_kernel_launch`, queued on `stream` (a handle of `cumem_stream_create`; 0:
+/// the legacy default stream). Also `CUMEM_ERROR_INVALID_VALUE` for an unknown stream.
+/// Memory the kernel uses that belongs to another stream must be declared with
+/// `cumem_record_stream` before it is freed.
+///
+/// # Safety
+/// As `cumem_kernel_launch`.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn cumem_kernel_launch_stream(
+    stream: u64,
+    kernel: u64,
+    gx: u32,
+    gy: u32,
+    gz: u32,
+    bx: u32,
+    by: u32,
+    bz: u32,
+    shared_bytes: u32,
+    args: *mut *mut c_void,
+) -> i32 {
+    guard(|e| {
+        let geometry = module::Launch { grid: (gx, gy, gz), block: (bx, by, bz), shared_bytes };
+        // SAFETY: the caller vouches for `args`.
+        unsafe { module::launch(e.device(), kernel, stream, geometry, args) }
+    })
+}
+
+/// Queues on `stream` an operation that takes `ns` nanoseconds and touches no memory:
+/// the deliberately slow kernel of the ordering tests and benchmarks. On a GPU a
+/// one-thread kernel spinning on `%globaltimer` (compiled with NVRTC on first use); on
+/// the host device a sleep on the stream's worker thread (on the default stream, of
+/// the calling thread). Returns `CUMEM_ERROR_INVALID_VALUE` for an unknown stream,
+/// `CUMEM_ERROR_NOT_SUPPORTED` on a GPU without libnvrtc.
+#[unsafe(no_mangle)]
+pub extern "C" fn cumem_stream_sleep(stream: u64, ns: u64) -> i32 {
+    guard(|e| module::sleep(e.device(), stream, ns))
 }
 
 /// Writes into `*threads` the block size that maximises `kernel`'s occupancy with no
@@ -271,8 +310,8 @@ pub unsafe extern "C" fn cumem_device_info(
     })
 }
 
-/// Waits until all queued device work (kernels, cuBLAS, copies) is done
-/// (`cuCtxSynchronize`); a no-op on the host device. Returns `CUMEM_ERROR_DEVICE` when
+/// Waits until all queued device work (kernels, cuBLAS, copies), on every stream, is
+/// done (`cuCtxSynchronize`); on the host device, until every stream's queue is done. Returns `CUMEM_ERROR_DEVICE` when
 /// the device reports a failure, e.g. a kernel's illegal address.
 #[unsafe(no_mangle)]
 pub extern "C" fn cumem_synchronize() -> i32 {
@@ -317,6 +356,39 @@ pub unsafe extern "C" fn cumem_gemm(
         let (a, b, c) =
             (Operand { ptr: A, ld: lda }, Operand { ptr: B, ld: ldb }, Operand { ptr: C, ld: ldc });
         // SAFETY: the caller vouches for alpha and beta (null is checked).
-        unsafe { blas::gemm(e, dtype, transa, transb, (m, n, k), alpha, a, b, beta, c) }
+        unsafe { blas::gemm(e, dtype, transa, transb, (m, n, k), alpha, a, b, beta, c, 0) }
+    })
+}
+
+/// As `cumem_gemm`, queued on `stream` (a handle of `cumem_stream_create`; 0: the legacy
+/// default stream). Also `CUMEM_ERROR_INVALID_VALUE` for an unknown stream.
+///
+/// # Safety
+/// As `cumem_gemm`.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments, non_snake_case)]
+pub unsafe extern "C" fn cumem_gemm_stream(
+    stream: u64,
+    dtype: i32,
+    transa: i32,
+    transb: i32,
+    m: i64,
+    n: i64,
+    k: i64,
+    alpha: *const c_void,
+    A: u64,
+    lda: i64,
+    B: u64,
+    ldb: i64,
+    beta: *const c_void,
+    C: u64,
+    ldc: i64,
+) -> i32 {
+    guard(|e| {
+        let dtype = Dtype::from_code(dtype)?;
+        let (a, b, c) =
+            (Operand { ptr: A, ld: lda }, Operand { ptr: B, ld: ldb }, Operand { ptr: C, ld: ldc });
+        // SAFETY: the caller vouches for alpha and beta (null is checked).
+        unsafe { blas::gemm(e, dtype, transa, transb, (m, n, k), alpha, a, b, beta, c, stream) }
     })
 }

@@ -74,12 +74,12 @@ pub fn info(dev: &dyn Device) -> Result<DeviceInfo> {
     Ok(*slot.get_or_init(|| i))
 }
 
-/// Waits until all work queued on the device is done (`cuCtxSynchronize`); a no-op on
-/// the host device. Errors: [`Error::Device`], which is also how an earlier kernel's
+/// Waits until all work queued on the device, on every stream, is done
+/// (`cuCtxSynchronize`; on the host device, the emulated streams' queues). Errors: [`Error::Device`], which is also how an earlier kernel's
 /// fault (e.g. an illegal address) is reported.
 pub fn synchronize(dev: &dyn Device) -> Result<()> {
     if dev.is_host() {
-        return Ok(());
+        return dev.synchronize_all();
     }
     dev.make_current()?;
     result::ctx::synchronize().map_err(|e| device_err("cuCtxSynchronize", e))

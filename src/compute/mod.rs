@@ -5,7 +5,7 @@
 //! the engine owns compiling, caching and launching:
 //! - [`nvrtc`]: libnvrtc, CUDA C → PTX or CUBIN; needs no GPU, so CI checks kernels too;
 //! - [`module`]: kernels compiled for the current GPU, cached by (source, name), launched
-//!   on the legacy default stream;
+//!   on a stream (0: the legacy default stream);
 //! - [`blas`]: `cublas<t>gemm` with one guarded handle;
 //! - [`gpu`]: the context, the device's facts, synchronisation;
 //! - [`capi`]: the C functions (`cumem_compile_ptx`, `cumem_kernel_load`, ...).
@@ -13,9 +13,12 @@
 //! libnvrtc and libcublas are opened at run time ([`dylib`]), so `libcumem.so` loads on
 //! a machine without them; what needs one then fails with `CUMEM_ERROR_NOT_SUPPORTED`.
 //!
-//! Ordering: kernels and cuBLAS run on CUDA's legacy default stream, with which the
-//! engine's synchronous copies, memsets and `cuMemFree` are ordered, so memory freed to
-//! the pool and handed out again is never written while a queued kernel still reads it.
+//! Ordering: kernels and cuBLAS run on the stream they are given, CUDA's legacy default
+//! stream unless another is named; the engine's synchronous copies, memsets and
+//! `cuMemFree` are ordered with that stream, so memory freed to the pool and handed out
+//! again is never written while a queued kernel still reads it. Memory used on other
+//! streams is protected by the engine's stream-ordered pools and `record_stream`
+//! (docs/design.md, "Streams").
 
 pub mod blas;
 pub mod capi;

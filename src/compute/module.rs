@@ -1,6 +1,6 @@
 //! Kernels: compiling CUDA C for the current GPU, loading it (`cuModuleLoadData`),
-//! caching the functions by (source, name), and launching them on the legacy default
-//! stream (the one stream all of CuMem's device work is ordered on).
+//! caching the functions by (source, name), and launching them on a stream (0: the legacy
+//! default stream, on which the engine's synchronous copies run).
 //!
 //! Modules stay loaded for the life of the process, as CUDA.jl and CuPy keep their
 //! compiled kernels: a handle, once returned, is valid until exit. A module belongs to
@@ -219,8 +219,8 @@ pub struct Launch {
     pub shared_bytes: u32,
 }
 
-/// Queues kernel `h` with `geometry` on the legacy default stream (`cuLaunchKernel`);
-/// returns without waiting. `args` is `cuLaunchKernel`'s `kernelParams`: one pointer per
+/// Queues kernel `h` with `geometry` on stream `stream` (0: the legacy default stream;
+/// else a handle of `Device::stream_create`) (`cuLaunchKernel`); returns without waiting. `args` is `cuLaunchKernel`'s `kernelParams`: one pointer per
 /// kernel parameter to its value (null only for a kernel without parameters). Errors:
 /// [`Error::InvalidValue`] for an unknown handle, a handle loaded on another device, a
 /// zero dimension, or a geometry the driver refuses (too many threads per block or too much shared memory),
@@ -231,7 +231,13 @@ pub struct Launch {
 /// `args` must point to as many valid argument pointers as the kernel has parameters,
 /// each to a value of the parameter's type; device pointers among them must be valid
 /// for what the kernel does with them.
-pub unsafe fn launch(dev: &dyn Device, h: u64, geometry: Launch, args: *mut *mut c_void) -> Result<()> {
+pub unsafe fn launch(
+    dev: &dyn Device,
+    h: u64,
+    stream: u64,
+    geometry: Launch,
+    args: *mut *mut c_void,
+) -> Result<()> {
     let func = function(h, dev.ordinal())?;
     let Launch { grid, block, shared_bytes } = geometry;
     if [grid.0, grid.1, grid.2, block.0, block.1, block.2].contains(&0) {
@@ -240,6 +246,7 @@ pub unsafe fn launch(dev: &dyn Device, h: u64, geometry: Launch, args: *mut *mut
         )));
     }
     gpu::bind(dev, "launching a kernel")?;
+    let raw = dev.stream_raw(stream)? as sys::CUstream;
     // SAFETY: `func` is a loaded function; the caller vouches for `args`. Stream NULL is
     // the legacy default stream (cudarc loads cuLaunchKernel, not the _ptsz variant).
     let r = unsafe {
@@ -252,7 +259,7 @@ pub unsafe fn launch(dev: &dyn Device, h: u64, geometry: Launch, args: *mut *mut
             block.1,
             block.2,
             shared_bytes,
-            std::ptr::null_mut(),
+            raw,
             args,
             std::ptr::null_mut(),
         )
@@ -287,4 +294,31 @@ pub fn block_size(dev: &dyn Device, h: u64) -> Result<i32> {
 /// The number of distinct kernels loaded so far (handles handed out).
 pub fn loaded_kernels() -> usize {
     REGISTRY.read().as_ref().map_or(0, |r| r.kernels.len())
+}
+
+/// The CUDA C of [`sleep`]'s kernel: one thread spinning on the global nanosecond timer
+/// (`%globaltimer`, sm_70 and later).
+const SPIN_SOURCE: &str = r#"
+extern "C" __global__ void cumem_spin(unsigned long long ns) {
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < ns);
+}
+"#;
+
+/// Queues on `stream` an operation that takes at least `ns` nanoseconds and touches no
+/// memory: the deliberately slow kernel of the ordering tests. On a GPU a one-thread
+/// kernel spinning on `%globaltimer` (compiled with NVRTC on first use); on the host
+/// device a sleep on the stream's worker thread. Errors: [`Error::InvalidValue`] for an
+/// unknown stream, [`Error::NotSupported`] on a GPU without libnvrtc.
+pub fn sleep(dev: &dyn Device, stream: u64, ns: u64) -> Result<()> {
+    if dev.is_host() {
+        return dev.stream_sleep(stream, ns);
+    }
+    let h = load(dev, SPIN_SOURCE, "cumem_spin")?;
+    let mut arg = ns;
+    let mut args = [&mut arg as *mut u64 as *mut c_void];
+    let geometry = Launch { grid: (1, 1, 1), block: (1, 1, 1), shared_bytes: 0 };
+    // SAFETY: one `unsigned long long` parameter, passed by pointer to its value.
+    unsafe { launch(dev, h, stream, geometry, args.as_mut_ptr()) }
 }

@@ -27,6 +27,11 @@ pub struct CudaDevice {
     /// Source devices whose memory this context may read (`cuCtxEnablePeerAccess` done),
     /// and those that it may not (`cuDeviceCanAccessPeer` said no), asked once each.
     peers: Mutex<FxHashMap<i32, bool>>,
+    /// Streams and events by CuMem handle (small integers, never reused, so a stale
+    /// handle is an error rather than another stream): the driver's pointers as `u64`.
+    streams: Mutex<FxHashMap<u64, u64>>,
+    events: Mutex<FxHashMap<u64, u64>>,
+    next_handle: std::sync::atomic::AtomicU64,
 }
 
 // SAFETY: a CUDA context handle may be used from any thread; the driver synchronises.
@@ -60,6 +65,9 @@ impl CudaDevice {
             granularity: OnceLock::new(),
             handles: Mutex::new(FxHashMap::default()),
             peers: Mutex::new(FxHashMap::default()),
+            streams: Mutex::new(FxHashMap::default()),
+            events: Mutex::new(FxHashMap::default()),
+            next_handle: std::sync::atomic::AtomicU64::new(1),
         };
         d.bind()?;
         Ok(d)
@@ -182,6 +190,36 @@ impl CudaDevice {
             }
         }
         first
+    }
+}
+
+impl CudaDevice {
+    fn raw_stream(&self, s: u64) -> Result<sys::CUstream> {
+        if s == 0 {
+            return Ok(std::ptr::null_mut());
+        }
+        self.streams.lock().get(&s).map(|&p| p as sys::CUstream).ok_or_else(|| unknown("stream", s))
+    }
+
+    fn raw_event(&self, e: u64) -> Result<sys::CUevent> {
+        self.events.lock().get(&e).map(|&p| p as sys::CUevent).ok_or_else(|| unknown("event", e))
+    }
+
+    fn handle(&self) -> u64 {
+        self.next_handle.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+fn unknown(what: &str, h: u64) -> Error {
+    Error::InvalidValue(format!("{h} is not a {what} of this device (never created, or destroyed)"))
+}
+
+/// `Ok(true)` for success, `Ok(false)` for `CUDA_ERROR_NOT_READY`, else the error.
+fn ready(r: sys::CUresult, what: &str) -> Result<bool> {
+    match r {
+        sys::CUresult::CUDA_SUCCESS => Ok(true),
+        sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+        e => Err(device_err(what, result::DriverError(e))),
     }
 }
 
@@ -318,6 +356,134 @@ impl Device for CudaDevice {
 
     fn vm_granularity(&self) -> Result<u64> {
         self.granule()
+    }
+
+    fn synchronize_all(&self) -> Result<()> {
+        self.bind()?;
+        result::ctx::synchronize().map_err(|e| device_err("cuCtxSynchronize", e))
+    }
+
+    fn stream_create(&self, blocking: bool) -> Result<u64> {
+        self.bind()?;
+        let mut st: sys::CUstream = std::ptr::null_mut();
+        let flags = if blocking { 0 } else { sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32 };
+        // SAFETY: valid out-pointer.
+        unsafe { sys::cuStreamCreate(&mut st, flags) }
+            .result()
+            .map_err(|e| device_err("cuStreamCreate", e))?;
+        let h = self.handle();
+        self.streams.lock().insert(h, st as u64);
+        Ok(h)
+    }
+
+    fn stream_destroy(&self, s: u64) -> Result<()> {
+        let st = self.streams.lock().remove(&s).ok_or_else(|| unknown("stream", s))?;
+        self.bind()?;
+        // SAFETY: a stream of ours, now unreachable through its handle.
+        unsafe { sys::cuStreamDestroy_v2(st as sys::CUstream) }
+            .result()
+            .map_err(|e| device_err("cuStreamDestroy", e))
+    }
+
+    fn stream_synchronize(&self, s: u64) -> Result<()> {
+        let st = self.raw_stream(s)?;
+        self.bind()?;
+        // SAFETY: a live stream of ours or the legacy stream.
+        unsafe { sys::cuStreamSynchronize(st) }.result().map_err(|e| device_err("cuStreamSynchronize", e))
+    }
+
+    fn stream_query(&self, s: u64) -> Result<bool> {
+        let st = self.raw_stream(s)?;
+        self.bind()?;
+        // SAFETY: as above.
+        ready(unsafe { sys::cuStreamQuery(st) }, "cuStreamQuery")
+    }
+
+    fn stream_raw(&self, s: u64) -> Result<u64> {
+        self.raw_stream(s).map(|p| p as u64)
+    }
+
+    fn stream_wait_event(&self, s: u64, e: u64) -> Result<()> {
+        let (st, ev) = (self.raw_stream(s)?, self.raw_event(e)?);
+        self.bind()?;
+        // SAFETY: a live stream and event of ours.
+        unsafe { sys::cuStreamWaitEvent(st, ev, 0) }.result().map_err(|e| device_err("cuStreamWaitEvent", e))
+    }
+
+    fn event_create(&self, timing: bool) -> Result<u64> {
+        self.bind()?;
+        let mut ev: sys::CUevent = std::ptr::null_mut();
+        let flags = if timing { 0 } else { sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32 };
+        // SAFETY: valid out-pointer.
+        unsafe { sys::cuEventCreate(&mut ev, flags) }.result().map_err(|e| device_err("cuEventCreate", e))?;
+        let h = self.handle();
+        self.events.lock().insert(h, ev as u64);
+        Ok(h)
+    }
+
+    fn event_destroy(&self, e: u64) -> Result<()> {
+        let ev = self.events.lock().remove(&e).ok_or_else(|| unknown("event", e))?;
+        self.bind()?;
+        // SAFETY: an event of ours, now unreachable through its handle.
+        unsafe { sys::cuEventDestroy_v2(ev as sys::CUevent) }
+            .result()
+            .map_err(|e| device_err("cuEventDestroy", e))
+    }
+
+    fn event_record(&self, e: u64, s: u64) -> Result<()> {
+        let (ev, st) = (self.raw_event(e)?, self.raw_stream(s)?);
+        self.bind()?;
+        // SAFETY: a live event and stream of ours.
+        unsafe { sys::cuEventRecord(ev, st) }.result().map_err(|e| device_err("cuEventRecord", e))
+    }
+
+    fn event_query(&self, e: u64) -> Result<bool> {
+        let ev = self.raw_event(e)?;
+        self.bind()?;
+        // SAFETY: a live event of ours.
+        ready(unsafe { sys::cuEventQuery(ev) }, "cuEventQuery")
+    }
+
+    fn event_synchronize(&self, e: u64) -> Result<()> {
+        let ev = self.raw_event(e)?;
+        self.bind()?;
+        // SAFETY: a live event of ours.
+        unsafe { sys::cuEventSynchronize(ev) }.result().map_err(|e| device_err("cuEventSynchronize", e))
+    }
+
+    fn event_elapsed_ms(&self, start: u64, end: u64) -> Result<f32> {
+        let (a, b) = (self.raw_event(start)?, self.raw_event(end)?);
+        self.bind()?;
+        let mut ms = 0f32;
+        // SAFETY: valid out-pointer, live events of ours.
+        match unsafe { sys::cuEventElapsedTime(&mut ms, a, b) } {
+            sys::CUresult::CUDA_SUCCESS => Ok(ms),
+            sys::CUresult::CUDA_ERROR_NOT_READY => {
+                Err(Error::InvalidValue(format!("event {start} or {end} has not completed yet")))
+            }
+            sys::CUresult::CUDA_ERROR_INVALID_HANDLE => Err(Error::InvalidValue(format!(
+                "event {start} or {end} was never recorded or was created without timing"
+            ))),
+            e => Err(device_err("cuEventElapsedTime", result::DriverError(e))),
+        }
+    }
+
+    unsafe fn copy_htod_async(&self, dst: u64, src: *const u8, bytes: u64, s: u64) -> Result<()> {
+        let st = self.raw_stream(s)?;
+        self.bind()?;
+        // SAFETY: the caller keeps both ranges valid until the copy has run.
+        unsafe { sys::cuMemcpyHtoDAsync_v2(dst, src as *const std::ffi::c_void, bytes as usize, st) }
+            .result()
+            .map_err(|e| device_err("cuMemcpyHtoDAsync", e))
+    }
+
+    unsafe fn copy_dtoh_async(&self, dst: *mut u8, src: u64, bytes: u64, s: u64) -> Result<()> {
+        let st = self.raw_stream(s)?;
+        self.bind()?;
+        // SAFETY: the caller keeps both ranges valid until the copy has run.
+        unsafe { sys::cuMemcpyDtoHAsync_v2(dst as *mut std::ffi::c_void, src, bytes as usize, st) }
+            .result()
+            .map_err(|e| device_err("cuMemcpyDtoHAsync", e))
     }
 
     fn vm_reserve(&self, bytes: u64) -> Result<u64> {

@@ -54,6 +54,57 @@ impl Device for FaultyDevice {
     fn name(&self) -> &str {
         &self.name
     }
+    // Streams and events are passed through without faults.
+    fn synchronize_all(&self) -> Result<()> {
+        self.inner.synchronize_all()
+    }
+    fn stream_create(&self, blocking: bool) -> Result<u64> {
+        self.inner.stream_create(blocking)
+    }
+    fn stream_destroy(&self, s: u64) -> Result<()> {
+        self.inner.stream_destroy(s)
+    }
+    fn stream_synchronize(&self, s: u64) -> Result<()> {
+        self.inner.stream_synchronize(s)
+    }
+    fn stream_query(&self, s: u64) -> Result<bool> {
+        self.inner.stream_query(s)
+    }
+    fn stream_raw(&self, s: u64) -> Result<u64> {
+        self.inner.stream_raw(s)
+    }
+    fn stream_wait_event(&self, s: u64, e: u64) -> Result<()> {
+        self.inner.stream_wait_event(s, e)
+    }
+    fn stream_sleep(&self, s: u64, ns: u64) -> Result<()> {
+        self.inner.stream_sleep(s, ns)
+    }
+    fn event_create(&self, timing: bool) -> Result<u64> {
+        self.inner.event_create(timing)
+    }
+    fn event_destroy(&self, e: u64) -> Result<()> {
+        self.inner.event_destroy(e)
+    }
+    fn event_record(&self, e: u64, s: u64) -> Result<()> {
+        self.inner.event_record(e, s)
+    }
+    fn event_query(&self, e: u64) -> Result<bool> {
+        self.inner.event_query(e)
+    }
+    fn event_synchronize(&self, e: u64) -> Result<()> {
+        self.inner.event_synchronize(e)
+    }
+    fn event_elapsed_ms(&self, start: u64, end: u64) -> Result<f32> {
+        self.inner.event_elapsed_ms(start, end)
+    }
+    unsafe fn copy_htod_async(&self, dst: u64, src: *const u8, bytes: u64, s: u64) -> Result<()> {
+        // SAFETY: the caller's guarantees, passed on.
+        unsafe { self.inner.copy_htod_async(dst, src, bytes, s) }
+    }
+    unsafe fn copy_dtoh_async(&self, dst: *mut u8, src: u64, bytes: u64, s: u64) -> Result<()> {
+        // SAFETY: the caller's guarantees, passed on.
+        unsafe { self.inner.copy_dtoh_async(dst, src, bytes, s) }
+    }
     fn is_host(&self) -> bool {
         self.inner.is_host()
     }

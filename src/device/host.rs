@@ -7,6 +7,7 @@
 //! measured here are a GPU's.
 
 use super::Device;
+use super::host_stream::HostStreams;
 use crate::error::{Error, Result};
 use crate::format::format_bytes;
 use std::alloc::{Layout, alloc, dealloc};
@@ -25,6 +26,8 @@ pub struct HostDevice {
     capacity: u64,
     used: AtomicU64,
     ordinal: u32,
+    /// Streams and events, emulated by worker threads (see `host_stream`).
+    streams: HostStreams,
 }
 
 impl HostDevice {
@@ -34,9 +37,14 @@ impl HostDevice {
     }
 
     /// Stand-in device `ordinal` of `CUMEM_DEVICE=host:N`, of `capacity` bytes (each
-    /// stand-in has its own capacity and count of bytes in use).
+    /// stand-in has its own capacity, count of bytes in use and streams).
     pub fn with_ordinal(capacity: Option<u64>, ordinal: u32) -> HostDevice {
-        HostDevice { capacity: capacity.unwrap_or_else(physical_memory), used: AtomicU64::new(0), ordinal }
+        HostDevice {
+            capacity: capacity.unwrap_or_else(physical_memory),
+            used: AtomicU64::new(0),
+            ordinal,
+            streams: HostStreams::default(),
+        }
     }
 }
 
@@ -147,6 +155,8 @@ impl Device for HostDevice {
     }
 
     unsafe fn free(&self, ptr: u64, bytes: u64) -> Result<()> {
+        // cuMemFree waits for the device: no stream may still be copying into the memory.
+        self.streams.barrier(true);
         // SAFETY: the caller guarantees `ptr` came from `alloc(bytes)`.
         unsafe { dealloc(ptr as *mut u8, layout(bytes)?) };
         self.used.fetch_sub(bytes, Ordering::Relaxed);
@@ -158,6 +168,7 @@ impl Device for HostDevice {
     }
 
     unsafe fn copy_htod(&self, dst: u64, src: *const u8, bytes: u64) -> Result<()> {
+        self.streams.barrier(false); // the legacy stream's implicit synchronisation
         // SAFETY: the caller guarantees `src` readable and `[dst, dst+bytes)` device
         // memory, which on this device is host memory of this process.
         unsafe { std::ptr::copy(src, dst as *mut u8, bytes as usize) };
@@ -165,6 +176,7 @@ impl Device for HostDevice {
     }
 
     unsafe fn copy_dtoh(&self, dst: *mut u8, src: u64, bytes: u64) -> Result<()> {
+        self.streams.barrier(false); // the legacy stream's implicit synchronisation
         // SAFETY: the caller guarantees `dst` writable and `[src, src+bytes)` device
         // (here: host) memory.
         unsafe { std::ptr::copy(src as *const u8, dst, bytes as usize) };
@@ -172,6 +184,7 @@ impl Device for HostDevice {
     }
 
     unsafe fn copy_dtod(&self, dst: u64, src: u64, bytes: u64) -> Result<()> {
+        self.streams.barrier(false); // the legacy stream's implicit synchronisation
         // SAFETY: the caller guarantees both ranges are device (here: host) memory;
         // `copy` allows them to overlap.
         unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, bytes as usize) };
@@ -179,6 +192,7 @@ impl Device for HostDevice {
     }
 
     unsafe fn memset(&self, dst: u64, value: u8, bytes: u64) -> Result<()> {
+        self.streams.barrier(false); // the legacy stream's implicit synchronisation
         // SAFETY: the caller guarantees `[dst, dst+bytes)` is device (here: host) memory.
         unsafe { std::ptr::write_bytes(dst as *mut u8, value, bytes as usize) };
         Ok(())
@@ -186,6 +200,81 @@ impl Device for HostDevice {
 
     fn vm_granularity(&self) -> Result<u64> {
         Ok(HOST_VM_GRANULE)
+    }
+
+    fn synchronize_all(&self) -> Result<()> {
+        self.streams.barrier(true);
+        Ok(())
+    }
+
+    fn stream_create(&self, blocking: bool) -> Result<u64> {
+        self.streams.create(blocking)
+    }
+
+    fn stream_destroy(&self, s: u64) -> Result<()> {
+        self.streams.destroy(s)
+    }
+
+    fn stream_synchronize(&self, s: u64) -> Result<()> {
+        self.streams.synchronize(s)
+    }
+
+    fn stream_query(&self, s: u64) -> Result<bool> {
+        self.streams.query(s)
+    }
+
+    fn stream_raw(&self, s: u64) -> Result<u64> {
+        self.streams.check(s).map(|()| s)
+    }
+
+    fn stream_wait_event(&self, s: u64, e: u64) -> Result<()> {
+        self.streams.wait_event(s, e)
+    }
+
+    fn stream_sleep(&self, s: u64, ns: u64) -> Result<()> {
+        self.streams.sleep(s, ns)
+    }
+
+    fn event_create(&self, timing: bool) -> Result<u64> {
+        self.streams.event_create(timing)
+    }
+
+    fn event_destroy(&self, e: u64) -> Result<()> {
+        self.streams.event_destroy(e)
+    }
+
+    fn event_record(&self, e: u64, s: u64) -> Result<()> {
+        self.streams.record(e, s)
+    }
+
+    fn event_query(&self, e: u64) -> Result<bool> {
+        self.streams.event_query(e)
+    }
+
+    fn event_synchronize(&self, e: u64) -> Result<()> {
+        self.streams.event_synchronize(e)
+    }
+
+    fn event_elapsed_ms(&self, start: u64, end: u64) -> Result<f32> {
+        self.streams.elapsed_ms(start, end)
+    }
+
+    unsafe fn copy_htod_async(&self, dst: u64, src: *const u8, bytes: u64, s: u64) -> Result<()> {
+        let (d, p) = (dst as usize, src as usize);
+        // SAFETY: the caller keeps both ranges valid until the copy has run.
+        self.streams.enqueue(
+            s,
+            Box::new(move || unsafe { std::ptr::copy(p as *const u8, d as *mut u8, bytes as usize) }),
+        )
+    }
+
+    unsafe fn copy_dtoh_async(&self, dst: *mut u8, src: u64, bytes: u64, s: u64) -> Result<()> {
+        let (d, p) = (dst as usize, src as usize);
+        // SAFETY: the caller keeps both ranges valid until the copy has run.
+        self.streams.enqueue(
+            s,
+            Box::new(move || unsafe { std::ptr::copy(p as *const u8, d as *mut u8, bytes as usize) }),
+        )
     }
 
     fn vm_reserve(&self, bytes: u64) -> Result<u64> {
@@ -252,6 +341,7 @@ impl Device for HostDevice {
 
     unsafe fn vm_unmap(&self, addr: u64, bytes: u64) -> Result<()> {
         check_granules(addr, bytes)?;
+        self.streams.barrier(true);
         let p = addr as *mut libc::c_void;
         // SAFETY: the caller guarantees the range is mapped and unused: dropping its
         // pages (they read as zero when mapped again) and access to it is what it asks.

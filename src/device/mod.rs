@@ -4,6 +4,7 @@
 mod cuda;
 mod faulty;
 mod host;
+mod host_stream;
 mod pinned;
 
 pub use crate::config::FaultSpec;
@@ -98,6 +99,111 @@ pub trait Device: Send + Sync {
             self.name(),
             src_dev.name()
         )))
+    }
+
+    /// Waits until all work queued on the device, on every stream, is done
+    /// (`cuCtxSynchronize`). Errors: [`Error::Device`], also how a kernel's fault shows.
+    fn synchronize_all(&self) -> Result<()> {
+        Ok(())
+    }
+
+    // Streams and events. Handles are the device's own small integers, never reused; 0
+    // is CUDA's legacy default stream, on which the synchronous calls above run. An
+    // unknown handle is [`Error::InvalidValue`]; a device without streams answers
+    // [`Error::NotSupported`] (the default).
+
+    /// Creates a stream (`cuStreamCreate`): `blocking` false gives
+    /// `CU_STREAM_NON_BLOCKING` (no implicit synchronisation with the legacy stream, as
+    /// PyTorch's streams), true CUDA's default flags.
+    fn stream_create(&self, blocking: bool) -> Result<u64> {
+        let _ = blocking;
+        Err(no_streams(self.name()))
+    }
+    /// Destroys stream `s` (`cuStreamDestroy`); work queued on it still runs.
+    fn stream_destroy(&self, s: u64) -> Result<()> {
+        let _ = s;
+        Err(no_streams(self.name()))
+    }
+    /// Waits until the work queued on `s` is done (`cuStreamSynchronize`).
+    fn stream_synchronize(&self, s: u64) -> Result<()> {
+        let _ = s;
+        Err(no_streams(self.name()))
+    }
+    /// Whether the work queued on `s` is done (`cuStreamQuery`).
+    fn stream_query(&self, s: u64) -> Result<bool> {
+        let _ = s;
+        Err(no_streams(self.name()))
+    }
+    /// The driver's `CUstream` of `s` (0 for the legacy stream), for kernel launches.
+    fn stream_raw(&self, s: u64) -> Result<u64> {
+        let _ = s;
+        Err(no_streams(self.name()))
+    }
+    /// Makes later work on `s` wait until event `e`, as last recorded, has completed
+    /// (`cuStreamWaitEvent`); an event never recorded is complete.
+    fn stream_wait_event(&self, s: u64, e: u64) -> Result<()> {
+        let _ = (s, e);
+        Err(no_streams(self.name()))
+    }
+    /// Queues a wait of `ns` nanoseconds on `s`: the deliberately slow operation of the
+    /// ordering tests (host: a sleep on the stream's worker; CUDA: not here, the compute
+    /// layer launches a spinning kernel).
+    fn stream_sleep(&self, s: u64, ns: u64) -> Result<()> {
+        let _ = (s, ns);
+        Err(no_streams(self.name()))
+    }
+    /// Creates an event (`cuEventCreate`), with timing (for [`Device::event_elapsed_ms`])
+    /// or without (`CU_EVENT_DISABLE_TIMING`, cheaper: the engine's own events).
+    fn event_create(&self, timing: bool) -> Result<u64> {
+        let _ = timing;
+        Err(no_streams(self.name()))
+    }
+    /// Destroys event `e` (`cuEventDestroy`).
+    fn event_destroy(&self, e: u64) -> Result<()> {
+        let _ = e;
+        Err(no_streams(self.name()))
+    }
+    /// Records `e` on stream `s` (`cuEventRecord`): it completes once the work queued
+    /// on `s` before it is done.
+    fn event_record(&self, e: u64, s: u64) -> Result<()> {
+        let _ = (e, s);
+        Err(no_streams(self.name()))
+    }
+    /// Whether `e` has completed (`cuEventQuery`); true if never recorded.
+    fn event_query(&self, e: u64) -> Result<bool> {
+        let _ = e;
+        Err(no_streams(self.name()))
+    }
+    /// Waits until `e` has completed (`cuEventSynchronize`).
+    fn event_synchronize(&self, e: u64) -> Result<()> {
+        let _ = e;
+        Err(no_streams(self.name()))
+    }
+    /// Milliseconds between two completed timing events (`cuEventElapsedTime`).
+    fn event_elapsed_ms(&self, start: u64, end: u64) -> Result<f32> {
+        let _ = (start, end);
+        Err(no_streams(self.name()))
+    }
+    /// Queues a copy of `bytes` from host memory `src` to device address `dst` on
+    /// stream `s` (`cuMemcpyHtoDAsync`) and returns; from pageable memory CUDA copies
+    /// before returning, from page-locked memory later.
+    ///
+    /// # Safety
+    /// `src` must stay readable, and `[dst, dst+bytes)` device memory, until the copy
+    /// has run.
+    unsafe fn copy_htod_async(&self, dst: u64, src: *const u8, bytes: u64, s: u64) -> Result<()> {
+        let _ = (dst, src, bytes, s);
+        Err(no_streams(self.name()))
+    }
+    /// Queues a copy of `bytes` from device address `src` to host memory `dst` on
+    /// stream `s` (`cuMemcpyDtoHAsync`).
+    ///
+    /// # Safety
+    /// `dst` must stay writable, and `[src, src+bytes)` device memory, until the copy
+    /// has run.
+    unsafe fn copy_dtoh_async(&self, dst: *mut u8, src: u64, bytes: u64, s: u64) -> Result<()> {
+        let _ = (dst, src, bytes, s);
+        Err(no_streams(self.name()))
     }
 
     /// Virtual memory: the granule, in bytes (a power of two), to which every
@@ -229,6 +335,10 @@ fn open_plain(cfg: &Config) -> Result<Box<dyn Device>> {
             }
         },
     }
+}
+
+fn no_streams(name: &str) -> Error {
+    Error::NotSupported(format!("{name} has no streams"))
 }
 
 pub(crate) fn device_err(what: &str, e: impl std::fmt::Display) -> Error {

@@ -20,6 +20,7 @@ pub use split::SplitPool;
 
 use crate::config::PoolKind;
 use crate::error::Result;
+use crate::snapshot::{BlockState, PoolBlock, PoolSegment};
 use crate::upstream::ShardUpstream;
 
 /// Granularity of block sizes and minimum block (PyTorch's `kMinBlockSize`): every block
@@ -78,6 +79,21 @@ pub trait Pool: Send {
     fn block_base(&self, addr: u64, seg_base: u64) -> u64 {
         let _ = addr;
         seg_base
+    }
+    /// This pool's segments and their blocks, for `memory_snapshot`, appended to `out`.
+    /// `owned` lists the upstream segments (base, size) of this pool's shard. Blocks the
+    /// pool handed out are [`BlockState::Active`]; free ones [`BlockState::Cached`], or
+    /// [`BlockState::InactiveSplit`] exactly when [`Pool::inactive_split_bytes`] counts
+    /// them. The default, for pools whose blocks are whole segments: each segment one
+    /// block, marked active (the engine marks the ones that are not live cached).
+    fn snapshot(&self, owned: &[(u64, u64)], out: &mut Vec<PoolSegment>) {
+        for &(addr, size) in owned {
+            out.push(PoolSegment {
+                addr,
+                size,
+                blocks: vec![PoolBlock { addr, size, state: BlockState::Active }],
+            });
+        }
     }
 }
 
@@ -146,6 +162,10 @@ impl Pool for AnyPool {
     #[inline]
     fn serves_at_once(&self, bytes: u64) -> bool {
         dispatch!(self, p => p.serves_at_once(bytes))
+    }
+
+    fn snapshot(&self, owned: &[(u64, u64)], out: &mut Vec<PoolSegment>) {
+        dispatch!(self, p => p.snapshot(owned, out))
     }
 }
 

@@ -3,6 +3,7 @@
 //! this library also serves `examples/fragcheck.rs`.
 //!
 //! - `replay`: replays allocation traces (`data/*.trace` by default) through each pool;
+//!   `--timeline FILE` also draws the memory timeline of a cold pass ([`timeline`]);
 //! - `pair`: alloc+free pair latency of a cache hit, per size;
 //! - `threads`: aggregate pair throughput with several threads;
 //! - `soak`: a long random run from several threads under a tight limit, patterns
@@ -19,6 +20,7 @@ pub mod replay;
 pub mod report;
 pub mod soak;
 pub mod threads;
+pub mod timeline;
 pub mod trace;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};

@@ -26,6 +26,16 @@ pub struct ReplayArgs {
     /// Passes per (trace, pool), at least 2: the first is cold, the others warm.
     #[arg(long, default_value_t = 5)]
     pub passes: usize,
+    /// Also draw the memory timeline of one cold pass (live bytes stacked by allocation,
+    /// allocated and reserved lines) into FILE; with several traces or pools, FILE must
+    /// contain `{trace}` and/or `{pool}` (e.g. `{trace}-{pool}.svg`). The format comes
+    /// from the extension (.svg, .html, .json, .trace.json for Chrome) or
+    /// `--timeline-format`. `--quick` truncates the trace here too.
+    #[arg(long, value_name = "FILE")]
+    pub timeline: Option<String>,
+    /// The timeline's format: svg, html, json or chrome (default: from FILE's extension).
+    #[arg(long, value_name = "FORMAT", requires = "timeline")]
+    pub timeline_format: Option<String>,
     /// `--quick`: 2 passes and at most the first 20 000 events of each trace.
     #[command(flatten)]
     pub common: Common,
@@ -200,12 +210,30 @@ pub fn run(a: &ReplayArgs) -> Result<(), String> {
         let t = Trace::load(p)?;
         traces.push(if a.common.quick { t.truncated(QUICK_EVENTS) } else { t });
     }
+    let timeline_format = match &a.timeline_format {
+        Some(f) => Some(cumem::timeline::Format::parse(f).map_err(|e| format!("--timeline-format: {e}"))?),
+        None => None,
+    };
+    if let Some(t) = &a.timeline {
+        if (traces.len() > 1 && !t.contains("{trace}")) || (pools.len() > 1 && !t.contains("{pool}")) {
+            return Err(format!(
+                "--timeline {t}: {} traces and {} pools would write one file; put {{trace}} and/or {{pool}} in the name",
+                traces.len(),
+                pools.len()
+            ));
+        }
+    }
     let mut bar = a.common.progress((traces.len() * pools.len() * passes) as u64);
     let mut rows = Vec::new();
     for t in &traces {
         for &pool in &pools {
             bar.set_message(format!("{} / {}", t.name, pool.name()));
             let row = replay_one(&a.common, t, pool, passes, || bar.inc())?;
+            if let Some(tl) = &a.timeline {
+                let path = crate::timeline::file_name(tl, &t.name, pool);
+                let line = crate::timeline::draw(&a.common, t, pool, &path, timeline_format)?;
+                eprintln!("{line}");
+            }
             if a.common.json {
                 report::json_line(&row);
             }

@@ -209,3 +209,47 @@ fn chart_writes_svg() {
     assert!(svg.matches("<rect").count() > 20, "bars are drawn");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `replay --timeline`: one JSON timeline per pool whose allocations are the trace's and
+/// whose peak reserved is the replay's cold peak (the same engine history, one pass).
+#[test]
+fn replay_timeline_per_pool() {
+    let dir = std::env::temp_dir().join(format!("cumem-bench-timeline-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let template = dir.join("{trace}-{pool}.json");
+    let rows = bench(&[
+        "replay",
+        "data/gpt2_train.trace",
+        "--pool",
+        "binned,split",
+        "--quick",
+        "--json",
+        "--timeline",
+        template.to_str().unwrap(),
+    ]);
+    let trace = Path::new(ROOT).join("data/gpt2_train.trace");
+    let allocs = std::fs::read_to_string(&trace).unwrap().lines().filter(|l| l.starts_with("a ")).count();
+    for r in &rows {
+        let pool = str_of(r, "pool");
+        let text = std::fs::read_to_string(dir.join(format!("gpt2_train-{pool}.json"))).unwrap();
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["format"], "cumem-memory-timeline");
+        let recorded =
+            v["allocations"].as_array().unwrap().iter().filter(|a| !a["alloc_event"].is_null()).count();
+        assert_eq!(recorded, allocs, "{pool}: every allocation of the trace");
+        // binned is deterministic: its cold peak is the same in both replays
+        if pool == "binned" {
+            assert_eq!(num(&v, "peak_reserved_bytes"), num(r, "peak_reserved"), "{pool}");
+        }
+        assert!(num(&v, "peak_allocated_bytes") >= num(r, "peak_live"), "{pool}: blocks ≥ requests");
+    }
+    // several pools need {pool} in the name
+    let out = Command::new(env!("CARGO_BIN_EXE_cumem-bench"))
+        .args(["replay", "data/gpt2_train.trace", "--pool", "binned,split", "--quick", "--timeline", "x.svg"])
+        .current_dir(ROOT)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("put {trace} and/or {pool} in the name"));
+    let _ = std::fs::remove_dir_all(dir);
+}

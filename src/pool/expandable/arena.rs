@@ -11,6 +11,8 @@
 //! granules it spans.
 
 use super::super::split::fit_index::FitIndex;
+use crate::snapshot::{BlockState, PoolBlock, PoolSegment};
+use rustc_hash::FxHashSet;
 
 /// Free ranges [`Arena::place`] considers for a block, smallest first.
 const CANDIDATES: usize = 16;
@@ -373,6 +375,76 @@ impl Arena {
             i = n.prev;
         }
         None
+    }
+
+    /// Appends the arena's runs of mapped granules as segments to `out`, with the nodes
+    /// that lie in them: blocks in use (those in `quick` are free, waiting on a quick list:
+    /// inactive splits, as `inactive_split_bytes` counts them) and free ranges, cut where
+    /// a granule changes between idle (wholly inside the free range: cached) and touched
+    /// by a block (inactive split).
+    pub fn snapshot(&self, quick: &FxHashSet<u64>, out: &mut Vec<PoolSegment>) {
+        let mut order = Vec::new();
+        let mut i = self.tail;
+        while i != NIL {
+            order.push(i);
+            i = self.nodes[i as usize].prev;
+        }
+        order.reverse();
+        let gran = self.granule();
+        let ng = (self.size >> self.shift) as usize;
+        let mut k = 0;
+        let mut g = 0;
+        while g < ng {
+            if !self.is_mapped(g) {
+                g += 1;
+                continue;
+            }
+            let g0 = g;
+            while g < ng && self.is_mapped(g) {
+                g += 1;
+            }
+            let (ra, rb) = (self.granule_addr(g0), self.granule_addr(g0) + (g - g0) as u64 * gran);
+            let mut seg = PoolSegment { addr: ra, size: rb - ra, blocks: Vec::new() };
+            while k < order.len() && {
+                let n = &self.nodes[order[k] as usize];
+                n.addr + n.size <= ra
+            } {
+                k += 1;
+            }
+            let mut j = k;
+            let mut last_free = false;
+            while j < order.len() && self.nodes[order[j] as usize].addr < rb {
+                let n = &self.nodes[order[j] as usize];
+                let (a, b) = (n.addr.max(ra), (n.addr + n.size).min(rb));
+                if !n.free {
+                    let state =
+                        if quick.contains(&n.addr) { BlockState::InactiveSplit } else { BlockState::Active };
+                    seg.blocks.push(PoolBlock { addr: a, size: b - a, state });
+                    last_free = false;
+                } else {
+                    let mut at = a;
+                    while at < b {
+                        let gi = ((at - self.base) >> self.shift) as usize;
+                        let (gs, ge) = (self.granule_addr(gi), self.granule_addr(gi) + gran);
+                        let idle = gs >= n.addr && ge <= n.addr + n.size;
+                        let state = if idle { BlockState::Cached } else { BlockState::InactiveSplit };
+                        let end = ge.min(b);
+                        match seg.blocks.last_mut() {
+                            Some(l) if last_free && l.state == state && l.addr + l.size == at => {
+                                l.size += end - at
+                            }
+                            _ => seg.blocks.push(PoolBlock { addr: at, size: end - at, state }),
+                        }
+                        last_free = true;
+                        at = end;
+                    }
+                }
+                j += 1;
+            }
+            // The last node may reach into the next run.
+            k = j.saturating_sub(1).max(k);
+            out.push(seg);
+        }
     }
 }
 

@@ -59,6 +59,7 @@ use super::split::SMALL_SIZE;
 use super::split::quick::{self, QUICK_SLOTS, QuickList, quick_slot};
 use super::{Block, MIN_BLOCK, Pool, round_up};
 use crate::error::{Error, Result};
+use crate::snapshot::PoolSegment;
 use crate::upstream::ShardUpstream;
 use arena::Arena;
 use rustc_hash::FxHashMap;
@@ -330,6 +331,20 @@ impl Pool for ExpandablePool {
 
     fn serves_at_once(&self, bytes: u64) -> bool {
         quick::quick_holds(&self.quick, round_up(bytes, MIN_BLOCK))
+    }
+
+    /// Segments are the runs of mapped granules (reserved bytes are mapped bytes);
+    /// quick-listed blocks and free bytes in granules a block touches are inactive splits,
+    /// free bytes of idle granules cached (as `inactive_split_bytes` and `cached_bytes`
+    /// count them).
+    fn snapshot(&self, _owned: &[(u64, u64)], out: &mut Vec<PoolSegment>) {
+        let quick: rustc_hash::FxHashSet<u64> =
+            self.quick.iter().flat_map(|q| q.ptrs.iter().copied()).collect();
+        let mut arenas: Vec<&Arena> = self.arenas.iter().collect();
+        arenas.sort_by_key(|a| a.base);
+        for a in arenas {
+            a.snapshot(&quick, out);
+        }
     }
 
     fn block_base(&self, addr: u64, seg_base: u64) -> u64 {

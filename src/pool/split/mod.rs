@@ -79,6 +79,7 @@ pub use quick::QUICK_SLOTS;
 
 use super::{Block, MIN_BLOCK, Pool, round_up};
 use crate::error::Result;
+use crate::snapshot::{BlockState, PoolBlock, PoolSegment};
 use crate::upstream::ShardUpstream;
 use fit_index::{FitIndex, smaller};
 use quick::{QuickList, quick_slot};
@@ -348,6 +349,32 @@ impl Pool for SplitPool {
 
     fn serves_at_once(&self, bytes: u64) -> bool {
         quick::quick_holds(&self.quick, round_up(bytes, MIN_BLOCK))
+    }
+
+    fn snapshot(&self, _owned: &[(u64, u64)], out: &mut Vec<PoolSegment>) {
+        let quick: rustc_hash::FxHashSet<u64> =
+            self.quick.iter().flat_map(|q| q.ptrs.iter().copied()).collect();
+        let mut segs: Vec<&segments::Seg> = self.segs.iter().filter(|s| s.first != NIL).collect();
+        segs.sort_by_key(|s| s.base);
+        for seg in segs {
+            let mut blocks = Vec::new();
+            let mut i = seg.first;
+            while i != NIL {
+                let n = &self.nodes[i as usize];
+                let free = n.state == State::Free || quick.contains(&n.addr);
+                let state = if free { BlockState::Cached } else { BlockState::Active };
+                blocks.push(PoolBlock { addr: n.addr, size: n.size, state });
+                i = n.next;
+            }
+            // Free blocks of a segment that is not wholly free are inactive splits (as
+            // `inactive_split_bytes` counts them).
+            if blocks.iter().any(|b| b.state == BlockState::Active) {
+                for b in blocks.iter_mut().filter(|b| b.state == BlockState::Cached) {
+                    b.state = BlockState::InactiveSplit;
+                }
+            }
+            out.push(PoolSegment { addr: seg.base, size: seg.size, blocks });
+        }
     }
 
     fn block_base(&self, addr: u64, seg_base: u64) -> u64 {
