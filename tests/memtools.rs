@@ -110,7 +110,7 @@ fn check_snapshot(e: &Engine, live: &[(u64, u64)]) {
 fn snapshot_sums_equal_stats_after_random_operations(pool: PoolKind) {
     for seed in [1u64, 7, 42] {
         let e = engine(pool, 1);
-        let mut r = Rng(seed * 0x9E37_79B9_7F4A_7C15 + 1);
+        let mut r = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(1));
         let mut live: Vec<(u64, u64)> = Vec::new();
         check_snapshot(&e, &live);
         for step in 0..400 {
