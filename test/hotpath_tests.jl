@@ -98,7 +98,8 @@ end
         # without the pressure nothing would return the arrays before the loop ends: the
         # pool would have grown by all n of them (the GC counts 48 bytes for each)
         @test s1.reserved_bytes - s0.reserved_bytes <= 2 * p0.min_growth
-        @test s1.num_cache_hits - s0.num_cache_hits >= n ÷ 3
+        # (the `none` pool has no cache: every allocation calls the device)
+        CuMem.pool_name() == "none" || @test s1.num_cache_hits - s0.num_cache_hits >= n ÷ 3
         # arrays freed at once are never counted as garbage: no collection
         GC.gc(true)
         p1 = CuMem.gc_pressure()
