@@ -764,6 +764,17 @@ fn out_u64(p: *mut u64, name: &str, v: impl FnOnce() -> Result<u64>) -> Result<(
     Ok(())
 }
 
+/// As [`out_u64`] for a yes/no answer written as an `int32_t` 1 or 0.
+fn out_flag(p: *mut i32, name: &str, v: impl FnOnce() -> Result<bool>) -> Result<()> {
+    if p.is_null() {
+        return Err(null_err(name));
+    }
+    let v = v()?;
+    // SAFETY: checked non-null; the caller guarantees it is writable.
+    unsafe { *p = v as i32 };
+    Ok(())
+}
+
 /// Creates a stream into `*stream` (`cuStreamCreate`); `flags`: 0 or
 /// `CUMEM_STREAM_BLOCKING`. Returns `CUMEM_ERROR_INVALID_VALUE` for a null `stream` or
 /// unknown flags, `CUMEM_ERROR_DEVICE` when the driver fails.
@@ -804,15 +815,7 @@ pub extern "C" fn cumem_stream_synchronize(stream: u64) -> i32 {
 /// `done` must be null or writable for one `int32_t`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cumem_stream_query(stream: u64, done: *mut i32) -> i32 {
-    guard(|e| {
-        if done.is_null() {
-            return Err(null_err("done"));
-        }
-        let d = e.device().stream_query(stream)?;
-        // SAFETY: checked non-null.
-        unsafe { *done = d as i32 };
-        Ok(())
-    })
+    guard(|e| out_flag(done, "done", || e.device().stream_query(stream)))
 }
 
 /// Makes work queued on `stream` after this call wait until `event` (as last recorded)
@@ -861,15 +864,7 @@ pub extern "C" fn cumem_event_record(event: u64, stream: u64) -> i32 {
 /// `done` must be null or writable for one `int32_t`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cumem_event_query(event: u64, done: *mut i32) -> i32 {
-    guard(|e| {
-        if done.is_null() {
-            return Err(null_err("done"));
-        }
-        let d = e.device().event_query(event)?;
-        // SAFETY: checked non-null.
-        unsafe { *done = d as i32 };
-        Ok(())
-    })
+    guard(|e| out_flag(done, "done", || e.device().event_query(event)))
 }
 
 /// Waits until `event` has completed (`cuEventSynchronize`). Returns
