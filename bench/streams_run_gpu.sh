@@ -7,7 +7,7 @@
 # line per batch size and compute/upload ratio: upload time per batch, epoch time with
 # and without prefetching, the fraction of upload time hidden, the speedup). Needs the
 # engine built (target/release/libcumem.so or CUMEM_LIBRARY) and Julia; on the GPU
-# machine, source .device/julia-env.sh first (../shared/device/README.md).
+# machine, set up Julia first as docs/performance.md shows for bench/multigpu_run_gpu.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-bench/results/streams}
