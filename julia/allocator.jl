@@ -220,7 +220,7 @@ end
     charge!(bytes)
     TRACK[] && RECORDING[] && pass_origin()
     out = Ref{UInt64}(0)
-    s = live_handle(stream())
+    s = current_handle()
     code = alloc_on(bytes % UInt64, out, s, CUMEM_ALLOC_NO_RECLAIM)
     code == CUMEM_SUCCESS && return out[]
     return alloc_failed(bytes, code, s)

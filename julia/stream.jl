@@ -85,12 +85,25 @@ The current task's stream (task-local, as CUDA.jl's `stream()`): where kernels,
 `gemm!` and `copyto!(...; async = true)` are queued and on whose pool CuArrays are
 allocated. [`CuMem.default_stream()`](@ref) unless set with [`stream!`](@ref).
 """
-@inline function stream()
+@inline stream() = STREAMS_SET[] ? task_stream() : DEFAULT_STREAM
+
+# Set by the first `stream!` of any task; never cleared. Until then every task's stream
+# is the default one, and `stream()` on the allocation path is one load of a Bool instead
+# of a look-up in the task's storage (`current_task().storage`, then an IdDict), as
+# `MULTI` does for devices (devices.jl). The store is plain: the task that calls
+# `stream!` sees it in program order, and a task that did not call it needs nothing.
+const STREAMS_SET = Ref(false)
+
+function task_stream()
     st = current_task().storage
     st === nothing && return DEFAULT_STREAM
     s = get(st::IdDict{Any,Any}, :CuMemStream, nothing)
     return s === nothing ? DEFAULT_STREAM : s::CuStream
 end
+
+# The handle of the current task's stream for the engine (0: the default stream, which
+# is never destroyed); `ArgumentError` if the task's stream was destroyed.
+@inline current_handle() = STREAMS_SET[] ? live_handle(task_stream()) : UInt64(0)
 
 """
     stream!(s::CuStream)
@@ -99,12 +112,13 @@ end
 Makes `s` the current task's stream, for good or (with `f`) while `f()` runs, and
 returns what `f` returns (CUDA.jl's `stream!`, PyTorch's `with torch.cuda.stream(s)`).
 """
-stream!(s::CuStream) = (task_local_storage(:CuMemStream, s); s)
-stream!(f, s::CuStream) = task_local_storage(f, :CuMemStream, s)
+stream!(s::CuStream) = (STREAMS_SET[] = true; task_local_storage(:CuMemStream, s); s)
+stream!(f, s::CuStream) = (STREAMS_SET[] = true; task_local_storage(f, :CuMemStream, s))
 
 # Waits for the current stream unless it is the default one; a status code, never throws
 # (the synchronous copies of library.jl call it).
 @inline function sync_current()
+    STREAMS_SET[] || return Int32(0)
     st = current_task().storage
     st === nothing && return Int32(0)
     s = get(st::IdDict{Any,Any}, :CuMemStream, nothing)

@@ -25,7 +25,7 @@ use std::cell::{Cell, RefCell};
 use std::ffi::{CString, c_char};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
 
 mod timeline;
 pub use crate::timeline::{
@@ -58,6 +58,14 @@ static INIT: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
 /// Set once an engine other than device 0's exists: only then do address-taking calls
 /// search other devices.
 static MULTI: AtomicBool = AtomicBool::new(false);
+/// Device 0's engine while it is the only one open (null before it exists and once a
+/// second device is opened): then every thread's current device is 0, and [`engine`]
+/// returns it after one load, without reading the thread-local current device (in a
+/// shared library each thread-local access is a call to `__tls_get_addr`) or the two
+/// `OnceLock`s. Set under `INIT` when device 0's engine is made; cleared under `INIT`
+/// before a second engine is published, so a thread that made another device current
+/// (which goes through [`engine_at`]) sees it cleared.
+static SOLE: AtomicPtr<Engine> = AtomicPtr::new(std::ptr::null_mut());
 
 thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
@@ -97,13 +105,31 @@ fn engines() -> Result<&'static Engines> {
     let slots: Box<[OnceLock<Engine>]> = (0..n).map(|_| OnceLock::new()).collect();
     let _ = slots[0].set(e0);
     let names = (0..n).map(|_| OnceLock::new()).collect();
-    Ok(ENGINES.get_or_init(|| Engines { cfg, host, slots, names }))
+    let es = ENGINES.get_or_init(|| Engines { cfg, host, slots, names });
+    if let Some(e0) = es.slots[0].get() {
+        if !MULTI.load(Relaxed) {
+            SOLE.store(e0 as *const Engine as *mut Engine, Release);
+        }
+    }
+    Ok(es)
 }
 
 /// The calling thread's current device's engine (device 0's until `cumem_set_device`),
 /// built from the environment on first use.
 #[inline]
 pub fn engine() -> Result<&'static Engine> {
+    let sole = SOLE.load(Acquire);
+    if !sole.is_null() {
+        // SAFETY: SOLE only ever holds null or device 0's engine, which lives in the
+        // `ENGINES` static and is never dropped.
+        return Ok(unsafe { &*sole });
+    }
+    engine_current()
+}
+
+/// [`engine`] once several devices may be open (or before the first).
+#[inline(never)]
+fn engine_current() -> Result<&'static Engine> {
     let i = CURRENT.with(|c| c.get()) as usize;
     if let Some(e) = ENGINES.get().and_then(|es| es.slots.get(i)?.get()) {
         return Ok(e);
@@ -132,6 +158,7 @@ pub fn engine_at(ordinal: usize) -> Result<&'static Engine> {
         return Ok(e);
     }
     let e = Engine::open(es.cfg.clone(), ordinal as u32, es.host)?;
+    SOLE.store(std::ptr::null_mut(), Release);
     let e = slot.get_or_init(|| e);
     MULTI.store(true, Relaxed);
     Ok(e)
@@ -155,17 +182,28 @@ fn other_owner(not: &Engine, addr: u64) -> Option<&'static Engine> {
     open_engines().find(|o| !std::ptr::eq(*o, not) && o.owns(addr))
 }
 
-/// Runs `f` on the engine that owns `addr`: the current device's, or, when `f` finds
-/// the address is not its (`InvalidValue`, nothing done) and other devices are open, the
-/// one among them that owns it.
-fn on_owner(addr: u64, f: impl Fn(&'static Engine) -> Result<()>) -> Result<()> {
-    let e = engine()?;
+/// Runs `f` on the engine that owns `addr`: `e` (the current device's), or, when `f`
+/// finds the address is not its (`InvalidValue`, nothing done) and other devices are
+/// open, the one among them that owns it.
+#[inline]
+fn on_owner(e: &'static Engine, addr: u64, f: impl Fn(&'static Engine) -> Result<()>) -> Result<()> {
     match f(e) {
-        Err(Error::InvalidValue(m)) => match other_owner(e, addr) {
-            Some(o) => f(o),
-            None => Err(Error::InvalidValue(m)),
-        },
+        Err(Error::InvalidValue(m)) => on_other_owner(e, addr, m, f),
         r => r,
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn on_other_owner(
+    e: &'static Engine,
+    addr: u64,
+    m: String,
+    f: impl Fn(&'static Engine) -> Result<()>,
+) -> Result<()> {
+    match other_owner(e, addr) {
+        Some(o) => f(o),
+        None => Err(Error::InvalidValue(m)),
     }
 }
 
@@ -180,26 +218,38 @@ fn owner(addr: u64) -> Result<&'static Engine> {
     Ok(other_owner(e, addr).unwrap_or(e))
 }
 
-/// Runs `f` on the engine, turning errors and panics into status codes.
+/// Runs `f` on the engine, turning errors and panics into status codes. The failure
+/// paths are out of line (cold), so that the success path of the allocation and free
+/// wrappers stays a few instructions around the engine call.
+#[inline]
 pub(crate) fn guard(f: impl FnOnce(&'static Engine) -> Result<()>) -> i32 {
     match catch_unwind(AssertUnwindSafe(|| engine().and_then(f))) {
         Ok(Ok(())) => CUMEM_SUCCESS,
-        Ok(Err(e)) => {
-            set_error(&e.to_string());
-            e.code()
-        }
-        Err(p) => {
-            let what = p
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| p.downcast_ref::<String>().cloned());
-            let e = Error::Internal(format!("panic in CuMem: {}", what.unwrap_or_default()));
-            set_error(&e.to_string());
-            e.code()
-        }
+        Ok(Err(e)) => failed(e),
+        Err(p) => panicked(p),
     }
 }
 
+/// Records `e` as this thread's last error and returns its code.
+#[cold]
+#[inline(never)]
+fn failed(e: Error) -> i32 {
+    set_error(&e.to_string());
+    e.code()
+}
+
+/// A panic caught at the boundary: `CUMEM_ERROR_INTERNAL` with the panic's message.
+#[cold]
+#[inline(never)]
+fn panicked(p: Box<dyn std::any::Any + Send>) -> i32 {
+    let what = p
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned());
+    failed(Error::Internal(format!("panic in CuMem: {}", what.unwrap_or_default())))
+}
+
+#[cold]
 pub(crate) fn null_err(name: &str) -> Error {
     Error::InvalidValue(format!("{name} is a null pointer"))
 }
@@ -332,18 +382,25 @@ pub unsafe extern "C" fn cumem_alloc_ex(bytes: u64, ptr: *mut u64, flags: u32) -
         if ptr.is_null() {
             return Err(null_err("ptr"));
         }
-        const KNOWN: u32 = CUMEM_ALLOC_NO_RECLAIM | CUMEM_ALLOC_GC_RETRY | CUMEM_ALLOC_RECLAIM_RETRY;
-        if flags & !KNOWN != 0 {
-            return Err(Error::InvalidValue(format!("unknown flags {flags:#x} for cumem_alloc_ex")));
-        }
-        if flags & !CUMEM_ALLOC_NO_RECLAIM != 0 {
-            tools::note_retries(e, flags)?;
-        }
-        let p = if flags & CUMEM_ALLOC_NO_RECLAIM != 0 { e.try_alloc(bytes)? } else { e.alloc(bytes)? };
+        // The Julia package's first try (NO_RECLAIM alone) inline; the rest out of line.
+        let p = if flags == CUMEM_ALLOC_NO_RECLAIM { e.try_alloc(bytes)? } else { alloc_flagged(e, bytes, flags)? };
         // SAFETY: checked non-null; the caller guarantees it is writable.
         unsafe { *ptr = p };
         Ok(())
     })
+}
+
+/// `cumem_alloc_ex` with flags other than `CUMEM_ALLOC_NO_RECLAIM` alone.
+#[inline(never)]
+fn alloc_flagged(e: &'static Engine, bytes: u64, flags: u32) -> Result<u64> {
+    const KNOWN: u32 = CUMEM_ALLOC_NO_RECLAIM | CUMEM_ALLOC_GC_RETRY | CUMEM_ALLOC_RECLAIM_RETRY;
+    if flags & !KNOWN != 0 {
+        return Err(Error::InvalidValue(format!("unknown flags {flags:#x} for cumem_alloc_ex")));
+    }
+    if flags & !CUMEM_ALLOC_NO_RECLAIM != 0 {
+        tools::note_retries(e, flags)?;
+    }
+    if flags & CUMEM_ALLOC_NO_RECLAIM != 0 { e.try_alloc(bytes) } else { e.alloc(bytes) }
 }
 
 /// Returns the allocation at `ptr` to its device's pool (whichever device owns it, the
@@ -351,7 +408,7 @@ pub unsafe extern "C" fn cumem_alloc_ex(bytes: u64, ptr: *mut u64, flags: u32) -
 /// `CUMEM_ERROR_INVALID_VALUE` for an unknown or already freed pointer (nothing changes).
 #[unsafe(no_mangle)]
 pub extern "C" fn cumem_free(ptr: u64) -> i32 {
-    guard(|_| on_owner(ptr, |e| e.free(ptr)))
+    guard(|e| on_owner(e, ptr, |e| e.free(ptr)))
 }
 
 /// Releases cached memory to the device until at least `bytes` were released or nothing
@@ -568,14 +625,14 @@ fn host_len(e: &Engine, addr: u64, bytes: u64) -> Result<usize> {
 /// `src` must be readable for `bytes` bytes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cumem_copy_htod(dst: u64, src: *const core::ffi::c_void, bytes: u64) -> i32 {
-    guard(|_| {
+    guard(|e| {
         if bytes == 0 {
             return Ok(());
         }
         if src.is_null() {
             return Err(null_err("src"));
         }
-        on_owner(dst, |e| {
+        on_owner(e, dst, |e| {
             let len = host_len(e, dst, bytes)?;
             // SAFETY: the caller guarantees `src` is readable for `bytes` (≤ 2^48).
             e.copy_htod(dst, unsafe { std::slice::from_raw_parts(src as *const u8, len) })
@@ -590,14 +647,14 @@ pub unsafe extern "C" fn cumem_copy_htod(dst: u64, src: *const core::ffi::c_void
 /// `dst` must be writable for `bytes` bytes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cumem_copy_dtoh(dst: *mut core::ffi::c_void, src: u64, bytes: u64) -> i32 {
-    guard(|_| {
+    guard(|e| {
         if bytes == 0 {
             return Ok(());
         }
         if dst.is_null() {
             return Err(null_err("dst"));
         }
-        on_owner(src, |e| {
+        on_owner(e, src, |e| {
             let len = host_len(e, src, bytes)?;
             // SAFETY: the caller guarantees `dst` is writable for `bytes` (≤ 2^48).
             e.copy_dtoh(unsafe { std::slice::from_raw_parts_mut(dst as *mut u8, len) }, src)
@@ -617,7 +674,7 @@ pub extern "C" fn cumem_copy_dtod(dst: u64, src: u64, bytes: u64) -> i32 {
 /// live allocation, else `CUMEM_ERROR_INVALID_VALUE` and nothing is written.
 #[unsafe(no_mangle)]
 pub extern "C" fn cumem_memset(dst: u64, value: u8, bytes: u64) -> i32 {
-    guard(|_| on_owner(dst, |e| e.memset(dst, value, bytes)))
+    guard(|e| on_owner(e, dst, |e| e.memset(dst, value, bytes)))
 }
 
 /// A copy between device addresses on whichever devices own them.
