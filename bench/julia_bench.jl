@@ -15,6 +15,12 @@
 # (Julia 1.5 collects and runs finalizers on the allocating thread, so it includes them).
 # Both loops are measured warm: after enough iterations that the GC-freed loop has gone
 # through several collections, so that neither includes the cold growth of the pool.
+# Each repetition of the GC-freed loop spans at least three of the collections that
+# CuMem's GC pressure makes (one per `gc_pressure().min_growth` bytes of dropped arrays,
+# 16 384 arrays of 4 KiB on a large device), so that a median over repetitions cannot
+# leave the collections out (with `--quick` it used to: 76 ns "per GC-freed allocation").
+# Every line names the Julia version (`julia`): the GC and the finalizer machinery differ
+# between releases.
 # The GC line also gives the pool's device allocations and cache hits per allocation and
 # the collections started by CuMem's GC pressure (`CuMem.gc_pressure`) during the timed
 # repetitions.
@@ -68,7 +74,7 @@ pressure_collections() = isdefined(CuMem, :gc_pressure) ? CuMem.gc_pressure().co
 # 50 000 iterations) to reach its steady state; `n` is chosen from that warm rate so that
 # one repetition takes about 50 ms (at most `nmax`), so slow pools (`none` on a GPU: one
 # cuMemAlloc per pair) finish in seconds too.
-function per_op(f, nmax)
+function per_op(f, nmax, nmin = 100)
     f(1000)                                  # compile
     done, t0 = 0, time_ns()
     while done < (QUICK ? 20_000 : 50_000) || time_ns() - t0 < (QUICK ? 0.05e9 : 0.2e9)
@@ -76,7 +82,7 @@ function per_op(f, nmax)
         done += 1000
     end
     warm_ns = (time_ns() - t0) / done
-    n = clamp(round(Int, 50e6 / max(warm_ns, 1)), 100, nmax)
+    n = max(clamp(round(Int, 50e6 / max(warm_ns, 1)), 100, nmax), nmin)
     walls, cpus = Float64[], Float64[]
     s0 = memory_stats()
     c0 = pressure_collections()
@@ -97,10 +103,11 @@ end
 
 n = QUICK ? 20_000 : 1_000_000                  # at most
 w, c, st = per_op(pairs_explicit, n)
-json("bench" => "julia_pair", "pool" => POOL, "device" => DEVICE, "size" => 4096,
+json("bench" => "julia_pair", "pool" => POOL, "device" => DEVICE, "julia" => string(VERSION), "size" => 4096,
      "ns_per_pair" => round(w, digits = 1), "cpu_ns_per_pair" => round(c, digits = 1), "n" => st.n)
-w, c, st = per_op(pairs_gc, n)
-json("bench" => "julia_gc_pair", "pool" => POOL, "device" => DEVICE, "size" => 4096,
+per_collection = isdefined(CuMem, :gc_pressure) ? CuMem.gc_pressure().min_growth ÷ 4096 : 0
+w, c, st = per_op(pairs_gc, n, 3 * per_collection)
+json("bench" => "julia_gc_pair", "pool" => POOL, "device" => DEVICE, "julia" => string(VERSION), "size" => 4096,
      "ns_per_alloc" => round(w, digits = 1), "cpu_ns_per_alloc" => round(c, digits = 1),
      "device_allocs_per_alloc" => st.device_allocs, "cache_hit_rate" => st.hit_rate,
      "gc_pressure_collections" => st.collections, "n" => st.n)

@@ -13,7 +13,10 @@
 # ~10^6 small objects), and `median_ns`, the median of the rounds.
 #
 #   ccall_pair    cumem_alloc_ex + cumem_free through ccall: the engine pair and the C ABI
+#   ccall_burst   the same, 16 384 allocations then their 16 384 frees (the GC-freed
+#                 loop's pattern: a collection frees what was allocated since the last)
 #   charge_pair   charge! + uncharge! (the GC pressure's atomics)
+#   charge_burst  16 384 charge! then 16 384 uncharge! (each of these lowers the low mark)
 #   stream        live_handle(stream()) (the task-local stream lookup)
 #   object        allocating a 48-byte mutable object (the array's size class), dropped
 #   finalizer     allocating it and registering a C-pointer finalizer (run by the GC later)
@@ -56,6 +59,31 @@ function ccall_pair(n)
     for _ in 1:n
         CuMem.c_alloc_noreclaim(UInt64(4096), out)
         CuMem.c_free(out[])
+    end
+end
+const BURST = Vector{UInt64}(undef, 16384)
+function ccall_burst(n)
+    out = Ref{UInt64}(0)
+    k = length(BURST)
+    for _ in 1:cld(n, k)
+        for i in 1:k
+            CuMem.c_alloc_noreclaim(UInt64(4096), out)
+            @inbounds BURST[i] = out[]
+        end
+        for i in 1:k
+            CuMem.c_free(@inbounds BURST[i])
+        end
+    end
+end
+function uncharge_burst(n)
+    k = 16384
+    for _ in 1:cld(n, k)
+        for i in 1:k
+            CuMem.charge!(4096)
+        end
+        for i in 1:k
+            CuMem.uncharge!(4096)
+        end
     end
 end
 function charge_pair(n)
@@ -109,7 +137,7 @@ function pair(n)
     end
 end
 
-const PIECES = [("ccall_pair", ccall_pair), ("charge_pair", charge_pair),
+const PIECES = [("ccall_pair", ccall_pair), ("ccall_burst", ccall_burst), ("charge_pair", charge_pair), ("charge_burst", uncharge_burst),
                 ("stream", stream_lookup), ("object", object), ("finalizer", with_finalizer),
                 ("finalizer_gc16k", with_finalizer_collect), ("pair", pair), ("gc_pair", gc_pair)]
 
@@ -128,7 +156,8 @@ function main()
     end
     pool = CuMem.pool_name()
     for (name, _) in PIECES
-        println("{\"bench\":\"julia_breakdown\",\"pool\":\"", pool, "\",\"piece\":\"", name,
+        println("{\"bench\":\"julia_breakdown\",\"pool\":\"", pool, "\",\"julia\":\"", VERSION,
+                "\",\"piece\":\"", name,
                 "\",\"cpu_ns\":", round(sum(samples[name]) / ROUNDS, digits = 1),
                 ",\"median_ns\":", round(median(samples[name]), digits = 1), "}")
     end
