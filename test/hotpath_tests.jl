@@ -49,8 +49,25 @@ function hot_explicit_loop(n, bytes)
     end
 end
 
+# Runs `f()` with `CuMem.STREAMS_SET` (whether any task ever called `stream!`) set to
+# `set`, restoring it after. Only for tests: clearing it is right only while no task has
+# a stream of its own (checked: this task's, and the test suite's other tasks are done).
+function with_streams_set(f, set::Bool)
+    @assert CuMem.task_stream() === CuMem.default_stream()
+    old = CuMem.STREAMS_SET[]
+    CuMem.STREAMS_SET[] = set
+    try
+        return f()
+    finally
+        CuMem.STREAMS_SET[] = old
+    end
+end
+
 @testset "hot path" begin
-    @testset "allocations: the array object alone" begin
+    # Both states of the stream flag: before any `stream!` (the allocation skips the task's
+    # storage) and after (it looks the task's stream up).
+    @testset "allocations: the array object alone (streams set: $set)" for set in (false, true)
+        with_streams_set(set) do
         for (T, dims) in ((UInt8, (4096,)), (Float32, (64, 64)), (Int16, (2, 3, 4)))
             A = CuArray{T,length(dims)}
             @test sizeof(A) % 8 == 0
@@ -69,6 +86,34 @@ end
             @test measure_finalizer(y) == 0
             @test CuMem.isfreed(y)
         end
+        end
+    end
+
+    @testset "the current stream: the flag skips nothing that was set" begin
+        with_streams_set(false) do
+            @test stream() === CuMem.default_stream() && CuMem.current_handle() == 0
+            x = CuArray{UInt8}(undef, 4096)
+            @test CuMem.array_stream(x) == 0
+            unsafe_free!(x)
+            s = CuStream()
+            # a task that sets a stream allocates on it, from its first allocation
+            @test fetch(@async begin
+                stream!(s)
+                y = CuArray{UInt8}(undef, 4096)
+                h = CuMem.array_stream(y)
+                unsafe_free!(y)
+                (h, measure_new(UInt8, (4096,))[1], CuMem.current_handle())
+            end) == (s.handle, measure_object(CuVector{UInt8}), s.handle)
+            @test CuMem.STREAMS_SET[]
+            # ... and other tasks, this one included, still on the default stream
+            @test stream() === CuMem.default_stream() && CuMem.current_handle() == 0
+            @test fetch(@async CuMem.array_stream(CuArray{UInt8}(undef, 4096))) == 0
+            @test stream!(() -> CuMem.array_stream(CuArray{UInt8}(undef, 16)), s) == s.handle
+            # a destroyed stream is still refused
+            CuMem.unsafe_destroy!(s)
+            @test_throws ArgumentError stream!(() -> CuArray{UInt8}(undef, 16), s)
+            @test CuMem.current_handle() == 0
+        end
     end
 
     @testset "type stability, no dynamic dispatch" begin
@@ -79,7 +124,8 @@ end
         @test Base.return_types(CuMem.finalize_array, (CuMatrix{Float32},)) == [Nothing]
         for (f, types) in ((hot_pair, (Type{UInt8}, Int)), (hot_pair, (Type{Float32}, Int, Int)),
                            (hot_new, (Type{UInt8}, Int)), (unsafe_free!, (CuVector{UInt8},)),
-                           (CuMem.finalize_array, (CuMatrix{Float32},)))
+                           (CuMem.finalize_array, (CuMatrix{Float32},)),
+                           (CuMem.current_handle, ()), (CuMem.stream, ()))
             @test dynamic_calls(f, types) == []
         end
     end
