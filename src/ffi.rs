@@ -106,10 +106,10 @@ fn engines() -> Result<&'static Engines> {
     let _ = slots[0].set(e0);
     let names = (0..n).map(|_| OnceLock::new()).collect();
     let es = ENGINES.get_or_init(|| Engines { cfg, host, slots, names });
-    if let Some(e0) = es.slots[0].get() {
-        if !MULTI.load(Relaxed) {
-            SOLE.store(e0 as *const Engine as *mut Engine, Release);
-        }
+    if let Some(e0) = es.slots[0].get()
+        && !MULTI.load(Relaxed)
+    {
+        SOLE.store(e0 as *const Engine as *mut Engine, Release);
     }
     Ok(es)
 }
@@ -242,10 +242,8 @@ fn failed(e: Error) -> i32 {
 #[cold]
 #[inline(never)]
 fn panicked(p: Box<dyn std::any::Any + Send>) -> i32 {
-    let what = p
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| p.downcast_ref::<String>().cloned());
+    let what =
+        p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned());
     failed(Error::Internal(format!("panic in CuMem: {}", what.unwrap_or_default())))
 }
 
@@ -383,7 +381,11 @@ pub unsafe extern "C" fn cumem_alloc_ex(bytes: u64, ptr: *mut u64, flags: u32) -
             return Err(null_err("ptr"));
         }
         // The Julia package's first try (NO_RECLAIM alone) inline; the rest out of line.
-        let p = if flags == CUMEM_ALLOC_NO_RECLAIM { e.try_alloc(bytes)? } else { alloc_flagged(e, bytes, flags)? };
+        let p = if flags == CUMEM_ALLOC_NO_RECLAIM {
+            e.try_alloc(bytes)?
+        } else {
+            alloc_flagged(e, bytes, flags)?
+        };
         // SAFETY: checked non-null; the caller guarantees it is writable.
         unsafe { *ptr = p };
         Ok(())
