@@ -7,10 +7,12 @@
 #
 # Prints one JSON object per piece: the CPU time of the thread (CLOCK_THREAD_CPUTIME_ID,
 # so that other processes on a shared machine do not inflate it) per iteration, in ns,
-# over ROUNDS (default 15) rounds, each timing every piece once in turn over 200 000
-# iterations: `cpu_ns`, the total over all rounds divided by the iterations (it includes
-# the collections, which a median over rounds would leave out: Julia collects every
-# ~10^6 small objects), and `median_ns`, the median of the rounds.
+# over ROUNDS (default 6) rounds, each timing every piece once in turn over 500 000
+# iterations followed by `GC.gc(false)`: `cpu_ns`, the total over all rounds divided by
+# the iterations, and `median_ns`, the median of the rounds. The collection at the end of
+# each timed loop makes every piece pay for the garbage and the finalizers it leaves (a
+# piece that registers finalizers would otherwise leave their cost to whichever piece
+# runs when Julia next collects); it adds ~0.5 ns per iteration of its own.
 #
 #   ccall_pair    cumem_alloc_ex + cumem_free through ccall: the engine pair and the C ABI
 #   ccall_burst   the same, 16 384 allocations then their 16 384 frees (the GC-freed
@@ -22,15 +24,16 @@
 #   finalizer     allocating it and registering a C-pointer finalizer (run by the GC later)
 #   finalizer_gc16k  the same with GC.gc(false) every 16 384 objects (the GC pressure's
 #                 rate for 4 KiB arrays: 64 MiB of growth)
+#   pair_nofin    the pair's work without the finalizer: charge!, cumem_alloc_ex, a 48-byte
+#                 object holding the address, uncharge!, cumem_free
 #   pair          CuArray{UInt8}(undef, 4096) + unsafe_free!: the whole thing
 #   gc_pair       CuArray{UInt8}(undef, 4096) left to the GC (its finalizer frees it)
-# The GC cost of `object` and `finalizer` (collecting, calling the finalizer) is included:
-# the loop allocates, and the GC runs inside it.
+# The GC cost of `object` and `finalizer` (collecting, calling the finalizer) is included.
 
 using CuMem
 
-const ROUNDS = isempty(ARGS) ? 15 : parse(Int, ARGS[1])
-const N = 200_000
+const ROUNDS = isempty(ARGS) ? 6 : parse(Int, ARGS[1])
+const N = 500_000
 
 struct Timespec
     sec::Int
@@ -131,6 +134,17 @@ function gc_pair(n)
     end
     SINK[] = nothing
 end
+function pair_nofin(n)
+    out = Ref{UInt64}(0)
+    for _ in 1:n
+        CuMem.charge!(4096)
+        CuMem.c_alloc_noreclaim(UInt64(4096), out)
+        SINK[] = Obj48(out[], 4096, false, nothing, 0)
+        CuMem.uncharge!(4096)
+        CuMem.c_free(out[])
+    end
+    SINK[] = nothing
+end
 function pair(n)
     for _ in 1:n
         unsafe_free!(CuArray{UInt8}(undef, 4096))
@@ -139,18 +153,21 @@ end
 
 const PIECES = [("ccall_pair", ccall_pair), ("ccall_burst", ccall_burst), ("charge_pair", charge_pair), ("charge_burst", uncharge_burst),
                 ("stream", stream_lookup), ("object", object), ("finalizer", with_finalizer),
-                ("finalizer_gc16k", with_finalizer_collect), ("pair", pair), ("gc_pair", gc_pair)]
+                ("finalizer_gc16k", with_finalizer_collect), ("pair_nofin", pair_nofin), ("pair", pair),
+                ("gc_pair", gc_pair)]
 
 function main()
     NOOP[] = @cfunction(noop_finalizer, Cvoid, (Ref{Obj48},))
     for (_, f) in PIECES
         f(1000)
     end
+    GC.gc(true)
     samples = Dict(name => Float64[] for (name, _) in PIECES)
     for _ in 1:ROUNDS
         for (name, f) in PIECES
             t = cpu_ns()
             f(N)
+            GC.gc(false)
             push!(samples[name], (cpu_ns() - t) / N)
         end
     end
