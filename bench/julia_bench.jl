@@ -20,7 +20,13 @@
 # 16 384 arrays of 4 KiB on a large device), so that a median over repetitions cannot
 # leave the collections out (with `--quick` it used to: 76 ns "per GC-freed allocation").
 # Every line names the Julia version (`julia`): the GC and the finalizer machinery differ
-# between releases.
+# between releases. After each timed repetition the benchmark runs `GC.gc(false)` and
+# reports its CPU time per iteration apart (`collect_cpu_ns_per_pair`,
+# `collect_cpu_ns_per_alloc`): the cost of collecting what the repetition left, which for
+# the explicit pair is the finalizer that every array keeps after `unsafe_free!`
+# (design.md, "Where a pair's time goes"). A loop of pairs pays it at Julia's own
+# collections, about one per 10^6 arrays, which a median over repetitions would leave out;
+# the pair's full cost is the sum of the two figures.
 # The GC line also gives the pool's device allocations and cache hits per allocation and
 # the collections started by CuMem's GC pressure (`CuMem.gc_pressure`) during the timed
 # repetitions.
@@ -83,20 +89,23 @@ function per_op(f, nmax, nmin = 100)
     end
     warm_ns = (time_ns() - t0) / done
     n = max(clamp(round(Int, 50e6 / max(warm_ns, 1)), 100, nmax), nmin)
-    walls, cpus = Float64[], Float64[]
+    walls, cpus, collects = Float64[], Float64[], Float64[]
     s0 = memory_stats()
     c0 = pressure_collections()
     for _ in 1:REPS
         t, c = time_ns(), cpu_ns()
         f(n)
-        push!(cpus, (cpu_ns() - c) / n)
-        push!(walls, (time_ns() - t) / n)
+        c1, t1 = cpu_ns(), time_ns()
+        GC.gc(false)                         # what this repetition left (see the header)
+        push!(cpus, (c1 - c) / n)
+        push!(walls, (t1 - t) / n)
+        push!(collects, (cpu_ns() - c1) / n)
     end
     s1 = memory_stats()
     total = REPS * n
     stats = (device_allocs = round((s1.num_device_allocations - s0.num_device_allocations) / total, digits = 4),
              hit_rate = round((s1.num_cache_hits - s0.num_cache_hits) / total, digits = 4),
-             collections = pressure_collections() - c0, n = n)
+             collections = pressure_collections() - c0, n = n, collect = median(collects))
     GC.gc(true)
     return median(walls), median(cpus), stats
 end
@@ -104,11 +113,13 @@ end
 n = QUICK ? 20_000 : 1_000_000                  # at most
 w, c, st = per_op(pairs_explicit, n)
 json("bench" => "julia_pair", "pool" => POOL, "device" => DEVICE, "julia" => string(VERSION), "size" => 4096,
-     "ns_per_pair" => round(w, digits = 1), "cpu_ns_per_pair" => round(c, digits = 1), "n" => st.n)
+     "ns_per_pair" => round(w, digits = 1), "cpu_ns_per_pair" => round(c, digits = 1),
+     "collect_cpu_ns_per_pair" => round(st.collect, digits = 1), "n" => st.n)
 per_collection = isdefined(CuMem, :gc_pressure) ? CuMem.gc_pressure().min_growth ÷ 4096 : 0
 w, c, st = per_op(pairs_gc, n, 3 * per_collection)
 json("bench" => "julia_gc_pair", "pool" => POOL, "device" => DEVICE, "julia" => string(VERSION), "size" => 4096,
      "ns_per_alloc" => round(w, digits = 1), "cpu_ns_per_alloc" => round(c, digits = 1),
+     "collect_cpu_ns_per_alloc" => round(st.collect, digits = 1),
      "device_allocs_per_alloc" => st.device_allocs, "cache_hit_rate" => st.hit_rate,
      "gc_pressure_collections" => st.collections, "n" => st.n)
 
