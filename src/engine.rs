@@ -36,7 +36,7 @@ use crate::pool::{AnyPool, Block, MAX_REQUEST, MAX_SIZE, MIN_BLOCK, Pool, binned
 use crate::snapshot::{BlockInfo, SegmentInfo};
 use crate::stats::{self, Peaks, ShardStats, Stats};
 use crate::sync::ShardMutex;
-use crate::thread_cache::{self, Claimed, Registry, ThreadCache};
+use crate::thread_cache::{self, Claimed, Registry, TcState, ThreadCache};
 use crate::tracking::{self, Origin, Outstanding};
 use crate::upstream::Upstream;
 use rustc_hash::FxHashMap;
@@ -407,6 +407,13 @@ impl Engine {
     /// optimizer removes on the unrecorded path).
     #[inline]
     fn alloc_with<S: Sink<Block>>(&self, bytes: u64, retry: bool, out: &mut S) -> Result<u64> {
+        // One test for "1 byte to MAX_CACHED_SIZE" (0 wraps around).
+        if bytes.wrapping_sub(1) < thread_cache::MAX_CACHED_SIZE
+            && let Some(tc) = self.thread_cache()
+            && let Some(ptr) = self.tc_alloc(tc, bytes, out)
+        {
+            return Ok(ptr);
+        }
         if bytes == 0 {
             return Ok(0);
         }
@@ -414,10 +421,7 @@ impl Engine {
             return self.alloc_beyond_capacity(bytes, retry);
         }
         let tc = self.thread_cache();
-        if let Some(tc) = tc {
-            if let Some(ptr) = self.tc_alloc(tc, bytes, out) {
-                return Ok(ptr);
-            }
+        if tc.is_some() {
             self.adopt_exited();
         }
         let home = self.home();
@@ -460,9 +464,13 @@ impl Engine {
         if bytes > MAX_REQUEST {
             return self.alloc_beyond_capacity(bytes, retry);
         }
+        // The cache is not used for the stream's blocks; the call registers the thread
+        // (so that another thread's cache knows its view of the totals is not exact) and
+        // lets the shard path close the cache's peak window.
+        let tc = self.thread_cache();
         let home = self.home();
-        match self.alloc_in(home, bytes, stream, None, out) {
-            Err(e) if e.is_oom() && retry => self.alloc_retry(home, bytes, stream, e, None, out),
+        match self.alloc_in(home, bytes, stream, tc, out) {
+            Err(e) if e.is_oom() && retry => self.alloc_retry(home, bytes, stream, e, tc, out),
             r => r,
         }
     }
@@ -476,87 +484,81 @@ impl Engine {
         self.tc.as_ref()?.current(|| self.home())
     }
 
-    /// The size of the block a thread cache serves `bytes` with (the size the pool's own
-    /// cache hit would hand out), or 0 for requests the caches do not take.
+    /// The size of the block a thread cache serves `bytes` (1 to
+    /// [`thread_cache::MAX_CACHED_SIZE`]) with: the size the pool's own cache hit would
+    /// hand out.
     #[inline]
     fn tc_size(&self, bytes: u64) -> u64 {
-        if bytes > thread_cache::MAX_CACHED_SIZE {
-            return 0;
-        }
+        debug_assert!(bytes > 0 && bytes <= thread_cache::MAX_CACHED_SIZE);
         match self.cfg.pool {
             PoolKind::Binned => binned_class_size(bytes),
             _ => round_up(bytes, MIN_BLOCK),
         }
     }
 
-    /// A hit in the calling thread's cache: no lock, no atomic read-modify-write (but
-    /// when the peaks' folded sums move by more than [`stats::FOLD_BYTES`]).
+    /// A hit in the calling thread's cache: no lock, no atomic read-modify-write, and no
+    /// peak update while the cache's live bytes stay inside its [`PeakWindow`].
     #[inline]
     fn tc_alloc<S: Sink<Block>>(&self, tc: &ThreadCache, bytes: u64, out: &mut S) -> Option<u64> {
         let size = self.tc_size(bytes);
-        if size == 0 {
-            return None;
-        }
         let mut st = tc.enter();
         let ptr = st.pop(size)?;
         // Numbered when it moves to a shard (`migrate_live`): leak checks move every
         // cache's live blocks first.
-        st.live.insert(ptr, LiveBlock { requested: bytes, size, seq: 0, origin: None });
-        st.stats.on_alloc(bytes, size, true);
-        let (req, alloc, folded) = (st.stats.requested, st.stats.allocated, st.stats.fold(&self.peaks));
-        drop(st);
-        if let Some((req, alloc)) = self.tc_engine_wide(tc, req, alloc, folded) {
-            self.peaks.raise(req, alloc, self.up.reserved());
+        st.live.insert(ptr, bytes, size);
+        st.stats.on_cache_alloc(bytes, size);
+        if !st.window.covers_rise(st.stats.requested, st.stats.allocated) {
+            self.tc_peaks(tc.home, &mut st);
         }
+        drop(st);
         out.put(Block { ptr, size, hit: true });
         Some(ptr)
     }
 
-    /// The free of a block the calling thread's cache handed out (false if it did not):
-    /// back into the cache, or to the home shard's pool when the cache is full.
+    /// The free of a block the calling thread's cache handed out (false if it did not,
+    /// changing nothing): back into the cache, or to the home shard's pool when the cache
+    /// is full.
     #[inline]
     fn tc_free<S: Sink<(u64, u64)>>(&self, tc: &ThreadCache, ptr: u64, out: &mut S) -> bool {
         let mut st = tc.enter();
-        let Some(live) = st.live.remove(ptr) else {
+        let Some((requested, size)) = st.live.remove(ptr) else {
             return false;
         };
-        st.stats.on_free(live.requested, live.size);
-        let cached = st.push(ptr, live.size);
-        let (req, alloc, folded) = (st.stats.requested, st.stats.allocated, st.stats.fold(&self.peaks));
+        st.stats.on_free(requested, size);
+        let cached = st.push_small(ptr, size);
+        if !st.window.covers_fall(st.stats.requested, st.stats.allocated) {
+            self.tc_peaks(tc.home, &mut st);
+        }
         drop(st);
         if !cached {
-            self.shards[tc.home].state.lock().pool.free(ptr, live.size, self.up.shard(tc.home));
+            self.shards[tc.home].state.lock().pool.free(ptr, size, self.up.shard(tc.home));
         }
-        if let Some((_, alloc)) = self.tc_engine_wide(tc, req, alloc, folded) {
-            self.peaks.raise_cached(alloc, self.up.reserved());
-        }
-        out.put((live.requested, live.size));
-        if let Some(o) = live.origin {
-            drop(o);
-        }
+        out.put((requested, size));
         true
     }
 
-    /// Engine-wide requested and allocated bytes after a change of thread cache `tc`'s
-    /// live bytes to `req`/`alloc`: exact while its thread is the only one with a cache
-    /// and its home shard the only shard in use (the shard's published totals plus the
-    /// cache's), else the folded sums as for a shard ([`Engine::engine_wide`]).
-    #[inline]
-    fn tc_engine_wide(
-        &self,
-        tc: &ThreadCache,
-        req: u64,
-        alloc: u64,
-        folded: Option<(u64, u64)>,
-    ) -> Option<(u64, u64)> {
-        if self.used_shards.load(Relaxed) & !(1u64 << tc.home) == 0
-            && self.tc.as_ref().is_some_and(Registry::single_thread)
-        {
-            let t = &self.shards[tc.home].totals;
-            Some((t[0].load(Relaxed) + req, t[1].load(Relaxed) + alloc))
+    /// A thread cache's live bytes left its [`PeakWindow`]: folds them into the
+    /// engine-wide sums if they moved by more than [`stats::FOLD_BYTES`], raises the
+    /// peaks, and reopens the window. Exact while the cache's thread is the only one
+    /// with a cache and its home shard the only shard in use (the engine-wide bytes are
+    /// then the shard's published totals plus the cache's), else from the folded sums
+    /// as for a shard ([`Engine::engine_wide`]). Runs inside the cache (it takes no lock).
+    #[cold]
+    #[inline(never)]
+    fn tc_peaks(&self, home: usize, st: &mut TcState) {
+        let folded = st.stats.fold(&self.peaks);
+        let exact = self.used_shards.load(Relaxed) & !(1u64 << home) == 0
+            && self.tc.as_ref().is_some_and(Registry::single_thread);
+        let totals = if exact {
+            let t = &self.shards[home].totals;
+            Some((t[0].load(Relaxed) + st.stats.requested, t[1].load(Relaxed) + st.stats.allocated))
         } else {
             folded
+        };
+        if let Some((req, alloc)) = totals {
+            self.peaks.raise(req, alloc, self.up.reserved());
         }
+        st.window.reopen(&st.stats, exact);
     }
 
     #[inline]
@@ -611,7 +613,11 @@ impl Engine {
         if self.used_shards.load(Relaxed) & bit == 0 {
             self.used_shards.fetch_or(bit, Relaxed);
         }
-        let tc_live = owner.as_ref().map_or((0, 0), |o| (o.stats.requested, o.stats.allocated));
+        // The shard's bytes changed: the cache's window no longer covers its hits.
+        let tc_live = owner.as_mut().map_or((0, 0), |o| {
+            o.window.close();
+            (o.stats.requested, o.stats.allocated)
+        });
         drop(owner);
         if let Some((req, alloc)) = self.engine_wide(home, req, alloc, folded, || tc_live) {
             self.peaks.raise(req, alloc, self.up.reserved());
@@ -796,7 +802,7 @@ impl Engine {
             // thread's own, if it is exiting): look there once more.
             let mut bits = self.used_shards.load(Relaxed);
             while bits != 0 {
-                if self.free_in_other(bits.trailing_zeros() as usize, ptr, None, out) {
+                if self.free_in_other(bits.trailing_zeros() as usize, ptr, tc, out) {
                     return Ok(());
                 }
                 bits &= bits - 1;
@@ -847,7 +853,10 @@ impl Engine {
         shard.publish(&s);
         let (req, alloc, folded) = (s.stats.requested, s.stats.allocated, s.stats.fold(&self.peaks));
         drop(s);
-        let tc_live = owner.as_ref().map_or((0, 0), |o| (o.stats.requested, o.stats.allocated));
+        let tc_live = owner.as_mut().map_or((0, 0), |o| {
+            o.window.close();
+            (o.stats.requested, o.stats.allocated)
+        });
         drop(owner);
         if let Some((_, alloc)) = self.engine_wide(i, req, alloc, folded, || tc_live) {
             self.peaks.raise_cached(alloc, self.up.reserved());
@@ -864,12 +873,19 @@ impl Engine {
     /// Runs `f` with every thread cache claimed (none when they are off), after handing
     /// the contents of those whose threads exited to their home shards. The caller must
     /// hold no shard lock and not be inside its own cache.
+    /// Every claim also settles each cache's derived hit count and closes its peak
+    /// window (a claim may move live bytes between a cache and a shard, or reset the
+    /// peaks).
     fn with_caches<R>(&self, f: impl FnOnce(&mut [Claimed<'_>]) -> R) -> R {
         match &self.tc {
             None => f(&mut []),
             Some(reg) => reg.claim_all(|cs| {
-                for c in cs.iter_mut().filter(|c| c.exited) {
-                    self.adopt(c);
+                for c in cs.iter_mut() {
+                    c.state.stats.settle_cache_hits();
+                    c.state.window.close();
+                    if c.exited {
+                        self.adopt(c);
+                    }
                 }
                 f(cs)
             }),
@@ -894,9 +910,9 @@ impl Engine {
         self.return_blocks(c);
         let shard = &self.shards[c.tc.home];
         let mut s = shard.state.lock();
-        for (p, mut l) in c.state.live.drain() {
-            l.seq = s.stats.next_seq();
-            s.live.insert(p, l);
+        for (p, requested, size) in c.state.live.drain() {
+            let seq = s.stats.next_seq();
+            s.live.insert(p, LiveBlock { requested, size, seq, origin: None });
         }
         s.stats.absorb(&mut c.state.stats);
         shard.publish(&s);
@@ -920,10 +936,10 @@ impl Engine {
         let shard = &self.shards[c.tc.home];
         let mut s = shard.state.lock();
         let st = &mut *c.state;
-        for (p, mut l) in st.live.drain() {
-            st.stats.transfer_to(&mut s.stats, l.requested, l.size);
-            l.seq = s.stats.next_seq();
-            s.live.insert(p, l);
+        for (p, requested, size) in st.live.drain() {
+            st.stats.transfer_to(&mut s.stats, requested, size);
+            let seq = s.stats.next_seq();
+            s.live.insert(p, LiveBlock { requested, size, seq, origin: None });
         }
         shard.publish(&s);
     }
@@ -933,14 +949,15 @@ impl Engine {
     /// block fills it).
     fn migrate_own(&self, tc: &ThreadCache, ptr: u64) {
         let mut st = tc.enter();
-        let Some(mut l) = st.live.remove(ptr) else {
+        let Some((requested, size)) = st.live.remove(ptr) else {
             return;
         };
+        st.window.close();
         let shard = &self.shards[tc.home];
         let mut s = shard.state.lock();
-        st.stats.transfer_to(&mut s.stats, l.requested, l.size);
-        l.seq = s.stats.next_seq();
-        s.live.insert(ptr, l);
+        st.stats.transfer_to(&mut s.stats, requested, size);
+        let seq = s.stats.next_seq();
+        s.live.insert(ptr, LiveBlock { requested, size, seq, origin: None });
         shard.publish(&s);
     }
 
@@ -959,10 +976,10 @@ impl Engine {
     fn free_claimed<S: Sink<(u64, u64)>>(&self, ptr: u64, out: &mut S) -> bool {
         let found = self.with_caches(|cs| {
             cs.iter_mut().find_map(|c| {
-                let live = c.state.live.remove(ptr)?;
-                c.state.stats.on_free(live.requested, live.size);
+                let (requested, size) = c.state.live.remove(ptr)?;
+                c.state.stats.on_free(requested, size);
                 let folded = c.state.stats.fold(&self.peaks);
-                Some((c.tc.home, live.requested, live.size, folded))
+                Some((c.tc.home, requested, size, folded))
             })
         });
         let Some((i, requested, size, folded)) = found else {

@@ -165,6 +165,160 @@ impl LiveTable {
     }
 }
 
+/// The live table of a thread cache: address → (requested bytes, block size) only, for
+/// blocks below 4 GiB (a thread cache holds blocks of at most 1 MiB; it records no origin,
+/// since thread caches are off while tracking is on, and no number: a block gets its
+/// number when it moves into a shard's table). Sixteen-byte slots, so that an insert or
+/// a remove without collision touches one slot of one cache line, and the common remove
+/// (the next slot empty) ends without entering the backward-shift loop. The same
+/// open addressing as [`LiveTable`]: linear probing, backward-shift deletion, key 0
+/// empty, load factor at most 1/2.
+pub struct LiveSizes {
+    slots: Box<[SizeSlot]>,
+    len: usize,
+    /// Grow when `len` reaches this (half the slots).
+    grow_at: usize,
+    shift: u32,
+}
+
+#[derive(Clone, Copy, Default)]
+#[repr(C, align(16))]
+struct SizeSlot {
+    key: u64,
+    requested: u32,
+    size: u32,
+}
+
+impl Default for LiveSizes {
+    fn default() -> Self {
+        LiveSizes::with_capacity_log2(6)
+    }
+}
+
+impl LiveSizes {
+    fn with_capacity_log2(bits: u32) -> LiveSizes {
+        LiveSizes { slots: vec![SizeSlot::default(); 1 << bits].into_boxed_slice(), len: 0, grow_at: 1 << (bits - 1), shift: 64 - bits }
+    }
+
+    #[inline(always)]
+    fn home(&self, key: u64) -> usize {
+        ((key >> 9).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize
+    }
+
+    /// Number of live entries.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the table is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Adds `key` (non-zero, not present) for a block of `size` bytes handed out for
+    /// `requested` bytes (both below 4 GiB).
+    #[inline(always)]
+    pub fn insert(&mut self, key: u64, requested: u64, size: u64) {
+        debug_assert!(key != 0 && self.get(key).is_none(), "address {key:#x} inserted twice");
+        debug_assert!(requested <= size && size <= u32::MAX as u64);
+        if self.len >= self.grow_at {
+            self.grow();
+        }
+        let mask = self.slots.len() - 1;
+        let mut i = self.home(key);
+        // SAFETY: `i` is masked to the table's size (a power of two), here and below.
+        while unsafe { self.slots.get_unchecked(i) }.key != 0 {
+            i = (i + 1) & mask;
+        }
+        *unsafe { self.slots.get_unchecked_mut(i) } = SizeSlot { key, requested: requested as u32, size: size as u32 };
+        self.len += 1;
+    }
+
+    #[inline(always)]
+    fn find(&self, key: u64) -> Option<usize> {
+        let mask = self.slots.len() - 1;
+        let mut i = self.home(key);
+        loop {
+            // SAFETY: masked, as in `insert`.
+            match unsafe { self.slots.get_unchecked(i) }.key {
+                k if k == key => return Some(i),
+                0 => return None,
+                _ => i = (i + 1) & mask,
+            }
+        }
+    }
+
+    /// `(requested, size)` of `key`, if live.
+    pub fn get(&self, key: u64) -> Option<(u64, u64)> {
+        if key == 0 {
+            return None;
+        }
+        let s = &self.slots[self.find(key)?];
+        Some((s.requested as u64, s.size as u64))
+    }
+
+    /// Removes `key` and returns its `(requested, size)`, if live (None for 0 and for
+    /// absent keys, changing nothing).
+    #[inline(always)]
+    pub fn remove(&mut self, key: u64) -> Option<(u64, u64)> {
+        // Key 0 would match an empty slot: refused here (the engine never passes it).
+        if key == 0 {
+            return None;
+        }
+        let hole = self.find(key)?;
+        let mask = self.slots.len() - 1;
+        // SAFETY: masked, as in `insert`.
+        let s = unsafe { self.slots.get_unchecked_mut(hole) };
+        let out = (s.requested as u64, s.size as u64);
+        s.key = 0;
+        self.len -= 1;
+        if unsafe { self.slots.get_unchecked((hole + 1) & mask) }.key != 0 {
+            self.shift_back(hole);
+        }
+        Some(out)
+    }
+
+    /// Backward-shift deletion after emptying `hole` (see [`LiveTable::remove`]).
+    #[cold]
+    #[inline(never)]
+    fn shift_back(&mut self, mut hole: usize) {
+        let mask = self.slots.len() - 1;
+        let mut j = hole;
+        loop {
+            j = (j + 1) & mask;
+            let k = self.slots[j].key;
+            if k == 0 {
+                break;
+            }
+            let home = self.home(k);
+            let stays = if hole <= j { hole < home && home <= j } else { hole < home || home <= j };
+            if !stays {
+                self.slots.swap(hole, j);
+                hole = j;
+            }
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self) {
+        let bits = 64 - self.shift + 1;
+        let old = std::mem::replace(self, LiveSizes::with_capacity_log2(bits));
+        for s in old.slots.iter().filter(|s| s.key != 0) {
+            self.insert(s.key, s.requested as u64, s.size as u64);
+        }
+    }
+
+    /// Removes every entry, yielding `(address, requested, size)`.
+    pub fn drain(&mut self) -> impl Iterator<Item = (u64, u64, u64)> + '_ {
+        self.len = 0;
+        self.slots.iter_mut().filter(|s| s.key != 0).map(|s| {
+            let s = std::mem::take(s);
+            (s.key, s.requested as u64, s.size as u64)
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -201,6 +355,44 @@ mod tests {
             keys.sort();
             prop_assert_eq!(drained, keys);
         }
+    }
+
+    proptest! {
+        /// [`LiveSizes`] behaves as a HashMap too, with clustered keys (homes collide).
+        #[test]
+        fn sizes_match_hashmap(ops in proptest::collection::vec((any::<bool>(), 1u64..300), 1..2000)) {
+            let mut t = LiveSizes::default();
+            let mut m: HashMap<u64, u64> = HashMap::new();
+            for (ins, k) in ops {
+                let key = k << 9;
+                if ins && !m.contains_key(&key) {
+                    t.insert(key, k, k + 1);
+                    m.insert(key, k);
+                } else {
+                    prop_assert_eq!(t.remove(key), m.remove(&key).map(|v| (v, v + 1)));
+                }
+                prop_assert_eq!(t.len(), m.len());
+            }
+            for (&key, &v) in &m {
+                prop_assert_eq!(t.get(key), Some((v, v + 1)));
+            }
+            let mut drained: Vec<(u64, u64)> = t.drain().map(|(k, r, _)| (k, r)).collect();
+            drained.sort();
+            let mut all: Vec<(u64, u64)> = m.into_iter().collect();
+            all.sort();
+            prop_assert_eq!(drained, all);
+            prop_assert!(t.is_empty() && t.get(512).is_none());
+        }
+    }
+
+    #[test]
+    fn sizes_absent_and_zero() {
+        let mut t = LiveSizes::default();
+        assert!(t.remove(0).is_none() && t.get(0).is_none() && t.remove(512).is_none());
+        t.insert(512, 1, 512);
+        assert!(t.remove(0).is_none() && t.remove(1024).is_none());
+        assert_eq!(t.remove(512), Some((1, 512)));
+        assert!(t.is_empty());
     }
 
     #[test]

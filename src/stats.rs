@@ -141,6 +141,22 @@ impl ShardStats {
         self.seq
     }
 
+    /// A thread cache handed out a block of `size` bytes for `requested` bytes. A cache
+    /// counts neither hits (every allocation of a cache is one: [`ShardStats::settle_cache_hits`]
+    /// derives them) nor block numbers (a block gets one when it moves into a shard).
+    #[inline(always)]
+    pub fn on_cache_alloc(&mut self, requested: u64, size: u64) {
+        self.requested += requested;
+        self.allocated += size;
+        self.allocations += 1;
+    }
+
+    /// A thread cache's hits: all its allocations since the last reset. Called on a
+    /// claimed cache before its statistics are read, reset or absorbed.
+    pub fn settle_cache_hits(&mut self) {
+        self.counters.num_cache_hits = self.allocations - self.counters.allocations_at_reset;
+    }
+
     /// A fresh number for a live block that moves into this shard's table (see
     /// [`ShardStats::seq`]).
     #[inline]
@@ -247,6 +263,90 @@ impl ShardStats {
         st.num_ooms += c.num_ooms;
         st.num_gc_retries += c.num_gc_retries;
         st.num_reclaim_retries += c.num_reclaim_retries;
+    }
+}
+
+/// The range of a thread cache's live bytes (requested and allocated) within which its
+/// hits and frees need neither a peak update nor a fold, so that the cache-hit pair tests
+/// two bounds per operation instead of computing engine-wide totals.
+///
+/// Why this is exact. While the calling thread is the only one with a cache and only its
+/// home shard is in use, the engine-wide bytes are the home shard's `S` plus the cache's
+/// `T`. Each time `T` leaves the window, the engine raises the peaks from `S + T` and
+/// widens the window to include `T`; so the peaks of requested and allocated bytes are at
+/// least `S + hi`, and that of cached bytes at least `reserved − S − lo`. While `S` and
+/// `reserved` stay as they were, any `T` inside the window is covered. Everything that
+/// changes them on that thread (its shard path) or resets the peaks (`reset_stats`, and
+/// every other claim) [closes](PeakWindow::close) the window, so the next operation
+/// recomputes. With several threads or shards the peaks come from the folded sums, and
+/// the window is the fold's own range ([`FOLD_BYTES`] either side of the folded value):
+/// leaving it is exactly when [`ShardStats::fold`] would fold. Both kinds of window are
+/// within the fold range, so the folded sums stay within [`FOLD_BYTES`] per cache in any
+/// mode.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PeakWindow {
+    hi_requested: u64,
+    hi_allocated: u64,
+    lo_requested: u64,
+    lo_allocated: u64,
+}
+
+impl Default for PeakWindow {
+    fn default() -> Self {
+        PeakWindow::CLOSED
+    }
+}
+
+impl PeakWindow {
+    /// A window no value is inside: the next operation recomputes.
+    pub const CLOSED: PeakWindow =
+        PeakWindow { hi_requested: 0, hi_allocated: 0, lo_requested: u64::MAX, lo_allocated: u64::MAX };
+
+    /// Whether live bytes that rose to `requested`/`allocated` (an allocation) are inside.
+    #[inline(always)]
+    pub fn covers_rise(&self, requested: u64, allocated: u64) -> bool {
+        requested <= self.hi_requested && allocated <= self.hi_allocated
+    }
+
+    /// Whether live bytes that fell to `requested`/`allocated` (a free) are inside.
+    #[inline(always)]
+    pub fn covers_fall(&self, requested: u64, allocated: u64) -> bool {
+        requested >= self.lo_requested && allocated >= self.lo_allocated
+    }
+
+    /// Closes the window (the rest of the engine changed, or the peaks were reset).
+    #[inline]
+    pub fn close(&mut self) {
+        *self = PeakWindow::CLOSED;
+    }
+
+    /// Reopens the window around `s`'s live bytes after the peaks were raised from them:
+    /// `exact`, widened to include them (set to them if closed); else the fold range
+    /// only. Call after [`ShardStats::fold`], which leaves the live bytes within
+    /// [`FOLD_BYTES`] of the folded ones.
+    pub fn reopen(&mut self, s: &ShardStats, exact: bool) {
+        let (r, a) = (s.requested, s.allocated);
+        if !exact {
+            *self = PeakWindow { hi_requested: u64::MAX, hi_allocated: u64::MAX, lo_requested: 0, lo_allocated: 0 };
+        } else if self.hi_requested < self.lo_requested {
+            *self = PeakWindow { hi_requested: r, hi_allocated: a, lo_requested: r, lo_allocated: a };
+        } else {
+            self.hi_requested = self.hi_requested.max(r);
+            self.hi_allocated = self.hi_allocated.max(a);
+            self.lo_requested = self.lo_requested.min(r);
+            self.lo_allocated = self.lo_allocated.min(a);
+        }
+        // The fold range, in two's complement: a cache's folded bytes may be below zero
+        // (blocks it handed out moved to a shard), never below −FOLD_BYTES after a fold.
+        let top = |f: u64| f.wrapping_add(FOLD_BYTES);
+        let bottom = |f: u64| {
+            let b = f.wrapping_sub(FOLD_BYTES);
+            if (b as i64) < 0 { 0 } else { b }
+        };
+        self.hi_requested = self.hi_requested.min(top(s.folded_requested));
+        self.hi_allocated = self.hi_allocated.min(top(s.folded_allocated));
+        self.lo_requested = self.lo_requested.max(bottom(s.folded_requested));
+        self.lo_allocated = self.lo_allocated.max(bottom(s.folded_allocated));
     }
 }
 

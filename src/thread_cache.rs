@@ -33,8 +33,8 @@
 //! marked exited and the engine hands its blocks and live entries to the thread's home
 //! shard at its next slow-path call (a cache miss, statistics, reclaim).
 
-use crate::live::LiveTable;
-use crate::stats::ShardStats;
+use crate::live::LiveSizes;
+use crate::stats::{PeakWindow, ShardStats};
 use lock_api::RawMutex as _;
 use parking_lot::{Mutex, RawMutex};
 use std::cell::{Cell, RefCell, UnsafeCell};
@@ -61,15 +61,18 @@ struct Bin {
 
 /// A thread cache's contents: written by its thread, or by a claimer while claimed.
 pub(crate) struct TcState {
-    /// Blocks handed out from this cache and not freed yet (the rest of the engine's live
-    /// blocks are in the shards' tables).
-    pub live: LiveTable,
-    /// Requested/allocated bytes of `live`, and the counts of this cache's allocations,
-    /// frees and hits, folded into the engine's sums as a shard's are.
+    /// Blocks handed out from this cache and not freed yet, with their requested bytes
+    /// and size (the rest of the engine's live blocks are in the shards' tables).
+    pub live: LiveSizes,
+    /// Requested/allocated bytes of `live`, and the counts of this cache's allocations
+    /// and frees (its hits are derived: [`ShardStats::settle_cache_hits`]), folded into
+    /// the engine's sums as a shard's are.
     pub stats: ShardStats,
-    bins: [Bin; SLOTS],
+    /// Where `stats`' live bytes may move without a peak update or a fold.
+    pub window: PeakWindow,
     /// Bytes of the cached blocks.
     held: u64,
+    bins: [Bin; SLOTS],
 }
 
 #[inline]
@@ -80,8 +83,9 @@ fn slot(size: u64) -> usize {
 impl TcState {
     fn new() -> TcState {
         TcState {
-            live: LiveTable::default(),
+            live: LiveSizes::default(),
             stats: ShardStats::default(),
+            window: PeakWindow::CLOSED,
             bins: [Bin { size: 0, len: 0, ptrs: [0; BLOCKS_PER_SIZE] }; SLOTS],
             held: 0,
         }
@@ -90,29 +94,45 @@ impl TcState {
     /// A cached block of exactly `size` bytes, if any.
     #[inline]
     pub fn pop(&mut self, size: u64) -> Option<u64> {
-        let b = &mut self.bins[slot(size)];
+        // SAFETY: `slot` is below SLOTS (the top bits of a product), and `len` at most
+        // BLOCKS_PER_SIZE (checked in `push_small`).
+        let b = unsafe { self.bins.get_unchecked_mut(slot(size)) };
         if b.size != size || b.len == 0 {
             return None;
         }
         b.len -= 1;
         self.held -= size;
-        Some(b.ptrs[b.len as usize])
+        Some(unsafe { *b.ptrs.get_unchecked(b.len as usize) })
     }
 
     /// Caches the free block `ptr` of `size` bytes; false (nothing changes) when the size
     /// is not cached, its slot holds another size, or a bound is reached.
     #[inline]
     pub fn push(&mut self, ptr: u64, size: u64) -> bool {
-        if size > MAX_CACHED_SIZE || self.held + size > MAX_CACHED_BYTES {
+        size <= MAX_CACHED_SIZE && self.push_small(ptr, size)
+    }
+
+    /// [`TcState::push`] of a block known to be at most [`MAX_CACHED_SIZE`] (one this
+    /// cache handed out).
+    #[inline(always)]
+    pub fn push_small(&mut self, ptr: u64, size: u64) -> bool {
+        debug_assert!(size <= MAX_CACHED_SIZE);
+        if self.held + size > MAX_CACHED_BYTES {
             return false;
         }
-        let b = &mut self.bins[slot(size)];
-        if b.len == 0 {
+        // SAFETY: as in `pop`.
+        let b = unsafe { self.bins.get_unchecked_mut(slot(size)) };
+        // An empty bin keeps its last size, so a thread's usual sizes skip the reset.
+        if b.size != size {
+            if b.len != 0 {
+                return false;
+            }
             b.size = size;
-        } else if b.size != size || b.len as usize == BLOCKS_PER_SIZE {
+        }
+        if b.len as usize == BLOCKS_PER_SIZE {
             return false;
         }
-        b.ptrs[b.len as usize] = ptr;
+        unsafe { *b.ptrs.get_unchecked_mut(b.len as usize) = ptr };
         b.len += 1;
         self.held += size;
         true
@@ -242,8 +262,9 @@ struct Shared {
     dead: AtomicBool,
     /// Caches whose threads exited, not yet adopted.
     exited: AtomicUsize,
-    /// Caches in the registry whose threads still run.
-    running: AtomicUsize,
+    /// Caches in the registry: of running threads, and of exited threads until they are
+    /// adopted (their live blocks still count, unseen by the other threads' caches).
+    caches: AtomicUsize,
 }
 
 /// One engine's thread caches.
@@ -284,7 +305,6 @@ impl Drop for Caches {
             // SAFETY: locked just above.
             unsafe { tc.gate.unlock(g) };
             if !shared.dead.load(Ordering::Acquire) {
-                shared.running.fetch_sub(1, Ordering::Relaxed);
                 shared.exited.fetch_add(1, Ordering::Release);
             }
         }
@@ -313,7 +333,7 @@ impl Registry {
             shared: Arc::new(Shared {
                 dead: AtomicBool::new(false),
                 exited: AtomicUsize::new(0),
-                running: AtomicUsize::new(0),
+                caches: AtomicUsize::new(0),
             }),
             list: Mutex::new(Vec::new()),
             owner_fence: !membarrier_registered(),
@@ -354,7 +374,7 @@ impl Registry {
                 }
                 let tc = Arc::new(ThreadCache::new(home, self.owner_fence));
                 self.list.lock().push(tc.clone());
-                self.shared.running.fetch_add(1, Ordering::Relaxed);
+                self.shared.caches.fetch_add(1, Ordering::Relaxed);
                 let p = Arc::as_ptr(&tc);
                 c.push((self.id, tc, self.shared.clone()));
                 p
@@ -368,11 +388,12 @@ impl Registry {
         Some(unsafe { &*p })
     }
 
-    /// Whether the calling thread is the only one with a running cache (so, with one
-    /// shard in use, its view of the totals is exact).
+    /// Whether the calling thread's cache is the only one (so, with one shard in use,
+    /// its view of the totals is exact). A cache of an exited thread counts until it is
+    /// adopted.
     #[inline]
     pub fn single_thread(&self) -> bool {
-        self.shared.running.load(Ordering::Relaxed) <= 1
+        self.shared.caches.load(Ordering::Relaxed) <= 1
     }
 
     /// Whether caches of exited threads wait to be adopted.
@@ -438,6 +459,7 @@ impl Registry {
         let adopted = before - list.len();
         if adopted > 0 {
             self.shared.exited.fetch_sub(adopted, Ordering::Relaxed);
+            self.shared.caches.fetch_sub(adopted, Ordering::Relaxed);
         }
         r.unwrap_or_else(|p| std::panic::resume_unwind(p))
     }
