@@ -410,3 +410,89 @@ fn threads_exit_during_claims() {
         assert_eq!((st.allocated_bytes, st.reserved_bytes), (0, 0), "{pool:?}");
     }
 }
+
+/// Random single-threaded sequences (hits and misses of the thread caches, requests above
+/// their largest size, resets): the peaks stay exact. The peak of requested bytes is the
+/// test's own maximum of live requested bytes since the last reset; with binned (whose
+/// blocks are the same with and without thread caches) every peak equals that of the
+/// same sequence without thread caches.
+#[test]
+fn peaks_stay_exact_through_cache_hits() {
+    const SIZES: [u64; 7] = [100, 512, 4096, 8000, 70_000, MIB, 3 * MIB];
+    for seed in 0..24u64 {
+        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let mut rnd = move |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let ops: Vec<(u64, u64)> = (0..400).map(|_| (rnd(100), rnd(1 << 20))).collect();
+        for pool in POOLS {
+            let run = |tc: bool| {
+                let e = engine_with(cfg(pool, tc), 1);
+                let (mut live, mut req, mut peak) = (Vec::new(), 0u64, 0u64);
+                for &(op, arg) in &ops {
+                    match op {
+                        0..=49 => {
+                            let n = SIZES[(arg % SIZES.len() as u64) as usize] - arg % 50;
+                            live.push((e.alloc(n).unwrap(), n));
+                            req += n;
+                            peak = peak.max(req);
+                        }
+                        50..=97 if !live.is_empty() => {
+                            let (p, n) = live.swap_remove((arg % live.len() as u64) as usize);
+                            e.free(p).unwrap();
+                            req -= n;
+                        }
+                        98 => {
+                            e.reset_stats();
+                            peak = req;
+                        }
+                        _ => {}
+                    }
+                }
+                let s = e.stats();
+                invariants(&s);
+                assert_eq!(s.peak_requested_bytes, peak, "{pool:?}, seed {seed}, thread caches {tc}");
+                for (p, _) in live {
+                    e.free(p).unwrap();
+                }
+                s
+            };
+            let (with, without) = (run(true), run(false));
+            if pool == PoolKind::Binned {
+                let key = |s: &Stats| {
+                    (s.peak_requested_bytes, s.peak_allocated_bytes, s.peak_cached_bytes, s.peak_reserved_bytes)
+                };
+                assert_eq!(key(&with), key(&without), "seed {seed}");
+            }
+        }
+    }
+}
+
+/// Peaks reached by cache hits and frees alone, after a reset (which closes the caches'
+/// peak windows): requested and allocated bytes rise above the reset level through hits
+/// only, cached bytes through the cache's frees only.
+#[test]
+fn peaks_reached_by_hits_alone() {
+    for pool in POOLS {
+        let e = engine_tc(pool);
+        let p: Vec<u64> = (0..16).map(|_| e.alloc(4096).unwrap()).collect();
+        p.iter().for_each(|&x| e.free(x).unwrap()); // 8 into the thread cache
+        let q: Vec<u64> = (0..6).map(|_| e.alloc(4096).unwrap()).collect();
+        e.reset_stats();
+        let reserved = e.stats().reserved_bytes;
+        q[..4].iter().for_each(|&x| e.free(x).unwrap()); // down to 2 blocks: cached peak
+        let r: Vec<u64> = (0..6).map(|_| e.alloc(4096).unwrap()).collect(); // up to 8
+        e.free(r[0]).unwrap();
+        e.free(r[1]).unwrap();
+        let s = e.stats();
+        assert_eq!(s.num_cache_hits, 6, "{pool:?}: every allocation after the reset was a hit");
+        assert_eq!((s.peak_requested_bytes, s.peak_allocated_bytes), (8 * 4096, 8 * 4096), "{pool:?}: {s:#?}");
+        assert_eq!(s.peak_cached_bytes, reserved - 2 * 4096, "{pool:?}: {s:#?}");
+        assert_eq!(s.requested_bytes, 6 * 4096);
+        q[4..].iter().for_each(|&x| e.free(x).unwrap());
+        r[2..].iter().for_each(|&x| e.free(x).unwrap());
+    }
+}
