@@ -147,7 +147,7 @@ pub struct Config {
     /// reserves (bytes, or a percentage of the machine's memory; default: none).
     pub pinned_limit: Option<Amount>,
     /// `CUMEM_THREAD_CACHE`: `1` (default) puts a per-thread cache of small freed blocks
-    /// in front of the shard lock (binned, split and expandable pools, `CUMEM_DEBUG=0`;
+    /// in front of the shard lock (every pool but `none`, `CUMEM_DEBUG=0`;
     /// see `thread_cache`); `0` turns it off, for comparisons.
     pub thread_cache: bool,
 }

@@ -128,7 +128,7 @@ pub struct Engine {
     peaks: Peaks,
     start: Instant,
     /// The thread caches; None when they are off (`CUMEM_THREAD_CACHE=0`, `CUMEM_DEBUG`
-    /// ≥ 1, whose origins they do not record, or the `simple` and `none` pools).
+    /// ≥ 1, whose origins they do not record, or the `none` pool, which caches nothing).
     tc: Option<Registry>,
     /// Cap on cached bytes (`set_cache_limit`); `u64::MAX` when there is none.
     cache_limit: AtomicU64,
@@ -259,7 +259,7 @@ impl Engine {
             .collect();
         let tc = (cfg.thread_cache
             && cfg.debug == 0
-            && matches!(cfg.pool, PoolKind::Binned | PoolKind::Split | PoolKind::Expandable))
+            && matches!(cfg.pool, PoolKind::Binned | PoolKind::Split | PoolKind::Expandable | PoolKind::Simple))
         .then(Registry::new);
         log::info!(
             "CuMem engine: {} pool on {} (device {}), limit {}, {n} shards, thread caches {}",

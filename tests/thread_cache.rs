@@ -18,7 +18,7 @@ fn hold(rx: Receiver<()>) {
     let _ = rx.recv();
 }
 
-const POOLS: [PoolKind; 3] = [PoolKind::Binned, PoolKind::Split, PoolKind::Expandable];
+const POOLS: [PoolKind; 4] = [PoolKind::Binned, PoolKind::Split, PoolKind::Expandable, PoolKind::Simple];
 
 fn cfg(pool: PoolKind, thread_cache: bool) -> Config {
     Config { pool, thread_cache, ..Config::default() }
