@@ -32,7 +32,7 @@ use crate::error::{Error, Result};
 use crate::format::format_bytes;
 use crate::history::{self, Event, EventKind};
 use crate::live::{LiveBlock, LiveTable};
-use crate::pool::{AnyPool, Block, MAX_REQUEST, MAX_SIZE, MIN_BLOCK, Pool, binned_class_size, round_up};
+use crate::pool::{AnyPool, Block, MAX_REQUEST, MAX_SIZE, MIN_BLOCK, Pool, round_up};
 use crate::snapshot::{BlockInfo, SegmentInfo};
 use crate::stats::{self, Peaks, ShardStats, Stats};
 use crate::sync::ShardMutex;
@@ -149,6 +149,24 @@ pub struct Engine {
 const HOOK_RECORD: u32 = 1;
 /// [`Engine`]'s `hooks`: a cache cap is set.
 const HOOK_CACHE_LIMIT: u32 = 2;
+
+/// [`crate::pool::binned_class_size`] of 1 to [`thread_cache::MAX_CACHED_SIZE`] bytes, whose classes
+/// are powers of two (MAX_BIN, 128 MiB, is above): the next power of two of at least
+/// MIN_BLOCK, without `binned_class_size`'s tests for larger sizes and for zero.
+#[inline(always)]
+fn small_class_size(bytes: u64) -> u64 {
+    let x = (bytes - 1) | (MIN_BLOCK - 1);
+    // SAFETY: x ≥ MIN_BLOCK − 1 > 0.
+    2 << unsafe { std::num::NonZeroU64::new_unchecked(x) }.ilog2()
+}
+
+#[cfg(test)]
+#[test]
+fn small_class_size_is_binneds() {
+    for bytes in 1..=thread_cache::MAX_CACHED_SIZE {
+        assert_eq!(small_class_size(bytes), crate::pool::binned_class_size(bytes), "{bytes}");
+    }
+}
 
 /// A placeholder for the block an allocation writes out.
 const NO_BLOCK: Block = Block { ptr: 0, size: 0, hit: false };
@@ -491,7 +509,7 @@ impl Engine {
     fn tc_size(&self, bytes: u64) -> u64 {
         debug_assert!(bytes > 0 && bytes <= thread_cache::MAX_CACHED_SIZE);
         match self.cfg.pool {
-            PoolKind::Binned => binned_class_size(bytes),
+            PoolKind::Binned => small_class_size(bytes),
             _ => round_up(bytes, MIN_BLOCK),
         }
     }
