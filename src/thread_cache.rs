@@ -3,7 +3,9 @@
 //! (the magazines of general-purpose allocators: tcmalloc's and jemalloc's thread caches,
 //! glibc's tcache). A cache-hit alloc+free pair of the owning thread takes no lock and no
 //! atomic read-modify-write: it pops a block, enters it in the cache's own live table,
-//! and on free removes it and pushes it back, all in memory only its thread writes.
+//! and on free removes it and pushes it back, all in memory only its thread writes; the
+//! peaks are touched only when the cache's live bytes leave their window
+//! ([`crate::stats::PeakWindow`]).
 //!
 //! # Other threads
 //!
