@@ -182,7 +182,7 @@ pub struct LiveSizes {
 }
 
 #[derive(Clone, Copy, Default)]
-#[repr(C, align(16))]
+#[repr(align(16))]
 struct SizeSlot {
     key: u64,
     requested: u32,

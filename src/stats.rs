@@ -299,7 +299,7 @@ impl Default for PeakWindow {
 
 impl PeakWindow {
     /// A window no value is inside: the next operation recomputes.
-    pub const CLOSED: PeakWindow =
+    pub(crate) const CLOSED: PeakWindow =
         PeakWindow { hi_requested: 0, hi_allocated: 0, lo_requested: u64::MAX, lo_allocated: u64::MAX };
 
     /// Whether live bytes that rose to `requested`/`allocated` (an allocation) are inside.
