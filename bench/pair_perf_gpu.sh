@@ -11,15 +11,16 @@
 #   mkdir -p .device && cp target/release/examples/hotloop target/release/cumem-bench .device/
 # then, on the device (carry [".device"]):  bash bench/pair_perf_gpu.sh
 # cumem-bench is optional: when present, `pair --sizes 4KiB --malloc` runs 5 times too, for
-# glibc's malloc+free in the same process. About 1.5 min in all.
+# glibc's malloc+free in the same process. HOTLOOP=<path> runs another build's hotloop
+# (e.g. one built at 5585f9e, for before/after on the same machine). About 1.5 min.
 set -uo pipefail
 D=${CUMEM_KIT_DIR:-.device}
-H="$D/hotloop"
+H=${HOTLOOP:-$D/hotloop}
 N=${N:-10000000}
 POOLS="binned split expandable simple"
 [ -x "$H" ] || chmod +x "$H" 2>/dev/null || { echo "no $H (see the header)" >&2; exit 1; }
 T=$(mktemp -d)
-echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), N=$N pairs a run"
+echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $H, N=$N pairs a run"
 
 for rep in 1 2 3 4 5; do
     for pool in $POOLS; do
