@@ -58,7 +58,7 @@ for line in open(os.path.join(t, "ns")):
     p, tc, ns = line.split()
     runs.setdefault((p, tc), []).append(float(ns))
 evs = perf.split(",") if perf else []
-short = {"ld_blocks_partial.address_alias": "alias", "machine_clears.memory_ordering": "mo_clears"}
+short = {"instructions": "instr", "ld_blocks_partial.address_alias": "4k_alias", "machine_clears.memory_ordering": "mo_clears"}
 print(f"{'pool':10} {'tc':>2} {'median ns':>9} {'min':>6} {'max':>6}" + "".join(f" {short.get(e, e)[:10]:>10}" for e in evs) + ("   (perf: per pair)" if evs else ""))
 for (p, tc), v in runs.items():
     row = f"{p:10} {tc:>2} {st.median(v):9.1f} {min(v):6.1f} {max(v):6.1f}"
