@@ -264,6 +264,7 @@ function run_job(job::Job)
     t = @elapsed p = run(pipeline(ignorestatus(job.cmd), stdout = out, stderr = out))
     # as it ends, so that a CI log shows progress and which job is slow
     println("  [$(round(Int, time() - t0)) s] $(job.name): $(round(t, digits = 1)) s")
+    flush(stdout)
     return (code = p.exitcode, out = String(take!(out)), time = t)
 end
 
