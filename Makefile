@@ -34,10 +34,10 @@ nvrtc:
 # The README's test command: the engine's Rust tests and the Julia package's Pkg.test.
 test: julia build nvrtc rust-test julia-test
 
-rust-test:
+rust-test: nvrtc
 	$(NVRTC_ENV) $(CARGO) test --workspace
 
-julia-test: julia build
+julia-test: julia build nvrtc
 	$(NVRTC_ENV) $(JULIA) --project=$(CURDIR) -e 'using Pkg; Pkg.test()'
 
 # AddressSanitizer and Miri over the engine's Rust tests, with the nightly toolchain where

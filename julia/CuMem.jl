@@ -48,6 +48,7 @@ include("strided.jl")     # strided copies: the plan, the CUDA C kernel, the hos
 include("indexing.jl")    # non-scalar getindex/setindex!, views, cat, reverse, permutedims
 include("show.jl")        # show/print of CuArrays, views and wrappers, downloading once
 include("linalg.jl")      # *, mul! (cuBLAS gemm), dot, norm, axpy!, axpby!, rmul!, lmul!
+include("precompile.jl")  # inference of the broadcast machinery, cached at precompilation
 
 function __init__()
     init_library()

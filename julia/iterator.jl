@@ -18,8 +18,10 @@ With `prefetch = k ≥ 1` the next `k` batches are staged while the caller works
 current one: each array is uploaded on a copy stream ([`CuStream`](@ref),
 non-blocking, one for all iterators), so the upload overlaps the caller's kernels. The
 upload reads a staging host buffer the array is first copied into (page-locked, from the
-pinned host pool, `CuMem.pinned`, kept and reused across iterators), so it is a DMA that
-overlaps the caller's work. When a batch is taken, the current [`stream()`](@ref) is made to wait for its upload's event
+pinned host pool, `CuMem.pinned`), so it is a DMA that overlaps the caller's work. The
+iterator reuses its staging buffers from batch to batch and returns them to the pinned
+pool when it ends or is closed (`memory_stats(:host).allocated_bytes` goes back to what
+it was; the pool caches them for the next epoch until `reclaim(:host)`). When a batch is taken, the current [`stream()`](@ref) is made to wait for its upload's event
 and the arrays are recorded on it ([`record_stream`](@ref)), so their memory is reused
 by later uploads only after the work using them is done. `prefetch = 0` uploads each
 batch when it is taken, synchronously (CUDA.jl 2.x's `CuIterator`).
@@ -54,9 +56,10 @@ mutable struct CuIterator{B}
     exhausted::Bool
     fence::Union{Nothing,CuEvent}   # recorded on the compute stream at each step
     taken::Vector{Any}          # batches handed out whose uploads may still read `held`
+    staging::Vector{Any}        # this iterator's staging buffers: StagingBuffer
     function CuIterator(batches::B; prefetch::Integer = 1) where {B}
         prefetch >= 0 || throw(ArgumentError("prefetch must be 0 or more, got $prefetch"))
-        c = new{B}(batches, nothing, nothing, Int(prefetch), nothing, Any[], nothing, false, nothing, Any[])
+        c = new{B}(batches, nothing, nothing, Int(prefetch), nothing, Any[], nothing, false, nothing, Any[], Any[])
         # Uploads in flight read the staging buffers, which the GC may free with the
         # iterator: wait for them first (never throws).
         finalizer(c -> (cs = c.copy_stream; cs === nothing || c_stream_synchronize(cs.handle); nothing), c)
@@ -95,9 +98,11 @@ struct Staged
     held::Vector{Any}   # what the uploads read, alive until they are done
 end
 
-# A staging host buffer and the upload event of the batch that last used it.
+# A staging host buffer (pinned: from `CuMem.pinned`) and the upload event of the batch
+# that last used it.
 mutable struct StagingBuffer
     buf::Array
+    pinned::Bool
     event::Union{Nothing,CuEvent}
     busy::Bool
 end
@@ -109,10 +114,10 @@ end
 # staged by CUDA's driver, as any pageable copy.
 function staging_array(::Type{T}, dims) where {T}
     try
-        return pinned(T, dims)
+        return StagingBuffer(pinned(T, dims), true, nothing, true)
     catch e
         e isa Union{OutOfGPUMemoryError,CuMemError} || rethrow()
-        return Array{T}(undef, dims)
+        return StagingBuffer(Array{T}(undef, dims), false, nothing, true)
     end
 end
 const STAGING_PINNED = true
@@ -124,18 +129,18 @@ const STAGING_PINNED = true
 # staging copy of ours would only add a copy: the upload reads the batch directly.
 use_staging() = STAGING_PINNED || on_host()
 
-# Staging buffers, shared by all iterators so that their memory stays warm (and, pinned,
-# is not allocated again) from one epoch to the next. Bounded: a buffer beyond
-# STAGING_MAX (enough for 4 batches of 4 arrays in flight) is dropped once free, and so
-# returns to the pinned pool when the GC collects it.
-const STAGING = StagingBuffer[]
-const STAGING_LOCK = ReentrantLock()
+# An iterator keeps at most STAGING_MAX staging buffers (enough for 4 batches of 4 arrays
+# in flight) for reuse from batch to batch; one beyond is dropped once its upload is
+# done, and so returns to the pinned pool when the GC collects it. The rest go back to
+# the pool when the iterator closes; the pool's cache keeps them warm for the next epoch.
 const STAGING_MAX = 16
 
 # The adaptor that uploads on the copy stream; `held`: what the uploads read (staging
-# buffers, or the batch's own arrays), kept until the event after them.
+# buffers, or the batch's own arrays), kept until the event after them; `staging`: the
+# iterator's staging buffers.
 struct AsyncUpload
     held::Vector{Any}
+    staging::Vector{Any}
 end
 
 adapt_storage(::AsyncUpload, xs::CuArray) = xs
@@ -144,7 +149,7 @@ function adapt_storage(to::AsyncUpload, xs::AbstractArray)
     isbits_union(T) && throw_union_eltype(T)
     isbitstype(T) || return map(x -> adapt(to, x), xs)
     if use_staging()
-        sb = staging_buffer!(T, size(xs))
+        sb = staging_buffer!(to.staging, T, size(xs))
         push!(to.held, sb)
         src = sb.buf::Array{T}
         copyto!(src, xs)
@@ -156,20 +161,20 @@ function adapt_storage(to::AsyncUpload, xs::AbstractArray)
     return upload_async!(d, src, stream())
 end
 
-# A free staging buffer of this type and shape (one whose last upload is done), or a new one.
-function staging_buffer!(::Type{T}, dims) where {T}
-    lock(STAGING_LOCK) do
-        for sb in STAGING
-            b = sb.buf
-            if !sb.busy && eltype(b) === T && size(b) == dims && (sb.event === nothing || isdone(sb.event))
-                sb.busy = true
-                return sb
-            end
+# A free staging buffer of this type and shape among `staging` (one whose last upload is
+# done), or a new one.
+function staging_buffer!(staging::Vector{Any}, ::Type{T}, dims) where {T}
+    for sb in staging
+        sb = sb::StagingBuffer
+        b = sb.buf
+        if !sb.busy && eltype(b) === T && size(b) == dims && (sb.event === nothing || isdone(sb.event))
+            sb.busy = true
+            return sb
         end
-        sb = StagingBuffer(staging_array(T, dims), nothing, true)
-        length(STAGING) < STAGING_MAX && push!(STAGING, sb)
-        return sb
     end
+    sb = staging_array(T, dims)
+    length(staging) < STAGING_MAX && push!(staging, sb)
+    return sb
 end
 
 # Stages the next batch of `batches`, if any: uploads on the copy stream, then one event.
@@ -186,16 +191,14 @@ function stage_next!(c::CuIterator)
     end
     cs = c.copy_stream::CuStream
     ev = CuEvent(timing = false)
-    up = AsyncUpload(Any[])
+    up = AsyncUpload(Any[], c.staging)
     local cub
     try
         cub = stream!(() -> adapt(up, batch), cs)
     finally
         record(ev, cs)
-        lock(STAGING_LOCK) do
-            for sb in up.held
-                sb isa StagingBuffer && (sb.busy = false; sb.event = ev)
-            end
+        for sb in up.held
+            sb isa StagingBuffer && (sb.busy = false; sb.event = ev)
         end
     end
     push!(c.ahead, Staged(cub, input_cuarrays(batch), ev, up.held))
@@ -258,8 +261,9 @@ end
     close(it::CuIterator)
 
 Frees the batch `it` handed out last and the batches it staged ahead, waits for its
-uploads and drops its staging buffers. Iterating `it` again starts
-over. Called when the iteration ends and by the do-block form `CuIterator(f, batches)`.
+uploads and returns its staging buffers to the pinned host pool. Iterating `it` again
+starts over. Called when the iteration ends and by the do-block form
+`CuIterator(f, batches)`.
 """
 function Base.close(c::CuIterator)
     free_previous!(c)
@@ -273,6 +277,11 @@ function Base.close(c::CuIterator)
         synchronize(cs)         # the uploads read the staging buffers and batches
     end
     empty!(c.taken)
+    for sb in c.staging
+        sb = sb::StagingBuffer
+        sb.pinned && unsafe_free!(sb.buf)
+    end
+    empty!(c.staging)
     return nothing
 end
 

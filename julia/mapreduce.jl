@@ -53,6 +53,41 @@ end
 
 ## the kernel source
 
+# Loops over the dimensions, shared by the reduction and findmax/findmin kernels: output j
+# walks the kept dimensions (sizes ks1.., strides kst1..) to its first element `base`,
+# and reduced index k walks the reduced dimensions (rs1.., rst1..) from there to `off`
+# (or adds k itself when the reduced elements are contiguous: `linear`).
+
+# The dimension parameters of the kernel's signature.
+function print_dim_params(io, IDX, OFF, nk, nr, linear)
+    for d in 1:nk
+        print(io, ", $IDX ks$d, $OFF kst$d")
+    end
+    linear || for d in 1:nr; print(io, ", $IDX rs$d, $OFF rst$d"); end
+end
+
+# `base += ...` for output j (nothing without kept dimensions).
+function print_base_offset(io, IDX, OFF, nk)
+    nk > 0 || return
+    print(io, "    { $IDX r = j;\n")
+    for d in 1:nk
+        print(io, "      base += ($OFF)(r % ks$d) * kst$d; r /= ks$d;\n")
+    end
+    print(io, "    }\n")
+end
+
+# `off`, the element of reduced index k.
+function print_reduced_offset(io, IDX, OFF, nr, linear)
+    if linear
+        print(io, "      const $OFF off = base + ($OFF)k;\n")
+    else
+        print(io, "      $OFF off = base; $IDX r = k;\n")
+        for d in 1:nr
+            print(io, "      off += ($OFF)(r % rs$d) * rst$d; r /= rs$d;\n")
+        end
+    end
+end
+
 # `fx`: f's expression of x1 (input compute type), as Acc. `opx`: op of a and b, as Acc.
 # kept/reduced dims: counts of each (their sizes and strides are kernel parameters).
 function reduce_source(fx::String, T::Type, Acc::Type, opx::String, neutral_ex::String, Out::Type,
@@ -64,14 +99,7 @@ function reduce_source(fx::String, T::Type, Acc::Type, opx::String, neutral_ex::
     io = IOBuffer()
     print(io, C_PRELUDE)
     print(io, "extern \"C\" __global__ void cumem_reduce(const $(codegen_ctype(T))* src, $(final ? codegen_ctype(Out) : AC)* out, $IDX nout, $IDX nred, $IDX gx")
-    for d in 1:nk
-        print(io, ", $IDX ks$d, $OFF kst$d")
-    end
-    if !linear
-        for d in 1:nr
-            print(io, ", $IDX rs$d, $OFF rst$d")
-        end
-    end
+    print_dim_params(io, IDX, OFF, nk, nr, linear)
     print_params(io, ptypes, globals)
     print(io, ")\n{\n")
     print_unpack(io, ptypes, globals)
@@ -82,13 +110,7 @@ function reduce_source(fx::String, T::Type, Acc::Type, opx::String, neutral_ex::
       for ($IDX j = bx; j < nout; j += gx) {
         $OFF base = 0;
     """)
-    if nk > 0
-        print(io, "    { $IDX r = j;\n")
-        for d in 1:nk
-            print(io, "      base += ($OFF)(r % ks$d) * kst$d; r /= ks$d;\n")
-        end
-        print(io, "    }\n")
-    end
+    print_base_offset(io, IDX, OFF, nk)
     print(io, "    $AC acc = $neutral_ex;\n")
     load = T === Float16 ? "jl_h2f(src[off])" : "src[off]"
     if linear
@@ -133,14 +155,7 @@ function reduce_source(fx::String, T::Type, Acc::Type, opx::String, neutral_ex::
     else
         print(io, "    for ($IDX k = by * blockDim.x + threadIdx.x; k < nred; k += ($IDX)blockDim.x * gy) {\n")
     end
-    if linear
-        print(io, "      const $OFF off = base + ($OFF)k;\n")
-    else
-        print(io, "      $OFF off = base; $IDX r = k;\n")
-        for d in 1:nr
-            print(io, "      off += ($OFF)(r % rs$d) * rst$d; r /= rs$d;\n")
-        end
-    end
+    print_reduced_offset(io, IDX, OFF, nr, linear)
     print(io, "      const $(ctype_compute(T)) x1 = $load;\n")
     print(io, "      const $AC b = $fx;\n")
     print(io, "      { const $AC a = acc; acc = $opx; }\n")
@@ -402,10 +417,7 @@ function findext_source(T::Type, ismax::Bool, nk::Int, nr::Int, linear::Bool, id
     }
     """)
     print(io, "extern \"C\" __global__ void cumem_findext(const $(codegen_ctype(T))* src, $(codegen_ctype(T))* outv, int64_t* outi, $IDX nout, $IDX nred, $IDX gx")
-    for d in 1:nk
-        print(io, ", $IDX ks$d, $OFF kst$d")
-    end
-    linear || for d in 1:nr; print(io, ", $IDX rs$d, $OFF rst$d"); end
+    print_dim_params(io, IDX, OFF, nk, nr, linear)
     print(io, ")\n{\n")
     print(io, """
       __shared__ $AC shv[32];
@@ -414,23 +426,10 @@ function findext_source(T::Type, ismax::Bool, nk::Int, nr::Int, linear::Bool, id
       for ($IDX j = blockIdx.x; j < nout; j += gridDim.x) {
         $OFF base = 0;
     """)
-    if nk > 0
-        print(io, "    { $IDX r = j;\n")
-        for d in 1:nk
-            print(io, "      base += ($OFF)(r % ks$d) * kst$d; r /= ks$d;\n")
-        end
-        print(io, "    }\n")
-    end
+    print_base_offset(io, IDX, OFF, nk)
     print(io, "    $AC v = 0; int64_t vi = -1;\n")
     print(io, "    for ($IDX k = threadIdx.x; k < nred; k += blockDim.x) {\n")
-    if linear
-        print(io, "      const $OFF off = base + ($OFF)k;\n")
-    else
-        print(io, "      $OFF off = base; $IDX r = k;\n")
-        for d in 1:nr
-            print(io, "      off += ($OFF)(r % rs$d) * rst$d; r /= rs$d;\n")
-        end
-    end
+    print_reduced_offset(io, IDX, OFF, nr, linear)
     print(io, "      combine(v, vi, $(T === Float16 ? "jl_h2f(src[off])" : "src[off]"), (int64_t)k);\n    }\n")
     print(io, """
         for (int o = 16; o > 0; o >>= 1) {

@@ -79,9 +79,12 @@ end
     for k in (1, 2)
         clean!()
         s0 = memory_stats().requested_bytes
+        h0 = memory_stats(:host).allocated_bytes
         seen = Any[]
         for (i, (x, y)) in enumerate(CuIterator(batches; prefetch = k))
             @test x isa CuMatrix{Float32} && y isa CuVector{Int}
+            # the uploads are staged in pinned host buffers of the iterator
+            @test memory_stats(:host).allocated_bytes - h0 >= bytes
             @test CuMem.array_stream(x) != 0                 # uploaded on the copy stream
             @test Array(x) == batches[i][1] && Array(y) == batches[i][2]
             i > 1 && @test CuMem.isfreed(seen[end][1]) && CuMem.isfreed(seen[end][2])
@@ -93,6 +96,8 @@ end
         @test length(seen) == length(batches)
         @test all(b -> CuMem.isfreed(b[1]) && CuMem.isfreed(b[2]), seen)
         @test memory_stats().requested_bytes == s0
+        # ... which go back to the pinned pool when the iteration ends
+        @test memory_stats(:host).allocated_bytes == h0
     end
     # the same data as without prefetching, for the shapes CuIterator takes
     mixed = [(data = rand(Float64, 3), m = adjoint(rand(2, 2)), v = [rand(2), rand(3)], k = i, r = 1:3) for i in 1:3]
@@ -120,8 +125,10 @@ end
         i == 2 && break
     end
     @test memory_stats().requested_bytes > s0
+    h0 = memory_stats(:host).allocated_bytes
     close(it)
     @test CuMem.isfreed(held[1]) && memory_stats().requested_bytes == s0
+    @test memory_stats(:host).allocated_bytes < h0    # the staging buffers returned
     # the do-block form frees everything however the block ends
     got = CuIterator(batches) do it
         for (i, (x, y)) in enumerate(it)

@@ -1178,8 +1178,9 @@ fn reset_with_live_blocks_on_several_shards() {
     }
 }
 
-/// A host device whose allocations of `gate` bytes or more announce themselves on
-/// `entered`, wait for `go`, then fail with out of memory: a request in flight.
+/// A host device whose allocations and mappings of `gate` bytes or more announce
+/// themselves on `entered`, wait for `go`, then fail with out of memory having done
+/// nothing: a request in flight.
 struct GatedDevice {
     inner: cumem::device::HostDevice,
     gate: u64,
@@ -1187,55 +1188,43 @@ struct GatedDevice {
     go: std::sync::Mutex<std::sync::mpsc::Receiver<()>>,
 }
 
-impl cumem::device::Device for GatedDevice {
-    fn name(&self) -> &str {
-        self.inner.name()
+impl GatedDevice {
+    /// An upstream under a 12 MiB limit on a 1 GiB host device gated at 8 MiB, the
+    /// receiver of the announcements and the sender that lets a gated request go on.
+    fn upstream() -> (cumem::upstream::Upstream, std::sync::mpsc::Receiver<()>, std::sync::mpsc::Sender<()>) {
+        let (entered_tx, entered) = std::sync::mpsc::channel();
+        let (go, go_rx) = std::sync::mpsc::channel();
+        let dev = GatedDevice {
+            inner: cumem::device::HostDevice::new(Some(GIB)),
+            gate: 8 * MIB,
+            entered: std::sync::Mutex::new(entered_tx),
+            go: std::sync::Mutex::new(go_rx),
+        };
+        (cumem::upstream::Upstream::new(Box::new(dev), Some(12 * MIB)), entered, go)
     }
-    fn is_host(&self) -> bool {
-        true
-    }
-    fn alloc(&self, bytes: u64) -> cumem::Result<u64> {
+
+    /// Waits at the gate if `bytes` reach it: Err (out of memory) once let go.
+    fn wait_at_gate(&self, bytes: u64) -> cumem::Result<()> {
         if bytes >= self.gate {
             self.entered.lock().unwrap().send(()).unwrap();
             self.go.lock().unwrap().recv().unwrap();
             return Err(Error::OutOfMemory("gated".into()));
         }
+        Ok(())
+    }
+}
+
+impl cumem::device::Device for GatedDevice {
+    forward_device!();
+    fn alloc(&self, bytes: u64) -> cumem::Result<u64> {
+        self.wait_at_gate(bytes)?;
         self.inner.alloc(bytes)
     }
     unsafe fn free(&self, ptr: u64, bytes: u64) -> cumem::Result<()> {
         unsafe { self.inner.free(ptr, bytes) }
     }
-    fn mem_info(&self) -> cumem::Result<(u64, u64)> {
-        self.inner.mem_info()
-    }
-    unsafe fn copy_htod(&self, dst: u64, src: *const u8, bytes: u64) -> cumem::Result<()> {
-        unsafe { self.inner.copy_htod(dst, src, bytes) }
-    }
-    unsafe fn copy_dtoh(&self, dst: *mut u8, src: u64, bytes: u64) -> cumem::Result<()> {
-        unsafe { self.inner.copy_dtoh(dst, src, bytes) }
-    }
-    unsafe fn copy_dtod(&self, dst: u64, src: u64, bytes: u64) -> cumem::Result<()> {
-        unsafe { self.inner.copy_dtod(dst, src, bytes) }
-    }
-    unsafe fn memset(&self, dst: u64, value: u8, bytes: u64) -> cumem::Result<()> {
-        unsafe { self.inner.memset(dst, value, bytes) }
-    }
-    fn vm_granularity(&self) -> cumem::Result<u64> {
-        self.inner.vm_granularity()
-    }
-    fn vm_reserve(&self, bytes: u64) -> cumem::Result<u64> {
-        self.inner.vm_reserve(bytes)
-    }
-    unsafe fn vm_release(&self, base: u64, bytes: u64) -> cumem::Result<()> {
-        unsafe { self.inner.vm_release(base, bytes) }
-    }
     unsafe fn vm_map(&self, addr: u64, bytes: u64) -> cumem::Result<()> {
-        // Gated like `alloc`: a large mapping waits, then fails having mapped nothing.
-        if bytes >= self.gate {
-            self.entered.lock().unwrap().send(()).unwrap();
-            self.go.lock().unwrap().recv().unwrap();
-            return Err(Error::OutOfMemory("gated".into()));
-        }
+        self.wait_at_gate(bytes)?;
         unsafe { self.inner.vm_map(addr, bytes) }
     }
     unsafe fn vm_unmap(&self, addr: u64, bytes: u64) -> cumem::Result<()> {
@@ -1247,15 +1236,7 @@ impl cumem::device::Device for GatedDevice {
 fn peak_reserved_counts_only_mapped_memory() {
     // As below, for the expandable pool's path: a mapping in flight that later fails
     // claims against the limit but never shows in reserved bytes or their peak.
-    let (entered_tx, entered) = std::sync::mpsc::channel();
-    let (go, go_rx) = std::sync::mpsc::channel();
-    let dev = GatedDevice {
-        inner: cumem::device::HostDevice::new(Some(GIB)),
-        gate: 8 * MIB,
-        entered: std::sync::Mutex::new(entered_tx),
-        go: std::sync::Mutex::new(go_rx),
-    };
-    let up = cumem::upstream::Upstream::new(Box::new(dev), Some(12 * MIB));
+    let (up, entered, go) = GatedDevice::upstream();
     let base = up.shard(0).vm_reserve(32 * MIB).unwrap();
     std::thread::scope(|sc| {
         let go = go;
@@ -1291,15 +1272,7 @@ fn peak_reserved_counts_only_obtained_memory() {
     // A device request in flight that later fails must never show in reserved bytes or
     // their peak, even when another request succeeds meanwhile; and it still counts
     // against the limit while in flight, so the limit is never overshot.
-    let (entered_tx, entered) = std::sync::mpsc::channel();
-    let (go, go_rx) = std::sync::mpsc::channel();
-    let dev = GatedDevice {
-        inner: cumem::device::HostDevice::new(Some(GIB)),
-        gate: 8 * MIB,
-        entered: std::sync::Mutex::new(entered_tx),
-        go: std::sync::Mutex::new(go_rx),
-    };
-    let up = cumem::upstream::Upstream::new(Box::new(dev), Some(12 * MIB));
+    let (up, entered, go) = GatedDevice::upstream();
     std::thread::scope(|sc| {
         // Owned here, so a failing assertion drops it and the gated thread ends too.
         let go = go;

@@ -174,11 +174,8 @@ pub unsafe extern "C" fn cumem_kernel_launch(
     shared_bytes: u32,
     args: *mut *mut c_void,
 ) -> i32 {
-    guard(|e| {
-        let geometry = module::Launch { grid: (gx, gy, gz), block: (bx, by, bz), shared_bytes };
-        // SAFETY: the caller vouches for `args`.
-        unsafe { module::launch(e.device(), kernel, 0, geometry, args) }
-    })
+    // SAFETY: the caller vouches for `args`; stream 0 is the legacy default stream.
+    unsafe { cumem_kernel_launch_stream(0, kernel, gx, gy, gz, bx, by, bz, shared_bytes, args) }
 }
 
 /// As `cumem_kernel_launch`, queued on `stream` (a handle of `cumem_stream_create`; 0:
@@ -351,13 +348,8 @@ pub unsafe extern "C" fn cumem_gemm(
     C: u64,
     ldc: i64,
 ) -> i32 {
-    guard(|e| {
-        let dtype = Dtype::from_code(dtype)?;
-        let (a, b, c) =
-            (Operand { ptr: A, ld: lda }, Operand { ptr: B, ld: ldb }, Operand { ptr: C, ld: ldc });
-        // SAFETY: the caller vouches for alpha and beta (null is checked).
-        unsafe { blas::gemm(e, dtype, transa, transb, (m, n, k), alpha, a, b, beta, c, 0) }
-    })
+    // SAFETY: the caller vouches for alpha and beta; stream 0 is the legacy default stream.
+    unsafe { cumem_gemm_stream(0, dtype, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc) }
 }
 
 /// As `cumem_gemm`, queued on `stream` (a handle of `cumem_stream_create`; 0: the legacy

@@ -181,13 +181,46 @@ pub fn counted_device() -> (Box<dyn Device>, std::sync::Arc<std::sync::atomic::A
     counted(std::sync::Arc::from(device()))
 }
 
+/// The `Device` methods a wrapping test device passes unchanged to its `inner` device:
+/// all but `alloc`, `free`, `vm_map` and `vm_unmap`, which each wrapper writes itself.
+macro_rules! forward_device {
+    () => {
+        fn name(&self) -> &str {
+            self.inner.name()
+        }
+        fn is_host(&self) -> bool {
+            self.inner.is_host()
+        }
+        fn mem_info(&self) -> cumem::Result<(u64, u64)> {
+            self.inner.mem_info()
+        }
+        unsafe fn copy_htod(&self, dst: u64, src: *const u8, bytes: u64) -> cumem::Result<()> {
+            unsafe { self.inner.copy_htod(dst, src, bytes) }
+        }
+        unsafe fn copy_dtoh(&self, dst: *mut u8, src: u64, bytes: u64) -> cumem::Result<()> {
+            unsafe { self.inner.copy_dtoh(dst, src, bytes) }
+        }
+        unsafe fn copy_dtod(&self, dst: u64, src: u64, bytes: u64) -> cumem::Result<()> {
+            unsafe { self.inner.copy_dtod(dst, src, bytes) }
+        }
+        unsafe fn memset(&self, dst: u64, value: u8, bytes: u64) -> cumem::Result<()> {
+            unsafe { self.inner.memset(dst, value, bytes) }
+        }
+        fn vm_granularity(&self) -> cumem::Result<u64> {
+            self.inner.vm_granularity()
+        }
+        fn vm_reserve(&self, bytes: u64) -> cumem::Result<u64> {
+            self.inner.vm_reserve(bytes)
+        }
+        unsafe fn vm_release(&self, base: u64, bytes: u64) -> cumem::Result<()> {
+            unsafe { self.inner.vm_release(base, bytes) }
+        }
+    };
+}
+pub(crate) use forward_device;
+
 impl Device for Counted {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-    fn is_host(&self) -> bool {
-        self.inner.is_host()
-    }
+    forward_device!();
     fn alloc(&self, bytes: u64) -> cumem::Result<u64> {
         let p = self.inner.alloc(bytes)?;
         self.held.fetch_add(bytes, std::sync::atomic::Ordering::SeqCst);
@@ -196,30 +229,6 @@ impl Device for Counted {
     unsafe fn free(&self, ptr: u64, bytes: u64) -> cumem::Result<()> {
         self.held.fetch_sub(bytes, std::sync::atomic::Ordering::SeqCst);
         unsafe { self.inner.free(ptr, bytes) }
-    }
-    fn mem_info(&self) -> cumem::Result<(u64, u64)> {
-        self.inner.mem_info()
-    }
-    unsafe fn copy_htod(&self, dst: u64, src: *const u8, bytes: u64) -> cumem::Result<()> {
-        unsafe { self.inner.copy_htod(dst, src, bytes) }
-    }
-    unsafe fn copy_dtoh(&self, dst: *mut u8, src: u64, bytes: u64) -> cumem::Result<()> {
-        unsafe { self.inner.copy_dtoh(dst, src, bytes) }
-    }
-    unsafe fn copy_dtod(&self, dst: u64, src: u64, bytes: u64) -> cumem::Result<()> {
-        unsafe { self.inner.copy_dtod(dst, src, bytes) }
-    }
-    unsafe fn memset(&self, dst: u64, value: u8, bytes: u64) -> cumem::Result<()> {
-        unsafe { self.inner.memset(dst, value, bytes) }
-    }
-    fn vm_granularity(&self) -> cumem::Result<u64> {
-        self.inner.vm_granularity()
-    }
-    fn vm_reserve(&self, bytes: u64) -> cumem::Result<u64> {
-        self.inner.vm_reserve(bytes)
-    }
-    unsafe fn vm_release(&self, base: u64, bytes: u64) -> cumem::Result<()> {
-        unsafe { self.inner.vm_release(base, bytes) }
     }
     unsafe fn vm_map(&self, addr: u64, bytes: u64) -> cumem::Result<()> {
         unsafe { self.inner.vm_map(addr, bytes) }?;

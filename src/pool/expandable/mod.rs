@@ -56,7 +56,7 @@ mod arena;
 mod tests;
 
 use super::split::SMALL_SIZE;
-use super::split::quick::{self, QUICK_SLOTS, QuickList, quick_slot};
+use super::split::quick::QuickLists;
 use super::{Block, MIN_BLOCK, Pool, round_up};
 use crate::error::{Error, Result};
 use crate::snapshot::PoolSegment;
@@ -78,12 +78,8 @@ pub struct ExpandablePool {
     arenas: Vec<Arena>,
     /// Address → node (in its arena) of every block in use or on a quick list.
     used: FxHashMap<u64, u32>,
-    /// The quick lists, in split's direct-mapped table keyed by size: the blocks freed
-    /// since the last flush, LIFO.
-    quick: Box<[QuickList]>,
-    /// Slots of the quick lists filled since the last flush.
-    touched: Vec<usize>,
-    quick_bytes: u64,
+    /// The quick lists, split's: the blocks freed since the last flush, by size, LIFO.
+    quick: QuickLists,
     /// Bytes of blocks in use (not quick-listed).
     used_bytes: u64,
     /// A high-water mark of the bytes this pool has had mapped, raised when they exceed
@@ -102,9 +98,7 @@ impl Default for ExpandablePool {
         ExpandablePool {
             arenas: Vec::new(),
             used: FxHashMap::default(),
-            quick: (0..QUICK_SLOTS).map(|_| QuickList::default()).collect(),
-            touched: Vec::new(),
-            quick_bytes: 0,
+            quick: QuickLists::new(),
             used_bytes: 0,
             high_water: 0,
             served: 0,
@@ -156,21 +150,9 @@ impl ExpandablePool {
 
     /// Merges every quick-listed block into the free ranges.
     fn flush(&mut self) {
-        if self.quick_bytes == 0 {
-            return;
-        }
-        let mut touched = std::mem::take(&mut self.touched);
-        for &q in &touched {
-            let mut ptrs = std::mem::take(&mut self.quick[q].ptrs);
-            for &p in &ptrs {
-                self.release(p);
-            }
-            ptrs.clear();
-            self.quick[q] = QuickList { size: 0, ptrs, touched: false }; // keeps the capacity
-        }
-        touched.clear();
-        self.touched = touched;
-        self.quick_bytes = 0;
+        let mut quick = std::mem::take(&mut self.quick);
+        quick.flush(|p| self.release(p));
+        self.quick = quick;
     }
 
     /// Returns block `ptr` to its arena's free ranges.
@@ -271,11 +253,7 @@ impl Pool for ExpandablePool {
     fn alloc(&mut self, bytes: u64, up: ShardUpstream<'_>) -> Result<Block> {
         let size = round_up(bytes, MIN_BLOCK);
         self.served += size;
-        let q = &mut self.quick[quick_slot(size)];
-        if q.size == size
-            && let Some(ptr) = q.ptrs.pop()
-        {
-            self.quick_bytes -= size;
+        if let Some(ptr) = self.quick.pop(size) {
             self.used_bytes += size;
             return Ok(Block { ptr, size, hit: true });
         }
@@ -285,21 +263,10 @@ impl Pool for ExpandablePool {
     #[inline]
     fn free(&mut self, ptr: u64, size: u64, _up: ShardUpstream<'_>) {
         self.used_bytes -= size;
-        let slot = quick_slot(size);
-        let q = &mut self.quick[slot];
-        if q.ptrs.is_empty() {
-            q.size = size;
-            if !q.touched {
-                q.touched = true;
-                self.touched.push(slot);
-            }
-        } else if q.size != size {
+        if !self.quick.push(ptr, size) {
             // The slot holds another size's list: merge this block at once.
             self.release(ptr);
-            return;
         }
-        q.ptrs.push(ptr);
-        self.quick_bytes += size;
     }
 
     fn reclaim(&mut self, target: u64, up: ShardUpstream<'_>) -> u64 {
@@ -330,7 +297,7 @@ impl Pool for ExpandablePool {
     }
 
     fn serves_at_once(&self, bytes: u64) -> bool {
-        quick::quick_holds(&self.quick, round_up(bytes, MIN_BLOCK))
+        self.quick.holds(round_up(bytes, MIN_BLOCK))
     }
 
     /// Segments are the runs of mapped granules (reserved bytes are mapped bytes);
@@ -338,8 +305,7 @@ impl Pool for ExpandablePool {
     /// free bytes of idle granules cached (as `inactive_split_bytes` and `cached_bytes`
     /// count them).
     fn snapshot(&self, _owned: &[(u64, u64)], out: &mut Vec<PoolSegment>) {
-        let quick: rustc_hash::FxHashSet<u64> =
-            self.quick.iter().flat_map(|q| q.ptrs.iter().copied()).collect();
+        let quick: rustc_hash::FxHashSet<u64> = self.quick.blocks().map(|b| b.0).collect();
         let mut arenas: Vec<&Arena> = self.arenas.iter().collect();
         arenas.sort_by_key(|a| a.base);
         for a in arenas {

@@ -2,17 +2,12 @@
 //! limit, and a random workload checked against the structure after every step.
 
 use super::*;
-use crate::device::HostDevice;
-use crate::upstream::Upstream;
+use crate::pool::split::tests::{Rng, upstream};
 use std::collections::BTreeMap;
 
 const MIB: u64 = 1 << 20;
 /// The host device's granule.
 const G: u64 = crate::device::HOST_VM_GRANULE;
-
-fn upstream(limit: Option<u64>) -> Upstream {
-    Upstream::new(Box::new(HostDevice::new(Some(8 << 30))), limit)
-}
 
 impl ExpandablePool {
     /// The size of the block at `addr` (in use or quick-listed).
@@ -29,28 +24,10 @@ impl ExpandablePool {
         let in_arenas: usize =
             self.arenas.iter().map(|a| blocks.range(a.base..a.base + a.size).count()).sum();
         assert_eq!(in_arenas, blocks.len(), "a block outside the arenas");
-        let quick: u64 = self.quick.iter().map(|q| q.size * q.ptrs.len() as u64).sum();
-        assert_eq!(quick, self.quick_bytes);
-        for (slot, q) in self.quick.iter().enumerate() {
-            assert!(q.ptrs.is_empty() || (q.touched && self.touched.contains(&slot)));
-            assert!(q.ptrs.is_empty() || quick_slot(q.size) == slot);
-            assert!(q.ptrs.iter().all(|&p| self.used.contains_key(&p) && self.size_of(p) == q.size));
+        for (p, size) in self.quick.check() {
+            assert!(self.used.contains_key(&p) && self.size_of(p) == size);
         }
-        assert_eq!(blocks.values().sum::<u64>(), self.used_bytes + self.quick_bytes);
-    }
-}
-
-/// xorshift64*
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
+        assert_eq!(blocks.values().sum::<u64>(), self.used_bytes + self.quick.bytes());
     }
 }
 

@@ -65,7 +65,7 @@
 //! merged only when a request misses, so a loop that frees and reallocates the same
 //! sizes is served by one array probe and a pop; a miss still sees fully merged free
 //! memory before it searches or grows, so fragmentation matches eager merging. The
-//! quick lists live in a direct-mapped table of [`QUICK_SLOTS`] slots keyed by size; a
+//! quick lists live in a direct-mapped table of [`quick::QUICK_SLOTS`] slots keyed by size; a
 //! free whose slot holds another size's list is merged at once. A quick hit hands out
 //! exactly the block that was freed, of the size that was requested.
 
@@ -73,16 +73,14 @@ pub(super) mod fit_index;
 pub(super) mod quick;
 mod segments;
 #[cfg(test)]
-mod tests;
-
-pub use quick::QUICK_SLOTS;
+pub(super) mod tests;
 
 use super::{Block, MIN_BLOCK, Pool, round_up};
 use crate::error::Result;
 use crate::snapshot::{BlockState, PoolBlock, PoolSegment};
 use crate::upstream::ShardUpstream;
 use fit_index::{FitIndex, smaller};
-use quick::{QuickList, quick_slot};
+use quick::QuickLists;
 use rustc_hash::FxHashMap;
 use segments::{Kind, NIL, Node, Seg, State};
 
@@ -126,11 +124,8 @@ pub struct SplitPool {
     /// The free blocks: [`SMALL`], [`MEDIUM_HOLES`], [`MEDIUM_WHOLE`], [`BIG_HOLES`],
     /// [`BIG_WHOLE`].
     indexes: [FitIndex; 5],
-    /// The quick lists, [`QUICK_SLOTS`] of them, by [`quick_slot`] of their size.
-    quick: Box<[QuickList]>,
-    /// Slots of the quick lists filled since the last flush.
-    touched: Vec<usize>,
-    quick_bytes: u64,
+    /// The quick lists: blocks freed since the last flush, by size.
+    quick: QuickLists,
     /// Bytes of blocks in use, bytes of segments held, and the highest `reserved` of
     /// this pool (never reset: the "steady state" rule uses it).
     used_bytes: u64,
@@ -152,9 +147,7 @@ impl Default for SplitPool {
             seg_at: FxHashMap::default(),
             node_at: FxHashMap::default(),
             indexes: Default::default(),
-            quick: (0..QUICK_SLOTS).map(|_| QuickList::default()).collect(),
-            touched: Vec::new(),
-            quick_bytes: 0,
+            quick: QuickLists::new(),
             used_bytes: 0,
             reserved: 0,
             peak_reserved: 0,
@@ -250,6 +243,13 @@ impl SplitPool {
 }
 
 impl SplitPool {
+    /// Merges every quick-listed block into the indexes.
+    fn flush(&mut self) {
+        let mut quick = std::mem::take(&mut self.quick);
+        quick.flush(|p| self.release(self.node_at[&p]));
+        self.quick = quick;
+    }
+
     /// A request that no quick list serves. Kept out of line so that the hit path stays
     /// small where the engine inlines it.
     #[inline(never)]
@@ -264,11 +264,7 @@ impl Pool for SplitPool {
     fn alloc(&mut self, bytes: u64, up: ShardUpstream<'_>) -> Result<Block> {
         let size = round_up(bytes, MIN_BLOCK);
         self.served += size;
-        let q = &mut self.quick[quick_slot(size)];
-        if q.size == size
-            && let Some(ptr) = q.ptrs.pop()
-        {
-            self.quick_bytes -= size;
+        if let Some(ptr) = self.quick.pop(size) {
             self.used_bytes += size;
             return Ok(Block { ptr, size, hit: true });
         }
@@ -278,21 +274,10 @@ impl Pool for SplitPool {
     #[inline]
     fn free(&mut self, ptr: u64, size: u64, _up: ShardUpstream<'_>) {
         self.used_bytes -= size;
-        let slot = quick_slot(size);
-        let q = &mut self.quick[slot];
-        if q.ptrs.is_empty() {
-            q.size = size;
-            if !q.touched {
-                q.touched = true;
-                self.touched.push(slot);
-            }
-        } else if q.size != size {
+        if !self.quick.push(ptr, size) {
             // The slot holds another size's list: merge this block at once.
             self.release(self.node_at[&ptr]);
-            return;
         }
-        q.ptrs.push(ptr);
-        self.quick_bytes += size;
     }
 
     fn reclaim(&mut self, target: u64, up: ShardUpstream<'_>) -> u64 {
@@ -329,7 +314,7 @@ impl Pool for SplitPool {
     }
 
     fn cached_bytes(&self) -> u64 {
-        self.tree_free_bytes() + self.quick_bytes
+        self.tree_free_bytes() + self.quick.bytes()
     }
 
     fn inactive_split_bytes(&self) -> u64 {
@@ -339,21 +324,18 @@ impl Pool for SplitPool {
         for &(size, _, i) in self.indexes.iter().flat_map(FitIndex::iter) {
             *free.entry(self.nodes[i as usize].seg).or_default() += size;
         }
-        for q in self.quick.iter() {
-            for p in &q.ptrs {
-                *free.entry(self.nodes[self.node_at[p] as usize].seg).or_default() += q.size;
-            }
+        for (p, size) in self.quick.blocks() {
+            *free.entry(self.nodes[self.node_at[&p] as usize].seg).or_default() += size;
         }
         free.iter().filter(|&(&s, &f)| f < self.segs[s as usize].size).map(|(_, &f)| f).sum()
     }
 
     fn serves_at_once(&self, bytes: u64) -> bool {
-        quick::quick_holds(&self.quick, round_up(bytes, MIN_BLOCK))
+        self.quick.holds(round_up(bytes, MIN_BLOCK))
     }
 
     fn snapshot(&self, _owned: &[(u64, u64)], out: &mut Vec<PoolSegment>) {
-        let quick: rustc_hash::FxHashSet<u64> =
-            self.quick.iter().flat_map(|q| q.ptrs.iter().copied()).collect();
+        let quick: rustc_hash::FxHashSet<u64> = self.quick.blocks().map(|b| b.0).collect();
         let mut segs: Vec<&segments::Seg> = self.segs.iter().filter(|s| s.first != NIL).collect();
         segs.sort_by_key(|s| s.base);
         for seg in segs {
@@ -460,17 +442,10 @@ impl SplitPool {
             }
         }
         assert_eq!(self.node_at.len(), in_use);
-        let mut quick = 0;
-        for (slot, q) in self.quick.iter().enumerate() {
-            for p in &q.ptrs {
-                let n = &self.nodes[self.node_at[p] as usize];
-                assert_eq!((n.size, quick_slot(n.size)), (q.size, slot));
-                quick += n.size;
-            }
-            assert!(q.ptrs.is_empty() || (q.touched && self.touched.contains(&slot)));
+        for (p, size) in self.quick.check() {
+            assert_eq!(self.nodes[self.node_at[&p] as usize].size, size);
         }
-        assert_eq!(quick, self.quick_bytes);
-        assert_eq!(self.used_bytes + self.quick_bytes, in_use_bytes);
+        assert_eq!(self.used_bytes + self.quick.bytes(), in_use_bytes);
         assert_eq!(reserved, self.reserved);
         assert!(self.peak_reserved >= self.reserved);
         assert_eq!(live_nodes + self.dead_nodes.len(), self.nodes.len());

@@ -8,8 +8,10 @@ use std::collections::BTreeMap;
 
 const MIB: u64 = 1 << 20;
 
-fn upstream() -> Upstream {
-    Upstream::new(Box::new(HostDevice::new(Some(8 << 30))), None)
+/// An upstream on an 8 GiB host device, with an optional limit (the expandable pool's
+/// tests use it too).
+pub(in crate::pool) fn upstream(limit: Option<u64>) -> Upstream {
+    Upstream::new(Box::new(HostDevice::new(Some(8 << 30))), limit)
 }
 
 /// The upstream as shard 0 sees it.
@@ -17,16 +19,16 @@ fn view(up: &Upstream) -> ShardUpstream<'_> {
     up.shard(0)
 }
 
-/// xorshift64*
-struct Rng(u64);
+/// xorshift64*: a small deterministic generator, so failures reproduce.
+pub(in crate::pool) struct Rng(pub u64);
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
         self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
     }
-    fn below(&mut self, n: u64) -> u64 {
+    pub fn below(&mut self, n: u64) -> u64 {
         self.next() % n
     }
 }
@@ -48,7 +50,7 @@ fn tagged(ptr: u64, bytes: u64) -> (u8, u8) {
 #[test]
 fn random_operations_keep_the_structure() {
     for seed in 1..=4u64 {
-        let up = upstream();
+        let up = upstream(None);
         let mut pool = SplitPool::default();
         let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
         // Live blocks: address → (requested, block size, tag).
@@ -116,7 +118,7 @@ fn random_operations_keep_the_structure() {
 
 #[test]
 fn neighbours_merge_and_only_whole_segments_go_back() {
-    let up = upstream();
+    let up = upstream(None);
     let mut pool = SplitPool::default();
     let k = 256 * 1024;
     let [a, b, c] = [0; 3].map(|_| pool.alloc(k, view(&up)).unwrap().ptr);
@@ -145,7 +147,7 @@ fn neighbours_merge_and_only_whole_segments_go_back() {
 
 #[test]
 fn quick_hits_return_the_freed_block_and_misses_merge_first() {
-    let up = upstream();
+    let up = upstream(None);
     let mut pool = SplitPool::default();
     let a = pool.alloc(5000, view(&up)).unwrap();
     assert_eq!((a.size, a.hit), (5120, false));
@@ -168,7 +170,7 @@ fn quick_hits_return_the_freed_block_and_misses_merge_first() {
 
 #[test]
 fn block_base_finds_the_block_around_an_address() {
-    let up = upstream();
+    let up = upstream(None);
     let mut pool = SplitPool::default();
     let a = pool.alloc(3 * MIB, view(&up)).unwrap();
     let b = pool.alloc(4 * MIB, view(&up)).unwrap();
@@ -189,7 +191,7 @@ fn block_base_finds_the_block_around_an_address() {
 
 #[test]
 fn a_new_big_size_does_not_pin_a_much_larger_free_segment() {
-    let up = upstream();
+    let up = upstream(None);
     let mut pool = SplitPool::default();
     let a = pool.alloc(100 * MIB, view(&up)).unwrap();
     pool.free(a.ptr, a.size, view(&up));
@@ -206,7 +208,7 @@ fn a_new_big_size_does_not_pin_a_much_larger_free_segment() {
 
 #[test]
 fn a_recurring_size_splits_a_segment_once_the_peak_holds() {
-    let up = upstream();
+    let up = upstream(None);
     let mut pool = SplitPool::default();
     let b = pool.alloc(12 * MIB, view(&up)).unwrap(); // 12 MiB is now recurring
     let a = pool.alloc(100 * MIB, view(&up)).unwrap();
