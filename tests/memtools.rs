@@ -39,20 +39,6 @@ fn caches(pool: PoolKind) -> bool {
     pool != PoolKind::None
 }
 
-/// A small deterministic generator (xorshift64*), so failures reproduce.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
 /// A request size spread over the pools' regimes: small, medium, big (up to 40 MiB).
 fn size(r: &mut Rng) -> u64 {
     match r.below(10) {
