@@ -678,9 +678,13 @@ int32_t cumem_device_is_open(int32_t device);
 // be opened; see `cumem_last_error`). Opens both devices' engines. A device and itself: 1.
 int32_t cumem_can_access_peer(int32_t dst, int32_t src);
 
-// Creates a stream into `*stream` (`cuStreamCreate`); `flags`: 0 or
-// `CUMEM_STREAM_BLOCKING`. Returns `CUMEM_ERROR_INVALID_VALUE` for a null `stream` or
-// unknown flags, `CUMEM_ERROR_DEVICE` when the driver fails.
+// Creates a stream of the current device into `*stream` (`cuStreamCreate`); `flags`: 0
+// or `CUMEM_STREAM_BLOCKING`. Returns `CUMEM_ERROR_INVALID_VALUE` for a null `stream` or
+// unknown flags, `CUMEM_ERROR_DEVICE` when the driver fails. Stream and event handles
+// are unique across devices: `cumem_stream_destroy`, `_synchronize`, `_query`,
+// `_wait_event` and the `cumem_event_*` functions act on the handle's own device,
+// whatever the calling thread's current device; `cumem_alloc_async` and the async
+// copies take a stream of the current device only (another's is an unknown stream).
 //
 // # Safety
 // `stream` must be null or writable for one `uint64_t`.

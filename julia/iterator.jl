@@ -76,17 +76,16 @@ function CuIterator(f::Function, batches; prefetch::Integer = 1)
     end
 end
 
-# The copy stream of all CuIterators, made on first use and kept (as PyTorch keeps its
-# streams): its pool then caches the batches' memory from one epoch to the next.
-const COPY_STREAM = Ref{Union{Nothing,CuStream}}(nothing)
+# The copy stream of all CuIterators on a device, made on first use and kept (as PyTorch
+# keeps its streams): its pool then caches the batches' memory from one epoch to the
+# next. One per device: a stream belongs to the device it was made on.
+const COPY_STREAMS = Dict{Int,CuStream}()
 const COPY_STREAM_LOCK = ReentrantLock()
 
 function copy_stream()
-    cs = COPY_STREAM[]
-    cs === nothing || return cs
+    d = task_device()
     lock(COPY_STREAM_LOCK) do
-        COPY_STREAM[] === nothing && (COPY_STREAM[] = CuStream())
-        return COPY_STREAM[]::CuStream
+        return get!(CuStream, COPY_STREAMS, d)
     end
 end
 

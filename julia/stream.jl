@@ -46,24 +46,31 @@ be declared with [`record_stream`](@ref) (PyTorch's caching allocator). The stre
 destroyed, after its queued work is done, when it is garbage-collected or by
 `unsafe_destroy!(s)`. On the host device a stream is a worker thread with a FIFO queue,
 with the same ordering.
+
+A stream belongs to the task's device when it is made ([`device`](@ref)): it becomes
+the current stream only while that device is the task's (see [`stream`](@ref)).
 """
 mutable struct CuStream
     handle::UInt64
     blocking::Bool
-    function CuStream(handle::UInt64, blocking::Bool; own::Bool = false)
-        s = new(handle, blocking)
+    dev::Int                       # the device's ordinal; -1 for the default stream (every device's)
+    function CuStream(handle::UInt64, blocking::Bool, dev::Int; own::Bool = false)
+        s = new(handle, blocking, dev)
+        # The engine finds the stream's device by its handle, whatever device is current
+        # on the thread that finalizes it.
         own && finalizer(s -> s.handle == 0 || (c_stream_destroy(s.handle); s.handle = 0), s)
         return s
     end
 end
 
 function CuStream(; blocking::Bool = false)
+    dev = MULTI[] ? activate_device() : 0    # made on the task's device
     out = Ref{UInt64}(0)
     check(c_stream_create(blocking ? CUMEM_STREAM_BLOCKING : UInt32(0), out))
-    return CuStream(out[], blocking; own = true)
+    return CuStream(out[], blocking, dev; own = true)
 end
 
-const DEFAULT_STREAM = CuStream(UInt64(0), true)
+const DEFAULT_STREAM = CuStream(UInt64(0), true, -1)
 
 Base.show(io::IO, s::CuStream) =
     print(io, s.handle == 0 ? "CuStream(default)" : "CuStream($(s.handle)$(s.blocking ? ", blocking" : ""))")
@@ -83,7 +90,9 @@ default_stream() = DEFAULT_STREAM
 
 The current task's stream (task-local, as CUDA.jl's `stream()`): where kernels,
 `gemm!` and `copyto!(...; async = true)` are queued and on whose pool CuArrays are
-allocated. [`CuMem.default_stream()`](@ref) unless set with [`stream!`](@ref).
+allocated. [`CuMem.default_stream()`](@ref) unless set with [`stream!`](@ref), and
+while the task's device is another than the stream's (after `device!`), as CUDA.jl
+keeps a current stream per device: switching back makes it current again.
 """
 @inline stream() = STREAMS_SET[] ? task_stream() : DEFAULT_STREAM
 
@@ -94,11 +103,19 @@ allocated. [`CuMem.default_stream()`](@ref) unless set with [`stream!`](@ref).
 # `stream!` sees it in program order, and a task that did not call it needs nothing.
 const STREAMS_SET = Ref(false)
 
+# The task's streams by device ordinal (task-local, made by the first `stream!`), as
+# CUDA.jl keeps a current stream per device.
 function task_stream()
     st = current_task().storage
     st === nothing && return DEFAULT_STREAM
-    s = get(st::IdDict{Any,Any}, :CuMemStream, nothing)
-    return s === nothing ? DEFAULT_STREAM : s::CuStream
+    d = get(st::IdDict{Any,Any}, :CuMemStream, nothing)
+    d === nothing && return DEFAULT_STREAM
+    return get(d::Dict{Int,CuStream}, task_device(), DEFAULT_STREAM)
+end
+
+function task_streams()
+    d = get!(() -> Dict{Int,CuStream}(), task_local_storage(), :CuMemStream)
+    return d::Dict{Int,CuStream}
 end
 
 # The handle of the current task's stream for the engine (0: the default stream, which
@@ -111,19 +128,43 @@ end
 
 Makes `s` the current task's stream, for good or (with `f`) while `f()` runs, and
 returns what `f` returns (CUDA.jl's `stream!`, PyTorch's `with torch.cuda.stream(s)`).
+Throws `ArgumentError` (and changes nothing) when `s` belongs to another device than
+the task's: switch with `device!` first.
 """
-stream!(s::CuStream) = (STREAMS_SET[] = true; task_local_storage(:CuMemStream, s); s)
-stream!(f, s::CuStream) = (STREAMS_SET[] = true; task_local_storage(f, :CuMemStream, s))
+function stream!(s::CuStream)
+    check_stream_device(s)
+    STREAMS_SET[] = true
+    task_streams()[task_device()] = s
+    return s
+end
+
+function stream!(f, s::CuStream)
+    check_stream_device(s)
+    STREAMS_SET[] = true
+    d, k = task_streams(), task_device()
+    old = get(d, k, nothing)
+    d[k] = s
+    try
+        return f()
+    finally
+        old === nothing ? delete!(d, k) : (d[k] = old)
+    end
+end
+
+function check_stream_device(s::CuStream)
+    d = task_device()
+    s.dev < 0 || s.dev == d ||
+        throw(ArgumentError("$s belongs to device $(s.dev), and the task's device is $d: call device!($(s.dev)) first"))
+    return nothing
+end
 
 # Waits for the current stream unless it is the default one; a status code, never throws
 # (the synchronous copies of library.jl call it).
 @inline function sync_current()
     STREAMS_SET[] || return Int32(0)
-    st = current_task().storage
-    st === nothing && return Int32(0)
-    s = get(st::IdDict{Any,Any}, :CuMemStream, nothing)
-    (s === nothing || (s::CuStream).handle == 0) && return Int32(0)
-    return c_stream_synchronize((s::CuStream).handle)
+    s = task_stream()
+    s.handle == 0 && return Int32(0)
+    return c_stream_synchronize(s.handle)
 end
 
 @noinline throw_destroyed(s) = throw(ArgumentError("$s was destroyed"))

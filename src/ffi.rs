@@ -207,6 +207,24 @@ fn on_other_owner(
     }
 }
 
+/// Runs `f` on the engine of the device that `handle` (a stream or an event) belongs to:
+/// the current device's first; when that one does not know the handle (`InvalidValue`,
+/// nothing done) and other devices are open, each of them in turn (handles are unique
+/// across devices, `device::new_handle`, so at most one knows it). So a stream or event
+/// is synchronised, queried, recorded or destroyed on its own device whatever the calling
+/// thread's current device is (a GC finalizer may run anywhere). The current device's
+/// error is returned when no device knows the handle.
+fn on_handle_owner(f: impl Fn(&'static Engine) -> Result<()>) -> i32 {
+    guard(|e| match f(e) {
+        Err(Error::InvalidValue(m)) if MULTI.load(Relaxed) => open_engines()
+            .filter(|o| !std::ptr::eq(*o, e))
+            .map(&f)
+            .find(|r| !matches!(r, Err(Error::InvalidValue(_))))
+            .unwrap_or(Err(Error::InvalidValue(m))),
+        r => r,
+    })
+}
+
 /// The engine owning `addr`: the current device's when it owns it (or no other device
 /// is open), else the open device's that does; the current one when none does (whose
 /// check then reports the bad address).
@@ -834,9 +852,13 @@ fn out_flag(p: *mut i32, name: &str, v: impl FnOnce() -> Result<bool>) -> Result
     Ok(())
 }
 
-/// Creates a stream into `*stream` (`cuStreamCreate`); `flags`: 0 or
-/// `CUMEM_STREAM_BLOCKING`. Returns `CUMEM_ERROR_INVALID_VALUE` for a null `stream` or
-/// unknown flags, `CUMEM_ERROR_DEVICE` when the driver fails.
+/// Creates a stream of the current device into `*stream` (`cuStreamCreate`); `flags`: 0
+/// or `CUMEM_STREAM_BLOCKING`. Returns `CUMEM_ERROR_INVALID_VALUE` for a null `stream` or
+/// unknown flags, `CUMEM_ERROR_DEVICE` when the driver fails. Stream and event handles
+/// are unique across devices: `cumem_stream_destroy`, `_synchronize`, `_query`,
+/// `_wait_event` and the `cumem_event_*` functions act on the handle's own device,
+/// whatever the calling thread's current device; `cumem_alloc_async` and the async
+/// copies take a stream of the current device only (another's is an unknown stream).
 ///
 /// # Safety
 /// `stream` must be null or writable for one `uint64_t`.
@@ -855,7 +877,7 @@ pub unsafe extern "C" fn cumem_stream_create(flags: u32, stream: *mut u64) -> i3
 /// for an unknown stream or 0 (the default stream cannot be destroyed).
 #[unsafe(no_mangle)]
 pub extern "C" fn cumem_stream_destroy(stream: u64) -> i32 {
-    guard(|e| e.stream_destroy(stream))
+    on_handle_owner(|e| e.stream_destroy(stream))
 }
 
 /// Waits until the work queued on `stream` is done (`cuStreamSynchronize`). Returns
@@ -863,7 +885,7 @@ pub extern "C" fn cumem_stream_destroy(stream: u64) -> i32 {
 /// device reports a failure (e.g. a kernel's fault).
 #[unsafe(no_mangle)]
 pub extern "C" fn cumem_stream_synchronize(stream: u64) -> i32 {
-    guard(|e| e.device().stream_synchronize(stream))
+    on_handle_owner(|e| e.device().stream_synchronize(stream))
 }
 
 /// Writes 1 into `*done` when the work queued on `stream` is done, else 0
@@ -874,7 +896,7 @@ pub extern "C" fn cumem_stream_synchronize(stream: u64) -> i32 {
 /// `done` must be null or writable for one `int32_t`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cumem_stream_query(stream: u64, done: *mut i32) -> i32 {
-    guard(|e| out_flag(done, "done", || e.device().stream_query(stream)))
+    on_handle_owner(|e| out_flag(done, "done", || e.device().stream_query(stream)))
 }
 
 /// Makes work queued on `stream` after this call wait until `event` (as last recorded)
@@ -882,7 +904,7 @@ pub unsafe extern "C" fn cumem_stream_query(stream: u64, done: *mut i32) -> i32 
 /// recorded is complete. Returns `CUMEM_ERROR_INVALID_VALUE` for an unknown handle.
 #[unsafe(no_mangle)]
 pub extern "C" fn cumem_stream_wait_event(stream: u64, event: u64) -> i32 {
-    guard(|e| e.device().stream_wait_event(stream, event))
+    on_handle_owner(|e| e.device().stream_wait_event(stream, event))
 }
 
 /// Creates an event into `*event` (`cuEventCreate`); `flags`: 0 (timing) or
@@ -905,14 +927,14 @@ pub unsafe extern "C" fn cumem_event_create(flags: u32, event: *mut u64) -> i32 
 /// unknown event.
 #[unsafe(no_mangle)]
 pub extern "C" fn cumem_event_destroy(event: u64) -> i32 {
-    guard(|e| e.device().event_destroy(event))
+    on_handle_owner(|e| e.device().event_destroy(event))
 }
 
 /// Records `event` on `stream` (`cuEventRecord`): it completes when the work queued on
 /// `stream` before it is done. Returns `CUMEM_ERROR_INVALID_VALUE` for an unknown handle.
 #[unsafe(no_mangle)]
 pub extern "C" fn cumem_event_record(event: u64, stream: u64) -> i32 {
-    guard(|e| e.device().event_record(event, stream))
+    on_handle_owner(|e| e.device().event_record(event, stream))
 }
 
 /// Writes 1 into `*done` when `event` has completed (or was never recorded), else 0
@@ -923,14 +945,14 @@ pub extern "C" fn cumem_event_record(event: u64, stream: u64) -> i32 {
 /// `done` must be null or writable for one `int32_t`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cumem_event_query(event: u64, done: *mut i32) -> i32 {
-    guard(|e| out_flag(done, "done", || e.device().event_query(event)))
+    on_handle_owner(|e| out_flag(done, "done", || e.device().event_query(event)))
 }
 
 /// Waits until `event` has completed (`cuEventSynchronize`). Returns
 /// `CUMEM_ERROR_INVALID_VALUE` for an unknown event.
 #[unsafe(no_mangle)]
 pub extern "C" fn cumem_event_synchronize(event: u64) -> i32 {
-    guard(|e| e.device().event_synchronize(event))
+    on_handle_owner(|e| e.device().event_synchronize(event))
 }
 
 /// Writes the time from `start` to `end`, both recorded and completed timing events, in
@@ -942,7 +964,7 @@ pub extern "C" fn cumem_event_synchronize(event: u64) -> i32 {
 /// `ms` must be null or writable for one `float`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cumem_event_elapsed(start: u64, end: u64, ms: *mut f32) -> i32 {
-    guard(|e| {
+    on_handle_owner(|e| {
         if ms.is_null() {
             return Err(null_err("ms"));
         }

@@ -127,6 +127,50 @@ const GPU = !CuMem.on_host()
         @test Array(a .+ 1) == fill(2f0, 8)
     end
 
+    @testset "streams belong to their device" begin
+        s0 = device!(() -> CuStream(), 0)
+        s1 = device!(() -> CuStream(), 1)
+        @test s0.dev == 0 && s1.dev == 1
+        @test s0.handle != s1.handle                      # unique across devices
+        t = @async begin
+            device!(0)
+            stream!(s0)
+            a = CuArray{Float32}(undef, 64)               # on s0's pool
+            r0 = (stream() === s0, CuMem.array_stream(a) == s0.handle)
+            device!(1)                                    # the task's stream there: the default one
+            b = CuArray{Float32}(undef, 64)
+            r1 = (stream() === CuMem.default_stream(), CuMem.array_stream(b) == 0, CuMem.device(b))
+            err = try stream!(s0); nothing catch e; e end
+            still = stream() === CuMem.default_stream()   # the refused stream! changed nothing
+            stream!(s1)
+            r2 = stream() === s1
+            device!(0)
+            r3 = stream() === s0                          # back on device 0: its stream again
+            unsafe_free!(b); unsafe_free!(a)
+            (r0, r1, err, still, r2, r3)
+        end
+        r0, r1, err, still, r2, r3 = fetch(t)
+        @test r0 == (true, true)
+        @test r1 == (true, true, CuDevice(1))
+        @test err isa ArgumentError && occursin("device 0", err.msg)
+        @test still && r2 && r3
+        # a stream is synchronised and destroyed on its own device from any device
+        device!(1) do
+            @test synchronize(s0) === nothing
+            CuMem.unsafe_destroy!(s0)
+            @test_throws ArgumentError synchronize(s0)    # destroyed
+            @test synchronize(s1) === nothing              # device 1's stream untouched
+        end
+        CuMem.unsafe_destroy!(s1)
+        # CuIterator keeps one copy stream per device
+        for d in (0, 1)
+            got = device!(d) do
+                [Array(x) for x in CuIterator([Float32[1, 2], Float32[3, 4]]; prefetch = 1)]
+            end
+            @test got == [Float32[1, 2], Float32[3, 4]]
+        end
+    end
+
     @testset "per-device limits" begin
         lim = get(ENV, "JULIA_CUDA_MEMORY_LIMIT", "")
         if !isempty(lim)

@@ -306,3 +306,65 @@ fn child_one() {
     assert_eq!(cumem_free(p), CUMEM_ERROR_INVALID_VALUE);
     println!("child child_one done");
 }
+
+#[test]
+fn streams_and_events_act_on_their_own_device() {
+    spawn("child_streams", &[]);
+}
+
+/// Stream and event handles are unique across devices: each device's are refused by the
+/// other for allocations, and the stream/event functions find the handle's own device
+/// whatever the current one (a GC finalizer may destroy a stream on any thread).
+#[test]
+fn child_streams() {
+    if !child("child_streams") || fewer_than_two("child_streams") {
+        return;
+    }
+    let new_stream = || {
+        let mut s = 0;
+        // SAFETY: a valid out-pointer.
+        assert_eq!(unsafe { cumem_stream_create(0, &mut s) }, CUMEM_SUCCESS, "{}", last_error());
+        s
+    };
+    let new_event = || {
+        let mut ev = 0;
+        // SAFETY: a valid out-pointer.
+        assert_eq!(unsafe { cumem_event_create(0, &mut ev) }, CUMEM_SUCCESS, "{}", last_error());
+        ev
+    };
+    let s0 = new_stream();
+    let e0 = new_event();
+    assert_eq!(cumem_set_device(1), CUMEM_SUCCESS, "{}", last_error());
+    let s1 = new_stream();
+    let e1 = new_event();
+    assert!(s0 != s1 && e0 != e1 && s0 != e1 && e0 != s1, "handles {s0} {s1} {e0} {e1} repeat across devices");
+    // Device 1 current: device 0's stream is not one to allocate on here (its array would
+    // be on the wrong device), and nothing is allocated.
+    let mut p = 0;
+    // SAFETY: a valid out-pointer.
+    assert_eq!(unsafe { cumem_alloc_async(4096, s0, &mut p, 0) }, CUMEM_ERROR_INVALID_VALUE);
+    assert_eq!(p, 0);
+    assert!(last_error().contains("stream"), "{}", last_error());
+    // SAFETY: a valid out-pointer.
+    assert_eq!(unsafe { cumem_alloc_async(4096, s1, &mut p, 0) }, CUMEM_SUCCESS, "{}", last_error());
+    // Device 0's stream and event work from here, on device 0.
+    assert_eq!(cumem_event_record(e0, s0), CUMEM_SUCCESS, "{}", last_error());
+    assert_eq!(cumem_stream_synchronize(s0), CUMEM_SUCCESS, "{}", last_error());
+    assert_eq!(cumem_event_synchronize(e0), CUMEM_SUCCESS, "{}", last_error());
+    let mut done = -1;
+    // SAFETY: a valid out-pointer.
+    assert_eq!(unsafe { cumem_event_query(e0, &mut done) }, CUMEM_SUCCESS, "{}", last_error());
+    assert_eq!(done, 1);
+    // A stream and an event of different devices do not mix.
+    assert_eq!(cumem_event_record(e0, s1), CUMEM_ERROR_INVALID_VALUE);
+    // Destroying device 0's stream from here destroys that one, not device 1's.
+    assert_eq!(cumem_stream_destroy(s0), CUMEM_SUCCESS, "{}", last_error());
+    assert_eq!(cumem_stream_synchronize(s0), CUMEM_ERROR_INVALID_VALUE, "destroyed");
+    assert_eq!(cumem_stream_synchronize(s1), CUMEM_SUCCESS, "{}", last_error());
+    assert_eq!(cumem_event_destroy(e0), CUMEM_SUCCESS, "{}", last_error());
+    assert_eq!(cumem_event_destroy(e0), CUMEM_ERROR_INVALID_VALUE, "destroyed twice");
+    assert_eq!(cumem_free(p), CUMEM_SUCCESS);
+    assert_eq!(cumem_event_destroy(e1), CUMEM_SUCCESS);
+    assert_eq!(cumem_stream_destroy(s1), CUMEM_SUCCESS, "{}", last_error());
+    println!("child child_streams done");
+}

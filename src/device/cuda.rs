@@ -31,7 +31,6 @@ pub struct CudaDevice {
     /// handle is an error rather than another stream): the driver's pointers as `u64`.
     streams: Mutex<FxHashMap<u64, u64>>,
     events: Mutex<FxHashMap<u64, u64>>,
-    next_handle: std::sync::atomic::AtomicU64,
 }
 
 // SAFETY: a CUDA context handle may be used from any thread; the driver synchronises.
@@ -67,7 +66,6 @@ impl CudaDevice {
             peers: Mutex::new(FxHashMap::default()),
             streams: Mutex::new(FxHashMap::default()),
             events: Mutex::new(FxHashMap::default()),
-            next_handle: std::sync::atomic::AtomicU64::new(1),
         };
         d.bind()?;
         Ok(d)
@@ -206,7 +204,7 @@ impl CudaDevice {
     }
 
     fn handle(&self) -> u64 {
-        self.next_handle.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        super::new_handle()
     }
 }
 

@@ -16,7 +16,7 @@ use parking_lot::{Condvar, Mutex};
 use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// One queued operation.
@@ -119,7 +119,6 @@ impl Event {
 /// The streams and events of one host device.
 #[derive(Default)]
 pub(crate) struct HostStreams {
-    next: AtomicU64,
     streams: Mutex<FxHashMap<u64, Arc<Stream>>>,
     events: Mutex<FxHashMap<u64, Arc<Event>>>,
     /// Streams alive, so the legacy stream's barrier costs one load when there are none.
@@ -132,7 +131,7 @@ fn unknown(what: &str, h: u64) -> Error {
 
 impl HostStreams {
     fn id(&self) -> u64 {
-        self.next.fetch_add(1, Ordering::Relaxed) + 1
+        super::new_handle()
     }
 
     fn stream(&self, s: u64) -> Result<Arc<Stream>> {

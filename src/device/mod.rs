@@ -18,6 +18,16 @@ pub use pinned::{
 use crate::config::{Config, DeviceChoice};
 use crate::error::{Error, Result};
 
+/// A new stream or event handle, unique in the process across every device (and never 0,
+/// the default stream). Each device keeps its own table of handles; because no two
+/// devices hand out the same number, a handle given to another device is refused as
+/// unknown, never taken for one of that device's own, and the C ABI can find the device
+/// a handle belongs to (src/ffi.rs, `on_handle_owner`).
+pub(crate) fn new_handle() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
 /// A source of device memory: CUDA's driver or host memory standing in for it.
 ///
 /// Pointers are device addresses as `u64`. Implementations are thread-safe; the CUDA
