@@ -277,7 +277,10 @@ impl Engine {
             .collect();
         let tc = (cfg.thread_cache
             && cfg.debug == 0
-            && matches!(cfg.pool, PoolKind::Binned | PoolKind::Split | PoolKind::Expandable | PoolKind::Simple))
+            && matches!(
+                cfg.pool,
+                PoolKind::Binned | PoolKind::Split | PoolKind::Expandable | PoolKind::Simple
+            ))
         .then(Registry::new);
         log::info!(
             "CuMem engine: {} pool on {} (device {}), limit {}, {n} shards, thread caches {}",

@@ -33,6 +33,36 @@ struct Slot {
 
 const EMPTY: Slot = Slot { key: 0, live: LiveBlock { requested: 0, size: 0, seq: 0, origin: None } };
 
+/// The home slot of address `key` in a table of `2^(64 − shift)` slots. Addresses are
+/// 512-aligned: drop the low bits, spread the rest (Fibonacci hashing).
+#[inline(always)]
+fn home_slot(key: u64, shift: u32) -> usize {
+    ((key >> 9).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> shift) as usize
+}
+
+/// Backward-shift deletion (both tables): after slot `hole` was emptied, moves later
+/// entries of its probe run into the hole when their home slot allows it, so no
+/// tombstones are needed. `key` reads a slot's key (0: empty).
+#[inline(always)]
+fn shift_back<S>(slots: &mut [S], mut hole: usize, shift: u32, key: impl Fn(&S) -> u64) {
+    let mask = slots.len() - 1;
+    let mut j = hole;
+    loop {
+        j = (j + 1) & mask;
+        let k = key(&slots[j]);
+        if k == 0 {
+            break;
+        }
+        let home = home_slot(k, shift);
+        // Entry j may move to `hole` if its home is not within (hole, j] cyclically.
+        let stays = if hole <= j { hole < home && home <= j } else { hole < home || home <= j };
+        if !stays {
+            slots.swap(hole, j);
+            hole = j;
+        }
+    }
+}
+
 /// An address-keyed table of [`LiveBlock`] entries.
 pub struct LiveTable {
     slots: Box<[Slot]>,
@@ -54,8 +84,7 @@ impl LiveTable {
 
     #[inline]
     fn home(&self, key: u64) -> usize {
-        // Addresses are 512-aligned: drop the low bits, spread the rest (Fibonacci hashing).
-        ((key >> 9).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize
+        home_slot(key, self.shift)
     }
 
     #[inline]
@@ -116,27 +145,10 @@ impl LiveTable {
     /// Removes and returns the entry for `key`, if live.
     #[inline]
     pub fn remove(&mut self, key: u64) -> Option<LiveBlock> {
-        let mut hole = self.find(key)?;
+        let hole = self.find(key)?;
         let out = std::mem::replace(&mut self.slots[hole], EMPTY).live;
         self.len -= 1;
-        // Backward-shift deletion: move later entries of the probe run into the hole
-        // when their home position allows it, so no tombstones are needed.
-        let mask = self.mask();
-        let mut j = hole;
-        loop {
-            j = (j + 1) & mask;
-            let k = self.slots[j].key;
-            if k == 0 {
-                break;
-            }
-            let home = self.home(k);
-            // Entry j may move to `hole` if its home is not within (hole, j] cyclically.
-            let stays = if hole <= j { hole < home && home <= j } else { hole < home || home <= j };
-            if !stays {
-                self.slots.swap(hole, j);
-                hole = j;
-            }
-        }
+        shift_back(&mut self.slots, hole, self.shift, |s| s.key);
         Some(out)
     }
 
@@ -197,12 +209,17 @@ impl Default for LiveSizes {
 
 impl LiveSizes {
     fn with_capacity_log2(bits: u32) -> LiveSizes {
-        LiveSizes { slots: vec![SizeSlot::default(); 1 << bits].into_boxed_slice(), len: 0, grow_at: 1 << (bits - 1), shift: 64 - bits }
+        LiveSizes {
+            slots: vec![SizeSlot::default(); 1 << bits].into_boxed_slice(),
+            len: 0,
+            grow_at: 1 << (bits - 1),
+            shift: 64 - bits,
+        }
     }
 
     #[inline(always)]
     fn home(&self, key: u64) -> usize {
-        ((key >> 9).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize
+        home_slot(key, self.shift)
     }
 
     /// Number of live entries.
@@ -230,7 +247,8 @@ impl LiveSizes {
         while unsafe { self.slots.get_unchecked(i) }.key != 0 {
             i = (i + 1) & mask;
         }
-        *unsafe { self.slots.get_unchecked_mut(i) } = SizeSlot { key, requested: requested as u32, size: size as u32 };
+        *unsafe { self.slots.get_unchecked_mut(i) } =
+            SizeSlot { key, requested: requested as u32, size: size as u32 };
         self.len += 1;
     }
 
@@ -278,25 +296,12 @@ impl LiveSizes {
         Some(out)
     }
 
-    /// Backward-shift deletion after emptying `hole` (see [`LiveTable::remove`]).
+    /// Backward-shift deletion after emptying `hole`, out of line: the common remove
+    /// finds the next slot empty and needs none.
     #[cold]
     #[inline(never)]
-    fn shift_back(&mut self, mut hole: usize) {
-        let mask = self.slots.len() - 1;
-        let mut j = hole;
-        loop {
-            j = (j + 1) & mask;
-            let k = self.slots[j].key;
-            if k == 0 {
-                break;
-            }
-            let home = self.home(k);
-            let stays = if hole <= j { hole < home && home <= j } else { hole < home || home <= j };
-            if !stays {
-                self.slots.swap(hole, j);
-                hole = j;
-            }
-        }
+    fn shift_back(&mut self, hole: usize) {
+        shift_back(&mut self.slots, hole, self.shift, |s| s.key);
     }
 
     #[cold]

@@ -327,7 +327,12 @@ impl PeakWindow {
     pub fn reopen(&mut self, s: &ShardStats, exact: bool) {
         let (r, a) = (s.requested, s.allocated);
         if !exact {
-            *self = PeakWindow { hi_requested: u64::MAX, hi_allocated: u64::MAX, lo_requested: 0, lo_allocated: 0 };
+            *self = PeakWindow {
+                hi_requested: u64::MAX,
+                hi_allocated: u64::MAX,
+                lo_requested: 0,
+                lo_allocated: 0,
+            };
         } else if self.hi_requested < self.lo_requested {
             *self = PeakWindow { hi_requested: r, hi_allocated: a, lo_requested: r, lo_allocated: a };
         } else {

@@ -337,7 +337,10 @@ fn child_streams() {
     assert_eq!(cumem_set_device(1), CUMEM_SUCCESS, "{}", last_error());
     let s1 = new_stream();
     let e1 = new_event();
-    assert!(s0 != s1 && e0 != e1 && s0 != e1 && e0 != s1, "handles {s0} {s1} {e0} {e1} repeat across devices");
+    assert!(
+        s0 != s1 && e0 != e1 && s0 != e1 && e0 != s1,
+        "handles {s0} {s1} {e0} {e1} repeat across devices"
+    );
     // Device 1 current: device 0's stream is not one to allocate on here (its array would
     // be on the wrong device), and nothing is allocated.
     let mut p = 0;

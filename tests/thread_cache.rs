@@ -463,7 +463,12 @@ fn peaks_stay_exact_through_cache_hits() {
             let (with, without) = (run(true), run(false));
             if pool == PoolKind::Binned {
                 let key = |s: &Stats| {
-                    (s.peak_requested_bytes, s.peak_allocated_bytes, s.peak_cached_bytes, s.peak_reserved_bytes)
+                    (
+                        s.peak_requested_bytes,
+                        s.peak_allocated_bytes,
+                        s.peak_cached_bytes,
+                        s.peak_reserved_bytes,
+                    )
                 };
                 assert_eq!(key(&with), key(&without), "seed {seed}");
             }
@@ -489,7 +494,11 @@ fn peaks_reached_by_hits_alone() {
         e.free(r[1]).unwrap();
         let s = e.stats();
         assert_eq!(s.num_cache_hits, 6, "{pool:?}: every allocation after the reset was a hit");
-        assert_eq!((s.peak_requested_bytes, s.peak_allocated_bytes), (8 * 4096, 8 * 4096), "{pool:?}: {s:#?}");
+        assert_eq!(
+            (s.peak_requested_bytes, s.peak_allocated_bytes),
+            (8 * 4096, 8 * 4096),
+            "{pool:?}: {s:#?}"
+        );
         assert_eq!(s.peak_cached_bytes, reserved - 2 * 4096, "{pool:?}: {s:#?}");
         assert_eq!(s.requested_bytes, 6 * 4096);
         q[4..].iter().for_each(|&x| e.free(x).unwrap());

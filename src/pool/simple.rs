@@ -121,7 +121,8 @@ mod tests {
     fn best_fit_lifo_and_reclaim_order() {
         let up = Upstream::new(Box::new(HostDevice::new(None)), None);
         let mut p = SimplePool::default();
-        let a: Vec<Block> = [4096, 4096, 8192, 20480].iter().map(|&n| p.alloc(n, up.shard(0)).unwrap()).collect();
+        let a: Vec<Block> =
+            [4096, 4096, 8192, 20480].iter().map(|&n| p.alloc(n, up.shard(0)).unwrap()).collect();
         assert!(a.iter().all(|b| !b.hit));
         for b in &a {
             p.free(b.ptr, b.size, up.shard(0));
