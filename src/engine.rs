@@ -1238,10 +1238,16 @@ impl Engine {
     /// stream needs no declaration. Errors: [`Error::InvalidValue`] for an address not
     /// inside a live allocation or an unknown stream; nothing changes then.
     pub fn record_stream(&self, addr: u64, stream: u64) -> Result<()> {
+        self.pin_on_stream(addr, 1, stream).map(drop)
+    }
+
+    /// Pins `addr..addr + bytes` (inside one live allocation) and records that `stream`
+    /// uses its block. Errors: an unknown stream, or the range of [`Engine::pin`].
+    fn pin_on_stream(&self, addr: u64, bytes: u64, stream: u64) -> Result<Pinned<'_>> {
         self.up.device().stream_raw(stream)?;
-        let pin = self.pin(addr, 1)?;
+        let pin = self.pin(addr, bytes)?;
         self.note_use(pin.shard, pin.base, stream);
-        Ok(())
+        Ok(pin)
     }
 
     /// Records that `stream` uses the block at `base` of shard `i` (pinned by the caller).
@@ -1457,9 +1463,7 @@ impl Engine {
         if bytes == 0 {
             return Ok(());
         }
-        self.up.device().stream_raw(stream)?;
-        let pin = self.pin(dst, bytes)?;
-        self.note_use(pin.shard, pin.base, stream);
+        let _pin = self.pin_on_stream(dst, bytes, stream)?;
         // SAFETY: the range is inside a live allocation that stays out of other hands
         // until the copy has run (the use on `stream` is recorded); the caller vouches
         // for `src`.
@@ -1475,9 +1479,7 @@ impl Engine {
         if bytes == 0 {
             return Ok(());
         }
-        self.up.device().stream_raw(stream)?;
-        let pin = self.pin(src, bytes)?;
-        self.note_use(pin.shard, pin.base, stream);
+        let _pin = self.pin_on_stream(src, bytes, stream)?;
         // SAFETY: as in copy_htod_async.
         unsafe { self.up.device().copy_dtoh_async(dst, src, bytes, stream) }
     }

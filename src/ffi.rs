@@ -315,16 +315,9 @@ pub extern "C" fn cumem_log_capture(on: i32) -> i32 {
 pub unsafe extern "C" fn cumem_log_next(level: *mut i32, buf: *mut c_char, len: usize) -> usize {
     let r = catch_unwind(AssertUnwindSafe(|| {
         crate::logging::with_next(|lv, msg| {
-            let n = msg.len();
-            let fits = !buf.is_null() && len > n;
-            if !buf.is_null() && len > 0 {
-                let k = n.min(len - 1);
-                // SAFETY: the caller guarantees `buf` is writable for `len` ≥ k + 1 bytes.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(msg.as_ptr(), buf as *mut u8, k);
-                    *buf.add(k) = 0;
-                }
-            }
+            let fits = !buf.is_null() && len > msg.len();
+            // SAFETY: the caller's guarantee on `buf`.
+            let n = unsafe { write_c_string(msg, buf, len) };
             ((lv as i32, n), fits)
         })
     }));
@@ -533,15 +526,8 @@ unsafe fn write_status(buf: *mut c_char, len: usize, what: Allocations) -> usize
         if e.ordinal() == 0 {
             s.push_str(&pinned_capi::status_lines());
         }
-        n = s.len();
-        if !buf.is_null() && len > 0 {
-            let k = n.min(len - 1);
-            // SAFETY: `buf` is writable for `len` ≥ k + 1 bytes.
-            unsafe {
-                std::ptr::copy_nonoverlapping(s.as_ptr(), buf as *mut u8, k);
-                *buf.add(k) = 0;
-            }
-        }
+        // SAFETY: the caller's guarantee on `buf`.
+        n = unsafe { write_c_string(&s, buf, len) };
         Ok(())
     });
     n
@@ -830,6 +816,23 @@ pub const CUMEM_STREAM_BLOCKING: u32 = 1;
 /// Flag for `cumem_event_create`: no timing (`CU_EVENT_DISABLE_TIMING`), cheaper to
 /// record and wait on; `cumem_event_elapsed` refuses such an event.
 pub const CUMEM_EVENT_DISABLE_TIMING: u32 = 1;
+
+/// Copies `s` into `buf` (`len` bytes) with `snprintf` semantics: at most `len − 1`
+/// bytes and a terminating NUL; nothing for a null `buf` or `len` 0. Returns `s.len()`.
+///
+/// # Safety
+/// `buf` must be null or writable for `len` bytes.
+pub(crate) unsafe fn write_c_string(s: &str, buf: *mut c_char, len: usize) -> usize {
+    if !buf.is_null() && len > 0 {
+        let k = s.len().min(len - 1);
+        // SAFETY: the caller guarantees `buf` is writable for `len` ≥ k + 1 bytes.
+        unsafe {
+            std::ptr::copy_nonoverlapping(s.as_ptr(), buf as *mut u8, k);
+            *buf.add(k) = 0;
+        }
+    }
+    s.len()
+}
 
 fn out_u64(p: *mut u64, name: &str, v: impl FnOnce() -> Result<u64>) -> Result<()> {
     if p.is_null() {

@@ -4,7 +4,7 @@
 //! `cumem_last_error`; array outputs follow the two-call pattern (call with capacity 0
 //! to learn the count).
 
-use super::{guard, null_err};
+use super::{guard, null_err, write_c_string};
 use crate::config::parse_amount;
 use crate::engine::tools::Retry;
 use crate::error::Error;
@@ -97,15 +97,8 @@ pub unsafe extern "C" fn cumem_origin_text(origin: u64, buf: *mut c_char, len: u
     }
     guard(|e| {
         let s = e.origin_text(origin).unwrap_or_default();
-        n = s.len();
-        if !buf.is_null() && len > 0 {
-            let k = n.min(len - 1);
-            // SAFETY: `buf` is writable for `len` ≥ k + 1 bytes.
-            unsafe {
-                std::ptr::copy_nonoverlapping(s.as_ptr(), buf as *mut u8, k);
-                *buf.add(k) = 0;
-            }
-        }
+        // SAFETY: the caller's guarantee on `buf`.
+        n = unsafe { write_c_string(&s, buf, len) };
         Ok(())
     });
     n
