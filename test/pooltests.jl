@@ -52,6 +52,7 @@ end
     include("iterator_tests.jl")
     include("stream_tests.jl")
     include("threads_tests.jl")
+    include("reliability_tests.jl")
     include("hotpath_tests.jl")
     include("usability_tests.jl")
     include("profile_tests.jl")
