@@ -126,25 +126,16 @@ pub fn resolve(bt: &Backtrace) -> Vec<String> {
 /// AddressSanitizer's `__asan_*`, unresolved addresses): everything up to the last
 /// CuMem frame of that leading run.
 fn leading_internal<'a>(names: impl Iterator<Item = &'a str>) -> usize {
-    let internal = |n: &str| ["cumem::", "cumem_", "<cumem::"].iter().any(|p| n.starts_with(p));
+    let internal = |n: &str| ["cumem::", "cumem_"].iter().any(|p| n.starts_with(p));
     let glue = |n: &str| {
-        [
-            "backtrace::",
-            "<backtrace::",
-            "core::",
-            "<core::",
-            "std::",
-            "<std::",
-            "alloc::",
-            "<alloc::",
-            "__rust",
-        ]
-        .iter()
-        .any(|p| n.starts_with(p))
+        ["backtrace::", "core::", "std::", "alloc::", "__rust"].iter().any(|p| n.starts_with(p))
             || !n.contains("::")
     };
     let mut lead = 0;
     for (i, n) in names.enumerate() {
+        // `<T as Trait>::f` and `<<T>::f as Trait>::g` (a closure, as nightly names it)
+        // are classified by the path they start with.
+        let n = n.trim_start_matches('<');
         if internal(n) {
             lead = i + 1;
         } else if !glue(n) {
@@ -196,6 +187,15 @@ mod tests {
             "__libc_start_main",
         ];
         assert_eq!(leading_internal(names.iter().copied()), 11, "the caller's frames start at main");
+        // Nightly with AddressSanitizer names a closure's frame with two angle brackets.
+        let names = [
+            "<<backtrace::capture::Backtrace>::new_unresolved as core::ops::function::FnOnce<()>>::call_once",
+            "<<cumem::tracking::Origin>::capture as core::ops::function::FnOnce<()>>::call_once",
+            "cumem::engine::Engine::alloc",
+            "cumem_alloc",
+            "main",
+        ];
+        assert_eq!(leading_internal(names.iter().copied()), 4, "the caller's frames start at main");
         // A Rust caller's frames are kept, whatever follows them.
         let names = ["cumem::engine::Engine::alloc", "my_app::train", "my_app::main", "std::rt::lang_start"];
         assert_eq!(leading_internal(names.iter().copied()), 1);

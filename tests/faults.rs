@@ -84,7 +84,7 @@ fn run(e: &Engine, seed: u64, ops: usize) -> Seen {
 }
 
 fn under_faults(pool: PoolKind) {
-    let spec = FaultSpec { alloc: 0.05, free: 0.1, copy: 0.05, seed: 7 };
+    let spec = FaultSpec { alloc: 0.05, free: 0.1, copy: 0.05, stream: 0.0, seed: 7 };
     let (dev, held) = counted(std::sync::Arc::from(device_with_capacity(256 * MIB)));
     let cfg = Config { pool, ..Config::default() };
     let cfg =
