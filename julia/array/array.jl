@@ -170,9 +170,26 @@ Calling it again does nothing. Any later use of `x` throws
 """
 function unsafe_free!(a::CuArray)
     a.freed && return nothing
-    a.freed = true
+    claim_free!(a) || return nothing
     release_array(a, true)
     return nothing
+end
+
+# `unsafe_free!` from several threads at once on one object (a CuArray, a pinned block):
+# the test of `freed` and its setting are one step under FREE_LOCK, so exactly one call
+# releases. Without it two threads could both pass the test and release twice: a double
+# free, or a shared Buffer's count dropping to 0 while a `reshape` sibling is live. A
+# finalizer needs no lock: it runs only once its object is unreachable, so no
+# `unsafe_free!` of the same object can run beside it. Nothing inside allocates or
+# yields. Returns whether this call set `freed`.
+const FREE_LOCK = Threads.SpinLock()
+
+@inline function claim_free!(x)
+    lock(FREE_LOCK)
+    was = x.freed
+    x.freed = true
+    unlock(FREE_LOCK)
+    return !was
 end
 unsafe_free!(x) = nothing
 
@@ -375,10 +392,13 @@ Base.copyto!(dest::CuArray, src::CuArray) = copy_all!(dest, src)
 Copies all of `src` into the start of `dest`. With `async = true` and page-locked host
 memory (`CuMem.pinned`) of the same element type, the copy is queued on the current
 [`stream()`](@ref) and the call returns at once (`cuMemcpyHtoDAsync`/`DtoHAsync`): the
-host array must stay untouched and alive until the stream has done it (`synchronize`,
-or an event recorded after it). With pageable host memory, or other types, `async =
-true` behaves as PyTorch's `non_blocking = True` does: the stream is synchronised, then
-the copy is done before returning.
+host array must stay untouched until the stream has done it (`synchronize`, or an event
+recorded after it). It is kept alive meanwhile: the array stays reachable, and a pinned
+block freed early (`unsafe_free!`, its finalizer) is neither reused nor released before
+the copy has run (an event on the stream, as PyTorch's `CachingHostAllocator`). With
+pageable host memory, or other types, `async = true` behaves as PyTorch's
+`non_blocking = True` does: the stream is synchronised, then the copy is done before
+returning.
 """
 Base.copyto!(dest::CuArray, src::HostDense; async::Bool = false) = copy_maybe_async!(dest, src, async)
 Base.copyto!(dest::HostDense, src::CuArray; async::Bool = false) = copy_maybe_async!(dest, src, async)

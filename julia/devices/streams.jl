@@ -73,7 +73,8 @@ end
 const DEFAULT_STREAM = CuStream(UInt64(0), true, -1)
 
 Base.show(io::IO, s::CuStream) =
-    print(io, s.handle == 0 ? "CuStream(default)" : "CuStream($(s.handle)$(s.blocking ? ", blocking" : ""))")
+    print(io, s === DEFAULT_STREAM ? "CuStream(default)" : s.handle == 0 ? "CuStream(destroyed)" :
+              "CuStream($(s.handle)$(s.blocking ? ", blocking" : ""))")
 
 """
     CuMem.default_stream() -> CuStream
@@ -167,7 +168,7 @@ end
     return c_stream_synchronize(s.handle)
 end
 
-@noinline throw_destroyed(s) = throw(ArgumentError("$s was destroyed"))
+@noinline throw_destroyed(s) = throw(ArgumentError("this $(nameof(typeof(s))) was destroyed (unsafe_destroy! or its finalizer)"))
 @inline live_handle(s::CuStream) = (s.handle == 0 && s !== DEFAULT_STREAM && throw_destroyed(s); s.handle)
 
 """
@@ -223,6 +224,7 @@ mutable struct CuEvent
     handle::UInt64
     timing::Bool
     function CuEvent(; timing::Bool = true)
+        MULTI[] && activate_device()           # made on the task's device, as streams
         out = Ref{UInt64}(0)
         check(c_event_create(timing ? UInt32(0) : CUMEM_EVENT_DISABLE_TIMING, out))
         e = new(out[], timing)
@@ -231,7 +233,7 @@ mutable struct CuEvent
     end
 end
 
-Base.show(io::IO, e::CuEvent) = print(io, "CuEvent(", e.handle, ")")
+Base.show(io::IO, e::CuEvent) = print(io, "CuEvent(", e.handle == 0 ? "destroyed" : e.handle, ")")
 
 @inline live_handle(e::CuEvent) = (e.handle == 0 && throw_destroyed(e); e.handle)
 
@@ -325,10 +327,18 @@ end
 Queues on `s` an operation that takes `seconds` and touches no memory: a
 deliberately slow kernel for tests and benchmarks of overlap and ordering (a one-thread
 kernel spinning on the GPU's timer; on the host device, a sleep on the stream's worker
-thread, or of the calling thread for the default stream).
+thread, or of the calling thread for the default stream). A negative, infinite or NaN
+time, or one beyond the engine's 64-bit count of nanoseconds (about 584 years), is an
+`ArgumentError`, as for Base's `sleep`.
 """
-sleep_on(s::CuStream, seconds::Real) =
-    check(c_stream_sleep(live_handle(s), round(UInt64, max(0, seconds) * 1e9)))
+function sleep_on(s::CuStream, seconds::Real)
+    # As Base's `sleep`: a negative time is an ArgumentError; so is one that is not finite
+    # or does not fit the engine's 64-bit count of nanoseconds (about 584 years).
+    ns = Float64(seconds) * 1e9
+    (isfinite(ns) && 0 <= ns < 2.0^64) ||
+        throw(ArgumentError("CuMem.sleep_on: cannot sleep for $seconds seconds (from 0 to about 584 years)"))
+    return check(c_stream_sleep(live_handle(s), round(UInt64, ns)))
+end
 
 ## asynchronous copies
 
@@ -336,13 +346,41 @@ sleep_on(s::CuStream, seconds::Real) =
 # asynchronous copy from or to it can run after the call returns.
 host_pinned(x::Array) = is_pinned(x)
 
-# Queues the upload of `src` (host memory the caller keeps alive until the copy has run)
-# into `dest` on `s`: the engine's cuMemcpyHtoDAsync, whatever kind of host memory.
+# Host arrays of queued asynchronous copies, each with an event recorded on the copy's
+# stream after it: kept reachable until the copy has run, so that the GC neither frees
+# nor (for `CuMem.pin`) unregisters memory that a copy still reads or writes. A block of
+# the pinned pool is also kept by the engine itself (cumem_copy_htod_async), whatever
+# happens to its array. Entries whose event completed are dropped on the next copy.
+const ASYNC_HELD = Tuple{Array,CuEvent}[]
+const ASYNC_HELD_LOCK = ReentrantLock()
+
+function hold_until_done(x::Array, s::CuStream)
+    e = try
+        ev = CuEvent(timing = false)
+        record(ev, s)
+        ev
+    catch
+        # No event (a device error): wait for the copy instead; if even that fails, the
+        # copy's state is unknown and the caller gets the error.
+        synchronize(s)
+        return nothing
+    end
+    lock(ASYNC_HELD_LOCK) do
+        filter!(p -> !(try isdone(p[2]) catch; false end), ASYNC_HELD)   # kept while unsure
+        push!(ASYNC_HELD, (x, e))
+    end
+    return nothing
+end
+
+# Queues the upload of `src` into `dest` on `s`: the engine's cuMemcpyHtoDAsync,
+# whatever kind of host memory; `src` is kept reachable until the copy has run.
 function upload_async!(dest::CuArray{T}, src::Array{T}, s::CuStream) where {T}
     n = length(src)
     n > length(dest) && throw(ArgumentError("destination has fewer elements than required"))
     n == 0 && return dest
-    check(c_copy_htod_async(devaddr(dest), convert(Ptr{Cvoid}, pointer(src)), nbytes(T, n), live_handle(s)))
+    GC.@preserve src check(c_copy_htod_async(devaddr(dest), convert(Ptr{Cvoid}, pointer(src)),
+                                             nbytes(T, n), live_handle(s)))
+    hold_until_done(src, s)
     return dest
 end
 
@@ -350,7 +388,9 @@ function download_async!(dest::Array{T}, src::CuArray{T}, s::CuStream) where {T}
     n = length(src)
     n > length(dest) && throw(ArgumentError("destination has fewer elements than required"))
     n == 0 && return dest
-    check(c_copy_dtoh_async(convert(Ptr{Cvoid}, pointer(dest)), devaddr(src), nbytes(T, n), live_handle(s)))
+    GC.@preserve dest check(c_copy_dtoh_async(convert(Ptr{Cvoid}, pointer(dest)), devaddr(src),
+                                              nbytes(T, n), live_handle(s)))
+    hold_until_done(dest, s)
     return dest
 end
 

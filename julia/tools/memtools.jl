@@ -77,7 +77,18 @@ const ORIGIN_IDS = Dict{Vector{Any},Int}()
 const ORIGIN_BTS = Vector{Any}[]
 const RECORDING = Ref(false)
 
+# The C functions of the memory tools act on the calling thread's current device in the
+# engine; the task's device (device!) is made that device first, so that a task never
+# acts on the device another task on the same thread left current (issue 22).
+macro on_task_device(ex)
+    return quote
+        activate()
+        $(esc(ex))
+    end
+end
+
 # The id of the stack `bt` (called from `alloc_buffer` under -g2 while recording).
+
 function origin_id(bt)
     key = convert(Vector{Any}, bt)
     return with_track_lock() do
@@ -132,7 +143,7 @@ on, a few tens of ns per event (docs/performance.md). Errors: `ArgumentError` fo
 function record_memory_history(enabled::Bool = true; max_entries::Integer = 100_000)
     (enabled && !(1 <= max_entries <= 2^24)) &&
         throw(ArgumentError("max_entries must be in 1:$(2^24), got $max_entries"))
-    check(ccall((:cumem_record_memory_history, libcumem), Int32, (Int32, UInt64),
+    check(@on_task_device ccall((:cumem_record_memory_history, libcumem), Int32, (Int32, UInt64),
                 enabled, max(max_entries, 0) % UInt64))
     RECORDING[] = enabled
     return nothing
@@ -186,10 +197,10 @@ The recorded events as the engine's `cumem_event_t` records (`CuMem.CEvent`), in
 order; [`memory_events`] converts them.
 """
 function raw_memory_events()
-    n = ccall((:cumem_memory_events, libcumem), UInt64, (Ptr{CEvent}, UInt64), C_NULL, 0)
+    n = @on_task_device ccall((:cumem_memory_events, libcumem), UInt64, (Ptr{CEvent}, UInt64), C_NULL, 0)
     while true
         buf = Vector{CEvent}(undef, n)
-        m = ccall((:cumem_memory_events, libcumem), UInt64, (Ptr{CEvent}, UInt64), buf, n)
+        m = @on_task_device ccall((:cumem_memory_events, libcumem), UInt64, (Ptr{CEvent}, UInt64), buf, n)
         m <= n && return resize!(buf, m)
         n = m   # more were recorded between the calls
     end
@@ -250,14 +261,14 @@ end
 
 function c_snapshot()
     ns, nb = Ref{UInt64}(0), Ref{UInt64}(0)
-    check(ccall((:cumem_memory_snapshot, libcumem), Int32,
+    check(@on_task_device ccall((:cumem_memory_snapshot, libcumem), Int32,
                 (Ptr{CSegment}, UInt64, Ptr{CBlock}, UInt64, Ptr{UInt64}, Ptr{UInt64}),
                 C_NULL, 0, C_NULL, 0, ns, nb))
     while true
         segs = Vector{CSegment}(undef, ns[])
         blocks = Vector{CBlock}(undef, nb[])
         cs, cb = length(segs), length(blocks)
-        check(ccall((:cumem_memory_snapshot, libcumem), Int32,
+        check(@on_task_device ccall((:cumem_memory_snapshot, libcumem), Int32,
                     (Ptr{CSegment}, UInt64, Ptr{CBlock}, UInt64, Ptr{UInt64}, Ptr{UInt64}),
                     segs, cs, blocks, cb, ns, nb))
         ns[] <= cs && nb[] <= cb && return resize!(segs, ns[]), resize!(blocks, nb[])
@@ -317,7 +328,7 @@ function c_leaks(f)
     end
 end
 
-leaks_since(mark::UInt64) = c_leaks((p, c, n) -> ccall((:cumem_leaks_since, libcumem), Int32,
+leaks_since(mark::UInt64) = c_leaks((p, c, n) -> @on_task_device ccall((:cumem_leaks_since, libcumem), Int32,
                                                        (UInt64, Ptr{CLeak}, UInt64, Ptr{UInt64}), mark, p, c, n))
 
 """
@@ -328,7 +339,7 @@ still live, by address, with their stacks under `-g2` (Julia) or `CUMEM_DEBUG=2`
 (native). Allocations of every thread count. Nothing is collected first: call `GC.gc()`
 before to leave out unreachable arrays ([`CuMem.@check_leaks`] does).
 """
-check_memory_leaks() = c_leaks((p, c, n) -> ccall((:cumem_check_memory_leaks, libcumem), Int32,
+check_memory_leaks() = c_leaks((p, c, n) -> @on_task_device ccall((:cumem_check_memory_leaks, libcumem), Int32,
                                                   (Ptr{CLeak}, UInt64, Ptr{UInt64}), p, c, n))
 
 """
@@ -361,7 +372,7 @@ threads make meanwhile count too. Does not move the checkpoint of
 """
 macro check_leaks(ex)
     quote
-        local mark = ccall((:cumem_leak_mark, libcumem), UInt64, ())
+        local mark = @on_task_device ccall((:cumem_leak_mark, libcumem), UInt64, ())
         $(esc(ex))
         collect_garbage()
         local leaks = leaks_since(mark)
@@ -385,7 +396,7 @@ start) and returns it as `(allocated = Δ, reserved = Δ)` in bytes (`Int`, may 
 """
 function memory_checkpoint(name::AbstractString = ""; io::IO = stdout)
     da, dr = Ref{Int64}(0), Ref{Int64}(0)
-    check(ccall((:cumem_memory_checkpoint, libcumem), Int32, (Ptr{Int64}, Ptr{Int64}), da, dr))
+    check(@on_task_device ccall((:cumem_memory_checkpoint, libcumem), Int32, (Ptr{Int64}, Ptr{Int64}), da, dr))
     s = memory_stats()
     fb(d) = (d < 0 ? "-" : "+") * Base.format_bytes(abs(d))
     println(io, "memory checkpoint", isempty(name) ? "" : " $name", ": allocated ", fb(da[]),
@@ -406,14 +417,14 @@ returns cached memory to the device; memory in partly used segments stays reserv
 freed, and no more is obtained meanwhile. Errors: `CuMemError` when live memory
 (`allocated_bytes`) exceeds the new cap, or for text that is no amount; nothing changes.
 """
-set_memory_limit!(::Nothing) = (check(ccall((:cumem_set_memory_limit, libcumem), Int32, (UInt64,), 0)); nothing)
+set_memory_limit!(::Nothing) = (check(@on_task_device ccall((:cumem_set_memory_limit, libcumem), Int32, (UInt64,), 0)); nothing)
 function set_memory_limit!(bytes::Integer)
     bytes > 0 || throw(ArgumentError("memory limit must be positive (use `nothing` for none), got $bytes"))
-    check(ccall((:cumem_set_memory_limit, libcumem), Int32, (UInt64,), UInt64(bytes)))
+    check(@on_task_device ccall((:cumem_set_memory_limit, libcumem), Int32, (UInt64,), UInt64(bytes)))
     return nothing
 end
 function set_memory_limit!(amount::AbstractString)
-    check(ccall((:cumem_set_memory_limit_str, libcumem), Int32, (Cstring,), amount))
+    check(@on_task_device ccall((:cumem_set_memory_limit_str, libcumem), Int32, (Cstring,), amount))
     return nothing
 end
 
@@ -425,7 +436,7 @@ PyTorch's `set_per_process_memory_fraction`; see [`set_memory_limit!`].
 """
 function set_memory_fraction!(fraction::Real)
     0 < fraction <= 1 || throw(ArgumentError("memory fraction must be in (0, 1], got $fraction"))
-    check(ccall((:cumem_set_memory_fraction, libcumem), Int32, (Float64,), fraction))
+    check(@on_task_device ccall((:cumem_set_memory_fraction, libcumem), Int32, (Float64,), fraction))
     return nothing
 end
 
@@ -439,7 +450,7 @@ partly used segments cannot go back and may stay above the cap.
 """
 function set_cache_limit!(bytes::Union{Integer,Nothing})
     b = bytes === nothing ? typemax(UInt64) : UInt64(bytes)
-    check(ccall((:cumem_set_cache_limit, libcumem), Int32, (UInt64,), b))
+    check(@on_task_device ccall((:cumem_set_cache_limit, libcumem), Int32, (UInt64,), b))
     return nothing
 end
 
@@ -449,7 +460,7 @@ end
 The cap set by [`set_cache_limit!`], or `nothing`.
 """
 function cache_limit()
-    c = ccall((:cumem_get_cache_limit, libcumem), UInt64, ())
+    c = @on_task_device ccall((:cumem_get_cache_limit, libcumem), UInt64, ())
     return c == typemax(UInt64) ? nothing : c % Int
 end
 
@@ -460,7 +471,7 @@ Reserved bytes ÷ the memory limit ([`set_memory_limit!`], `JULIA_CUDA_MEMORY_LI
 ÷ the device's total memory when there is none: how close the engine is to out of memory.
 """
 function memory_pressure()
-    p = ccall((:cumem_memory_pressure, libcumem), Float64, ())
+    p = @on_task_device ccall((:cumem_memory_pressure, libcumem), Float64, ())
     p < 0 && throw(CuMemError(CUMEM_ERROR_INTERNAL, last_error()))
     return p
 end
@@ -476,7 +487,7 @@ cached afterwards lies in partly used segments.
 """
 function compact!()
     r = Ref{CCompact}()
-    check(ccall((:cumem_compact, libcumem), Int32, (Ptr{CCompact},), r))
+    check(@on_task_device ccall((:cumem_compact, libcumem), Int32, (Ptr{CCompact},), r))
     flush_engine_log()
     c = r[]
     return (released_bytes = c.released_bytes % Int, fragmentation_before = c.fragmentation_before,
