@@ -231,7 +231,6 @@ fn out_of_memory_messages_give_a_size_once() {
 /// copy is queued behind a 300 ms sleep of the stream, so it runs after all of that.
 #[test]
 fn async_uploads_keep_their_pinned_block() {
-    use cumem::compute::capi::cumem_stream_sleep;
     use cumem::ffi::*;
     const N: u64 = 4 * MIB;
     let mut s = 0u64;
