@@ -183,15 +183,19 @@ end
 # asynchronous copy from or to it can run after the call returns.
 host_pinned(x::Array) = is_pinned(x)
 
-# Host arrays of queued asynchronous copies, each with an event recorded on the copy's
-# stream after it: kept reachable until the copy has run, so that the GC neither frees
-# nor (for `CuMem.pin`) unregisters memory that a copy still reads or writes. A block of
-# the pinned pool is also kept by the engine itself (cumem_copy_htod_async), whatever
-# happens to its array. Entries whose event completed are dropped on the next copy.
+# Host arrays of queued asynchronous copies whose memory is Julia's (registered with
+# `CuMem.pin`), each with an event recorded on the copy's stream after it: kept reachable
+# until the copy has run, so that the GC neither frees nor unregisters memory that a copy
+# still reads or writes. Entries whose event completed are dropped on the next such copy.
+# Arrays of `CuMem.pinned` are not held: the engine keeps their block from reuse and
+# release until the copy has run (cumem_copy_htod_async), whatever happens to the array.
 const ASYNC_HELD = Tuple{Array,CuEvent}[]
 const ASYNC_HELD_LOCK = ReentrantLock()
 
 function hold_until_done(x::Array, s::CuStream)
+    p = convert(Ptr{Cvoid}, pointer(x))
+    blk = with_pinned_lock(() -> get(PINNED_ARRAYS, p, nothing))
+    blk !== nothing && blk.id == objectid(x) && return nothing   # CuMem.pinned: the engine keeps it
     e = try
         ev = CuEvent(timing = false)
         record(ev, s)
