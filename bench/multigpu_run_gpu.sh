@@ -54,9 +54,9 @@ done
 
 # 2. Julia on the GPUs: the multi-device tests and Distributed with one GPU per worker.
 step "julia multidevice_tests.jl" "$OUT/julia_multidevice.log" \
-    env CUMEM_DEVICE=cuda JULIA_CUDA_MEMORY_LIMIT=4GiB timeout 400 "$JULIA" --project=. test/multidevice_tests.jl
+    env CUMEM_DEVICE=cuda JULIA_CUDA_MEMORY_LIMIT=4GiB timeout 400 "$JULIA" --project=. test/devices/multidevice_tests.jl
 step "julia distributed_tests.jl" "$OUT/julia_distributed.log" \
-    env CUMEM_DEVICE=cuda timeout 400 "$JULIA" --project=. test/distributed_tests.jl
+    env CUMEM_DEVICE=cuda timeout 400 "$JULIA" --project=. test/devices/distributed_tests.jl
 
 # 3. Peer-copy bandwidth, CuMem then PyTorch in the same run.
 step "peer copy, CuMem" "$OUT/peer_cumem.jsonl" \

@@ -3,7 +3,7 @@
 # memory_status / memory_summary. runtests.jl starts it with CUMEM_PINNED_LIMIT=64MiB
 # and 2 threads:
 #
-#   CUMEM_PINNED_LIMIT=64MiB JULIA_NUM_THREADS=2 CUMEM_DEVICE=host julia --project test/pinned_tests.jl
+#   CUMEM_PINNED_LIMIT=64MiB JULIA_NUM_THREADS=2 CUMEM_DEVICE=host julia --project test/memory/pinned_tests.jl
 
 using CuMem, Test
 

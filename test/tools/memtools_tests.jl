@@ -208,7 +208,7 @@ end
 end
 
 @testset "the tools' records and constants match include/cumem.h" begin
-    header = read(joinpath(@__DIR__, "..", "include", "cumem.h"), String)
+    header = read(joinpath(@__DIR__, "..", "..", "include", "cumem.h"), String)
     ctypes = Dict("uint64_t" => UInt64, "double" => Float64, "int64_t" => Int64, "uint32_t" => UInt32)
     for (cname, T) in (("cumem_event_t", CuMem.CEvent), ("cumem_segment_t", CuMem.CSegment),
                        ("cumem_block_t", CuMem.CBlock), ("cumem_leak_t", CuMem.CLeak),

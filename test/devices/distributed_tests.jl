@@ -3,11 +3,11 @@
 # (CUMEM_DEVICE=cuda). Each computes with the compute kernels and reports its own
 # memory_stats() to the driver.
 #
-#   CUMEM_DEVICE=host:2 julia --project test/distributed_tests.jl
+#   CUMEM_DEVICE=host:2 julia --project test/devices/distributed_tests.jl
 
 using Test
 
-include(joinpath(@__DIR__, "..", "examples", "julia", "distributed.jl"))
+include(joinpath(@__DIR__, "..", "..", "examples", "julia", "distributed.jl"))
 
 @testset "Distributed: one device per worker" begin
     results = run_workers()

@@ -207,7 +207,7 @@ end
 @testset "cumem_stats_t and the status codes match include/cumem.h" begin
     # CStats is written by hand after the header's struct: every field's name, type and
     # offset (C's natural alignment) must agree with it, not only the total size.
-    header = read(joinpath(@__DIR__, "..", "include", "cumem.h"), String)
+    header = read(joinpath(@__DIR__, "..", "..", "include", "cumem.h"), String)
     m = match(r"typedef struct \{(.*?)\} cumem_stats_t;"s, header)
     @test m !== nothing
     ctypes = Dict("uint64_t" => UInt64, "double" => Float64, "int64_t" => Int64, "uint32_t" => UInt32)

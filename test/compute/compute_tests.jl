@@ -3,7 +3,7 @@
 # run when libnvrtc is found, `make test` installs one) and on a GPU with
 # CUMEM_DEVICE=cuda, where kernels and GEMM run and are checked against Base.
 #
-#   CUMEM_DEVICE=host julia --project test/compute_tests.jl
+#   CUMEM_DEVICE=host julia --project test/compute/compute_tests.jl
 
 using CuMem, Test, LinearAlgebra, Random
 

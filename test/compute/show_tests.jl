@@ -2,7 +2,7 @@
 # the host array (the summary line names the device types), downloading rather than
 # reading element by element: all under allowscalar(false).
 #
-#   CUMEM_DEVICE=host julia --project test/show_tests.jl
+#   CUMEM_DEVICE=host julia --project test/compute/show_tests.jl
 
 using CuMem, Test, LinearAlgebra, Random
 

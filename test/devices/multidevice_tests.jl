@@ -3,8 +3,8 @@
 # errors, and copies between devices (peer or staged through the host).
 # Runs on two host devices standing in for GPUs, or on two GPUs:
 #
-#   CUMEM_DEVICE=host:2 julia --project test/multidevice_tests.jl
-#   CUMEM_DEVICE=cuda   julia --project test/multidevice_tests.jl     (2 GPUs or more)
+#   CUMEM_DEVICE=host:2 julia --project test/devices/multidevice_tests.jl
+#   CUMEM_DEVICE=cuda   julia --project test/devices/multidevice_tests.jl     (2 GPUs or more)
 
 using CuMem, Test, LinearAlgebra
 
