@@ -239,7 +239,7 @@ push!(jobs, Job("environment read at load",
                       """; JULIA_CUDA_MEMORY_LIMIT = "2MiB", JULIA_CUDA_MEMORY_POOL = "simple"),
                 (code, out) -> code == 0 && occursin("ENVIRONMENT_OK", out)))
 
-# The Julia-level benchmark's quick mode (bench/julia_bench.jl) prints its three JSON
+# The Julia-level benchmark's quick mode (bench/julia/julia_bench.jl) prints its three JSON
 # lines with plausible figures.
 function bench_ok(code, out)
     code == 0 || return false
@@ -250,10 +250,10 @@ function bench_ok(code, out)
            num("ns_per_pair", lines[1]) > 0 && num("ns_per_alloc", lines[2]) > 0 &&
            num("ns_per_event_warm", lines[3]) > 0 && num("events", lines[3]) == 2000
 end
-push!(jobs, Job("julia_bench --quick", julia(joinpath(@__DIR__, "..", "bench", "julia_bench.jl"), "--quick";
+push!(jobs, Job("julia_bench --quick", julia(joinpath(@__DIR__, "..", "bench", "julia", "julia_bench.jl"), "--quick";
                                                JULIA_CUDA_MEMORY_POOL = "split"), bench_ok))
 
-# The compute benchmark's quick mode (bench/compute_bench.jl) prints its six JSON lines
+# The compute benchmark's quick mode (bench/julia/compute_bench.jl) prints its six JSON lines
 # with positive figures.
 function compute_bench_ok(code, out)
     code == 0 || return false
@@ -263,7 +263,7 @@ function compute_bench_ok(code, out)
     return kinds == ["axpy", "copy", "sum", "matmul", "latency", "mlp_step"] &&
            all(l -> any(k -> num(k, l) > 0, ("gbps", "tflops", "us", "ms")), lines)
 end
-push!(jobs, Job("compute_bench --quick", julia(joinpath(@__DIR__, "..", "bench", "compute_bench.jl"), "--quick"),
+push!(jobs, Job("compute_bench --quick", julia(joinpath(@__DIR__, "..", "bench", "julia", "compute_bench.jl"), "--quick"),
                 compute_bench_ok; cost = 27))
 
 # Longest first, so that two processes at a time end together (the costs are rough
