@@ -76,7 +76,7 @@ docs-img: julia build
 	CUMEM_DEVICE=host $(JULIA) -g2 --project=$(CURDIR) demo/demo.jl --epochs 2 \
 		--timeline docs/img/demo_timeline.svg --timeline docs/img/demo_timeline.html
 
-# Regenerates include/cumem.h from src/ffi.rs with cbindgen.
+# Regenerates include/cumem.h from the C ABI (src/ffi/) with cbindgen.
 header:
 	CUMEM_BLESS=1 $(CARGO) test --test header
 
