@@ -40,6 +40,7 @@ end
     @test CuMem.pool_name() == POOL
     @test CuMem.tracking() == false
     include(joinpath("array", "array_tests.jl"))
+    include(joinpath("array", "wrappers_tests.jl"))
     include(joinpath("memory", "memory_tests.jl"))
     include(joinpath("tools", "memtools_tests.jl"))
     # What does not depend on the pool (the scalar indexing policy, cu and adapt's

@@ -178,3 +178,5 @@ const GPU = !CuMem.on_host()
         end
     end
 end
+
+include("device_switch_tests.jl")
