@@ -83,8 +83,6 @@ function layout(a::PermutedDimsArray{T,N,perm}) where {T,N,perm}
     return (b, off, psz[collect(perm)], pst[collect(perm)])
 end
 
-colmajor(sz) = (st = similar(sz); s = 1; for d in eachindex(sz); st[d] = s; s *= sz[d]; end; st)
-
 # Strides of a leaf relative to the output's N dimensions (0 where extruded) and whether
 # the leaf can be indexed by the output's linear index.
 function leaf_strides(sz::Vector{Int}, st::Vector{Int}, dsz::Dims{N}) where {N}
