@@ -55,6 +55,36 @@ fn blocks_map_the_granules_they_touch_and_no_more() {
 }
 
 #[test]
+fn mapped_memory_grows_to_an_eighth_above_the_peak_in_use_then_moves() {
+    let up = upstream(None);
+    let mut pool = ExpandablePool::default();
+    let a: Vec<Block> = (0..8).map(|_| pool.alloc(16 * MIB, up.shard(0)).unwrap()).collect();
+    assert_eq!((pool.peak_used, up.reserved()), (128 * MIB, 128 * MIB));
+    // Holes of 16 MiB; the last one merges with the unmapped rest of the arena.
+    for b in a.iter().skip(1).step_by(2) {
+        pool.free(b.ptr, b.size, up.shard(0));
+    }
+    // 24 MiB fits no hole: at the end, mapping 8 MiB more is within 128 + 128/8 MiB.
+    let x = pool.alloc(24 * MIB, up.shard(0)).unwrap();
+    assert_eq!(x.ptr, a[7].ptr);
+    assert_eq!((up.reserved(), up.peak_reserved()), (136 * MIB, 136 * MIB));
+    // The next one needs 24 MiB where 8 are left: the highest idle hole (16 MiB) goes.
+    let y = pool.alloc(24 * MIB, up.shard(0)).unwrap();
+    assert_eq!((up.reserved(), up.peak_reserved()), (144 * MIB, 144 * MIB));
+    assert_eq!(pool.cached_bytes(), 2 * 16 * MIB);
+    // And from now on mapping moves idle memory: the peak stays at 144 MiB.
+    let z = pool.alloc(24 * MIB, up.shard(0)).unwrap();
+    assert_eq!((up.reserved(), up.peak_reserved()), (144 * MIB, 144 * MIB));
+    assert_eq!(pool.cached_bytes(), 8 * MIB, "24 MiB of the holes unmapped, highest first");
+    pool.check();
+    for b in a.iter().step_by(2).chain([&x, &y, &z]) {
+        pool.free(b.ptr, b.size, up.shard(0));
+    }
+    pool.reclaim(u64::MAX, up.shard(0));
+    assert_eq!(up.reserved(), 0);
+}
+
+#[test]
 fn freeing_unmaps_nothing_until_memory_is_needed() {
     let up = upstream(None);
     let mut pool = ExpandablePool::default();
