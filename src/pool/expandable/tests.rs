@@ -288,8 +288,8 @@ fn random_operations_keep_the_structure() {
 fn a_layout_that_varies_from_pass_to_pass_settles_into_mapped_memory() {
     // The same random workload (sizes of 2-32 MiB, up to 48 live blocks) pass after pass,
     // as a benchmark replays a trace: each warm pass starts with every block free but
-    // other granules mapped, so its blocks land elsewhere than in the last one; the steady
-    // mark rises until a pass finds every granule it needs mapped.
+    // other granules mapped, so its blocks land elsewhere than in the last one; within the
+    // headroom (1/8 above the peak in use) the granules it comes back to stay mapped.
     let up = upstream(None);
     let mut pool = ExpandablePool::default();
     let mut rng = Rng(0x5EED);
@@ -319,11 +319,11 @@ fn a_layout_that_varies_from_pass_to_pass_settles_into_mapped_memory() {
         calls.push(mapped);
         pool.check();
     }
-    // Warm passes do map at first (else this tests nothing), and stop within 20 passes
-    // (the mark rises by 1/16 per 1/8 of it remapped; this workload remaps slowly).
+    // Warm passes do map at first (else this tests nothing), and stop within 20 passes.
     assert!(calls[1] > 0, "{calls:?}");
     assert_eq!(calls[20..], [0, 0, 0, 0], "requests that mapped memory, per pass: {calls:?}");
-    // The memory kept for that stays within a few steps of the mark above the live peak.
+    // The memory kept for that stays within the headroom above the live peak (and the
+    // granules that blocks only partly fill).
     let ratio = up.peak_reserved() as f64 / peak_live as f64;
-    assert!(ratio < 1.5, "peak reserved / peak live = {ratio:.3}, calls per pass {calls:?}");
+    assert!(ratio < 1.2, "peak reserved / peak live = {ratio:.3}, calls per pass {calls:?}");
 }
