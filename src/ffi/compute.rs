@@ -4,10 +4,10 @@
 //! for `cumem_last_error` when it fails. Bad input is `CUMEM_ERROR_INVALID_VALUE` and
 //! changes nothing; what needs an absent GPU or library is `CUMEM_ERROR_NOT_SUPPORTED`.
 
-use super::blas::{self, Dtype, Operand};
-use super::{gpu, module, nvrtc};
+use super::{guard, null_err};
+use crate::compute::blas::{self, Dtype, Operand};
+use crate::compute::{gpu, module, nvrtc};
 use crate::error::{Error, Result};
-use crate::ffi::{guard, null_err};
 use std::ffi::{CStr, c_char, c_void};
 
 /// Reads a C string argument. Errors: null or not UTF-8 → `InvalidValue`.
