@@ -376,16 +376,16 @@ int32_t cumem_kernel_launch(uint64_t kernel,
 //
 // # Safety
 // As `cumem_kernel_launch`.
-int32_t cumem_kernel_launch_stream(uint64_t stream,
-                                   uint64_t kernel,
-                                   uint32_t gx,
-                                   uint32_t gy,
-                                   uint32_t gz,
-                                   uint32_t bx,
-                                   uint32_t by,
-                                   uint32_t bz,
-                                   uint32_t shared_bytes,
-                                   void **args);
+int32_t cumem_kernel_launch_async(uint64_t stream,
+                                  uint64_t kernel,
+                                  uint32_t gx,
+                                  uint32_t gy,
+                                  uint32_t gz,
+                                  uint32_t bx,
+                                  uint32_t by,
+                                  uint32_t bz,
+                                  uint32_t shared_bytes,
+                                  void **args);
 
 // Queues on `stream` an operation that takes `ns` nanoseconds and touches no memory:
 // the deliberately slow kernel of the ordering tests and benchmarks. On a GPU a
@@ -468,21 +468,21 @@ int32_t cumem_gemm(int32_t dtype,
 //
 // # Safety
 // As `cumem_gemm`.
-int32_t cumem_gemm_stream(uint64_t stream,
-                          int32_t dtype,
-                          int32_t transa,
-                          int32_t transb,
-                          int64_t m,
-                          int64_t n,
-                          int64_t k,
-                          const void *alpha,
-                          uint64_t A,
-                          int64_t lda,
-                          uint64_t B,
-                          int64_t ldb,
-                          const void *beta,
-                          uint64_t C,
-                          int64_t ldc);
+int32_t cumem_gemm_async(uint64_t stream,
+                         int32_t dtype,
+                         int32_t transa,
+                         int32_t transb,
+                         int64_t m,
+                         int64_t n,
+                         int64_t k,
+                         const void *alpha,
+                         uint64_t A,
+                         int64_t lda,
+                         uint64_t B,
+                         int64_t ldb,
+                         const void *beta,
+                         uint64_t C,
+                         int64_t ldc);
 
 // Initialises the engine from the environment (the configuration table of docs/contract.md). Idempotent: later
 // calls return the first successful result; after a failure, the next call tries again.
