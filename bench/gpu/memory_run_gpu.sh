@@ -8,7 +8,7 @@
 #
 #   cargo build --release -p cumem-bench        # on the build machine
 #   mkdir -p KIT && cp target/release/cumem-bench KIT/
-#   CUMEM_KIT_DIR=KIT OUT=/some/dir bash bench/memory_run_gpu.sh
+#   CUMEM_KIT_DIR=KIT OUT=/some/dir bash bench/gpu/memory_run_gpu.sh
 #
 # Writes under $OUT: traces/ (data/*.trace and the recorded one), record.log, and run/
 # (run_gpu.sh's anchor.jsonl, results.jsonl, tables.txt, tables.md, perf.svg, run.log).
