@@ -14,6 +14,10 @@ is missing; nothing is downloaded, the models are built with random weights):
                          batch 1..16, prompt 16..256 tokens, 16..128 new tokens, seeded
   bert_infer_varlen      BERT-base (transformers), 60 batches, batch 1..32, sequence 16..512,
                          as the `bert_infer_varlen` of the anchors' record_traces.py
+  bertsmall_infer_varlen a smaller BERT (transformers; hidden 512, 8 layers, 8 heads,
+                         feed-forward 2048, random weights), 100 batches, batch 1..32,
+                         sequence 16..512, seed 1: a variable-length trace of the same kind
+                         as bert_infer_varlen that is not it (the pools are tuned on it)
 
 The trace is what PyTorch's caching allocator was asked for, taken the same way as
 data/gpt2_train.trace and data/resnet50_train.trace: `torch.cuda.memory._record_memory_history`
@@ -142,7 +146,25 @@ def bert_infer_varlen():
     return shapes
 
 
-WORKLOADS = ["encoder_infer_varlen", "gpt2_generate_varlen", "bert_infer_varlen"]
+def bertsmall_infer_varlen():
+    from transformers import BertConfig, BertModel
+
+    cfg = BertConfig(hidden_size=512, num_hidden_layers=8, num_attention_heads=8, intermediate_size=2048)
+    model = BertModel(cfg).cuda().eval()
+    g = torch.Generator().manual_seed(1)
+    shapes = []
+    with torch.no_grad():
+        for _ in range(100):
+            bs, seq = draw(g, 1, 32), draw(g, 16, 512)
+            shapes.append([bs, seq])
+            x = torch.randint(0, cfg.vocab_size, (bs, seq), generator=g).cuda()
+            model(x)
+            del x
+    del model
+    return shapes
+
+
+WORKLOADS = ["encoder_infer_varlen", "gpt2_generate_varlen", "bert_infer_varlen", "bertsmall_infer_varlen"]
 
 if __name__ == "__main__":
     if not torch.cuda.is_available():
