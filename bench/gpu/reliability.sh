@@ -57,9 +57,9 @@ for pool in split expandable; do
         step "julia-pool-$pool" 600 julia --startup-file=no --project=. test/pooltests.jl
 done
 JULIA_CUDA_MEMORY_POOL=split CUMEM_FAULT=alloc:0.3,free:0.2,copy:0.05,stream:0.02,seed=11 \
-    step julia-faults 300 julia --startup-file=no --project=. test/faulttests.jl
+    step julia-faults 300 julia --startup-file=no --project=. test/memory/faulttests.jl
 if [ "$ngpu" -ge 2 ]; then
-    JULIA_CUDA_MEMORY_LIMIT=1GiB step julia-multidevice 300 julia --startup-file=no --project=. test/multidevice_tests.jl
+    JULIA_CUDA_MEMORY_LIMIT=1GiB step julia-multidevice 300 julia --startup-file=no --project=. test/devices/multidevice_tests.jl
 else
     echo "julia-multidevice: skipped ($ngpu GPU; item 5's test needs two)" | tee -a "$SUMMARY"
 fi
