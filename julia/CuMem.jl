@@ -34,6 +34,7 @@ include("array.jl")       # CuArray
 include("devices.jl")     # several devices: device!, devices, peer copies, operand checks
 include("stream.jl")      # CuStream, CuEvent, the current stream, record_stream, async copies
 include("compute.jl")     # NVRTC kernels, launch, cuBLAS gemm!, synchronize, host_view
+include("kernel_cache.jl") # compiled kernels kept on disk across processes
 include("scalar.jl")      # scalar indexing policy (allowscalar)
 include("adapt.jl")       # adapt (a stand-in for Adapt.jl) and cu
 include("pinned.jl")      # pinned host memory: CuMem.pinned, pin, is_pinned
@@ -43,6 +44,7 @@ include("info.jl")        # functional, versioninfo
 include("codegen.jl")     # tracing Julia functions into CUDA C, the kernel cache
 include("broadcast.jl")   # fused broadcasting, map, map!
 include("mapreduce.jl")   # reductions, findmax/findmin, cumsum/cumprod
+include("readback.jl")    # scalar results through a pinned buffer
 include("random.jl")      # Philox4x32-10 random numbers
 include("strided.jl")     # strided copies: the plan, the CUDA C kernel, the host path
 include("indexing.jl")    # non-scalar getindex/setindex!, views, cat, reverse, permutedims
@@ -52,6 +54,7 @@ include("precompile.jl")  # inference of the broadcast machinery, cached at prec
 
 function __init__()
     init_library()
+    init_kernel_cache()
     init_pressure()
     init_tracking()
     init_codegen()

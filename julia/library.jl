@@ -154,6 +154,14 @@ end
     code == 0 || return code
     return ccall((:cumem_memset, libcumem), Int32, (UInt64, UInt8, UInt64), dst, value, bytes)
 end
+# Queued on stream `s` (the task's current one) and returning at once: the memset of
+# `count` elements of `elsize` (1, 2, 4) bytes, and the device-to-device copy
+# (src/ffi/stream_ops.rs).
+@inline c_memset_async(dst::UInt64, pattern::UInt32, elsize::UInt32, count::UInt64, s::UInt64) =
+    ccall((:cumem_memset_async, libcumem), Int32, (UInt64, UInt32, UInt32, UInt64, UInt64),
+          dst, pattern, elsize, count, s)
+@inline c_copy_dtod_async(dst::UInt64, src::UInt64, bytes::UInt64, s::UInt64) =
+    ccall((:cumem_copy_dtod_async, libcumem), Int32, (UInt64, UInt64, UInt64, UInt64), dst, src, bytes, s)
 
 """
     CuMem.last_error() -> String

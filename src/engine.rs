@@ -43,6 +43,7 @@ use rustc_hash::FxHashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::time::Instant;
 
+mod stream_ops;
 pub mod tools;
 
 struct ShardState {

@@ -42,6 +42,8 @@ mod pinned_capi;
 pub use pinned_capi::*;
 mod tools;
 pub use tools::*;
+mod stream_ops;
+pub use stream_ops::*;
 
 /// The engines, one slot per device ordinal, made on first use.
 struct Engines {
