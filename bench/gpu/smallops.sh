@@ -29,8 +29,12 @@ lib() { [ "$1" = before ] && echo "$BEFORE/libcumem.so" || echo "$AFTER_LIB"; }
 jl() { local b=$1; shift; JULIA_DEPOT_PATH=/tmp/smallops-depot-$b:$BASE_DEPOT CUMEM_LIBRARY=$(lib $b) BUILD=$b \
        "$JULIA" --project=$(proj $b) "$@"; }
 
-echo "== launch limit below Julia ($LAUNCH)" >&2
-CUMEM_DEVICE=cuda "$LAUNCH" 20000 5 | tee -a "$OUT/launch.jsonl"
+if [ -x "$LAUNCH" ]; then
+    echo "== launch limit below Julia ($LAUNCH)" >&2
+    CUMEM_DEVICE=cuda "$LAUNCH" 20000 5 | tee -a "$OUT/launch.jsonl"
+else
+    echo "== no $LAUNCH: the launch rows below Julia are skipped" >&2
+fi
 
 for b in before after; do                      # precompile each build once, unmeasured
     CUMEM_DEVICE=cuda jl $b -e 'using CuMem' || echo "precompile of $b failed" >&2

@@ -22,7 +22,7 @@ impl Engine {
                 "memset element size must be 1, 2 or 4 bytes, got {elsize}"
             )));
         }
-        if dst % elsize as u64 != 0 {
+        if !dst.is_multiple_of(elsize as u64) {
             return Err(Error::InvalidValue(format!(
                 "memset of {elsize}-byte elements at {dst:#x}, which is not aligned to {elsize} bytes"
             )));
