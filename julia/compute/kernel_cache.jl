@@ -3,14 +3,6 @@
 # The Julia package puts that cache under the first Julia depot, beside Julia's own
 # compiled files, unless CUMEM_CACHE_DIR names another directory.
 
-c_kernel_cache_config(dir, max_bytes::UInt64, enabled::Int32) =
-    ccall((:cumem_kernel_cache_config, libcumem), Int32, (Cstring, UInt64, Int32), dir, max_bytes, enabled)
-c_kernel_cache_config(::Nothing, max_bytes::UInt64, enabled::Int32) =
-    ccall((:cumem_kernel_cache_config, libcumem), Int32, (Ptr{UInt8}, UInt64, Int32), C_NULL, max_bytes, enabled)
-c_disk_cache_stats(h, m, w, e) =
-    ccall((:cumem_kernel_cache_stats, libcumem), Int32, (Ptr{UInt64}, Ptr{UInt64}, Ptr{UInt64}, Ptr{UInt64}),
-          h, m, w, e)
-
 # The cache's directory when CUMEM_CACHE_DIR is not set: `<first depot>/compiled/cumem_kernels`.
 default_disk_cache_dir() =
     isempty(DEPOT_PATH) ? nothing : joinpath(DEPOT_PATH[1], "compiled", "cumem_kernels")
@@ -48,6 +40,6 @@ under the bound (see [`disk_cache_dir`](@ref)).
 """
 function disk_cache_stats()
     h, m, w, e = Ref{UInt64}(0), Ref{UInt64}(0), Ref{UInt64}(0), Ref{UInt64}(0)
-    check(c_disk_cache_stats(h, m, w, e))
+    check(c_kernel_cache_stats(h, m, w, e))
     return (hits = Int(h[]), misses = Int(m[]), writes = Int(w[]), evictions = Int(e[]))
 end

@@ -36,7 +36,6 @@ function read_scalar(a::CuArray{T}) where {T}
     length(a) == 0 && throw(ArgumentError("read_scalar of an empty array"))
     sizeof(T) <= READBACK_BYTES || return Array(a)[1]
     p = devaddr(a)
-    activate()
     buf = readback_buffer()
     s = current_handle()
     GC.@preserve buf begin

@@ -4,10 +4,10 @@
 //! for `cumem_last_error` when it fails. Bad input is `CUMEM_ERROR_INVALID_VALUE` and
 //! changes nothing; what needs an absent GPU or library is `CUMEM_ERROR_NOT_SUPPORTED`.
 
-use super::blas::{self, Dtype, Operand};
-use super::{gpu, module, nvrtc};
+use super::{guard, null_err};
+use crate::compute::blas::{self, Dtype, Operand};
+use crate::compute::{gpu, module, nvrtc};
 use crate::error::{Error, Result};
-use crate::ffi::{guard, null_err};
 use std::ffi::{CStr, c_char, c_void};
 
 /// Reads a C string argument. Errors: null or not UTF-8 → `InvalidValue`.
@@ -409,7 +409,7 @@ pub unsafe extern "C" fn cumem_kernel_cache_config(dir: *const c_char, max_bytes
             }
             Some(std::path::PathBuf::from(s))
         };
-        super::disk_cache::configure(d, max_bytes, enabled != 0);
+        crate::compute::disk_cache::configure(d, max_bytes, enabled != 0);
         Ok(())
     })
 }
@@ -428,7 +428,7 @@ pub unsafe extern "C" fn cumem_kernel_cache_stats(
     evictions: *mut u64,
 ) -> i32 {
     guard(|_| {
-        let c = super::disk_cache::counters();
+        let c = crate::compute::disk_cache::counters();
         for (p, v) in [(hits, c.hits), (misses, c.misses), (writes, c.writes), (evictions, c.evictions)] {
             if !p.is_null() {
                 // SAFETY: non-null, writable by the caller's guarantee.
