@@ -46,6 +46,7 @@ include("compute/kernels.jl")      # NVRTC kernels, launch, cuBLAS gemm!, synchr
 include("compute/kernel_cache.jl") # compiled kernels kept on disk across processes
 include("compute/codegen.jl")      # tracing Julia functions into CUDA C, the kernel cache
 include("compute/broadcast.jl")    # fused broadcasting, map, map!, fill! by kernel
+include("compute/fastpath.jl")     # broadcasts of a type seen before: a typed slot, no look-ups
 include("compute/readback.jl")     # scalar results through a pinned buffer
 include("compute/mapreduce.jl")    # reductions: mapreduce, sum, prod, any, all, count, ...
 include("compute/findext.jl")      # findmax, findmin, argmax, argmin
@@ -66,6 +67,7 @@ function __init__()
     init_pressure()
     init_tracking()
     init_codegen()
+    init_broadcast()
     return nothing
 end
 

@@ -210,3 +210,70 @@ end
         end
     end
 end
+
+@testset "the typed fast path (compute/fastpath.jl)" begin
+    using Base.Broadcast: broadcasted, instantiate
+    s1, s2 = CuArray(Float32[1, 2, 3]), CuArray(Float32[10, 20, 30])
+    r = similar(s1)
+    bctype(dest, bc) = Tuple{typeof(dest),typeof(instantiate(Broadcast.Broadcasted{CuMem.CuArrayStyle{1}}(bc.f, bc.args, axes(dest))))}
+    # the first call fills the slot, later ones take it, with the same results
+    for i in 1:3
+        r .= s1 .+ s2
+        @test Array(r) == [11, 22, 33]
+        z = s1 .* 2f0 .+ s2
+        @test z isa CuVector{Float32} && Array(z) == [12, 24, 36]
+        unsafe_free!(z)
+    end
+    @test CuMem.fast_get(bctype(r, broadcasted(+, s1, s2))) !== nothing
+    # the launch arguments: count, destination, leaves, then scalars depth first
+    bc = instantiate(broadcasted(+, broadcasted(*, s1, 2f0), broadcasted(-, s2, Float16(1))))
+    @test CuMem.fast_launch_args(r, bc) == (UInt32(3), r.ptr, s1.ptr, s2.ptr, 2f0, reinterpret(UInt16, Float16(1)))
+    entry_allocs(r, bc) = @allocated CuMem.fast_entry(r, bc)
+    copyto!(r, bc)
+    entry_allocs(r, bc)
+    @test entry_allocs(r, bc) == 0                    # a typed look-up: no allocation
+    # a method defined since the slot was filled (the world age moved): the slow path
+    # again, which revalidates the kernel
+    @test CuMem.fast_entry(r, bc) !== nothing
+    @eval Main $(gensym(:fastpath_world))(x) = x
+    @test Base.invokelatest(CuMem.fast_entry, r, bc) === nothing
+    Base.invokelatest(copyto!, r, bc)
+    @test Base.invokelatest(CuMem.fast_entry, r, bc) !== nothing
+    # the same array in and out is fine; an overlapping one at another address takes the
+    # slow path, which copies it first
+    x = CuArray(Float32[1, 2, 3, 4])
+    x .= x .+ 1f0
+    x .= x .+ 1f0
+    @test Array(x) == [3, 4, 5, 6]
+    GC.@preserve x begin
+        a = unsafe_wrap(CuArray, CuPtr{Float32}(x.ptr), 3; own = false)
+        b = unsafe_wrap(CuArray, CuPtr{Float32}(x.ptr + 4), 3; own = false)
+        bca = instantiate(Broadcast.Broadcasted{CuMem.CuArrayStyle{1}}(+, (a, 0f0), axes(b)))
+        @test !CuMem.fast_ok(bca, b.dims, b.ptr, UInt64(12))          # overlaps at another address
+        @test CuMem.fast_ok(bca, a.dims, a.ptr, UInt64(12))           # the same address
+        @test CuMem.fast_entry(b, bca) === nothing
+    end
+    # other sizes (broadcasting a vector over a matrix) and wrappers: the slow path
+    m, v = CuArray(ones(Float32, 3, 2)), CuArray(Float32[1, 2, 3])
+    for _ in 1:2
+        @test Array(m .+ v) == ones(3, 2) .+ [1, 2, 3]
+        @test Array(m' .* 2f0) == 2 .* ones(2, 3)
+    end
+    # element types the slow path decided (Int .+ Float64, Bool results)
+    for _ in 1:2
+        @test Array(CuArray([1, 2]) .+ 1.5) == [2.5, 3.5]
+        @test Array(s1 .> 1f0) == [false, true, true]
+    end
+    # a freed argument still throws
+    y = CuArray(Float32[1, 2, 3])
+    unsafe_free!(y)
+    @test_throws AssertionError r .= y .+ s2
+    # off: the same results
+    CuMem.FAST_BROADCAST[] = false
+    try
+        r .= s1 .- s2
+        @test Array(r) == [-9, -18, -27]
+    finally
+        CuMem.FAST_BROADCAST[] = true
+    end
+end
