@@ -200,9 +200,14 @@ end
         a = CuArray(Base.rand(Float32, 7))
         a .* 5f0 .+ a
         s1 = CuMem.kernel_cache_stats()
-        a .* 6f0 .+ a              # same types: no new kernel
+        a .* 6f0 .+ a              # same types: no new kernel, and the typed fast path
+        s2 = CuMem.kernel_cache_stats()                # (compute/fastpath.jl) looks nothing up
+        @test s2.misses == s1.misses && s2.hits == s1.hits
+        CuMem.FAST_BROADCAST[] = false
+        a .* 7f0 .+ a              # the slow path: a hit of the kernel cache
+        CuMem.FAST_BROADCAST[] = true
         s2 = CuMem.kernel_cache_stats()
-        @test s2.misses == s1.misses && s2.hits > s1.hits
+        @test s2.misses == s1.misses && s2.hits == s1.hits + 1
         CuArray(Base.rand(Float32, 5, 5)) .* 5f0 .+ CuArray(Base.rand(Float32, 5, 5))   # other ndims: new kernel
         @test CuMem.kernel_cache_stats().misses == s2.misses + 1
         if NVRTC && CuMem.on_host()     # on a GPU each kernel is compiled and loaded instead

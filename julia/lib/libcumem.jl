@@ -267,8 +267,8 @@ c_kernel_load(source, name, out) =
     (activate(); ccall((:cumem_kernel_launch, libcumem), Int32,
           (UInt64, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, Ptr{Ptr{Cvoid}}),
           k, gx, gy, gz, bx, by, bz, shmem, args))
-@inline c_kernel_launch_stream(s, k, gx, gy, gz, bx, by, bz, shmem, args) =
-    (activate(); ccall((:cumem_kernel_launch_stream, libcumem), Int32,
+@inline c_kernel_launch_async(s, k, gx, gy, gz, bx, by, bz, shmem, args) =
+    (activate(); ccall((:cumem_kernel_launch_async, libcumem), Int32,
           (UInt64, UInt64, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, Ptr{Ptr{Cvoid}}),
           s, k, gx, gy, gz, bx, by, bz, shmem, args))
 c_kernel_block_size(k, out) =
@@ -286,8 +286,8 @@ c_kernel_cache_config(::Nothing, max_bytes::UInt64, enabled::Int32) =
 c_kernel_cache_stats(h, m, w, e) =
     ccall((:cumem_kernel_cache_stats, libcumem), Int32, (Ptr{UInt64}, Ptr{UInt64}, Ptr{UInt64}, Ptr{UInt64}),
           h, m, w, e)
-c_gemm_stream(s, dtype, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc) =
-    (activate(); ccall((:cumem_gemm_stream, libcumem), Int32,
+c_gemm_async(s, dtype, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc) =
+    (activate(); ccall((:cumem_gemm_async, libcumem), Int32,
           (UInt64, Int32, Int32, Int32, Int64, Int64, Int64, Ptr{Cvoid}, UInt64, Int64, UInt64, Int64, Ptr{Cvoid}, UInt64, Int64),
           s, dtype, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc))
 c_gemm(dtype, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc) =

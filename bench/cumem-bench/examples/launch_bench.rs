@@ -8,7 +8,7 @@
 //! CUMEM_DEVICE=cuda target/release/examples/launch_bench [N=20000] [REPS=5]
 //! ```
 //!
-//! Rows: an empty kernel (`cuLaunchKernel` / `cumem_kernel_launch_stream`), a kernel with
+//! Rows: an empty kernel (`cuLaunchKernel` / `cumem_kernel_launch_async`), a kernel with
 //! two pointer and one integer parameter (a 1-element `y[i] = a[i] + b[i]`), a 4-byte
 //! memset (`cuMemsetD32Async` / `cumem_memset_async`, and the synchronous `cumem_memset`
 //! of before), a 4-byte device-to-device copy (`cuMemcpyDtoDAsync` /
@@ -17,7 +17,7 @@
 //! `cumem_copy_dtoh_async` + `cumem_stream_synchronize`, and `cumem_copy_dtoh` into
 //! pageable memory), each including its wait.
 use cudarc::driver::{result, sys};
-use cumem::compute::capi::{cumem_kernel_launch_stream, cumem_kernel_load, cumem_synchronize};
+use cumem::ffi::{cumem_device_info, cumem_kernel_launch_async, cumem_kernel_load, cumem_synchronize};
 use cumem::compute::nvrtc;
 use cumem::ffi::*;
 use std::ffi::{CString, c_void};
@@ -77,7 +77,7 @@ fn main() {
         ok(cumem_kernel_load(src.as_ptr(), c"add1".as_ptr(), &mut hk_add), "load add1");
         // The same kernels loaded straight through the driver, for the raw rows.
         let (mut maj, mut min, mut sms, mut thr) = (0, 0, 0, 0); // sms, thr: unused
-        ok(cumem::compute::capi::cumem_device_info(&mut maj, &mut min, &mut sms, &mut thr), "device info");
+        ok(cumem_device_info(&mut maj, &mut min, &mut sms, &mut thr), "device info");
         let nv = nvrtc::nvrtc().expect("libnvrtc");
         let target = nv.target_for(10 * maj + min).unwrap();
         let out = nv.compile(SRC, &target.arch()).unwrap();
@@ -132,13 +132,13 @@ fn main() {
             ),
         ));
         rows.push((
-            "empty kernel, cumem_kernel_launch_stream",
+            "empty kernel, cumem_kernel_launch_async",
             time(
                 n,
                 reps,
                 || {
                     ok(
-                        cumem_kernel_launch_stream(0, hk_empty, 1, 1, 1, 1, 1, 1, 0, std::ptr::null_mut()),
+                        cumem_kernel_launch_async(0, hk_empty, 1, 1, 1, 1, 1, 1, 0, std::ptr::null_mut()),
                         "launch",
                     )
                 },
@@ -168,11 +168,11 @@ fn main() {
             ),
         ));
         rows.push((
-            "1-element add kernel, cumem_kernel_launch_stream",
+            "1-element add kernel, cumem_kernel_launch_async",
             time(
                 n,
                 reps,
-                || ok(cumem_kernel_launch_stream(0, hk_add, 1, 1, 1, 32, 1, 1, 0, pp), "launch"),
+                || ok(cumem_kernel_launch_async(0, hk_add, 1, 1, 1, 32, 1, 1, 0, pp), "launch"),
                 sync,
             ),
         ));
