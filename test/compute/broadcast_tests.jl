@@ -237,8 +237,23 @@ end
     copyto!(r, bc)
     entry_allocs(r, bc)
     @test entry_allocs(r, bc) == 0                    # a typed look-up: no allocation
+    # the fast path's arguments against the generated kernel's parameter list (one
+    # argument per parameter, an address exactly where the kernel takes a pointer): the
+    # slow path's cache entry holds the source, on the host device too
+    for (dest, b) in ((r, bc), (r, instantiate(broadcasted(+, s1, s2))), (similar(s1, Bool), instantiate(broadcasted(>, s1, 1f0))))
+        CuMem.take_last_broadcast!()
+        CuMem.gpu_broadcast!(dest, b)
+        src = CuMem.take_last_broadcast!().source
+        i = findfirst("cumem_bcast(", src)
+        sig = src[last(i)+1:findnext(')', src, last(i))-1]
+        params = strip.(split(sig, ','))
+        args = CuMem.fast_launch_args(dest, b)
+        @test length(args) == length(params)
+        @test [occursin('*', p) for p in params] == [a isa UInt64 && i > 1 for (i, a) in enumerate(args)]
+    end
     # a method defined since the slot was filled (the world age moved): the slow path
     # again, which revalidates the kernel
+    copyto!(r, bc)
     @test CuMem.fast_entry(r, bc) !== nothing
     @eval Main $(gensym(:fastpath_world))(x) = x
     @test Base.invokelatest(CuMem.fast_entry, r, bc) === nothing

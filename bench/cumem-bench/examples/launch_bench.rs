@@ -17,9 +17,9 @@
 //! `cumem_copy_dtoh_async` + `cumem_stream_synchronize`, and `cumem_copy_dtoh` into
 //! pageable memory), each including its wait.
 use cudarc::driver::{result, sys};
-use cumem::ffi::{cumem_device_info, cumem_kernel_launch_async, cumem_kernel_load, cumem_synchronize};
 use cumem::compute::nvrtc;
 use cumem::ffi::*;
+use cumem::ffi::{cumem_device_info, cumem_kernel_launch_async, cumem_kernel_load, cumem_synchronize};
 use std::ffi::{CString, c_void};
 use std::time::Instant;
 
