@@ -322,6 +322,38 @@ function on_host()
     return ON_HOST[] == 1
 end
 
+# The device facts of each device, asked once (on_host above is the process's): by
+# device ordinal + 1, a fixed-size vector (the engine's MAX_DEVICES) of Refs, each
+# published whole by one pointer store, so the hot path (every broadcast asks for the
+# SM count) reads it without a lock while another thread fills an entry.
+# `max_threads == 0`: not read yet.
+const DeviceInfo = NamedTuple{(:cc_major, :cc_minor, :sm_count, :max_threads),NTuple{4,Int}}
+const DEVICE_INFO = [Ref(DeviceInfo((0, 0, 0, 0))) for _ in 1:64]
+
+"""
+    CuMem.device_info() -> (cc_major, cc_minor, sm_count, max_threads)
+
+Facts about the current task's device as a `NamedTuple` of `Int`s: compute capability (9, 0 for an
+H100), streaming multiprocessors and most threads per block. On the host device: 0, 0,
+the number of CPUs, 1024.
+"""
+@inline function device_info()
+    dev = task_device()
+    if 0 <= dev < length(DEVICE_INFO)
+        info = (@inbounds DEVICE_INFO[dev+1])[]
+        info.max_threads != 0 && return info
+    end
+    return read_device_info(dev)
+end
+
+@noinline function read_device_info(dev::Int)
+    a, b, c, d = Ref{Int32}(0), Ref{Int32}(0), Ref{Int32}(0), Ref{Int32}(0)
+    check(c_device_info(a, b, c, d))
+    info = DeviceInfo((Int(a[]), Int(b[]), Int(c[]), Int(d[])))
+    0 <= dev < length(DEVICE_INFO) && (DEVICE_INFO[dev+1] = Ref(info))
+    return info
+end
+
 """
     CuMem.pool_name() -> String
 

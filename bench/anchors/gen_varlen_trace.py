@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Generates the allocation trace of BERT-like inference with variable batch shapes, without a GPU.
 
-    python3 bench/gen_varlen_trace.py [--seed 1] [--batches 120] [--attention sdpa|math] > data/NAME.trace
+    python3 bench/anchors/gen_varlen_trace.py [--seed 1] [--batches 120] [--attention sdpa|math] > data/NAME.trace
 
 The trace is a model of what PyTorch's caching allocator is asked for when a BERT-base-sized
 encoder (Hugging Face `BertModel` structure: embeddings, 12 layers of self-attention and a
@@ -132,7 +132,7 @@ def main():
     name = a.name or f"bertlike_{a.attention}_varlen"
     hdr = {
         "workload": name,
-        "generator": "bench/gen_varlen_trace.py",
+        "generator": "bench/anchors/gen_varlen_trace.py",
         "args": {"seed": a.seed, "batches": a.batches, "attention": a.attention},
         "allocs": t.next,
         "peak_live": t.peak,
