@@ -64,7 +64,11 @@ end
 @inline fast_singleton(x) = Base.issingletontype(typeof(x)) || x isa Type
 
 # The kernel's arguments after the destination, in the order broadcast.jl passes them:
-# the leaves' addresses, then the scalars (`param_value`), depth first.
+# the leaves' addresses, then the scalars (`param_value`), depth first. This must follow
+# gpu_broadcast!'s order (broadcast_tests checks it against the generated kernel's
+# parameter list, on the host device too); the typed-IR compiler of issue 23 adds the
+# error record's address after the count and its context values at the end, and a kernel
+# that can throw must be noted at launch as gpu_broadcast! does.
 @inline fast_leaves(bc::Broadcasted) = fast_leaves_t(bc.args)
 @inline fast_leaves_t(::Tuple{}) = ()
 @inline fast_leaves_t(args::Tuple) = (fast_leaf(args[1])..., fast_leaves_t(Base.tail(args))...)
