@@ -1,6 +1,6 @@
 # Small operations at the launch limit (issue 26), CuMem side: one JSON object per line.
 #
-#   CUMEM_DEVICE=cuda BUILD=after julia --project=. bench/smallops_bench.jl [--calls N] [--reps R] [--bandwidth] [--mlp]
+#   CUMEM_DEVICE=cuda BUILD=after julia --project=. bench/julia/smallops_bench.jl [--calls N] [--reps R] [--bandwidth] [--mlp]
 #
 # Rows ("bench":"small"): each operation on 1-element Float32 arrays (sum(A; dims=1) on a
 # 4×4 one) called N times (default 20 000) in a row with one synchronize() at the end;
@@ -13,8 +13,8 @@
 # --mlp ("bench":"mlp_step"): one SGD step of demo/mlp.jl's model on a 64-image batch.
 # It uses only the API that main had before issue 26, so the same file measures both
 # builds (BUILD names the build in every line; --project picks the package tree and
-# CUMEM_LIBRARY its engine). bench/smallops_anchor.py measures PyTorch and CuPy the same
-# way; bench/gpu/smallops.sh runs all of it in one call.
+# CUMEM_LIBRARY its engine). bench/anchors/smallops_anchor.py measures PyTorch and CuPy the same
+# way; bench/gpu/smallops_run_gpu.sh runs all of it in one call.
 
 using CuMem, LinearAlgebra, Printf, Random
 

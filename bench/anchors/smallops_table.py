@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Tables of bench/gpu/smallops.sh's JSON lines (issue 26), as Markdown for
+"""Tables of bench/gpu/smallops_run_gpu.sh's JSON lines (issue 26), as Markdown for
 docs/performance.md.
 
-    python3 bench/smallops_table.py DIR      # reads DIR/{launch,cumem,anchor,first,host}.jsonl
+    python3 bench/anchors/smallops_table.py DIR      # reads DIR/{launch,cumem,anchor,first,host}.jsonl
 """
 import json
 import os

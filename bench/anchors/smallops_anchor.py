@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Small operations at the launch limit (issue 26): bench/smallops_bench.jl's rows in
+"""Small operations at the launch limit (issue 26): bench/julia/smallops_bench.jl's rows in
 PyTorch eager and CuPy, same sizes and method, one JSON object per line.
 
-    python3 bench/smallops_anchor.py [--calls N] [--reps R] [--bandwidth]
+    python3 bench/anchors/smallops_anchor.py [--calls N] [--reps R] [--bandwidth]
 
 Rows ("bench":"small"): 1-element float32 tensors, each operation called N times (default
 20 000) with one synchronize at the end, µs per call (median of R repetitions, default 5):

@@ -5,16 +5,16 @@
 # and CuPy beside them, a fresh process's first broadcast/sum with the kernel cache on
 # disk cold and warm, and the host device's rows against Base in the same process.
 #
-#   OUT=dir BEFORE=dir AFTER_LIB=path LAUNCH=path bash bench/gpu/smallops.sh
+#   OUT=dir BEFORE=dir AFTER_LIB=path LAUNCH=path bash bench/gpu/smallops_run_gpu.sh
 #
 # BEFORE: a tree of the earlier build (Project.toml, src/, julia/, demo/, data/ and its
 # libcumem.so); AFTER_LIB: this tree's engine (default target/release/libcumem.so);
 # LAUNCH: the launch_bench example (cargo build --release -p cumem-bench --example
 # launch_bench). Needs Julia on PATH (JULIA), python3 with torch (CuPy if it imports).
-# Writes $OUT/*.jsonl and $OUT/table.md (bench/smallops_table.py). About 5 minutes.
+# Writes $OUT/*.jsonl and $OUT/table.md (bench/anchors/smallops_table.py). About 5 minutes.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${OUT:-bench/results/smallops}
+OUT=${OUT:?set OUT to a directory outside the checkout}
 BEFORE=${BEFORE:-.device/before}
 AFTER_LIB=${AFTER_LIB:-target/release/libcumem.so}
 LAUNCH=${LAUNCH:-target/release/examples/launch_bench}
@@ -41,19 +41,19 @@ for b in before after; do                      # precompile each build once, unm
 done
 for b in before after; do
     echo "== $b: 1-element rows, bandwidth, MLP step" >&2
-    CUMEM_DEVICE=cuda jl $b bench/smallops_bench.jl --bandwidth --mlp | tee -a "$OUT/cumem.jsonl"
+    CUMEM_DEVICE=cuda jl $b bench/julia/smallops_bench.jl --bandwidth --mlp | tee -a "$OUT/cumem.jsonl"
 done
 echo "== PyTorch / CuPy" >&2
-python3 bench/smallops_anchor.py --bandwidth | tee -a "$OUT/anchor.jsonl"
+python3 bench/anchors/smallops_anchor.py --bandwidth | tee -a "$OUT/anchor.jsonl"
 for b in before after; do
     echo "== $b: first broadcast of a fresh process, kernel cache cold then warm" >&2
     rm -rf /tmp/smallops-depot-$b/compiled/cumem_kernels
     for c in cold warm warm; do
-        CUMEM_DEVICE=cuda CACHE=$c jl $b bench/smallops_first.jl | tee -a "$OUT/first.jsonl"
+        CUMEM_DEVICE=cuda CACHE=$c jl $b bench/julia/smallops_first.jl | tee -a "$OUT/first.jsonl"
     done
 done
 for b in before after; do
     echo "== $b: host device against Base" >&2
-    CUMEM_DEVICE=host jl $b bench/smallops_bench.jl | tee -a "$OUT/host.jsonl"
+    CUMEM_DEVICE=host jl $b bench/julia/smallops_bench.jl | tee -a "$OUT/host.jsonl"
 done
-python3 bench/smallops_table.py "$OUT" | tee "$OUT/table.md"
+python3 bench/anchors/smallops_table.py "$OUT" | tee "$OUT/table.md"
