@@ -227,7 +227,7 @@ typedef struct {
   uint32_t kind;
   // The engine's thread index (tracking::thread_index).
   uint32_t thread;
-  // Device ordinal (0 until several GPUs land).
+  // The ordinal of the engine's device.
   uint32_t device;
   // 1: served from the cache; 0: not (or not an alloc).
   uint32_t hit;
@@ -246,7 +246,7 @@ typedef struct {
   uint64_t first_block;
   // Number of its blocks (they tile the segment, in address order).
   uint64_t num_blocks;
-  // Device ordinal (0 until several GPUs land).
+  // The ordinal of the engine's device.
   uint32_t device;
   // The engine shard whose pool owns it.
   uint32_t shard;
@@ -612,8 +612,8 @@ size_t cumem_memory_status_ex(char *buf, size_t len, uint32_t flags);
 const char *cumem_pool_name(void);
 
 // The pool's type name as CUDA.jl 2.x calls it and `memory_status` prints it:
-// `"BinnedPool"`, `"SplitPool"`, `"SimplePool"` or `"NoPool"` (`""` if the engine
-// cannot start; see `cumem_last_error`). Static storage.
+// `"BinnedPool"`, `"SplitPool"`, `"ExpandablePool"`, `"SimplePool"` or `"NoPool"` (`""`
+// if the engine cannot start; see `cumem_last_error`). Static storage.
 const char *cumem_pool_type_name(void);
 
 // The current device's name, e.g. `"NVIDIA H100 80GB HBM3"` or `"host memory (no GPU)"` (`""`

@@ -79,7 +79,7 @@ pub struct Event {
     pub kind: u32,
     /// The engine's thread index (tracking::thread_index).
     pub thread: u32,
-    /// Device ordinal (0 until several GPUs land).
+    /// The ordinal of the engine's device.
     pub device: u32,
     /// 1: served from the cache; 0: not (or not an alloc).
     pub hit: u32,

@@ -33,7 +33,7 @@ pub struct SegmentInfo {
     pub first_block: u64,
     /// Number of its blocks (they tile the segment, in address order).
     pub num_blocks: u64,
-    /// Device ordinal (0 until several GPUs land).
+    /// The ordinal of the engine's device.
     pub device: u32,
     /// The engine shard whose pool owns it.
     pub shard: u32,

@@ -33,6 +33,7 @@ for_each_pool!(
     cache_limit_returns_frees_beyond_the_cap,
     compact_releases_whole_free_segments,
     ladder_retries_are_counted,
+    records_name_their_device,
 );
 
 fn caches(pool: PoolKind) -> bool {
@@ -161,6 +162,23 @@ fn snapshot_sums_equal_stats_with_several_shards(pool: PoolKind) {
         e.free(p).unwrap();
     }
     check_snapshot(&e, &[]);
+}
+
+/// The history's events and the snapshot's segments carry the engine's device ordinal
+/// (here a host stand-in for device 1), not 0.
+fn records_name_their_device(pool: PoolKind) {
+    let dev = cumem::device::HostDevice::with_ordinal(Some(HOST_CAPACITY), 1);
+    let e = Engine::with_device(Config { pool, ..Config::default() }, Box::new(dev), 1).expect("engine");
+    assert_eq!(e.ordinal(), 1);
+    e.record_memory_history(true, 1000).unwrap();
+    let a = e.alloc(3 * MIB).unwrap();
+    let snap = e.snapshot();
+    assert!(!snap.segments.is_empty());
+    assert!(snap.segments.iter().all(|s| s.device == 1), "{:#?}", snap.segments);
+    e.free(a).unwrap();
+    let ev = e.memory_events();
+    assert!(ev.iter().any(|x| x.kind == EventKind::Alloc as u32));
+    assert!(ev.iter().all(|x| x.device == 1), "{ev:#?}");
 }
 
 fn kinds(ev: &[Event]) -> Vec<EventKind> {

@@ -4,20 +4,20 @@
 # unsafe_free!, async uploads that keep their host buffer, calls on the task's device),
 # and the C ABI stress program. Needs no Rust toolchain on the GPU machine.
 #
-# Built on the development machine and carried in $KIT (default .device/):
+# Built on the development machine and carried in $KIT (default target/gpu-kit):
 #   $KIT/libcumem.so          target/release/libcumem.so
 #   $KIT/reliability-test     cargo test --release --no-run --test reliability (the binary
 #   $KIT/streams-test         it names, strip --strip-debug), likewise --test streams,
 #   $KIT/pools-test           --test pools and --test ffi
 #   $KIT/ffi-test
-# and Julia 1.5.3 on PATH (source .device/julia-env.sh .device/julia-1.5.3-bundle.tar.xz).
+# and Julia 1.5.3 on PATH.
 # Run from the repository root:
-#   OUT=/some/dir KIT=.device bash bench/gpu/reliability.sh
+#   OUT=/some/dir KIT=target/gpu-kit bash bench/gpu/reliability.sh   (KIT relative to the root)
 # Writes $OUT/<step>.log and $OUT/summary.txt (one line per step with its exit status);
 # exit status 0 when every step passed. About 5 minutes on an H100 (one GPU: the
 # two-device test of item 5 runs only with two GPUs or more, and says so otherwise).
 set -uo pipefail
-KIT=${KIT:-.device}
+KIT=${KIT:-target/gpu-kit}
 : "${OUT:?set OUT to the output folder}"
 mkdir -p "$OUT"
 SUMMARY="$OUT/summary.txt"

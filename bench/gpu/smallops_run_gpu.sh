@@ -15,7 +15,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:?set OUT to a directory outside the checkout}
-BEFORE=${BEFORE:-.device/before}
+BEFORE=${BEFORE:-target/gpu-kit/before}
 AFTER_LIB=${AFTER_LIB:-target/release/libcumem.so}
 LAUNCH=${LAUNCH:-target/release/examples/launch_bench}
 JULIA=${JULIA:-julia}

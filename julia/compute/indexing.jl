@@ -1,6 +1,6 @@
 # Non-scalar indexing, copies of views and wrappers, cat, reverse, permutedims: each is
-# one strided copy (julia/strided.jl), never the scalar path. Scalar `A[i, j]` stays the
-# scalar path (julia/scalar.jl).
+# one strided copy (compute/strided.jl), never the scalar path. Scalar `A[i, j]` stays the
+# scalar path (array/scalar.jl).
 
 ## indices
 

@@ -1,7 +1,8 @@
 # GPU compute through the engine: CUDA C compiled with NVRTC, kernels loaded, cached and
-# launched on the task's current stream (stream.jl; the legacy default stream unless set), GEMM through cuBLAS, and, on the host device
-# (no GPU), a view of device memory as an `Array` so the same API computes with Base.
-# The C functions are those of include/cumem.h (src/compute/capi.rs), called through
+# launched on the task's current stream (devices/streams.jl; the legacy default stream
+# unless set), GEMM through cuBLAS, and, on the host device (no GPU), a view of device
+# memory as an `Array` so the same API computes with Base.
+# The C functions are those of include/cumem.h (src/ffi/compute.rs), called through
 # lib/libcumem.jl; `on_host()` is there too.
 
 ## the device

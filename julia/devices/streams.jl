@@ -2,7 +2,7 @@
 # synchronising, timing. The CuStream type and the task's current stream are state.jl's;
 # what streams do with arrays (record_stream, asynchronous copies) is array/copies.jl's.
 # The engine side is src/device/{host_stream,cuda}.rs and the stream-ordered pools of
-# src/engine.rs.
+# src/engine/streams.rs.
 
 ## streams
 

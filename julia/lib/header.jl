@@ -1,7 +1,8 @@
 # The C ABI's vocabulary in Julia: every CUMEM_* constant and every C record of
-# include/cumem.h (generated from src/ffi.rs and src/ffi/*; docs/contract.md is the
-# contract). Plain data, no calls: lib/libcumem.jl holds the calls. test/lib/header_tests.jl
-# checks each constant's value and each record's fields against the header.
+# include/cumem.h (generated from the C ABI in src/ffi/ and the records and codes it uses;
+# docs/contract.md is the contract). Plain data, no calls: lib/libcumem.jl holds the calls.
+# test/lib/header_tests.jl checks each constant's value and each record's fields against
+# the header.
 
 # Status codes (include/cumem.h).
 const CUMEM_SUCCESS = Int32(0)

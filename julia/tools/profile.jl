@@ -1,6 +1,6 @@
 # Memory profiles of a piece of code (`@profile_memory`, `profile_memory`) and memory
 # timeline pictures (`save_memory_timeline`) of the allocation history or of a profile.
-# The engine draws the pictures (src/timeline.rs, `cumem_save_memory_timeline`); this
+# The engine draws the pictures (src/timeline/, `cumem_save_memory_timeline`); this
 # file picks the events and passes the Julia origins of `-g2` as labels.
 
 """
@@ -290,7 +290,7 @@ tall as its block, with the allocated and reserved totals as lines (PyTorch memo
 
 The x axis counts events (allocations and frees), with times beneath. The 10 000 largest
 blocks get bands of their own, the rest one grey band; long histories are sampled per
-pixel column at each column's highest allocated total (src/timeline.rs). Errors:
+pixel column at each column's highest allocated total (src/timeline/mod.rs). Errors:
 `ArgumentError` for an unknown format or a path that is not valid UTF-8; `CuMemError` when the file cannot be written.
 """
 save_memory_timeline(path::AbstractString; format = nothing) =

@@ -207,7 +207,7 @@ impl Engine {
         Engine::with_device(cfg, dev, default_shards())
     }
 
-    /// The ordinal of the engine's device (0 unless several devices are in use).
+    /// The ordinal of the engine's device.
     pub fn ordinal(&self) -> u32 {
         self.up.device().ordinal()
     }

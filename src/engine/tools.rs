@@ -132,8 +132,8 @@ impl Engine {
                 stream,
                 first_block: snap.blocks.len() as u64,
                 num_blocks: blocks.len() as u64,
+                device: self.ordinal(),
                 shard,
-                ..SegmentInfo::default()
             });
             snap.blocks.extend(blocks.into_iter().map(|b| BlockInfo { segment: k as u32, ..b }));
         }

@@ -289,8 +289,8 @@ pub extern "C" fn cumem_pool_name() -> *const c_char {
 }
 
 /// The pool's type name as CUDA.jl 2.x calls it and `memory_status` prints it:
-/// `"BinnedPool"`, `"SplitPool"`, `"SimplePool"` or `"NoPool"` (`""` if the engine
-/// cannot start; see `cumem_last_error`). Static storage.
+/// `"BinnedPool"`, `"SplitPool"`, `"ExpandablePool"`, `"SimplePool"` or `"NoPool"` (`""`
+/// if the engine cannot start; see `cumem_last_error`). Static storage.
 #[unsafe(no_mangle)]
 pub extern "C" fn cumem_pool_type_name() -> *const c_char {
     let mut out = c"".as_ptr();

@@ -22,7 +22,10 @@
         history_ok = (record_memory_history(true); x = CuArray{UInt8}(undef, 1000);
                       ev = memory_events(); record_memory_history(false); unsafe_free!(x);
                       any(e -> e.kind === :alloc && e.device == 1, ev))
-        (CuMem.deviceid(), history_ok)
+        # the snapshot's segments name their device too (they said 0 before)
+        snapshot_ok = (y = CuArray{UInt8}(undef, 1000); snap = memory_snapshot(); unsafe_free!(y);
+                       !isempty(snap) && all(seg -> seg.device == 1, snap))
+        (CuMem.deviceid(), history_ok, snapshot_ok)
     end
     b = @async begin
         take!(ready)
@@ -31,9 +34,10 @@
         put!(done, nothing)
     end
     wait(b)
-    dev, history_ok = fetch(a)
+    dev, history_ok, snapshot_ok = fetch(a)
     @test dev == 1
     @test history_ok
+    @test snapshot_ok
     @test memory_stats(CuDevice(1)).limit_bytes == limit
     @test memory_stats(CuDevice(0)).limit_bytes == before
     device!(1) do
