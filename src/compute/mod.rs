@@ -6,7 +6,10 @@
 //! - [`nvrtc`]: libnvrtc, CUDA C → PTX or CUBIN; needs no GPU, so CI checks kernels too;
 //! - [`module`]: kernels compiled for the current GPU, cached by (source, name), launched
 //!   on a stream (0: the legacy default stream);
-//! - [`blas`]: `cublas<t>gemm` with one guarded handle;
+//! - [`blas`]: `cublas<t>gemm` with one guarded handle; [`blas_ext`]: triangular,
+//!   symmetric and batched products on that handle;
+//! - [`solver`]: cuSOLVER factorizations (LU, QR, Cholesky, SVD, eigen);
+//! - [`linalg_capi`]: the C functions of `blas_ext` and `solver`;
 //! - [`gpu`]: the context, the device's facts, synchronisation;
 //! - [`capi`]: the C functions (`cumem_compile_ptx`, `cumem_kernel_load`, ...).
 //!
@@ -21,8 +24,11 @@
 //! (docs/design.md, "Streams").
 
 pub mod blas;
+pub mod blas_ext;
 pub mod capi;
 pub mod dylib;
 pub mod gpu;
+pub mod linalg_capi;
 pub mod module;
 pub mod nvrtc;
+pub mod solver;
