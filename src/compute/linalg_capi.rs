@@ -363,8 +363,9 @@ pub unsafe extern "C" fn cumem_potrs(
 
 /// Singular value decomposition of `A` (`m × n`, destroyed): min(m, n) values into `S`
 /// (real type), and with `vectors` 1 the thin `U` (`m × min(m,n)`) and, for `jacobi` 1
-/// (cusolverDnXgesvdj... the typed gesvdj, PyTorch's default), `V` (`n × min(m,n)`), for
-/// `jacobi` 0 (cusolverDnXgesvd, m ≥ n only) `Vᴴ` (`min(m,n) × n`) into `V`. `*info`: 0,
+/// (cusolverDn<t>gesvdj, Jacobi, PyTorch's default driver), `V` (`n × min(m,n)`), for
+/// `jacobi` 0 (cusolverDnXgesvd, m ≥ n only) `Vᴴ` (`min(m,n) × n`) into `V`; with
+/// `vectors` 2 the full factors (`U` `m × m`, `V`/`Vᴴ` `n × n`). `*info`: 0,
 /// or `i > 0` when the iteration did not converge. Waits for `stream`.
 ///
 /// # Safety

@@ -870,12 +870,12 @@ pub fn potrs(
 /// The singular value decomposition `A = U Σ Vᴴ` of `A` (`m × n`), which it destroys.
 /// `s` gets the min(m, n) singular values (real type of `dtype`), descending. With
 /// `vectors` 0 only the values; 1: the thin factors, `U` `m × min(m,n)` and `V`
-/// `n × min(m,n)` (V itself, not Vᴴ).
+/// `n × min(m,n)` (V itself, not Vᴴ); 2: the full factors, `U` `m × m`, `V` `n × n`.
 ///
 /// `jacobi` true: cusolverDnXgesvdj (one-sided Jacobi, PyTorch's default driver; any
 /// shape; returns `info > 0` when it did not converge). false: cusolverDnXgesvd (QR
 /// iteration; needs m ≥ n; the caller transposes otherwise) with `V` receiving `Vᴴ`
-/// (`min(m,n) × n`, in `v`'s storage); `info > 0` counts superdiagonals that did not
+/// (`min(m,n) × n`, or `n × n` for `vectors` 2, in `v`'s storage); `info > 0` counts superdiagonals that did not
 /// converge. Errors as [`getrf`], and [`Error::InvalidValue`] for m < n with `jacobi` false.
 #[allow(clippy::too_many_arguments)]
 pub fn gesvd(
@@ -891,7 +891,7 @@ pub fn gesvd(
 ) -> Result<i32> {
     let f = if jacobi { "gesvdj" } else { "gesvd" };
     let (t, tr) = types(f, dtype)?;
-    let vectors = code(f, "vectors", vectors, 1)?;
+    let vectors = code(f, "vectors", vectors, 2)?;
     nonneg(f, &[("m", m), ("n", n)])?;
     if !jacobi && m < n {
         return Err(Error::InvalidValue(format!("{f}: cuSOLVER's gesvd needs m ≥ n, got {m}×{n}")));
@@ -900,18 +900,20 @@ pub fn gesvd(
     let k = m.min(n);
     check_matrix(engine, f, "A", a, m, n, es)?;
     check_vector(engine, f, "S", s, k, real_size(dtype))?;
-    if vectors == 1 {
-        check_matrix(engine, f, "U", u, m, k, es)?;
+    let full = vectors == 2;
+    if vectors > 0 {
+        check_matrix(engine, f, "U", u, m, if full { m } else { k }, es)?;
         if jacobi {
-            check_matrix(engine, f, "V", v, n, k, es)?;
+            check_matrix(engine, f, "V", v, n, if full { n } else { k }, es)?;
         } else {
-            check_matrix(engine, f, "Vt", v, k, n, es)?;
+            check_matrix(engine, f, "Vt", v, if full { n } else { k }, n, es)?;
         }
     }
     // unreferenced factors still need valid leading dimensions
     let (ldu, ldv) =
-        if vectors == 1 { (u.ld, v.ld) } else { (m.max(1), if jacobi { n.max(1) } else { k.max(1) }) };
-    let (up, vp) = if vectors == 1 { (u.ptr, v.ptr) } else { (0, 0) };
+        if vectors > 0 { (u.ld, v.ld) } else { (m.max(1), if jacobi { n.max(1) } else { k.max(1) }) };
+    let (up, vp) = if vectors > 0 { (u.ptr, v.ptr) } else { (0, 0) };
+    let (jobz, econ) = (vectors.min(1), if full { 0 } else { 1 });
     if jacobi {
         let ti = dtype as usize;
         let (mi, ni, lda) = (m as c_int, n as c_int, a.ld as c_int);
@@ -925,8 +927,8 @@ pub fn gesvd(
                 check(f, unsafe {
                     (api.gesvdj_bs[ti])(
                         c.h,
-                        vectors,
-                        1,
+                        jobz,
+                        econ,
                         mi,
                         ni,
                         a.ptr as P,
@@ -948,8 +950,8 @@ pub fn gesvd(
                 unsafe {
                     (api.gesvdj[ti])(
                         c.h,
-                        vectors,
-                        1,
+                        jobz,
+                        econ,
                         mi,
                         ni,
                         a.ptr as M,
@@ -968,7 +970,7 @@ pub fn gesvd(
             },
         );
     }
-    let job = if vectors == 1 { b'S' as c_schar } else { b'N' as c_schar };
+    let job = [b'N', b'S', b'A'][vectors as usize] as c_schar;
     run(
         engine,
         stream,
