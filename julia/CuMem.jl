@@ -48,6 +48,12 @@ include("strided.jl")     # strided copies: the plan, the CUDA C kernel, the hos
 include("indexing.jl")    # non-scalar getindex/setindex!, views, cat, reverse, permutedims
 include("show.jl")        # show/print of CuArrays, views and wrappers, downloading once
 include("linalg.jl")      # *, mul! (cuBLAS gemm), dot, norm, axpy!, axpby!, rmul!, lmul!
+include("linalg/wrappers.jl")       # BLAS/LAPACK-level calls: cuBLAS beyond gemm, cuSOLVER
+include("linalg/kernels.jl")        # triu!/tril!, istriu, ishermitian, A + λI, integer matmul
+include("linalg/factorizations.jl") # lu, qr, cholesky, svd, eigen, \, inv, det, logdet
+include("linalg/structured.jl")     # triangular and symmetric/Hermitian products and solves
+include("linalg/generic.jl")        # mixed/integer/Float16 products, UniformScaling, diagm, kron
+include("linalg/compat.jl")         # what depends on the Julia version's LinearAlgebra
 include("precompile.jl")  # inference of the broadcast machinery, cached at precompilation
 
 function __init__()

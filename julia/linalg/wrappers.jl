@@ -4,6 +4,7 @@
 # each calls the engine (src/compute/blas_ext.rs, solver.rs) on the current stream; on
 # the host device the same routine of Julia's BLAS/LAPACK runs on `host_view`s of the
 # same memory, so CI runs every path above this layer.
+using LinearAlgebra: BlasFloat, BlasReal, BlasInt, LAPACKException, SingularException, PosDefException, checksquare
 
 c_trsm(s, dt, side, uplo, tr, diag, m, n, alpha, A, lda, B, ldb) =
     ccall((:cumem_trsm, libcumem), Int32,
