@@ -24,37 +24,37 @@ export CuArray, CuVector, CuMatrix, CuVecOrMat, CuPtr, cu, unsafe_free!,
        synchronize, CuStream, CuEvent, stream, stream!, record, elapsed, record_stream,
        CuDevice, devices, ndevices, device, device!
 
-include("library.jl")     # the engine library, its C ABI and initialisation
-include("errors.jl")      # CuMemError, OutOfGPUMemoryError
-include("allocator.jl")   # buffers, the allocation ladder, finalizer-safe frees, -g2 traces
-include("memory.jl")      # memory_status, memory_stats, memory_summary, reclaim
-include("memtools.jl")    # history, snapshot, leak checks, run-time limits, compact!
-include("profile.jl")     # @profile_memory, MemoryProfile, save_memory_timeline
-include("array.jl")       # CuArray
-include("devices.jl")     # several devices: device!, devices, peer copies, operand checks
-include("stream.jl")      # CuStream, CuEvent, the current stream, record_stream, async copies
-include("compute.jl")     # NVRTC kernels, launch, cuBLAS gemm!, synchronize, host_view
-include("scalar.jl")      # scalar indexing policy (allowscalar)
-include("adapt.jl")       # adapt (a stand-in for Adapt.jl) and cu
-include("pinned.jl")      # pinned host memory: CuMem.pinned, pin, is_pinned
-include("iterator.jl")    # CuIterator
-include("interop.jl")     # deepcopy, serialize, unsafe_wrap
-include("info.jl")        # functional, versioninfo
-include("codegen.jl")     # tracing Julia functions into CUDA C, the kernel cache
-include("broadcast.jl")   # fused broadcasting, map, map!
-include("mapreduce.jl")   # reductions, findmax/findmin, cumsum/cumprod
-include("random.jl")      # Philox4x32-10 random numbers
-include("strided.jl")     # strided copies: the plan, the CUDA C kernel, the host path
-include("indexing.jl")    # non-scalar getindex/setindex!, views, cat, reverse, permutedims
-include("show.jl")        # show/print of CuArrays, views and wrappers, downloading once
-include("linalg.jl")      # *, mul! (cuBLAS gemm), dot, norm, axpy!, axpby!, rmul!, lmul!
-include("linalg/wrappers.jl")       # BLAS/LAPACK-level calls: cuBLAS beyond gemm, cuSOLVER
-include("linalg/kernels.jl")        # triu!/tril!, istriu, ishermitian, A + λI, integer matmul
-include("linalg/factorizations.jl") # lu, qr, cholesky, svd, eigen, \, inv, det, logdet
-include("linalg/structured.jl")     # triangular and symmetric/Hermitian products and solves
-include("linalg/generic.jl")        # mixed/integer/Float16 products, UniformScaling, diagm, kron
-include("linalg/compat.jl")         # what depends on the Julia version's LinearAlgebra
-include("precompile.jl")  # inference of the broadcast machinery, cached at precompilation
+include("lib/libcumem.jl")       # the engine library, its C ABI and initialisation
+include("lib/errors.jl")         # CuMemError, OutOfGPUMemoryError
+include("memory/allocator.jl")   # buffers, the allocation ladder, finalizer-safe frees, -g2 traces
+include("memory/status.jl")      # memory_status, memory_stats, memory_summary, reclaim
+include("tools/memtools.jl")     # history, snapshot, leak checks, run-time limits, compact!
+include("tools/profile.jl")      # @profile_memory, MemoryProfile, save_memory_timeline
+include("array/array.jl")        # CuArray
+include("devices/devices.jl")    # several devices: device!, devices, peer copies, operand checks
+include("devices/streams.jl")    # CuStream, CuEvent, the current stream, record_stream, async copies
+include("compute/kernels.jl")    # NVRTC kernels, launch, cuBLAS gemm!, synchronize, host_view
+include("array/scalar.jl")       # scalar indexing policy (allowscalar)
+include("array/adapt.jl")        # adapt (a stand-in for Adapt.jl) and cu
+include("memory/pinned.jl")      # pinned host memory: CuMem.pinned, pin, is_pinned
+include("array/iterator.jl")     # CuIterator
+include("array/interop.jl")      # deepcopy, serialize, unsafe_wrap
+include("tools/info.jl")         # functional, versioninfo
+include("compute/codegen.jl")    # tracing Julia functions into CUDA C, the kernel cache
+include("compute/broadcast.jl")  # fused broadcasting, map, map!
+include("compute/mapreduce.jl")  # reductions, findmax/findmin, cumsum/cumprod
+include("compute/random.jl")     # Philox4x32-10 random numbers
+include("compute/strided.jl")    # strided copies: the plan, the CUDA C kernel, the host path
+include("compute/indexing.jl")   # non-scalar getindex/setindex!, views, cat, reverse, permutedims
+include("compute/show.jl")       # show/print of CuArrays, views and wrappers, downloading once
+include("compute/linalg.jl")     # *, mul! (cuBLAS gemm), dot, norm, axpy!, axpby!, rmul!, lmul!
+include("compute/linalg/wrappers.jl")       # BLAS/LAPACK-level calls: cuBLAS beyond gemm, cuSOLVER
+include("compute/linalg/kernels.jl")        # triu!/tril!, istriu, ishermitian, A + λI, integer matmul
+include("compute/linalg/factorizations.jl") # lu, qr, cholesky, svd, eigen, \, inv, det, logdet
+include("compute/linalg/structured.jl")     # triangular and symmetric/Hermitian products and solves
+include("compute/linalg/generic.jl")        # mixed/integer/Float16 products, UniformScaling, diagm, kron
+include("compute/linalg/compat.jl")         # what depends on the Julia version's LinearAlgebra
+include("compute/precompile.jl") # inference of the broadcast machinery, cached at precompilation
 
 function __init__()
     init_library()

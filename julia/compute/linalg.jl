@@ -49,7 +49,7 @@ function LinearAlgebra.mul!(C::CuVector{T}, A::CuMatOperand{T}, B::CuVector{T},
     return cu_gemm!(C, A, B, α, β)
 end
 
-# Every other CuArray product: promoting as Base (julia/linalg/generic.jl), or one clear
+# Every other CuArray product: promoting as Base (julia/compute/linalg/generic.jl), or one clear
 # error for element types without a GPU product.
 LinearAlgebra.mul!(C::CuVecOrMat, A::AnyCuMatOperand, B::Union{CuVector,AnyCuMatOperand},
                    α::Number, β::Number) = generic_mul!(C, A, B, α, β)

@@ -372,7 +372,7 @@ end
     return nothing
 end
 
-const JULIA_SOURCE_DIR = normpath(@__DIR__)
+const JULIA_SOURCE_DIR = normpath(joinpath(@__DIR__, ".."))
 
 is_cumem_frame(fr::Base.StackFrame) = startswith(normpath(string(fr.file)), JULIA_SOURCE_DIR)
 

@@ -1,5 +1,5 @@
 # Triangular and symmetric/Hermitian wrappers of CuMatrix: products and solves through
-# cuBLAS's trmm/trmv, trsm/trsv and symm/symv/hemm/hemv (julia/linalg/wrappers.jl), with
+# cuBLAS's trmm/trmv, trsm/trsv and symm/symv/hemm/hemv (julia/compute/linalg/wrappers.jl), with
 # the wrappers' transposes and adjoints passed as op flags. Element types other than
 # cuBLAS's four are materialised (`CuMatrix(A)`) and multiplied by the generic products.
 

@@ -2,7 +2,7 @@
 # src/ffi.rs; docs/contract.md is the contract).
 
 # The package root (the directory holding Project.toml and Cargo.toml).
-const PACKAGE_ROOT = normpath(joinpath(@__DIR__, ".."))
+const PACKAGE_ROOT = normpath(joinpath(@__DIR__, "..", ".."))
 
 # Every ccall names the library by its SONAME, a constant (Julia 1.5's ccall needs one,
 # and a constant survives precompilation). `__init__` opens the actual file, chosen at

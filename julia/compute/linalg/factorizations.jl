@@ -1,4 +1,4 @@
-# Factorizations of CuMatrix through cuSOLVER (julia/linalg/wrappers.jl), as
+# Factorizations of CuMatrix through cuSOLVER (julia/compute/linalg/wrappers.jl), as
 # LinearAlgebra's objects: `LU` (with the pivots as a host `Vector{BlasInt}`, as LAPACK
 # returns them), `Cholesky`, `SVD`, `Eigen`, and `CuQR`/`CuQRPackedQ` (CUDA.jl's names:
 # LinearAlgebra's `QR` keeps τ in a host `Vector` on Julia 1.5). Solves with `\`/`ldiv!`
