@@ -12,6 +12,8 @@
 #   installing by name, path and dev               test/registrytests.jl
 #   compute: NVRTC, kernels, gemm!                 test/compute_tests.jl
 #   indexing, linear algebra, show                  test/{indexing,linalg,show}_tests.jl
+#   factorizations, triangular/symmetric, generic   test/linalg_factor_tests.jl
+#   linear-algebra kernels emulated with g++        test/linalg_kernel_tests.jl
 #   several devices (host:2 stand-ins)              test/multidevice_tests.jl
 #   Distributed, 2 workers, one device each         test/distributed_tests.jl
 #   the demo (an MLP trained on the digits)         demo/demo.jl
@@ -99,6 +101,8 @@ end
 if DEVICE != "cuda" && Sys.which("g++") !== nothing && success(pipeline(`g++ -x c++ -std=c++17 -fsyntax-only -`, stdin = IOBuffer("_Float16 h;"), stderr = devnull))
     push!(jobs, Job("compute kernels emulated on the CPU (g++)", julia(testfile("kernel_emulation_tests.jl")), passed;
                     cost = 150))
+    push!(jobs, Job("linear-algebra kernels emulated on the CPU (g++)", julia(testfile("linalg_kernel_tests.jl")),
+                    passed; cost = 40))
 else
     @info "g++ with _Float16 not found: the emulated-kernel tests are skipped"
 end
@@ -116,6 +120,8 @@ push!(jobs, Job("several devices ($MULTI_DEVICE)",
 push!(jobs, Job("Distributed, one device per worker ($MULTI_DEVICE)",
                 julia(testfile("distributed_tests.jl"); CUMEM_DEVICE = MULTI_DEVICE), passed; cost = 55))
 push!(jobs, Job("linear algebra", interpreted(testfile("linalg_tests.jl")), passed; cost = 25))
+push!(jobs, Job("factorizations, triangular/symmetric, generic products", interpreted(testfile("linalg_factor_tests.jl")),
+                passed; cost = 60))
 push!(jobs, Job("show of arrays and wrappers", interpreted(testfile("show_tests.jl")), passed; cost = 10))
 # `make demo`: the MLP on the digits data set must reach its accuracy target
 push!(jobs, Job("demo (MLP on the digits)", julia(joinpath(ROOT, "demo", "demo.jl")),

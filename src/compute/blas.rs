@@ -102,8 +102,8 @@ pub(super) fn with_handle<R>(
     what: &str,
     f: impl FnOnce(&'static Cublas, Handle) -> Result<R>,
 ) -> Result<R> {
-    gpu::bind(engine.device(), what)?;
     let raw = engine.device().stream_raw(stream)?;
+    gpu::bind(engine.device(), what)?;
     let cb = cublas()?;
     let mut handles = cb.handle.lock();
     let ord = engine.ordinal();

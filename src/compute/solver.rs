@@ -507,8 +507,8 @@ fn run(
     query: impl FnOnce(&Api, &Ctx) -> Result<(usize, usize)>,
     call: impl FnOnce(&Api, &Ctx, (M, usize), (M, usize), *mut c_int) -> Status,
 ) -> Result<i32> {
-    gpu::bind(engine.device(), &format!("{fname} (cuSOLVER)"))?;
     let raw = engine.device().stream_raw(stream)?;
+    gpu::bind(engine.device(), &format!("{fname} (cuSOLVER)"))?;
     let cs = cusolver()?;
     let mut handles = cs.handles.lock();
     let ord = engine.ordinal();

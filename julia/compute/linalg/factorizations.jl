@@ -107,8 +107,8 @@ function LinearAlgebra.logabsdet(F::CuLU{T}) where {T}
     issuccess(F) || return log(zero(real(T))), log(one(T))
     d = host_diag(F.factors)
     c = count(i -> F.ipiv[i] != i, 1:n)
-    P = prod(sign, d; init = one(T))
-    return sum(x -> log(abs(x)), d; init = zero(real(T))), (isodd(c) ? -P : P)
+    P = mapreduce(sign, *, d; init = one(T))
+    return mapreduce(x -> log(abs(x)), +, d; init = zero(real(T))), (isodd(c) ? -P : P)
 end
 
 function Base.inv(F::CuLU{T}) where {T}
@@ -377,11 +377,11 @@ function Base.:\(C::CuCholesky, B::CuVecOrMat)
 end
 function LinearAlgebra.det(C::CuCholesky)
     issuccess(C) || throw(PosDefException(C.info))
-    return prod(abs2, host_diag(C.factors); init = one(real(eltype(C))))
+    return mapreduce(abs2, *, host_diag(C.factors); init = one(real(eltype(C))))
 end
 function LinearAlgebra.logdet(C::CuCholesky)
     issuccess(C) || throw(PosDefException(C.info))
-    return 2 * sum(x -> log(abs(x)), host_diag(C.factors); init = zero(real(eltype(C))))
+    return 2 * mapreduce(x -> log(abs(x)), +, host_diag(C.factors); init = zero(real(eltype(C))))
 end
 LinearAlgebra.logabsdet(C::CuCholesky) = (logdet(C), one(eltype(C)))
 function Base.inv(C::CuCholesky{T}) where {T}

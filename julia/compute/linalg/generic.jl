@@ -179,7 +179,7 @@ CuArray{T}(J::UniformScaling, dims::Dims{2}) where {T} = CuArray{T,2}(J, dims...
 
 As LinearAlgebra: a new matrix of the promoted element type with `J.λ` added to (or
 subtracted from) the diagonal; `DimensionMismatch` for a non-square `A`. A copy and one
-kernel on the diagonal.
+kernel on the diagonal (`J - A` of complex elements negates on the host).
 """
 function Base.:+(A::CuMatrix, J::UniformScaling)
     LinearAlgebra.checksquare(A)
@@ -195,12 +195,8 @@ end
 function Base.:-(J::UniformScaling, A::CuMatrix)
     LinearAlgebra.checksquare(A)
     T = Base.promote_op(-, typeof(J.λ), eltype(A))
-    B = copy_as(T, A)
-    if on_host() || is_kernel_eltype(T)
-        B .= .-B
-    else
-        B = CuArray(.-Array(B))
-    end
+    # complex elements have no generated broadcast kernels yet: negated on the host
+    B = is_kernel_eltype(T) ? (C = copy_as(T, A); C .= .-C) : CuArray{T}(.-Array(A))
     return diag_add!(B, J.λ)
 end
 
@@ -238,14 +234,14 @@ end
     kron(A::CuMatrix, B::CuMatrix), kron(a::CuVector, b::CuVector)
 
 The Kronecker product as LinearAlgebra: one broadcast of `A`'s and `B`'s elements laid out
-in four dimensions (real element types; complex ones through the host on a GPU).
+in four dimensions (real element types; complex ones are computed on the host until the
+kernel generator handles complex numbers).
 """
 function LinearAlgebra.kron(A::CuMatrix, B::CuMatrix)
     ma, na = size(A); mb, nb = size(B)
     T = Base.promote_op(*, eltype(A), eltype(B))
-    if !on_host() && !(is_kernel_eltype(eltype(A)) && is_kernel_eltype(eltype(B)))
-        return CuArray(kron(Array(A), Array(B)))
-    end
+    # complex elements have no generated broadcast kernels yet: computed on the host
+    (is_kernel_eltype(eltype(A)) && is_kernel_eltype(eltype(B))) || return CuArray(kron(Array(A), Array(B)))
     R = reshape(B, mb, 1, nb, 1) .* reshape(A, 1, ma, 1, na)
     return reshape(R, ma * mb, na * nb)
 end

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Linear algebra beyond gemm (issue 25) on one GPU: the Rust suites of the cuBLAS/cuSOLVER
+# C functions (tests/linalg.rs, tests/compute.rs) with CUMEM_TEST_CUDA=1, the Julia tests
+# (test/linalg_factor_tests.jl, test/linalg_tests.jl) under CUMEM_DEVICE=cuda, then the
+# benchmark beside PyTorch in the same call (bench/linalg_bench.jl, bench/linalg_anchor.py:
+# solve, cholesky, qr, svd, eigh for n = 1024 and 4096 Float32) and its table.
+#
+# On the GPU machine (no Rust there), from the repository root, with Julia on PATH
+# (`source .device/julia-env.sh .device/julia-1.5.3-bundle.tar.xz`):
+#   CUMEM_LIBRARY=.device/libcumem.so OUT=dir bash bench/linalg_run_gpu.sh [--no-bench]
+# Rust test binaries are taken from $RUST_DIR (default .device-rust/): copy
+# target/release/deps/linalg-<hash> and compute-<hash> there (`cargo test --release --test
+# linalg --no-run` prints the path). Writes $OUT/{rust_linalg.log, rust_compute.log,
+# julia_linalg_factor.log, julia_linalg.log, linalg_cumem.jsonl, linalg_torch.jsonl,
+# linalg_table.md, run.log}; exits 1 if a step failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+: "${OUT:?set OUT to the output folder}"
+mkdir -p "$OUT"
+RUST_DIR=${RUST_DIR:-.device-rust}
+JULIA=${JULIA:-julia}
+export CUMEM_LIBRARY=${CUMEM_LIBRARY:-$PWD/target/release/libcumem.so}
+# cuBLAS and cuSOLVER are in /usr/local/cuda/lib64 there, outside the loader's cache.
+for v in CUMEM_CUBLAS_LIBRARY CUMEM_CUSOLVER_LIBRARY; do
+    if [ -z "${!v:-}" ] && [ -d /usr/local/cuda/lib64 ]; then export "$v=/usr/local/cuda/lib64"; fi
+done
+LOG="$OUT/run.log"
+log() { echo "[$(date +%T)] $*" | tee -a "$LOG" >&2; }
+status=0
+step() { # step NAME LOGFILE CMD... : run, log its exit status and tail, keep going
+    local name=$1 out=$2; shift 2
+    log "$name: $*"
+    local t0=$SECONDS
+    "$@" > "$out" 2>&1
+    local rc=$?
+    tail -n 12 "$out" | sed 's/^/    /' | tee -a "$LOG" >&2
+    log "$name: exit $rc after $((SECONDS - t0)) s"
+    [ $rc -eq 0 ] || status=1
+    return 0
+}
+nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv 2>&1 | tee -a "$LOG" >&2
+
+# 1. Rust: every C function on small problems with known answers, info codes, bad input.
+for t in "$RUST_DIR"/linalg-* "$RUST_DIR"/compute-*; do
+    [ -f "$t" ] || continue
+    chmod +x "$t" 2>/dev/null || true
+    name=$(basename "$t" | sed 's/-[0-9a-f]*$//')
+    step "rust $name (CUMEM_TEST_CUDA=1)" "$OUT/rust_$name.log" \
+        env CUMEM_TEST_CUDA=1 timeout 300 "$t" --test-threads=1
+done
+
+# 2. Julia on the GPU: factorizations, solves, triangular/symmetric, generic products, kernels.
+step "julia linalg_factor_tests.jl" "$OUT/julia_linalg_factor.log" \
+    env CUMEM_DEVICE=cuda timeout 580 "$JULIA" --project=. test/linalg_factor_tests.jl
+step "julia linalg_tests.jl" "$OUT/julia_linalg.log" \
+    env CUMEM_DEVICE=cuda timeout 300 "$JULIA" --project=. test/linalg_tests.jl
+
+# 3. The benchmark beside PyTorch, then the table.
+if [ "${1:-}" != "--no-bench" ]; then
+    step "bench CuMem" "$OUT/linalg_cumem.log" \
+        env CUMEM_DEVICE=cuda timeout 500 "$JULIA" --project=. bench/linalg_bench.jl
+    grep '^{' "$OUT/linalg_cumem.log" > "$OUT/linalg_cumem.jsonl" || true
+    step "bench PyTorch" "$OUT/linalg_torch.log" timeout 500 python3 bench/linalg_anchor.py
+    grep '^{' "$OUT/linalg_torch.log" > "$OUT/linalg_torch.jsonl" || true
+    python3 bench/linalg_table.py "$OUT/linalg_cumem.jsonl" "$OUT/linalg_torch.jsonl" | tee "$OUT/linalg_table.md" | tee -a "$LOG"
+fi
+log "done, status $status"
+exit $status
