@@ -24,37 +24,46 @@ export CuArray, CuVector, CuMatrix, CuVecOrMat, CuPtr, cu, unsafe_free!,
        synchronize, CuStream, CuEvent, stream, stream!, record, elapsed, record_stream,
        CuDevice, devices, ndevices, device, device!
 
-include("lib/libcumem.jl")       # the engine library, its C ABI and initialisation
-include("lib/errors.jl")         # CuMemError, OutOfGPUMemoryError
-include("memory/allocator.jl")   # buffers, the allocation ladder, finalizer-safe frees, -g2 traces
-include("memory/status.jl")      # memory_status, memory_stats, memory_summary, reclaim
-include("tools/memtools.jl")     # history, snapshot, leak checks, run-time limits, compact!
-include("tools/profile.jl")      # @profile_memory, MemoryProfile, save_memory_timeline
-include("array/array.jl")        # CuArray
-include("devices/devices.jl")    # several devices: device!, devices, peer copies, operand checks
-include("devices/streams.jl")    # CuStream, CuEvent, the current stream, record_stream, async copies
-include("compute/kernels.jl")    # NVRTC kernels, launch, cuBLAS gemm!, synchronize, host_view
-include("array/scalar.jl")       # scalar indexing policy (allowscalar)
-include("array/adapt.jl")        # adapt (a stand-in for Adapt.jl) and cu
-include("memory/pinned.jl")      # pinned host memory: CuMem.pinned, pin, is_pinned
-include("array/iterator.jl")     # CuIterator
-include("array/interop.jl")      # deepcopy, serialize, unsafe_wrap
-include("tools/info.jl")         # functional, versioninfo
-include("compute/codegen.jl")    # tracing Julia functions into CUDA C, the kernel cache
-include("compute/broadcast.jl")  # fused broadcasting, map, map!
-include("compute/mapreduce.jl")  # reductions, findmax/findmin, cumsum/cumprod
-include("compute/random.jl")     # Philox4x32-10 random numbers
-include("compute/strided.jl")    # strided copies: the plan, the CUDA C kernel, the host path
-include("compute/indexing.jl")   # non-scalar getindex/setindex!, views, cat, reverse, permutedims
-include("compute/show.jl")       # show/print of CuArrays, views and wrappers, downloading once
-include("compute/linalg.jl")     # *, mul! (cuBLAS gemm), dot, norm, axpy!, axpby!, rmul!, lmul!
+# In dependency order: each file uses only what the files above it define
+# (test/layers_tests.jl checks it), so the list reads bottom up.
+include("lib/header.jl")           # the C ABI's constants and records (include/cumem.h)
+include("lib/errors.jl")           # CuMemError, OutOfGPUMemoryError
+include("lib/libcumem.jl")         # loading the engine, every C call, the task's device pushed to it
+include("state.jl")                # CuStream and the task's current stream
+include("memory/tracking.jl")      # Buffer, -g2 allocation traces, history origins
+include("memory/status.jl")        # memory_status, memory_stats, memory_summary, reclaim
+include("memory/allocator.jl")     # the allocation ladder, finalizer-safe frees, GC pressure
+include("memory/pinned.jl")        # pinned host memory: CuMem.pinned, pin, is_pinned
+include("devices/devices.jl")      # several devices: device!, devices, operand checks
+include("devices/streams.jl")      # CuStream/CuEvent API: stream!, record, elapsed, synchronize
+include("array/array.jl")          # CuArray: the type, constructors, interface, memset fill
+include("array/copies.jl")         # copyto! in every direction, peer and async copies, record_stream
+include("array/scalar.jl")         # scalar indexing policy (allowscalar)
+include("array/adapt.jl")          # adapt (a stand-in for Adapt.jl) and cu
+include("array/iterator.jl")       # CuIterator
+include("array/interop.jl")        # deepcopy, serialize, unsafe_wrap
+include("compute/kernels.jl")      # NVRTC kernels, launch, cuBLAS gemm!, synchronize, host_view
+include("compute/codegen.jl")      # tracing Julia functions into CUDA C, the kernel cache
+include("compute/broadcast.jl")    # fused broadcasting, map, map!, fill! by kernel
+include("compute/mapreduce.jl")    # reductions: mapreduce, sum, prod, any, all, count, ...
+include("compute/findext.jl")      # findmax, findmin, argmax, argmin
+include("compute/accumulate.jl")   # cumsum, cumprod
+include("compute/random.jl")       # Philox4x32-10 random numbers
+include("compute/strided.jl")      # strided copies: the plan, the CUDA C kernel, the host path
+include("compute/indexing.jl")     # non-scalar getindex/setindex!, views, cat, reverse, permutedims
+include("compute/show.jl")         # show/print of CuArrays, views and wrappers, downloading once
+include("compute/linalg.jl")       # *, mul! (cuBLAS gemm), dot, norm, axpy!, axpby!, rmul!, lmul!
+include("compute/precompile.jl")   # inference of the broadcast machinery, cached at precompilation
 include("compute/linalg/wrappers.jl")       # BLAS/LAPACK-level calls: cuBLAS beyond gemm, cuSOLVER
 include("compute/linalg/kernels.jl")        # triu!/tril!, istriu, ishermitian, A + λI, integer matmul
-include("compute/linalg/factorizations.jl") # lu, qr, cholesky, svd, eigen, \, inv, det, logdet
+include("compute/linalg/qr.jl")             # qr: CuQR, CuQRPackedQ, least squares, minimum norm
+include("compute/linalg/factorizations.jl") # lu, cholesky, svd, eigen, \, inv, det, logdet
 include("compute/linalg/structured.jl")     # triangular and symmetric/Hermitian products and solves
 include("compute/linalg/generic.jl")        # mixed/integer/Float16 products, UniformScaling, diagm, kron
-include("compute/linalg/compat.jl")         # what depends on the Julia version's LinearAlgebra
-include("compute/precompile.jl") # inference of the broadcast machinery, cached at precompilation
+include("compute/linalg/compat.jl")         # pivot arguments of newer LinearAlgebra versions
+include("tools/memtools.jl")       # history, snapshot, leak checks, run-time limits, compact!
+include("tools/profile.jl")        # @profile_memory, MemoryProfile, save_memory_timeline
+include("tools/info.jl")           # functional, versioninfo
 
 function __init__()
     init_library()

@@ -1,5 +1,5 @@
-//! The C functions of linear algebra beyond gemm (`cumem_trsm`, `cumem_getrf`, ...;
-//! src/compute/linalg_capi.rs) through the process-wide engine.
+//! The C functions of linear algebra beyond gemm (`cumem_trsm_async`, `cumem_getrf_async`,
+//! ...; src/ffi/linalg.rs) through the process-wide engine.
 //!
 //! On the host device (the default): bad input is `CUMEM_ERROR_INVALID_VALUE` (operands
 //! outside live allocations, bad codes, null pointers, negative sizes), checked before
@@ -11,7 +11,6 @@
 mod common;
 
 use common::cuda;
-use cumem::compute::linalg_capi::*;
 use cumem::ffi::*;
 use std::ffi::{CStr, c_void};
 use std::sync::Once;
@@ -66,51 +65,51 @@ fn bad_input_is_invalid_value_on_every_device() {
     // SAFETY: valid pointers throughout (the operands are device addresses, checked).
     unsafe {
         // a 5×5 matrix does not fit a 4×4 allocation
-        assert_eq!(cumem_getrf(0, F64, 5, 5, a, 5, a, &mut info), CUMEM_ERROR_INVALID_VALUE);
+        assert_eq!(cumem_getrf_async(0, F64, 5, 5, a, 5, a, &mut info), CUMEM_ERROR_INVALID_VALUE);
         assert!(last_error().contains("getrf") && last_error().contains("A"), "{}", last_error());
         // leading dimension below the rows, negative sizes, bad codes, unknown dtype
-        assert_eq!(cumem_potrf(0, F64, 1, 4, a, 3, &mut info), CUMEM_ERROR_INVALID_VALUE);
-        assert_eq!(cumem_potrf(0, F64, 1, -1, a, 4, &mut info), CUMEM_ERROR_INVALID_VALUE);
-        assert_eq!(cumem_potrf(0, F64, 2, 4, a, 4, &mut info), CUMEM_ERROR_INVALID_VALUE);
-        assert_eq!(cumem_potrf(0, 9, 1, 4, a, 4, &mut info), CUMEM_ERROR_INVALID_VALUE);
-        assert_eq!(cumem_potrf(0, 4, 1, 4, a, 4, &mut info), CUMEM_ERROR_INVALID_VALUE); // Float16
+        assert_eq!(cumem_potrf_async(0, F64, 1, 4, a, 3, &mut info), CUMEM_ERROR_INVALID_VALUE);
+        assert_eq!(cumem_potrf_async(0, F64, 1, -1, a, 4, &mut info), CUMEM_ERROR_INVALID_VALUE);
+        assert_eq!(cumem_potrf_async(0, F64, 2, 4, a, 4, &mut info), CUMEM_ERROR_INVALID_VALUE);
+        assert_eq!(cumem_potrf_async(0, 9, 1, 4, a, 4, &mut info), CUMEM_ERROR_INVALID_VALUE);
+        assert_eq!(cumem_potrf_async(0, 4, 1, 4, a, 4, &mut info), CUMEM_ERROR_INVALID_VALUE); // Float16
         assert!(last_error().contains("Float16"), "{}", last_error());
         // a null info pointer, a null alpha
-        assert_eq!(cumem_potrf(0, F64, 1, 4, a, 4, std::ptr::null_mut()), CUMEM_ERROR_INVALID_VALUE);
+        assert_eq!(cumem_potrf_async(0, F64, 1, 4, a, 4, std::ptr::null_mut()), CUMEM_ERROR_INVALID_VALUE);
         assert_eq!(
-            cumem_trsm(0, F64, 0, 1, 0, 0, 4, 4, std::ptr::null(), a, 4, a, 4),
+            cumem_trsm_async(0, F64, 0, 1, 0, 0, 4, 4, std::ptr::null(), a, 4, a, 4),
             CUMEM_ERROR_INVALID_VALUE
         );
         // ipiv / tau / S outside the allocation
-        assert_eq!(cumem_getrf(0, F64, 4, 4, a, 4, a + 15 * 8, &mut info), CUMEM_ERROR_INVALID_VALUE);
-        assert_eq!(cumem_geqrf(0, F64, 4, 4, a, 4, 0x10, &mut info), CUMEM_ERROR_INVALID_VALUE);
+        assert_eq!(cumem_getrf_async(0, F64, 4, 4, a, 4, a + 15 * 8, &mut info), CUMEM_ERROR_INVALID_VALUE);
+        assert_eq!(cumem_geqrf_async(0, F64, 4, 4, a, 4, 0x10, &mut info), CUMEM_ERROR_INVALID_VALUE);
         assert_eq!(
-            cumem_gesvd(0, F64, 1, 0, 4, 4, a, 4, a + 14 * 8, 0, 4, 0, 4, &mut info),
+            cumem_gesvd_async(0, F64, 1, 0, 4, 4, a, 4, a + 14 * 8, 0, 4, 0, 4, &mut info),
             CUMEM_ERROR_INVALID_VALUE
         );
         // gesvd (not Jacobi) needs m ≥ n; orgqr needs m ≥ n ≥ k
         assert_eq!(
-            cumem_gesvd(0, F64, 0, 0, 2, 4, a, 2, a, 0, 2, 0, 2, &mut info),
+            cumem_gesvd_async(0, F64, 0, 0, 2, 4, a, 2, a, 0, 2, 0, 2, &mut info),
             CUMEM_ERROR_INVALID_VALUE
         );
-        assert_eq!(cumem_orgqr(0, F64, 2, 4, 2, a, 2, a, &mut info), CUMEM_ERROR_INVALID_VALUE);
+        assert_eq!(cumem_orgqr_async(0, F64, 2, 4, 2, a, 2, a, &mut info), CUMEM_ERROR_INVALID_VALUE);
         // a trsm whose B does not fit; a symm whose C does not
-        assert_eq!(cumem_trsm(0, F64, 0, 1, 0, 0, 4, 5, p1, a, 4, a, 4), CUMEM_ERROR_INVALID_VALUE);
+        assert_eq!(cumem_trsm_async(0, F64, 0, 1, 0, 0, 4, 5, p1, a, 4, a, 4), CUMEM_ERROR_INVALID_VALUE);
         assert_eq!(
-            cumem_symm(0, F64, 0, 0, 1, 4, 4, p1, a, 4, a, 4, p1, a + 8, 4),
+            cumem_symm_async(0, F64, 0, 0, 1, 4, 4, p1, a, 4, a, 4, p1, a + 8, 4),
             CUMEM_ERROR_INVALID_VALUE
         );
         // batched: the last matrix outside; C's matrices overlapping
         assert_eq!(
-            cumem_gemm_strided_batched(0, F64, 0, 0, 2, 2, 2, 5, p1, a, 2, 4, a, 2, 4, p1, a, 2, 4),
+            cumem_gemm_strided_batched_async(0, F64, 0, 0, 2, 2, 2, 5, p1, a, 2, 4, a, 2, 4, p1, a, 2, 4),
             CUMEM_ERROR_INVALID_VALUE
         );
         assert_eq!(
-            cumem_gemm_strided_batched(0, F64, 0, 0, 2, 2, 2, 2, p1, a, 2, 4, a, 2, 4, p1, a, 2, 1),
+            cumem_gemm_strided_batched_async(0, F64, 0, 0, 2, 2, 2, 2, p1, a, 2, 4, a, 2, 4, p1, a, 2, 1),
             CUMEM_ERROR_INVALID_VALUE
         );
         // an unknown stream
-        assert_eq!(cumem_potrf(12345, F64, 1, 4, a, 4, &mut info), CUMEM_ERROR_INVALID_VALUE);
+        assert_eq!(cumem_potrf_async(12345, F64, 1, 4, a, 4, &mut info), CUMEM_ERROR_INVALID_VALUE);
     }
     assert_eq!(cumem_free(a), CUMEM_SUCCESS);
 }
@@ -126,14 +125,14 @@ fn valid_input_on_the_host_device_is_not_supported() {
     let mut info = -7;
     // SAFETY: valid operands and out-pointer.
     unsafe {
-        assert_eq!(cumem_getrf(0, F64, 4, 4, a, 4, ipiv, &mut info), CUMEM_ERROR_NOT_SUPPORTED);
+        assert_eq!(cumem_getrf_async(0, F64, 4, 4, a, 4, ipiv, &mut info), CUMEM_ERROR_NOT_SUPPORTED);
         let msg = last_error();
         assert!(msg.contains("host device") && msg.contains("getrf"), "{msg}");
         assert_eq!(info, -7, "info must not be written on failure");
         let one = 1.0f64;
         let p1 = &one as *const f64 as *const c_void;
-        assert_eq!(cumem_trsm(0, F64, 0, 1, 0, 0, 4, 4, p1, a, 4, a, 4), CUMEM_ERROR_NOT_SUPPORTED);
-        assert_eq!(cumem_syevd(0, F64, 1, 1, 4, a, 4, ipiv, &mut info), CUMEM_ERROR_NOT_SUPPORTED);
+        assert_eq!(cumem_trsm_async(0, F64, 0, 1, 0, 0, 4, 4, p1, a, 4, a, 4), CUMEM_ERROR_NOT_SUPPORTED);
+        assert_eq!(cumem_syevd_async(0, F64, 1, 1, 4, a, 4, ipiv, &mut info), CUMEM_ERROR_NOT_SUPPORTED);
     }
     assert_eq!(cumem_free(a), CUMEM_SUCCESS);
     assert_eq!(cumem_free(ipiv), CUMEM_SUCCESS);
@@ -164,10 +163,10 @@ fn cuda_lu_cholesky_qr_svd_eigen() {
         let a = upload(&spd);
         let ipiv = alloc(n as u64 * 8);
         let rhs = upload(&b);
-        assert_eq!(cumem_getrf(0, F64, 3, 3, a, 3, ipiv, &mut info), CUMEM_SUCCESS, "{}", last_error());
+        assert_eq!(cumem_getrf_async(0, F64, 3, 3, a, 3, ipiv, &mut info), CUMEM_SUCCESS, "{}", last_error());
         assert_eq!(info, 0);
         assert_eq!(
-            cumem_getrs(0, F64, 0, 3, 1, a, 3, ipiv, rhs, 3, &mut info),
+            cumem_getrs_async(0, F64, 0, 3, 1, a, 3, ipiv, rhs, 3, &mut info),
             CUMEM_SUCCESS,
             "{}",
             last_error()
@@ -176,24 +175,34 @@ fn cuda_lu_cholesky_qr_svd_eigen() {
         // Cholesky
         let c = upload(&spd);
         let rhs = upload(&b);
-        assert_eq!(cumem_potrf(0, F64, 1, 3, c, 3, &mut info), CUMEM_SUCCESS, "{}", last_error());
+        assert_eq!(cumem_potrf_async(0, F64, 1, 3, c, 3, &mut info), CUMEM_SUCCESS, "{}", last_error());
         assert_eq!(info, 0);
-        assert_eq!(cumem_potrs(0, F64, 1, 3, 1, c, 3, rhs, 3, &mut info), CUMEM_SUCCESS, "{}", last_error());
+        assert_eq!(
+            cumem_potrs_async(0, F64, 1, 3, 1, c, 3, rhs, 3, &mut info),
+            CUMEM_SUCCESS,
+            "{}",
+            last_error()
+        );
         assert!(close(&download::<f64>(rhs, 3), &x));
         // not positive definite at the second minor; singular LU at the second pivot
         let bad = upload(&[1.0, 2.0, 0.0, 2.0, 1.0, 0.0, 0.0, 0.0, 1.0]);
-        assert_eq!(cumem_potrf(0, F64, 1, 3, bad, 3, &mut info), CUMEM_SUCCESS);
+        assert_eq!(cumem_potrf_async(0, F64, 1, 3, bad, 3, &mut info), CUMEM_SUCCESS);
         assert_eq!(info, 2);
         let sing = upload(&[1.0, 2.0, 3.0, 2.0, 4.0, 6.0, 0.0, 0.0, 1.0]);
         let ipiv2 = alloc(24);
-        assert_eq!(cumem_getrf(0, F64, 3, 3, sing, 3, ipiv2, &mut info), CUMEM_SUCCESS);
+        assert_eq!(cumem_getrf_async(0, F64, 3, 3, sing, 3, ipiv2, &mut info), CUMEM_SUCCESS);
         assert_eq!(info, 2);
         // QR: Q has orthonormal columns and Q R = A
         let q = upload(&spd);
         let tau = alloc(24);
-        assert_eq!(cumem_geqrf(0, F64, 3, 3, q, 3, tau, &mut info), CUMEM_SUCCESS, "{}", last_error());
+        assert_eq!(cumem_geqrf_async(0, F64, 3, 3, q, 3, tau, &mut info), CUMEM_SUCCESS, "{}", last_error());
         let r = download::<f64>(q, 9);
-        assert_eq!(cumem_orgqr(0, F64, 3, 3, 3, q, 3, tau, &mut info), CUMEM_SUCCESS, "{}", last_error());
+        assert_eq!(
+            cumem_orgqr_async(0, F64, 3, 3, 3, q, 3, tau, &mut info),
+            CUMEM_SUCCESS,
+            "{}",
+            last_error()
+        );
         let qm = download::<f64>(q, 9);
         for i in 0..3 {
             for j in 0..3 {
@@ -205,9 +214,9 @@ fn cuda_lu_cholesky_qr_svd_eigen() {
         let a2 = upload(&spd);
         let q2 = upload(&spd);
         let tau2 = alloc(24);
-        assert_eq!(cumem_geqrf(0, F64, 3, 3, q2, 3, tau2, &mut info), CUMEM_SUCCESS);
+        assert_eq!(cumem_geqrf_async(0, F64, 3, 3, q2, 3, tau2, &mut info), CUMEM_SUCCESS);
         assert_eq!(
-            cumem_ormqr(0, F64, 0, 1, 3, 3, 3, q2, 3, tau2, a2, 3, &mut info),
+            cumem_ormqr_async(0, F64, 0, 1, 3, 3, 3, q2, 3, tau2, a2, 3, &mut info),
             CUMEM_SUCCESS,
             "{}",
             last_error()
@@ -220,7 +229,7 @@ fn cuda_lu_cholesky_qr_svd_eigen() {
             let s = alloc(24);
             let (u, v) = (alloc(72), alloc(72));
             assert_eq!(
-                cumem_gesvd(0, F64, jacobi, 1, 3, 3, d, 3, s, u, 3, v, 3, &mut info),
+                cumem_gesvd_async(0, F64, jacobi, 1, 3, 3, d, 3, s, u, 3, v, 3, &mut info),
                 CUMEM_SUCCESS,
                 "{}",
                 last_error()
@@ -230,7 +239,7 @@ fn cuda_lu_cholesky_qr_svd_eigen() {
         }
         let e = upload(&spd);
         let w = alloc(24);
-        assert_eq!(cumem_syevd(0, F64, 1, 1, 3, e, 3, w, &mut info), CUMEM_SUCCESS, "{}", last_error());
+        assert_eq!(cumem_syevd_async(0, F64, 1, 1, 3, e, 3, w, &mut info), CUMEM_SUCCESS, "{}", last_error());
         let ev = download::<f64>(w, 3);
         let trace: f64 = ev.iter().sum();
         assert!((trace - 9.0).abs() < 1e-9 && ev[0] < ev[1] && ev[1] < ev[2], "{ev:?}");
@@ -253,21 +262,26 @@ fn cuda_triangular_symmetric_batched() {
         let a = upload(&up);
         // trmv (one column, alpha 1) and trmm (two columns)
         let x = upload(&[1.0, 1.0]);
-        assert_eq!(cumem_trmm(0, F64, 0, 1, 0, 0, 2, 1, p1, a, 2, x, 2), CUMEM_SUCCESS, "{}", last_error());
+        assert_eq!(
+            cumem_trmm_async(0, F64, 0, 1, 0, 0, 2, 1, p1, a, 2, x, 2),
+            CUMEM_SUCCESS,
+            "{}",
+            last_error()
+        );
         assert!(close(&download::<f64>(x, 2), &[3.0, 4.0]));
         let xb = upload(&[1.0, 1.0, 2.0, 0.0]);
-        assert_eq!(cumem_trmm(0, F64, 0, 1, 1, 0, 2, 2, p1, a, 2, xb, 2), CUMEM_SUCCESS); // A' * B
+        assert_eq!(cumem_trmm_async(0, F64, 0, 1, 1, 0, 2, 2, p1, a, 2, xb, 2), CUMEM_SUCCESS); // A' * B
         assert!(close(&download::<f64>(xb, 4), &[2.0, 5.0, 4.0, 2.0]));
         // trsv / trsm undo them
-        assert_eq!(cumem_trsm(0, F64, 0, 1, 0, 0, 2, 1, p1, a, 2, x, 2), CUMEM_SUCCESS);
+        assert_eq!(cumem_trsm_async(0, F64, 0, 1, 0, 0, 2, 1, p1, a, 2, x, 2), CUMEM_SUCCESS);
         assert!(close(&download::<f64>(x, 2), &[1.0, 1.0]));
-        assert_eq!(cumem_trsm(0, F64, 0, 1, 1, 0, 2, 2, p1, a, 2, xb, 2), CUMEM_SUCCESS);
+        assert_eq!(cumem_trsm_async(0, F64, 0, 1, 1, 0, 2, 2, p1, a, 2, xb, 2), CUMEM_SUCCESS);
         assert!(close(&download::<f64>(xb, 4), &[1.0, 1.0, 2.0, 0.0]));
         // symv: only the upper triangle [2 1; 1 4] is read
         let s = upload(&[2.0, 99.0, 1.0, 4.0]);
         let (v, y) = (upload(&[1.0, 2.0]), alloc(16));
         assert_eq!(
-            cumem_symm(0, F64, 0, 0, 1, 2, 1, p1, s, 2, v, 2, p0, y, 2),
+            cumem_symm_async(0, F64, 0, 0, 1, 2, 1, p1, s, 2, v, 2, p0, y, 2),
             CUMEM_SUCCESS,
             "{}",
             last_error()
@@ -278,7 +292,7 @@ fn cuda_triangular_symmetric_batched() {
         let bm = upload(&[1.0, 2.0, 3.0, 4.0]);
         let cm = alloc(64);
         assert_eq!(
-            cumem_gemm_strided_batched(0, F64, 0, 0, 2, 2, 2, 2, p1, am, 2, 4, bm, 2, 0, p0, cm, 2, 4),
+            cumem_gemm_strided_batched_async(0, F64, 0, 0, 2, 2, 2, 2, p1, am, 2, 4, bm, 2, 0, p0, cm, 2, 4),
             CUMEM_SUCCESS,
             "{}",
             last_error()

@@ -46,7 +46,7 @@ mutable struct CuArray{T,N} <: AbstractArray{T,N}
     function CuArray{T,N}(::UndefInitializer, dims::Dims{N}) where {T,N}
         check_eltype(T)
         bytes = checked_bytes(T, dims)
-        dev = MULTI[] ? activate_device() : 0    # the task's device, made the thread's
+        dev = task_device()                      # the allocation wrappers make it the thread's
         ptr = alloc_array_memory(bytes)
         a = new{T,N}(ptr, dims, false, nothing, dev)
         TRACK[] && ptr != 0 && (a.shared = new_buffer(ptr, bytes, dev))
@@ -98,21 +98,6 @@ function share!(a::CuArray)
     end
     unlock(SHARE_LOCK)
     return s
-end
-
-# The size in bytes of a `dims` array of `T`. Negative dimensions are an ArgumentError
-# (as for Array); a number of elements or bytes that does not fit an Int is an
-# OverflowError, instead of a product that silently wraps around.
-function checked_bytes(::Type{T}, dims::Dims) where {T}
-    len = 1
-    for d in dims
-        d < 0 && throw(ArgumentError("invalid CuArray dimensions $dims: negative size"))
-        len, o = Base.Checked.mul_with_overflow(len, d)
-        o && throw(OverflowError("CuArray dimensions $dims: the number of elements overflows Int"))
-    end
-    bytes, o = Base.Checked.mul_with_overflow(len, sizeof(T))
-    o && throw(OverflowError("CuArray dimensions $dims: $len elements of $(sizeof(T)) bytes overflow Int"))
-    return bytes
 end
 
 """
@@ -192,6 +177,35 @@ same_memory(a::CuArray, b::CuArray) = a === b || (a.ptr == b.ptr && a.ptr != 0)
 # The device address of `a`'s first element, checking that `a` is alive.
 @inline devaddr(a::CuArray) = (a.freed && throw_freed(); a.ptr)
 @inline check_alive(a::CuArray) = (a.freed && throw_freed(); nothing)
+
+## the device
+
+array_device(a::CuArray) = a.dev
+
+"""
+    device(a::CuArray) -> CuDevice
+
+The device holding `a`'s memory (where it was allocated), as CUDA.jl's `device(x)`; also
+for views, transposes and reshapes of a CuArray. `ArgumentError` for other arrays.
+"""
+device(a::CuArray) = CuDevice(a.dev)
+function device(a::AbstractArray)
+    d = array_device(a)
+    d === nothing && throw(ArgumentError("device: a $(typeof(a)) is not stored on a device"))
+    return CuDevice(d)
+end
+
+## sizes and addresses
+
+@inline nbytes(::Type{T}, n::Integer) where {T} = (n * sizeof(T)) % UInt64
+@inline offset_addr(a::CuArray{T}, i::Integer) where {T} = devaddr(a) + nbytes(T, i - 1)
+
+# copyto!(dest, src): all of src into the start of dest.
+function copy_all!(dest, src)
+    n = length(src)
+    n > length(dest) && throw(ArgumentError("destination has fewer elements than required"))
+    return copyto!(dest, firstindex(dest), src, firstindex(src), n)
+end
 
 ## construction
 
@@ -273,123 +287,6 @@ function uncolon(a::CuArray, dims::Tuple)
     return map(d -> d isa Colon ? length(a) ÷ known : d, dims)
 end
 
-## copies
-#
-# copyto!(dest, doffs, src, soffs, n) in every direction; offsets are linear indices.
-
-@inline nbytes(::Type{T}, n::Integer) where {T} = (n * sizeof(T)) % UInt64
-@inline offset_addr(a::CuArray{T}, i::Integer) where {T} = devaddr(a) + nbytes(T, i - 1)
-
-function check_copy(dest, doffs::Integer, src, soffs::Integer, n::Integer)
-    n < 0 && throw(ArgumentError(string("tried to copy n=", n, " elements, but n should be nonnegative")))
-    n == 0 && return nothing
-    di, si = LinearIndices(dest), LinearIndices(src)
-    (checkbounds(Bool, di, doffs) && checkbounds(Bool, di, doffs + n - 1)) ||
-        throw(BoundsError(dest, doffs:doffs+n-1))
-    (checkbounds(Bool, si, soffs) && checkbounds(Bool, si, soffs + n - 1)) ||
-        throw(BoundsError(src, soffs:soffs+n-1))
-    return nothing
-end
-
-# host → device
-function Base.copyto!(dest::CuArray{T}, doffs::Integer, src::Array{T}, soffs::Integer,
-                      n::Integer) where {T}
-    check_alive(dest)
-    check_copy(dest, doffs, src, soffs, n)
-    n == 0 && return dest
-    GC.@preserve src check(c_copy_htod(offset_addr(dest, doffs),
-                                       convert(Ptr{Cvoid}, pointer(src, soffs)), nbytes(T, n)))
-    return dest
-end
-
-# device → host
-function Base.copyto!(dest::Array{T}, doffs::Integer, src::CuArray{T}, soffs::Integer,
-                      n::Integer) where {T}
-    check_alive(src)
-    check_copy(dest, doffs, src, soffs, n)
-    n == 0 && return dest
-    GC.@preserve dest check(c_copy_dtoh(convert(Ptr{Cvoid}, pointer(dest, doffs)),
-                                        offset_addr(src, soffs), nbytes(T, n)))
-    return dest
-end
-
-# device → device (overlapping ranges of one array are allowed)
-function Base.copyto!(dest::CuArray{T}, doffs::Integer, src::CuArray{T}, soffs::Integer,
-                      n::Integer) where {T}
-    check_alive(dest)
-    check_alive(src)
-    if dest.dev != src.dev                  # two devices: a peer copy (devices.jl)
-        copy_between!(dest, doffs, src, soffs, n, false)
-        return dest
-    end
-    check_copy(dest, doffs, src, soffs, n)
-    n == 0 && return dest
-    check(c_copy_dtod(offset_addr(dest, doffs), offset_addr(src, soffs), nbytes(T, n)))
-    return dest
-end
-
-# Other element types or host array types: staged through a host Vector.
-function Base.copyto!(dest::CuArray{T}, doffs::Integer, src::AbstractArray, soffs::Integer,
-                      n::Integer) where {T}
-    check_alive(dest)
-    check_copy(dest, doffs, src, soffs, n)
-    n == 0 && return dest
-    tmp = Vector{T}(undef, n)
-    copyto!(tmp, 1, src isa CuArray ? download(src, soffs, n) : src, src isa CuArray ? 1 : soffs, n)
-    return copyto!(dest, doffs, tmp, 1, n)
-end
-
-function Base.copyto!(dest::AbstractArray, doffs::Integer, src::CuArray, soffs::Integer,
-                      n::Integer)
-    check_alive(src)
-    check_copy(dest, doffs, src, soffs, n)
-    n == 0 && return dest
-    return copyto!(dest, doffs, download(src, soffs, n), 1, n)
-end
-
-Base.copyto!(dest::CuArray, doffs::Integer, src::CuArray, soffs::Integer, n::Integer) =
-    invoke(copyto!, Tuple{CuArray,Integer,AbstractArray,Integer,Integer}, dest, doffs, src, soffs, n)
-
-# Elements soffs:soffs+n-1 of `src` as a host Vector.
-download(src::CuArray{T}, soffs::Integer, n::Integer) where {T} =
-    copyto!(Vector{T}(undef, n), 1, src, soffs, n)
-
-# copyto!(dest, src): all of src into the start of dest.
-function copy_all!(dest, src)
-    n = length(src)
-    n > length(dest) && throw(ArgumentError("destination has fewer elements than required"))
-    return copyto!(dest, firstindex(dest), src, firstindex(src), n)
-end
-# The 2-argument methods cover the host array types that are stored densely; a catch-all
-# `copyto!(::CuArray, ::AbstractArray)` would be ambiguous with methods of other packages
-# (SparseArrays, PermutedDimsArray, ...). Other sources: `copyto!(dest, 1, src, 1, n)`, or
-# `collect` them first.
-const HostDense = Union{Array,AbstractRange,SubArray{<:Any,<:Any,<:Array},
-                        Base.ReshapedArray{<:Any,<:Any,<:Array}}
-Base.copyto!(dest::CuArray, src::CuArray) = copy_all!(dest, src)
-
-"""
-    copyto!(dest::CuArray, src::Array; async = false)
-    copyto!(dest::Array, src::CuArray; async = false)
-
-Copies all of `src` into the start of `dest`. With `async = true` and page-locked host
-memory (`CuMem.pinned`) of the same element type, the copy is queued on the current
-[`stream()`](@ref) and the call returns at once (`cuMemcpyHtoDAsync`/`DtoHAsync`): the
-host array must stay untouched and alive until the stream has done it (`synchronize`,
-or an event recorded after it). With pageable host memory, or other types, `async =
-true` behaves as PyTorch's `non_blocking = True` does: the stream is synchronised, then
-the copy is done before returning.
-"""
-Base.copyto!(dest::CuArray, src::HostDense; async::Bool = false) = copy_maybe_async!(dest, src, async)
-Base.copyto!(dest::HostDense, src::CuArray; async::Bool = false) = copy_maybe_async!(dest, src, async)
-
-## to host
-
-Base.Array{T,N}(a::CuArray{S,N}) where {T,S,N} = copy_all!(Array{T,N}(undef, size(a)), a)
-Base.Array{T}(a::CuArray{S,N}) where {T,S,N} = Array{T,N}(a)
-Base.Array(a::CuArray{T,N}) where {T,N} = Array{T,N}(a)
-Base.collect(a::CuArray) = Array(a)
-
 ## fill
 
 """
@@ -408,19 +305,23 @@ function Base.fill!(a::CuArray{T}, x) where {T}
     bytes = value_bytes(v)
     ptr = devaddr(a)
     if all(==(bytes[1]), bytes)
-        check(c_memset(ptr, bytes[1], nbytes(T, n)))
-    elseif fill_kernel!(a, v) === nothing
+        check(ordered_memset(ptr, bytes[1], nbytes(T, n)))
+    elseif fill_kernel!(a, v) === nothing          # compute/broadcast.jl's kernel, if any
         chunk = min(n, 4096)
         copyto!(a, 1, Base.fill(v, chunk), 1, chunk)
         filled = chunk
         while filled < n
             k = min(filled, n - filled)
-            check(c_copy_dtod(ptr + nbytes(T, filled), ptr, nbytes(T, k)))
+            check(ordered_copy_dtod(ptr + nbytes(T, filled), ptr, nbytes(T, k)))
             filled += k
         end
     end
     return a
 end
+
+# A fill by a kernel, for the element types that compute/ generates kernels for; nothing
+# otherwise (compute/broadcast.jl adds the CuArray method).
+fill_kernel!(a::AbstractArray, v) = nothing
 
 function value_bytes(v::T) where {T}
     r = Ref(v)

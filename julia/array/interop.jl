@@ -19,7 +19,7 @@ function Base.deepcopy_internal(x::CuArray{T,N}, dict::IdDict) where {T,N}
     else
         y = CuArray{T,N}(undef, size(x))
         try
-            sizeof(x) > 0 && check(c_copy_dtod(y.ptr, x.ptr, sizeof(x) % UInt64))
+            sizeof(x) > 0 && check(ordered_copy_dtod(y.ptr, x.ptr, sizeof(x) % UInt64))
         catch
             unsafe_free!(y)
             rethrow()
@@ -75,7 +75,7 @@ function Base.unsafe_wrap(::Union{Type{CuArray},Type{CuArray{T}},Type{CuArray{T,
     if bytes > 0
         # A copy of the range onto itself changes nothing and is refused unless the range
         # lies inside one live allocation.
-        code = c_copy_dtod(ptr.addr, ptr.addr, bytes % UInt64)
+        code = ordered_copy_dtod(ptr.addr, ptr.addr, bytes % UInt64)
         code == CUMEM_SUCCESS ||
             throw(ArgumentError("unsafe_wrap: $bytes bytes at $ptr are not inside one live " *
                                 "allocation of the CuMem engine: " * last_error()))

@@ -64,7 +64,7 @@ Base.@propagate_inbounds function Base.getindex(a::CuArray{T}, i::Int) where {T}
     assertscalar("getindex")
     r = Ref{T}()
     sizeof(T) == 0 && return r[]
-    GC.@preserve r check(c_copy_dtoh(convert(Ptr{Cvoid}, Base.unsafe_convert(Ptr{T}, r)),
+    GC.@preserve r check(ordered_copy_dtoh(convert(Ptr{Cvoid}, Base.unsafe_convert(Ptr{T}, r)),
                                      offset_addr(a, i), nbytes(T, 1)))
     return r[]
 end
@@ -75,7 +75,7 @@ Base.@propagate_inbounds function Base.setindex!(a::CuArray{T}, v, i::Int) where
     assertscalar("setindex!")
     r = Ref{T}(convert(T, v))
     sizeof(T) == 0 && return a
-    GC.@preserve r check(c_copy_htod(offset_addr(a, i),
+    GC.@preserve r check(ordered_copy_htod(offset_addr(a, i),
                                      convert(Ptr{Cvoid}, Base.unsafe_convert(Ptr{T}, r)), nbytes(T, 1)))
     return a
 end

@@ -1,63 +1,10 @@
 # GPU compute through the engine: CUDA C compiled with NVRTC, kernels loaded, cached and
 # launched on the task's current stream (stream.jl; the legacy default stream unless set), GEMM through cuBLAS, and, on the host device
 # (no GPU), a view of device memory as an `Array` so the same API computes with Base.
-# The C functions are those of include/cumem.h (src/compute/capi.rs).
-
-## the C ABI
-
-c_nvrtc_version(major, minor) =
-    ccall((:cumem_nvrtc_version, libcumem), Int32, (Ptr{Int32}, Ptr{Int32}), major, minor)
-c_compile_ptx(source::String, arch::Nothing, buf, cap, len) =
-    ccall((:cumem_compile_ptx, libcumem), Int32, (Cstring, Ptr{UInt8}, Ptr{UInt8}, UInt64, Ptr{UInt64}),
-          source, C_NULL, buf, cap, len)
-c_compile_ptx(source::String, arch::String, buf, cap, len) =
-    ccall((:cumem_compile_ptx, libcumem), Int32, (Cstring, Cstring, Ptr{UInt8}, UInt64, Ptr{UInt64}),
-          source, arch, buf, cap, len)
-c_kernel_load(source, name, out) =
-    ccall((:cumem_kernel_load, libcumem), Int32, (Cstring, Cstring, Ptr{UInt64}), source, name, out)
-@inline c_kernel_launch(k, gx, gy, gz, bx, by, bz, shmem, args) =
-    ccall((:cumem_kernel_launch, libcumem), Int32,
-          (UInt64, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, Ptr{Ptr{Cvoid}}),
-          k, gx, gy, gz, bx, by, bz, shmem, args)
-@inline c_kernel_launch_stream(s, k, gx, gy, gz, bx, by, bz, shmem, args) =
-    ccall((:cumem_kernel_launch_stream, libcumem), Int32,
-          (UInt64, UInt64, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, Ptr{Ptr{Cvoid}}),
-          s, k, gx, gy, gz, bx, by, bz, shmem, args)
-c_kernel_block_size(k, out) =
-    ccall((:cumem_kernel_block_size, libcumem), Int32, (UInt64, Ptr{Int32}), k, out)
-c_kernel_params(k, count, sizes, cap) =
-    ccall((:cumem_kernel_params, libcumem), Int32, (UInt64, Ptr{Int32}, Ptr{UInt64}, Int32), k, count, sizes, cap)
-c_device_info(a, b, c, d) =
-    ccall((:cumem_device_info, libcumem), Int32, (Ptr{Int32}, Ptr{Int32}, Ptr{Int32}, Ptr{Int32}), a, b, c, d)
-c_synchronize() = ccall((:cumem_synchronize, libcumem), Int32, ())
-c_gemm_stream(s, dtype, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc) =
-    ccall((:cumem_gemm_stream, libcumem), Int32,
-          (UInt64, Int32, Int32, Int32, Int64, Int64, Int64, Ptr{Cvoid}, UInt64, Int64, UInt64, Int64, Ptr{Cvoid}, UInt64, Int64),
-          s, dtype, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc)
-c_gemm(dtype, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc) =
-    ccall((:cumem_gemm, libcumem), Int32,
-          (Int32, Int32, Int32, Int64, Int64, Int64, Ptr{Cvoid}, UInt64, Int64, UInt64, Int64, Ptr{Cvoid}, UInt64, Int64),
-          dtype, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc)
+# The C functions are those of include/cumem.h (src/compute/capi.rs), called through
+# lib/libcumem.jl; `on_host()` is there too.
 
 ## the device
-
-const ON_HOST = Ref{Int8}(-1)   # -1: not asked yet
-
-"""
-    CuMem.on_host() -> Bool
-
-Whether the engine runs on the host device (`CUMEM_DEVICE=host`, or `auto` without a
-usable GPU): device memory is then host memory, and compute runs through Base on
-[`host_view`](@ref)s. Fixed for the life of the process.
-"""
-function on_host()
-    if ON_HOST[] < 0
-        r = c_device_is_host()
-        r < 0 && throw(CuMemError(CUMEM_ERROR_DEVICE, "the engine cannot start: " * last_error()))
-        ON_HOST[] = r
-    end
-    return ON_HOST[] == 1
-end
 
 """
     CuMem.host_view(a::CuArray{T,N}) -> Array{T,N}
@@ -97,7 +44,6 @@ function device_info()
     dev = task_device()
     info = lock(() -> get(DEVICE_INFO, dev, nothing), KERNELS_LOCK)
     info === nothing || return info
-    activate()
     a, b, c, d = Ref{Int32}(0), Ref{Int32}(0), Ref{Int32}(0), Ref{Int32}(0)
     check(c_device_info(a, b, c, d))
     info = (cc_major = Int(a[]), cc_minor = Int(b[]), sm_count = Int(c[]), max_threads = Int(d[]))
@@ -114,7 +60,7 @@ every stream's queue). `synchronize(s::CuStream)` waits for one stream. Download
 (`Array(x)`, `copyto!` into an `Array`) synchronize by themselves. A fault of an earlier
 kernel (e.g. an out-of-bounds address) is reported here as a `CuMemError`.
 """
-synchronize() = (activate(); check(c_synchronize()))
+synchronize() = check(c_synchronize())
 
 """
     CuMem.@sync expr
@@ -253,7 +199,6 @@ function load_kernel(source::AbstractString, name::AbstractString)
     end
     k === nothing || return k
     src, nm = check_source(source, "source"), check_source(name, "name")
-    activate()
     h = Ref{UInt64}(0)
     code = c_kernel_load(src, nm, h)
     code == CUMEM_SUCCESS || throw_compile(code)
@@ -338,7 +283,6 @@ function launch(k::Kernel, args::Vararg{Any,N}; blocks, threads, shmem::Integer 
     # argument (a launch's Julia side costs tens of ns).
     vals = map(kernel_value, args)
     k.nparams >= 0 && check_args(k, map(sizeof, vals))
-    activate()
     V = typeof(vals)
     vref = Ref(vals)
     code = GC.@preserve args vref begin
@@ -347,7 +291,7 @@ function launch(k::Kernel, args::Vararg{Any,N}; blocks, threads, shmem::Integer 
         argp = N == 0 ? Ptr{Ptr{Cvoid}}(C_NULL) : Ptr{Ptr{Cvoid}}(Base.unsafe_convert(Ptr{Cvoid}, ptrs))
         s = live_handle(stream())
         GC.@preserve ptrs (s == 0 ? c_kernel_launch(k.handle, g..., b..., UInt32(shmem), argp) :
-                           c_kernel_launch_stream(s, k.handle, g..., b..., UInt32(shmem), argp))
+                           c_kernel_launch_async(s, k.handle, g..., b..., UInt32(shmem), argp))
     end
     check(code)
     return nothing
@@ -403,14 +347,13 @@ function gemm!(tA::Char, tB::Char, alpha, A::CuMatrix{T}, B::CuVecOrMat{T}, beta
         throw(DimensionMismatch("gemm!: op(A) is $am×$ak, op(B) $bk×$bn, C $m×$n"))
     end
     check_devices("gemm!", A, B, C)
-    activate()
     if on_host()
         GC.@preserve A B C LinearAlgebra.BLAS.gemm!(tA, tB, convert(T, alpha), host_view(A), host_view(B),
                                                     convert(T, beta), host_view(C))
         return C
     end
     a, b = Ref{T}(convert(T, alpha)), Ref{T}(convert(T, beta))
-    GC.@preserve A B C a b check(c_gemm_stream(live_handle(stream()), blas_dtype(T), opa, opb, m, n, ak,
+    GC.@preserve A B C a b check(c_gemm_async(live_handle(stream()), blas_dtype(T), opa, opb, m, n, ak,
                                         Base.unsafe_convert(Ptr{Cvoid}, a), devaddr(A), max(1, size(A, 1)),
                                         devaddr(B), max(1, size(B, 1)), Base.unsafe_convert(Ptr{Cvoid}, b),
                                         devaddr(C), max(1, size(C, 1))))

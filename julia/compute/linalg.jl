@@ -49,10 +49,7 @@ function LinearAlgebra.mul!(C::CuVector{T}, A::CuMatOperand{T}, B::CuVector{T},
     return cu_gemm!(C, A, B, α, β)
 end
 
-# Every other CuArray product: promoting as Base (julia/compute/linalg/generic.jl), or one clear
-# error for element types without a GPU product.
-LinearAlgebra.mul!(C::CuVecOrMat, A::AnyCuMatOperand, B::Union{CuVector,AnyCuMatOperand},
-                   α::Number, β::Number) = generic_mul!(C, A, B, α, β)
+# Every other CuArray product: julia/compute/linalg/generic.jl (promoting as Base).
 
 @noinline function throw_mul_eltypes(C, A, B)
     throw(ArgumentError("CuArray matrix products run on cuBLAS, which needs one element type " *

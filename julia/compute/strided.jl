@@ -283,7 +283,7 @@ function strided_copy!(dst::StridedOperand, src::StridedOperand)
                 end
                 run_plan!(d, s)
             else
-                check(c_copy_dtod(d.addr, s.addr, (n * d.elsize) % UInt64))
+                check(ordered_copy_dtod(d.addr, s.addr, (n * d.elsize) % UInt64))
             end
         else
             run_plan!(d, s)

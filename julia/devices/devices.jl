@@ -2,24 +2,13 @@
 # device!(i) and device!(f, i), with the active device task-local as in CUDA.jl.
 #
 # The engine has one engine (pool, statistics, limit) per device and a current device per
-# OS thread (`cumem_set_device`); Julia keeps the device per task (task_local_storage) and,
-# before an engine call that acts on the current device (allocation, statistics,
-# reclaim, kernels, GEMM), makes the thread's device match the task's. Frees and copies
-# name an address, from which the engine finds the device itself, so the finalizer path
-# is untouched. All of it is skipped until a task first switches to a device other than
-# 0 (`MULTI`): a single-device program pays one load of a Bool per allocation.
-
-c_device_count() = ccall((:cumem_device_count, libcumem), Int32, ())
-c_set_device(i::Integer) = ccall((:cumem_set_device, libcumem), Int32, (Int32,), i)
-c_get_device() = ccall((:cumem_get_device, libcumem), Int32, ())
-c_device_is_open(i::Integer) = ccall((:cumem_device_is_open, libcumem), Int32, (Int32,), i)
-c_can_access_peer(dst::Integer, src::Integer) =
-    ccall((:cumem_can_access_peer, libcumem), Int32, (Int32, Int32), dst, src)
-c_copy_peer(dst::UInt64, src::UInt64, bytes::UInt64, flags::UInt32, path::Base.RefValue{Int32}) =
-    ccall((:cumem_copy_peer, libcumem), Int32, (UInt64, UInt64, UInt64, UInt32, Ptr{Int32}),
-          dst, src, bytes, flags, path)
-const CUMEM_COPY_STAGED = UInt32(1)
-const COPY_PATHS = (:same, :peer, :host)
+# OS thread (`cumem_set_device`); Julia keeps the device per task (task_local_storage),
+# and lib/libcumem.jl's wrappers make the thread's device the task's before each call
+# that acts on the current device. Frees and copies name an address, from which the
+# engine finds the device itself, so the finalizer path is untouched. All of it is
+# skipped until a task first switches to a device other than 0 (`MULTI`): a
+# single-device program pays one load of a Bool per allocation. No method here names
+# CuArray: array/ adds those (`device(a)`, copies between devices).
 
 """
     CuDevice(ordinal)
@@ -51,11 +40,6 @@ name(d::CuDevice) = device!(device_name, d)
 Base.show(io::IO, d::CuDevice) = print(io, "CuDevice(", d.handle, ")")
 Base.show(io::IO, ::MIME"text/plain", d::CuDevice) = print(io, "CuDevice(", d.handle, "): ", name(d))
 
-# Set once a task switches to a device other than 0; never cleared.
-const MULTI = Ref(false)
-const NDEVICES = Ref(0)
-const TLS_KEY = :CuMemDevice
-
 """
     ndevices() -> Int
 
@@ -78,13 +62,6 @@ Every device, `CuDevice(0)` to `CuDevice(ndevices() - 1)` (CUDA.jl's `devices()`
 """
 devices() = [CuDevice(i) for i in 0:ndevices()-1]
 
-# The ordinal of the current task's device: 0 until some task switched devices.
-@inline task_device() = MULTI[] ? task_device_slow() : 0
-function task_device_slow()
-    d = get(task_local_storage(), TLS_KEY, nothing)
-    return d === nothing ? 0 : d::Int
-end
-
 """
     device() -> CuDevice
 
@@ -93,19 +70,6 @@ GEMMs run, and what `memory_stats()`, `memory_status()` and `reclaim()` report o
 task starts on device 0 (task-local, as in CUDA.jl); [`device!`](@ref) switches.
 """
 device() = CuDevice(task_device())
-
-"""
-    device(a::CuArray) -> CuDevice
-
-The device holding `a`'s memory (where it was allocated), as CUDA.jl's `device(x)`; also
-for views, transposes and reshapes of a CuArray. `ArgumentError` for other arrays.
-"""
-device(a::CuArray) = CuDevice(a.dev)
-function device(a::AbstractArray)
-    d = array_device(a)
-    d === nothing && throw(ArgumentError("device: a $(typeof(a)) is not stored on a device"))
-    return CuDevice(d)
-end
 
 """
     device!(d::Union{Integer,CuDevice}) -> CuDevice
@@ -126,12 +90,7 @@ function device!(d::Integer)
     0 <= d < n || throw(ArgumentError("device!($d): there " * (n == 1 ? "is 1 device" : "are $n devices") *
                                       " (ordinals 0 to $(n - 1))" *
                                       (on_host() ? "; CUMEM_DEVICE=host:N makes N host devices stand in for N GPUs" : "")))
-    d = Int(d)
-    if d != 0 || MULTI[]
-        check(c_set_device(d))
-        MULTI[] = true
-        task_local_storage(TLS_KEY, d)
-    end
+    set_task_device!(Int(d))
     return CuDevice(d)
 end
 device!(d::CuDevice) = device!(d.handle)
@@ -145,25 +104,12 @@ function device!(f::Function, d::Union{Integer,CuDevice})
     end
 end
 
-# Makes the calling thread's engine device the current task's, before an engine call that
-# acts on the current device. Free when no task ever switched devices.
-@inline activate() = (MULTI[] && activate_slow(); nothing)
-function activate_slow()
-    activate_device()
-    return nothing
-end
-function activate_device()
-    d = task_device_slow()
-    c_get_device() == d || check(c_set_device(d))
-    return d
-end
-
 # The devices opened so far (device 0 always), by ordinal.
 open_devices() = [CuDevice(i) for i in 0:ndevices()-1 if c_device_is_open(i) == 1]
 
 ## operands of one computation must share the task's device
 
-array_device(a::CuArray) = a.dev
+# The device ordinal of an array's memory (array/array.jl adds CuArray's), or nothing.
 array_device(a::AbstractArray) = (p = parent(a); p === a ? nothing : array_device(p))
 array_device(x) = nothing
 
@@ -211,35 +157,6 @@ function peer_access(dst::CuDevice, src::CuDevice)
     r = c_can_access_peer(dst.handle, src.handle)
     r < 0 && throw_code(CUMEM_ERROR_INVALID_VALUE)
     return r == 1 ? :peer : :host
-end
-
-"""
-    CuMem.copy_peer!(dest::CuArray, src::CuArray; staged = false) -> Symbol
-
-Copies all of `src` into the start of `dest` (same element type; they may be on two
-devices) and returns the path taken: `:same` (one device), `:peer` (direct, see
-[`peer_access`](@ref)) or `:host` (staged through host memory; `staged = true` forces
-it, to compare the two). `copyto!(dest, src)` does the same without the keyword; it
-logs the path at debug level. Synchronous.
-"""
-function copy_peer!(dest::CuArray{T}, src::CuArray{T}; staged::Bool = false) where {T}
-    n = length(src)
-    n > length(dest) && throw(ArgumentError("destination has fewer elements than required"))
-    return copy_between!(dest, 1, src, 1, n, staged)
-end
-
-function copy_between!(dest::CuArray{T}, doffs::Integer, src::CuArray{T}, soffs::Integer, n::Integer,
-                       staged::Bool) where {T}
-    check_alive(dest)
-    check_alive(src)
-    check_copy(dest, doffs, src, soffs, n)
-    path = Ref{Int32}(0)
-    n == 0 && return array_device(dest) == array_device(src) ? :same : :peer
-    check(c_copy_peer(offset_addr(dest, doffs), offset_addr(src, soffs), nbytes(T, n),
-                      staged ? CUMEM_COPY_STAGED : UInt32(0), path))
-    p = COPY_PATHS[path[] + 1]
-    @debug "CuMem: copy of $(nbytes(T, n)) bytes from device $(array_device(src)) to device $(array_device(dest)): $p"
-    return p
 end
 
 ## one device's memory

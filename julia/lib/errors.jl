@@ -1,4 +1,5 @@
-# Exceptions.
+# The package's exceptions (lib/libcumem.jl's `check` turns the engine's status codes into
+# CuMemError; memory/allocator.jl throws OutOfGPUMemoryError).
 
 """
     CuMemError(code, msg)
@@ -13,8 +14,6 @@ struct CuMemError <: Exception
     code::Int32
     msg::String
 end
-
-CuMemError(code::Integer) = CuMemError(Int32(code), last_error())
 
 function Base.showerror(io::IO, err::CuMemError)
     print(io, "CuMemError: ", err.msg, " (", code_name(err.code), ")")
@@ -46,10 +45,3 @@ function Base.showerror(io::IO, err::OutOfGPUMemoryError)
         print(io, "\n", rstrip(err.info))
     end
 end
-
-# Throws the error that a failed engine call's `code` stands for.
-@noinline function throw_code(code::Integer)
-    throw(CuMemError(code))
-end
-
-@inline check(code::Int32) = code == CUMEM_SUCCESS ? nothing : throw_code(code)

@@ -3,18 +3,6 @@
 # (src/pinned.rs) caches the memory; this file makes Arrays of it and registers existing
 # Arrays.
 
-c_host_alloc(bytes::UInt64, out::Base.RefValue{Ptr{Cvoid}}) =
-    ccall((:cumem_host_alloc, libcumem), Int32, (UInt64, Ptr{Ptr{Cvoid}}), bytes, out)
-c_host_free(ptr::Ptr{Cvoid}) = ccall((:cumem_host_free, libcumem), Int32, (Ptr{Cvoid},), ptr)
-c_host_register(ptr::Ptr{Cvoid}, bytes::UInt64) =
-    ccall((:cumem_host_register, libcumem), Int32, (Ptr{Cvoid}, UInt64), ptr, bytes)
-c_host_unregister(ptr::Ptr{Cvoid}) = ccall((:cumem_host_unregister, libcumem), Int32, (Ptr{Cvoid},), ptr)
-c_is_pinned(ptr::Ptr{Cvoid}) = ccall((:cumem_is_pinned, libcumem), Int32, (Ptr{Cvoid},), ptr)
-c_host_get_stats(out::Base.RefValue{CStats}) =
-    ccall((:cumem_host_get_stats, libcumem), Int32, (Ptr{CStats},), out)
-c_host_reset_stats() = ccall((:cumem_host_reset_stats, libcumem), Cvoid, ())
-c_host_reclaim(bytes::UInt64) = ccall((:cumem_host_reclaim, libcumem), UInt64, (UInt64,), bytes)
-
 # One Array of `pinned`: its block, the array's objectid (to tell it from other arrays
 # over the same memory), and whether the block was returned.
 mutable struct PinnedBlock

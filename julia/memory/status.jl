@@ -41,7 +41,6 @@ memory of [`CuMem.pinned`](@ref); "device" calls are `cuMemHostAlloc`/`cuMemFree
 `memory_stats(:device)` is `memory_stats()`. Other symbols are an `ArgumentError`.
 """
 function memory_stats(which::Symbol = :device)
-    which === :device && activate()
     r = Ref{CStats}()
     if which === :device
         check(c_get_stats(r))
@@ -68,7 +67,6 @@ host pool's statistics (`memory_stats(:host)`) instead of the device's.
 """
 function reset_memory_stats!(which::Symbol = :device)
     if which === :device
-        activate()
         c_reset_stats()
     elseif which === :host
         c_host_reset_stats()
@@ -93,7 +91,6 @@ function reclaim(which::Symbol, bytes::Integer = typemax(Int))
     which in (:device, :host) ||
         throw(ArgumentError("reclaim: which memory, :device or :host? Got :$which"))
     b = bytes >= typemax(Int) ? typemax(UInt64) : UInt64(bytes)
-    which === :device && activate()
     released = (which === :host ? c_host_reclaim(b) : c_reclaim(b)) % Int
     flush_engine_log()
     return released
@@ -108,7 +105,6 @@ minus what the engine holds, and its capacity).
 function device_memory()
     f = Ref{UInt64}(0)
     t = Ref{UInt64}(0)
-    activate()
     check(c_device_memory(f, t))
     return (f[] % Int, t[] % Int)
 end
@@ -129,8 +125,6 @@ total_memory() = device_memory()[2]
 
 is_host_device() = c_device_is_host() == 1
 
-# The pool's CUDA.jl type name ("BinnedPool", ...), from the engine's table of pool names.
-pool_type_name() = unsafe_string(ccall((:cumem_pool_type_name, libcumem), Cstring, ()))
 
 """
     memory_status([io=stdout])
@@ -161,10 +155,12 @@ allocation, CuMem's own frames removed.
 function memory_status(io::IO = stdout)
     flush_engine_log()
     # The engine writes the summary (src/report.rs); the rest only Julia knows.
-    if MULTI[] && length(open_devices()) > 1
-        for d in open_devices()
-            println(io, "Device ", d.handle, " (", name(d), "):")
-            device!(() -> print(io, engine_memory_status(CUMEM_STATUS_NO_ALLOCATIONS)), d)
+    if MULTI[] && length(open_ordinals()) > 1
+        for d in open_ordinals()
+            with_task_device(d) do
+                println(io, "Device ", d, " (", device_name(), "):")
+                print(io, engine_memory_status(CUMEM_STATUS_NO_ALLOCATIONS))
+            end
         end
     else
         print(io, engine_memory_status(CUMEM_STATUS_NO_ALLOCATIONS))

@@ -4,115 +4,6 @@
 # (src/engine/tools.rs, C ABI in src/ffi/tools.rs); this file converts, and joins the
 # Julia stacks of `-g2` tracking to the engine's records.
 
-## the C records (isbits mirrors of include/cumem.h)
-
-# `cumem_event_t` (80 bytes).
-struct CEvent
-    time_ns::UInt64
-    duration_ns::UInt64
-    addr::UInt64
-    requested_bytes::UInt64
-    size_bytes::UInt64
-    lifetime_ns::UInt64
-    origin::UInt64
-    stream::UInt64
-    kind::UInt32
-    thread::UInt32
-    device::UInt32
-    hit::UInt32
-end
-@assert sizeof(CEvent) == 80
-
-# `cumem_segment_t` (48 bytes).
-struct CSegment
-    addr::UInt64
-    size::UInt64
-    stream::UInt64
-    first_block::UInt64
-    num_blocks::UInt64
-    device::UInt32
-    shard::UInt32
-end
-@assert sizeof(CSegment) == 48
-
-# `cumem_block_t` (40 bytes).
-struct CBlock
-    addr::UInt64
-    size::UInt64
-    requested::UInt64
-    origin::UInt64
-    state::UInt32
-    segment::UInt32
-end
-@assert sizeof(CBlock) == 40
-
-# `cumem_leak_t` (48 bytes).
-struct CLeak
-    addr::UInt64
-    requested_bytes::UInt64
-    size_bytes::UInt64
-    seq::UInt64
-    origin::UInt64
-    thread::UInt32
-    shard::UInt32
-end
-@assert sizeof(CLeak) == 48
-
-# `cumem_compact_t` (24 bytes).
-struct CCompact
-    released_bytes::UInt64
-    fragmentation_before::Float64
-    fragmentation_after::Float64
-end
-
-const EVENT_KINDS = (:alloc, :free, :device_alloc, :device_free, :oom)
-const BLOCK_STATES = (:active, :cached, :inactive_split)
-const CUMEM_ORIGIN_CALLER = UInt64(1) << 63
-
-## origins
-
-# Julia stacks of allocations made while recording under -g2, by id (the engine carries
-# `id | CUMEM_ORIGIN_CALLER` in their events). Each distinct stack is stored once.
-const ORIGIN_IDS = Dict{Vector{Any},Int}()
-const ORIGIN_BTS = Vector{Any}[]
-const RECORDING = Ref(false)
-
-# The id of the stack `bt` (called from `alloc_buffer` under -g2 while recording).
-function origin_id(bt)
-    key = convert(Vector{Any}, bt)
-    return with_track_lock() do
-        get!(ORIGIN_IDS, key) do
-            push!(ORIGIN_BTS, key)
-            length(ORIGIN_BTS)
-        end
-    end
-end
-
-frames_text(bt) = join((f[3] for f in user_frames(bt)), "\n")
-
-# The text of an engine origin id: a Julia stack (caller bit) or the engine's native one.
-function origin_text(id::UInt64)
-    id == 0 && return nothing
-    if id & CUMEM_ORIGIN_CALLER != 0
-        k = Int(id & ~CUMEM_ORIGIN_CALLER)
-        bt = with_track_lock(() -> 1 <= k <= length(ORIGIN_BTS) ? ORIGIN_BTS[k] : nothing)
-        return bt === nothing ? nothing : frames_text(bt)
-    end
-    n = ccall((:cumem_origin_text, libcumem), Csize_t, (UInt64, Ptr{UInt8}, Csize_t), id, C_NULL, 0)
-    n == 0 && return nothing
-    buf = Vector{UInt8}(undef, n + 1)
-    m = ccall((:cumem_origin_text, libcumem), Csize_t, (UInt64, Ptr{UInt8}, Csize_t), id, buf, length(buf))
-    return String(resize!(buf, min(m, n)))
-end
-
-# The Julia stack of the live tracked buffer at `ptr` (-g2), if any.
-function tracked_origin(ptr::UInt64)
-    TRACK[] || return nothing
-    buf = with_track_lock(() -> get(TRACKED, ptr, nothing))
-    (buf === nothing || buf.freed || buf.trace === nothing) && return nothing
-    return frames_text(buf.trace.bt)
-end
-
 ## history
 
 """
@@ -132,8 +23,7 @@ on, a few tens of ns per event (docs/performance.md). Errors: `ArgumentError` fo
 function record_memory_history(enabled::Bool = true; max_entries::Integer = 100_000)
     (enabled && !(1 <= max_entries <= 2^24)) &&
         throw(ArgumentError("max_entries must be in 1:$(2^24), got $max_entries"))
-    check(ccall((:cumem_record_memory_history, libcumem), Int32, (Int32, UInt64),
-                enabled, max(max_entries, 0) % UInt64))
+    check(c_record_memory_history(enabled, max(max_entries, 0) % UInt64))
     RECORDING[] = enabled
     return nothing
 end
@@ -186,10 +76,10 @@ The recorded events as the engine's `cumem_event_t` records (`CuMem.CEvent`), in
 order; [`memory_events`] converts them.
 """
 function raw_memory_events()
-    n = ccall((:cumem_memory_events, libcumem), UInt64, (Ptr{CEvent}, UInt64), C_NULL, 0)
+    n = c_memory_events(C_NULL, UInt64(0))
     while true
         buf = Vector{CEvent}(undef, n)
-        m = ccall((:cumem_memory_events, libcumem), UInt64, (Ptr{CEvent}, UInt64), buf, n)
+        m = c_memory_events(buf, n)
         m <= n && return resize!(buf, m)
         n = m   # more were recorded between the calls
     end
@@ -250,16 +140,12 @@ end
 
 function c_snapshot()
     ns, nb = Ref{UInt64}(0), Ref{UInt64}(0)
-    check(ccall((:cumem_memory_snapshot, libcumem), Int32,
-                (Ptr{CSegment}, UInt64, Ptr{CBlock}, UInt64, Ptr{UInt64}, Ptr{UInt64}),
-                C_NULL, 0, C_NULL, 0, ns, nb))
+    check(c_memory_snapshot(C_NULL, 0, C_NULL, 0, ns, nb))
     while true
         segs = Vector{CSegment}(undef, ns[])
         blocks = Vector{CBlock}(undef, nb[])
         cs, cb = length(segs), length(blocks)
-        check(ccall((:cumem_memory_snapshot, libcumem), Int32,
-                    (Ptr{CSegment}, UInt64, Ptr{CBlock}, UInt64, Ptr{UInt64}, Ptr{UInt64}),
-                    segs, cs, blocks, cb, ns, nb))
+        check(c_memory_snapshot(segs, cs, blocks, cb, ns, nb))
         ns[] <= cs && nb[] <= cb && return resize!(segs, ns[]), resize!(blocks, nb[])
     end
 end
@@ -317,8 +203,7 @@ function c_leaks(f)
     end
 end
 
-leaks_since(mark::UInt64) = c_leaks((p, c, n) -> ccall((:cumem_leaks_since, libcumem), Int32,
-                                                       (UInt64, Ptr{CLeak}, UInt64, Ptr{UInt64}), mark, p, c, n))
+leaks_since(mark::UInt64) = c_leaks((p, c, n) -> c_leaks_since(mark, p, c, n))
 
 """
     check_memory_leaks() -> Vector{MemoryLeak}
@@ -328,8 +213,7 @@ still live, by address, with their stacks under `-g2` (Julia) or `CUMEM_DEBUG=2`
 (native). Allocations of every thread count. Nothing is collected first: call `GC.gc()`
 before to leave out unreachable arrays ([`CuMem.@check_leaks`] does).
 """
-check_memory_leaks() = c_leaks((p, c, n) -> ccall((:cumem_check_memory_leaks, libcumem), Int32,
-                                                  (Ptr{CLeak}, UInt64, Ptr{UInt64}), p, c, n))
+check_memory_leaks() = c_leaks(c_check_memory_leaks)
 
 """
     MemoryLeakError(leaks)
@@ -361,7 +245,7 @@ threads make meanwhile count too. Does not move the checkpoint of
 """
 macro check_leaks(ex)
     quote
-        local mark = ccall((:cumem_leak_mark, libcumem), UInt64, ())
+        local mark = c_leak_mark()
         $(esc(ex))
         collect_garbage()
         local leaks = leaks_since(mark)
@@ -385,7 +269,7 @@ start) and returns it as `(allocated = Δ, reserved = Δ)` in bytes (`Int`, may 
 """
 function memory_checkpoint(name::AbstractString = ""; io::IO = stdout)
     da, dr = Ref{Int64}(0), Ref{Int64}(0)
-    check(ccall((:cumem_memory_checkpoint, libcumem), Int32, (Ptr{Int64}, Ptr{Int64}), da, dr))
+    check(c_memory_checkpoint(da, dr))
     s = memory_stats()
     fb(d) = (d < 0 ? "-" : "+") * Base.format_bytes(abs(d))
     println(io, "memory checkpoint", isempty(name) ? "" : " $name", ": allocated ", fb(da[]),
@@ -406,14 +290,14 @@ returns cached memory to the device; memory in partly used segments stays reserv
 freed, and no more is obtained meanwhile. Errors: `CuMemError` when live memory
 (`allocated_bytes`) exceeds the new cap, or for text that is no amount; nothing changes.
 """
-set_memory_limit!(::Nothing) = (check(ccall((:cumem_set_memory_limit, libcumem), Int32, (UInt64,), 0)); nothing)
+set_memory_limit!(::Nothing) = (check(c_set_memory_limit(UInt64(0))); nothing)
 function set_memory_limit!(bytes::Integer)
     bytes > 0 || throw(ArgumentError("memory limit must be positive (use `nothing` for none), got $bytes"))
-    check(ccall((:cumem_set_memory_limit, libcumem), Int32, (UInt64,), UInt64(bytes)))
+    check(c_set_memory_limit(UInt64(bytes)))
     return nothing
 end
 function set_memory_limit!(amount::AbstractString)
-    check(ccall((:cumem_set_memory_limit_str, libcumem), Int32, (Cstring,), amount))
+    check(c_set_memory_limit_str(amount))
     return nothing
 end
 
@@ -425,7 +309,7 @@ PyTorch's `set_per_process_memory_fraction`; see [`set_memory_limit!`].
 """
 function set_memory_fraction!(fraction::Real)
     0 < fraction <= 1 || throw(ArgumentError("memory fraction must be in (0, 1], got $fraction"))
-    check(ccall((:cumem_set_memory_fraction, libcumem), Int32, (Float64,), fraction))
+    check(c_set_memory_fraction(Float64(fraction)))
     return nothing
 end
 
@@ -439,7 +323,7 @@ partly used segments cannot go back and may stay above the cap.
 """
 function set_cache_limit!(bytes::Union{Integer,Nothing})
     b = bytes === nothing ? typemax(UInt64) : UInt64(bytes)
-    check(ccall((:cumem_set_cache_limit, libcumem), Int32, (UInt64,), b))
+    check(c_set_cache_limit(b))
     return nothing
 end
 
@@ -449,7 +333,7 @@ end
 The cap set by [`set_cache_limit!`], or `nothing`.
 """
 function cache_limit()
-    c = ccall((:cumem_get_cache_limit, libcumem), UInt64, ())
+    c = c_get_cache_limit()
     return c == typemax(UInt64) ? nothing : c % Int
 end
 
@@ -460,7 +344,7 @@ Reserved bytes ÷ the memory limit ([`set_memory_limit!`], `JULIA_CUDA_MEMORY_LI
 ÷ the device's total memory when there is none: how close the engine is to out of memory.
 """
 function memory_pressure()
-    p = ccall((:cumem_memory_pressure, libcumem), Float64, ())
+    p = c_memory_pressure()
     p < 0 && throw(CuMemError(CUMEM_ERROR_INTERNAL, last_error()))
     return p
 end
@@ -476,7 +360,7 @@ cached afterwards lies in partly used segments.
 """
 function compact!()
     r = Ref{CCompact}()
-    check(ccall((:cumem_compact, libcumem), Int32, (Ptr{CCompact},), r))
+    check(c_compact(r))
     flush_engine_log()
     c = r[]
     return (released_bytes = c.released_bytes % Int, fragmentation_before = c.fragmentation_before,

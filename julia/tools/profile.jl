@@ -3,8 +3,6 @@
 # The engine draws the pictures (src/timeline.rs, `cumem_save_memory_timeline`); this
 # file picks the events and passes the Julia origins of `-g2` as labels.
 
-const TIMELINE_FORMATS = (svg = UInt32(0), html = UInt32(1), json = UInt32(2), chrome = UInt32(3))
-
 """
     MemoryProfile
 
@@ -306,9 +304,7 @@ function save_memory_timeline(path::AbstractString, events::AbstractVector{Memor
     labels = Union{Nothing,String}[e.origin === nothing ? nothing : replace(e.origin, '\0' => '?') for e in events]
     ptrs = Ptr{UInt8}[l === nothing ? Ptr{UInt8}(0) : pointer(l) for l in labels]
     GC.@preserve raw labels ptrs begin
-        check(ccall((:cumem_save_memory_timeline, libcumem), Int32,
-                    (Ptr{CEvent}, UInt64, Ptr{Ptr{UInt8}}, Cstring, UInt32),
-                    raw, length(raw), ptrs, path, code))
+        check(c_save_memory_timeline(raw, length(raw), ptrs, path, code))
     end
     return path
 end

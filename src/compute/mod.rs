@@ -9,9 +9,9 @@
 //! - [`blas`]: `cublas<t>gemm` with one guarded handle; [`blas_ext`]: triangular,
 //!   symmetric and batched products on that handle;
 //! - [`solver`]: cuSOLVER factorizations (LU, QR, Cholesky, SVD, eigen);
-//! - [`linalg_capi`]: the C functions of `blas_ext` and `solver`;
 //! - [`gpu`]: the context, the device's facts, synchronisation;
-//! - [`capi`]: the C functions (`cumem_compile_ptx`, `cumem_kernel_load`, ...).
+//! - the C functions (`cumem_compile_ptx`, `cumem_kernel_load`, ...) are in the C ABI,
+//!   `src/ffi/compute.rs`; those of `blas_ext` and `solver` in `src/ffi/linalg.rs`.
 //!
 //! libnvrtc and libcublas are opened at run time ([`dylib`]), so `libcumem.so` loads on
 //! a machine without them; what needs one then fails with `CUMEM_ERROR_NOT_SUPPORTED`.
@@ -25,10 +25,8 @@
 
 pub mod blas;
 pub mod blas_ext;
-pub mod capi;
 pub mod dylib;
 pub mod gpu;
-pub mod linalg_capi;
 pub mod module;
 pub mod nvrtc;
 pub mod solver;

@@ -1,12 +1,6 @@
 # The parts of the CuArray linear algebra that depend on the Julia version's
 # LinearAlgebra (not on compiler internals): keyed on what the running version defines.
 
-# LinearAlgebra's `SVD` keeps the singular values in a `Vector` up to Julia 1.7 and in any
-# `AbstractVector` since; `F.S` stays on the device where the type allows it.
-make_svd(U::CuMatrix, S::CuVector, Vt::CuMatrix) = SVD_DEVICE_S ? SVD(U, S, Vt) : SVD(U, Array(S), Vt)
-# Julia ≤ 1.7: the field is `S::Vector{Tr}`; later a type parameter of its own
-const SVD_DEVICE_S = fieldtype(Base.unwrap_unionall(SVD), :S) isa TypeVar
-
 # Pivoting arguments since Julia 1.7 (`RowMaximum()`, `NoPivot()`), beside `Val(true)`/`Val(false)`
 if isdefined(LinearAlgebra, :RowMaximum)
     LinearAlgebra.lu!(A::CuMatrix{<:BlasFloat}, ::LinearAlgebra.RowMaximum; check::Bool = true) = cu_lu!(A, check)

@@ -15,6 +15,10 @@ host_op(A::CuArray) = host_view(A)
 host_op(A::Adjoint) = adjoint(host_view(parent(A)))
 host_op(A::Transpose) = transpose(host_view(parent(A)))
 
+# Every other CuArray product (compute/linalg.jl has cuBLAS's four types): promoting as Base.
+LinearAlgebra.mul!(C::CuVecOrMat, A::AnyCuMatOperand, B::Union{CuVector,AnyCuMatOperand},
+                   α::Number, β::Number) = generic_mul!(C, A, B, α, β)
+
 """
     mul!(C::CuVecOrMat, A, B, α, β) (other element types)
 
@@ -87,7 +91,7 @@ function gemm!(tA::Char, tB::Char, alpha, A::CuMatrix{Float16}, B::CuVecOrMat{Fl
         return C
     end
     a, b = Ref{Float32}(Float32(alpha)), Ref{Float32}(Float32(beta))
-    GC.@preserve A B C a b check(c_gemm_stream(current_handle(), Int32(4), opa, opb, m, n, ak,
+    GC.@preserve A B C a b check(c_gemm_async(current_handle(), Int32(4), opa, opb, m, n, ak,
                                         Base.unsafe_convert(Ptr{Cvoid}, a), devaddr(A), max(1, size(A, 1)),
                                         devaddr(B), max(1, size(B, 1)), Base.unsafe_convert(Ptr{Cvoid}, b),
                                         devaddr(C), max(1, size(C, 1))))
@@ -102,56 +106,6 @@ for W in (:Adjoint, :Transpose)
             throw(DimensionMismatch("A has dimensions (1,$(length(x))) but B has dimensions $(size(A))"))
         return $(W === :Adjoint ? :adjoint : :transpose)($(W === :Adjoint ? :adjoint : :transpose)(A) * parent(x))
     end
-end
-
-## Symmetric/Hermitian: the stored triangle mirrored
-
-const SYMFILL_SOURCE = raw"""
-struct la_w16s { unsigned long long lo, hi; };
-template <typename W> __device__ __forceinline__ void la_symfill(W *a, long long n, long long lda, int upper) {
-  const long long total = n * n;
-  for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < total; t += (long long)gridDim.x * blockDim.x) {
-    const long long i = t % n, j = t / n;
-    if (upper ? (i > j) : (i < j)) a[i + j * lda] = a[j + i * lda];
-  }
-}
-template <typename R> __device__ __forceinline__ void la_hermfill(R *a, long long n, long long lda, int upper) {
-  const long long total = n * n;
-  for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < total; t += (long long)gridDim.x * blockDim.x) {
-    const long long i = t % n, j = t / n;
-    if (i == j) a[2 * (i + j * lda) + 1] = 0;
-    else if (upper ? (i > j) : (i < j)) {
-      a[2 * (i + j * lda)] = a[2 * (j + i * lda)];
-      a[2 * (i + j * lda) + 1] = -a[2 * (j + i * lda) + 1];
-    }
-  }
-}
-#define LA_SYMFILL(S, W) extern "C" __global__ void la_symfill_##S(W *a, long long n, long long lda, int upper) { la_symfill<W>(a, n, lda, upper); }
-LA_SYMFILL(w1, unsigned char) LA_SYMFILL(w2, unsigned short) LA_SYMFILL(w4, unsigned int) LA_SYMFILL(w8, unsigned long long) LA_SYMFILL(w16, la_w16s)
-extern "C" __global__ void la_hermfill_c32(float *a, long long n, long long lda, int upper) { la_hermfill<float>(a, n, lda, upper); }
-extern "C" __global__ void la_hermfill_c64(double *a, long long n, long long lda, int upper) { la_hermfill<double>(a, n, lda, upper); }
-"""
-
-# M's `uplo` triangle copied into the other one (conjugated, with a real diagonal, for a
-# complex Hermitian matrix), in place
-function sym_fill!(M::CuMatrix{T}, uplo::Char, herm::Bool) where {T}
-    n = LinearAlgebra.checksquare(M)
-    activate()
-    if on_host()
-        GC.@preserve M begin
-            H = host_view(M)
-            copyto!(H, herm ? Matrix(Hermitian(H, Symbol(uplo))) : Matrix(Symmetric(H, Symbol(uplo))))
-        end
-        return M
-    end
-    n == 0 && return M
-    herm && !(T <: Union{ComplexF32,ComplexF64}) &&
-        throw(ArgumentError("Hermitian of $T elements on a GPU (ComplexF32/ComplexF64 or real types)"))
-    name = herm ? (T === ComplexF32 ? "la_hermfill_c32" : "la_hermfill_c64") : "la_symfill_" * word_suffix(T)
-    k = load_kernel(SYMFILL_SOURCE, name)
-    GC.@preserve M launch(k, CuPtr{UInt8}(devaddr(M)), Int64(n), Int64(ld(M)), Int32(uplo == 'U');
-                          blocks = max(1, min(cld(n * n, LA_THREADS), 65535 * 16)), threads = LA_THREADS)
-    return M
 end
 
 ## UniformScaling

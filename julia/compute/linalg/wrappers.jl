@@ -6,54 +6,37 @@
 # same memory, so CI runs every path above this layer.
 using LinearAlgebra: BlasFloat, BlasReal, BlasInt, LAPACKException, SingularException, PosDefException, checksquare
 
-c_trsm(s, dt, side, uplo, tr, diag, m, n, alpha, A, lda, B, ldb) =
-    ccall((:cumem_trsm, libcumem), Int32,
-          (UInt64, Int32, Int32, Int32, Int32, Int32, Int64, Int64, Ptr{Cvoid}, UInt64, Int64, UInt64, Int64),
-          s, dt, side, uplo, tr, diag, m, n, alpha, A, lda, B, ldb)
-c_trmm(s, dt, side, uplo, tr, diag, m, n, alpha, A, lda, B, ldb) =
-    ccall((:cumem_trmm, libcumem), Int32,
-          (UInt64, Int32, Int32, Int32, Int32, Int32, Int64, Int64, Ptr{Cvoid}, UInt64, Int64, UInt64, Int64),
-          s, dt, side, uplo, tr, diag, m, n, alpha, A, lda, B, ldb)
-c_symm(s, dt, herm, side, uplo, m, n, alpha, A, lda, B, ldb, beta, C, ldc) =
-    ccall((:cumem_symm, libcumem), Int32,
-          (UInt64, Int32, Int32, Int32, Int32, Int64, Int64, Ptr{Cvoid}, UInt64, Int64, UInt64, Int64,
-           Ptr{Cvoid}, UInt64, Int64), s, dt, herm, side, uplo, m, n, alpha, A, lda, B, ldb, beta, C, ldc)
-c_gemm_batched(s, dt, ta, tb, m, n, k, b, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc) =
-    ccall((:cumem_gemm_strided_batched, libcumem), Int32,
-          (UInt64, Int32, Int32, Int32, Int64, Int64, Int64, Int64, Ptr{Cvoid}, UInt64, Int64, Int64,
-           UInt64, Int64, Int64, Ptr{Cvoid}, UInt64, Int64, Int64),
-          s, dt, ta, tb, m, n, k, b, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc)
-c_getrf(s, dt, m, n, A, lda, ipiv, info) =
-    ccall((:cumem_getrf, libcumem), Int32, (UInt64, Int32, Int64, Int64, UInt64, Int64, UInt64, Ptr{Int32}),
-          s, dt, m, n, A, lda, ipiv, info)
-c_getrs(s, dt, tr, n, nrhs, A, lda, ipiv, B, ldb, info) =
-    ccall((:cumem_getrs, libcumem), Int32,
-          (UInt64, Int32, Int32, Int64, Int64, UInt64, Int64, UInt64, UInt64, Int64, Ptr{Int32}),
-          s, dt, tr, n, nrhs, A, lda, ipiv, B, ldb, info)
-c_geqrf(s, dt, m, n, A, lda, tau, info) =
-    ccall((:cumem_geqrf, libcumem), Int32, (UInt64, Int32, Int64, Int64, UInt64, Int64, UInt64, Ptr{Int32}),
-          s, dt, m, n, A, lda, tau, info)
-c_orgqr(s, dt, m, n, k, A, lda, tau, info) =
-    ccall((:cumem_orgqr, libcumem), Int32, (UInt64, Int32, Int64, Int64, Int64, UInt64, Int64, UInt64, Ptr{Int32}),
-          s, dt, m, n, k, A, lda, tau, info)
-c_ormqr(s, dt, side, tr, m, n, k, A, lda, tau, C, ldc, info) =
-    ccall((:cumem_ormqr, libcumem), Int32,
-          (UInt64, Int32, Int32, Int32, Int64, Int64, Int64, UInt64, Int64, UInt64, UInt64, Int64, Ptr{Int32}),
-          s, dt, side, tr, m, n, k, A, lda, tau, C, ldc, info)
-c_potrf(s, dt, uplo, n, A, lda, info) =
-    ccall((:cumem_potrf, libcumem), Int32, (UInt64, Int32, Int32, Int64, UInt64, Int64, Ptr{Int32}),
-          s, dt, uplo, n, A, lda, info)
-c_potrs(s, dt, uplo, n, nrhs, A, lda, B, ldb, info) =
-    ccall((:cumem_potrs, libcumem), Int32,
-          (UInt64, Int32, Int32, Int64, Int64, UInt64, Int64, UInt64, Int64, Ptr{Int32}),
-          s, dt, uplo, n, nrhs, A, lda, B, ldb, info)
-c_gesvd(s, dt, jacobi, vectors, m, n, A, lda, S, U, ldu, V, ldv, info) =
-    ccall((:cumem_gesvd, libcumem), Int32,
-          (UInt64, Int32, Int32, Int32, Int64, Int64, UInt64, Int64, UInt64, UInt64, Int64, UInt64, Int64, Ptr{Int32}),
-          s, dt, jacobi, vectors, m, n, A, lda, S, U, ldu, V, ldv, info)
-c_syevd(s, dt, vectors, uplo, n, A, lda, W, info) =
-    ccall((:cumem_syevd, libcumem), Int32, (UInt64, Int32, Int32, Int32, Int64, UInt64, Int64, UInt64, Ptr{Int32}),
-          s, dt, vectors, uplo, n, A, lda, W, info)
+## helpers of the layers above
+
+# The floating-point type a factorization of T computes in, as LinearAlgebra's
+# (Int → Float64, Float32 stays); cuSOLVER's four types only.
+function factor_type(::Type{T}, what) where {T}
+    S = typeof(oneunit(T) / oneunit(T))
+    S <: BlasFloat && return S
+    S === Float16 && return Float32
+    S === ComplexF16 && return ComplexF32
+    throw(ArgumentError("$what of a CuMatrix{$T}: cuSOLVER factors Float32, Float64, ComplexF32, ComplexF64"))
+end
+# `A` as a new CuMatrix{S} (a copy even when the type matches: factorizations overwrite)
+float_copy(A::CuMatrix{T}, ::Type{S}) where {T,S} = T === S ? copy(A) : convert_eltype(S, A)
+convert_eltype(::Type{S}, A::CuArray{T}) where {S,T} =
+    is_kernel_eltype(T) && is_kernel_eltype(S) ? S.(A) : CuArray{S}(Array{S}(Array(A)))
+
+# The diagonal of the factors on the host (n values: det, logdet need them all anyway).
+host_diag(A::CuMatrix) = Array(A[diagind(A)])
+
+# `B` as a new CuArray of element type T
+copy_as(::Type{T}, B::CuArray{T}) where {T} = copy(B)
+copy_as(::Type{T}, B::CuArray) where {T} = convert_eltype(T, B)
+
+# LinearAlgebra's `SVD` keeps the singular values in a `Vector` up to Julia 1.7 and in any
+# `AbstractVector` since; `F.S` stays on the device where the type allows it.
+make_svd(U::CuMatrix, S::CuVector, Vt::CuMatrix) = SVD_DEVICE_S ? SVD(U, S, Vt) : SVD(U, Array(S), Vt)
+# Julia ≤ 1.7: the field is `S::Vector{Tr}`; later a type parameter of its own
+const SVD_DEVICE_S = fieldtype(Base.unwrap_unionall(SVD), :S) isa TypeVar
+
+
+## cuBLAS
 
 blas_side(c::Char) = c == 'L' ? Int32(0) : c == 'R' ? Int32(1) :
     throw(ArgumentError("side must be 'L' or 'R', got $(repr(c))"))
@@ -77,7 +60,7 @@ Inf/NaN, as BLAS (the `\\` methods check the diagonal first).
 """
 function trsm!(side::Char, uplo::Char, ta::Char, diag::Char, alpha, A::CuMatrix{T},
                B::CuVecOrMat{T}) where {T<:BlasFloat}
-    return tri!(c_trsm, LinearAlgebra.BLAS.trsm!, side, uplo, ta, diag, alpha, A, B)
+    return tri!(c_trsm_async, LinearAlgebra.BLAS.trsm!, side, uplo, ta, diag, alpha, A, B)
 end
 
 """
@@ -89,7 +72,7 @@ trmm, trmv for a vector).
 """
 function trmm!(side::Char, uplo::Char, ta::Char, diag::Char, alpha, A::CuMatrix{T},
                B::CuVecOrMat{T}) where {T<:BlasFloat}
-    return tri!(c_trmm, LinearAlgebra.BLAS.trmm!, side, uplo, ta, diag, alpha, A, B)
+    return tri!(c_trmm_async, LinearAlgebra.BLAS.trmm!, side, uplo, ta, diag, alpha, A, B)
 end
 
 function tri!(cf, hostf, side, uplo, ta, diag, alpha, A::CuMatrix{T}, B::CuVecOrMat{T}) where {T}
@@ -146,7 +129,7 @@ function symm!(side::Char, uplo::Char, alpha, A::CuMatrix{T}, B::CuVecOrMat{T}, 
         return C
     end
     a, b = Ref{T}(convert(T, alpha)), Ref{T}(convert(T, beta))
-    GC.@preserve A B C a b check(c_symm(current_handle(), blas_dtype(T), Int32(herm), s, u, m, n,
+    GC.@preserve A B C a b check(c_symm_async(current_handle(), blas_dtype(T), Int32(herm), s, u, m, n,
                                       Base.unsafe_convert(Ptr{Cvoid}, a), devaddr(A), ld(A), devaddr(B), ld(B),
                                       Base.unsafe_convert(Ptr{Cvoid}, b), devaddr(C), ld(C)))
     return C
@@ -200,7 +183,7 @@ function gemm_strided_batched!(tA::Char, tB::Char, alpha, A::CuArray{T,3}, B::Cu
     a, b = Ref{S}(convert(S, alpha)), Ref{S}(convert(S, beta))
     stride(X) = size(X, 3) == 1 ? 0 : size(X, 1) * size(X, 2)
     dt = T === Float16 ? Int32(4) : blas_dtype(T)
-    GC.@preserve A B C a b check(c_gemm_batched(current_handle(), dt, opa, opb, m, n, ak, nb,
+    GC.@preserve A B C a b check(c_gemm_batched_async(current_handle(), dt, opa, opb, m, n, ak, nb,
                                               Base.unsafe_convert(Ptr{Cvoid}, a), devaddr(A), ld(A), stride(A),
                                               devaddr(B), ld(B), stride(B), Base.unsafe_convert(Ptr{Cvoid}, b),
                                               devaddr(C), ld(C), stride(C)))
@@ -249,7 +232,7 @@ function getrf!(A::CuMatrix{T}) where {T<:BlasFloat}
         return A, ipiv, Int(info)
     end
     dipiv = CuVector{Int64}(undef, min(m, n))
-    info = GC.@preserve A dipiv solver_call(c_getrf, blas_dtype(T), m, n, devaddr(A), ld(A), devaddr(dipiv))
+    info = GC.@preserve A dipiv solver_call(c_getrf_async, blas_dtype(T), m, n, devaddr(A), ld(A), devaddr(dipiv))
     ipiv = Vector{BlasInt}(Array(dipiv))
     unsafe_free!(dipiv)
     return A, ipiv, info
@@ -277,7 +260,7 @@ function getrs!(trans::Char, A::CuMatrix{T}, ipiv::AbstractVector{<:Integer}, B:
         return B
     end
     dipiv = ipiv isa CuVector{Int64} ? ipiv : CuVector{Int64}(Vector{Int64}(ipiv))
-    GC.@preserve A B dipiv solver_call(c_getrs, blas_dtype(T), t, n, nrhs, devaddr(A), ld(A), devaddr(dipiv),
+    GC.@preserve A B dipiv solver_call(c_getrs_async, blas_dtype(T), t, n, nrhs, devaddr(A), ld(A), devaddr(dipiv),
                                        devaddr(B), ld(B))
     dipiv === ipiv || unsafe_free!(dipiv)
     return B
@@ -301,7 +284,7 @@ function geqrf!(A::CuMatrix{T}, tau::CuVector{T}) where {T<:BlasFloat}
         GC.@preserve A tau LinearAlgebra.LAPACK.geqrf!(host_view(A), host_view(tau))
         return A, tau
     end
-    GC.@preserve A tau solver_call(c_geqrf, blas_dtype(T), m, n, devaddr(A), ld(A), devaddr(tau))
+    GC.@preserve A tau solver_call(c_geqrf_async, blas_dtype(T), m, n, devaddr(A), ld(A), devaddr(tau))
     return A, tau
 end
 
@@ -323,7 +306,7 @@ function orgqr!(A::CuMatrix{T}, tau::CuVector{T}, k::Integer = length(tau)) wher
         GC.@preserve A tau LinearAlgebra.LAPACK.orgqr!(host_view(A), host_view(tau), k)
         return A
     end
-    GC.@preserve A tau solver_call(c_orgqr, blas_dtype(T), m, n, k, devaddr(A), ld(A), devaddr(tau))
+    GC.@preserve A tau solver_call(c_orgqr_async, blas_dtype(T), m, n, k, devaddr(A), ld(A), devaddr(tau))
     return A
 end
 
@@ -350,7 +333,7 @@ function ormqr!(side::Char, trans::Char, A::CuMatrix{T}, tau::CuVector{T}, C::Cu
         GC.@preserve A tau C LinearAlgebra.LAPACK.ormqr!(side, tr, host_view(A), host_view(tau), host_mat(C))
         return C
     end
-    GC.@preserve A tau C solver_call(c_ormqr, blas_dtype(T), s, t, m, n, k, devaddr(A), ld(A), devaddr(tau),
+    GC.@preserve A tau C solver_call(c_ormqr_async, blas_dtype(T), s, t, m, n, k, devaddr(A), ld(A), devaddr(tau),
                                      devaddr(C), ld(C))
     return C
 end
@@ -373,7 +356,7 @@ function potrf!(uplo::Char, A::CuMatrix{T}) where {T<:BlasFloat}
         _, info = GC.@preserve A LinearAlgebra.LAPACK.potrf!(uplo, host_view(A))
         return A, Int(info)
     end
-    info = GC.@preserve A solver_call(c_potrf, blas_dtype(T), u, n, devaddr(A), ld(A))
+    info = GC.@preserve A solver_call(c_potrf_async, blas_dtype(T), u, n, devaddr(A), ld(A))
     return A, info
 end
 
@@ -394,7 +377,7 @@ function potrs!(uplo::Char, A::CuMatrix{T}, B::CuVecOrMat{T}) where {T<:BlasFloa
         GC.@preserve A B LinearAlgebra.LAPACK.potrs!(uplo, host_view(A), host_mat(B))
         return B
     end
-    GC.@preserve A B solver_call(c_potrs, blas_dtype(T), u, n, size(B, 2), devaddr(A), ld(A), devaddr(B), ld(B))
+    GC.@preserve A B solver_call(c_potrs_async, blas_dtype(T), u, n, size(B, 2), devaddr(A), ld(A), devaddr(B), ld(B))
     return B
 end
 
@@ -460,7 +443,7 @@ function gesvd!(A::CuMatrix{T}; vectors::Symbol = :thin, jacobi::Bool = true) wh
     pu, pv = U === nothing ? (UInt64(0), UInt64(0)) : (devaddr(U), devaddr(V))
     ldu, ldv = U === nothing ? (max(1, m), max(1, jacobi ? n : k)) : (ld(U), ld(V))
     vcode = vec == 0 ? 0 : econ ? 1 : 2
-    info = GC.@preserve A S U V solver_call(c_gesvd, blas_dtype(T), Int32(jacobi), Int32(vcode), m, n, devaddr(A),
+    info = GC.@preserve A S U V solver_call(c_gesvd_async, blas_dtype(T), Int32(jacobi), Int32(vcode), m, n, devaddr(A),
                                             ld(A), devaddr(S), pu, ldu, pv, ldv)
     U === nothing && return nothing, S, nothing, info
     if jacobi
@@ -494,7 +477,7 @@ function syevd!(jobz::Char, uplo::Char, A::CuMatrix{T}) where {T<:BlasFloat}
         return CuArray(W), A
     end
     W = CuVector{R}(undef, n)
-    info = GC.@preserve A W solver_call(c_syevd, blas_dtype(T), Int32(jobz == 'V'), u, n, devaddr(A), ld(A), devaddr(W))
+    info = GC.@preserve A W solver_call(c_syevd_async, blas_dtype(T), Int32(jobz == 'V'), u, n, devaddr(A), ld(A), devaddr(W))
     info == 0 || throw(LAPACKException(info))
     return W, A
 end

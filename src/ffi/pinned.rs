@@ -11,42 +11,17 @@
 //! bus's speed.
 
 use super::{guard, null_err};
-use crate::engine::Engine;
+use crate::engines::{pinned_host, pinned_started};
 use crate::error::Result;
 use crate::pinned::PinnedHost;
 use crate::report;
 use crate::stats::Stats;
 use std::ffi::c_void;
-use std::sync::OnceLock;
-
-static PINNED: OnceLock<PinnedHost> = OnceLock::new();
-static PINNED_INIT: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
-
-/// The process-wide pinned host pool, created on first use over the memory of `e`'s
-/// kind (CUDA when `e` runs on a GPU, else the host device). Errors: the device's, when
-/// the driver cannot be opened; the configuration's (a bad `CUMEM_PINNED_LIMIT` already
-/// failed the device engine's initialisation).
-pub fn pinned_host(e: &Engine) -> Result<&'static PinnedHost> {
-    if let Some(p) = PINNED.get() {
-        return Ok(p);
-    }
-    let _guard = PINNED_INIT.lock();
-    if let Some(p) = PINNED.get() {
-        return Ok(p);
-    }
-    let p = PinnedHost::new(e.config(), !e.device().is_host())?;
-    Ok(PINNED.get_or_init(|| p))
-}
-
-/// The pinned pool if something created it, for `memory_status`.
-pub(crate) fn started() -> Option<&'static PinnedHost> {
-    PINNED.get()
-}
 
 /// The pinned pool's lines of `memory_status` (see `report::pinned_status`), or `""`
 /// while it was never used.
 pub(crate) fn status_lines() -> String {
-    started().map_or_else(String::new, |p| report::pinned_status(p.engine(), p.registered()))
+    pinned_started().map_or_else(String::new, |p| report::pinned_status(p.engine(), p.registered()))
 }
 
 /// Runs `f` on the pinned pool under the C ABI's guard (errors and panics become status

@@ -1,7 +1,8 @@
 //! The C functions of linear algebra beyond gemm: cuBLAS's triangular, symmetric and
-//! batched products ([`super::blas_ext`]) and cuSOLVER's factorizations
-//! ([`super::solver`]). All act on the calling thread's current device, queue on `stream`
-//! (a handle of `cumem_stream_create`; 0: the legacy default stream), take device
+//! batched products ([`crate::compute::blas_ext`]) and cuSOLVER's factorizations
+//! ([`crate::compute::solver`]). All act on the calling thread's current device; the
+//! `_async` forms queue on `stream` (a handle of `cumem_stream_create`; 0: the legacy default
+//! stream), the forms without the suffix on the legacy default stream; take device
 //! addresses with leading dimensions in elements, and use the element-type codes of
 //! `cumem_gemm` (0 = Float32, 1 = Float64, 2 = ComplexF32, 3 = ComplexF64; 4 = Float16
 //! for the batched gemm). Enum codes are cuBLAS's: side 0 = left, 1 = right; uplo
@@ -18,8 +19,8 @@
 //! `i > 0` as each function says (the Julia package turns it into `SingularException`,
 //! `PosDefException` or `LAPACKException`). Their workspaces come from the engine's pool.
 
-use super::blas::{Dtype, Operand};
-use super::{blas_ext, solver};
+use crate::compute::blas::{Dtype, Operand};
+use crate::compute::{blas_ext, solver};
 use crate::error::Result;
 use crate::ffi::{guard, null_err};
 use std::ffi::c_void;
@@ -50,7 +51,7 @@ fn with_info(info: *mut i32, f: impl FnOnce(&'static crate::engine::Engine) -> R
 /// `alpha` must be null or point to a readable value of `dtype`.
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments, non_snake_case)]
-pub unsafe extern "C" fn cumem_trsm(
+pub unsafe extern "C" fn cumem_trsm_async(
     stream: u64,
     dtype: i32,
     side: i32,
@@ -82,7 +83,7 @@ pub unsafe extern "C" fn cumem_trsm(
 /// As `cumem_trsm`.
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments, non_snake_case)]
-pub unsafe extern "C" fn cumem_trmm(
+pub unsafe extern "C" fn cumem_trmm_async(
     stream: u64,
     dtype: i32,
     side: i32,
@@ -116,7 +117,7 @@ pub unsafe extern "C" fn cumem_trmm(
 /// `alpha` and `beta` must be null or point to readable values of `dtype`.
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments, non_snake_case)]
-pub unsafe extern "C" fn cumem_symm(
+pub unsafe extern "C" fn cumem_symm_async(
     stream: u64,
     dtype: i32,
     hermitian: i32,
@@ -152,7 +153,7 @@ pub unsafe extern "C" fn cumem_symm(
 /// `alpha` and `beta` must be null or point to readable values of the type above.
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments, non_snake_case)]
-pub unsafe extern "C" fn cumem_gemm_strided_batched(
+pub unsafe extern "C" fn cumem_gemm_strided_batched_async(
     stream: u64,
     dtype: i32,
     transa: i32,
@@ -201,7 +202,7 @@ pub unsafe extern "C" fn cumem_gemm_strided_batched(
 /// `info` must be null or writable.
 #[unsafe(no_mangle)]
 #[allow(non_snake_case)]
-pub unsafe extern "C" fn cumem_getrf(
+pub unsafe extern "C" fn cumem_getrf_async(
     stream: u64,
     dtype: i32,
     m: i64,
@@ -221,7 +222,7 @@ pub unsafe extern "C" fn cumem_getrf(
 /// `info` must be null or writable.
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments, non_snake_case)]
-pub unsafe extern "C" fn cumem_getrs(
+pub unsafe extern "C" fn cumem_getrs_async(
     stream: u64,
     dtype: i32,
     trans: i32,
@@ -246,7 +247,7 @@ pub unsafe extern "C" fn cumem_getrs(
 /// `info` must be null or writable.
 #[unsafe(no_mangle)]
 #[allow(non_snake_case)]
-pub unsafe extern "C" fn cumem_geqrf(
+pub unsafe extern "C" fn cumem_geqrf_async(
     stream: u64,
     dtype: i32,
     m: i64,
@@ -266,7 +267,7 @@ pub unsafe extern "C" fn cumem_geqrf(
 /// `info` must be null or writable.
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments, non_snake_case)]
-pub unsafe extern "C" fn cumem_orgqr(
+pub unsafe extern "C" fn cumem_orgqr_async(
     stream: u64,
     dtype: i32,
     m: i64,
@@ -288,7 +289,7 @@ pub unsafe extern "C" fn cumem_orgqr(
 /// `info` must be null or writable.
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments, non_snake_case)]
-pub unsafe extern "C" fn cumem_ormqr(
+pub unsafe extern "C" fn cumem_ormqr_async(
     stream: u64,
     dtype: i32,
     side: i32,
@@ -325,7 +326,7 @@ pub unsafe extern "C" fn cumem_ormqr(
 /// `info` must be null or writable.
 #[unsafe(no_mangle)]
 #[allow(non_snake_case)]
-pub unsafe extern "C" fn cumem_potrf(
+pub unsafe extern "C" fn cumem_potrf_async(
     stream: u64,
     dtype: i32,
     uplo: i32,
@@ -344,7 +345,7 @@ pub unsafe extern "C" fn cumem_potrf(
 /// `info` must be null or writable.
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments, non_snake_case)]
-pub unsafe extern "C" fn cumem_potrs(
+pub unsafe extern "C" fn cumem_potrs_async(
     stream: u64,
     dtype: i32,
     uplo: i32,
@@ -372,7 +373,7 @@ pub unsafe extern "C" fn cumem_potrs(
 /// `info` must be null or writable.
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments, non_snake_case)]
-pub unsafe extern "C" fn cumem_gesvd(
+pub unsafe extern "C" fn cumem_gesvd_async(
     stream: u64,
     dtype: i32,
     jacobi: i32,
@@ -403,7 +404,7 @@ pub unsafe extern "C" fn cumem_gesvd(
 /// `info` must be null or writable.
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments, non_snake_case)]
-pub unsafe extern "C" fn cumem_syevd(
+pub unsafe extern "C" fn cumem_syevd_async(
     stream: u64,
     dtype: i32,
     vectors: i32,
@@ -415,4 +416,294 @@ pub unsafe extern "C" fn cumem_syevd(
     info: *mut i32,
 ) -> i32 {
     with_info(info, |e| solver::syevd(e, stream, Dtype::from_code(dtype)?, (vectors, uplo), n, op(A, lda), W))
+}
+
+/// As `cumem_trsm_async`, on the legacy default stream.
+///
+/// # Safety
+/// As `cumem_trsm_async`.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments, non_snake_case)]
+pub unsafe extern "C" fn cumem_trsm(
+    dtype: i32,
+    side: i32,
+    uplo: i32,
+    trans: i32,
+    diag: i32,
+    m: i64,
+    n: i64,
+    alpha: *const c_void,
+    A: u64,
+    lda: i64,
+    B: u64,
+    ldb: i64,
+) -> i32 {
+    // SAFETY: forwarded; stream 0 is the legacy default stream.
+    unsafe { cumem_trsm_async(0, dtype, side, uplo, trans, diag, m, n, alpha, A, lda, B, ldb) }
+}
+
+/// As `cumem_trmm_async`, on the legacy default stream.
+///
+/// # Safety
+/// As `cumem_trmm_async`.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments, non_snake_case)]
+pub unsafe extern "C" fn cumem_trmm(
+    dtype: i32,
+    side: i32,
+    uplo: i32,
+    trans: i32,
+    diag: i32,
+    m: i64,
+    n: i64,
+    alpha: *const c_void,
+    A: u64,
+    lda: i64,
+    B: u64,
+    ldb: i64,
+) -> i32 {
+    // SAFETY: forwarded; stream 0 is the legacy default stream.
+    unsafe { cumem_trmm_async(0, dtype, side, uplo, trans, diag, m, n, alpha, A, lda, B, ldb) }
+}
+
+/// As `cumem_symm_async`, on the legacy default stream.
+///
+/// # Safety
+/// As `cumem_symm_async`.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments, non_snake_case)]
+pub unsafe extern "C" fn cumem_symm(
+    dtype: i32,
+    hermitian: i32,
+    side: i32,
+    uplo: i32,
+    m: i64,
+    n: i64,
+    alpha: *const c_void,
+    A: u64,
+    lda: i64,
+    B: u64,
+    ldb: i64,
+    beta: *const c_void,
+    C: u64,
+    ldc: i64,
+) -> i32 {
+    // SAFETY: forwarded; stream 0 is the legacy default stream.
+    unsafe { cumem_symm_async(0, dtype, hermitian, side, uplo, m, n, alpha, A, lda, B, ldb, beta, C, ldc) }
+}
+
+/// As `cumem_gemm_strided_batched_async`, on the legacy default stream.
+///
+/// # Safety
+/// As `cumem_gemm_strided_batched_async`.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments, non_snake_case)]
+pub unsafe extern "C" fn cumem_gemm_strided_batched(
+    dtype: i32,
+    transa: i32,
+    transb: i32,
+    m: i64,
+    n: i64,
+    k: i64,
+    batch: i64,
+    alpha: *const c_void,
+    A: u64,
+    lda: i64,
+    strideA: i64,
+    B: u64,
+    ldb: i64,
+    strideB: i64,
+    beta: *const c_void,
+    C: u64,
+    ldc: i64,
+    strideC: i64,
+) -> i32 {
+    // SAFETY: forwarded; stream 0 is the legacy default stream.
+    unsafe {
+        cumem_gemm_strided_batched_async(
+            0, dtype, transa, transb, m, n, k, batch, alpha, A, lda, strideA, B, ldb, strideB, beta, C, ldc,
+            strideC,
+        )
+    }
+}
+
+/// As `cumem_getrf_async`, on the legacy default stream.
+///
+/// # Safety
+/// As `cumem_getrf_async`.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments, non_snake_case)]
+pub unsafe extern "C" fn cumem_getrf(
+    dtype: i32,
+    m: i64,
+    n: i64,
+    A: u64,
+    lda: i64,
+    ipiv: u64,
+    info: *mut i32,
+) -> i32 {
+    // SAFETY: forwarded; stream 0 is the legacy default stream.
+    unsafe { cumem_getrf_async(0, dtype, m, n, A, lda, ipiv, info) }
+}
+
+/// As `cumem_getrs_async`, on the legacy default stream.
+///
+/// # Safety
+/// As `cumem_getrs_async`.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments, non_snake_case)]
+pub unsafe extern "C" fn cumem_getrs(
+    dtype: i32,
+    trans: i32,
+    n: i64,
+    nrhs: i64,
+    A: u64,
+    lda: i64,
+    ipiv: u64,
+    B: u64,
+    ldb: i64,
+    info: *mut i32,
+) -> i32 {
+    // SAFETY: forwarded; stream 0 is the legacy default stream.
+    unsafe { cumem_getrs_async(0, dtype, trans, n, nrhs, A, lda, ipiv, B, ldb, info) }
+}
+
+/// As `cumem_geqrf_async`, on the legacy default stream.
+///
+/// # Safety
+/// As `cumem_geqrf_async`.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments, non_snake_case)]
+pub unsafe extern "C" fn cumem_geqrf(
+    dtype: i32,
+    m: i64,
+    n: i64,
+    A: u64,
+    lda: i64,
+    tau: u64,
+    info: *mut i32,
+) -> i32 {
+    // SAFETY: forwarded; stream 0 is the legacy default stream.
+    unsafe { cumem_geqrf_async(0, dtype, m, n, A, lda, tau, info) }
+}
+
+/// As `cumem_orgqr_async`, on the legacy default stream.
+///
+/// # Safety
+/// As `cumem_orgqr_async`.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments, non_snake_case)]
+pub unsafe extern "C" fn cumem_orgqr(
+    dtype: i32,
+    m: i64,
+    n: i64,
+    k: i64,
+    A: u64,
+    lda: i64,
+    tau: u64,
+    info: *mut i32,
+) -> i32 {
+    // SAFETY: forwarded; stream 0 is the legacy default stream.
+    unsafe { cumem_orgqr_async(0, dtype, m, n, k, A, lda, tau, info) }
+}
+
+/// As `cumem_ormqr_async`, on the legacy default stream.
+///
+/// # Safety
+/// As `cumem_ormqr_async`.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments, non_snake_case)]
+pub unsafe extern "C" fn cumem_ormqr(
+    dtype: i32,
+    side: i32,
+    trans: i32,
+    m: i64,
+    n: i64,
+    k: i64,
+    A: u64,
+    lda: i64,
+    tau: u64,
+    C: u64,
+    ldc: i64,
+    info: *mut i32,
+) -> i32 {
+    // SAFETY: forwarded; stream 0 is the legacy default stream.
+    unsafe { cumem_ormqr_async(0, dtype, side, trans, m, n, k, A, lda, tau, C, ldc, info) }
+}
+
+/// As `cumem_potrf_async`, on the legacy default stream.
+///
+/// # Safety
+/// As `cumem_potrf_async`.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments, non_snake_case)]
+pub unsafe extern "C" fn cumem_potrf(dtype: i32, uplo: i32, n: i64, A: u64, lda: i64, info: *mut i32) -> i32 {
+    // SAFETY: forwarded; stream 0 is the legacy default stream.
+    unsafe { cumem_potrf_async(0, dtype, uplo, n, A, lda, info) }
+}
+
+/// As `cumem_potrs_async`, on the legacy default stream.
+///
+/// # Safety
+/// As `cumem_potrs_async`.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments, non_snake_case)]
+pub unsafe extern "C" fn cumem_potrs(
+    dtype: i32,
+    uplo: i32,
+    n: i64,
+    nrhs: i64,
+    A: u64,
+    lda: i64,
+    B: u64,
+    ldb: i64,
+    info: *mut i32,
+) -> i32 {
+    // SAFETY: forwarded; stream 0 is the legacy default stream.
+    unsafe { cumem_potrs_async(0, dtype, uplo, n, nrhs, A, lda, B, ldb, info) }
+}
+
+/// As `cumem_gesvd_async`, on the legacy default stream.
+///
+/// # Safety
+/// As `cumem_gesvd_async`.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments, non_snake_case)]
+pub unsafe extern "C" fn cumem_gesvd(
+    dtype: i32,
+    jacobi: i32,
+    vectors: i32,
+    m: i64,
+    n: i64,
+    A: u64,
+    lda: i64,
+    S: u64,
+    U: u64,
+    ldu: i64,
+    V: u64,
+    ldv: i64,
+    info: *mut i32,
+) -> i32 {
+    // SAFETY: forwarded; stream 0 is the legacy default stream.
+    unsafe { cumem_gesvd_async(0, dtype, jacobi, vectors, m, n, A, lda, S, U, ldu, V, ldv, info) }
+}
+
+/// As `cumem_syevd_async`, on the legacy default stream.
+///
+/// # Safety
+/// As `cumem_syevd_async`.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments, non_snake_case)]
+pub unsafe extern "C" fn cumem_syevd(
+    dtype: i32,
+    vectors: i32,
+    uplo: i32,
+    n: i64,
+    A: u64,
+    lda: i64,
+    W: u64,
+    info: *mut i32,
+) -> i32 {
+    // SAFETY: forwarded; stream 0 is the legacy default stream.
+    unsafe { cumem_syevd_async(0, dtype, vectors, uplo, n, A, lda, W, info) }
 }
