@@ -40,6 +40,8 @@ function generic_mul!(C::CuVecOrMat, A, B, α::Number, β::Number)
     (aliased(C, stored(A)) || (B isa CuArray ? aliased(C, B) : aliased(C, stored(B)))) &&
         throw(ArgumentError("output matrix must not be aliased with input matrix"))
     T = eltype(C)
+    # the same answer on every device: result types without a GPU product are refused
+    T <: Union{BlasFloat,Float16,Base.BitInteger} || throw_mul_eltypes(C, A, B)
     if on_host()
         GC.@preserve C A B mul!(host_view(C), host_op(A), host_op(B), α, β)
         return C
