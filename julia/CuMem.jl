@@ -14,6 +14,8 @@ using Serialization
 using Random
 
 export CuArray, CuVector, CuMatrix, CuVecOrMat, CuPtr, cu, unsafe_free!,
+       DenseCuArray, DenseCuVector, DenseCuMatrix, StridedCuArray, StridedCuVector, StridedCuMatrix,
+       AnyCuArray,
        allowscalar, @allowscalar,
        memory_status, memory_stats, memory_summary, reset_memory_stats!, reclaim,
        record_memory_history, memory_events, MemoryEvent, memory_snapshot, MemorySegment,
@@ -37,6 +39,7 @@ include("memory/pinned.jl")        # pinned host memory: CuMem.pinned, pin, is_p
 include("devices/devices.jl")      # several devices: device!, devices, operand checks
 include("devices/streams.jl")      # CuStream/CuEvent API: stream!, record, elapsed, synchronize
 include("array/array.jl")          # CuArray: the type, constructors, interface, memset fill
+include("array/wrappers.jl")       # DenseCuArray, StridedCuArray, AnyCuArray: the wrapper sets
 include("array/copies.jl")         # copyto! in every direction, peer and async copies, record_stream
 include("array/scalar.jl")         # scalar indexing policy (allowscalar)
 include("array/adapt.jl")          # adapt (a stand-in for Adapt.jl) and cu

@@ -68,7 +68,7 @@ end
 #
 # - `shared === nothing` (every array from the constructor while -g2 tracking is off):
 #   the array alone owns `ptr` and `sizeof(a)` bytes at it; its release frees them. Its
-#   only heap object is the array itself (test/hotpath_tests.jl checks this).
+#   only heap object is the array itself (test/memory/hotpath_tests.jl checks this).
 # - `shared` a Buffer: the memory is the Buffer's, reference-counted over every array
 #   that holds it; the array's release drops one reference. `share!` turns an array of
 #   the first kind into one of the second, the first time it is reshaped.

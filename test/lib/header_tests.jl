@@ -180,3 +180,13 @@ end
         @test sizeof(T) == cld(offset, 8) * 8
     end
 end
+
+@testset "docs/contract.md names every C function" begin
+    contract = read(joinpath(ROOT, "docs", "contract.md"), String)
+    for name in keys(prototypes())
+        ok = occursin("`$name`", contract)
+        ok || @warn "$name is in include/cumem.h but not in docs/contract.md's function table"
+        @test ok
+    end
+end
+
