@@ -53,7 +53,10 @@
 //! arenas ([`arena`]) keep blocks and free ranges as nodes linked to their address
 //! neighbours (merging costs no search), free ranges in split's size-class index by
 //! (size, address) (best fit is a bit scan and a short binary search), and a bitmap of
-//! mapped granules; a granule is idle when it lies wholly inside a free range.
+//! mapped granules; a granule is idle when it lies wholly inside a free range. The alloc
+//! and free paths keep no count of idle bytes: statistics and unmapping count them when
+//! they need them, over the free ranges a granule long or longer (few), so a miss costs
+//! the merge of the blocks freed since the last one, a best-fit search and a carve.
 
 mod arena;
 #[cfg(test)]
