@@ -805,19 +805,24 @@ int32_t cumem_block_stream(uint64_t ptr, uint64_t *stream);
 // (`cuMemcpyHtoDAsync`) and returns. Checks as `cumem_copy_htod`; a block of another
 // stream records the use as `cumem_record_stream` does. From page-locked memory the
 // copy overlaps other work; from pageable memory CUDA copies before returning (the host
-// device always queues). Returns the errors of `cumem_copy_htod`, and
-// `CUMEM_ERROR_INVALID_VALUE` for an unknown stream.
+// device always queues). A block of the pinned host pool (`cumem_host_alloc`) may be
+// freed at once: the pool keeps it from reuse and release until the copy has run (an
+// event on the stream, PyTorch's `recordEvent`). Returns the errors of
+// `cumem_copy_htod`, and `CUMEM_ERROR_INVALID_VALUE` for an unknown stream.
 //
 // # Safety
 // `src` must stay readable for `bytes` bytes until the copy has run (synchronise the
-// stream or an event recorded after the copy).
+// stream or an event recorded after the copy; a block of the pinned host pool may be
+// freed at once).
 int32_t cumem_copy_htod_async(uint64_t dst, const void *src, uint64_t bytes, uint64_t stream);
 
 // Queues a copy of `bytes` from device address `src` to host memory `dst` on `stream`
-// (`cuMemcpyDtoHAsync`), with the checks of `cumem_copy_htod_async`.
+// (`cuMemcpyDtoHAsync`), with the checks of `cumem_copy_htod_async`; a pinned host
+// block as `dst` is kept as there.
 //
 // # Safety
-// `dst` must stay writable for `bytes` bytes until the copy has run.
+// `dst` must stay writable for `bytes` bytes until the copy has run (a block of the
+// pinned host pool may be freed at once).
 int32_t cumem_copy_dtoh_async(void *dst, uint64_t src, uint64_t bytes, uint64_t stream);
 
 // Queues setting `count` elements of `elsize` bytes (1, 2 or 4) at device address `dst`

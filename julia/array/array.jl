@@ -155,10 +155,11 @@ Calling it again does nothing. Any later use of `x` throws
 """
 function unsafe_free!(a::CuArray)
     a.freed && return nothing
-    a.freed = true
+    claim_free!(a) || return nothing
     release_array(a, true)
     return nothing
 end
+
 unsafe_free!(x) = nothing
 
 """

@@ -322,7 +322,9 @@ function gpu_broadcast!(@nospecialize(dest::AnyCuArray), @nospecialize(bc::Broad
     end
     dleaf = leaf_of(dest, dsz)
     check_alive(dleaf.base)
-    MULTI[] && check_devices("broadcast", dleaf.base, leaves...)
+    # The operands first: `a1 .+ b1` on device 1 while the task is on device 0 is "arrays
+    # of device 1", not a mix with the destination made on device 0.
+    MULTI[] && (check_devices("broadcast", leaves...); check_devices("broadcast", dleaf.base, leaves...))
     lvs = Leaf[leaf_of(a, dsz) for a in leaves]
     if !on_host() && any(l -> conflicts(l, dleaf), lvs)
         return gpu_broadcast!(dest, unalias_args(bc, dest, dleaf))

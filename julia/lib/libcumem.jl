@@ -51,8 +51,15 @@ function open_library(path::String)
               "in $(PACKAGE_ROOT)), or run `cargo build --release` there yourself, or set " *
               "CUMEM_LIBRARY to the path of a built libcumem.so.")
     end
-    # A library that exists but cannot be loaded gets the loader's message here.
-    h = Libdl.dlopen(path, Libdl.RTLD_NOW | Libdl.RTLD_GLOBAL)
+    # A file that exists but cannot be loaded gets the loader's own message for that very
+    # file (`Libdl.dlopen` would retry with ".so" appended and report that name instead).
+    h = ccall(:dlopen, Ptr{Cvoid}, (Cstring, Cint), path, Libdl.RTLD_NOW | Libdl.RTLD_GLOBAL)
+    if h == C_NULL
+        why = ccall(:dlerror, Cstring, ())
+        error("CuMem: the engine library $(repr(path)) cannot be loaded: " *
+              (why == C_NULL ? "the dynamic loader refused it" : unsafe_string(why)) *
+              ". CUMEM_LIBRARY must name a libcumem.so built by `cargo build --release`.")
+    end
     ours = Libdl.dlsym(h, :cumem_init)
     called = cglobal((:cumem_init, libcumem))      # what ccall resolves the name to
     if called != ours

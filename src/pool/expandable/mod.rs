@@ -294,11 +294,13 @@ impl Pool for ExpandablePool {
         }
     }
 
-    fn block_base(&self, addr: u64, seg_base: u64) -> u64 {
+    fn block_base(&self, addr: u64, seg_base: u64) -> Option<u64> {
         if self.used.contains_key(&addr) {
-            return addr;
+            return Some(addr);
         }
-        // A walk of the arena (copies into the middle of a block are rare).
-        self.arenas.iter().find(|a| a.contains(addr)).and_then(|a| a.block_around(addr)).unwrap_or(seg_base)
+        // A walk of the arena (copies into the middle of a block are rare); an arena of
+        // another pool of the shard is not ours to answer for.
+        let arena = self.arenas.iter().find(|a| a.contains(addr))?;
+        Some(arena.block_around(addr).unwrap_or(seg_base))
     }
 }
