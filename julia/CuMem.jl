@@ -46,8 +46,11 @@ include("array/adapt.jl")          # adapt (a stand-in for Adapt.jl) and cu
 include("array/iterator.jl")       # CuIterator
 include("array/interop.jl")        # deepcopy, serialize, unsafe_wrap
 include("compute/kernels.jl")      # NVRTC kernels, launch, cuBLAS gemm!, synchronize, host_view
+include("compute/kernel_cache.jl") # compiled kernels kept on disk across processes
 include("compute/codegen.jl")      # tracing Julia functions into CUDA C, the kernel cache
 include("compute/broadcast.jl")    # fused broadcasting, map, map!, fill! by kernel
+include("compute/fastpath.jl")     # broadcasts of a type seen before: a typed slot, no look-ups
+include("compute/readback.jl")     # scalar results through a pinned buffer
 include("compute/mapreduce.jl")    # reductions: mapreduce, sum, prod, any, all, count, ...
 include("compute/findext.jl")      # findmax, findmin, argmax, argmin
 include("compute/accumulate.jl")   # cumsum, cumprod
@@ -70,9 +73,11 @@ include("tools/info.jl")           # functional, versioninfo
 
 function __init__()
     init_library()
+    init_kernel_cache()
     init_pressure()
     init_tracking()
     init_codegen()
+    init_broadcast()
     return nothing
 end
 

@@ -38,7 +38,8 @@ end
 const DEFAULT_STREAM = CuStream(UInt64(0), true, -1)
 
 Base.show(io::IO, s::CuStream) =
-    print(io, s.handle == 0 ? "CuStream(default)" : "CuStream($(s.handle)$(s.blocking ? ", blocking" : ""))")
+    print(io, s === DEFAULT_STREAM ? "CuStream(default)" : s.handle == 0 ? "CuStream(destroyed)" :
+              "CuStream($(s.handle)$(s.blocking ? ", blocking" : ""))")
 
 """
     CuMem.default_stream() -> CuStream
@@ -96,7 +97,7 @@ end
     return c_stream_synchronize(s.handle)
 end
 
-@noinline throw_destroyed(s) = throw(ArgumentError("$s was destroyed"))
+@noinline throw_destroyed(s) = throw(ArgumentError("this $(nameof(typeof(s))) was destroyed (unsafe_destroy! or its finalizer)"))
 @inline live_handle(s::CuStream) = (s.handle == 0 && s !== DEFAULT_STREAM && throw_destroyed(s); s.handle)
 
 

@@ -28,7 +28,7 @@ set -euo pipefail
 
 SUITE=bullseye
 LIBUNWIND_VERSION=1.3.2-2     # bullseye's libunwind8; bookworm's 1.6 makes julia 1.5 segfault
-WRAPPER_FORMAT=3              # bump when the wrapper or depot layout changes
+WRAPPER_FORMAT=4              # bump when the wrapper or depot layout changes
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 JL=$REPO/.julia-local
@@ -98,12 +98,15 @@ case "\${LD_PRELOAD:-}" in
   "") LD_PRELOAD=\$preload ;;
   *) LD_PRELOAD=\$preload:\$LD_PRELOAD ;;
 esac
-# The project depot (with the empty registry "Local") always comes first; a caller's
-# depots follow; then the install's own share/julia, as julia's default depot path has.
-case "\${JULIA_DEPOT_PATH:-}" in
-  "\$depot"|"\$depot":*) ;;
-  "") JULIA_DEPOT_PATH=\$depot:\$sysdepots ;;
-  *) JULIA_DEPOT_PATH=\$depot:\$JULIA_DEPOT_PATH:\$sysdepots ;;
+# A caller's JULIA_DEPOT_PATH comes first, as it is: packages and compile caches go to
+# its first depot, as with any julia (not into the clone, where "make clean" would delete
+# them). The project depot (with the empty registry "Local") follows, then the install's
+# own share/julia, as julia's default depot path has; without a caller's, the project
+# depot is first.
+case ":\${JULIA_DEPOT_PATH:-}:" in
+  *":\$depot:"*) ;;
+  "::") JULIA_DEPOT_PATH=\$depot:\$sysdepots ;;
+  *) JULIA_DEPOT_PATH=\$JULIA_DEPOT_PATH:\$depot:\$sysdepots ;;
 esac
 # No package server (1.5 defaults to https://pkg.julialang.org). Offline mode is left to
 # the caller: it makes Pkg consider only versions already installed, so adding a package

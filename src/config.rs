@@ -180,25 +180,29 @@ pub struct FaultSpec {
     /// Probability that a device free (or unmapping) reports an error (the memory is
     /// released anyway).
     pub free: f64,
-    /// Probability that a copy or memset fails with a device error, writing nothing.
+    /// Probability that a copy or memset, synchronous or asynchronous, fails with a
+    /// device error, writing nothing.
     pub copy: f64,
+    /// Probability that a stream or event call (create, record, query, synchronize,
+    /// wait, sleep; not destroy) fails with a device error, doing nothing.
+    pub stream: f64,
     /// Seed of the sequence of draws (default 0).
     pub seed: u64,
 }
 
 impl FaultSpec {
-    /// Parses `alloc:P,free:P,copy:P,seed=N` (any subset, any order; `:` or `=` after
+    /// Parses `alloc:P,free:P,copy:P,stream:P,seed=N` (any subset, any order; `:` or `=` after
     /// each key; P a probability in [0, 1], N an unsigned integer). Error:
     /// [`Error::Config`] naming `CUMEM_FAULT`, the value and the accepted form.
     pub fn parse(value: &str) -> Result<FaultSpec> {
         let bad = |why: String| {
             Error::Config(format!(
                 "CUMEM_FAULT={value:?} {why}; accepted: comma-separated `alloc:P`, `free:P`, \
-                 `copy:P` (P a probability from 0 to 1) and `seed=N`, e.g. \
+                 `copy:P`, `stream:P` (P a probability from 0 to 1) and `seed=N`, e.g. \
                  alloc:0.01,free:0.001,copy:0.001,seed=7"
             ))
         };
-        let mut spec = FaultSpec { alloc: 0.0, free: 0.0, copy: 0.0, seed: 0 };
+        let mut spec = FaultSpec { alloc: 0.0, free: 0.0, copy: 0.0, stream: 0.0, seed: 0 };
         let mut seen = Vec::new();
         for item in value.split(',') {
             let item = item.trim();
@@ -222,6 +226,7 @@ impl FaultSpec {
                 "alloc" => spec.alloc = p,
                 "free" => spec.free = p,
                 "copy" => spec.copy = p,
+                "stream" => spec.stream = p,
                 _ => return Err(bad(format!("has the unknown key {key:?}"))),
             }
         }
@@ -260,7 +265,7 @@ impl Config {
             cfg.pool = PoolKind::parse(&v)?;
         }
         if let Some(v) = get("JULIA_CUDA_MEMORY_LIMIT") {
-            cfg.limit = Some(parse_amount("JULIA_CUDA_MEMORY_LIMIT", &v)?);
+            cfg.limit = parse_limit("JULIA_CUDA_MEMORY_LIMIT", &v)?;
         }
         if let Some(v) = get("CUMEM_DEVICE") {
             (cfg.device, cfg.host_devices) = parse_device(&v)?;
@@ -289,7 +294,7 @@ impl Config {
         }
         if let Some(v) = get("CUMEM_PINNED_LIMIT") {
             // A percentage is of the machine's memory (the pinned pool's "device").
-            cfg.pinned_limit = Some(parse_amount("CUMEM_PINNED_LIMIT", &v)?);
+            cfg.pinned_limit = parse_limit("CUMEM_PINNED_LIMIT", &v)?;
         }
         if let Some(v) = get("CUMEM_THREAD_CACHE") {
             cfg.thread_cache = match v.trim() {
@@ -383,17 +388,21 @@ fn check_log_filter(v: &str) -> Result<()> {
     Ok(())
 }
 
-/// Parses a byte amount: a plain integer of bytes (`4294967296`), a number with a unit
-/// (`512MiB`, `4GiB`, `1.5GiB`, `2GB`, `100kB`, `64B`; binary units KiB..TiB, decimal
-/// units kB..TB, case-insensitive, optional space), or a percentage of device memory
-/// (`80%`, in (0, 100]). Errors: [`Error::Config`] naming `var`, the value and the
-/// accepted forms, also for zero and for values that overflow 64 bits.
+/// Parses a byte amount: a plain integer of bytes (`4294967296`, or in exponent notation
+/// `4e9`), a number with a unit (`512MiB`, `4GiB`, `1.5GiB`, `2GB`, `100kB`, `64B`;
+/// binary units KiB..TiB, decimal units kB..TB, case-insensitive, optional space), or a
+/// percentage of device memory (`80%`, in (0, 100]). Errors: [`Error::Config`] naming
+/// `var`, the value and the accepted forms, also for zero, for a fraction of a byte
+/// (`1.5`; below one byte with a suggestion of the percentage meant: `0.5` → `50%`) and
+/// for values that overflow 64 bits (`1e400`). The limit variables also take `none`
+/// (see `Config::from_lookup`).
 pub fn parse_amount(var: &str, value: &str) -> Result<Amount> {
     let bad = |why: &str| {
         Error::Config(format!(
-            "{var}={value:?} {why}; accepted: a positive number of bytes (4294967296), a number \
-             with a unit (512MiB, 4GiB, 2GB; units B, KiB, MiB, GiB, TiB, kB, MB, GB, TB) or a \
-             percentage of device memory (80%)"
+            "{var}={value:?} {why}; accepted: a positive number of bytes (4294967296, 4e9), a \
+             number with a unit (512MiB, 4GiB, 2GB, 1.5GiB; units B, KiB, MiB, GiB, TiB, kB, MB, \
+             GB, TB) or a percentage of device memory (80%){}",
+            if var.ends_with("_LIMIT") || var == "memory limit" { ", or none for no limit" } else { "" }
         ))
     };
     let s = value.trim();
@@ -404,11 +413,12 @@ pub fn parse_amount(var: &str, value: &str) -> Result<Amount> {
         }
         return Ok(Amount::Fraction(f / 100.0));
     }
-    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let split = number_prefix(s);
     let (num, unit) = (&s[..split], s[split..].trim());
     if num.is_empty() {
         return Err(bad("has no number"));
     }
+    let fractional = num.contains(['.', 'e', 'E']);
     let mult: u64 = match unit.to_ascii_lowercase().as_str() {
         "" | "b" => 1,
         "kib" => 1 << 10,
@@ -421,11 +431,14 @@ pub fn parse_amount(var: &str, value: &str) -> Result<Amount> {
         "tb" => 1_000_000_000_000,
         _ => return Err(bad("has an unknown unit")),
     };
-    let bytes = if num.contains('.') {
+    let bytes = if fractional {
         let f: f64 = num.parse().map_err(|_| bad("is not a number"))?;
         let b = f * mult as f64;
         if !b.is_finite() || b >= u64::MAX as f64 {
             return Err(bad("is too large"));
+        }
+        if mult == 1 && b.fract() != 0.0 && b >= 1.0 {
+            return Err(bad("is not a whole number of bytes"));
         }
         b as u64
     } else {
@@ -433,7 +446,7 @@ pub fn parse_amount(var: &str, value: &str) -> Result<Amount> {
         n.checked_mul(mult).ok_or_else(|| bad("is too large"))?
     };
     if bytes == 0 {
-        if unit.is_empty() && num.contains('.') && num.parse::<f64>().is_ok_and(|f| f > 0.0 && f < 1.0) {
+        if unit.is_empty() && fractional && num.parse::<f64>().is_ok_and(|f| f > 0.0 && f < 1.0) {
             // `0.5` is most likely meant as a share of device memory.
             let pct = (num.parse::<f64>().unwrap_or(0.0) * 10_000.0).round() / 100.0;
             return Err(bad(&format!("is less than one byte (for a share of device memory write {pct}%)")));
@@ -441,6 +454,34 @@ pub fn parse_amount(var: &str, value: &str) -> Result<Amount> {
         return Err(bad("is zero"));
     }
     Ok(Amount::Bytes(bytes))
+}
+
+/// The length of the number at the start of `s`: digits and points, then an exponent
+/// (`e`, an optional sign, digits) if one follows (`1e9`, `2.5E3`); a unit starting with
+/// `e` is not mistaken for one (`5EB` is not an exponent: no digit follows).
+fn number_prefix(s: &str) -> usize {
+    let b = s.as_bytes();
+    let mut i = b.iter().position(|&c| !(c.is_ascii_digit() || c == b'.')).unwrap_or(b.len());
+    if i > 0 && i < b.len() && (b[i] == b'e' || b[i] == b'E') {
+        let mut j = i + 1;
+        if j < b.len() && (b[j] == b'+' || b[j] == b'-') {
+            j += 1;
+        }
+        let digits = b[j..].iter().take_while(|c| c.is_ascii_digit()).count();
+        if digits > 0 {
+            i = j + digits;
+        }
+    }
+    i
+}
+
+/// A limit variable (`JULIA_CUDA_MEMORY_LIMIT`, `CUMEM_PINNED_LIMIT`): `none` (any case)
+/// for no limit, as `cumem_set_memory_limit_str` takes it, else [`parse_amount`].
+fn parse_limit(var: &str, value: &str) -> Result<Option<Amount>> {
+    if value.trim().eq_ignore_ascii_case("none") {
+        return Ok(None);
+    }
+    parse_amount(var, value).map(Some)
 }
 
 #[cfg(test)]
@@ -568,9 +609,9 @@ mod tests {
     #[test]
     fn parses_the_documented_form() {
         let s = FaultSpec::parse("alloc:0.01,free:0.001,copy:0.001,seed=7").unwrap();
-        assert_eq!(s, FaultSpec { alloc: 0.01, free: 0.001, copy: 0.001, seed: 7 });
+        assert_eq!(s, FaultSpec { alloc: 0.01, free: 0.001, copy: 0.001, stream: 0.0, seed: 7 });
         let s = FaultSpec::parse(" copy=1 , alloc:0").unwrap();
-        assert_eq!(s, FaultSpec { alloc: 0.0, free: 0.0, copy: 1.0, seed: 0 });
+        assert_eq!(s, FaultSpec { alloc: 0.0, free: 0.0, copy: 1.0, stream: 0.0, seed: 0 });
         for bad in [
             "alloc",
             "alloc:",

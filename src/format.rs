@@ -19,9 +19,24 @@ pub fn format_bytes(bytes: u64) -> String {
     }
 }
 
+/// `bytes` for a message: [`format_bytes`], followed by the exact count in parentheses
+/// when that rounds (`1.500 KiB (1536 bytes)`), alone when it is exact already
+/// (`1024 bytes`, not `1024 bytes (1024 bytes)`).
+pub fn format_bytes_exact(bytes: u64) -> String {
+    let s = format_bytes(bytes);
+    if bytes <= 1024 { s } else { format!("{s} ({bytes} bytes)") }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::format_bytes;
+    use super::{format_bytes, format_bytes_exact};
+
+    #[test]
+    fn exact_sizes_once() {
+        assert_eq!(format_bytes_exact(1024), "1024 bytes");
+        assert_eq!(format_bytes_exact(1), "1 byte");
+        assert_eq!(format_bytes_exact(1536), "1.500 KiB (1536 bytes)");
+    }
 
     #[test]
     fn matches_julia_format_bytes() {

@@ -25,6 +25,56 @@ use crate::stats::Stats;
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 
+/// Device work queued on a stream that reads or writes a pinned block (an asynchronous
+/// copy): the pool keeps the block out of other hands until [`DeviceUse::done`] says the
+/// work has completed (PyTorch's `CachingHostAllocator::recordEvent`). Dropped once done.
+pub trait DeviceUse: Send {
+    /// Whether the work has completed; polled, never waits.
+    fn done(&mut self) -> bool;
+}
+
+/// The [`DeviceUse`] of an event recorded on a stream after the work: done once the
+/// event has completed; the event is destroyed with it. A query that fails counts as
+/// not done (polled again later: the block is kept rather than reused early).
+pub struct EventUse {
+    device: &'static dyn Device,
+    event: u64,
+}
+
+impl EventUse {
+    /// Records an event on `stream` of `device` after the work queued there so far.
+    /// Errors: the device's, when the event cannot be created or recorded (nothing is
+    /// left behind).
+    pub fn record(device: &'static dyn Device, stream: u64) -> Result<EventUse> {
+        let event = device.event_create(false)?;
+        if let Err(e) = device.event_record(event, stream) {
+            let _ = device.event_destroy(event);
+            return Err(e);
+        }
+        Ok(EventUse { device, event })
+    }
+}
+
+impl DeviceUse for EventUse {
+    fn done(&mut self) -> bool {
+        self.device.event_query(self.event).unwrap_or(false)
+    }
+}
+
+impl Drop for EventUse {
+    fn drop(&mut self) {
+        if let Err(e) = self.device.event_destroy(self.event) {
+            log::debug!("destroying the event of a pinned block's use: {e}");
+        }
+    }
+}
+
+/// A live block of the pool and the device work that still uses it.
+struct LiveBlock {
+    bytes: u64,
+    uses: Vec<Box<dyn DeviceUse>>,
+}
+
 /// The pinned host pool and the registered host ranges. Thread-safe.
 pub struct PinnedHost {
     engine: Engine,
@@ -32,18 +82,26 @@ pub struct PinnedHost {
     /// Registered ranges: start → bytes. Registration is rare (once per array), so a
     /// mutex around an ordered map is plenty.
     registered: Mutex<BTreeMap<u64, u64>>,
+    /// The pool's live blocks by address (pinned buffers are few and large), with the
+    /// device work recorded against each ([`PinnedHost::record_use`]).
+    live: Mutex<BTreeMap<u64, LiveBlock>>,
+    /// Blocks freed while device work still used them: returned to the pool once every
+    /// use is done, polled on the next allocation, free or reclaim.
+    deferred: Mutex<Vec<(u64, Vec<Box<dyn DeviceUse>>)>>,
 }
 
 impl PinnedHost {
     /// The configuration of the pinned engine, from the device engine's: the binned pool
     /// (see the module's documentation), `CUMEM_PINNED_LIMIT` as its limit, the same
-    /// `CUMEM_DEBUG` level and `CUMEM_THREAD_CACHE` switch; no injected faults.
+    /// `CUMEM_DEBUG` level and `CUMEM_THREAD_CACHE` switch and `CUMEM_FAULT`'s faults
+    /// ([`PinnedHost::new`] wraps the pinned device in a [`device::FaultyDevice`]).
     pub fn config_for(device_cfg: &Config) -> Config {
         Config {
             pool: PoolKind::Binned,
             limit: device_cfg.pinned_limit,
             debug: device_cfg.debug,
             thread_cache: device_cfg.thread_cache,
+            fault: device_cfg.fault,
             ..Config::default()
         }
     }
@@ -53,6 +111,11 @@ impl PinnedHost {
     /// Errors: those of [`device::open_pinned`] and [`Engine::with_device`].
     pub fn new(device_cfg: &Config, gpu: bool) -> Result<PinnedHost> {
         let (dev, reg) = device::open_pinned(gpu)?;
+        // CUMEM_FAULT applies to the pinned host memory as to the device's.
+        let dev: Box<dyn Device> = match device_cfg.fault {
+            Some(spec) => Box::new(device::FaultyDevice::new(dev, spec)),
+            None => dev,
+        };
         PinnedHost::with_device(device_cfg, dev, reg, engine::default_shards())
     }
 
@@ -66,7 +129,13 @@ impl PinnedHost {
         shards: usize,
     ) -> Result<PinnedHost> {
         let engine = Engine::with_device(PinnedHost::config_for(device_cfg), device, shards)?;
-        Ok(PinnedHost { engine, registrar, registered: Mutex::new(BTreeMap::new()) })
+        Ok(PinnedHost {
+            engine,
+            registrar,
+            registered: Mutex::new(BTreeMap::new()),
+            live: Mutex::new(BTreeMap::new()),
+            deferred: Mutex::new(Vec::new()),
+        })
     }
 
     /// The engine below (its statistics are the pool's, `memory_stats(:host)`).
@@ -81,26 +150,106 @@ impl PinnedHost {
     /// crossed or the driver cannot lock more (the message names the limit and the
     /// pool's state); [`Error::InvalidValue`] for sizes above 2^63 − 1.
     pub fn alloc(&self, bytes: u64) -> Result<u64> {
-        self.engine.alloc(bytes).map_err(|e| match e {
+        self.process_deferred();
+        let p = self.engine.alloc(bytes).map_err(|e| match e {
             // The engine's message names the device engine's limit variable.
             Error::OutOfMemory(m) => Error::OutOfMemory(format!(
                 "pinned host memory: {}",
                 m.replace("JULIA_CUDA_MEMORY_LIMIT", "CUMEM_PINNED_LIMIT")
             )),
             e => e,
-        })
+        })?;
+        if p != 0 {
+            self.live.lock().insert(p, LiveBlock { bytes, uses: Vec::new() });
+        }
+        Ok(p)
     }
 
-    /// Returns a block of [`PinnedHost::alloc`] to the pool; 0 does nothing. Errors:
+    /// Returns a block of [`PinnedHost::alloc`] to the pool; 0 does nothing. A block that
+    /// queued device work still uses ([`PinnedHost::record_use`]) stops being the
+    /// caller's at once but reaches the pool's cache, and so the next allocation or a
+    /// reclaim, only once that work is done (until then it counts as allocated). Errors:
     /// [`Error::InvalidValue`] for an address that is not a live pinned allocation
     /// (nothing changes).
     pub fn free(&self, ptr: u64) -> Result<()> {
-        self.engine.free(ptr).map_err(|_| {
+        let not_live = || {
             Error::InvalidValue(format!(
                 "pinned host free of {ptr:#x}, which is not a live allocation of the pinned host pool \
                  (not from cumem_host_alloc / CuMem.pinned, or already freed)"
             ))
-        })
+        };
+        if ptr == 0 {
+            return Ok(());
+        }
+        let Some(mut blk) = self.live.lock().remove(&ptr) else {
+            return Err(not_live());
+        };
+        blk.uses.retain_mut(|u| !u.done());
+        if blk.uses.is_empty() {
+            self.engine.free(ptr).map_err(|_| not_live())?;
+        } else {
+            log::debug!("pinned block {ptr:#x} freed while device work uses it: returned once it is done");
+            self.deferred.lock().push((ptr, blk.uses));
+        }
+        self.process_deferred();
+        Ok(())
+    }
+
+    /// Records that device work queued now reads or writes the pinned memory at `addr`
+    /// (an asynchronous copy from or to it): until `u` is done, a free of the block
+    /// containing `addr` does not hand it to anyone else, and a reclaim does not release
+    /// it (PyTorch's `CachingHostAllocator::recordEvent`). Returns false, dropping `u`,
+    /// when `addr` is not inside a live block of the pool (registered or pageable memory:
+    /// keeping it is the caller's part).
+    pub fn record_use(&self, addr: u64, u: Box<dyn DeviceUse>) -> bool {
+        let mut live = self.live.lock();
+        match live.range_mut(..=addr).next_back() {
+            Some((&base, blk)) if addr < base + blk.bytes.max(1) => {
+                blk.uses.retain_mut(|u| !u.done());
+                blk.uses.push(u);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether `addr` lies inside a live block of the pool (the answer may be stale as
+    /// soon as it is returned).
+    pub fn is_pool_block(&self, addr: u64) -> bool {
+        let live = self.live.lock();
+        live.range(..=addr).next_back().is_some_and(|(&b, blk)| addr < b + blk.bytes.max(1))
+    }
+
+    /// Blocks freed while in use whose work has completed go back to the pool.
+    fn process_deferred(&self) {
+        let ready: Vec<u64> = {
+            let mut d = self.deferred.lock();
+            if d.is_empty() {
+                return;
+            }
+            let mut ready = Vec::new();
+            d.retain_mut(|(ptr, uses)| {
+                uses.retain_mut(|u| !u.done());
+                if uses.is_empty() {
+                    ready.push(*ptr);
+                    false
+                } else {
+                    true
+                }
+            });
+            ready
+        };
+        for ptr in ready {
+            if let Err(e) = self.engine.free(ptr) {
+                log::error!("returning the pinned block {ptr:#x} after its device work: {e}");
+            }
+        }
+    }
+
+    /// How many blocks were freed while device work still uses them and are not yet back
+    /// in the pool.
+    pub fn deferred_blocks(&self) -> usize {
+        self.deferred.lock().len()
     }
 
     /// Page-locks `[ptr, ptr+bytes)`, host memory allocated elsewhere, for fast copies
@@ -205,6 +354,7 @@ impl PinnedHost {
     /// Unlocks and frees cached pinned memory until at least `bytes` were released
     /// (`u64::MAX`: all). Returns the bytes released.
     pub fn reclaim(&self, bytes: u64) -> u64 {
+        self.process_deferred();
         self.engine.reclaim(bytes)
     }
 }

@@ -126,25 +126,41 @@ pub fn resolve(bt: &Backtrace) -> Vec<String> {
 /// AddressSanitizer's `__asan_*`, unresolved addresses): everything up to the last
 /// CuMem frame of that leading run.
 fn leading_internal<'a>(names: impl Iterator<Item = &'a str>) -> usize {
-    let internal = |n: &str| ["cumem::", "cumem_", "<cumem::"].iter().any(|p| n.starts_with(p));
+    let internal = |n: &str| ["cumem::", "cumem_"].iter().any(|p| n.starts_with(p));
+    // Library glue: the standard library's and the capture's paths, and methods of
+    // primitive types, which nightly names `<bool>::then` (stable: `core::bool::<impl
+    // bool>::then`).
     let glue = |n: &str| {
-        [
-            "backtrace::",
-            "<backtrace::",
-            "core::",
-            "<core::",
-            "std::",
-            "<std::",
-            "alloc::",
-            "<alloc::",
-            "__rust",
-        ]
-        .iter()
-        .any(|p| n.starts_with(p))
+        let head = n.split(['>', ':', '<']).next().unwrap_or("");
+        ["backtrace::", "core::", "std::", "alloc::", "__rust"].iter().any(|p| n.starts_with(p))
             || !n.contains("::")
+            || matches!(
+                head,
+                "bool"
+                    | "char"
+                    | "str"
+                    | "u8"
+                    | "u16"
+                    | "u32"
+                    | "u64"
+                    | "u128"
+                    | "usize"
+                    | "i8"
+                    | "i16"
+                    | "i32"
+                    | "i64"
+                    | "i128"
+                    | "isize"
+                    | "f32"
+                    | "f64"
+            )
+            || n.starts_with(['[', '*', '&', '('])
     };
     let mut lead = 0;
     for (i, n) in names.enumerate() {
+        // `<T as Trait>::f` and `<<T>::f as Trait>::g` (a closure, as nightly names it)
+        // are classified by the path they start with.
+        let n = n.trim_start_matches('<');
         if internal(n) {
             lead = i + 1;
         } else if !glue(n) {
@@ -196,6 +212,19 @@ mod tests {
             "__libc_start_main",
         ];
         assert_eq!(leading_internal(names.iter().copied()), 11, "the caller's frames start at main");
+        // Nightly with AddressSanitizer names a closure's frame with two angle brackets.
+        // (as the nightly of `make sanitize` names them in a debug build)
+        let names = [
+            "<<backtrace::capture::Backtrace>::new_unresolved as core::ops::function::FnOnce<()>>::call_once",
+            "<bool>::then::<backtrace::capture::Backtrace, <backtrace::capture::Backtrace>::new_unresolved>",
+            "<cumem::tracking::Origin>::capture",
+            "<cumem::engine::Engine>::alloc_in::<()>::{closure#0}",
+            "<bool>::then::<alloc::boxed::Box<cumem::tracking::Origin>, <cumem::engine::Engine>::alloc_in<()>::{closure#0}>",
+            "<cumem::engine::Engine>::alloc",
+            "pools::tracked_allocation_site",
+            "pools::tracking_with_backtraces",
+        ];
+        assert_eq!(leading_internal(names.iter().copied()), 6, "the caller's frames start at the site");
         // A Rust caller's frames are kept, whatever follows them.
         let names = ["cumem::engine::Engine::alloc", "my_app::train", "my_app::main", "std::rt::lang_start"];
         assert_eq!(leading_internal(names.iter().copied()), 1);

@@ -198,8 +198,15 @@ impl Upstream {
     }
 
     /// Returns a segment obtained by [`ShardUpstream::alloc`] to the device.
+    ///
+    /// The segment stops counting as reserved before the device call, and its claim on
+    /// the limit only after: once the device has the memory back another thread may
+    /// obtain it, and counted the other way round that moment showed the segment twice
+    /// (a peak of reserved bytes above the device's capacity), while a claim released
+    /// early would let a request pass the limit while the memory is still held.
     fn free(&self, ptr: u64, bytes: u64, shard: usize) {
         self.segments.lock().remove(&ptr);
+        self.reserved.fetch_sub(bytes, Relaxed);
         let rec = self.history.on().then(|| self.history.now());
         let t = Instant::now();
         // SAFETY: the pools only return segments they obtained from `alloc(bytes)`.
@@ -211,7 +218,6 @@ impl Upstream {
         if let Some(t0) = rec {
             self.record(EventKind::DeviceFree, shard, ptr, bytes, t0);
         }
-        self.reserved.fetch_sub(bytes, Relaxed);
         self.claimed.fetch_sub(bytes, Relaxed);
         log::debug!("device free of {} at {ptr:#x}", format_bytes(bytes));
     }
@@ -276,7 +282,10 @@ impl Upstream {
         }
     }
 
+    /// Unmaps a mapping of [`Upstream::vm_map`]; reserved and claimed bytes change in the
+    /// order of [`Upstream::free`], for the same reason.
     fn vm_unmap(&self, addr: u64, bytes: u64, shard: usize) {
+        self.reserved.fetch_sub(bytes, Relaxed);
         let rec = self.history.on().then(|| self.history.now());
         let t = Instant::now();
         // SAFETY: the pool unmaps only mapped granules that no block uses.
@@ -292,7 +301,6 @@ impl Upstream {
         if let Some(t0) = rec {
             self.record(EventKind::DeviceFree, shard, addr, bytes, t0);
         }
-        self.reserved.fetch_sub(bytes, Relaxed);
         self.claimed.fetch_sub(bytes, Relaxed);
     }
 

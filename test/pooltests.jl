@@ -53,6 +53,7 @@ end
     include(joinpath("array", "iterator_tests.jl"))
     include(joinpath("devices", "stream_tests.jl"))
     include(joinpath("memory", "threads_tests.jl"))
+    include("reliability_tests.jl")
     include(joinpath("memory", "hotpath_tests.jl"))
     include(joinpath("array", "usability_tests.jl"))
     include(joinpath("tools", "profile_tests.jl"))

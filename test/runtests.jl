@@ -145,7 +145,7 @@ push!(jobs, Job("out of memory, 2 threads",
 for pool in intersect(POOLS, ["split", "expandable", "none"])
     push!(jobs, Job("injected device failures, pool $pool",
                     julia(testfile(joinpath("memory", "faulttests.jl")); JULIA_CUDA_MEMORY_POOL = pool,
-                          CUMEM_FAULT = "alloc:0.3,free:0.2,copy:0.05,seed=11"),
+                          CUMEM_FAULT = "alloc:0.3,free:0.2,copy:0.05,stream:0.02,seed=11"),
                     passed; cost = 18))
 end
 push!(jobs, Job("leak report, julia -g2", julia("-g2", testfile(joinpath("memory", "debugtests.jl")); JULIA_NUM_THREADS = 2), passed; cost = 21))
@@ -161,6 +161,24 @@ push!(jobs, Job("bad memory limit",
 push!(jobs, Job("missing library",
                 julia("-e", "using CuMem"; CUMEM_LIBRARY = joinpath(tempdir(), "no-such-dir", "libcumem.so")),
                 failed_with("does not exist", "Pkg.build(\"CuMem\")", "cargo build --release")))
+# The bundled wrapper (`make julia`) keeps a caller's JULIA_DEPOT_PATH first, so that
+# packages land in the caller's depot, not in the clone (issue 22). Only where the
+# wrapper was installed (not on a machine carrying a Julia bundle).
+const WRAPPER = joinpath(ROOT, ".julia-local", "bin", "julia")
+if isfile(WRAPPER)
+    let own = mktempdir()
+        push!(jobs, Job("the Julia wrapper keeps JULIA_DEPOT_PATH first",
+                        setenv(`$WRAPPER --startup-file=no -e 'foreach(println, DEPOT_PATH)'`,
+                               job_env("JULIA_DEPOT_PATH" => own)),
+                        (code, out) -> code == 0 && startswith(out, own * "\n") &&
+                                       occursin(joinpath(ROOT, ".julia-local", "depot") * "\n", out)))
+    end
+end
+# A file that is no shared library: the loader's message about that file (issue 22)
+push!(jobs, Job("library that is not a shared library",
+                julia("-e", "using CuMem"; CUMEM_LIBRARY = "/etc/passwd"),
+                (code, out) -> failed_with("\"/etc/passwd\" cannot be loaded", "ELF")(code, out) &&
+                               !occursin("passwd.so", out)))
 # deps/build.jl with no cargo to be found (skipped if a system-wide cargo is in /usr/bin)
 let env = job_env("PATH" => "/usr/bin:/bin", "CARGO_HOME" => joinpath(tempdir(), "no-such-cargo"),
                   "HOME" => joinpath(tempdir(), "no-such-home"), "CUMEM_LIBRARY" => "")
@@ -218,7 +236,10 @@ const LOG_SCRIPT = """
 push!(jobs, Job("engine log through Julia's logging",
                 julia("-e", LOG_SCRIPT; CUMEM_LOG = "debug", JULIA_DEBUG = "CuMem"),
                 (code, out) -> code == 0 && occursin("┌ Debug: CuMem engine: device allocation of", out) &&
-                               !occursin(r"\[\S+ DEBUG cumem", out) && occursin("LOG_DONE", out)))
+                               !occursin(r"\[\S+ DEBUG cumem", out) && occursin("LOG_DONE", out) &&
+                               # each line says "CuMem engine" once (issue 22)
+                               occursin("CuMem engine: binned pool on", out) &&
+                               !occursin("CuMem engine: CuMem engine", out)))
 push!(jobs, Job("engine log silenced by Logging",
                 julia("-e", "using Logging; Logging.disable_logging(Logging.Warn); " * LOG_SCRIPT;
                       CUMEM_LOG = "debug", JULIA_DEBUG = "CuMem", CUMEM_DEVICE = "auto"),

@@ -228,7 +228,8 @@ fn malformed_environment() {
                 "99999999999999999999",
                 "20000000TiB",
                 "1..5GiB",
-                "1e9",
+                "1e400", // exponent notation is a number (`1e9`), this one too large
+                "1.5",   // not a whole number of bytes
                 "0.0001B",
             ],
         ),
@@ -674,7 +675,13 @@ fn child_limit_one() {
         expect_err(
             rc,
             CUMEM_ERROR_OUT_OF_MEMORY,
-            &["out of memory", &format!("({n} bytes)"), "limit 1 byte", "JULIA_CUDA_MEMORY_LIMIT"],
+            // the size once: "1 byte", "1.000 MiB (1048576 bytes)" (issue 22)
+            &[
+                "out of memory",
+                &format!("cannot allocate {}:", cumem::format::format_bytes_exact(n)),
+                "limit 1 byte",
+                "JULIA_CUDA_MEMORY_LIMIT",
+            ],
         );
         assert_eq!(p, 0xdead_beef);
     }

@@ -52,7 +52,13 @@ function Base.copyto!(dest::CuArray{T}, doffs::Integer, src::CuArray{T}, soffs::
     end
     check_copy(dest, doffs, src, soffs, n)
     n == 0 && return dest
-    check(ordered_copy_dtod(offset_addr(dest, doffs), offset_addr(src, soffs), nbytes(T, n)))
+    if dest.dev == task_device()
+        # Queued on the task's stream (cuMemcpyDtoDAsync), ordered with its kernels.
+        check(c_copy_dtod_async(offset_addr(dest, doffs), offset_addr(src, soffs), nbytes(T, n),
+                                current_handle()))
+    else
+        check(ordered_copy_dtod(offset_addr(dest, doffs), offset_addr(src, soffs), nbytes(T, n)))
+    end
     return dest
 end
 
@@ -97,10 +103,13 @@ Base.copyto!(dest::CuArray, src::CuArray) = copy_all!(dest, src)
 Copies all of `src` into the start of `dest`. With `async = true` and page-locked host
 memory (`CuMem.pinned`) of the same element type, the copy is queued on the current
 [`stream()`](@ref) and the call returns at once (`cuMemcpyHtoDAsync`/`DtoHAsync`): the
-host array must stay untouched and alive until the stream has done it (`synchronize`,
-or an event recorded after it). With pageable host memory, or other types, `async =
-true` behaves as PyTorch's `non_blocking = True` does: the stream is synchronised, then
-the copy is done before returning.
+host array must stay untouched until the stream has done it (`synchronize`, or an event
+recorded after it). It is kept alive meanwhile: the array stays reachable, and a pinned
+block freed early (`unsafe_free!`, its finalizer) is neither reused nor released before
+the copy has run (an event on the stream, as PyTorch's `CachingHostAllocator`). With
+pageable host memory, or other types, `async = true` behaves as PyTorch's
+`non_blocking = True` does: the stream is synchronised, then the copy is done before
+returning.
 """
 Base.copyto!(dest::CuArray, src::HostDense; async::Bool = false) = copy_maybe_async!(dest, src, async)
 Base.copyto!(dest::HostDense, src::CuArray; async::Bool = false) = copy_maybe_async!(dest, src, async)
@@ -180,13 +189,45 @@ end
 # asynchronous copy from or to it can run after the call returns.
 host_pinned(x::Array) = is_pinned(x)
 
-# Queues the upload of `src` (host memory the caller keeps alive until the copy has run)
-# into `dest` on `s`: the engine's cuMemcpyHtoDAsync, whatever kind of host memory.
+# Host arrays of queued asynchronous copies whose memory is Julia's (registered with
+# `CuMem.pin`), each with an event recorded on the copy's stream after it: kept reachable
+# until the copy has run, so that the GC neither frees nor unregisters memory that a copy
+# still reads or writes. Entries whose event completed are dropped on the next such copy.
+# Arrays of `CuMem.pinned` are not held: the engine keeps their block from reuse and
+# release until the copy has run (cumem_copy_htod_async), whatever happens to the array.
+const ASYNC_HELD = Tuple{Array,CuEvent}[]
+const ASYNC_HELD_LOCK = ReentrantLock()
+
+function hold_until_done(x::Array, s::CuStream)
+    p = convert(Ptr{Cvoid}, pointer(x))
+    blk = with_pinned_lock(() -> get(PINNED_ARRAYS, p, nothing))
+    blk !== nothing && blk.id == objectid(x) && return nothing   # CuMem.pinned: the engine keeps it
+    e = try
+        ev = CuEvent(timing = false)
+        record(ev, s)
+        ev
+    catch
+        # No event (a device error): wait for the copy instead; if even that fails, the
+        # copy's state is unknown and the caller gets the error.
+        synchronize(s)
+        return nothing
+    end
+    lock(ASYNC_HELD_LOCK) do
+        filter!(p -> !(try isdone(p[2]) catch; false end), ASYNC_HELD)   # kept while unsure
+        push!(ASYNC_HELD, (x, e))
+    end
+    return nothing
+end
+
+# Queues the upload of `src` into `dest` on `s`: the engine's cuMemcpyHtoDAsync,
+# whatever kind of host memory; `src` is kept reachable until the copy has run.
 function upload_async!(dest::CuArray{T}, src::Array{T}, s::CuStream) where {T}
     n = length(src)
     n > length(dest) && throw(ArgumentError("destination has fewer elements than required"))
     n == 0 && return dest
-    check(c_copy_htod_async(devaddr(dest), convert(Ptr{Cvoid}, pointer(src)), nbytes(T, n), live_handle(s)))
+    GC.@preserve src check(c_copy_htod_async(devaddr(dest), convert(Ptr{Cvoid}, pointer(src)),
+                                             nbytes(T, n), live_handle(s)))
+    hold_until_done(src, s)
     return dest
 end
 
@@ -194,7 +235,9 @@ function download_async!(dest::Array{T}, src::CuArray{T}, s::CuStream) where {T}
     n = length(src)
     n > length(dest) && throw(ArgumentError("destination has fewer elements than required"))
     n == 0 && return dest
-    check(c_copy_dtoh_async(convert(Ptr{Cvoid}, pointer(dest)), devaddr(src), nbytes(T, n), live_handle(s)))
+    GC.@preserve dest check(c_copy_dtoh_async(convert(Ptr{Cvoid}, pointer(dest)), devaddr(src),
+                                              nbytes(T, n), live_handle(s)))
+    hold_until_done(dest, s)
     return dest
 end
 

@@ -298,6 +298,17 @@ host_arg(x) = adapt(HostViews(), x)
 
 ## running a broadcast into a destination
 
+# The kernel cache entry of each thread's last broadcast through gpu_broadcast! (for the
+# typed fast path, compute/fastpath.jl, which clears it before and reads it right after
+# the call: no task switch in between). One slot per thread, made at `__init__`.
+const LAST_BROADCAST = Any[]
+init_broadcast() = (resize!(LAST_BROADCAST, Threads.nthreads()); fill!(LAST_BROADCAST, nothing); nothing)
+@inline set_last_broadcast!(@nospecialize(e)) =
+    (t = Threads.threadid(); t <= length(LAST_BROADCAST) && (@inbounds LAST_BROADCAST[t] = e); nothing)
+@inline take_last_broadcast!() =
+    (t = Threads.threadid(); t <= length(LAST_BROADCAST) || return nothing;
+     e = @inbounds LAST_BROADCAST[t]; @inbounds LAST_BROADCAST[t] = nothing; e)
+
 function gpu_broadcast!(@nospecialize(dest::AnyCuArray), @nospecialize(bc::Broadcasted))
     D = eltype(dest)
     check_kernel_eltype(D)
@@ -311,7 +322,9 @@ function gpu_broadcast!(@nospecialize(dest::AnyCuArray), @nospecialize(bc::Broad
     end
     dleaf = leaf_of(dest, dsz)
     check_alive(dleaf.base)
-    MULTI[] && check_devices("broadcast", dleaf.base, leaves...)
+    # The operands first: `a1 .+ b1` on device 1 while the task is on device 0 is "arrays
+    # of device 1", not a mix with the destination made on device 0.
+    MULTI[] && (check_devices("broadcast", leaves...); check_devices("broadcast", dleaf.base, leaves...))
     lvs = Leaf[leaf_of(a, dsz) for a in leaves]
     if !on_host() && any(l -> conflicts(l, dleaf), lvs)
         return gpu_broadcast!(dest, unalias_args(bc, dest, dleaf))
@@ -341,6 +354,7 @@ function gpu_broadcast!(@nospecialize(dest::AnyCuArray), @nospecialize(bc::Broad
         src = bcast_source(expr, D, dleaf.linear, [(l.eltype, l.linear) for l in lvs], ptypes, ctx.globals, N, idx64)
         (src, "cumem_bcast", nothing, ctx.globals)
     end
+    set_last_broadcast!(entry)
     n == 0 && return dest
     if on_host()
         GC.@preserve leaves dest begin
@@ -375,17 +389,8 @@ end
 # Broadcast entry points.
 Base.similar(bc::Broadcasted{CuArrayStyle{N}}, ::Type{T}) where {N,T} = CuArray{T}(undef, size(bc))
 
-function Base.copy(bc::Broadcasted{CuArrayStyle{N}}) where {N}
-    bc = Broadcast.instantiate(bc)
-    T = bc_eltype(bc)
-    return gpu_broadcast!(CuArray{T}(undef, size(bc)), bc)
-end
-
-Base.copyto!(dest::AnyCuArray, bc::Broadcasted{Nothing}) = gpu_broadcast!(dest, bc)
-Base.copyto!(dest::AnyCuArray, bc::Broadcasted{<:CuArrayStyle}) = gpu_broadcast!(dest, bc)
-Base.copyto!(dest::AnyCuArray, bc::Broadcasted{CuArrayStyle{0}}) = gpu_broadcast!(dest, bc)
-Base.copyto!(dest::AnyCuArray, bc::Broadcasted{<:AbstractArrayStyle{0}}) = gpu_broadcast!(dest, bc)
-Base.copyto!(dest::AnyCuArray, bc::Broadcasted{<:DefaultArrayStyle}) = gpu_broadcast!(dest, bc)
+# `copy(bc)` and `copyto!(dest::AnyCuArray, bc)`: compute/fastpath.jl, which runs a
+# broadcast of a type seen before without gpu_broadcast!'s checks and look-ups.
 
 host_dest_error(dest) = throw(ArgumentError("cannot broadcast CuArrays into a $(typeof(dest)): its data is on " *
                                             "the host. Compute into a CuArray and download it (`copyto!(dest, result)` or `Array(result)`)."))

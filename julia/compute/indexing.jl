@@ -33,6 +33,7 @@ const NonScalarIndex = Union{Integer,AbstractArray,Colon}
 # A[I...] where some index is not a scalar: one strided copy into a new CuArray.
 function Base.getindex(A::CuArray{T}, I::NonScalarIndex...) where {T}
     check_alive(A)
+    check_devices("getindex", A, I...)      # an index vector on another device too
     if all(i -> i isa Integer, I)     # A[i, j]: the scalar path
         checkbounds(A, I...)
         return A[LinearIndices(A)[I...]]
@@ -49,6 +50,7 @@ end
 # A[I...] = X for an array X: a strided copy (host arrays are uploaded first).
 function Base.setindex!(A::CuArray{T}, X::AbstractArray, I::NonScalarIndex...) where {T}
     check_alive(A)
+    check_devices("setindex!", A, X, I...)
     J = cu_indices(A, I)
     Base.setindex_shape_check(X, map(length, J)...)
     dst = index_operand(StridedOperand(A), J)

@@ -132,9 +132,9 @@ between two CuArrays is the one operation that crosses devices.
         ad === nothing || ad in devs || push!(devs, ad)
     end
     if length(devs) > 1
-        throw(ArgumentError("$what mixes arrays of device $(devs[1]) and device $(devs[2]): " *
-                            "copy one onto the other's device first (copyto! between CuArrays of " *
-                            "two devices is a peer copy)"))
+        throw(ArgumentError("$what mixes arrays of " * join(("device $x" for x in sort!(devs)), " and ") *
+                            " while the task's device is $d: copy them onto one device first " *
+                            "(copyto! between CuArrays of two devices is a peer copy) and run it there"))
     elseif length(devs) == 1 && devs[1] != d
         throw(ArgumentError("$what on arrays of device $(devs[1]) while the task's device is $d: " *
                             "switch with CuMem.device!($(devs[1])) (or device!($(devs[1])) do ... end), " *

@@ -111,7 +111,7 @@ mutable struct CuEvent
     end
 end
 
-Base.show(io::IO, e::CuEvent) = print(io, "CuEvent(", e.handle, ")")
+Base.show(io::IO, e::CuEvent) = print(io, "CuEvent(", e.handle == 0 ? "destroyed" : e.handle, ")")
 
 @inline live_handle(e::CuEvent) = (e.handle == 0 && throw_destroyed(e); e.handle)
 
@@ -174,7 +174,15 @@ end
 Queues on `s` an operation that takes `seconds` and touches no memory: a
 deliberately slow kernel for tests and benchmarks of overlap and ordering (a one-thread
 kernel spinning on the GPU's timer; on the host device, a sleep on the stream's worker
-thread, or of the calling thread for the default stream).
+thread, or of the calling thread for the default stream). A negative, infinite or NaN
+time, or one beyond the engine's 64-bit count of nanoseconds (about 584 years), is an
+`ArgumentError`, as for Base's `sleep`.
 """
-sleep_on(s::CuStream, seconds::Real) =
-    check(c_stream_sleep(live_handle(s), round(UInt64, max(0, seconds) * 1e9)))
+function sleep_on(s::CuStream, seconds::Real)
+    # As Base's `sleep`: a negative time is an ArgumentError; so is one that is not finite
+    # or does not fit the engine's 64-bit count of nanoseconds (about 584 years).
+    ns = Float64(seconds) * 1e9
+    (isfinite(ns) && 0 <= ns < 2.0^64) ||
+        throw(ArgumentError("CuMem.sleep_on: cannot sleep for $seconds seconds (from 0 to about 584 years)"))
+    return check(c_stream_sleep(live_handle(s), round(UInt64, ns)))
+end

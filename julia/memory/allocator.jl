@@ -129,19 +129,25 @@ const FREE_WAIT_PAUSE = 200e-6
 # The ladder gives up once neither was true for this long (ns). Not one pause: on a loaded
 # machine the thread running the finalizers can be descheduled for milliseconds.
 const FREE_WAIT_QUIET_NS = 50_000_000
+# A poll releases the engine's cache (which claims every thread cache) only when frees
+# advanced since the last release, and at most once per this many ns.
+const FREE_WAIT_RECLAIM_NS = 1_000_000
 
 # Threads in `alloc_retry` now.
 const LADDERS = Threads.Atomic{Int}(0)
 
 # An allocation of `bytes` (> 0) bytes: the pool (`alloc_array_memory` below makes this
-# first try inline); on out of memory GC.gc(false) and retry; then
-# GC.gc(true) and retry; then a plain allocation, for which the engine releases its cache
-# and retries once itself; then, while other threads are still freeing memory, retry
-# again; then OutOfGPUMemoryError.
+# first try inline); on out of memory GC.gc(false) and retry; then GC.gc(true) and retry;
+# then, with several threads, while other threads are still freeing memory, release the
+# cache and retry; last a plain allocation, for which the engine releases its cache and
+# retries once itself; then OutOfGPUMemoryError.
 #
-# The first three attempts ask the engine not to release its cache on failure, so that
-# memory the GC returns lands in a warm pool. The last rung (release the cache, retry) is
-# the engine's alone: it counts it in `num_alloc_retries` and `num_ooms`.
+# Every attempt but the last asks the engine not to release its cache or count a failure
+# (`CUMEM_ALLOC_NO_RECLAIM`), so that memory the GC returns lands in a warm pool and the
+# polls for other threads' frees stay cheap. The last rung (release the cache, retry) is
+# the engine's alone: it counts one `num_alloc_retries`, `num_reclaim_retries`, and, when
+# it fails, the one `num_ooms` and OOM event of the error thrown (PyTorch counts raised
+# out-of-memory errors).
 #
 # Every attempt is on the task's current stream (stream.jl), whose pool the memory comes
 # from: `s` is its handle, 0 for the default stream.
@@ -156,15 +162,10 @@ end
 
 function alloc_ladder(bytes::Int, code::Int32, s::UInt64 = UInt64(0))
     out = Ref{UInt64}(0)
-    for step in 1:3
+    for full in (false, true)
         code == CUMEM_ERROR_OUT_OF_MEMORY || throw_code(code)
-        if step == 1
-            GC.gc(false)          # young garbage: finalizers return its arrays
-        elseif step == 2
-            GC.gc(true)           # everything unreachable
-        end                       # step 3: the engine releases its cache and retries
-        code = alloc_on(bytes % UInt64, out, s, step < 3 ? CUMEM_ALLOC_NO_RECLAIM | CUMEM_ALLOC_GC_RETRY :
-                                                   CUMEM_ALLOC_RECLAIM_RETRY)
+        GC.gc(full)               # young garbage, then everything unreachable
+        code = alloc_on(bytes % UInt64, out, s, CUMEM_ALLOC_NO_RECLAIM | CUMEM_ALLOC_GC_RETRY)
         code == CUMEM_SUCCESS && return out[]
     end
     # With several threads, our GC.gc may not have collected anything: when another thread
@@ -172,29 +173,39 @@ function alloc_ladder(bytes::Int, code::Int32, s::UInt64 = UInt64(0))
     # the finalizers, returning the memory one array at a time while we retry. So: one
     # more full collection, then retry while frees advance or another thread is in this
     # ladder too (its collection may be what frees our memory); stop once neither was
-    # true for FREE_WAIT_QUIET_NS.
+    # true for FREE_WAIT_QUIET_NS. The polls release the cache only when frees advanced
+    # (what other threads freed may sit in it in other sizes), at most once a millisecond.
     if Threads.nthreads() > 1
+        code == CUMEM_ERROR_OUT_OF_MEMORY || throw_code(code)
+        GC.gc(true)
+        c_reclaim(typemax(UInt64))
+        code = alloc_on(bytes % UInt64, out, s, CUMEM_ALLOC_NO_RECLAIM | CUMEM_ALLOC_GC_RETRY)
+        code == CUMEM_SUCCESS && return out[]
         frees = frees_so_far()
-        progress = time_ns()
-        for round in 1:FREE_WAIT_ROUNDS
+        progress = reclaimed = time_ns()
+        for round in 2:FREE_WAIT_ROUNDS
             code == CUMEM_ERROR_OUT_OF_MEMORY || throw_code(code)
-            if round == 1
-                GC.gc(true)
-            else
-                now = frees_so_far()
-                if now != frees || LADDERS[] > 1
-                    progress = time_ns()
-                elseif time_ns() - progress > FREE_WAIT_QUIET_NS
-                    break
-                end
-                frees = now
-                GC.safepoint()
-                Libc.systemsleep(FREE_WAIT_PAUSE)
+            now = frees_so_far()
+            t = time_ns()
+            if now != frees || LADDERS[] > 1
+                progress = t
+            elseif t - progress > FREE_WAIT_QUIET_NS
+                break
             end
-            code = alloc_on(bytes % UInt64, out, s, round == 1 ? CUMEM_ALLOC_GC_RETRY : CUMEM_ALLOC_RECLAIM_RETRY)
+            if now != frees && t - reclaimed > FREE_WAIT_RECLAIM_NS
+                c_reclaim(typemax(UInt64))
+                reclaimed = t
+            end
+            frees = now
+            GC.safepoint()
+            Libc.systemsleep(FREE_WAIT_PAUSE)
+            code = alloc_on(bytes % UInt64, out, s, CUMEM_ALLOC_NO_RECLAIM)
             code == CUMEM_SUCCESS && return out[]
         end
     end
+    code == CUMEM_ERROR_OUT_OF_MEMORY || throw_code(code)
+    code = alloc_on(bytes % UInt64, out, s, CUMEM_ALLOC_RECLAIM_RETRY)
+    code == CUMEM_SUCCESS && return out[]
     code == CUMEM_ERROR_OUT_OF_MEMORY || throw_code(code)
     reason = last_error()
     flush_engine_log()
@@ -251,6 +262,23 @@ end
 
 ## release
 
+# `unsafe_free!` from several threads at once on one object (a CuArray, a pinned block):
+# the test of `freed` and its setting are one step under FREE_LOCK, so exactly one call
+# releases. Without it two threads could both pass the test and release twice: a double
+# free, or a shared Buffer's count dropping to 0 while a `reshape` sibling is live. A
+# finalizer needs no lock: it runs only once its object is unreachable, so no
+# `unsafe_free!` of the same object can run beside it. Nothing inside allocates or
+# yields. Returns whether this call set `freed`.
+const FREE_LOCK = Threads.SpinLock()
+
+@inline function claim_free!(x)
+    lock(FREE_LOCK)
+    was = x.freed
+    x.freed = true
+    unlock(FREE_LOCK)
+    return !was
+end
+
 # Returns the allocation at `ptr` (of `bytes`, charged) to the pool. Called from GC
 # finalizers: it takes no lock, prints nothing and, with `throwerr` false, never throws
 # (a refused free is recorded in FREE_ERRORS).
@@ -263,10 +291,10 @@ end
 end
 
 @noinline function free_failed(ptr::UInt64, code::Int32, throwerr::Bool)
+    throwerr && throw_code(code)            # unsafe_free!: the caller sees the error
     Threads.atomic_add!(FREE_ERRORS, 1)
     LAST_FREE_ERROR_PTR[] = ptr
     LAST_FREE_ERROR_CODE[] = code
-    throwerr && throw_code(code)
     return nothing
 end
 

@@ -40,14 +40,18 @@ end
 # lock, prints nothing and never throws: a refused free is counted in `free_errors()`.
 function free_pinned_block(blk::PinnedBlock, throwerr::Bool)
     blk.freed && return nothing
-    blk.freed = true
+    if throwerr                            # unsafe_free!: maybe from two threads at once
+        claim_free!(blk) || return nothing
+    else                                   # the finalizer: the array is unreachable
+        blk.freed = true
+    end
     blk.ptr == C_NULL && return nothing
     code = c_host_free(blk.ptr)
     if code != CUMEM_SUCCESS
+        throwerr && throw_code(code)       # unsafe_free!: the caller sees the error
         Threads.atomic_add!(FREE_ERRORS, 1)
         LAST_FREE_ERROR_PTR[] = UInt64(UInt(blk.ptr))
         LAST_FREE_ERROR_CODE[] = code
-        throwerr && throw_code(code)
     end
     return nothing
 end

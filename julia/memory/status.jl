@@ -24,13 +24,13 @@ A snapshot of the current task's device's statistics (`memory_stats(dev)` for de
 | `num_cache_hits`, `num_cache_misses` | allocations served from the cache / by the device |
 | `num_device_allocations`, `num_device_frees` | device calls |
 | `device_alloc_ns`, `device_free_ns` | time spent in them |
-| `num_alloc_retries`, `num_ooms` | retries after releasing the cache; failed allocations |
+| `num_alloc_retries`, `num_ooms` | retries after releasing the cache; out-of-memory errors raised (one per `OutOfGPUMemoryError`, as PyTorch counts) |
 | `limit_bytes` | `JULIA_CUDA_MEMORY_LIMIT` in bytes, 0 when none |
 | `cache_hit_rate` | hits / (hits + misses) |
 | `fragmentation_ratio` | (reserved − allocated) / reserved |
 | `num_device_free_errors` | device frees that reported an error (the memory counts as released) |
 | `num_gc_retries` | allocations retried after the out-of-memory ladder ran `GC.gc` |
-| `num_reclaim_retries` | allocations retried in the ladder's last rung (cache released, waits for other threads' frees) |
+| `num_reclaim_retries` | allocations retried in the ladder's last rung (the engine releases its cache and retries; once per ladder) |
 
 The last two answer "why is my loop slow?": each GC retry is a garbage collection forced
 by device memory running out (keep fewer arrays alive, or free them with `unsafe_free!`).

@@ -32,7 +32,9 @@ const LAST_FREE_ERROR_CODE = Threads.Atomic{Int32}(0)
     CuMem.free_errors() -> (count, last_ptr, last_code)
 
 Frees that the engine refused on paths that may not throw (GC finalizers), with the last
-one's device address and status code. Always `(0, 0, 0)` unless something is badly wrong.
+one's device address and status code; a refusal on a path that throws (`unsafe_free!`)
+is the caller's error and is not counted. Always `(0, 0, 0)` unless something is badly
+wrong.
 """
 free_errors() = (FREE_ERRORS[], LAST_FREE_ERROR_PTR[], LAST_FREE_ERROR_CODE[])
 

@@ -291,7 +291,7 @@ tall as its block, with the allocated and reserved totals as lines (PyTorch memo
 The x axis counts events (allocations and frees), with times beneath. The 10 000 largest
 blocks get bands of their own, the rest one grey band; long histories are sampled per
 pixel column at each column's highest allocated total (src/timeline.rs). Errors:
-`ArgumentError` for an unknown format; `CuMemError` when the file cannot be written.
+`ArgumentError` for an unknown format or a path that is not valid UTF-8; `CuMemError` when the file cannot be written.
 """
 save_memory_timeline(path::AbstractString; format = nothing) =
     save_memory_timeline(path, memory_events(); format = format)
@@ -299,6 +299,10 @@ save_memory_timeline(path::AbstractString, p::MemoryProfile; format = nothing) =
     save_memory_timeline(path, p.events; format = format)
 
 function save_memory_timeline(path::AbstractString, events::AbstractVector{MemoryEvent}; format = nothing)
+    # The engine takes UTF-8 paths (cumem_save_memory_timeline); other bytes, which a
+    # Linux file name may hold, are refused before anything else reads the name.
+    isvalid(String(path)) ||
+        throw(ArgumentError("save_memory_timeline: the path $(repr(String(path))) is not valid UTF-8"))
     code = TIMELINE_FORMATS[timeline_format(path, format)]
     raw = CEvent[cevent(e) for e in events]
     labels = Union{Nothing,String}[e.origin === nothing ? nothing : replace(e.origin, '\0' => '?') for e in events]

@@ -1,7 +1,8 @@
 //! Fault injection (`CUMEM_FAULT`): a device adaptor, in the manner of RMM's resource
 //! adaptors, that wraps any [`Device`] and makes its calls fail with given
-//! probabilities, so that the engine's error paths (out of memory, failed device frees
-//! and copies) can be exercised without a broken GPU.
+//! probabilities, so that the engine's error paths (out of memory, failed device frees,
+//! copies, stream and event calls) can be exercised without a broken GPU. The pinned
+//! host pool's device is wrapped too (`crate::pinned`).
 
 use super::Device;
 use crate::config::FaultSpec;
@@ -10,8 +11,11 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// A [`Device`] whose calls fail with the probabilities of a [`FaultSpec`]: allocations
 /// and virtual-memory mappings (`alloc`'s probability) with [`Error::OutOfMemory`],
-/// frees and unmappings (`free`'s) and copies with [`Error::Device`]. Reserving and
-/// releasing address ranges and the granularity query are forwarded without faults. Each call draws
+/// frees and unmappings (`free`'s), copies and memsets, synchronous and asynchronous
+/// (`copy`'s), and stream and event calls (`stream`'s: create, record, query,
+/// synchronize, wait, sleep, elapsed time) with [`Error::Device`]. Reserving and
+/// releasing address ranges, destroying streams and events, waiting for the whole device,
+/// the stream look-up and the granularity query are forwarded without faults. Each call draws
 /// the next number of a SplitMix64 sequence from the seed, so a single-threaded run fails
 /// at the same calls every time.
 pub struct FaultyDevice {
@@ -42,6 +46,13 @@ impl FaultyDevice {
         ((z >> 11) as f64 / (1u64 << 53) as f64) < p
     }
 
+    fn stream_fault(&self, what: &str) -> Result<()> {
+        if self.fails(self.spec.stream) {
+            return Err(Error::Device(format!("{what} failed: fault injected by CUMEM_FAULT")));
+        }
+        Ok(())
+    }
+
     fn copy_fault(&self, what: &str) -> Result<()> {
         if self.fails(self.spec.copy) {
             return Err(Error::Device(format!("{what} failed: fault injected by CUMEM_FAULT")));
@@ -54,56 +65,78 @@ impl Device for FaultyDevice {
     fn name(&self) -> &str {
         &self.name
     }
-    // Streams and events are passed through without faults.
+    // Not faulted: the engine's drop waits here before it frees every block.
     fn synchronize_all(&self) -> Result<()> {
         self.inner.synchronize_all()
     }
     fn stream_create(&self, blocking: bool) -> Result<u64> {
+        self.stream_fault("stream create")?;
         self.inner.stream_create(blocking)
     }
     fn stream_destroy(&self, s: u64) -> Result<()> {
         self.inner.stream_destroy(s)
     }
     fn stream_synchronize(&self, s: u64) -> Result<()> {
+        self.stream_fault("stream synchronize")?;
         self.inner.stream_synchronize(s)
     }
     fn stream_query(&self, s: u64) -> Result<bool> {
+        self.stream_fault("stream query")?;
         self.inner.stream_query(s)
     }
     fn stream_raw(&self, s: u64) -> Result<u64> {
         self.inner.stream_raw(s)
     }
     fn stream_wait_event(&self, s: u64, e: u64) -> Result<()> {
+        self.stream_fault("stream wait")?;
         self.inner.stream_wait_event(s, e)
     }
     fn stream_sleep(&self, s: u64, ns: u64) -> Result<()> {
+        self.stream_fault("stream sleep")?;
         self.inner.stream_sleep(s, ns)
     }
     fn event_create(&self, timing: bool) -> Result<u64> {
+        self.stream_fault("event create")?;
         self.inner.event_create(timing)
     }
     fn event_destroy(&self, e: u64) -> Result<()> {
         self.inner.event_destroy(e)
     }
     fn event_record(&self, e: u64, s: u64) -> Result<()> {
+        self.stream_fault("event record")?;
         self.inner.event_record(e, s)
     }
     fn event_query(&self, e: u64) -> Result<bool> {
+        self.stream_fault("event query")?;
         self.inner.event_query(e)
     }
     fn event_synchronize(&self, e: u64) -> Result<()> {
+        self.stream_fault("event synchronize")?;
         self.inner.event_synchronize(e)
     }
     fn event_elapsed_ms(&self, start: u64, end: u64) -> Result<f32> {
+        self.stream_fault("event elapsed time")?;
         self.inner.event_elapsed_ms(start, end)
     }
     unsafe fn copy_htod_async(&self, dst: u64, src: *const u8, bytes: u64, s: u64) -> Result<()> {
+        self.copy_fault("asynchronous copy to the device")?;
         // SAFETY: the caller's guarantees, passed on.
         unsafe { self.inner.copy_htod_async(dst, src, bytes, s) }
     }
     unsafe fn copy_dtoh_async(&self, dst: *mut u8, src: u64, bytes: u64, s: u64) -> Result<()> {
+        self.copy_fault("asynchronous copy from the device")?;
         // SAFETY: the caller's guarantees, passed on.
         unsafe { self.inner.copy_dtoh_async(dst, src, bytes, s) }
+    }
+    unsafe fn memset_async(&self, dst: u64, pattern: u32, elsize: u32, count: u64, s: u64) -> Result<()> {
+        self.copy_fault("memset")?;
+        // SAFETY: the caller's guarantees, passed on.
+        unsafe { self.inner.memset_async(dst, pattern, elsize, count, s) }
+    }
+    unsafe fn copy_dtod_async(&self, dst: u64, src: u64, bytes: u64, s: u64) -> Result<()> {
+        self.copy_fault("copy on the device")?;
+        // SAFETY: the caller's guarantees, passed on.
+        unsafe { self.inner.copy_dtod_async(dst, src, bytes, s) }
     }
     fn is_host(&self) -> bool {
         self.inner.is_host()
@@ -208,7 +241,7 @@ mod tests {
     #[test]
     fn fails_with_the_given_probability_and_is_repeatable() {
         let run = |seed| {
-            let spec = FaultSpec { alloc: 0.25, free: 0.0, copy: 0.0, seed };
+            let spec = FaultSpec { alloc: 0.25, free: 0.0, copy: 0.0, stream: 0.0, seed };
             let d = FaultyDevice::new(Box::new(HostDevice::new(Some(1 << 30))), spec);
             (0..4000)
                 .map(|_| match d.alloc(4096) {
@@ -233,7 +266,7 @@ mod tests {
 
     #[test]
     fn failed_frees_release_and_failed_copies_write_nothing() {
-        let spec = FaultSpec { alloc: 0.0, free: 1.0, copy: 1.0, seed: 1 };
+        let spec = FaultSpec { alloc: 0.0, free: 1.0, copy: 1.0, stream: 0.0, seed: 1 };
         let d = FaultyDevice::new(Box::new(HostDevice::new(Some(1 << 20))), spec);
         let p = d.alloc(1 << 20).unwrap();
         // SAFETY: `p` is 1 MiB of host memory.
@@ -253,7 +286,7 @@ mod tests {
     #[test]
     fn mappings_fail_like_allocations_and_unmappings_like_frees() {
         let g = crate::device::HOST_VM_GRANULE;
-        let spec = FaultSpec { alloc: 1.0, free: 1.0, copy: 0.0, seed: 1 };
+        let spec = FaultSpec { alloc: 1.0, free: 1.0, copy: 0.0, stream: 0.0, seed: 1 };
         let d = FaultyDevice::new(Box::new(HostDevice::new(Some(g))), spec);
         assert_eq!(d.vm_granularity().unwrap(), g);
         let base = d.vm_reserve(2 * g).unwrap();

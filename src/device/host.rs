@@ -16,6 +16,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Alignment of every host-device allocation (a page; more than the 256 bytes promised).
 pub const HOST_ALIGN: u64 = 4096;
 
+/// Allocations of at least this many bytes are mappings of their own (`mmap`), returned
+/// to the operating system at their free (`munmap`). Smaller ones come from the C
+/// allocator. glibc serves large blocks from its heap once a free has raised its dynamic
+/// mmap threshold, and keeps freed heap memory: a long run's RSS then grew to every
+/// segment it ever freed while its reserved bytes stayed flat (issue 22).
+pub(crate) const HOST_MMAP_MIN: u64 = 1 << 20;
+
 /// Granule of the host device's virtual memory: 2 MiB, what `cuMemGetAllocationGranularity`
 /// reports on current NVIDIA GPUs.
 pub const HOST_VM_GRANULE: u64 = 2 << 20;
@@ -85,6 +92,26 @@ impl HostDevice {
     }
 }
 
+/// A private anonymous read-write mapping of `bytes` (page-aligned: [`HOST_ALIGN`]), or
+/// null when the system refuses.
+fn map_anonymous(bytes: u64) -> *mut u8 {
+    let Ok(len) = usize::try_from(bytes) else {
+        return std::ptr::null_mut();
+    };
+    // SAFETY: a new anonymous mapping touches no existing memory.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED { std::ptr::null_mut() } else { p as *mut u8 }
+}
+
 fn os_err(what: &str) -> Error {
     Error::Device(format!("{what} failed: {}", std::io::Error::last_os_error()))
 }
@@ -145,8 +172,12 @@ impl Device for HostDevice {
             self.used.fetch_sub(bytes, Ordering::Relaxed);
             return Err(oom());
         }
-        // SAFETY: the layout has a non-zero size (the caller never asks for 0 bytes).
-        let p = unsafe { alloc(layout(bytes)?) };
+        let p = if bytes >= HOST_MMAP_MIN {
+            map_anonymous(bytes)
+        } else {
+            // SAFETY: the layout has a non-zero size (the caller never asks for 0 bytes).
+            layout(bytes).map(|l| unsafe { alloc(l) }).unwrap_or(std::ptr::null_mut())
+        };
         if p.is_null() {
             self.used.fetch_sub(bytes, Ordering::Relaxed);
             return Err(oom());
@@ -157,8 +188,16 @@ impl Device for HostDevice {
     unsafe fn free(&self, ptr: u64, bytes: u64) -> Result<()> {
         // cuMemFree waits for the device: no stream may still be copying into the memory.
         self.streams.barrier(true);
-        // SAFETY: the caller guarantees `ptr` came from `alloc(bytes)`.
-        unsafe { dealloc(ptr as *mut u8, layout(bytes)?) };
+        if bytes >= HOST_MMAP_MIN {
+            // SAFETY: the caller guarantees `ptr` came from `alloc(bytes)`: a mapping of
+            // `bytes` of its own.
+            if unsafe { libc::munmap(ptr as *mut libc::c_void, bytes as usize) } != 0 {
+                return Err(os_err("munmap"));
+            }
+        } else {
+            // SAFETY: the caller guarantees `ptr` came from `alloc(bytes)`.
+            unsafe { dealloc(ptr as *mut u8, layout(bytes)?) };
+        }
         self.used.fetch_sub(bytes, Ordering::Relaxed);
         Ok(())
     }
@@ -277,6 +316,23 @@ impl Device for HostDevice {
         )
     }
 
+    unsafe fn memset_async(&self, dst: u64, pattern: u32, elsize: u32, count: u64, s: u64) -> Result<()> {
+        let d = dst as usize;
+        // SAFETY: the caller keeps the range valid until the memset has run and aligns
+        // `dst` to `elsize` (1, 2 or 4).
+        self.streams.enqueue(s, Box::new(move || unsafe { fill_pattern(d, pattern, elsize, count) }))
+    }
+
+    unsafe fn copy_dtod_async(&self, dst: u64, src: u64, bytes: u64, s: u64) -> Result<()> {
+        let (d, p) = (dst as usize, src as usize);
+        // SAFETY: the caller keeps both ranges valid until the copy has run; `copy`
+        // allows them to overlap.
+        self.streams.enqueue(
+            s,
+            Box::new(move || unsafe { std::ptr::copy(p as *const u8, d as *mut u8, bytes as usize) }),
+        )
+    }
+
     fn vm_reserve(&self, bytes: u64) -> Result<u64> {
         check_granules(0, bytes)?;
         let len = usize::try_from(bytes + HOST_VM_GRANULE).map_err(|_| {
@@ -355,5 +411,23 @@ impl Device for HostDevice {
         }
         self.used.fetch_sub(bytes, Ordering::Relaxed);
         Ok(())
+    }
+}
+
+/// Writes `count` copies of the low `elsize` bytes of `pattern` from address `dst`, as
+/// `cuMemsetD8/D16/D32` do.
+///
+/// # Safety
+/// `[dst, dst+count*elsize)` must be writable memory of this process, aligned to `elsize`
+/// (1, 2 or 4).
+pub(crate) unsafe fn fill_pattern(dst: usize, pattern: u32, elsize: u32, count: u64) {
+    let n = count as usize;
+    // SAFETY: the caller's guarantees.
+    unsafe {
+        match elsize {
+            1 => std::ptr::write_bytes(dst as *mut u8, pattern as u8, n),
+            2 => std::slice::from_raw_parts_mut(dst as *mut u16, n).fill(pattern as u16),
+            _ => std::slice::from_raw_parts_mut(dst as *mut u32, n).fill(pattern),
+        }
     }
 }

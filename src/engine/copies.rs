@@ -93,16 +93,13 @@ impl Engine {
             return bad("is not inside any allocation of CuMem".into());
         };
         let base = {
+            // The pool that owns the segment answers: the shard's default pool or one of
+            // its streams' pools.
             let s = self.shards[seg.shard].state.lock();
-            let mut base = s.pool.block_base(addr, seg_base);
-            // The segment may belong to one of the shard's stream pools.
-            for p in s.stream_pools.iter() {
-                if s.live.get(base).is_some() {
-                    break;
-                }
-                base = p.pool.block_base(addr, seg_base);
-            }
-            base
+            std::iter::once(&s.pool)
+                .chain(s.stream_pools.iter().map(|p| &p.pool))
+                .find_map(|p| p.block_base(addr, seg_base))
+                .unwrap_or(seg_base)
         };
         match self.pin_in(seg.shard, base, addr, end) {
             Some(r) => r,

@@ -53,6 +53,7 @@ use std::time::Instant;
 
 mod caches;
 mod copies;
+mod stream_ops;
 mod streams;
 pub mod tools;
 
@@ -246,7 +247,7 @@ impl Engine {
             ))
         .then(Registry::new);
         log::info!(
-            "CuMem engine: {} pool on {} (device {}), limit {}, {n} shards, thread caches {}",
+            "{} pool on {} (device {}), limit {}, {n} shards, thread caches {}",
             cfg.pool.name(),
             device.name(),
             device.ordinal(),
@@ -560,8 +561,8 @@ impl Engine {
         let s = self.stats();
         let (free, total) = self.device_memory().unwrap_or((0, 0));
         let msg = format!(
-            "cannot allocate {} ({bytes} bytes): {}; reserved {}, allocated {}, cached {}, limit {}, device free {} of {}",
-            format_bytes(bytes),
+            "cannot allocate {}: {}; reserved {}, allocated {}, cached {}, limit {}, device free {} of {}",
+            crate::format::format_bytes_exact(bytes),
             match err {
                 Error::OutOfMemory(m) => m,
                 e => e.to_string(),

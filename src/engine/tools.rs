@@ -4,7 +4,7 @@
 //! except the tests the hooks in `engine/mod.rs` make (one relaxed load each).
 
 use super::{CheckpointDelta, Engine, Snapshot};
-use crate::config::Amount;
+use crate::config::{Amount, PoolKind};
 use crate::error::{Error, Result};
 use crate::format::format_bytes;
 use crate::history::{Event, MAX_ENTRIES};
@@ -68,13 +68,37 @@ impl Engine {
     pub fn snapshot(&self) -> Snapshot {
         self.flush_thread_caches();
         let mut snap = Snapshot::default();
-        let mut segs: Vec<(u32, PoolSegment, Vec<BlockInfo>)> = Vec::new();
+        let mut segs: Vec<(u32, u64, PoolSegment, Vec<BlockInfo>)> = Vec::new();
+        // Pools that carve blocks out of segments list their own segments; pools whose
+        // blocks are whole segments list all of the shard's, whose stream is then that of
+        // the live block, of the stream pool caching it, or of the pending free.
+        let whole = !matches!(self.cfg.pool, PoolKind::Split | PoolKind::Expandable);
         for (i, shard) in self.shards.iter().enumerate() {
             let s = shard.state.lock();
             let owned = self.up.segments_of(i);
-            let mut pool_segs = Vec::new();
-            s.pool.snapshot(&owned, &mut pool_segs);
-            for ps in pool_segs {
+            let mut pool_segs: Vec<(u64, PoolSegment)> = Vec::new();
+            let mut listed = Vec::new();
+            s.pool.snapshot(&owned, &mut listed);
+            pool_segs.extend(listed.drain(..).map(|ps| (0, ps)));
+            if whole {
+                for (stream, ps) in pool_segs.iter_mut() {
+                    *stream = s
+                        .stream_blocks
+                        .get(&ps.addr)
+                        .map(|u| u.stream)
+                        .or_else(|| {
+                            s.stream_pools.iter().find(|p| p.pool.caches(ps.addr, ps.size)).map(|p| p.stream)
+                        })
+                        .or_else(|| s.pending.iter().find(|p| p.ptr == ps.addr).map(|p| p.stream))
+                        .unwrap_or(0);
+                }
+            } else {
+                for p in s.stream_pools.iter() {
+                    p.pool.snapshot(&owned, &mut listed);
+                    pool_segs.extend(listed.drain(..).map(|ps| (p.stream, ps)));
+                }
+            }
+            for (stream, ps) in pool_segs {
                 let blocks = ps
                     .blocks
                     .iter()
@@ -97,14 +121,15 @@ impl Engine {
                         info
                     })
                     .collect();
-                segs.push((i as u32, ps, blocks));
+                segs.push((i as u32, stream, ps, blocks));
             }
         }
-        segs.sort_by_key(|(_, ps, _)| ps.addr);
-        for (k, (shard, ps, blocks)) in segs.into_iter().enumerate() {
+        segs.sort_by_key(|(_, _, ps, _)| ps.addr);
+        for (k, (shard, stream, ps, blocks)) in segs.into_iter().enumerate() {
             snap.segments.push(SegmentInfo {
                 addr: ps.addr,
                 size: ps.size,
+                stream,
                 first_block: snap.blocks.len() as u64,
                 num_blocks: blocks.len() as u64,
                 shard,
@@ -204,9 +229,9 @@ impl Engine {
         let allocated = self.stats().allocated_bytes;
         if allocated > l {
             return Err(Error::InvalidValue(format!(
-                "cannot lower the memory limit to {} ({l} bytes): {} ({allocated} bytes) are live; free memory first",
-                format_bytes(l),
-                format_bytes(allocated)
+                "cannot lower the memory limit to {}: {} are live; free memory first",
+                crate::format::format_bytes_exact(l),
+                crate::format::format_bytes_exact(allocated)
             )));
         }
         self.up.set_limit(Some(l));

@@ -11,12 +11,38 @@
 //! bus's speed.
 
 use super::{guard, null_err};
+use crate::engine::Engine;
 use crate::engines::{pinned_host, pinned_started};
 use crate::error::Result;
 use crate::pinned::PinnedHost;
 use crate::report;
 use crate::stats::Stats;
 use std::ffi::c_void;
+
+/// After an asynchronous copy from or to host memory `addr` was queued on `stream` of
+/// `e`: when `addr` lies in a block of the pinned pool, an event recorded on the stream
+/// keeps that block from reuse and release until the copy has run
+/// ([`PinnedHost::record_use`]; the caller may free the block at once). When no event
+/// can be recorded, the stream is waited for instead. Other host memory is the caller's
+/// to keep (the C functions' contract).
+pub(crate) fn note_async_use(e: &'static Engine, addr: u64, stream: u64) -> Result<()> {
+    let Some(p) = pinned_started() else {
+        return Ok(());
+    };
+    if !p.is_pool_block(addr) {
+        return Ok(());
+    }
+    match crate::pinned::EventUse::record(e.device(), stream) {
+        Ok(u) => {
+            p.record_use(addr, Box::new(u));
+            Ok(())
+        }
+        Err(err) => {
+            log::debug!("no event for the pinned block at {addr:#x} ({err}): waiting for stream {stream}");
+            e.device().stream_synchronize(stream)
+        }
+    }
+}
 
 /// The pinned pool's lines of `memory_status` (see `report::pinned_status`), or `""`
 /// while it was never used.

@@ -214,12 +214,15 @@ pub unsafe extern "C" fn cumem_block_stream(ptr: u64, stream: *mut u64) -> i32 {
 /// (`cuMemcpyHtoDAsync`) and returns. Checks as `cumem_copy_htod`; a block of another
 /// stream records the use as `cumem_record_stream` does. From page-locked memory the
 /// copy overlaps other work; from pageable memory CUDA copies before returning (the host
-/// device always queues). Returns the errors of `cumem_copy_htod`, and
-/// `CUMEM_ERROR_INVALID_VALUE` for an unknown stream.
+/// device always queues). A block of the pinned host pool (`cumem_host_alloc`) may be
+/// freed at once: the pool keeps it from reuse and release until the copy has run (an
+/// event on the stream, PyTorch's `recordEvent`). Returns the errors of
+/// `cumem_copy_htod`, and `CUMEM_ERROR_INVALID_VALUE` for an unknown stream.
 ///
 /// # Safety
 /// `src` must stay readable for `bytes` bytes until the copy has run (synchronise the
-/// stream or an event recorded after the copy).
+/// stream or an event recorded after the copy; a block of the pinned host pool may be
+/// freed at once).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cumem_copy_htod_async(
     dst: u64,
@@ -236,15 +239,18 @@ pub unsafe extern "C" fn cumem_copy_htod_async(
         }
         host_len(e, dst, bytes)?;
         // SAFETY: the caller's guarantee on `src`.
-        unsafe { e.copy_htod_async(dst, src as *const u8, bytes, stream) }
+        unsafe { e.copy_htod_async(dst, src as *const u8, bytes, stream) }?;
+        super::pinned::note_async_use(e, src as u64, stream)
     })
 }
 
 /// Queues a copy of `bytes` from device address `src` to host memory `dst` on `stream`
-/// (`cuMemcpyDtoHAsync`), with the checks of `cumem_copy_htod_async`.
+/// (`cuMemcpyDtoHAsync`), with the checks of `cumem_copy_htod_async`; a pinned host
+/// block as `dst` is kept as there.
 ///
 /// # Safety
-/// `dst` must stay writable for `bytes` bytes until the copy has run.
+/// `dst` must stay writable for `bytes` bytes until the copy has run (a block of the
+/// pinned host pool may be freed at once).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cumem_copy_dtoh_async(
     dst: *mut core::ffi::c_void,
@@ -261,6 +267,7 @@ pub unsafe extern "C" fn cumem_copy_dtoh_async(
         }
         host_len(e, src, bytes)?;
         // SAFETY: the caller's guarantee on `dst`.
-        unsafe { e.copy_dtoh_async(dst as *mut u8, src, bytes, stream) }
+        unsafe { e.copy_dtoh_async(dst as *mut u8, src, bytes, stream) }?;
+        super::pinned::note_async_use(e, dst as u64, stream)
     })
 }

@@ -103,4 +103,12 @@ impl Pool for BinnedPool {
     fn cached_bytes(&self) -> u64 {
         self.cached
     }
+
+    fn caches(&self, addr: u64, size: u64) -> bool {
+        if size <= MAX_BIN && size.is_power_of_two() && size >= MIN_BLOCK {
+            self.bins[bin(size)].contains(&addr)
+        } else {
+            self.large.get(&size).is_some_and(|l| l.contains(&addr))
+        }
+    }
 }

@@ -75,10 +75,22 @@ pub trait Pool: Send {
         true
     }
     /// The base of the block containing `addr`, which lies in the segment at `seg_base`
-    /// owned by this pool. Pools whose blocks are whole segments return `seg_base`.
-    fn block_base(&self, addr: u64, seg_base: u64) -> u64 {
+    /// of this pool's shard; None when the segment is not this pool's (a shard holds a
+    /// pool per stream besides its default one, and their segments share the shard's
+    /// record). Pools whose blocks are whole segments return `seg_base` (the block is the
+    /// segment, whichever of the shard's pools holds it).
+    fn block_base(&self, addr: u64, seg_base: u64) -> Option<u64> {
         let _ = addr;
-        seg_base
+        Some(seg_base)
+    }
+    /// Whether the free block at `addr` of `size` bytes is in this pool's cache: for
+    /// pools whose blocks are whole segments, which cannot tell their segments from the
+    /// other pools' of the shard in [`Pool::snapshot`], the snapshot's attribution of a
+    /// cached segment to its stream's pool. The default (a pool that caches nothing, or
+    /// lists only its own segments) says no.
+    fn caches(&self, addr: u64, size: u64) -> bool {
+        let _ = (addr, size);
+        false
     }
     /// This pool's segments and their blocks, for `memory_snapshot`, appended to `out`.
     /// `owned` lists the upstream segments (base, size) of this pool's shard. Blocks the
@@ -156,7 +168,7 @@ impl Pool for AnyPool {
     fn inactive_split_bytes(&self) -> u64 {
         dispatch!(self, p => p.inactive_split_bytes())
     }
-    fn block_base(&self, addr: u64, seg_base: u64) -> u64 {
+    fn block_base(&self, addr: u64, seg_base: u64) -> Option<u64> {
         dispatch!(self, p => p.block_base(addr, seg_base))
     }
     #[inline]
@@ -166,6 +178,9 @@ impl Pool for AnyPool {
 
     fn snapshot(&self, owned: &[(u64, u64)], out: &mut Vec<PoolSegment>) {
         dispatch!(self, p => p.snapshot(owned, out))
+    }
+    fn caches(&self, addr: u64, size: u64) -> bool {
+        dispatch!(self, p => p.caches(addr, size))
     }
 }
 

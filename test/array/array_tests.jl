@@ -142,8 +142,10 @@ end
 end
 
 @testset "fill!, zeros, ones, fill" begin
+    # memset patterns (1, 2, 4 bytes), 8- and 16-byte values (a kernel), isbits structs
     for (T, v) in ((Float32, 0), (Float32, 1.5), (Int32, -1), (UInt8, 0x07), (Int64, 3),
-                   (ComplexF32, 1 + 2im), (Point3, Point3(1.0, 2, 3)), (Bool, true))
+                   (ComplexF32, 1 + 2im), (Point3, Point3(1.0, 2, 3)), (Bool, true),
+                   (Int16, 0x0102), (Float16, 2), (ComplexF32, 1 + 1im), (Float64, 0.5), (Int64, -1))
         for n in (0, 1, 5, 4096, 4097, 10_000, 100_003)
             d = CuArray{T}(undef, n)
             @test fill!(d, v) === d
@@ -162,6 +164,20 @@ end
     @test CuMem.fill(7.0, (2, 2)) isa CuMatrix{Float64}
     @test Array(CuMem.fill(Point3(1, 2, 3), 2)) == [Point3(1, 2, 3), Point3(1, 2, 3)]
     @test size(CuMem.zeros(Float32)) == ()
+    # the memset a value is: (pattern, element size), or none (0) when its bytes do not
+    # repeat with a period of 1, 2 or 4
+    @test CuMem.memset_pattern(1f0) == (0x3f800000, 4)
+    @test CuMem.memset_pattern(0.0) == (0x00, 1)
+    @test CuMem.memset_pattern(1.0)[2] == 0
+    @test CuMem.memset_pattern(ComplexF32(1, 1)) == (0x3f800000, 4)
+    @test CuMem.memset_pattern(ComplexF64(1, 2))[2] == 0
+    @test CuMem.memset_pattern(Int16(0x0102)) == (0x0102, 2)
+    @test CuMem.memset_pattern(Int16(0x0101)) == (0x01, 1)
+    @test CuMem.memset_pattern(Int64(-1)) == (0xff, 1)
+    @test CuMem.memset_pattern(Float16(2)) == (0x4000, 2)
+    @test CuMem.memset_pattern(UInt32(0x00050005)) == (0x0005, 2)
+    @test CuMem.memset_pattern((Int8(1), Int8(2), Int8(3)))[2] == 0   # 3 bytes
+    @test @allocated(CuMem.memset_pattern(1f0)) == 0
     let s = memory_stats().num_allocations    # fills of memset patterns need no upload
         d = CuArray{Int32}(undef, 1000)
         fill!(d, -1)

@@ -200,13 +200,100 @@ end
         a = CuArray(Base.rand(Float32, 7))
         a .* 5f0 .+ a
         s1 = CuMem.kernel_cache_stats()
-        a .* 6f0 .+ a              # same types: no new kernel
+        a .* 6f0 .+ a              # same types: no new kernel, and the typed fast path
+        s2 = CuMem.kernel_cache_stats()                # (compute/fastpath.jl) looks nothing up
+        @test s2.misses == s1.misses && s2.hits == s1.hits
+        CuMem.FAST_BROADCAST[] = false
+        a .* 7f0 .+ a              # the slow path: a hit of the kernel cache
+        CuMem.FAST_BROADCAST[] = true
         s2 = CuMem.kernel_cache_stats()
-        @test s2.misses == s1.misses && s2.hits > s1.hits
+        @test s2.misses == s1.misses && s2.hits == s1.hits + 1
         CuArray(Base.rand(Float32, 5, 5)) .* 5f0 .+ CuArray(Base.rand(Float32, 5, 5))   # other ndims: new kernel
         @test CuMem.kernel_cache_stats().misses == s2.misses + 1
         if NVRTC && CuMem.on_host()     # on a GPU each kernel is compiled and loaded instead
             @test CuMem.kernel_cache_stats().nvrtc_checks == CuMem.kernel_cache_stats().misses
         end
+    end
+end
+
+@testset "the typed fast path (compute/fastpath.jl)" begin
+    using Base.Broadcast: broadcasted, instantiate
+    s1, s2 = CuArray(Float32[1, 2, 3]), CuArray(Float32[10, 20, 30])
+    r = similar(s1)
+    bctype(dest, bc) = Tuple{typeof(dest),typeof(instantiate(Broadcast.Broadcasted{CuMem.CuArrayStyle{1}}(bc.f, bc.args, axes(dest))))}
+    # the first call fills the slot, later ones take it, with the same results
+    for i in 1:3
+        r .= s1 .+ s2
+        @test Array(r) == [11, 22, 33]
+        z = s1 .* 2f0 .+ s2
+        @test z isa CuVector{Float32} && Array(z) == [12, 24, 36]
+        unsafe_free!(z)
+    end
+    @test CuMem.fast_get(bctype(r, broadcasted(+, s1, s2))) !== nothing
+    # the launch arguments: count, destination, leaves, then scalars depth first
+    bc = instantiate(broadcasted(+, broadcasted(*, s1, 2f0), broadcasted(-, s2, Float16(1))))
+    @test CuMem.fast_launch_args(r, bc) == (UInt32(3), r.ptr, s1.ptr, s2.ptr, 2f0, reinterpret(UInt16, Float16(1)))
+    entry_allocs(r, bc) = @allocated CuMem.fast_entry(r, bc)
+    copyto!(r, bc)
+    entry_allocs(r, bc)
+    @test entry_allocs(r, bc) == 0                    # a typed look-up: no allocation
+    # the fast path's arguments against the generated kernel's parameter list (one
+    # argument per parameter, an address exactly where the kernel takes a pointer): the
+    # slow path's cache entry holds the source, on the host device too
+    for (dest, b) in ((r, bc), (r, instantiate(broadcasted(+, s1, s2))), (similar(s1, Bool), instantiate(broadcasted(>, s1, 1f0))))
+        CuMem.take_last_broadcast!()
+        CuMem.gpu_broadcast!(dest, b)
+        src = CuMem.take_last_broadcast!().source
+        i = findfirst("cumem_bcast(", src)
+        sig = src[last(i)+1:findnext(')', src, last(i))-1]
+        params = strip.(split(sig, ','))
+        args = CuMem.fast_launch_args(dest, b)
+        @test length(args) == length(params)
+        @test [occursin('*', p) for p in params] == [a isa UInt64 && i > 1 for (i, a) in enumerate(args)]
+    end
+    # a method defined since the slot was filled (the world age moved): the slow path
+    # again, which revalidates the kernel
+    copyto!(r, bc)
+    @test CuMem.fast_entry(r, bc) !== nothing
+    @eval Main $(gensym(:fastpath_world))(x) = x
+    @test Base.invokelatest(CuMem.fast_entry, r, bc) === nothing
+    Base.invokelatest(copyto!, r, bc)
+    @test Base.invokelatest(CuMem.fast_entry, r, bc) !== nothing
+    # the same array in and out is fine; an overlapping one at another address takes the
+    # slow path, which copies it first
+    x = CuArray(Float32[1, 2, 3, 4])
+    x .= x .+ 1f0
+    x .= x .+ 1f0
+    @test Array(x) == [3, 4, 5, 6]
+    GC.@preserve x begin
+        a = unsafe_wrap(CuArray, CuPtr{Float32}(x.ptr), 3; own = false)
+        b = unsafe_wrap(CuArray, CuPtr{Float32}(x.ptr + 4), 3; own = false)
+        bca = instantiate(Broadcast.Broadcasted{CuMem.CuArrayStyle{1}}(+, (a, 0f0), axes(b)))
+        @test !CuMem.fast_ok(bca, b.dims, b.ptr, UInt64(12))          # overlaps at another address
+        @test CuMem.fast_ok(bca, a.dims, a.ptr, UInt64(12))           # the same address
+        @test CuMem.fast_entry(b, bca) === nothing
+    end
+    # other sizes (broadcasting a vector over a matrix) and wrappers: the slow path
+    m, v = CuArray(ones(Float32, 3, 2)), CuArray(Float32[1, 2, 3])
+    for _ in 1:2
+        @test Array(m .+ v) == ones(3, 2) .+ [1, 2, 3]
+        @test Array(m' .* 2f0) == 2 .* ones(2, 3)
+    end
+    # element types the slow path decided (Int .+ Float64, Bool results)
+    for _ in 1:2
+        @test Array(CuArray([1, 2]) .+ 1.5) == [2.5, 3.5]
+        @test Array(s1 .> 1f0) == [false, true, true]
+    end
+    # a freed argument still throws
+    y = CuArray(Float32[1, 2, 3])
+    unsafe_free!(y)
+    @test_throws AssertionError r .= y .+ s2
+    # off: the same results
+    CuMem.FAST_BROADCAST[] = false
+    try
+        r .= s1 .- s2
+        @test Array(r) == [-9, -18, -27]
+    finally
+        CuMem.FAST_BROADCAST[] = true
     end
 end

@@ -59,6 +59,48 @@ CuMem.allowscalar(false)   # nothing here may take the scalar path
         @test_throws AssertionError CuMem.host_view(b)
     end
 
+    @testset "kernel cache on disk" begin
+        if CuMem.nvrtc_available() && isempty(get(ENV, "CUMEM_CACHE_DIR", "")) &&
+           isempty(get(ENV, "CUMEM_KERNEL_CACHE", ""))
+            @test CuMem.disk_cache_dir() == joinpath(DEPOT_PATH[1], "compiled", "cumem_kernels")
+            dir = mktempdir()
+            try
+                CuMem.check(CuMem.c_kernel_cache_config(dir, UInt64(0), Int32(1)))
+                src = SAXPY * "// $(time_ns())\n"        # a source no earlier run compiled
+                s0 = CuMem.disk_cache_stats()
+                ptx = CuMem.compile_ptx(src; arch = "compute_75")
+                s1 = CuMem.disk_cache_stats()
+                @test (s1.misses - s0.misses, s1.writes - s0.writes, s1.hits - s0.hits) == (1, 1, 0)
+                files = filter(f -> endswith(f, ".kernel"), readdir(dir))
+                @test length(files) == 1 && !any(f -> endswith(f, ".tmp"), readdir(dir))
+                @test CuMem.compile_ptx(src; arch = "compute_75") == ptx     # from the file
+                s2 = CuMem.disk_cache_stats()
+                @test (s2.hits - s1.hits, s2.misses - s1.misses) == (1, 0)
+                # another architecture is another key
+                CuMem.compile_ptx(src; arch = "compute_80")
+                @test count(f -> endswith(f, ".kernel"), readdir(dir)) == 2
+                # a damaged file is a miss, compiled and written again
+                path = joinpath(dir, files[1])
+                bytes = read(path)
+                bytes[end ÷ 2] ⊻= 0x01
+                write(path, bytes)
+                s3 = CuMem.disk_cache_stats()
+                @test CuMem.compile_ptx(src; arch = "compute_75") == ptx
+                s4 = CuMem.disk_cache_stats()
+                @test (s4.misses - s3.misses, s4.writes - s3.writes) == (1, 1)
+                # off: NVRTC every time, no file read or written
+                CuMem.check(CuMem.c_kernel_cache_config(dir, UInt64(0), Int32(0)))
+                CuMem.compile_ptx(src; arch = "compute_75")
+                @test CuMem.disk_cache_stats() == s4
+                @test thrown_code(() -> CuMem.c_kernel_cache_config("", UInt64(0), Int32(1)) |> CuMem.check) ==
+                      CuMem.CUMEM_ERROR_INVALID_VALUE
+            finally
+                CuMem.init_kernel_cache()
+                rm(dir; recursive = true, force = true)
+            end
+        end
+    end
+
     @testset "NVRTC" begin
         if CuMem.nvrtc_available()
             v = CuMem.nvrtc_version()

@@ -171,6 +171,8 @@ const GPU = !CuMem.on_host()
         end
     end
 
+    include("multidevice_reliability_tests.jl")
+
     @testset "per-device limits" begin
         lim = get(ENV, "JULIA_CUDA_MEMORY_LIMIT", "")
         if !isempty(lim)

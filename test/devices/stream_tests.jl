@@ -171,3 +171,28 @@ end
     @test memory_stats().reserved_bytes <= r0
     foreach(CuMem.unsafe_destroy!, (s1, s2))
 end
+
+@testset "fill!, copyto! and scalar results on the task's stream" begin
+    # fill! (a memset) and copyto! between CuArrays are queued on the current stream and
+    # return at once, in the stream's order; a scalar result waits for the stream.
+    s = CuStream()
+    n = 1000
+    x, y = CuArray(zeros(Float32, n)), CuArray(ones(Float32, n))
+    stream!(s) do
+        CuMem.sleep_on(s, SLOW)
+        fill!(x, 3f0)
+        copyto!(y, x)
+        @test !CuMem.isdone(s)          # neither waited for the sleep before them
+        fill!(x, 2f0)
+        @test sum(x) == 2f0 * n         # read back after the stream's work
+    end
+    synchronize(s)
+    @test Array(y) == fill(3f0, n)
+    # an overlapping copy within one array, on the default stream
+    z = CuArray(Float32.(1:8))
+    copyto!(z, 3, z, 1, 4)
+    @test Array(z) == Float32[1, 2, 1, 2, 3, 4, 7, 8]
+    @test CuMem.read_scalar(CuArray([7.5, 1.0])) == 7.5
+    @test_throws ArgumentError CuMem.read_scalar(CuArray{Float32}(undef, 0))
+    foreach(unsafe_free!, (x, y, z))
+end

@@ -53,3 +53,23 @@ end
     @test occursin("JULIA_CUDA_MEMORY_LIMIT", err.reason)
     @test t < 30
 end
+
+# Issue 22, item 7: with several threads the ladder polls for other threads' frees;
+# each poll used to count an OOM, a reclaim retry and an OOM event (hundreds per error
+# thrown). An out-of-memory error is counted once, when it is raised (PyTorch's
+# `num_ooms`), and the ladder's polls count nothing.
+@testset "one raised out of memory counts once ($(Threads.nthreads()) threads)" begin
+    GC.gc(true)
+    s0 = memory_stats()
+    record_memory_history(true)
+    for _ in 1:3
+        @test_throws OutOfGPUMemoryError CuArray{UInt8}(undef, 2 * LIMIT)
+    end
+    ooms = count(e -> e.kind == :oom, memory_events())
+    record_memory_history(false)
+    s1 = memory_stats()
+    @test s1.num_ooms - s0.num_ooms == 3
+    @test s1.num_reclaim_retries - s0.num_reclaim_retries == 3
+    @test s1.num_gc_retries - s0.num_gc_retries == 3 * (Threads.nthreads() > 1 ? 3 : 2)
+    @test ooms == 3
+end

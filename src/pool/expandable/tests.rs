@@ -204,9 +204,11 @@ fn block_base_finds_the_block_around_an_address() {
     let b = pool.alloc(5 * MIB, up.shard(0)).unwrap();
     let (seg, s) = up.segment_containing(b.ptr + 1).unwrap();
     assert_eq!(s.shard, 0);
-    assert_eq!(pool.block_base(b.ptr + 1, seg), b.ptr);
-    assert_eq!(pool.block_base(a.ptr + 3 * MIB - 1, seg), a.ptr);
-    assert_eq!(pool.block_base(b.ptr + 5 * MIB, seg), seg, "past every block");
+    assert_eq!(pool.block_base(b.ptr + 1, seg), Some(b.ptr));
+    assert_eq!(pool.block_base(a.ptr + 3 * MIB - 1, seg), Some(a.ptr));
+    assert_eq!(pool.block_base(b.ptr + 5 * MIB, seg), Some(seg), "past every block");
+    let other = ExpandablePool::default();
+    assert_eq!(other.block_base(b.ptr + 1, seg), None, "an arena of another pool");
 }
 
 #[test]

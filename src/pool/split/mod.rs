@@ -359,23 +359,22 @@ impl Pool for SplitPool {
         }
     }
 
-    fn block_base(&self, addr: u64, seg_base: u64) -> u64 {
+    fn block_base(&self, addr: u64, seg_base: u64) -> Option<u64> {
+        // Walk the segment's blocks (copies into the middle of a block are rare); a
+        // segment of another pool of the shard is not ours to answer for.
+        let &s = self.seg_at.get(&seg_base)?;
         if self.node_at.contains_key(&addr) {
-            return addr;
+            return Some(addr);
         }
-        // Walk the segment's blocks (copies into the middle of a block are rare).
-        let Some(&s) = self.seg_at.get(&seg_base) else {
-            return seg_base;
-        };
         let mut i = self.segs[s as usize].first;
         while i != NIL {
             let n = &self.nodes[i as usize];
             if addr < n.addr + n.size {
-                return n.addr;
+                return Some(n.addr);
             }
             i = n.next;
         }
-        seg_base
+        Some(seg_base)
     }
 }
 

@@ -90,7 +90,7 @@ fn random_operations_keep_the_structure() {
                     // An address inside the block belongs to it.
                     let inner = p + rng.below(size);
                     let seg = up.segment_containing(inner).expect("inside a segment").0;
-                    assert_eq!(pool.block_base(inner, seg), p);
+                    assert_eq!(pool.block_base(inner, seg), Some(p));
                     live.remove(&p);
                     pool.free(p, size, view(&up));
                 }
@@ -180,8 +180,9 @@ fn block_base_finds_the_block_around_an_address() {
     for (addr, base) in
         [(a.ptr, a.ptr), (a.ptr + 3 * MIB - 1, a.ptr), (b.ptr + 1, b.ptr), (b.ptr + 4 * MIB, b.ptr + 4 * MIB)]
     {
-        assert_eq!(pool.block_base(addr, seg), base, "{:#x}", addr - seg);
+        assert_eq!(pool.block_base(addr, seg), Some(base), "{:#x}", addr - seg);
     }
+    assert_eq!(pool.block_base(a.ptr, seg + 64 * MIB), None, "a segment of another pool");
     for blk in [a, b] {
         pool.free(blk.ptr, blk.size, view(&up));
     }
