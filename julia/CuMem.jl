@@ -42,10 +42,15 @@ include("interop.jl")     # deepcopy, serialize, unsafe_wrap
 include("info.jl")        # functional, versioninfo
 include("codegen.jl")     # tracing Julia functions into CUDA C, the kernel cache
 include("broadcast.jl")   # fused broadcasting, map, map!
-include("mapreduce.jl")   # reductions, findmax/findmin, cumsum/cumprod
+include("mapreduce.jl")   # reductions, findmax/findmin
+include("scan.jl")        # accumulate, cumsum, cumprod along any dimension
 include("random.jl")      # Philox4x32-10 random numbers
 include("strided.jl")     # strided copies: the plan, the CUDA C kernel, the host path
 include("indexing.jl")    # non-scalar getindex/setindex!, views, cat, reverse, permutedims
+include("searching.jl")   # findall, findfirst/findlast, extrema, gathers, circshift, rot90, mapslices
+include("masks.jl")       # Bool masks and index arrays in indexing, views and broadcasts; fill!/copy! on wrappers
+include("sorting.jl")     # sort, sortperm, partialsort, issorted, unique (radix and bitonic)
+include("statistics.jl")  # mean, var, std, cov, cor, median
 include("show.jl")        # show/print of CuArrays, views and wrappers, downloading once
 include("linalg.jl")      # *, mul! (cuBLAS gemm), dot, norm, axpy!, axpby!, rmul!, lmul!
 include("precompile.jl")  # inference of the broadcast machinery, cached at precompilation

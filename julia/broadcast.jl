@@ -315,6 +315,8 @@ host_arg(x) = x
 ## running a broadcast into a destination
 
 function gpu_broadcast!(@nospecialize(dest::AnyCuArray), @nospecialize(bc::Broadcasted))
+    r = indexed_broadcast!(dest, bc)   # views through index arrays (masks.jl)
+    r === nothing || return r
     D = eltype(dest)
     check_kernel_eltype(D)
     dsz = size(dest)

@@ -15,9 +15,12 @@ plain_index(i::Base.LogicalIndex) = collect(Int, i)
 plain_index(i) = i
 
 function cu_indices(A, @nospecialize(I::Tuple))
-    J = map(plain_index, to_indices(A, map(host_index, I)))
-    checkbounds(A, J...)
-    return J
+    H = map(host_index, I)
+    J = to_indices(A, H)
+    # masks are checked against A's shape before they become positions (a short mask
+    # selects valid positions too); the error summarises masks (masks.jl)
+    checkbounds(Bool, A, J...) || throw_index_error(A, H)
+    return map(plain_index, J)
 end
 
 # The shape Base gives `A[I...]`: the shapes of the non-scalar indices, concatenated.

@@ -81,7 +81,8 @@ end
 
 function strided_operand(a::SubArray)
     p = strided_operand(parent(a))
-    return index_operand(p, parentindices(a))
+    # device index arrays and masks are read on the host once (masks.jl)
+    return index_operand(p, map(host_index_value, parentindices(a)))
 end
 
 function strided_operand(a::Base.ReshapedArray)
