@@ -22,7 +22,8 @@ export CuArray, CuVector, CuMatrix, CuVecOrMat, CuPtr, cu, unsafe_free!,
        MemoryProfile, profile_memory, @profile_memory, peak_memory, save_memory_timeline,
        CuIterator, OutOfGPUMemoryError, CuMemError,
        synchronize, CuStream, CuEvent, stream, stream!, record, elapsed, record_stream,
-       CuDevice, devices, ndevices, device, device!
+       CuDevice, devices, ndevices, device, device!,
+       has_cuda, has_cuda_gpu, capability
 
 include("library.jl")     # the engine library, its C ABI and initialisation
 include("errors.jl")      # CuMemError, OutOfGPUMemoryError
@@ -40,6 +41,7 @@ include("pinned.jl")      # pinned host memory: CuMem.pinned, pin, is_pinned
 include("iterator.jl")    # CuIterator
 include("interop.jl")     # deepcopy, serialize, unsafe_wrap
 include("info.jl")        # functional, versioninfo
+include("cudanames.jl")   # has_cuda, has_cuda_gpu, capability
 include("codegen.jl")     # tracing Julia functions into CUDA C, the kernel cache
 include("broadcast.jl")   # fused broadcasting, map, map!
 include("mapreduce.jl")   # reductions, findmax/findmin
@@ -51,6 +53,7 @@ include("searching.jl")   # findall, findfirst/findlast, extrema, gathers, circs
 include("masks.jl")       # Bool masks and index arrays in indexing, views and broadcasts; fill!/copy! on wrappers
 include("sorting.jl")     # sort, sortperm, partialsort, issorted, unique (radix and bitonic)
 include("statistics.jl")  # mean, var, std, cov, cor, median
+include("rng.jl")         # default_rng, Complex and range draws, rand!/randn! on views
 include("show.jl")        # show/print of CuArrays, views and wrappers, downloading once
 include("linalg.jl")      # *, mul! (cuBLAS gemm), dot, norm, axpy!, axpby!, rmul!, lmul!
 include("precompile.jl")  # inference of the broadcast machinery, cached at precompilation

@@ -68,7 +68,9 @@ function Statistics.var(A::AnyCuArray; corrected::Bool = true, mean = nothing, d
     m = mean === nothing ? Statistics.mean(A; dims = dims) : mean
     return Statistics.varm(A, m; corrected = corrected, dims = dims)
 end
-function Statistics.varm(A::AnyCuArray, m; corrected::Bool = true, dims = :)
+Statistics.varm(A::AnyCuArray, m::AbstractArray; corrected::Bool = true, dims = :) = cu_varm(A, m, corrected, dims)
+Statistics.varm(A::AnyCuArray, m; corrected::Bool = true, dims = :) = cu_varm(A, m, corrected, dims)
+function cu_varm(A, m, corrected::Bool, dims)
     isempty(A) && return empty_answer(a -> Statistics.varm(a, m isa CuArray ? Array(m) : m; corrected = corrected, dims = dims), A)
     n = reduced_count(A, dims)
     if dims === (:)
@@ -133,7 +135,7 @@ end
 function Statistics.cov(x::AnyCuArray{<:Any,1}, y::AnyCuArray{<:Any,1}; corrected::Bool = true)
     length(x) == length(y) || throw(DimensionMismatch("x has $(length(x)) elements and y has $(length(y))"))
     xc, yc = centered(x), centered(y)
-    return sum(xc .* conj.(yc)) / (length(x) - Int(corrected))
+    return sum(xc .* cconj(yc)) / (length(x) - Int(corrected))
 end
 
 """
@@ -160,11 +162,12 @@ end
 function Statistics.cor(x::AnyCuArray{<:Any,1}, y::AnyCuArray{<:Any,1})
     length(x) == length(y) || throw(DimensionMismatch("x has $(length(x)) elements and y has $(length(y))"))
     xc, yc = centered(x), centered(y)
-    r = sum(xc .* conj.(yc)) / (sqrt(sum(abs2, xc)) * sqrt(sum(abs2, yc)))
+    r = sum(xc .* cconj(yc)) / (sqrt(sum(abs2, xc)) * sqrt(sum(abs2, yc)))
     return r isa Real ? clamp(r, -1, 1) : r
 end
 
 copy_if_wrapper(x::CuArray) = x
+cconj(x) = eltype(x) <: Complex ? conj.(x) : x     # (conj of reals is the identity)
 copy_if_wrapper(x) = copy(x)
 
 ## median
@@ -186,12 +189,13 @@ function Statistics.median(A::AnyCuArray; dims = :)
     dims isa Integer || (length(dims) == 1 ? (dims = first(dims)) :
                          throw(ArgumentError("median on GPU arrays reduces one dimension at a time, got dims = $dims")))
     1 <= dims || throw(ArgumentError("dimension must be ≥ 1, got $dims"))
-    dims > ndims(A) && return Statistics.middle.(copy_if_wrapper(A))
+    dims > ndims(A) && return float.(copy_if_wrapper(A))
     S = sort(copy_if_wrapper(A); dims = dims)
     n = size(A, dims)
     lo = selectdim_keep(S, dims, (n + 1) ÷ 2)
     hi = selectdim_keep(S, dims, n ÷ 2 + 1)
-    M = isodd(n) ? Statistics.middle.(lo) : Statistics.middle.(lo, hi)
+    # Statistics.middle: Float64 for integers, x/2 + y/2 for two
+    M = isodd(n) ? float.(lo) : lo ./ 2 .+ hi ./ 2
     # a NaN anywhere along the dimension makes the median NaN (sorted last)
     if eltype(A) <: AbstractFloat
         last_ = selectdim_keep(S, dims, n)
