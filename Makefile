@@ -67,7 +67,7 @@ bench-compute: julia build
 bench-julia: julia build
 	JULIA=$(JULIA) bench/julia_bench.sh
 
-# Regenerates include/cumem.h from src/ffi.rs with cbindgen.
+# Regenerates include/cumem.h from the C ABI (src/ffi/) with cbindgen.
 header:
 	CUMEM_BLESS=1 $(CARGO) test --test header
 

@@ -12,6 +12,7 @@ using LinearAlgebra
 using Printf
 using Serialization
 using Random
+using Statistics
 
 export CuArray, CuVector, CuMatrix, CuVecOrMat, CuPtr, cu, unsafe_free!,
        allowscalar, @allowscalar,
@@ -25,38 +26,45 @@ export CuArray, CuVector, CuMatrix, CuVecOrMat, CuPtr, cu, unsafe_free!,
        CuDevice, devices, ndevices, device, device!,
        has_cuda, has_cuda_gpu, capability
 
-include("library.jl")     # the engine library, its C ABI and initialisation
-include("errors.jl")      # CuMemError, OutOfGPUMemoryError
-include("allocator.jl")   # buffers, the allocation ladder, finalizer-safe frees, -g2 traces
-include("memory.jl")      # memory_status, memory_stats, memory_summary, reclaim
-include("memtools.jl")    # history, snapshot, leak checks, run-time limits, compact!
-include("profile.jl")     # @profile_memory, MemoryProfile, save_memory_timeline
-include("array.jl")       # CuArray
-include("devices.jl")     # several devices: device!, devices, peer copies, operand checks
-include("stream.jl")      # CuStream, CuEvent, the current stream, record_stream, async copies
-include("compute.jl")     # NVRTC kernels, launch, cuBLAS gemm!, synchronize, host_view
-include("scalar.jl")      # scalar indexing policy (allowscalar)
-include("adapt.jl")       # adapt (a stand-in for Adapt.jl) and cu
-include("pinned.jl")      # pinned host memory: CuMem.pinned, pin, is_pinned
-include("iterator.jl")    # CuIterator
-include("interop.jl")     # deepcopy, serialize, unsafe_wrap
-include("info.jl")        # functional, versioninfo
-include("cudanames.jl")   # has_cuda, has_cuda_gpu, capability
-include("codegen.jl")     # tracing Julia functions into CUDA C, the kernel cache
-include("broadcast.jl")   # fused broadcasting, map, map!
-include("mapreduce.jl")   # reductions, findmax/findmin
-include("scan.jl")        # accumulate, cumsum, cumprod along any dimension
-include("random.jl")      # Philox4x32-10 random numbers
-include("strided.jl")     # strided copies: the plan, the CUDA C kernel, the host path
-include("indexing.jl")    # non-scalar getindex/setindex!, views, cat, reverse, permutedims
-include("searching.jl")   # findall, findfirst/findlast, extrema, gathers, circshift, rot90, mapslices
-include("masks.jl")       # Bool masks and index arrays in indexing, views and broadcasts; fill!/copy! on wrappers
-include("sorting.jl")     # sort, sortperm, partialsort, issorted, unique (radix and bitonic)
-include("statistics.jl")  # mean, var, std, cov, cor, median
-include("rng.jl")         # default_rng, Complex and range draws, rand!/randn! on views
-include("show.jl")        # show/print of CuArrays, views and wrappers, downloading once
-include("linalg.jl")      # *, mul! (cuBLAS gemm), dot, norm, axpy!, axpby!, rmul!, lmul!
-include("precompile.jl")  # inference of the broadcast machinery, cached at precompilation
+# In dependency order: each file uses only what the files above it define
+# (test/layers_tests.jl checks it), so the list reads bottom up.
+include("lib/header.jl")           # the C ABI's constants and records (include/cumem.h)
+include("lib/errors.jl")           # CuMemError, OutOfGPUMemoryError
+include("lib/libcumem.jl")         # loading the engine, every C call, the task's device pushed to it
+include("state.jl")                # CuStream and the task's current stream
+include("memory/tracking.jl")      # Buffer, -g2 allocation traces, history origins
+include("memory/status.jl")        # memory_status, memory_stats, memory_summary, reclaim
+include("memory/allocator.jl")     # the allocation ladder, finalizer-safe frees, GC pressure
+include("memory/pinned.jl")        # pinned host memory: CuMem.pinned, pin, is_pinned
+include("devices/devices.jl")      # several devices: device!, devices, operand checks
+include("devices/streams.jl")      # CuStream/CuEvent API: stream!, record, elapsed, synchronize
+include("array/array.jl")          # CuArray: the type, constructors, interface, memset fill
+include("array/copies.jl")         # copyto! in every direction, peer and async copies, record_stream
+include("array/scalar.jl")         # scalar indexing policy (allowscalar)
+include("array/adapt.jl")          # adapt (a stand-in for Adapt.jl) and cu
+include("array/iterator.jl")       # CuIterator
+include("array/interop.jl")        # deepcopy, serialize, unsafe_wrap
+include("compute/kernels.jl")      # NVRTC kernels, launch, cuBLAS gemm!, synchronize, host_view
+include("compute/codegen.jl")      # tracing Julia functions into CUDA C, the kernel cache
+include("compute/broadcast.jl")    # fused broadcasting, map, map!, fill! by kernel
+include("compute/mapreduce.jl")    # reductions: mapreduce, sum, prod, any, all, count, ...
+include("compute/findext.jl")      # findmax, findmin, argmax, argmin
+include("compute/accumulate.jl")   # accumulate, cumsum, cumprod along any dimension (three-phase scans)
+include("compute/random.jl")       # Philox4x32-10 random numbers
+include("compute/strided.jl")      # strided copies: the plan, the CUDA C kernel, the host path
+include("compute/indexing.jl")     # non-scalar getindex/setindex!, views, cat, reverse, permutedims
+include("compute/searching.jl")    # findall, findfirst/findlast, extrema, gathers, circshift, rot90, mapslices
+include("compute/masks.jl")        # Bool masks and index arrays in indexing, views and broadcasts; fill!/copy! of wrappers
+include("compute/sorting.jl")      # sort, sortperm, partialsort, issorted, unique (radix and bitonic sorts)
+include("compute/statistics.jl")   # mean, var, std, cov, cor, median
+include("compute/rng.jl")          # default_rng, Complex and range draws, rand!/randn! of views
+include("compute/show.jl")         # show/print of CuArrays, views and wrappers, downloading once
+include("compute/linalg.jl")       # *, mul! (cuBLAS gemm), dot, norm, axpy!, axpby!, rmul!, lmul!
+include("compute/precompile.jl")   # inference of the broadcast machinery, cached at precompilation
+include("tools/memtools.jl")       # history, snapshot, leak checks, run-time limits, compact!
+include("tools/profile.jl")        # @profile_memory, MemoryProfile, save_memory_timeline
+include("tools/info.jl")           # functional, versioninfo
+include("tools/cudanames.jl")      # has_cuda, has_cuda_gpu, capability
 
 function __init__()
     init_library()

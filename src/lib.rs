@@ -14,8 +14,12 @@
 //!   engine over page-locked host memory) and registered host ranges;
 //! - [`timeline`]: memory timeline pictures of
 //!   an allocation history (SVG, HTML, JSON, Chrome trace);
-//! - [`ffi`]: the C ABI (`include/cumem.h`); [`logging`]: its log messages;
-//! - [`compute`]: NVRTC kernels and cuBLAS on the same device, with their C functions.
+//! - [`compute`]: NVRTC kernels and cuBLAS on the same device;
+//! - [`engines`]: the process's engines, one per device, the thread's current device,
+//!   the device that owns an address, and the pinned host pool (what the C ABI uses;
+//!   RMM's `per_device_resource`);
+//! - [`ffi`]: the C ABI (`include/cumem.h`), alone on the top floor; [`logging`]: its
+//!   log messages.
 //!
 //! Leaves that any layer may use: [`error`] (errors and their status codes), [`stats`]
 //! (every counter and peak), [`config`], [`format`], [`sync`], [`tracking`], [`live`],
@@ -37,6 +41,7 @@ pub mod compute;
 pub mod config;
 pub mod device;
 pub mod engine;
+pub mod engines;
 pub mod error;
 pub mod ffi;
 pub mod format;

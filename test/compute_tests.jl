@@ -1,4 +1,4 @@
-# The compute layer (julia/compute.jl): host views, NVRTC, kernels, GEMM, synchronisation.
+# The compute layer (julia/compute/kernels.jl): host views, NVRTC, kernels, GEMM, synchronisation.
 # Runs on the host device in CI (kernels then need a GPU and say so; NVRTC's PTX checks
 # run when libnvrtc is found, `make test` installs one) and on a GPU with
 # CUMEM_DEVICE=cuda, where kernels and GEMM run and are checked against Base.

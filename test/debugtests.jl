@@ -32,7 +32,7 @@ const KEEP = CuArray{Float64,1}[]
     fx = entry(text, 8, pointer(x))
     @test fx !== nothing
     @test occursin("debugtests.jl:$line_x", fx[1])          # the first frame is the caller
-    @test !any(l -> occursin("julia/array.jl", l) || occursin("allocator.jl", l), fx)
+    @test !any(l -> occursin("julia/array/array.jl", l) || occursin("allocator.jl", l), fx)
 
     fy = entry(text, 24, pointer(y))
     @test fy !== nothing

@@ -1,7 +1,7 @@
 # The Julia hot path (docs/design.md, "The Julia hot path"): `CuArray{T}(undef, dims)`,
 # `unsafe_free!` and the finalizer allocate nothing on the Julia heap but the array
 # object, are type-stable and make no dynamic calls; arrays left to the GC are collected
-# before the pool has to grow (the GC pressure of julia/allocator.jl). pooltests.jl runs
+# before the pool has to grow (the GC pressure of julia/memory/allocator.jl). pooltests.jl runs
 # this file under every pool.
 
 # Statements of the optimized code of `f(types...)` that call a generic function

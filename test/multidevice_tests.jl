@@ -1,4 +1,4 @@
-# Several devices (julia/devices.jl): device!/devices/ndevices, task-local devices,
+# Several devices (julia/devices/devices.jl): device!/devices/ndevices, task-local devices,
 # per-device pools and statistics, arrays remembering their device, the mixed-device
 # errors, and copies between devices (peer or staged through the host).
 # Runs on two host devices standing in for GPUs, or on two GPUs:

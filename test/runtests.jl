@@ -15,6 +15,7 @@
 #   several devices (host:2 stand-ins)              test/multidevice_tests.jl
 #   Distributed, 2 workers, one device each         test/distributed_tests.jl
 #   the demo (an MLP trained on the digits)         demo/demo.jl
+#   include order, file sizes, C bindings            test/layers_tests.jl, test/lib/header_tests.jl
 #
 # The processes run in parallel (CUMEM_TEST_JOBS, default: the number of CPU threads).
 # CUMEM_DEVICE defaults to `host` (set it to `cuda` to test on a GPU); CUMEM_TEST_POOLS
@@ -219,6 +220,11 @@ push!(jobs, Job("engine log silenced by Logging",
                                occursin("LOG_DONE", out)))
 push!(jobs, Job("docs/api.md matches the docstrings",
                 julia(joinpath(ROOT, "scripts", "gen-api-docs.jl"), "--check"), passed))
+# The Julia package's structure: include order = dependency order, file sizes, and the
+# bindings (every ccall, constant and record) against include/cumem.h.
+push!(jobs, Job("julia/ layering and the C bindings",
+                julia("-e", "for f in ARGS; include(f); end", testfile("layers_tests.jl"),
+                      testfile(joinpath("lib", "header_tests.jl"))), passed; cost = 20))
 push!(jobs, Job("environment read at load",
                 julia("-e", """
                       using CuMem

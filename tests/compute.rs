@@ -10,7 +10,6 @@
 mod common;
 
 use common::cuda;
-use cumem::compute::capi::*;
 use cumem::ffi::*;
 use std::ffi::{CStr, CString, c_char, c_void};
 use std::process::Command;

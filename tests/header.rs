@@ -81,7 +81,7 @@ const DESIGN_FUNCTIONS: &[&str] = &[
     "int32_t cumem_copy_dtoh(void *dst, uint64_t src, uint64_t bytes);",
     "int32_t cumem_copy_dtod(uint64_t dst, uint64_t src, uint64_t bytes);",
     "int32_t cumem_memset(uint64_t dst, uint8_t value, uint64_t bytes);",
-    // GPU compute (src/compute/capi.rs)
+    // GPU compute (src/ffi/compute.rs)
     "int32_t cumem_nvrtc_version(int32_t *major, int32_t *minor);",
     "int32_t cumem_compile_ptx(const char *source, const char *arch, char *buf, uint64_t cap, uint64_t *len);",
     "int32_t cumem_kernel_load(const char *source, const char *name, uint64_t *kernel);",

@@ -32,10 +32,14 @@ const LAYERS: &[(&str, u32)] = &[
     ("pinned", 6),
     // memory timeline pictures of an event history (over history and format)
     ("timeline", 6),
-    ("ffi", 7),
-    // kernels and cuBLAS over the engine's device and memory; its C functions
-    // (compute/capi.rs) use the C ABI's guard, so the module sits above ffi
-    ("compute", 8),
+    // kernels and cuBLAS over the engine's device and memory (their C functions are in
+    // the C ABI, ffi/compute.rs)
+    ("compute", 6),
+    // the process's engines: one per device, the current device, address routing, the
+    // pinned host pool (RMM's per_device_resource)
+    ("engines", 7),
+    // the C ABI, alone on the top floor: translation into status codes
+    ("ffi", 8),
 ];
 
 /// `crate::<name>` references in `text`, comments removed.

@@ -11,7 +11,6 @@ mod common;
 
 use common::*;
 use cumem::Stats;
-use cumem::compute::capi::*;
 use cumem::ffi::*;
 use std::ffi::{CStr, c_void};
 use std::process::Command;

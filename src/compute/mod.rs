@@ -8,7 +8,8 @@
 //!   on a stream (0: the legacy default stream);
 //! - [`blas`]: `cublas<t>gemm` with one guarded handle;
 //! - [`gpu`]: the context, the device's facts, synchronisation;
-//! - [`capi`]: the C functions (`cumem_compile_ptx`, `cumem_kernel_load`, ...).
+//! - the C functions (`cumem_compile_ptx`, `cumem_kernel_load`, ...) are in the C ABI,
+//!   `src/ffi/compute.rs`.
 //!
 //! libnvrtc and libcublas are opened at run time ([`dylib`]), so `libcumem.so` loads on
 //! a machine without them; what needs one then fails with `CUMEM_ERROR_NOT_SUPPORTED`.
@@ -21,7 +22,6 @@
 //! (docs/design.md, "Streams").
 
 pub mod blas;
-pub mod capi;
 pub mod dylib;
 pub mod gpu;
 pub mod module;

@@ -22,7 +22,7 @@ use crate::error::{Error, Result};
 /// the default stream). Each device keeps its own table of handles; because no two
 /// devices hand out the same number, a handle given to another device is refused as
 /// unknown, never taken for one of that device's own, and the C ABI can find the device
-/// a handle belongs to (src/ffi.rs, `on_handle_owner`).
+/// a handle belongs to (src/ffi/streams.rs, `on_handle_owner`).
 pub(crate) fn new_handle() -> u64 {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
     NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)

@@ -1,7 +1,7 @@
 //! The engine's memory tools (answers to "where did my memory go?"): the allocation
 //! history, the snapshot of segments and blocks, leak checks and checkpoints, run-time
 //! limits on reserved and cached memory, and compaction. None of them is on the hot path
-//! except the tests the hooks in `engine.rs` make (one relaxed load each).
+//! except the tests the hooks in `engine/mod.rs` make (one relaxed load each).
 
 use super::{CheckpointDelta, Engine, Snapshot};
 use crate::config::Amount;

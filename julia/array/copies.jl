@@ -1,0 +1,214 @@
+# Copies of CuArrays in every direction: copyto! between host and device and within a
+# device (ordered after the task's current stream, state.jl), between devices (peer or
+# staged), asynchronous copies on a stream from and to page-locked memory, and what
+# streams record about an array's memory (record_stream, PyTorch's caching allocator).
+
+## copies
+#
+# copyto!(dest, doffs, src, soffs, n) in every direction; offsets are linear indices.
+
+
+function check_copy(dest, doffs::Integer, src, soffs::Integer, n::Integer)
+    n < 0 && throw(ArgumentError(string("tried to copy n=", n, " elements, but n should be nonnegative")))
+    n == 0 && return nothing
+    di, si = LinearIndices(dest), LinearIndices(src)
+    (checkbounds(Bool, di, doffs) && checkbounds(Bool, di, doffs + n - 1)) ||
+        throw(BoundsError(dest, doffs:doffs+n-1))
+    (checkbounds(Bool, si, soffs) && checkbounds(Bool, si, soffs + n - 1)) ||
+        throw(BoundsError(src, soffs:soffs+n-1))
+    return nothing
+end
+
+# host → device
+function Base.copyto!(dest::CuArray{T}, doffs::Integer, src::Array{T}, soffs::Integer,
+                      n::Integer) where {T}
+    check_alive(dest)
+    check_copy(dest, doffs, src, soffs, n)
+    n == 0 && return dest
+    GC.@preserve src check(ordered_copy_htod(offset_addr(dest, doffs),
+                                       convert(Ptr{Cvoid}, pointer(src, soffs)), nbytes(T, n)))
+    return dest
+end
+
+# device → host
+function Base.copyto!(dest::Array{T}, doffs::Integer, src::CuArray{T}, soffs::Integer,
+                      n::Integer) where {T}
+    check_alive(src)
+    check_copy(dest, doffs, src, soffs, n)
+    n == 0 && return dest
+    GC.@preserve dest check(ordered_copy_dtoh(convert(Ptr{Cvoid}, pointer(dest, doffs)),
+                                        offset_addr(src, soffs), nbytes(T, n)))
+    return dest
+end
+
+# device → device (overlapping ranges of one array are allowed)
+function Base.copyto!(dest::CuArray{T}, doffs::Integer, src::CuArray{T}, soffs::Integer,
+                      n::Integer) where {T}
+    check_alive(dest)
+    check_alive(src)
+    if dest.dev != src.dev                  # two devices: a peer copy (devices.jl)
+        copy_between!(dest, doffs, src, soffs, n, false)
+        return dest
+    end
+    check_copy(dest, doffs, src, soffs, n)
+    n == 0 && return dest
+    check(ordered_copy_dtod(offset_addr(dest, doffs), offset_addr(src, soffs), nbytes(T, n)))
+    return dest
+end
+
+# Other element types or host array types: staged through a host Vector.
+function Base.copyto!(dest::CuArray{T}, doffs::Integer, src::AbstractArray, soffs::Integer,
+                      n::Integer) where {T}
+    check_alive(dest)
+    check_copy(dest, doffs, src, soffs, n)
+    n == 0 && return dest
+    tmp = Vector{T}(undef, n)
+    copyto!(tmp, 1, src isa CuArray ? download(src, soffs, n) : src, src isa CuArray ? 1 : soffs, n)
+    return copyto!(dest, doffs, tmp, 1, n)
+end
+
+function Base.copyto!(dest::AbstractArray, doffs::Integer, src::CuArray, soffs::Integer,
+                      n::Integer)
+    check_alive(src)
+    check_copy(dest, doffs, src, soffs, n)
+    n == 0 && return dest
+    return copyto!(dest, doffs, download(src, soffs, n), 1, n)
+end
+
+Base.copyto!(dest::CuArray, doffs::Integer, src::CuArray, soffs::Integer, n::Integer) =
+    invoke(copyto!, Tuple{CuArray,Integer,AbstractArray,Integer,Integer}, dest, doffs, src, soffs, n)
+
+# Elements soffs:soffs+n-1 of `src` as a host Vector.
+download(src::CuArray{T}, soffs::Integer, n::Integer) where {T} =
+    copyto!(Vector{T}(undef, n), 1, src, soffs, n)
+
+# The 2-argument methods cover the host array types that are stored densely; a catch-all
+# `copyto!(::CuArray, ::AbstractArray)` would be ambiguous with methods of other packages
+# (SparseArrays, PermutedDimsArray, ...). Other sources: `copyto!(dest, 1, src, 1, n)`, or
+# `collect` them first.
+const HostDense = Union{Array,AbstractRange,SubArray{<:Any,<:Any,<:Array},
+                        Base.ReshapedArray{<:Any,<:Any,<:Array}}
+Base.copyto!(dest::CuArray, src::CuArray) = copy_all!(dest, src)
+
+"""
+    copyto!(dest::CuArray, src::Array; async = false)
+    copyto!(dest::Array, src::CuArray; async = false)
+
+Copies all of `src` into the start of `dest`. With `async = true` and page-locked host
+memory (`CuMem.pinned`) of the same element type, the copy is queued on the current
+[`stream()`](@ref) and the call returns at once (`cuMemcpyHtoDAsync`/`DtoHAsync`): the
+host array must stay untouched and alive until the stream has done it (`synchronize`,
+or an event recorded after it). With pageable host memory, or other types, `async =
+true` behaves as PyTorch's `non_blocking = True` does: the stream is synchronised, then
+the copy is done before returning.
+"""
+Base.copyto!(dest::CuArray, src::HostDense; async::Bool = false) = copy_maybe_async!(dest, src, async)
+Base.copyto!(dest::HostDense, src::CuArray; async::Bool = false) = copy_maybe_async!(dest, src, async)
+
+## to host
+
+Base.Array{T,N}(a::CuArray{S,N}) where {T,S,N} = copy_all!(Array{T,N}(undef, size(a)), a)
+Base.Array{T}(a::CuArray{S,N}) where {T,S,N} = Array{T,N}(a)
+Base.Array(a::CuArray{T,N}) where {T,N} = Array{T,N}(a)
+Base.collect(a::CuArray) = Array(a)
+
+## between devices
+
+"""
+    CuMem.copy_peer!(dest::CuArray, src::CuArray; staged = false) -> Symbol
+
+Copies all of `src` into the start of `dest` (same element type; they may be on two
+devices) and returns the path taken: `:same` (one device), `:peer` (direct, see
+[`peer_access`](@ref)) or `:host` (staged through host memory; `staged = true` forces
+it, to compare the two). `copyto!(dest, src)` does the same without the keyword; it
+logs the path at debug level. Synchronous.
+"""
+function copy_peer!(dest::CuArray{T}, src::CuArray{T}; staged::Bool = false) where {T}
+    n = length(src)
+    n > length(dest) && throw(ArgumentError("destination has fewer elements than required"))
+    return copy_between!(dest, 1, src, 1, n, staged)
+end
+
+function copy_between!(dest::CuArray{T}, doffs::Integer, src::CuArray{T}, soffs::Integer, n::Integer,
+                       staged::Bool) where {T}
+    check_alive(dest)
+    check_alive(src)
+    check_copy(dest, doffs, src, soffs, n)
+    path = Ref{Int32}(0)
+    n == 0 && return array_device(dest) == array_device(src) ? :same : :peer
+    check(c_copy_peer(offset_addr(dest, doffs), offset_addr(src, soffs), nbytes(T, n),
+                      staged ? CUMEM_COPY_STAGED : UInt32(0), path))
+    p = COPY_PATHS[path[] + 1]
+    @debug "CuMem: copy of $(nbytes(T, n)) bytes from device $(array_device(src)) to device $(array_device(dest)): $p"
+    return p
+end
+
+## memory and streams
+
+"""
+    record_stream(a::CuArray, s::CuStream = stream())
+
+Declares that work queued on `s` uses `a`'s memory (PyTorch's `Tensor.record_stream`):
+when `a` is freed, the memory is reused only after the work queued on `s` before the
+free is done (an event recorded at the free, polled on later allocations). Needed when
+an array allocated on one stream is used by kernels on another; asynchronous copies
+record their use by themselves. Use on `a`'s own stream needs nothing.
+"""
+function record_stream(a::CuArray, s::CuStream = stream())
+    p = devaddr(a)
+    p == 0 && return nothing
+    check(c_record_stream(p, live_handle(s)))
+    return nothing
+end
+
+"""
+    CuMem.array_stream(a::CuArray) -> UInt64
+
+The handle of the stream `a`'s memory belongs to (0: the default stream).
+"""
+function array_stream(a::CuArray)
+    p = devaddr(a)
+    p == 0 && return UInt64(0)
+    out = Ref{UInt64}(0)
+    check(c_block_stream(p, out))
+    return out[]
+end
+
+## asynchronous copies
+
+# Whether host array `x` is page-locked (pinned.jl: `CuMem.pinned`, `CuMem.pin`), so an
+# asynchronous copy from or to it can run after the call returns.
+host_pinned(x::Array) = is_pinned(x)
+
+# Queues the upload of `src` (host memory the caller keeps alive until the copy has run)
+# into `dest` on `s`: the engine's cuMemcpyHtoDAsync, whatever kind of host memory.
+function upload_async!(dest::CuArray{T}, src::Array{T}, s::CuStream) where {T}
+    n = length(src)
+    n > length(dest) && throw(ArgumentError("destination has fewer elements than required"))
+    n == 0 && return dest
+    check(c_copy_htod_async(devaddr(dest), convert(Ptr{Cvoid}, pointer(src)), nbytes(T, n), live_handle(s)))
+    return dest
+end
+
+function download_async!(dest::Array{T}, src::CuArray{T}, s::CuStream) where {T}
+    n = length(src)
+    n > length(dest) && throw(ArgumentError("destination has fewer elements than required"))
+    n == 0 && return dest
+    check(c_copy_dtoh_async(convert(Ptr{Cvoid}, pointer(dest)), devaddr(src), nbytes(T, n), live_handle(s)))
+    return dest
+end
+
+# copyto!(dest, src; async = true): from or to page-locked host memory, queued on the
+# current stream; otherwise PyTorch's `non_blocking` fallback: wait for the stream, then
+# a synchronous copy.
+function copy_maybe_async!(dest, src, async::Bool)
+    async || return copy_all!(dest, src)
+    s = stream()
+    if dest isa CuArray && src isa Array && eltype(dest) == eltype(src) && host_pinned(src)
+        return upload_async!(dest, src, s)
+    elseif dest isa Array && src isa CuArray && eltype(dest) == eltype(src) && host_pinned(dest)
+        return download_async!(dest, src, s)
+    end
+    synchronize(s)
+    return copy_all!(dest, src)
+end
