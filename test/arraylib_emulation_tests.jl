@@ -85,8 +85,8 @@ function emu_source(src)
         name, params = m.captures
         ps = [strip(p) for p in split(params, ',')]
         names = [match(r"(\w+)$", p).captures[1] for p in ps]
-        print(io, "extern \"C\" void emu_$name(unsigned gx, unsigned gy, unsigned gz, unsigned bx, ", join(ps, ", "),
-              ") { emu_grid(gx, gy, gz, bx, [&] { $name(", join(names, ", "), "); }); }\n")
+        print(io, "extern \"C\" void emu_$name(unsigned emu_gx, unsigned emu_gy, unsigned emu_gz, unsigned emu_bx, ", join(ps, ", "),
+              ") { emu_grid(emu_gx, emu_gy, emu_gz, emu_bx, [&] { $name(", join(names, ", "), "); }); }\n")
     end
     return HDR * src * String(take!(io))
 end

@@ -12,6 +12,7 @@
 #   installing by name, path and dev               test/registrytests.jl
 #   compute: NVRTC, kernels, gemm!                 test/compute_tests.jl
 #   indexing, linear algebra, show                  test/{indexing,linalg,show}_tests.jl
+#   array library (issue 24), its kernels on g++ threads   test/arraylib{,_emulation}_tests.jl
 #   several devices (host:2 stand-ins)              test/multidevice_tests.jl
 #   Distributed, 2 workers, one device each         test/distributed_tests.jl
 #   the demo (an MLP trained on the digits)         demo/demo.jl
@@ -109,6 +110,15 @@ push!(jobs, Job("bad pinned memory limit",
                 julia("-e", "using CuMem"; CUMEM_PINNED_LIMIT = "lots"),
                 failed_with("CUMEM_PINNED_LIMIT=\"lots\"", "accepted")))
 push!(jobs, Job("indexing and copies", interpreted(testfile("indexing_tests.jl")), passed; cost = 40))
+# issue 24's array library (statistics, sorts, scans, searching, masks, random) against
+# Base; its block-level kernels (tile scans, radix ranks, bitonic steps) run by g++ threads
+push!(jobs, Job("array library (statistics, sorting, scans, searching, masks)",
+                julia(testfile("arraylib_tests.jl")), passed; cost = 120))
+if DEVICE != "cuda" && Sys.which("g++") !== nothing &&
+   success(pipeline(`g++ -x c++ -std=c++20 -fsyntax-only -`, stdin = IOBuffer("#include <barrier>\n_Float16 h;"), stderr = devnull))
+    push!(jobs, Job("array-library kernels emulated on CPU threads (g++)", julia(testfile("arraylib_emulation_tests.jl")),
+                    passed; cost = 150))
+end
 # Several devices: two host devices standing in for GPUs (two GPUs with CUMEM_DEVICE=cuda).
 const MULTI_DEVICE = DEVICE == "cuda" ? "cuda" : "host:2"
 push!(jobs, Job("several devices ($MULTI_DEVICE)",
@@ -122,7 +132,7 @@ push!(jobs, Job("show of arrays and wrappers", interpreted(testfile("show_tests.
 push!(jobs, Job("demo (MLP on the digits)", julia(joinpath(ROOT, "demo", "demo.jl")),
                 (code, out) -> code == 0 && occursin("OK: held-out accuracy", out); cost = 80))
 push!(jobs, Job("method ambiguities",
-                julia("-e", "using CuMem, Test, LinearAlgebra; include($(repr(testfile("ambiguity_tests.jl"))))"),
+                julia("-e", "using CuMem, Test, LinearAlgebra, Random, Statistics; include($(repr(testfile("ambiguity_tests.jl"))))"),
                 passed; cost = 30))
 if get(ENV, "CUMEM_TEST_SKIP_INSTALL", "") != "1"
     push!(jobs, Job("installing (registry, add, dev)", julia(testfile("registrytests.jl")), passed; cost = 95))

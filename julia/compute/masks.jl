@@ -142,16 +142,31 @@ function indexed_broadcast!(dest, bc::Broadcast.Broadcasted)
     return dest
 end
 Base.copyto!(dest::AnyCuArray, bc::Broadcast.Broadcasted{CuIndexedStyle}) = indexed_broadcast!(dest, bc)
+# `dest .= bc` with dest a view through index arrays (Base keeps bc's own style for copyto!)
+Broadcast.materialize!(::CuIndexedStyle, dest, bc::Broadcast.Broadcasted) =
+    indexed_broadcast!(dest, Broadcast.instantiate(Broadcast.Broadcasted{Nothing}(bc.f, bc.args, axes(dest))))
 function Base.copy(bc::Broadcast.Broadcasted{CuIndexedStyle})
     bc2 = gather_index_views(Broadcast.instantiate(bc))
     N = length(axes(bc2))
     return copy(Broadcast.Broadcasted{CuArrayStyle{N}}(bc2.f, bc2.args, bc2.axes))
 end
 
-# The arguments' index views replaced by gathered copies (a Broadcasted{Nothing}).
+const CuReshaped{T,N} = Base.ReshapedArray{T,N,<:AnyCuArray}
+
+# The arguments' index views (and reshaped wrappers) replaced by gathered copies (a
+# Broadcasted{Nothing}).
 gather_index_views(bc::Broadcast.Broadcasted) =
     Broadcast.Broadcasted{Nothing}(bc.f, map(gather_index_views, bc.args), bc.axes)
 gather_index_views(x) = is_index_view(x) ? materialize(host_indices_view(x)) : x
+gather_index_views(x::CuReshaped) = reshape(copy(parent(x)), size(x))
+
+# Reshaped wrappers (`reshape(view(A, :, 1:4), 12, 2)`, `vec(A')`) read by kernels: copied
+# into a CuArray of their shape first (one strided copy), through CuIndexedStyle in
+# broadcasts, directly in reductions and downloads.
+Base.BroadcastStyle(::Type{<:CuReshaped}) = CuIndexedStyle()
+Base.mapreduce(f, op, A::CuReshaped; kw...) = mapreduce(f, op, gather_index_views(A); kw...)
+Base.Array(x::Base.ReshapedArray{T,N,<:Union{Adjoint{T,<:CuArray},Transpose{T,<:CuArray}}}) where {T,N} =
+    reshape(Array(parent(x)), size(x))
 
 ## fill!, copyto!, copy! on wrappers
 
@@ -173,7 +188,9 @@ end
 `dst` made equal to `src`, as Base: same axes required for arrays of two or more
 dimensions; vectors must have the same length (CuVectors do not resize).
 """
-function Base.copy!(dst::AnyCuArray, src::AbstractArray)
+Base.copy!(dst::AnyCuArray, src::AbstractArray) = cu_copy!(dst, src)
+Base.copy!(dst::AnyCuArray{<:Any,1}, src::AbstractVector) = cu_copy!(dst, src)   # (Base's copy! of vectors)
+function cu_copy!(dst, src)
     if ndims(dst) == 1 && ndims(src) == 1
         length(dst) == length(src) ||
             throw(ArgumentError("copy! into a CuVector of length $(length(dst)) from $(length(src)) elements: CuVectors do not resize"))
@@ -182,9 +199,10 @@ function Base.copy!(dst::AnyCuArray, src::AbstractArray)
     end
     return copyto!(dst, src)
 end
+Base.copy!(dst::Vector, src::AnyCuArray{<:Any,1}) = copyto!(resize!(dst, length(src)), src)
 Base.copy!(dst::Array, src::AnyCuArray) =
-    (ndims(dst) == 1 && ndims(src) == 1 ? resize!(dst, length(src)) : axes(dst) == axes(src) ||
-     throw(ArgumentError("arrays must have the same axes for copy! (consider using `copyto!`)")); copyto!(dst, src))
+    (axes(dst) == axes(src) || throw(ArgumentError("arrays must have the same axes for copy! (consider using `copyto!`)"));
+     copyto!(dst, src))
 
 ## vcat/hcat with numbers
 

@@ -124,7 +124,7 @@ function find_one(m::CuArray{Bool}, first::Bool)
     kern = search_kernel("cumem_findone")
     n == 0 && return nothing
     if on_host()
-        GC.@preserve m i = first ? findfirst(host_view(m)) : findlast(host_view(m))
+        GC.@preserve m (h = vec(host_view(m)); i = first ? findfirst(h) : findlast(h))
         return i === nothing ? nothing : i - 1
     end
     res = CuArray{UInt64}([first ? typemax(UInt64) : UInt64(0)])

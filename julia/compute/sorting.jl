@@ -167,8 +167,8 @@ function radix_sort!(::Type{T}, keys::CuArray, vals, rev::Bool; bits::Int = 8 * 
     for shift in 0:8:bits-1
         launch(kh, devaddr(kin), devaddr(counts), Int64(n), Int32(shift), Int64(nb); blocks = nb, threads = RADIX_THREADS)
         gpu_accumulate!(+, incl, counts, 1, NOINIT)
-        launch(ks, devaddr(kin), devaddr(kout), vin === nothing ? CuPtr(0) : devaddr(vin),
-               vout === nothing ? CuPtr(0) : devaddr(vout), devaddr(counts), devaddr(incl), Int64(n), Int32(shift),
+        launch(ks, devaddr(kin), devaddr(kout), vin === nothing ? CuPtr{Nothing}(0) : devaddr(vin),
+               vout === nothing ? CuPtr{Nothing}(0) : devaddr(vout), devaddr(counts), devaddr(incl), Int64(n), Int32(shift),
                Int64(nb), Int32(vin !== nothing); blocks = nb, threads = RADIX_THREADS)
         kin, kout, vin, vout = kout, kin, vout, vin
     end
@@ -320,8 +320,8 @@ function Base.sort!(v::CuArray{T,1}; lt = isless, by = identity, rev::Bool = fal
         end
         unsafe_free!(p)
     end
-    if on_host() && n > 1
-        GC.@preserve v sort!(host_view(v); lt = lt, by = by, rev = rev)
+    if on_host() && n > 1     # (stable, as the device sorts)
+        GC.@preserve v sort!(host_view(v); lt = lt, by = by, rev = rev, alg = Base.Sort.MergeSort)
     end
     return v
 end
@@ -343,7 +343,7 @@ function Base.sort!(A::CuArray{T}; dims::Integer, lt = isless, by = identity, re
     if length(A) > 1 && len > 1
         if on_host()
             device_perm(vec(B), lt, by, rev)      # generates the kernels
-            GC.@preserve B sort!(host_view(B); dims = 1, lt = lt, by = by, rev = rev)
+            GC.@preserve B sort!(host_view(B); dims = 1, lt = lt, by = by, rev = rev, alg = Base.Sort.MergeSort)
         else
             sort_segments!(vec(B), len, nseg, lt, by, rev)
         end
