@@ -94,7 +94,7 @@ function Base.findall(A::AnyCuArray{Bool})
     N <= 7 || throw(ArgumentError("findall on the device handles up to 7 dimensions"))
     kern = search_kernel("cumem_compact")
     incl = CuArray{Int64}(undef, n)
-    gpu_accumulate!(Base.add_sum, incl, m, 1, NOINIT)
+    gpu_accumulate!(Base.add_sum, incl, m, nothing, NOINIT)     # in linear order
     if on_host()
         GC.@preserve m r = findall(host_view(m))
         unsafe_free!(incl)
