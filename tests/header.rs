@@ -192,6 +192,48 @@ fn header_matches_design() {
     assert_eq!(fields, expected, "cumem_stats_t's fields differ from the contract");
 }
 
+/// Every function of the header as (name, parameter list), whitespace collapsed.
+fn prototypes(text: &str) -> Vec<(String, String)> {
+    squash(&code(text))
+        .split(';')
+        .filter_map(|d| {
+            let open = d.find('(')?;
+            let name = d[..open].rsplit([' ', '*']).next()?;
+            let close = d.rfind(')')?;
+            name.starts_with("cumem_").then(|| (name.to_owned(), d[open + 1..close].to_owned()))
+        })
+        .collect()
+}
+
+/// "Takes a stream" has one spelling (CUDA's driver API: `cuMemcpyHtoDAsync`,
+/// `cuMemAllocAsync`): a function with a stream argument ends in `_async`, and the
+/// function of the same name without it works on the legacy default stream. Functions
+/// whose subject is the stream or event handle itself (`cumem_stream_*`, `cumem_event_*`,
+/// PyTorch's `record_stream`) are named for it.
+#[test]
+fn functions_that_take_a_stream_end_in_async() {
+    let protos = prototypes(&generate());
+    let n = code(&generate()).matches(");").count();
+    assert_eq!(protos.len(), n, "every declaration was read");
+    let names: Vec<&str> = protos.iter().map(|(n, _)| n.as_str()).collect();
+    let mut async_fns = 0;
+    for (name, params) in &protos {
+        let takes_stream = params.split(',').any(|p| p.trim() == "uint64_t stream");
+        let about_handle = name.starts_with("cumem_stream_")
+            || name.starts_with("cumem_event_")
+            || name == "cumem_record_stream";
+        if takes_stream && !about_handle {
+            assert!(name.ends_with("_async"), "{name} takes a stream: name it {name}_async");
+        }
+        if let Some(base) = name.strip_suffix("_async") {
+            async_fns += 1;
+            assert!(takes_stream, "{name} ends in _async but takes no stream");
+            assert!(names.contains(&base), "{name} has no default-stream form {base}");
+        }
+    }
+    assert!(async_fns >= 5, "found {async_fns} _async functions");
+}
+
 fn compiler(name: &str) -> Option<String> {
     let ok = Command::new(name).arg("--version").output().is_ok_and(|o| o.status.success());
     ok.then(|| name.to_owned())

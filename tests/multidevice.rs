@@ -370,3 +370,57 @@ fn child_streams() {
     assert_eq!(cumem_stream_destroy(s1), CUMEM_SUCCESS, "{}", last_error());
     println!("child child_streams done");
 }
+
+#[test]
+fn the_registry_is_usable_from_rust() {
+    spawn("child_registry", &[]);
+}
+
+/// `cumem::engines`, the layer below the C ABI, called directly: the same engines the C
+/// functions use, the calling thread's current device, and the routing of an address to
+/// the device that owns it.
+#[test]
+fn child_registry() {
+    use cumem::engines;
+    if !child("child_registry") || fewer_than_two("child_registry") {
+        return;
+    }
+    assert_eq!(engines::current_device(), 0);
+    let e0 = engines::engine().unwrap();
+    assert_eq!(e0.ordinal(), 0);
+    assert_eq!(engines::is_open(1).unwrap(), Some(false), "device 1 is opened only on first use");
+    assert_eq!(engines::is_open(64).unwrap(), None);
+    assert!(!engines::several_open());
+    let n = engines::device_count().unwrap();
+    let err = engines::set_device(n).err().expect("no device past the count");
+    assert_eq!(err.code(), CUMEM_ERROR_INVALID_VALUE, "{err}");
+    assert_eq!(engines::current_device(), 0, "a bad ordinal leaves the current device");
+
+    let e1 = engines::set_device(1).unwrap();
+    assert_eq!((e1.ordinal(), engines::current_device(), cumem_get_device()), (1, 1, 1));
+    assert!(std::ptr::eq(engines::engine().unwrap(), e1), "engine() is the current device's");
+    assert!(std::ptr::eq(engines::engine_at(0).unwrap(), e0));
+    assert!(engines::several_open() && engines::is_open(1).unwrap() == Some(true));
+    assert_eq!(engines::open_engines().map(|e| e.ordinal()).collect::<Vec<_>>(), vec![0, 1]);
+    // A block of device 1, looked up from device 0: owner() and on_owner() route it.
+    let p = e1.alloc(MIB).unwrap();
+    let p0 = alloc_ok(MIB); // through the C ABI, on the current device (1)
+    engines::set_device(0).unwrap();
+    assert!(std::ptr::eq(engines::owner(p).unwrap(), e1));
+    assert!(std::ptr::eq(engines::owner(0xdead_0000).unwrap(), e0), "unowned: the current device's");
+    let seen = std::cell::RefCell::new(Vec::new());
+    engines::on_owner(e0, p, |e| {
+        seen.borrow_mut().push(e.ordinal());
+        e.free(p)
+    })
+    .unwrap();
+    assert_eq!(seen.into_inner(), vec![0, 1], "tried the current device, then the owner");
+    assert_eq!(engines::on_owner(e0, p, |e| e.free(p)).unwrap_err().code(), CUMEM_ERROR_INVALID_VALUE);
+    assert_eq!(cumem_free(p0), CUMEM_SUCCESS, "the C ABI frees device 1's block from device 0");
+    // The pinned host pool: one per process, made on first use.
+    assert!(engines::pinned_started().is_none());
+    let h = engines::pinned_host(e0).unwrap();
+    assert!(std::ptr::eq(engines::pinned_host(e1).unwrap(), h));
+    assert!(engines::pinned_started().is_some());
+    println!("child child_registry done");
+}

@@ -1,4 +1,4 @@
-//! The memory timeline (src/timeline.rs) and its C function: every format's structure
+//! The memory timeline (src/timeline/) and its C function: every format's structure
 //! against totals computed here from the events, the size bound on a long history, bad
 //! input, and the HTML page's script run by a real headless browser (Debian's
 //! `chromium`; the test says SKIPPED where it is absent).

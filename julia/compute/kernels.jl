@@ -291,7 +291,7 @@ function launch(k::Kernel, args::Vararg{Any,N}; blocks, threads, shmem::Integer 
         argp = N == 0 ? Ptr{Ptr{Cvoid}}(C_NULL) : Ptr{Ptr{Cvoid}}(Base.unsafe_convert(Ptr{Cvoid}, ptrs))
         s = live_handle(stream())
         GC.@preserve ptrs (s == 0 ? c_kernel_launch(k.handle, g..., b..., UInt32(shmem), argp) :
-                           c_kernel_launch_stream(s, k.handle, g..., b..., UInt32(shmem), argp))
+                           c_kernel_launch_async(s, k.handle, g..., b..., UInt32(shmem), argp))
     end
     check(code)
     return nothing
@@ -353,7 +353,7 @@ function gemm!(tA::Char, tB::Char, alpha, A::CuMatrix{T}, B::CuVecOrMat{T}, beta
         return C
     end
     a, b = Ref{T}(convert(T, alpha)), Ref{T}(convert(T, beta))
-    GC.@preserve A B C a b check(c_gemm_stream(live_handle(stream()), blas_dtype(T), opa, opb, m, n, ak,
+    GC.@preserve A B C a b check(c_gemm_async(live_handle(stream()), blas_dtype(T), opa, opb, m, n, ak,
                                         Base.unsafe_convert(Ptr{Cvoid}, a), devaddr(A), max(1, size(A, 1)),
                                         devaddr(B), max(1, size(B, 1)), Base.unsafe_convert(Ptr{Cvoid}, b),
                                         devaddr(C), max(1, size(C, 1))))

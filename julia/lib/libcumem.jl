@@ -260,8 +260,8 @@ c_kernel_load(source, name, out) =
     (activate(); ccall((:cumem_kernel_launch, libcumem), Int32,
           (UInt64, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, Ptr{Ptr{Cvoid}}),
           k, gx, gy, gz, bx, by, bz, shmem, args))
-@inline c_kernel_launch_stream(s, k, gx, gy, gz, bx, by, bz, shmem, args) =
-    (activate(); ccall((:cumem_kernel_launch_stream, libcumem), Int32,
+@inline c_kernel_launch_async(s, k, gx, gy, gz, bx, by, bz, shmem, args) =
+    (activate(); ccall((:cumem_kernel_launch_async, libcumem), Int32,
           (UInt64, UInt64, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, Ptr{Ptr{Cvoid}}),
           s, k, gx, gy, gz, bx, by, bz, shmem, args))
 c_kernel_block_size(k, out) =
@@ -271,8 +271,8 @@ c_kernel_params(k, count, sizes, cap) =
 c_device_info(a, b, c, d) =
     (activate(); ccall((:cumem_device_info, libcumem), Int32, (Ptr{Int32}, Ptr{Int32}, Ptr{Int32}, Ptr{Int32}), a, b, c, d))
 c_synchronize() = (activate(); ccall((:cumem_synchronize, libcumem), Int32, ()))
-c_gemm_stream(s, dtype, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc) =
-    (activate(); ccall((:cumem_gemm_stream, libcumem), Int32,
+c_gemm_async(s, dtype, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc) =
+    (activate(); ccall((:cumem_gemm_async, libcumem), Int32,
           (UInt64, Int32, Int32, Int32, Int64, Int64, Int64, Ptr{Cvoid}, UInt64, Int64, UInt64, Int64, Ptr{Cvoid}, UInt64, Int64),
           s, dtype, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc))
 c_gemm(dtype, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc) =

@@ -175,7 +175,7 @@ pub unsafe extern "C" fn cumem_kernel_launch(
     args: *mut *mut c_void,
 ) -> i32 {
     // SAFETY: the caller vouches for `args`; stream 0 is the legacy default stream.
-    unsafe { cumem_kernel_launch_stream(0, kernel, gx, gy, gz, bx, by, bz, shared_bytes, args) }
+    unsafe { cumem_kernel_launch_async(0, kernel, gx, gy, gz, bx, by, bz, shared_bytes, args) }
 }
 
 /// As `cumem_kernel_launch`, queued on `stream` (a handle of `cumem_stream_create`; 0:
@@ -187,7 +187,7 @@ pub unsafe extern "C" fn cumem_kernel_launch(
 /// As `cumem_kernel_launch`.
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments)]
-pub unsafe extern "C" fn cumem_kernel_launch_stream(
+pub unsafe extern "C" fn cumem_kernel_launch_async(
     stream: u64,
     kernel: u64,
     gx: u32,
@@ -349,7 +349,7 @@ pub unsafe extern "C" fn cumem_gemm(
     ldc: i64,
 ) -> i32 {
     // SAFETY: the caller vouches for alpha and beta; stream 0 is the legacy default stream.
-    unsafe { cumem_gemm_stream(0, dtype, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc) }
+    unsafe { cumem_gemm_async(0, dtype, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc) }
 }
 
 /// As `cumem_gemm`, queued on `stream` (a handle of `cumem_stream_create`; 0: the legacy
@@ -359,7 +359,7 @@ pub unsafe extern "C" fn cumem_gemm(
 /// As `cumem_gemm`.
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments, non_snake_case)]
-pub unsafe extern "C" fn cumem_gemm_stream(
+pub unsafe extern "C" fn cumem_gemm_async(
     stream: u64,
     dtype: i32,
     transa: i32,

@@ -1,4 +1,4 @@
-//! The C function of the memory timeline (`src/timeline.rs` renders it).
+//! The C function of the memory timeline (`src/timeline/` renders it).
 
 use super::{guard, null_err};
 use crate::error::Error;
@@ -21,7 +21,7 @@ use std::ffi::{CStr, c_char};
 ///
 /// The picture draws the 10 000 largest blocks as bands of their own and sums the rest;
 /// with more events than pixel columns each column shows the moment of its highest
-/// allocated total (src/timeline.rs says why). The title names this engine's pool and
+/// allocated total (src/timeline/mod.rs says why). The title names this engine's pool and
 /// device. Returns `CUMEM_SUCCESS`, or `CUMEM_ERROR_INVALID_VALUE` (nothing written):
 /// `events` null with `n` > 0, `path` null or not
 /// UTF-8, an unknown format, an event of unknown kind, a label that is not UTF-8, a file
