@@ -113,6 +113,8 @@ function Base.findall(A::AnyCuArray{Bool})
     return out
 end
 Base.findall(f::Function, A::AnyCuArray) = findall(map_mask(f, A))
+# `findall(in(collection), A)`: membership in a host collection, tested on the host (one download)
+Base.findall(pred::Base.Fix2{typeof(in)}, A::AnyCuArray) = CuArray(findall(pred, Array(A)))
 map_mask(f, A) = (m = map(f, A); eltype(m) === Bool ? m :
                   throw(ArgumentError("the predicate gives $(eltype(m)), not Bool")))
 
