@@ -105,7 +105,12 @@ is_index_view(@nospecialize(a)) = a isa SubArray &&
 function host_indices_view(v::SubArray)
     p = parent(v)
     p = p isa SubArray ? host_indices_view(p) : p
-    return view(p, map(host_index_value, v.indices)...)
+    I = map(host_index_value, v.indices)
+    # one array of CartesianIndex (an n-d mask's positions): linear positions of the vector
+    if length(I) == 1 && I[1] isa AbstractArray{<:CartesianIndex} && p isa CuArray
+        return view(vec(p), cartesian_linear(p, I[1]))
+    end
+    return view(p, I...)
 end
 
 """
