@@ -187,6 +187,7 @@ end
     @test same(view(y, [1, 3, 5]) .* 2f0, Float32[0, 0, 10])
     @test same(view(y, CuArray([5, 4])) .+ 1f0, Float32[6, 10])
     @test same(y[CuArray([5, 1, 5])], Float32[5, 0, 5])
+    @test same(y[[]], Float32[])                                      # an empty index of type Any
     @test same(y[CuArray([1 2; 3 4])], Float32[0 9; 0 9])            # the index's shape
     @test_throws BoundsError y[CuArray([0, 1])]
     @test_throws BoundsError y[CuArray([6])]

@@ -30,6 +30,7 @@ summarize_index(i) = i
 # (a CuArray index is read once, never element by element).
 host_index(i::CuArray{Bool}) = Array(i)
 host_index(i::CuArray) = Array(i)
+host_index(i::Vector{Any}) = isempty(i) ? Int[] : i    # `A[[]]`: an empty index of unknown type
 host_index(i) = i
 
 # Bool masks become the vector of the positions they select.
