@@ -12,7 +12,7 @@ export CUMEM_DEVICE ?= auto
 NVRTC_LOCAL = $(firstword $(wildcard $(CURDIR)/.nvrtc-local/nvidia/*/lib/libnvrtc.so.[0-9]*))
 NVRTC_ENV   = CUMEM_NVRTC_LIBRARY="$${CUMEM_NVRTC_LIBRARY:-$(NVRTC_LOCAL)}"
 
-.PHONY: all build julia nvrtc test rust-test julia-test sanitize demo bench bench-julia bench-compute header clean
+.PHONY: all build julia nvrtc test rust-test julia-test sanitize demo bench bench-julia bench-compute docs-img header clean
 
 all: build
 
@@ -56,16 +56,25 @@ bench: julia build
 	target/release/cumem-bench replay --pool all
 	target/release/cumem-bench pair --pool all
 	target/release/cumem-bench threads --pool binned,split
-	$(JULIA) --project=$(CURDIR) bench/replay_demo.jl
+	$(JULIA) --project=$(CURDIR) bench/julia/replay_demo.jl
 
 # The compute benchmarks (broadcast, copy, sum, matmul, launch latency, MLP step) on this
-# machine's device; on a GPU, bench/compute_run_gpu.sh runs them beside PyTorch.
+# machine's device; on a GPU, bench/gpu/compute_run_gpu.sh runs them beside PyTorch.
 bench-compute: julia build
-	$(JULIA) --project=$(CURDIR) bench/compute_bench.jl
+	$(JULIA) --project=$(CURDIR) bench/julia/compute_bench.jl
 
 # The Julia-level benchmark (CuArray pair, GC-freed pair, trace replay) under each pool.
 bench-julia: julia build
-	JULIA=$(JULIA) bench/julia_bench.sh
+	JULIA=$(JULIA) bench/julia/julia_bench.sh
+
+# The memory timelines of docs/julia.md, at a size that belongs in the repository (200
+# bands for GPT-2, 2 epochs of the demo; the demo's HTML page is written but not kept).
+# docs/perf.svg is bench/gpu/run_gpu.sh's chart of the GPU run docs/performance.md cites.
+docs-img: julia build
+	target/release/cumem-bench replay data/gpt2_train.trace --pool binned,split --passes 2 \
+		--timeline-bands 200 --timeline 'docs/img/gpt2_{pool}.svg'
+	CUMEM_DEVICE=host $(JULIA) -g2 --project=$(CURDIR) demo/demo.jl --epochs 2 \
+		--timeline docs/img/demo_timeline.svg --timeline docs/img/demo_timeline.html
 
 # Regenerates include/cumem.h from the C ABI (src/ffi/) with cbindgen.
 header:

@@ -1,6 +1,6 @@
 # A multilayer perceptron written directly on CuArrays: the model, its hand-written
 # backward pass, and the digits data set (data/digits.csv.gz). Included by demo/demo.jl
-# (`make demo`) and bench/compute_bench.jl (the training-step benchmark).
+# (`make demo`) and bench/julia/compute_bench.jl (the training-step benchmark).
 #
 # Model: 64 -> 128 (ReLU) -> 10, softmax cross-entropy, plain SGD. Columns are examples
 # (Julia is column-major): x is 64×B, y the one-hot labels 10×B.

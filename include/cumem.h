@@ -484,6 +484,30 @@ int32_t cumem_gemm_async(uint64_t stream,
                          uint64_t C,
                          int64_t ldc);
 
+// Configures the kernel cache on disk (NVRTC's output kept across processes, keyed by
+// the source, the architecture and NVRTC's version; see docs/compute.md): `dir` the
+// directory (NULL: `CUMEM_CACHE_DIR`, else `$XDG_CACHE_HOME/cumem/kernels` or
+// `~/.cache/cumem/kernels`), `max_bytes` the bound on its files (0:
+// `CUMEM_CACHE_MAXSIZE`, else 256 MiB), `enabled` 0 to turn it off. The environment
+// wins: `CUMEM_KERNEL_CACHE=0` keeps it off and `CUMEM_CACHE_DIR` keeps its directory.
+// Works without a GPU. Returns `CUMEM_ERROR_INVALID_VALUE` for a `dir` that is empty or
+// not UTF-8 (nothing changes).
+//
+// # Safety
+// `dir` must be null or NUL-terminated.
+int32_t cumem_kernel_cache_config(const char *dir, uint64_t max_bytes, int32_t enabled);
+
+// What the kernel cache on disk did in this process: compiles answered from a file
+// (`*hits`), compiles that ran NVRTC (`*misses`), files written (`*writes`) and files
+// deleted to stay under the bound (`*evictions`). Any pointer may be NULL.
+//
+// # Safety
+// Each pointer must be null or writable for one `uint64_t`.
+int32_t cumem_kernel_cache_stats(uint64_t *hits,
+                                 uint64_t *misses,
+                                 uint64_t *writes,
+                                 uint64_t *evictions);
+
 // Initialises the engine from the environment (the configuration table of docs/contract.md). Idempotent: later
 // calls return the first successful result; after a failure, the next call tries again.
 // Returns `CUMEM_SUCCESS`, `CUMEM_ERROR_CONFIG` (bad variable; see `cumem_last_error`)
@@ -795,6 +819,26 @@ int32_t cumem_copy_htod_async(uint64_t dst, const void *src, uint64_t bytes, uin
 // # Safety
 // `dst` must stay writable for `bytes` bytes until the copy has run.
 int32_t cumem_copy_dtoh_async(void *dst, uint64_t src, uint64_t bytes, uint64_t stream);
+
+// Queues setting `count` elements of `elsize` bytes (1, 2 or 4) at device address `dst`
+// to the low `elsize` bytes of `pattern` on `stream` (`cuMemsetD8Async`,
+// `cuMemsetD16Async`, `cuMemsetD32Async`; 0: the legacy default stream, the host device
+// then sets them before returning) and returns without waiting. A block of another
+// stream records the use as `cumem_record_stream` does. Returns
+// `CUMEM_ERROR_INVALID_VALUE` for an `elsize` other than 1, 2 or 4, a `dst` not aligned
+// to `elsize`, a range not inside one live allocation of the current device, or an
+// unknown stream (nothing is queued); `CUMEM_ERROR_DEVICE` when the driver fails.
+int32_t cumem_memset_async(uint64_t dst,
+                           uint32_t pattern,
+                           uint32_t elsize,
+                           uint64_t count,
+                           uint64_t stream);
+
+// Queues a copy of `bytes` between device addresses of the current device on `stream`
+// (`cuMemcpyDtoDAsync`; the ranges may overlap; 0: the legacy default stream) and
+// returns without waiting. Checks and stream use as `cumem_memset_async`; for ranges on
+// two devices use `cumem_copy_peer`.
+int32_t cumem_copy_dtod_async(uint64_t dst, uint64_t src, uint64_t bytes, uint64_t stream);
 
 // Writes a memory timeline of `n` history events (`cumem_event_t`, in time order, as
 // `cumem_memory_events` returns them, or any slice of them such as a profile's window)

@@ -15,6 +15,8 @@ using Random
 using Statistics
 
 export CuArray, CuVector, CuMatrix, CuVecOrMat, CuPtr, cu, unsafe_free!,
+       DenseCuArray, DenseCuVector, DenseCuMatrix, StridedCuArray, StridedCuVector, StridedCuMatrix,
+       AnyCuArray,
        allowscalar, @allowscalar,
        memory_status, memory_stats, memory_summary, reset_memory_stats!, reclaim,
        record_memory_history, memory_events, MemoryEvent, memory_snapshot, MemorySegment,
@@ -39,14 +41,18 @@ include("memory/pinned.jl")        # pinned host memory: CuMem.pinned, pin, is_p
 include("devices/devices.jl")      # several devices: device!, devices, operand checks
 include("devices/streams.jl")      # CuStream/CuEvent API: stream!, record, elapsed, synchronize
 include("array/array.jl")          # CuArray: the type, constructors, interface, memset fill
+include("array/wrappers.jl")       # DenseCuArray, StridedCuArray, AnyCuArray: the wrapper sets
 include("array/copies.jl")         # copyto! in every direction, peer and async copies, record_stream
 include("array/scalar.jl")         # scalar indexing policy (allowscalar)
 include("array/adapt.jl")          # adapt (a stand-in for Adapt.jl) and cu
 include("array/iterator.jl")       # CuIterator
 include("array/interop.jl")        # deepcopy, serialize, unsafe_wrap
 include("compute/kernels.jl")      # NVRTC kernels, launch, cuBLAS gemm!, synchronize, host_view
+include("compute/kernel_cache.jl") # compiled kernels kept on disk across processes
 include("compute/codegen.jl")      # tracing Julia functions into CUDA C, the kernel cache
 include("compute/broadcast.jl")    # fused broadcasting, map, map!, fill! by kernel
+include("compute/fastpath.jl")     # broadcasts of a type seen before: a typed slot, no look-ups
+include("compute/readback.jl")     # scalar results through a pinned buffer
 include("compute/mapreduce.jl")    # reductions: mapreduce, sum, prod, any, all, count, ...
 include("compute/findext.jl")      # findmax, findmin, argmax, argmin
 include("compute/accumulate.jl")   # accumulate, cumsum, cumprod along any dimension (three-phase scans)
@@ -68,9 +74,11 @@ include("tools/cudanames.jl")      # has_cuda, has_cuda_gpu, capability
 
 function __init__()
     init_library()
+    init_kernel_cache()
     init_pressure()
     init_tracking()
     init_codegen()
+    init_broadcast()
     return nothing
 end
 

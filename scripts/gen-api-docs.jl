@@ -13,8 +13,12 @@ using CuMem
 const ROOT = normpath(joinpath(@__DIR__, ".."))
 const OUT = joinpath(ROOT, "docs", "api.md")
 
-# Documented names that are implementation details, not API.
-const INTERNAL = Set{Symbol}([])
+# Documented names that are implementation details, not API: the code generator's C
+# prelude and types, the raw C records and calls, the engine's log plumbing, and helpers
+# for tests and benchmarks. Their docstrings stay for readers of the source.
+const INTERNAL = Set{Symbol}([:C_PRELUDE, :codegen_ctype, :STRIDED_COPY_SOURCE, :trace_fn,
+                              :raw_memory_events, :flush_engine_log, :engine_memory_status,
+                              :last_error, :sleep_on])
 
 function docstrings(binding)
     md = Base.Docs.meta(CuMem)[binding]

@@ -334,3 +334,31 @@ end
         @test :g in u1 && !(:h in u1) && !(:x in u1) && !(:y in u1)
     end
 end
+
+# One configuration table (docs/contract.md) naming every environment variable the code
+# reads: the quoted CUMEM_*/JULIA_CUDA_* names in src/ and julia/ that are not constants
+# of the C header.
+@testset "docs/contract.md's configuration table lists every variable read" begin
+    root = normpath(joinpath(@__DIR__, ".."))
+    header = read(joinpath(root, "include", "cumem.h"), String)
+    defines = Set(m[1] for m in eachmatch(r"#define (CUMEM_\w+)", header))
+    read_vars = Set{String}()
+    for dir in ("src", "julia"), (d, _, fs) in walkdir(joinpath(root, dir)), f in fs
+        (endswith(f, ".rs") || endswith(f, ".jl")) || continue
+        for m in eachmatch(r"\"((?:CUMEM|JULIA_CUDA)_[A-Z_]+)\"", read(joinpath(d, f), String))
+            m[1] in defines || push!(read_vars, m[1])
+        end
+    end
+    contract = read(joinpath(root, "docs", "contract.md"), String)
+    i = findfirst("| variable | read by | values | default |", contract)
+    @test i !== nothing
+    rest = contract[first(i):end]
+    rest = rest[1:first(something(findfirst("\n\n", rest), lastindex(rest):lastindex(rest)))]
+    table = Set(m[1] for m in eachmatch(r"\n\| `((?:CUMEM|JULIA_CUDA)_[A-Z_]+)` \|", rest))
+    @test length(read_vars) >= 12
+    for v in setdiff(read_vars, table)
+        @warn "$v is read by the code but missing from docs/contract.md's configuration table"
+    end
+    @test read_vars == table
+end
+

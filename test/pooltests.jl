@@ -39,22 +39,23 @@ end
 @testset "CuMem, pool $POOL" begin
     @test CuMem.pool_name() == POOL
     @test CuMem.tracking() == false
-    include("array_tests.jl")
-    include("memory_tests.jl")
-    include("memtools_tests.jl")
+    include(joinpath("array", "array_tests.jl"))
+    include(joinpath("array", "wrappers_tests.jl"))
+    include(joinpath("memory", "memory_tests.jl"))
+    include(joinpath("tools", "memtools_tests.jl"))
     # What does not depend on the pool (the scalar indexing policy, cu and adapt's
     # conversions) runs under one pool only: runtests.jl sets CUMEM_TEST_POOL_FREE=0 for
     # the others.
     if get(ENV, "CUMEM_TEST_POOL_FREE", "1") == "1"
-        include("scalar_tests.jl")
-        include("adapt_tests.jl")
+        include(joinpath("array", "scalar_tests.jl"))
+        include(joinpath("array", "adapt_tests.jl"))
     end
-    include("iterator_tests.jl")
-    include("stream_tests.jl")
-    include("threads_tests.jl")
-    include("hotpath_tests.jl")
-    include("usability_tests.jl")
-    include("profile_tests.jl")
+    include(joinpath("array", "iterator_tests.jl"))
+    include(joinpath("devices", "stream_tests.jl"))
+    include(joinpath("memory", "threads_tests.jl"))
+    include(joinpath("memory", "hotpath_tests.jl"))
+    include(joinpath("array", "usability_tests.jl"))
+    include(joinpath("tools", "profile_tests.jl"))
     @testset "no failed frees" begin
         clean!()
         @test CuMem.free_errors() == (0, 0, 0)

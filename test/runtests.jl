@@ -3,18 +3,18 @@
 # configuration is tested in a Julia process of its own:
 #
 #   pool tests × {binned, split, expandable, simple, none}   test/pooltests.jl (2 threads)
-#   out of memory under a 64 MiB limit             test/oomtests.jl
-#   no spurious out of memory with 2 threads       test/thread_oom_tests.jl
-#   the leak report under -g2 and CUMEM_DEBUG=2    test/debugtests.jl
-#   injected device failures (CUMEM_FAULT)          test/faulttests.jl
-#   pinned host memory under a 64 MiB limit          test/pinned_tests.jl
+#   out of memory under a 64 MiB limit             test/memory/oomtests.jl
+#   no spurious out of memory with 2 threads       test/memory/thread_oom_tests.jl
+#   the leak report under -g2 and CUMEM_DEBUG=2    test/memory/debugtests.jl
+#   injected device failures (CUMEM_FAULT)          test/memory/faulttests.jl
+#   pinned host memory under a 64 MiB limit          test/memory/pinned_tests.jl
 #   bad configuration / missing library            `using CuMem` must fail clearly
 #   installing by name, path and dev               test/registrytests.jl
-#   compute: NVRTC, kernels, gemm!                 test/compute_tests.jl
-#   indexing, linear algebra, show                  test/{indexing,linalg,show}_tests.jl
-#   array library (issue 24), its kernels on g++ threads   test/arraylib{,_emulation}_tests.jl
-#   several devices (host:2 stand-ins)              test/multidevice_tests.jl
-#   Distributed, 2 workers, one device each         test/distributed_tests.jl
+#   compute: NVRTC, kernels, gemm!                 test/compute/compute_tests.jl
+#   indexing, linear algebra, show                  test/compute/{indexing,linalg,show}_tests.jl
+#   array library (issue 24), its kernels on g++ threads   test/compute/arraylib{,_emulation}_tests.jl
+#   several devices (host:2 stand-ins)              test/devices/multidevice_tests.jl
+#   Distributed, 2 workers, one device each         test/devices/distributed_tests.jl
 #   the demo (an MLP trained on the digits)         demo/demo.jl
 #   include order, file sizes, C bindings            test/layers_tests.jl, test/lib/header_tests.jl
 #
@@ -85,49 +85,49 @@ for pool in POOLS
                           CUMEM_TEST_POOL_FREE = pool == POOLS[1] ? 1 : 0),
                     passed; cost = 75))
 end
-push!(jobs, Job("compute (NVRTC, kernels, gemm!)", interpreted(testfile("compute_tests.jl")), passed; cost = 15))
+push!(jobs, Job("compute (NVRTC, kernels, gemm!)", interpreted(testfile(joinpath("compute", "compute_tests.jl"))), passed; cost = 15))
 # broadcasting, reductions and random numbers against Base, under one pool: what they
 # test does not depend on the pool (their arrays' memory is the pool tests' subject, under
 # every pool), and a second run was 160 s of CI
 for pool in POOLS[1:min(1, end)]
     push!(jobs, Job("compute (broadcast, mapreduce, random), pool $pool",
                     julia("-e", "for f in ARGS; Base.include(Module(), f); end",
-                          testfile("broadcast_tests.jl"), testfile("mapreduce_tests.jl"), testfile("random_tests.jl");
+                          testfile(joinpath("compute", "broadcast_tests.jl")), testfile(joinpath("compute", "mapreduce_tests.jl")), testfile(joinpath("compute", "random_tests.jl"));
                           JULIA_CUDA_MEMORY_POOL = pool),
                     passed; cost = 160))
 end
 # the generated CUDA C of broadcasts and random numbers compiled by g++ and run on the CPU
 # (host device only: the emulation stands in for the GPU)
 if DEVICE != "cuda" && Sys.which("g++") !== nothing && success(pipeline(`g++ -x c++ -std=c++17 -fsyntax-only -`, stdin = IOBuffer("_Float16 h;"), stderr = devnull))
-    push!(jobs, Job("compute kernels emulated on the CPU (g++)", julia(testfile("kernel_emulation_tests.jl")), passed;
+    push!(jobs, Job("compute kernels emulated on the CPU (g++)", julia(testfile(joinpath("compute", "kernel_emulation_tests.jl"))), passed;
                     cost = 150))
 else
     @info "g++ with _Float16 not found: the emulated-kernel tests are skipped"
 end
-push!(jobs, Job("pinned host memory", julia(testfile("pinned_tests.jl"); CUMEM_PINNED_LIMIT = "64MiB",
+push!(jobs, Job("pinned host memory", julia(testfile(joinpath("memory", "pinned_tests.jl")); CUMEM_PINNED_LIMIT = "64MiB",
                                            JULIA_NUM_THREADS = 2), passed))
 push!(jobs, Job("bad pinned memory limit",
                 julia("-e", "using CuMem"; CUMEM_PINNED_LIMIT = "lots"),
                 failed_with("CUMEM_PINNED_LIMIT=\"lots\"", "accepted")))
-push!(jobs, Job("indexing and copies", interpreted(testfile("indexing_tests.jl")), passed; cost = 40))
+push!(jobs, Job("indexing and copies", interpreted(testfile(joinpath("compute", "indexing_tests.jl"))), passed; cost = 40))
 # issue 24's array library (statistics, sorts, scans, searching, masks, random) against
 # Base; its block-level kernels (tile scans, radix ranks, bitonic steps) run by g++ threads
 push!(jobs, Job("array library (statistics, sorting, scans, searching, masks)",
-                julia(testfile("arraylib_tests.jl")), passed; cost = 120))
+                julia(testfile(joinpath("compute", "arraylib_tests.jl"))), passed; cost = 120))
 if DEVICE != "cuda" && Sys.which("g++") !== nothing &&
    success(pipeline(`g++ -x c++ -std=c++20 -fsyntax-only -`, stdin = IOBuffer("#include <barrier>\n_Float16 h;"), stderr = devnull))
-    push!(jobs, Job("array-library kernels emulated on CPU threads (g++)", julia(testfile("arraylib_emulation_tests.jl")),
+    push!(jobs, Job("array-library kernels emulated on CPU threads (g++)", julia(testfile(joinpath("compute", "arraylib_emulation_tests.jl"))),
                     passed; cost = 150))
 end
 # Several devices: two host devices standing in for GPUs (two GPUs with CUMEM_DEVICE=cuda).
 const MULTI_DEVICE = DEVICE == "cuda" ? "cuda" : "host:2"
 push!(jobs, Job("several devices ($MULTI_DEVICE)",
-                julia(testfile("multidevice_tests.jl"); CUMEM_DEVICE = MULTI_DEVICE, JULIA_CUDA_MEMORY_LIMIT = "1GiB"),
+                julia(testfile(joinpath("devices", "multidevice_tests.jl")); CUMEM_DEVICE = MULTI_DEVICE, JULIA_CUDA_MEMORY_LIMIT = "1GiB"),
                 passed; cost = 27))
 push!(jobs, Job("Distributed, one device per worker ($MULTI_DEVICE)",
-                julia(testfile("distributed_tests.jl"); CUMEM_DEVICE = MULTI_DEVICE), passed; cost = 55))
-push!(jobs, Job("linear algebra", interpreted(testfile("linalg_tests.jl")), passed; cost = 25))
-push!(jobs, Job("show of arrays and wrappers", interpreted(testfile("show_tests.jl")), passed; cost = 10))
+                julia(testfile(joinpath("devices", "distributed_tests.jl")); CUMEM_DEVICE = MULTI_DEVICE), passed; cost = 55))
+push!(jobs, Job("linear algebra", interpreted(testfile(joinpath("compute", "linalg_tests.jl"))), passed; cost = 25))
+push!(jobs, Job("show of arrays and wrappers", interpreted(testfile(joinpath("compute", "show_tests.jl"))), passed; cost = 10))
 # `make demo`: the MLP on the digits data set must reach its accuracy target
 push!(jobs, Job("demo (MLP on the digits)", julia(joinpath(ROOT, "demo", "demo.jl")),
                 (code, out) -> code == 0 && occursin("OK: held-out accuracy", out); cost = 80))
@@ -139,21 +139,21 @@ if get(ENV, "CUMEM_TEST_SKIP_INSTALL", "") != "1"
 end
 for pool in POOLS[1:min(2, end)]
     push!(jobs, Job("out of memory, pool $pool",
-                    julia(testfile("oomtests.jl"); JULIA_CUDA_MEMORY_POOL = pool,
+                    julia(testfile(joinpath("memory", "oomtests.jl")); JULIA_CUDA_MEMORY_POOL = pool,
                           JULIA_CUDA_MEMORY_LIMIT = "64MiB"),
                     passed; cost = 15))
 end
 push!(jobs, Job("out of memory, 2 threads",
-                julia(testfile("thread_oom_tests.jl"); JULIA_NUM_THREADS = 2, JULIA_CUDA_MEMORY_LIMIT = "8MiB"),
+                julia(testfile(joinpath("memory", "thread_oom_tests.jl")); JULIA_NUM_THREADS = 2, JULIA_CUDA_MEMORY_LIMIT = "8MiB"),
                 passed; cost = 23))
 for pool in intersect(POOLS, ["split", "expandable", "none"])
     push!(jobs, Job("injected device failures, pool $pool",
-                    julia(testfile("faulttests.jl"); JULIA_CUDA_MEMORY_POOL = pool,
+                    julia(testfile(joinpath("memory", "faulttests.jl")); JULIA_CUDA_MEMORY_POOL = pool,
                           CUMEM_FAULT = "alloc:0.3,free:0.2,copy:0.05,seed=11"),
                     passed; cost = 18))
 end
-push!(jobs, Job("leak report, julia -g2", julia("-g2", testfile("debugtests.jl"); JULIA_NUM_THREADS = 2), passed; cost = 21))
-push!(jobs, Job("leak report, CUMEM_DEBUG=2", julia(testfile("debugtests.jl"); CUMEM_DEBUG = 2), passed; cost = 18))
+push!(jobs, Job("leak report, julia -g2", julia("-g2", testfile(joinpath("memory", "debugtests.jl")); JULIA_NUM_THREADS = 2), passed; cost = 21))
+push!(jobs, Job("leak report, CUMEM_DEBUG=2", julia(testfile(joinpath("memory", "debugtests.jl")); CUMEM_DEBUG = 2), passed; cost = 18))
 push!(jobs, Job("bad pool name",
                 julia("-e", "using CuMem"; JULIA_CUDA_MEMORY_POOL = "bogus"),
                 failed_with("cannot initialise the CuMem engine",
@@ -249,7 +249,7 @@ push!(jobs, Job("environment read at load",
                       """; JULIA_CUDA_MEMORY_LIMIT = "2MiB", JULIA_CUDA_MEMORY_POOL = "simple"),
                 (code, out) -> code == 0 && occursin("ENVIRONMENT_OK", out)))
 
-# The Julia-level benchmark's quick mode (bench/julia_bench.jl) prints its three JSON
+# The Julia-level benchmark's quick mode (bench/julia/julia_bench.jl) prints its three JSON
 # lines with plausible figures.
 function bench_ok(code, out)
     code == 0 || return false
@@ -260,10 +260,10 @@ function bench_ok(code, out)
            num("ns_per_pair", lines[1]) > 0 && num("ns_per_alloc", lines[2]) > 0 &&
            num("ns_per_event_warm", lines[3]) > 0 && num("events", lines[3]) == 2000
 end
-push!(jobs, Job("julia_bench --quick", julia(joinpath(@__DIR__, "..", "bench", "julia_bench.jl"), "--quick";
+push!(jobs, Job("julia_bench --quick", julia(joinpath(@__DIR__, "..", "bench", "julia", "julia_bench.jl"), "--quick";
                                                JULIA_CUDA_MEMORY_POOL = "split"), bench_ok))
 
-# The compute benchmark's quick mode (bench/compute_bench.jl) prints its six JSON lines
+# The compute benchmark's quick mode (bench/julia/compute_bench.jl) prints its six JSON lines
 # with positive figures.
 function compute_bench_ok(code, out)
     code == 0 || return false
@@ -273,7 +273,7 @@ function compute_bench_ok(code, out)
     return kinds == ["axpy", "copy", "sum", "matmul", "latency", "mlp_step"] &&
            all(l -> any(k -> num(k, l) > 0, ("gbps", "tflops", "us", "ms")), lines)
 end
-push!(jobs, Job("compute_bench --quick", julia(joinpath(@__DIR__, "..", "bench", "compute_bench.jl"), "--quick"),
+push!(jobs, Job("compute_bench --quick", julia(joinpath(@__DIR__, "..", "bench", "julia", "compute_bench.jl"), "--quick"),
                 compute_bench_ok; cost = 27))
 
 # Longest first, so that two processes at a time end together (the costs are rough

@@ -13,8 +13,8 @@ cd "$(dirname "$0")/../.."
 OUT=${OUT:-bench/results/arraylib}
 JULIA=${JULIA:-julia}
 mkdir -p "$OUT"
-echo "== tests (test/arraylib_tests.jl, CUMEM_DEVICE=cuda)" >&2
-CUMEM_DEVICE=cuda "$JULIA" --project=. test/arraylib_tests.jl 2>&1 | tail -40
+echo "== tests (test/compute/arraylib_tests.jl, CUMEM_DEVICE=cuda)" >&2
+CUMEM_DEVICE=cuda "$JULIA" --project=. test/compute/arraylib_tests.jl 2>&1 | tail -40
 status=${PIPESTATUS[0]}
 echo "== CuMem sort (bench/sort_bench.jl)" >&2
 CUMEM_DEVICE=cuda timeout 240 "$JULIA" --project=. bench/sort_bench.jl | tee "$OUT/sort_cumem.jsonl"

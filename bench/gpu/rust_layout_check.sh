@@ -9,8 +9,8 @@
 # Two steps:
 #   bash bench/gpu/rust_layout_check.sh kit [DIR]
 #       on the development machine: builds the release library and the Rust test
-#       binaries and copies them, debug info stripped, into DIR (default
-#       .device/rust-layout-kit), to carry to the GPU machine;
+#       binaries and copies them, debug info stripped (about 40 MB in all), into DIR
+#       (default target/gpu-kit/rust-layout), to carry to the GPU machine;
 #   OUT=/some/dir bash bench/gpu/rust_layout_check.sh run [DIR]
 #       on the GPU machine, from the repository root, with `julia` (1.5.3) on PATH: runs
 #       each Rust suite with one test thread (tests on one GPU disturb each other with
@@ -23,13 +23,13 @@
 set -uo pipefail
 
 MODE=${1:?usage: rust_layout_check.sh kit|run [DIR]}
-D=${2:-.device/rust-layout-kit}
+D=${2:-target/gpu-kit/rust-layout}
 SUITES="compute ffi streams multidevice pinned pools copy_race memtools thread_cache threads faults"
 
 if [ "$MODE" = kit ]; then
     mkdir -p "$D"
     cargo build --release --workspace || exit 1
-    cp target/release/libcumem.so "$D/"
+    cp target/release/libcumem.so "$D/" && strip --strip-debug "$D/libcumem.so"
     for s in $SUITES; do
         exe=$(cargo test --release --no-run --test "$s" 2>&1 | sed -n 's/.*Executable .* (\(.*\))$/\1/p' | tail -1)
         [ -n "$exe" ] || { echo "no test binary for $s" >&2; exit 1; }

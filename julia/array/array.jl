@@ -68,7 +68,7 @@ end
 #
 # - `shared === nothing` (every array from the constructor while -g2 tracking is off):
 #   the array alone owns `ptr` and `sizeof(a)` bytes at it; its release frees them. Its
-#   only heap object is the array itself (test/hotpath_tests.jl checks this).
+#   only heap object is the array itself (test/memory/hotpath_tests.jl checks this).
 # - `shared` a Buffer: the memory is the Buffer's, reference-counted over every array
 #   that holds it; the array's release drops one reference. `share!` turns an array of
 #   the first kind into one of the second, the first time it is reshaped.
@@ -292,9 +292,12 @@ end
 """
     fill!(x::CuArray, v)
 
-Sets every element to `convert(eltype(x), v)`: one `memset` when the value's bytes are all
-equal (zeros, `-1`, `0x07`, ...), else an upload of up to 4096 elements and device copies
-doubling the filled prefix.
+Sets every element to `convert(eltype(x), v)`, queued on the current [`stream()`](@ref)
+and returning without waiting, as a kernel: one `cuMemsetD8Async`/`D16Async`/`D32Async`
+when the value's bytes repeat with a period of 1, 2 or 4 bytes (every 1-, 2- and 4-byte
+element type; zeros, `-1`, `ComplexF32(1, 1)`, ...), else a kernel; element types no
+kernel handles get an upload of up to 4096 elements and device copies doubling the
+filled prefix.
 """
 function Base.fill!(a::CuArray{T}, x) where {T}
     v = convert(T, x)
@@ -302,11 +305,12 @@ function Base.fill!(a::CuArray{T}, x) where {T}
     check_devices("fill!", a)
     n = length(a)
     (n == 0 || sizeof(T) == 0) && return a
-    bytes = value_bytes(v)
     ptr = devaddr(a)
-    if all(==(bytes[1]), bytes)
-        check(ordered_memset(ptr, bytes[1], nbytes(T, n)))
-    elseif fill_kernel!(a, v) === nothing          # compute/broadcast.jl's kernel, if any
+    pattern, elsize = memset_pattern(v)
+    if elsize != 0
+        count = (n * (sizeof(T) ÷ elsize)) % UInt64
+        check(c_memset_async(ptr, pattern, UInt32(elsize), count, current_handle()))
+    elseif fill_kernel!(a, v) === nothing
         chunk = min(n, 4096)
         copyto!(a, 1, Base.fill(v, chunk), 1, chunk)
         filled = chunk
@@ -323,11 +327,29 @@ end
 # otherwise (compute/broadcast.jl adds the CuArray method).
 fill_kernel!(a::AbstractArray, v) = nothing
 
-function value_bytes(v::T) where {T}
+# (pattern, elsize) such that `v`'s bytes are `sizeof(v) ÷ elsize` copies of the low
+# `elsize` bytes of `pattern`, with elsize 1, 2 or 4 (the smallest); (0, 0) when none is.
+# Read through a Ref, without allocating.
+@inline function memset_pattern(v::T) where {T}
+    sizeof(T) % 4 == 0 || sizeof(T) in (1, 2) || return (UInt32(0), 0)
     r = Ref(v)
     GC.@preserve r begin
-        p = convert(Ptr{UInt8}, Base.unsafe_convert(Ptr{T}, r))
-        return [unsafe_load(p, i) for i in 1:sizeof(T)]
+        p = Base.unsafe_convert(Ptr{T}, r)
+        if sizeof(T) == 1
+            return (UInt32(unsafe_load(Ptr{UInt8}(p))), 1)
+        elseif sizeof(T) == 2
+            w = unsafe_load(Ptr{UInt16}(p))
+            return (w >> 8) == (w & 0xff) ? (UInt32(w & 0xff), 1) : (UInt32(w), 2)
+        end
+        w = unsafe_load(Ptr{UInt32}(p))
+        for i in 2:(sizeof(T) ÷ 4)
+            unsafe_load(Ptr{UInt32}(p), i) == w || return (UInt32(0), 0)
+        end
+        b = w & 0xff
+        w == b * 0x01010101 && return (b, 1)
+        h = w & 0xffff
+        w == h * 0x00010001 && return (h, 2)
+        return (w, 4)
     end
 end
 

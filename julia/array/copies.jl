@@ -52,7 +52,13 @@ function Base.copyto!(dest::CuArray{T}, doffs::Integer, src::CuArray{T}, soffs::
     end
     check_copy(dest, doffs, src, soffs, n)
     n == 0 && return dest
-    check(ordered_copy_dtod(offset_addr(dest, doffs), offset_addr(src, soffs), nbytes(T, n)))
+    if dest.dev == task_device()
+        # Queued on the task's stream (cuMemcpyDtoDAsync), ordered with its kernels.
+        check(c_copy_dtod_async(offset_addr(dest, doffs), offset_addr(src, soffs), nbytes(T, n),
+                                current_handle()))
+    else
+        check(ordered_copy_dtod(offset_addr(dest, doffs), offset_addr(src, soffs), nbytes(T, n)))
+    end
     return dest
 end
 

@@ -6,21 +6,8 @@
 
 using Base.Broadcast: Broadcasted, AbstractArrayStyle, DefaultArrayStyle
 
-## array types the kernels read and write
+## array types the kernels read and write: AnyCuArray (array/wrappers.jl)
 
-const CuWrap1{T,N} = Union{SubArray{T,N,<:CuArray}, Adjoint{T,<:CuArray{<:Real}},
-                           Transpose{T,<:CuArray}, PermutedDimsArray{T,N,<:Any,<:Any,<:CuArray}}
-const CuWrap2{T,N} = Union{SubArray{T,N,<:CuWrap1}, Adjoint{T,<:CuWrap1{<:Real}},
-                           Transpose{T,<:CuWrap1}, PermutedDimsArray{T,N,<:Any,<:Any,<:CuWrap1}}
-
-"""
-    CuMem.AnyCuArray{T,N}
-
-A `CuArray` or a strided wrapper of one that kernels read and write in place: `view`s
-with integer, range and colon indices, `Adjoint`/`Transpose` (real element types for
-`Adjoint`), `PermutedDimsArray`, and these wrappers of each other (two levels).
-"""
-const AnyCuArray{T,N} = Union{CuArray{T,N}, CuWrap1{T,N}, CuWrap2{T,N}}
 
 """
     CuMem.CuArrayStyle{N}
@@ -95,8 +82,6 @@ function layout(a::PermutedDimsArray{T,N,perm}) where {T,N,perm}
     b, off, psz, pst = layout(parent(a))
     return (b, off, psz[collect(perm)], pst[collect(perm)])
 end
-
-colmajor(sz) = (st = similar(sz); s = 1; for d in eachindex(sz); st[d] = s; s *= sz[d]; end; st)
 
 # Strides of a leaf relative to the output's N dimensions (0 where extruded) and whether
 # the leaf can be indexed by the output's linear index.
@@ -304,15 +289,25 @@ unalias_args(a, dest, dleaf) = a
 
 ## host-device versions of the arguments (Arrays wrapping the same memory)
 
-host_arg(a::CuArray) = host_view(a)
-host_arg(v::SubArray) = view(host_arg(parent(v)), v.indices...)
-host_arg(a::Adjoint) = adjoint(host_arg(parent(a)))
-host_arg(a::Transpose) = transpose(host_arg(parent(a)))
-host_arg(a::PermutedDimsArray{T,N,perm}) where {T,N,perm} = PermutedDimsArray(host_arg(parent(a)), perm)
-host_arg(bc::Broadcasted) = Broadcast.broadcasted(bc.f, map(host_arg, bc.args)...)
-host_arg(x) = x
+# The adaptor (array/adapt.jl) whose leaves are host views of device memory, no copy:
+# wrappers are rebuilt around them by adapt's methods, broadcasts around their arguments.
+struct HostViews end
+adapt_storage(::HostViews, a::CuArray) = host_view(a)
+adapt_structure(to::HostViews, bc::Broadcasted) = Broadcast.broadcasted(bc.f, map(x -> adapt(to, x), bc.args)...)
+host_arg(x) = adapt(HostViews(), x)
 
 ## running a broadcast into a destination
+
+# The kernel cache entry of each thread's last broadcast through gpu_broadcast! (for the
+# typed fast path, compute/fastpath.jl, which clears it before and reads it right after
+# the call: no task switch in between). One slot per thread, made at `__init__`.
+const LAST_BROADCAST = Any[]
+init_broadcast() = (resize!(LAST_BROADCAST, Threads.nthreads()); fill!(LAST_BROADCAST, nothing); nothing)
+@inline set_last_broadcast!(@nospecialize(e)) =
+    (t = Threads.threadid(); t <= length(LAST_BROADCAST) && (@inbounds LAST_BROADCAST[t] = e); nothing)
+@inline take_last_broadcast!() =
+    (t = Threads.threadid(); t <= length(LAST_BROADCAST) || return nothing;
+     e = @inbounds LAST_BROADCAST[t]; @inbounds LAST_BROADCAST[t] = nothing; e)
 
 function gpu_broadcast!(@nospecialize(dest::AnyCuArray), @nospecialize(bc::Broadcasted))
     D = eltype(dest)
@@ -357,6 +352,7 @@ function gpu_broadcast!(@nospecialize(dest::AnyCuArray), @nospecialize(bc::Broad
         src = bcast_source(expr, D, dleaf.linear, [(l.eltype, l.linear) for l in lvs], ptypes, ctx.globals, N, idx64)
         (src, "cumem_bcast", nothing, ctx.globals)
     end
+    set_last_broadcast!(entry)
     n == 0 && return dest
     if on_host()
         GC.@preserve leaves dest begin
@@ -391,17 +387,8 @@ end
 # Broadcast entry points.
 Base.similar(bc::Broadcasted{CuArrayStyle{N}}, ::Type{T}) where {N,T} = CuArray{T}(undef, size(bc))
 
-function Base.copy(bc::Broadcasted{CuArrayStyle{N}}) where {N}
-    bc = Broadcast.instantiate(bc)
-    T = bc_eltype(bc)
-    return gpu_broadcast!(CuArray{T}(undef, size(bc)), bc)
-end
-
-Base.copyto!(dest::AnyCuArray, bc::Broadcasted{Nothing}) = gpu_broadcast!(dest, bc)
-Base.copyto!(dest::AnyCuArray, bc::Broadcasted{<:CuArrayStyle}) = gpu_broadcast!(dest, bc)
-Base.copyto!(dest::AnyCuArray, bc::Broadcasted{CuArrayStyle{0}}) = gpu_broadcast!(dest, bc)
-Base.copyto!(dest::AnyCuArray, bc::Broadcasted{<:AbstractArrayStyle{0}}) = gpu_broadcast!(dest, bc)
-Base.copyto!(dest::AnyCuArray, bc::Broadcasted{<:DefaultArrayStyle}) = gpu_broadcast!(dest, bc)
+# `copy(bc)` and `copyto!(dest::AnyCuArray, bc)`: compute/fastpath.jl, which runs a
+# broadcast of a type seen before without gpu_broadcast!'s checks and look-ups.
 
 host_dest_error(dest) = throw(ArgumentError("cannot broadcast CuArrays into a $(typeof(dest)): its data is on " *
                                             "the host. Compute into a CuArray and download it (`copyto!(dest, result)` or `Array(result)`)."))

@@ -710,10 +710,11 @@ function new_struct(ctx, vals)
 end
 
 """
-    CuMem.trace(f, argtypes::Type...; ctx) -> Sym
+    CuMem.trace_fn(ctx::TraceContext, f, args::Vector{Any}) -> Sym
 
-Traces `f` called with symbolic arguments of the given element types (`Sym(T, "x1")`, ...)
-and returns the resulting C expression. Used by broadcasting and reductions.
+Traces `f` called with `args` (symbolic arguments such as `Sym(T, "x1")`, and plain
+values for captured constants) in the trace context `ctx`, and returns the resulting C
+expression. Used by broadcasting and reductions.
 """
 function trace_fn(ctx::TraceContext, @nospecialize(f), args::Vector{Any})
     r = try

@@ -31,26 +31,6 @@ function host_view(a::CuArray{T,N}) where {T,N}
     return unsafe_wrap(Array, Ptr{T}(p), size(a); own = false)
 end
 
-const DEVICE_INFO = Dict{Int,NamedTuple{(:cc_major, :cc_minor, :sm_count, :max_threads),NTuple{4,Int}}}()
-
-"""
-    CuMem.device_info() -> (cc_major, cc_minor, sm_count, max_threads)
-
-Facts about the current task's device as a `NamedTuple` of `Int`s: compute capability (9, 0 for an
-H100), streaming multiprocessors and most threads per block. On the host device: 0, 0,
-the number of CPUs, 1024.
-"""
-function device_info()
-    dev = task_device()
-    info = lock(() -> get(DEVICE_INFO, dev, nothing), KERNELS_LOCK)
-    info === nothing || return info
-    a, b, c, d = Ref{Int32}(0), Ref{Int32}(0), Ref{Int32}(0), Ref{Int32}(0)
-    check(c_device_info(a, b, c, d))
-    info = (cc_major = Int(a[]), cc_minor = Int(b[]), sm_count = Int(c[]), max_threads = Int(d[]))
-    lock(() -> DEVICE_INFO[dev] = info, KERNELS_LOCK)
-    return info
-end
-
 """
     synchronize()
 

@@ -112,7 +112,7 @@ function LinearAlgebra.dot(x::CuArray, y::CuArray)
         n = length(x)
         c = CuArray{T}(undef, 1, 1)
         gemm!(T <: Real ? 'T' : 'C', 'N', one(T), reshape(x, n, 1), reshape(y, n, 1), zero(T), c)
-        r = Array(c)[1]
+        r = read_scalar(c)
         unsafe_free!(c)
         return r
     end

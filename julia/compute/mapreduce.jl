@@ -367,7 +367,7 @@ function Base.mapreduce(f, op, A::AnyCuArray; dims = :, init = NOINIT)
                 return init === NOINIT ? mapreduce(f, op, host_arg(A)) : mapreduce(f, op, host_arg(A); init = init)
             end
         end
-        v = Array(out)[1]
+        v = read_scalar(out)
         unsafe_free!(out)
         Rt = reduce_out_type(f, op, T, NOINIT)
         v = Rt in KERNEL_ELTYPES && Rt !== Acc ? convert(Rt, v) : v

@@ -14,3 +14,24 @@ precompile(trace_fn, (TraceContext, Any, Vector{Any}))
 precompile(trace_call, (TraceContext, Any, Vararg{Any}))
 # the common first broadcast, whose inference reaches the rest of the path
 precompile(Base.Broadcast.materialize, (Broadcasted{CuArrayStyle{2},Nothing,typeof(+),Tuple{CuArray{Float32,2},Int64}},))
+
+# The common signatures of small operations (issue 26), so that a fresh process's first
+# `x .+ y`, `y .= a .* x .+ y`, `sum(x)` or `fill!` on Float32/Float64 vectors and matrices
+# runs without inferring them first; with the kernel on disk (the engine's kernel cache)
+# that first call then costs the launch path's first run.
+for T in (Float32, Float64), N in (1, 2)
+    A = CuArray{T,N}
+    S = CuArrayStyle{N}
+    for op in (+, -, *, /)
+        precompile(Base.Broadcast.materialize, (Broadcasted{S,Nothing,typeof(op),Tuple{A,A}},))
+        precompile(Base.Broadcast.materialize!, (A, Broadcasted{S,Nothing,typeof(op),Tuple{A,A}}))
+    end
+    precompile(Base.Broadcast.materialize, (Broadcasted{S,Nothing,typeof(*),Tuple{T,A}},))
+    precompile(Base.Broadcast.materialize!,
+               (A, Broadcasted{S,Nothing,typeof(+),Tuple{Broadcasted{S,Nothing,typeof(*),Tuple{T,A}},A}}))
+    for f in (sum, maximum, minimum)
+        precompile(f, (A,))
+    end
+    precompile(fill!, (A, T))
+    precompile(copyto!, (A, A))
+end

@@ -3,45 +3,32 @@
 # so `Diagonal` still prints its dots and `UpperTriangular` its zeros). Nothing is read
 # element by element, so showing works under `allowscalar(false)`.
 
-# Arrays stored in a CuArray, directly or through a view/transpose/permutation.
-const CuDense{T} = Union{CuArray{T},CuStridedWrapper{T}}
 
 # LinearAlgebra's structured wrappers around device storage (and their transposes).
 const CuStructuredInner{T} = Union{
-    Diagonal{T,<:CuDense{T}}, Symmetric{T,<:CuDense{T}}, Hermitian{T,<:CuDense{T}},
-    UpperTriangular{T,<:CuDense{T}}, LowerTriangular{T,<:CuDense{T}}}
+    Diagonal{T,<:StridedCuArray{T}}, Symmetric{T,<:StridedCuArray{T}}, Hermitian{T,<:StridedCuArray{T}},
+    UpperTriangular{T,<:StridedCuArray{T}}, LowerTriangular{T,<:StridedCuArray{T}}}
 const CuStructured{T} = Union{
-    Diagonal{T,<:CuDense{T}}, Bidiagonal{T,<:CuDense{T}}, Tridiagonal{T,<:CuDense{T}},
-    SymTridiagonal{T,<:CuDense{T}},
-    Symmetric{T,<:CuDense{T}}, Hermitian{T,<:CuDense{T}},
-    UpperTriangular{T,<:CuDense{T}}, LowerTriangular{T,<:CuDense{T}},
-    UnitUpperTriangular{T,<:CuDense{T}}, UnitLowerTriangular{T,<:CuDense{T}},
+    Diagonal{T,<:StridedCuArray{T}}, Bidiagonal{T,<:StridedCuArray{T}}, Tridiagonal{T,<:StridedCuArray{T}},
+    SymTridiagonal{T,<:StridedCuArray{T}},
+    Symmetric{T,<:StridedCuArray{T}}, Hermitian{T,<:StridedCuArray{T}},
+    UpperTriangular{T,<:StridedCuArray{T}}, LowerTriangular{T,<:StridedCuArray{T}},
+    UnitUpperTriangular{T,<:StridedCuArray{T}}, UnitLowerTriangular{T,<:StridedCuArray{T}},
     Adjoint{T,<:CuStructuredInner{T}}, Transpose{T,<:CuStructuredInner{T}}}
+
+# `adapt(Array, x)` downloads a strided wrapper of a CuArray (a view, a permutation, a
+# reshape of a view) in one piece, its elements only, instead of the whole parent; the
+# other wrappers (LinearAlgebra's, transposes) are rebuilt around their downloaded
+# contents by array/adapt.jl's methods.
+adapt_structure(to::Type{Array}, x::SubArray) =
+    x isa CuStridedWrapper ? host_array(x) : view(adapt(to, parent(x)), parentindices(x)...)
+adapt_structure(to::Type{Array}, x::PermutedDimsArray{T,N,perm}) where {T,N,perm} =
+    x isa CuStridedWrapper ? host_array(x) : PermutedDimsArray(adapt(to, parent(x)), perm)
 
 # CuMem.download_for_show(x)
 #
 # `x` with its device storage downloaded once (a host array of the same structure): what
 # `show` prints for CuArrays, views and wrappers of them.
-download_for_show(x::CuArray) = Array(x)
-download_for_show(x::SubArray) =
-    x isa CuStridedWrapper ? host_array(x) : view(download_for_show(parent(x)), parentindices(x)...)
-download_for_show(x::PermutedDimsArray{T,N,perm}) where {T,N,perm} =
-    x isa CuStridedWrapper ? host_array(x) : PermutedDimsArray(download_for_show(parent(x)), perm)
-download_for_show(x::Base.ReshapedArray) = reshape(download_for_show(parent(x)), size(x))
-download_for_show(x::Diagonal) = Diagonal(download_for_show(x.diag))
-download_for_show(x::Bidiagonal) =
-    Bidiagonal(download_for_show(x.dv), download_for_show(x.ev), Symbol(x.uplo))
-download_for_show(x::Tridiagonal) =
-    Tridiagonal(download_for_show(x.dl), download_for_show(x.d), download_for_show(x.du))
-download_for_show(x::SymTridiagonal) = SymTridiagonal(download_for_show(x.dv), download_for_show(x.ev))
-download_for_show(x::Symmetric) = Symmetric(download_for_show(parent(x)), Symbol(x.uplo))
-download_for_show(x::Hermitian) = Hermitian(download_for_show(parent(x)), Symbol(x.uplo))
-download_for_show(x::UpperTriangular) = UpperTriangular(download_for_show(parent(x)))
-download_for_show(x::LowerTriangular) = LowerTriangular(download_for_show(parent(x)))
-download_for_show(x::UnitUpperTriangular) = UnitUpperTriangular(download_for_show(parent(x)))
-download_for_show(x::UnitLowerTriangular) = UnitLowerTriangular(download_for_show(parent(x)))
-download_for_show(x::Adjoint) = adjoint(download_for_show(parent(x)))
-download_for_show(x::Transpose) = transpose(download_for_show(parent(x)))
 download_for_show(x) = adapt(Array, x)
 
 const CuShowable = Union{CuStridedWrapper,CuStructured}

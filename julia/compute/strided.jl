@@ -44,16 +44,6 @@ end
 Base.copy(op::StridedOperand) =
     StridedOperand(op.addr, op.elsize, copy(op.dims), copy(op.strides), copy(op.idx), op.conj, op.roots)
 
-# The array types whose elements are a strided operand over a CuArray.
-const CuViewOrArray{T} = Union{CuArray{T},SubArray{T,<:Any,<:CuArray}}
-const CuStridedWrapper{T,N} = Union{
-    SubArray{T,N,<:CuArray},
-    SubArray{T,N,<:Union{Adjoint{T,<:CuArray},Transpose{T,<:CuArray},
-                         PermutedDimsArray{T,<:Any,<:Any,<:Any,<:CuArray}}},
-    Adjoint{T,<:CuViewOrArray{T}}, Transpose{T,<:CuViewOrArray{T}},
-    PermutedDimsArray{T,N,<:Any,<:Any,<:CuViewOrArray{T}},
-    Base.ReshapedArray{T,N,<:SubArray{T,<:Any,<:CuArray}}}
-const CuStrided{T,N} = Union{CuArray{T,N},CuStridedWrapper{T,N}}
 
 # Index arrays of views as index_operand takes them: device index arrays read on the
 # host once (masks: their positions).

@@ -198,6 +198,13 @@ c_copy_htod_async(dst, src, bytes, s) =
     (activate(); ccall((:cumem_copy_htod_async, libcumem), Int32, (UInt64, Ptr{Cvoid}, UInt64, UInt64), dst, src, bytes, s))
 c_copy_dtoh_async(dst, src, bytes, s) =
     (activate(); ccall((:cumem_copy_dtoh_async, libcumem), Int32, (Ptr{Cvoid}, UInt64, UInt64, UInt64), dst, src, bytes, s))
+# queued on a stream of the current device (A): fill! (a memset of `count` elements of
+# `elsize` = 1, 2 or 4 bytes) and copyto! between CuArrays (src/ffi/stream_ops.rs)
+@inline c_memset_async(dst::UInt64, pattern::UInt32, elsize::UInt32, count::UInt64, s::UInt64) =
+    (activate(); ccall((:cumem_memset_async, libcumem), Int32, (UInt64, UInt32, UInt32, UInt64, UInt64),
+                       dst, pattern, elsize, count, s))
+@inline c_copy_dtod_async(dst::UInt64, src::UInt64, bytes::UInt64, s::UInt64) =
+    (activate(); ccall((:cumem_copy_dtod_async, libcumem), Int32, (UInt64, UInt64, UInt64, UInt64), dst, src, bytes, s))
 
 # pinned host memory (A, except calls naming a host address: frees run in finalizers)
 c_host_alloc(bytes::UInt64, out::Base.RefValue{Ptr{Cvoid}}) =
@@ -271,6 +278,14 @@ c_kernel_params(k, count, sizes, cap) =
 c_device_info(a, b, c, d) =
     (activate(); ccall((:cumem_device_info, libcumem), Int32, (Ptr{Int32}, Ptr{Int32}, Ptr{Int32}, Ptr{Int32}), a, b, c, d))
 c_synchronize() = (activate(); ccall((:cumem_synchronize, libcumem), Int32, ()))
+# the kernel cache on disk (process-wide: no device)
+c_kernel_cache_config(dir::String, max_bytes::UInt64, enabled::Int32) =
+    ccall((:cumem_kernel_cache_config, libcumem), Int32, (Cstring, UInt64, Int32), dir, max_bytes, enabled)
+c_kernel_cache_config(::Nothing, max_bytes::UInt64, enabled::Int32) =
+    ccall((:cumem_kernel_cache_config, libcumem), Int32, (Ptr{UInt8}, UInt64, Int32), C_NULL, max_bytes, enabled)
+c_kernel_cache_stats(h, m, w, e) =
+    ccall((:cumem_kernel_cache_stats, libcumem), Int32, (Ptr{UInt64}, Ptr{UInt64}, Ptr{UInt64}, Ptr{UInt64}),
+          h, m, w, e)
 c_gemm_async(s, dtype, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc) =
     (activate(); ccall((:cumem_gemm_async, libcumem), Int32,
           (UInt64, Int32, Int32, Int32, Int64, Int64, Int64, Ptr{Cvoid}, UInt64, Int64, UInt64, Int64, Ptr{Cvoid}, UInt64, Int64),
@@ -305,6 +320,38 @@ function on_host()
         ON_HOST[] = r
     end
     return ON_HOST[] == 1
+end
+
+# The device facts of each device, asked once (on_host above is the process's): by
+# device ordinal + 1, a fixed-size vector (the engine's MAX_DEVICES) of Refs, each
+# published whole by one pointer store, so the hot path (every broadcast asks for the
+# SM count) reads it without a lock while another thread fills an entry.
+# `max_threads == 0`: not read yet.
+const DeviceInfo = NamedTuple{(:cc_major, :cc_minor, :sm_count, :max_threads),NTuple{4,Int}}
+const DEVICE_INFO = [Ref(DeviceInfo((0, 0, 0, 0))) for _ in 1:64]
+
+"""
+    CuMem.device_info() -> (cc_major, cc_minor, sm_count, max_threads)
+
+Facts about the current task's device as a `NamedTuple` of `Int`s: compute capability (9, 0 for an
+H100), streaming multiprocessors and most threads per block. On the host device: 0, 0,
+the number of CPUs, 1024.
+"""
+@inline function device_info()
+    dev = task_device()
+    if 0 <= dev < length(DEVICE_INFO)
+        info = (@inbounds DEVICE_INFO[dev+1])[]
+        info.max_threads != 0 && return info
+    end
+    return read_device_info(dev)
+end
+
+@noinline function read_device_info(dev::Int)
+    a, b, c, d = Ref{Int32}(0), Ref{Int32}(0), Ref{Int32}(0), Ref{Int32}(0)
+    check(c_device_info(a, b, c, d))
+    info = DeviceInfo((Int(a[]), Int(b[]), Int(c[]), Int(d[])))
+    0 <= dev < length(DEVICE_INFO) && (DEVICE_INFO[dev+1] = Ref(info))
+    return info
 end
 
 """

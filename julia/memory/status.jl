@@ -139,7 +139,7 @@ BinnedPool usage: 8.000 KiB (8.000 KiB allocated, 0 bytes cached)
 
 The first line is the device's own view (`cuMemGetInfo`: every process and context), the
 second what CuMem obtained from it (on the host device it reads `Host memory (no GPU)
-usage: …`), the third how the pool (`BinnedPool`, `SplitPool`, `SimplePool` or `NoPool`)
+usage: …`), the third how the pool (`BinnedPool`, `SplitPool`, `ExpandablePool`, `SimplePool` or `NoPool`)
 splits that between live allocations and cache. `Memory limit: …` follows when
 `JULIA_CUDA_MEMORY_LIMIT` is set. Once several devices are open (see [`device!`](@ref)),
 these lines come once per open device, each under a `Device i (name):` line;

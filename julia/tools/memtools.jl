@@ -44,7 +44,7 @@ One entry of the allocation history ([`memory_events`]). Fields:
 | `lifetime_ns::Int` | for a free: ns since the block's allocation (0 if that was not recorded) |
 | `hit::Bool` | an allocation served from the cache |
 | `thread::Int` | the engine's index of the calling thread |
-| `stream::UInt64`, `device::Int` | 0 (the default stream, device 0) |
+| `stream::UInt64`, `device::Int` | the stream handle the block belongs to (0: the default stream) and the device's ordinal |
 | `origin` | the allocation's stack as text under `-g2`/`CUMEM_DEBUG=2`, else `nothing` |
 """
 struct MemoryEvent
@@ -124,7 +124,7 @@ end
 
 A segment of [`memory_snapshot`]: `addr::UInt64`, `size::Int` (all reserved), `pool::Symbol`
 (the pool holding it: `:binned`, `:split`, `:expandable`, `:simple` or `:none`),
-`stream::UInt64` and `device::Int` (0), `shard::Int` (the engine shard owning it) and
+`stream::UInt64` (the stream whose pool holds it, 0 for the default stream) and `device::Int` (the device's ordinal), `shard::Int` (the engine shard owning it) and
 `blocks::Vector{MemoryBlock}`, tiling the segment in address order. For the expandable pool
 a segment is a run of mapped granules.
 """

@@ -26,6 +26,20 @@ impl DeviceInfo {
     }
 }
 
+/// Makes `dev`'s context current on this thread, without asking the driver anything
+/// else: the launch path's one call before `cuLaunchKernel` ([`bind`] also reads the
+/// `CUdevice`, a second driver call). Errors as [`bind`].
+#[inline]
+pub fn activate(dev: &dyn Device, what: &str) -> Result<()> {
+    if dev.is_host() {
+        return Err(Error::NotSupported(format!(
+            "{what} needs a CUDA GPU, but the engine runs on the host device ({}; CUMEM_DEVICE)",
+            dev.name()
+        )));
+    }
+    dev.make_current()
+}
+
 /// Makes `dev`'s context current on this thread and returns its CUDA device. Errors:
 /// [`Error::NotSupported`] on the host device (`what` says what needed a GPU, e.g.
 /// `"loading a kernel"`), [`Error::Device`] when the driver fails.

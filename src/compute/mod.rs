@@ -4,6 +4,7 @@
 //! Julia owns the expression (it generates the CUDA C of a broadcast or a reduction);
 //! the engine owns compiling, caching and launching:
 //! - [`nvrtc`]: libnvrtc, CUDA C → PTX or CUBIN; needs no GPU, so CI checks kernels too;
+//! - [`disk_cache`]: NVRTC's output kept on disk across processes, as CuPy's kernel cache;
 //! - [`module`]: kernels compiled for the current GPU, cached by (source, name), launched
 //!   on a stream (0: the legacy default stream);
 //! - [`blas`]: `cublas<t>gemm` with one guarded handle;
@@ -22,6 +23,7 @@
 //! (docs/design.md, "Streams").
 
 pub mod blas;
+pub mod disk_cache;
 pub mod dylib;
 pub mod gpu;
 pub mod module;

@@ -107,7 +107,7 @@ pub fn load(dev: &dyn Device, source: &str, name: &str) -> Result<u64> {
 fn compile_and_load(source: &str, cc: i32) -> Result<usize> {
     let nv = nvrtc()?;
     let target = nv.target_for(cc)?;
-    let out = nv.compile(source, &target.arch())?;
+    let out = nv.compile_cached(source, &target.arch())?;
     let image: Vec<u8> = match (target, out.cubin) {
         (Target::Real(_), Some(cubin)) => cubin,
         _ => {
@@ -245,7 +245,7 @@ pub unsafe fn launch(
             "kernel launch with a zero dimension: grid {grid:?}, block {block:?}"
         )));
     }
-    gpu::bind(dev, "launching a kernel")?;
+    gpu::activate(dev, "launching a kernel")?;
     let raw = dev.stream_raw(stream)? as sys::CUstream;
     // SAFETY: `func` is a loaded function; the caller vouches for `args`. Stream NULL is
     // the legacy default stream (cudarc loads cuLaunchKernel, not the _ptsz variant).

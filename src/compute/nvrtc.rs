@@ -54,6 +54,10 @@ pub struct Nvrtc {
     _lib: Opened,
 }
 
+/// NVRTC's options besides `-arch`: C++17, and no contraction of `a * b + c` into a fused
+/// multiply-add (Julia does not fuse either, so results match Base).
+pub const OPTIONS: &[&str] = &["-std=c++17", "--fmad=false"];
+
 /// File names tried for libnvrtc, newest CUDA first; `CUMEM_NVRTC_LIBRARY` overrides.
 pub const NVRTC_NAMES: &[&str] = &["libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"];
 
@@ -164,11 +168,8 @@ impl Nvrtc {
                 "architecture {arch:?} is not of the form compute_XY or sm_XY"
             )));
         }
-        let opts = [
-            CString::new(format!("-arch={arch}")).unwrap(),
-            c"-std=c++17".to_owned(),
-            c"--fmad=false".to_owned(),
-        ];
+        let mut opts = vec![CString::new(format!("-arch={arch}")).unwrap()];
+        opts.extend(OPTIONS.iter().map(|o| CString::new(*o).unwrap()));
         let opt_ptrs: Vec<*const c_char> = opts.iter().map(|o| o.as_ptr()).collect();
         let api = &self.api;
         let _serial = self.lock.lock();
@@ -211,6 +212,15 @@ impl Nvrtc {
             None
         };
         Ok(Compiled { ptx, cubin })
+    }
+
+    /// As [`Nvrtc::compile`], answered from the disk cache when an earlier compile of
+    /// the same source for the same architecture by the same NVRTC is there, and written
+    /// to it otherwise ([`super::disk_cache`]; `CUMEM_KERNEL_CACHE=0` turns it off).
+    /// Errors as [`Nvrtc::compile`]; the cache's own failures only cost the compile.
+    pub fn compile_cached(&self, source: &str, arch: &str) -> Result<Compiled> {
+        let key = super::disk_cache::key(source, arch, self.version, OPTIONS);
+        super::disk_cache::cached(&key, || self.compile(source, arch))
     }
 
     /// Reads one of the program's outputs (log, PTX, CUBIN) through its size and copy

@@ -484,6 +484,31 @@ impl Device for CudaDevice {
             .map_err(|e| device_err("cuMemcpyDtoHAsync", e))
     }
 
+    unsafe fn memset_async(&self, dst: u64, pattern: u32, elsize: u32, count: u64, s: u64) -> Result<()> {
+        let st = self.raw_stream(s)?;
+        self.bind()?;
+        let n = count as usize;
+        // SAFETY: the caller keeps the range valid until the memset has run and aligns
+        // `dst` to `elsize`.
+        let (r, what) = unsafe {
+            match elsize {
+                1 => (sys::cuMemsetD8Async(dst, pattern as u8, n, st), "cuMemsetD8Async"),
+                2 => (sys::cuMemsetD16Async(dst, pattern as u16, n, st), "cuMemsetD16Async"),
+                _ => (sys::cuMemsetD32Async(dst, pattern, n, st), "cuMemsetD32Async"),
+            }
+        };
+        r.result().map_err(|e| device_err(what, e))
+    }
+
+    unsafe fn copy_dtod_async(&self, dst: u64, src: u64, bytes: u64, s: u64) -> Result<()> {
+        let st = self.raw_stream(s)?;
+        self.bind()?;
+        // SAFETY: the caller keeps both ranges valid until the copy has run.
+        unsafe { sys::cuMemcpyDtoDAsync_v2(dst, src, bytes as usize, st) }
+            .result()
+            .map_err(|e| device_err("cuMemcpyDtoDAsync", e))
+    }
+
     fn vm_reserve(&self, bytes: u64) -> Result<u64> {
         let g = self.check_granules(0, bytes)?;
         self.bind()?;

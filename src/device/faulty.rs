@@ -105,6 +105,16 @@ impl Device for FaultyDevice {
         // SAFETY: the caller's guarantees, passed on.
         unsafe { self.inner.copy_dtoh_async(dst, src, bytes, s) }
     }
+    unsafe fn memset_async(&self, dst: u64, pattern: u32, elsize: u32, count: u64, s: u64) -> Result<()> {
+        self.copy_fault("memset")?;
+        // SAFETY: the caller's guarantees, passed on.
+        unsafe { self.inner.memset_async(dst, pattern, elsize, count, s) }
+    }
+    unsafe fn copy_dtod_async(&self, dst: u64, src: u64, bytes: u64, s: u64) -> Result<()> {
+        self.copy_fault("copy on the device")?;
+        // SAFETY: the caller's guarantees, passed on.
+        unsafe { self.inner.copy_dtod_async(dst, src, bytes, s) }
+    }
     fn is_host(&self) -> bool {
         self.inner.is_host()
     }

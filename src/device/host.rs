@@ -277,6 +277,23 @@ impl Device for HostDevice {
         )
     }
 
+    unsafe fn memset_async(&self, dst: u64, pattern: u32, elsize: u32, count: u64, s: u64) -> Result<()> {
+        let d = dst as usize;
+        // SAFETY: the caller keeps the range valid until the memset has run and aligns
+        // `dst` to `elsize` (1, 2 or 4).
+        self.streams.enqueue(s, Box::new(move || unsafe { fill_pattern(d, pattern, elsize, count) }))
+    }
+
+    unsafe fn copy_dtod_async(&self, dst: u64, src: u64, bytes: u64, s: u64) -> Result<()> {
+        let (d, p) = (dst as usize, src as usize);
+        // SAFETY: the caller keeps both ranges valid until the copy has run; `copy`
+        // allows them to overlap.
+        self.streams.enqueue(
+            s,
+            Box::new(move || unsafe { std::ptr::copy(p as *const u8, d as *mut u8, bytes as usize) }),
+        )
+    }
+
     fn vm_reserve(&self, bytes: u64) -> Result<u64> {
         check_granules(0, bytes)?;
         let len = usize::try_from(bytes + HOST_VM_GRANULE).map_err(|_| {
@@ -355,5 +372,23 @@ impl Device for HostDevice {
         }
         self.used.fetch_sub(bytes, Ordering::Relaxed);
         Ok(())
+    }
+}
+
+/// Writes `count` copies of the low `elsize` bytes of `pattern` from address `dst`, as
+/// `cuMemsetD8/D16/D32` do.
+///
+/// # Safety
+/// `[dst, dst+count*elsize)` must be writable memory of this process, aligned to `elsize`
+/// (1, 2 or 4).
+pub(crate) unsafe fn fill_pattern(dst: usize, pattern: u32, elsize: u32, count: u64) {
+    let n = count as usize;
+    // SAFETY: the caller's guarantees.
+    unsafe {
+        match elsize {
+            1 => std::ptr::write_bytes(dst as *mut u8, pattern as u8, n),
+            2 => std::slice::from_raw_parts_mut(dst as *mut u16, n).fill(pattern as u16),
+            _ => std::slice::from_raw_parts_mut(dst as *mut u32, n).fill(pattern),
+        }
     }
 }

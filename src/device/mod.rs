@@ -216,6 +216,28 @@ pub trait Device: Send + Sync {
         Err(no_streams(self.name()))
     }
 
+    /// Queues setting `count` elements of `elsize` bytes (1, 2 or 4) at `dst` to the low
+    /// `elsize` bytes of `pattern` on stream `s` (`cuMemsetD8Async`, `cuMemsetD16Async`,
+    /// `cuMemsetD32Async`) and returns; the host device runs it in the stream's order
+    /// (at once on the default stream, as CUDA's legacy stream would have it done).
+    ///
+    /// # Safety
+    /// `[dst, dst+count*elsize)` must be device memory until the memset has run; `dst`
+    /// must be aligned to `elsize`, which must be 1, 2 or 4.
+    unsafe fn memset_async(&self, dst: u64, pattern: u32, elsize: u32, count: u64, s: u64) -> Result<()> {
+        let _ = (dst, pattern, elsize, count, s);
+        Err(no_streams(self.name()))
+    }
+    /// Queues a copy of `bytes` between device addresses of this device on stream `s`
+    /// (`cuMemcpyDtoDAsync`; the ranges may overlap) and returns.
+    ///
+    /// # Safety
+    /// Both ranges must be device memory until the copy has run.
+    unsafe fn copy_dtod_async(&self, dst: u64, src: u64, bytes: u64, s: u64) -> Result<()> {
+        let _ = (dst, src, bytes, s);
+        Err(no_streams(self.name()))
+    }
+
     /// Virtual memory: the granule, in bytes (a power of two), to which every
     /// [`Device::vm_reserve`], [`Device::vm_map`] and [`Device::vm_unmap`] size and
     /// address are aligned: `cuMemGetAllocationGranularity` (2 MiB on current GPUs) on

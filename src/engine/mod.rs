@@ -53,6 +53,7 @@ use std::time::Instant;
 
 mod caches;
 mod copies;
+mod stream_ops;
 mod streams;
 pub mod tools;
 

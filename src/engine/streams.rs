@@ -193,7 +193,7 @@ impl Engine {
 
     /// Pins `addr..addr + bytes` (inside one live allocation) and records that `stream`
     /// uses its block. Errors: an unknown stream, or the range of [`Engine::pin`].
-    fn pin_on_stream(&self, addr: u64, bytes: u64, stream: u64) -> Result<Pinned<'_>> {
+    pub(super) fn pin_on_stream(&self, addr: u64, bytes: u64, stream: u64) -> Result<Pinned<'_>> {
         self.up.device().stream_raw(stream)?;
         let pin = self.pin(addr, bytes)?;
         self.note_use(pin.shard, pin.base, stream);

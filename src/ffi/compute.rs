@@ -93,7 +93,7 @@ pub unsafe extern "C" fn cumem_compile_ptx(
             // SAFETY: as above.
             unsafe { arg_str(arch, "arch") }?.to_owned()
         };
-        let out = nvrtc::nvrtc()?.compile(src, &arch)?;
+        let out = nvrtc::nvrtc()?.compile_cached(src, &arch)?;
         let bytes = out.ptx.as_bytes();
         let total = bytes.len() as u64 + 1;
         let k = cap.min(total) as usize;
@@ -382,5 +382,59 @@ pub unsafe extern "C" fn cumem_gemm_async(
             (Operand { ptr: A, ld: lda }, Operand { ptr: B, ld: ldb }, Operand { ptr: C, ld: ldc });
         // SAFETY: the caller vouches for alpha and beta (null is checked).
         unsafe { blas::gemm(e, dtype, transa, transb, (m, n, k), alpha, a, b, beta, c, stream) }
+    })
+}
+
+/// Configures the kernel cache on disk (NVRTC's output kept across processes, keyed by
+/// the source, the architecture and NVRTC's version; see docs/compute.md): `dir` the
+/// directory (NULL: `CUMEM_CACHE_DIR`, else `$XDG_CACHE_HOME/cumem/kernels` or
+/// `~/.cache/cumem/kernels`), `max_bytes` the bound on its files (0:
+/// `CUMEM_CACHE_MAXSIZE`, else 256 MiB), `enabled` 0 to turn it off. The environment
+/// wins: `CUMEM_KERNEL_CACHE=0` keeps it off and `CUMEM_CACHE_DIR` keeps its directory.
+/// Works without a GPU. Returns `CUMEM_ERROR_INVALID_VALUE` for a `dir` that is empty or
+/// not UTF-8 (nothing changes).
+///
+/// # Safety
+/// `dir` must be null or NUL-terminated.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cumem_kernel_cache_config(dir: *const c_char, max_bytes: u64, enabled: i32) -> i32 {
+    guard(|_| {
+        let d = if dir.is_null() {
+            None
+        } else {
+            // SAFETY: the caller's guarantee.
+            let s = unsafe { arg_str(dir, "dir") }?;
+            if s.is_empty() {
+                return Err(Error::InvalidValue("the kernel cache directory is an empty string".into()));
+            }
+            Some(std::path::PathBuf::from(s))
+        };
+        crate::compute::disk_cache::configure(d, max_bytes, enabled != 0);
+        Ok(())
+    })
+}
+
+/// What the kernel cache on disk did in this process: compiles answered from a file
+/// (`*hits`), compiles that ran NVRTC (`*misses`), files written (`*writes`) and files
+/// deleted to stay under the bound (`*evictions`). Any pointer may be NULL.
+///
+/// # Safety
+/// Each pointer must be null or writable for one `uint64_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cumem_kernel_cache_stats(
+    hits: *mut u64,
+    misses: *mut u64,
+    writes: *mut u64,
+    evictions: *mut u64,
+) -> i32 {
+    guard(|_| {
+        let c = crate::compute::disk_cache::counters();
+        for (p, v) in [(hits, c.hits), (misses, c.misses), (writes, c.writes), (evictions, c.evictions)] {
+            if !p.is_null() {
+                // SAFETY: non-null, writable by the caller's guarantee.
+                unsafe { *p = v };
+            }
+        }
+        Ok(())
     })
 }

@@ -20,6 +20,7 @@
 //!   statistics, `memory_status`, device facts and the copies;
 //! - `devices.rs`: the device count, the current device, peer access;
 //! - `streams.rs`: streams, events, stream-ordered allocation and the async copies;
+//! - `stream_ops.rs`: memsets and device-to-device copies queued on a stream;
 //! - `timeline.rs`: memory timeline pictures ([`crate::timeline`]);
 //! - `pinned.rs`: the pinned host pool and registered host memory ([`crate::pinned`]);
 //! - `tools.rs`: the memory tools (history, snapshot, leaks, limits, compaction).
@@ -41,6 +42,8 @@ mod devices;
 pub use devices::*;
 mod streams;
 pub use streams::*;
+mod stream_ops;
+pub use stream_ops::*;
 mod timeline;
 pub use crate::timeline::{
     CUMEM_TIMELINE_CHROME, CUMEM_TIMELINE_HTML, CUMEM_TIMELINE_JSON, CUMEM_TIMELINE_SVG,

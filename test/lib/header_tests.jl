@@ -83,7 +83,8 @@ const NO_DEVICE = Set(["cumem_init", "cumem_version", "cumem_log_capture", "cume
                        "cumem_stream_wait_event", "cumem_event_destroy", "cumem_event_record",
                        "cumem_event_query", "cumem_event_synchronize", "cumem_event_elapsed",
                        "cumem_host_free", "cumem_host_unregister", "cumem_is_pinned",
-                       "cumem_set_next_origin", "cumem_nvrtc_version", "cumem_kernel_params"])
+                       "cumem_set_next_origin", "cumem_nvrtc_version", "cumem_kernel_params",
+                       "cumem_kernel_cache_config", "cumem_kernel_cache_stats"])
 
 # Header functions Julia does not call, each with its reason.
 const UNUSED = Dict("cumem_memory_status" => "cumem_memory_status_ex with flags 0 is the same",
@@ -180,3 +181,13 @@ end
         @test sizeof(T) == cld(offset, 8) * 8
     end
 end
+
+@testset "docs/contract.md names every C function" begin
+    contract = read(joinpath(ROOT, "docs", "contract.md"), String)
+    for name in keys(prototypes())
+        ok = occursin("`$name`", contract)
+        ok || @warn "$name is in include/cumem.h but not in docs/contract.md's function table"
+        @test ok
+    end
+end
+

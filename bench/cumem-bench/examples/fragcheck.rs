@@ -13,7 +13,8 @@
 //! engines and reports the min–max of reserved/live (device addresses, and so best-fit
 //! tie-breaks, differ between runs); `--device fake` gives each run its own random
 //! address order (and no memory: timings are then not the host device's). `DETAIL=1` prints the state at the cold pass's
-//! peak reserved.
+//! peak reserved. `CAPACITY_GIB=16` sizes the host device (default 1024 GiB; valgrind needs
+//! a smaller one, since the expandable pool reserves 1⅛ × the capacity of addresses).
 use cumem::device::{CudaDevice, Device, HostDevice};
 use cumem::{Config, Engine, PoolKind};
 use cumem_bench::median;
@@ -128,6 +129,10 @@ fn main() {
         }
     }
     let detail = std::env::var("DETAIL").is_ok();
+    // The host device's capacity: `CAPACITY_GIB` (default 1024; under valgrind, whose
+    // address space is smaller, 16 lets the expandable pool reserve its range).
+    let capacity =
+        std::env::var("CAPACITY_GIB").ok().and_then(|v| v.parse::<u64>().ok()).unwrap_or(1024) << 30;
     println!(
         "{:16} {:7} {:>13} {:>8} {:>8} {:>9}  warm devA per pass (mean over runs; max)",
         "trace", "pool", "reserved/live", "cold ns", "warm ns", "cold devA"
@@ -141,7 +146,7 @@ fn main() {
             let mut snap = None;
             for run in 0..runs {
                 let dev: Box<dyn Device> = match device.as_str() {
-                    "host" => Box::new(HostDevice::new(Some(1 << 40))),
+                    "host" => Box::new(HostDevice::new(Some(capacity))),
                     "cuda" => Box::new(CudaDevice::new(0).unwrap()),
                     "fake" => Box::new(FakeDevice {
                         state: Mutex::new((

@@ -9,7 +9,7 @@
 //! - `soak`: a long random run from several threads under a tight limit, patterns
 //!   checked, with ops/s, RSS and reserved bytes over time;
 //! - `chart`: an SVG of replay (and pair) results beside the anchors of
-//!   `bench/anchor_bench.py`.
+//!   `bench/anchors/anchor_bench.py`.
 //!
 //! Tables on stdout by default; `--json` prints one JSON object per line instead.
 //! `--quick` is a mode small enough for CI: see each subcommand's help.

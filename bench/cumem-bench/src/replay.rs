@@ -36,6 +36,10 @@ pub struct ReplayArgs {
     /// The timeline's format: svg, html, json or chrome (default: from FILE's extension).
     #[arg(long, value_name = "FORMAT", requires = "timeline")]
     pub timeline_format: Option<String>,
+    /// The timeline's largest blocks drawn as bands of their own (the rest summed into
+    /// one); fewer bands make a smaller file (the renderer's default: 10 000).
+    #[arg(long, value_name = "N", requires = "timeline")]
+    pub timeline_bands: Option<usize>,
     /// `--quick`: 2 passes and at most the first 20 000 events of each trace.
     #[command(flatten)]
     pub common: Common,
@@ -231,7 +235,8 @@ pub fn run(a: &ReplayArgs) -> Result<(), String> {
             let row = replay_one(&a.common, t, pool, passes, || bar.inc())?;
             if let Some(tl) = &a.timeline {
                 let path = crate::timeline::file_name(tl, &t.name, pool);
-                let line = crate::timeline::draw(&a.common, t, pool, &path, timeline_format)?;
+                let line =
+                    crate::timeline::draw(&a.common, t, pool, &path, timeline_format, a.timeline_bands)?;
                 eprintln!("{line}");
             }
             if a.common.json {

@@ -48,13 +48,15 @@ pub fn file_name(template: &str, trace: &str, pool: PoolKind) -> String {
 }
 
 /// Draws the timeline of one cold pass of `trace` through `pool` into `path` (format
-/// from `format`, else from the file's extension). Returns a line for the log.
+/// from `format`, else from the file's extension), with at most `bands` blocks drawn on
+/// their own (`None`: the renderer's default). Returns a line for the log.
 pub fn draw(
     common: &Common,
     trace: &Trace,
     pool: PoolKind,
     path: &str,
     format: Option<Format>,
+    bands: Option<usize>,
 ) -> Result<String, String> {
     let format = format
         .or_else(|| Format::from_path(path))
@@ -68,6 +70,7 @@ pub fn draw(
             pool.name(),
             common.device.name()
         ),
+        max_bands: bands.unwrap_or(Options::default().max_bands),
         ..Options::default()
     };
     let t = timeline::Timeline::new(&events, None).map_err(|e| e.to_string())?;

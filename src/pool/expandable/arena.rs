@@ -230,8 +230,71 @@ impl Arena {
                     return best;
                 }
             }
+            if let Some((addr, n)) = self.mapped_window(a, have, size)
+                && best.is_none_or(|b| n < b.2)
+            {
+                best = Some((i, addr, n));
+                if n == 0 {
+                    return best;
+                }
+            }
         }
         best
+    }
+
+    /// Inside the free range `[a, a+have)`, the granule-aligned place for a block of
+    /// `size` that needs the fewest granules mapped, and that number, if it needs fewer
+    /// than the granules it touches (some idle granule lies in the way). Mapped granules
+    /// in the middle of a long free range (left by large blocks freed and merged) are so
+    /// reused, where the ends of the range alone would map new ones.
+    fn mapped_window(&self, a: u64, have: u64, size: u64) -> Option<(u64, usize)> {
+        let g_lo = (a - self.base).div_ceil(self.granule()) as usize;
+        let g_end = ((a + have - self.base) >> self.shift) as usize;
+        let m = size.div_ceil(self.granule()) as usize;
+        if g_lo + m > g_end || g_lo >= self.top {
+            return None;
+        }
+        let last = g_end - m;
+        // Windows that start where a run of mapped granules starts, or end where one ends
+        // (the best window has one of these forms); runs found a word at a time.
+        let (mut best_g, mut best_n) = (0, 0);
+        let mut g = g_lo;
+        let stop = g_end.min(self.top);
+        while g < stop {
+            // The next mapped granule at or after g.
+            let Some(s) = self.next_with(g, stop, true) else { break };
+            let e = self.next_with(s, stop, false).unwrap_or(stop);
+            for w in [s.min(last), e.saturating_sub(m).max(g_lo).min(last)] {
+                let n = self.count_mapped(w, w + m);
+                if n > best_n {
+                    (best_g, best_n) = (w, n);
+                    if n == m {
+                        return Some((self.granule_addr(w), 0));
+                    }
+                }
+            }
+            g = e;
+        }
+        (best_n > 0).then(|| (self.granule_addr(best_g), m - best_n))
+    }
+
+    /// The first granule in `[g, stop)` that is mapped (`mapped` true) or not.
+    #[inline]
+    fn next_with(&self, g: usize, stop: usize, mapped: bool) -> Option<usize> {
+        let mut w = g / 64;
+        let flip = if mapped { 0 } else { !0u64 };
+        let mut bits = (self.mapped[w] ^ flip) & (!0u64 << (g % 64));
+        loop {
+            if bits != 0 {
+                let at = w * 64 + bits.trailing_zeros() as usize;
+                return (at < stop).then_some(at);
+            }
+            w += 1;
+            if w * 64 >= stop {
+                return None;
+            }
+            bits = self.mapped[w] ^ flip;
+        }
     }
 
     /// Takes `[addr, addr+size)` out of free node `i` (which holds it) as a block.
@@ -506,5 +569,50 @@ impl Arena {
         assert!((self.top..n).all(|g| !self.is_mapped(g)));
         assert!(self.top == 0 || self.is_mapped(self.top - 1));
         free
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+    const G: u64 = 2 * MIB;
+
+    /// Places and carves a block of `size`, mapping what it touches; returns its node.
+    fn alloc(a: &mut Arena, size: u64) -> (u32, u64) {
+        let (i, addr, _) = a.place(size).unwrap();
+        let b = a.carve(i, addr, size);
+        for (at, bytes) in a.unmapped_runs(addr, size) {
+            a.set_mapped(at, bytes);
+        }
+        (b, addr)
+    }
+
+    #[test]
+    fn idle_granules_inside_a_free_range_are_reused_where_its_ends_are_unmapped() {
+        let mut a = Arena::new(1 << 40, 1 << 30, G, true);
+        let (p, _) = alloc(&mut a, G); // granule 0
+        let (q1, _) = alloc(&mut a, G); // 1
+        let (q2, q2_addr) = alloc(&mut a, 8 * G); // 2..=9
+        let (r, _) = alloc(&mut a, G); // 10
+        let (_s, _) = alloc(&mut a, G); // 11
+        assert_eq!(a.mapped_bytes, 12 * G);
+        // Granules 1 and 10 go idle and are unmapped (the only idle ones each time).
+        a.give_back(q1);
+        assert_eq!(a.unmap_idle(G, |_, _| {}), G);
+        a.give_back(r);
+        assert_eq!(a.unmap_idle(G, |_, _| {}), G);
+        // Now [2G, 11G) is one free range: granules 2..=9 mapped, 1's half and 10 not.
+        a.give_back(q2);
+        assert_eq!((a.mapped_bytes, a.idle_bytes), (10 * G, 8 * G));
+        // Its start (granule 1) and its end (granule 10) would each map one granule; the
+        // middle needs none.
+        let (_, addr, n) = a.place(8 * G).unwrap();
+        assert_eq!((addr, n), (q2_addr, 0));
+        let (_, addr, n) = a.place(7 * G).unwrap();
+        assert_eq!(n, 0);
+        assert!(addr >= q2_addr && addr + 7 * G <= q2_addr + 8 * G);
+        let _ = p;
     }
 }

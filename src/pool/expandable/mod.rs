@@ -24,18 +24,22 @@
 //!   arenas fits (their addresses are fragmented), and given back when a reclaim leaves
 //!   one empty.
 //! - A block goes to the smallest free range of the arena that fits (lowest address
-//!   among equals), anywhere in the range, not only at the end; the granules (the
-//!   device's granularity, 2 MiB) it touches are mapped if they are not. Freed blocks
-//!   merge with their free neighbours; there are no segment boundaries to stop them.
+//!   among equals), among the 16 smallest the one whose place needs the fewest granules
+//!   mapped: its start, its end, or a granule-aligned place over idle granules inside it
+//!   (a long free range left by large blocks that were freed and merged keeps mapped
+//!   granules in its middle). The granules (the device's granularity, 2 MiB) the block
+//!   touches are mapped if they are not. Freed blocks merge with their free neighbours;
+//!   there are no segment boundaries to stop them.
 //! - Granules no block touches stay mapped (cached) and are unmapped lazily, highest
-//!   address first: before mapping more would lift reserved memory above its all-time
-//!   high-water mark (so cached memory in the wrong place never raises the peak, as in
-//!   `split`), when the device or `JULIA_CUDA_MEMORY_LIMIT` refuses a mapping, and at
-//!   `reclaim`. A warm pass of a steady workload finds its granules mapped and makes no
-//!   device calls. Once the workload is steady (it has been served as many bytes as its
-//!   mapped high-water mark), mapped memory may grow 1/32 above the mark, and the mark
-//!   rises by 1/16 each time idle granules of 1/8 of it had to be unmapped to make room
-//!   for others: memory that keeps coming back stays mapped.
+//!   address first: at `reclaim`, when the device or `JULIA_CUDA_MEMORY_LIMIT` refuses a
+//!   mapping, and before mapping more would lift reserved memory above its all-time
+//!   high-water mark *and* above 1⅛ × the most bytes the pool ever had in use
+//!   ([`HEADROOM`], a release threshold relative to the workload, where
+//!   cudaMallocAsync's is absolute). So the peak is at most 1⅛ × the peak in use unless
+//!   the blocks themselves touch more granules, and cached memory in the wrong place
+//!   never raises the peak beyond that; a warm pass whose layout moves (inference with
+//!   batch shapes that change) finds the granules it comes back to still mapped and
+//!   makes no device calls while its fragmentation stays within the headroom.
 //! - Every granule is its own physical allocation, so any granule can be unmapped
 //!   alone; failed mappings leave nothing mapped ([`crate::device::Device::vm_map`]).
 //!
@@ -64,13 +68,13 @@ use crate::upstream::ShardUpstream;
 use arena::Arena;
 use rustc_hash::FxHashMap;
 
-/// In the steady state, mapped memory may grow by 1/`STEADY_SLACK` of its mark without
-/// unmapping idle granules first and without ending the steady state.
-const STEADY_SLACK: u64 = 32;
-/// In the steady state, once granules of 1/`CHURN` of the mark have been mapped where
-/// idle ones had to be unmapped to make room, the mark rises by 1/`CHURN_STEP`.
-const CHURN: u64 = 8;
-const CHURN_STEP: u64 = 16;
+/// Mapped memory may grow to 1/`HEADROOM` above the pool's peak of bytes in use before
+/// idle granules are unmapped to make room for new ones (as cudaMallocAsync's release
+/// threshold, but relative): 1/8 is above the fragmentation that the best-fit placement
+/// leaves on the variable-shape inference traces (1.10–1.12 × live, host device), so
+/// their warm passes make no device calls, and below the memory of PyTorch's expandable
+/// segments and of cudaMallocAsync there (1.14–1.18 × live on the H100).
+const HEADROOM: u64 = 8;
 
 /// The pool on reserved address ranges with lazily mapped granules.
 pub struct ExpandablePool {
@@ -82,15 +86,9 @@ pub struct ExpandablePool {
     quick: QuickLists,
     /// Bytes of blocks in use (not quick-listed).
     used_bytes: u64,
-    /// A high-water mark of the bytes this pool has had mapped, raised when they exceed
-    /// it by more than 1/[`STEADY_SLACK`], and the bytes handed out since it was last
-    /// raised: once they reach the mark, the workload runs in about the memory it has (a
-    /// steady state, as a training loop from its second iteration).
-    high_water: u64,
-    served: u64,
-    /// Bytes mapped in the steady state, since the mark last rose, where idle granules
-    /// had to be unmapped to make room.
-    churn: u64,
+    /// The most bytes of blocks in use there ever were (`used_bytes`'s peak): what
+    /// [`HEADROOM`] is measured against.
+    peak_used: u64,
 }
 
 impl Default for ExpandablePool {
@@ -100,9 +98,7 @@ impl Default for ExpandablePool {
             used: FxHashMap::default(),
             quick: QuickLists::new(),
             used_bytes: 0,
-            high_water: 0,
-            served: 0,
-            churn: 0,
+            peak_used: 0,
         }
     }
 }
@@ -182,31 +178,13 @@ impl ExpandablePool {
     /// the device or the limit refuses. On error, the runs mapped so far stay mapped.
     fn map(&mut self, k: usize, runs: &[(u64, u64)], up: ShardUpstream<'_>) -> Result<()> {
         let need: u64 = runs.iter().map(|r| r.1).sum();
-        // Growth above the all-time peak first unmaps idle granules, so that cached
-        // memory in the wrong place never raises the peak. In the steady state this
-        // pool's mapped memory may first grow to 1/STEADY_SLACK above its mark instead:
-        // a warm pass whose blocks land elsewhere than in the last one then settles,
-        // within a few passes, into memory that stays mapped (no device calls).
-        let mut excess = up.growth_excess(need);
-        if self.served >= self.high_water {
-            let room = (self.high_water + self.high_water / STEADY_SLACK).saturating_sub(self.mapped_bytes());
-            excess = excess.saturating_sub(room);
-            if excess > 0 {
-                // Memory unmapped to make room comes back in a later pass. Once the steady
-                // state has remapped 1/CHURN of its mark this way, the mark rises by
-                // 1/CHURN_STEP: a workload whose layout varies from pass to pass (sizes
-                // drawn at random) then settles into memory that stays mapped, at the cost
-                // of a few percent more of it; one whose layout repeats seldom gets here.
-                self.churn += need;
-                if self.churn >= self.high_water / CHURN {
-                    self.high_water += self.high_water / CHURN_STEP;
-                    self.churn = 0;
-                    let room = (self.high_water + self.high_water / STEADY_SLACK)
-                        .saturating_sub(self.mapped_bytes());
-                    excess = excess.saturating_sub(room);
-                }
-            }
-        }
+        // Growth above the all-time peak of reserved memory first unmaps idle granules,
+        // so that cached memory in the wrong place does not raise the peak; but mapped
+        // memory may first grow to 1/HEADROOM above the most bytes this pool ever had in
+        // use, so that a workload whose layout moves (sizes that change from batch to
+        // batch) keeps the granules it keeps coming back to, with no device calls.
+        let room = (self.peak_used + self.peak_used / HEADROOM).saturating_sub(self.mapped_bytes());
+        let excess = up.growth_excess(need).saturating_sub(room);
         if excess > 0 {
             self.unmap_idle(excess, up);
         }
@@ -219,11 +197,6 @@ impl ExpandablePool {
             }
             self.arenas[k].set_mapped(addr, bytes);
         }
-        let mapped = self.mapped_bytes();
-        if mapped > self.high_water + self.high_water / STEADY_SLACK {
-            self.high_water = mapped;
-            self.served = 0;
-        }
         Ok(())
     }
 
@@ -231,8 +204,9 @@ impl ExpandablePool {
     /// small where the engine inlines it.
     #[inline(never)]
     fn alloc_miss(&mut self, size: u64, up: ShardUpstream<'_>) -> Result<Block> {
+        let large = size > SMALL_SIZE;
         self.flush();
-        let (k, i, addr) = self.place(size, size > SMALL_SIZE, up)?;
+        let (k, i, addr) = self.place(size, large, up)?;
         let a = &mut self.arenas[k];
         let b = a.carve(i, addr, size);
         let runs = a.unmapped_runs(addr, size);
@@ -244,6 +218,7 @@ impl ExpandablePool {
         }
         self.used.insert(addr, b);
         self.used_bytes += size;
+        self.peak_used = self.peak_used.max(self.used_bytes);
         Ok(Block { ptr: addr, size, hit: runs.is_empty() })
     }
 }
@@ -252,9 +227,9 @@ impl Pool for ExpandablePool {
     #[inline]
     fn alloc(&mut self, bytes: u64, up: ShardUpstream<'_>) -> Result<Block> {
         let size = round_up(bytes, MIN_BLOCK);
-        self.served += size;
         if let Some(ptr) = self.quick.pop(size) {
             self.used_bytes += size;
+            self.peak_used = self.peak_used.max(self.used_bytes);
             return Ok(Block { ptr, size, hit: true });
         }
         self.alloc_miss(size, up)

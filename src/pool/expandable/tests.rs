@@ -55,6 +55,36 @@ fn blocks_map_the_granules_they_touch_and_no_more() {
 }
 
 #[test]
+fn mapped_memory_grows_to_an_eighth_above_the_peak_in_use_then_moves() {
+    let up = upstream(None);
+    let mut pool = ExpandablePool::default();
+    let a: Vec<Block> = (0..8).map(|_| pool.alloc(16 * MIB, up.shard(0)).unwrap()).collect();
+    assert_eq!((pool.peak_used, up.reserved()), (128 * MIB, 128 * MIB));
+    // Holes of 16 MiB; the last one merges with the unmapped rest of the arena.
+    for b in a.iter().skip(1).step_by(2) {
+        pool.free(b.ptr, b.size, up.shard(0));
+    }
+    // 24 MiB fits no hole: at the end, mapping 8 MiB more is within 128 + 128/8 MiB.
+    let x = pool.alloc(24 * MIB, up.shard(0)).unwrap();
+    assert_eq!(x.ptr, a[7].ptr);
+    assert_eq!((up.reserved(), up.peak_reserved()), (136 * MIB, 136 * MIB));
+    // The next one needs 24 MiB where 8 are left: the highest idle hole (16 MiB) goes.
+    let y = pool.alloc(24 * MIB, up.shard(0)).unwrap();
+    assert_eq!((up.reserved(), up.peak_reserved()), (144 * MIB, 144 * MIB));
+    assert_eq!(pool.cached_bytes(), 2 * 16 * MIB);
+    // And from now on mapping moves idle memory: the peak stays at 144 MiB.
+    let z = pool.alloc(24 * MIB, up.shard(0)).unwrap();
+    assert_eq!((up.reserved(), up.peak_reserved()), (144 * MIB, 144 * MIB));
+    assert_eq!(pool.cached_bytes(), 8 * MIB, "24 MiB of the holes unmapped, highest first");
+    pool.check();
+    for b in a.iter().step_by(2).chain([&x, &y, &z]) {
+        pool.free(b.ptr, b.size, up.shard(0));
+    }
+    pool.reclaim(u64::MAX, up.shard(0));
+    assert_eq!(up.reserved(), 0);
+}
+
+#[test]
 fn freeing_unmaps_nothing_until_memory_is_needed() {
     let up = upstream(None);
     let mut pool = ExpandablePool::default();
@@ -258,8 +288,8 @@ fn random_operations_keep_the_structure() {
 fn a_layout_that_varies_from_pass_to_pass_settles_into_mapped_memory() {
     // The same random workload (sizes of 2-32 MiB, up to 48 live blocks) pass after pass,
     // as a benchmark replays a trace: each warm pass starts with every block free but
-    // other granules mapped, so its blocks land elsewhere than in the last one; the steady
-    // mark rises until a pass finds every granule it needs mapped.
+    // other granules mapped, so its blocks land elsewhere than in the last one; within the
+    // headroom (1/8 above the peak in use) the granules it comes back to stay mapped.
     let up = upstream(None);
     let mut pool = ExpandablePool::default();
     let mut rng = Rng(0x5EED);
@@ -289,11 +319,11 @@ fn a_layout_that_varies_from_pass_to_pass_settles_into_mapped_memory() {
         calls.push(mapped);
         pool.check();
     }
-    // Warm passes do map at first (else this tests nothing), and stop within 20 passes
-    // (the mark rises by 1/16 per 1/8 of it remapped; this workload remaps slowly).
+    // Warm passes do map at first (else this tests nothing), and stop within 20 passes.
     assert!(calls[1] > 0, "{calls:?}");
     assert_eq!(calls[20..], [0, 0, 0, 0], "requests that mapped memory, per pass: {calls:?}");
-    // The memory kept for that stays within a few steps of the mark above the live peak.
+    // The memory kept for that stays within the headroom above the live peak (and the
+    // granules that blocks only partly fill).
     let ratio = up.peak_reserved() as f64 / peak_live as f64;
-    assert!(ratio < 1.5, "peak reserved / peak live = {ratio:.3}, calls per pass {calls:?}");
+    assert!(ratio < 1.2, "peak reserved / peak live = {ratio:.3}, calls per pass {calls:?}");
 }

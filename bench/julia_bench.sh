@@ -1,9 +1,0 @@
-#!/usr/bin/env bash
-# Runs bench/julia_bench.jl once per pool (the pool is read when CuMem loads).
-#   bench/julia_bench.sh [--quick] [TRACE]     JULIA=... to choose the julia binary
-set -euo pipefail
-cd "$(dirname "$0")/.."
-JULIA=${JULIA:-.julia-local/bin/julia}
-for pool in ${POOLS:-binned split expandable simple none}; do
-    JULIA_CUDA_MEMORY_POOL=$pool "$JULIA" --project=. bench/julia_bench.jl "$@"
-done

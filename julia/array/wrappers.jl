@@ -1,0 +1,59 @@
+# The sets of "a CuArray or a wrapper of one", defined once (CUDA.jl's DenseCuArray,
+# StridedCuArray and AnyCuArray, array.jl of CUDA.jl 2.x), for dispatch everywhere in
+# compute/: what is contiguous, what is a strided view of device memory (copies,
+# indexing, show download it in one piece), and what kernels read and write in place.
+
+"""
+    DenseCuArray{T,N}, DenseCuVector{T}, DenseCuMatrix{T}
+
+CuArrays stored contiguously: `CuArray` itself (as CUDA.jl's `DenseCuArray`). Their
+memory is one block of `length(a) * sizeof(T)` bytes at `pointer(a)`.
+"""
+const DenseCuArray{T,N} = CuArray{T,N}
+const DenseCuVector{T} = DenseCuArray{T,1}
+const DenseCuMatrix{T} = DenseCuArray{T,2}
+@doc (@doc DenseCuArray) DenseCuVector
+@doc (@doc DenseCuArray) DenseCuMatrix
+
+# The wrappers whose elements are a strided operand over a CuArray's memory.
+const CuViewOrArray{T} = Union{CuArray{T},SubArray{T,<:Any,<:CuArray}}
+const CuStridedWrapper{T,N} = Union{
+    SubArray{T,N,<:CuArray},
+    SubArray{T,N,<:Union{Adjoint{T,<:CuArray},Transpose{T,<:CuArray},
+                         PermutedDimsArray{T,<:Any,<:Any,<:Any,<:CuArray}}},
+    Adjoint{T,<:CuViewOrArray{T}}, Transpose{T,<:CuViewOrArray{T}},
+    PermutedDimsArray{T,N,<:Any,<:Any,<:CuViewOrArray{T}},
+    Base.ReshapedArray{T,N,<:SubArray{T,<:Any,<:CuArray}}}
+
+"""
+    StridedCuArray{T,N}, StridedCuVector{T}, StridedCuMatrix{T}
+
+A CuArray or a wrapper of one whose elements lie at strided offsets in its memory
+(CUDA.jl's `StridedCuArray`): views with integer, range and colon indices, `Adjoint`,
+`Transpose` and `PermutedDimsArray` of a CuArray or of such a view, views of those, and
+`reshape`s of views. Copies, `copyto!`, indexing, `cat`, `reverse`, `Array(x)` and
+`show` handle every one in one device copy or download.
+"""
+const StridedCuArray{T,N} = Union{CuArray{T,N},CuStridedWrapper{T,N}}
+const StridedCuVector{T} = StridedCuArray{T,1}
+const StridedCuMatrix{T} = StridedCuArray{T,2}
+@doc (@doc StridedCuArray) StridedCuVector
+@doc (@doc StridedCuArray) StridedCuMatrix
+const CuStrided{T,N} = StridedCuArray{T,N}     # the name compute/ used before
+
+# The wrappers that broadcast kernels read and write in place, one and two levels deep.
+const CuWrap1{T,N} = Union{SubArray{T,N,<:CuArray}, Adjoint{T,<:CuArray{<:Real}},
+                           Transpose{T,<:CuArray}, PermutedDimsArray{T,N,<:Any,<:Any,<:CuArray}}
+const CuWrap2{T,N} = Union{SubArray{T,N,<:CuWrap1}, Adjoint{T,<:CuWrap1{<:Real}},
+                           Transpose{T,<:CuWrap1}, PermutedDimsArray{T,N,<:Any,<:Any,<:CuWrap1}}
+
+"""
+    AnyCuArray{T,N}
+
+A `CuArray` or a wrapper of one that broadcasts, `map`, reductions and scans read and
+write in place (CUDA.jl's `AnyCuArray`; here the wrappers kernels index directly):
+`view`s with integer, range and colon indices, `Adjoint`/`Transpose` (real element types
+for `Adjoint`), `PermutedDimsArray`, and these wrappers of each other (two levels). A
+`reshape` of a view is a `StridedCuArray` but not an `AnyCuArray`: copy it first.
+"""
+const AnyCuArray{T,N} = Union{CuArray{T,N}, CuWrap1{T,N}, CuWrap2{T,N}}

@@ -1,0 +1,208 @@
+# The typed fast path of broadcasting (issue 26): once a broadcast of a given type has run
+# through `gpu_broadcast!` (broadcast.jl: leaves flattened into `Vector{Any}`s, the kernel
+# cache's `Dict{Any,Any}` under a lock, aliasing checks, the launch arguments in a
+# `Vector{Any}`), later calls with the same types skip all of that: the kernel comes from
+# a slot of its own for that type (a `Ref` made once per type, read without a lock or a
+# hash), and the launch arguments are packed into a tuple by code specialised on the
+# `Broadcasted` type, without allocating.
+#
+# Which broadcasts take it: the destination a `CuArray`; every array argument a `CuArray`
+# of the destination's size (contiguous, the same linear indexing); the other arguments
+# isbits numbers of the kernel element types, or singletons (functions without captured
+# values, `Val`s, types); the functions singletons too; fewer than 2^31 elements; one
+# device in use; the kernel reading no global binding at launch. Anything else, an
+# argument overlapping the destination at another address, a world age that moved
+# (methods defined since: the slow path revalidates), and the first call of each type go
+# through `gpu_broadcast!`, whose kernel cache entry then fills the slot. On the host
+# device the fast path runs Base's broadcast on the arrays' memory, as the slow path does
+# after its checks. `CuMem.FAST_BROADCAST[] = false` turns the fast path off.
+
+# A slot's content: the kernel (nothing on the host device) and the world age it was
+# valid in; for the allocating `copy`, the element type the slow path gave the result.
+struct FastBroadcast
+    kernel::Union{Nothing,Kernel}
+    world::UInt
+    eltype::Type
+end
+
+# The slots: a Dict by the pair's type `Tuple{destination type, Broadcasted type}` (a
+# constant of the compiled caller; hashing a type is hashing its address). Readers take
+# the current Dict without a lock; a writer copies it, adds the entry and publishes the
+# copy (new types are rare: once per broadcast type and world age).
+const FAST_TABLE = Ref(Dict{DataType,FastBroadcast}())
+const FAST_LOCK = ReentrantLock()
+@inline fast_get(K::DataType) = get(FAST_TABLE[], K, nothing)
+function fast_set!(K::DataType, e::FastBroadcast)
+    lock(FAST_LOCK) do
+        d = copy(FAST_TABLE[])
+        d[K] = e
+        FAST_TABLE[] = d
+    end
+    return nothing
+end
+
+const FAST_BROADCAST = Ref(true)      # a switch for measuring the slow path
+
+@inline world_counter() = ccall(:jl_get_world_counter, UInt, ())
+
+# Whether `bc`'s leaves and scalars qualify (see above), given the destination's size,
+# address and byte length.
+@inline fast_ok(bc::Broadcasted, dsz, pd, nb) = fast_singleton(bc.f) && fast_args_ok(bc.args, dsz, pd, nb)
+@inline fast_args_ok(::Tuple{}, dsz, pd, nb) = true
+@inline fast_args_ok(args::Tuple, dsz, pd, nb) =
+    fast_arg_ok(args[1], dsz, pd, nb) && fast_args_ok(Base.tail(args), dsz, pd, nb)
+@inline fast_arg_ok(a::Broadcasted, dsz, pd, nb) = fast_ok(a, dsz, pd, nb)
+@inline function fast_arg_ok(a::CuArray{T}, dsz, pd, nb) where {T}
+    (a.dims == dsz && !a.freed) || return false
+    p = a.ptr
+    # the same memory at the same address reads each element before writing it; at
+    # another address an elementwise kernel could read what it already overwrote
+    return p == pd || p + UInt64(length(a) * sizeof(T)) <= pd || pd + nb <= p
+end
+@inline fast_arg_ok(x::KernelReal, dsz, pd, nb) = true
+@inline fast_arg_ok(x, dsz, pd, nb) = fast_singleton(x)
+@inline fast_singleton(x) = Base.issingletontype(typeof(x)) || x isa Type
+
+# The kernel's arguments after the destination, in the order broadcast.jl passes them:
+# the leaves' addresses, then the scalars (`param_value`), depth first. This must follow
+# gpu_broadcast!'s order (broadcast_tests checks it against the generated kernel's
+# parameter list, on the host device too); the typed-IR compiler of issue 23 adds the
+# error record's address after the count and its context values at the end, and a kernel
+# that can throw must be noted at launch as gpu_broadcast! does.
+@inline fast_leaves(bc::Broadcasted) = fast_leaves_t(bc.args)
+@inline fast_leaves_t(::Tuple{}) = ()
+@inline fast_leaves_t(args::Tuple) = (fast_leaf(args[1])..., fast_leaves_t(Base.tail(args))...)
+@inline fast_leaf(a::CuArray) = (a.ptr,)
+@inline fast_leaf(a::Broadcasted) = fast_leaves(a)
+@inline fast_leaf(x) = ()
+@inline fast_params(bc::Broadcasted) = fast_params_t(bc.args)
+@inline fast_params_t(::Tuple{}) = ()
+@inline fast_params_t(args::Tuple) = (fast_param(args[1])..., fast_params_t(Base.tail(args))...)
+@inline fast_param(a::Broadcasted) = fast_params(a)
+@inline fast_param(x::KernelReal) = (param_value(x),)
+@inline fast_param(x) = ()
+
+"""
+    CuMem.fast_launch_args(dest::CuArray, bc::Broadcasted) -> Tuple
+
+The arguments the broadcast kernel of `dest .= bc` is launched with on the fast path:
+the element count (`UInt32`), the destination's address, each array argument's address,
+then each scalar, depth first. For tests; see julia/compute/fastpath.jl.
+"""
+@inline fast_launch_args(dest::CuArray, bc::Broadcasted) =
+    (UInt32(length(dest)), dest.ptr, fast_leaves(bc)..., fast_params(bc)...)
+
+# The slot's entry if it is valid for `dest .= bc` now.
+@inline function fast_entry(dest::CuArray{T}, bc::Broadcasted) where {T}
+    FAST_BROADCAST[] && !MULTI[] || return nothing
+    n = length(dest)
+    (n == 0 || n >= typemax(Int32) || dest.freed) && return nothing
+    fast_ok(bc, dest.dims, dest.ptr, UInt64(n * sizeof(T))) || return nothing
+    e = fast_get(Tuple{typeof(dest),typeof(bc)})
+    (e === nothing || e.world != world_counter()) && return nothing
+    return e
+end
+
+# `dest .= bc` on the fast path; false (nothing done) when it does not apply.
+@inline fast_broadcast!(dest, bc) = false
+@inline function fast_broadcast!(dest::CuArray, bc::Broadcasted)
+    e = fast_entry(dest, bc)
+    e === nothing && return false
+    run_fast!(e, dest, bc)
+    return true
+end
+
+function run_fast!(e::FastBroadcast, dest::CuArray, bc::Broadcasted)
+    k = e.kernel
+    if k === nothing                       # the host device
+        host_run!(dest, bc)
+        return nothing
+    end
+    blocks, threads = launch_shape(length(dest))
+    GC.@preserve dest bc launch(k, fast_launch_args(dest, bc)...; blocks = blocks, threads = threads)
+    return nothing
+end
+
+# The host device's fast path: the elements computed in place through the arrays'
+# addresses (every array argument has the destination's size and layout, and none
+# overlaps it at another address, so element i reads only elements i), with Base's
+# functions and `convert` as `materialize!` applies them, without wrapping each array in an
+# `Array` first. Ordered after the task's stream as `host_view` is.
+function host_run!(dest::CuArray{T}, bc::Broadcasted) where {T}
+    if STREAMS_SET[]
+        s = stream()
+        s.handle == 0 || synchronize(s)
+    end
+    p = Ptr{T}(dest.ptr)
+    GC.@preserve dest bc begin
+        @inbounds for i in 1:length(dest)
+            unsafe_store!(p, convert(T, host_elem(bc, i)), i)
+        end
+    end
+    return nothing
+end
+@inline host_elem(bc::Broadcasted, i) = bc.f(host_elems(bc.args, i)...)
+@inline host_elems(::Tuple{}, i) = ()
+@inline host_elems(args::Tuple, i) = (host_elem(args[1], i), host_elems(Base.tail(args), i)...)
+@inline host_elem(a::CuArray{T}, i) where {T} = unsafe_load(Ptr{T}(a.ptr), i)
+@inline host_elem(x, i) = x
+
+# Runs `dest .= bc`, on the fast path when it applies; after a slow-path broadcast,
+# remembers its kernel for the type.
+@inline function broadcast_into!(dest, bc)
+    fast_broadcast!(dest, bc) && return dest
+    take_last_broadcast!()
+    gpu_broadcast!(dest, bc)
+    remember_fast!(dest, bc, take_last_broadcast!())
+    return dest
+end
+
+# Fills the slot of `dest .= bc`'s types with `entry` (the kernel cache entry of the
+# broadcast that just ran) when the fast path applies to these arguments and the kernel
+# reads no global binding at launch.
+remember_fast!(@nospecialize(dest), @nospecialize(bc), @nospecialize(entry)) = nothing
+function remember_fast!(dest::CuArray{T}, bc::Broadcasted, entry::CachedKernel) where {T}
+    (FAST_BROADCAST[] && !MULTI[] && isempty(entry.globals)) || return nothing
+    n = length(dest)
+    (0 < n < typemax(Int32)) || return nothing
+    fast_ok(bc, dest.dims, dest.ptr, UInt64(n * sizeof(T))) || return nothing
+    fast_set!(Tuple{typeof(dest),typeof(bc)}, FastBroadcast(entry.kernel, world_counter(), T))
+    return nothing
+end
+
+# The allocating broadcast `copy(bc)`: on the fast path when an earlier `copy` of this
+# type gave the element type that Base infers (a constant of the compiled code) and the
+# broadcast into the new array takes the fast path.
+@inline function fast_copy(bc::Broadcasted{CuArrayStyle{N}}) where {N}
+    T = Broadcast.combine_eltypes(bc.f, bc.args)
+    (T isa DataType && isbitstype(T)) || return nothing
+    c = fast_get(Tuple{Val{:copy},typeof(bc)})
+    (c === nothing || c.eltype !== T || c.world != world_counter()) && return nothing
+    e = fast_get(Tuple{CuArray{T,N},typeof(bc)})
+    (e === nothing || e.world != world_counter()) && return nothing
+    (FAST_BROADCAST[] && !MULTI[]) || return nothing
+    dest = CuArray{T,N}(undef, size(bc))
+    fast_broadcast!(dest, bc) && return dest
+    unsafe_free!(dest)
+    return nothing
+end
+
+## the broadcast entry points
+
+function Base.copy(bc::Broadcasted{CuArrayStyle{N}}) where {N}
+    bc = Broadcast.instantiate(bc)
+    r = fast_copy(bc)
+    r === nothing || return r
+    T = bc_eltype(bc)
+    dest = broadcast_into!(CuArray{T}(undef, size(bc)), bc)
+    if FAST_BROADCAST[] && T isa DataType
+        fast_set!(Tuple{Val{:copy},typeof(bc)}, FastBroadcast(nothing, world_counter(), T))
+    end
+    return dest
+end
+
+Base.copyto!(dest::AnyCuArray, bc::Broadcasted{Nothing}) = broadcast_into!(dest, bc)
+Base.copyto!(dest::AnyCuArray, bc::Broadcasted{<:CuArrayStyle}) = broadcast_into!(dest, bc)
+Base.copyto!(dest::AnyCuArray, bc::Broadcasted{CuArrayStyle{0}}) = broadcast_into!(dest, bc)
+Base.copyto!(dest::AnyCuArray, bc::Broadcasted{<:AbstractArrayStyle{0}}) = broadcast_into!(dest, bc)
+Base.copyto!(dest::AnyCuArray, bc::Broadcasted{<:DefaultArrayStyle}) = broadcast_into!(dest, bc)
