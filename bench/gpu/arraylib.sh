@@ -10,16 +10,16 @@
 # with torch (CuPy optional). Exit status: the tests' (the benchmark runs either way).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${OUT:-bench/results/arraylib}
+OUT=${OUT:?set OUT to an output folder outside the checkout}
 JULIA=${JULIA:-julia}
 mkdir -p "$OUT"
 echo "== tests (test/compute/arraylib_tests.jl, CUMEM_DEVICE=cuda)" >&2
 CUMEM_DEVICE=cuda "$JULIA" --project=. test/compute/arraylib_tests.jl 2>&1 | tail -40
 status=${PIPESTATUS[0]}
-echo "== CuMem sort (bench/sort_bench.jl)" >&2
-CUMEM_DEVICE=cuda timeout 240 "$JULIA" --project=. bench/sort_bench.jl | tee "$OUT/sort_cumem.jsonl"
-echo "== torch / CuPy (bench/sort_anchor.py)" >&2
-timeout 180 python3 bench/sort_anchor.py | tee "$OUT/sort_anchor.jsonl"
+echo "== CuMem sort (bench/julia/sort_bench.jl)" >&2
+CUMEM_DEVICE=cuda timeout 240 "$JULIA" --project=. bench/julia/sort_bench.jl | tee "$OUT/sort_cumem.jsonl"
+echo "== torch / CuPy (bench/anchors/sort_anchor.py)" >&2
+timeout 180 python3 bench/anchors/sort_anchor.py | tee "$OUT/sort_anchor.jsonl"
 python3 - "$OUT/sort_cumem.jsonl" "$OUT/sort_anchor.jsonl" <<'PY' | tee "$OUT/sort_table.md"
 import json, sys
 rows = {}

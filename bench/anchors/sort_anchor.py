@@ -1,6 +1,6 @@
 """torch.sort / torch.argsort / torch.cumsum and CuPy's sort / argsort / cumsum (CUB) at the
-sizes of bench/sort_bench.jl, as JSON lines {"op", "impl", "n", "ms"} (median of 5 timed runs
-after one warm-up, CUDA events). python3 bench/sort_anchor.py [n ...]"""
+sizes of bench/julia/sort_bench.jl, as JSON lines {"op", "impl", "n", "ms"} (median of 5 timed runs
+after one warm-up, CUDA events). python3 bench/anchors/sort_anchor.py [n ...]"""
 import json, statistics, sys
 import torch
 

@@ -1,7 +1,7 @@
 # The device sort against itself at 10^6 and 10^8 elements: sort! of Float32, Int64 and
 # UInt32 keys, sortperm of Float32, and cumsum (the scan under the sort), as JSON lines
 # {"op", "impl": "cumem", "n", "ms"} (median of 5 timed runs after one warm-up, each
-# ending with a synchronize). Run on a GPU: CUMEM_DEVICE=cuda julia --project=. bench/sort_bench.jl
+# ending with a synchronize). Run on a GPU: CUMEM_DEVICE=cuda julia --project=. bench/julia/sort_bench.jl
 using CuMem, Random, Printf, Statistics
 CuMem.allowscalar(false)
 
