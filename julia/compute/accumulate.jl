@@ -151,6 +151,9 @@ function scan_acc_type(op, T, init)
     return A
 end
 
+# Column-major strides (in elements) of a contiguous array of sizes sz.
+scan_strides(sz) = (st = Vector{Int}(undef, length(sz)); acc = 1; for d in eachindex(sz); st[d] = acc; acc *= sz[d]; end; st)
+
 # dst (contiguous, A's shape) = the scan of A along dimension d (nothing: linear order).
 function gpu_accumulate!(op, dst::CuArray, A, d, init)
     T, Out = eltype(A), eltype(dst)
@@ -166,9 +169,9 @@ function gpu_accumulate!(op, dst::CuArray, A, d, init)
         n, ist, ost, ksz, kst, okst = length(A), (N == 1 ? st[1] : 1), 1, Int[], Int[], Int[]
     elseif d > N
         n, ist, ost = 1, 0, 0
-        ksz, kst, okst = collect(sz), collect(st), colmajor(collect(sz))
+        ksz, kst, okst = collect(sz), collect(st), scan_strides(sz)
     else
-        ost_all = colmajor(collect(sz))
+        ost_all = scan_strides(sz)
         n, ist, ost = sz[d], st[d], ost_all[d]
         keep = [k for k in 1:N if k != d && sz[k] != 1]
         ksz, kst, okst = sz[keep], st[keep], ost_all[keep]
