@@ -435,7 +435,8 @@ int32_t cumem_synchronize(void);
 
 // Column-major GEMM through cuBLAS: `C = alpha * op(A) * op(B) + beta * C` with op(A)
 // `m × k`, op(B) `k × n`, C `m × n`. `transa`/`transb`: 0 = N, 1 = T, 2 = C (conjugate
-// transpose). `dtype`: 0 = Float32, 1 = Float64, 2 = ComplexF32, 3 = ComplexF64.
+// transpose). `dtype`: 0 = Float32, 1 = Float64, 2 = ComplexF32, 3 = ComplexF64, 4 = Float16
+// (cublasGemmEx with Float32 accumulation; `alpha` and `beta` then point to `float`s).
 // `alpha` and `beta` point to host scalars of `dtype`; `A`, `B`, `C` are device
 // addresses with leading dimensions in elements. Default math mode (no TF32), legacy
 // default stream; returns without waiting.
@@ -507,6 +508,448 @@ int32_t cumem_kernel_cache_stats(uint64_t *hits,
                                  uint64_t *misses,
                                  uint64_t *writes,
                                  uint64_t *evictions);
+
+// Triangular solve in place (cuBLAS trsm; trsv for one column with `alpha` = 1):
+// `B = alpha * op(A)⁻¹ * B` (side 0) or `B = alpha * B * op(A)⁻¹` (side 1); `B` is
+// `m × n`, `A` triangular of order `m` (side 0) or `n` (side 1). `alpha` points to a host
+// value of `dtype`. Returns without waiting; results as the module says.
+//
+// # Safety
+// `alpha` must be null or point to a readable value of `dtype`.
+int32_t cumem_trsm_async(uint64_t stream,
+                         int32_t dtype,
+                         int32_t side,
+                         int32_t uplo,
+                         int32_t trans,
+                         int32_t diag,
+                         int64_t m,
+                         int64_t n,
+                         const void *alpha,
+                         uint64_t A,
+                         int64_t lda,
+                         uint64_t B,
+                         int64_t ldb);
+
+// Triangular product in place (cuBLAS trmm with C = B; trmv for one column with
+// `alpha` = 1): `B = alpha * op(A) * B` (side 0) or `B = alpha * B * op(A)` (side 1);
+// arguments as `cumem_trsm`.
+//
+// # Safety
+// As `cumem_trsm`.
+int32_t cumem_trmm_async(uint64_t stream,
+                         int32_t dtype,
+                         int32_t side,
+                         int32_t uplo,
+                         int32_t trans,
+                         int32_t diag,
+                         int64_t m,
+                         int64_t n,
+                         const void *alpha,
+                         uint64_t A,
+                         int64_t lda,
+                         uint64_t B,
+                         int64_t ldb);
+
+// `C = alpha * A * B + beta * C` (side 0) or `alpha * B * A + beta * C` (side 1), `A`
+// symmetric (`hermitian` 0) or Hermitian (1) of order `m` (side 0) or `n` (side 1) with
+// only its `uplo` triangle read; `B`, `C` `m × n`, `C` not overlapping `A` or `B`
+// (cuBLAS symm/hemm; symv/hemv for one column on the left). `alpha`, `beta`: host values
+// of `dtype`. Returns without waiting.
+//
+// # Safety
+// `alpha` and `beta` must be null or point to readable values of `dtype`.
+int32_t cumem_symm_async(uint64_t stream,
+                         int32_t dtype,
+                         int32_t hermitian,
+                         int32_t side,
+                         int32_t uplo,
+                         int64_t m,
+                         int64_t n,
+                         const void *alpha,
+                         uint64_t A,
+                         int64_t lda,
+                         uint64_t B,
+                         int64_t ldb,
+                         const void *beta,
+                         uint64_t C,
+                         int64_t ldc);
+
+// Strided batched gemm: `C_i = alpha * op(A_i) * op(B_i) + beta * C_i` for `i` in
+// `0..batch`, `X_i` starting `i * strideX` elements after `X` (0 reuses one matrix);
+// op(A) `m × k`, op(B) `k × n`, C `m × n`; codes as `cumem_gemm`, Float16 (4) through
+// `cublasGemmStridedBatchedEx` with Float32 accumulation (`alpha`/`beta` then point to
+// `float`s). Each operand's whole extent must lie in one live allocation; C's matrices
+// must not overlap. Returns without waiting.
+//
+// # Safety
+// `alpha` and `beta` must be null or point to readable values of the type above.
+int32_t cumem_gemm_strided_batched_async(uint64_t stream,
+                                         int32_t dtype,
+                                         int32_t transa,
+                                         int32_t transb,
+                                         int64_t m,
+                                         int64_t n,
+                                         int64_t k,
+                                         int64_t batch,
+                                         const void *alpha,
+                                         uint64_t A,
+                                         int64_t lda,
+                                         int64_t strideA,
+                                         uint64_t B,
+                                         int64_t ldb,
+                                         int64_t strideB,
+                                         const void *beta,
+                                         uint64_t C,
+                                         int64_t ldc,
+                                         int64_t strideC);
+
+// LU factorization with partial pivoting of `A` (`m × n`) in place (cusolverDnXgetrf);
+// `ipiv`: device address of min(m, n) `int64_t` row interchanges (1-based). `*info`:
+// 0, or `i > 0` when `U[i,i]` is exactly zero. Waits for `stream`.
+//
+// # Safety
+// `info` must be null or writable.
+int32_t cumem_getrf_async(uint64_t stream,
+                          int32_t dtype,
+                          int64_t m,
+                          int64_t n,
+                          uint64_t A,
+                          int64_t lda,
+                          uint64_t ipiv,
+                          int32_t *info);
+
+// Solves `op(A) X = B` in place of `B` (`n × nrhs`) with `cumem_getrf`'s factors and
+// pivots of `A` (`n × n`) (cusolverDnXgetrs). `*info`: 0. Waits for `stream`.
+//
+// # Safety
+// `info` must be null or writable.
+int32_t cumem_getrs_async(uint64_t stream,
+                          int32_t dtype,
+                          int32_t trans,
+                          int64_t n,
+                          int64_t nrhs,
+                          uint64_t A,
+                          int64_t lda,
+                          uint64_t ipiv,
+                          uint64_t B,
+                          int64_t ldb,
+                          int32_t *info);
+
+// QR factorization of `A` (`m × n`) in place, LAPACK's compact form, with min(m, n)
+// reflector scalars into `tau` (cusolverDnXgeqrf). `*info`: 0. Waits for `stream`.
+//
+// # Safety
+// `info` must be null or writable.
+int32_t cumem_geqrf_async(uint64_t stream,
+                          int32_t dtype,
+                          int64_t m,
+                          int64_t n,
+                          uint64_t A,
+                          int64_t lda,
+                          uint64_t tau,
+                          int32_t *info);
+
+// The first `n` columns of Q in place of `A` (`m × n`, m ≥ n ≥ k) from `k` reflectors of
+// `cumem_geqrf` (orgqr/ungqr). `*info`: 0. Waits for `stream`.
+//
+// # Safety
+// `info` must be null or writable.
+int32_t cumem_orgqr_async(uint64_t stream,
+                          int32_t dtype,
+                          int64_t m,
+                          int64_t n,
+                          int64_t k,
+                          uint64_t A,
+                          int64_t lda,
+                          uint64_t tau,
+                          int32_t *info);
+
+// `C = op(Q) C` (side 0) or `C op(Q)` (side 1) in place of `C` (`m × n`), Q from the `k`
+// reflectors of `cumem_geqrf` in `A` (ormqr/unmqr; trans 2 means T for real types).
+// `*info`: 0. Waits for `stream`.
+//
+// # Safety
+// `info` must be null or writable.
+int32_t cumem_ormqr_async(uint64_t stream,
+                          int32_t dtype,
+                          int32_t side,
+                          int32_t trans,
+                          int64_t m,
+                          int64_t n,
+                          int64_t k,
+                          uint64_t A,
+                          int64_t lda,
+                          uint64_t tau,
+                          uint64_t C,
+                          int64_t ldc,
+                          int32_t *info);
+
+// Cholesky factorization in place of the `uplo` triangle of `A` (`n × n`)
+// (cusolverDnXpotrf). `*info`: 0, or `i > 0` when the leading minor of order `i` is not
+// positive definite. Waits for `stream`.
+//
+// # Safety
+// `info` must be null or writable.
+int32_t cumem_potrf_async(uint64_t stream,
+                          int32_t dtype,
+                          int32_t uplo,
+                          int64_t n,
+                          uint64_t A,
+                          int64_t lda,
+                          int32_t *info);
+
+// Solves `A X = B` in place of `B` (`n × nrhs`) with `cumem_potrf`'s factor in the
+// `uplo` triangle of `A` (cusolverDnXpotrs). `*info`: 0. Waits for `stream`.
+//
+// # Safety
+// `info` must be null or writable.
+int32_t cumem_potrs_async(uint64_t stream,
+                          int32_t dtype,
+                          int32_t uplo,
+                          int64_t n,
+                          int64_t nrhs,
+                          uint64_t A,
+                          int64_t lda,
+                          uint64_t B,
+                          int64_t ldb,
+                          int32_t *info);
+
+// Singular value decomposition of `A` (`m × n`, destroyed): min(m, n) values into `S`
+// (real type), and with `vectors` 1 the thin `U` (`m × min(m,n)`) and, for `jacobi` 1
+// (cusolverDn<t>gesvdj, Jacobi, PyTorch's default driver), `V` (`n × min(m,n)`), for
+// `jacobi` 0 (cusolverDnXgesvd, m ≥ n only) `Vᴴ` (`min(m,n) × n`) into `V`; with
+// `vectors` 2 the full factors (`U` `m × m`, `V`/`Vᴴ` `n × n`). `*info`: 0,
+// or `i > 0` when the iteration did not converge. Waits for `stream`.
+//
+// # Safety
+// `info` must be null or writable.
+int32_t cumem_gesvd_async(uint64_t stream,
+                          int32_t dtype,
+                          int32_t jacobi,
+                          int32_t vectors,
+                          int64_t m,
+                          int64_t n,
+                          uint64_t A,
+                          int64_t lda,
+                          uint64_t S,
+                          uint64_t U,
+                          int64_t ldu,
+                          uint64_t V,
+                          int64_t ldv,
+                          int32_t *info);
+
+// Eigenvalues (ascending, `n` of the real type into `W`) and with `vectors` 1 the
+// eigenvectors (in place of `A`) of the symmetric/Hermitian `A` (`n × n`), its `uplo`
+// triangle read (cusolverDnXsyevd: syevd/heevd). `*info`: 0, or `i > 0` when it did not
+// converge. Waits for `stream`.
+//
+// # Safety
+// `info` must be null or writable.
+int32_t cumem_syevd_async(uint64_t stream,
+                          int32_t dtype,
+                          int32_t vectors,
+                          int32_t uplo,
+                          int64_t n,
+                          uint64_t A,
+                          int64_t lda,
+                          uint64_t W,
+                          int32_t *info);
+
+// As `cumem_trsm_async`, on the legacy default stream.
+//
+// # Safety
+// As `cumem_trsm_async`.
+int32_t cumem_trsm(int32_t dtype,
+                   int32_t side,
+                   int32_t uplo,
+                   int32_t trans,
+                   int32_t diag,
+                   int64_t m,
+                   int64_t n,
+                   const void *alpha,
+                   uint64_t A,
+                   int64_t lda,
+                   uint64_t B,
+                   int64_t ldb);
+
+// As `cumem_trmm_async`, on the legacy default stream.
+//
+// # Safety
+// As `cumem_trmm_async`.
+int32_t cumem_trmm(int32_t dtype,
+                   int32_t side,
+                   int32_t uplo,
+                   int32_t trans,
+                   int32_t diag,
+                   int64_t m,
+                   int64_t n,
+                   const void *alpha,
+                   uint64_t A,
+                   int64_t lda,
+                   uint64_t B,
+                   int64_t ldb);
+
+// As `cumem_symm_async`, on the legacy default stream.
+//
+// # Safety
+// As `cumem_symm_async`.
+int32_t cumem_symm(int32_t dtype,
+                   int32_t hermitian,
+                   int32_t side,
+                   int32_t uplo,
+                   int64_t m,
+                   int64_t n,
+                   const void *alpha,
+                   uint64_t A,
+                   int64_t lda,
+                   uint64_t B,
+                   int64_t ldb,
+                   const void *beta,
+                   uint64_t C,
+                   int64_t ldc);
+
+// As `cumem_gemm_strided_batched_async`, on the legacy default stream.
+//
+// # Safety
+// As `cumem_gemm_strided_batched_async`.
+int32_t cumem_gemm_strided_batched(int32_t dtype,
+                                   int32_t transa,
+                                   int32_t transb,
+                                   int64_t m,
+                                   int64_t n,
+                                   int64_t k,
+                                   int64_t batch,
+                                   const void *alpha,
+                                   uint64_t A,
+                                   int64_t lda,
+                                   int64_t strideA,
+                                   uint64_t B,
+                                   int64_t ldb,
+                                   int64_t strideB,
+                                   const void *beta,
+                                   uint64_t C,
+                                   int64_t ldc,
+                                   int64_t strideC);
+
+// As `cumem_getrf_async`, on the legacy default stream.
+//
+// # Safety
+// As `cumem_getrf_async`.
+int32_t cumem_getrf(int32_t dtype,
+                    int64_t m,
+                    int64_t n,
+                    uint64_t A,
+                    int64_t lda,
+                    uint64_t ipiv,
+                    int32_t *info);
+
+// As `cumem_getrs_async`, on the legacy default stream.
+//
+// # Safety
+// As `cumem_getrs_async`.
+int32_t cumem_getrs(int32_t dtype,
+                    int32_t trans,
+                    int64_t n,
+                    int64_t nrhs,
+                    uint64_t A,
+                    int64_t lda,
+                    uint64_t ipiv,
+                    uint64_t B,
+                    int64_t ldb,
+                    int32_t *info);
+
+// As `cumem_geqrf_async`, on the legacy default stream.
+//
+// # Safety
+// As `cumem_geqrf_async`.
+int32_t cumem_geqrf(int32_t dtype,
+                    int64_t m,
+                    int64_t n,
+                    uint64_t A,
+                    int64_t lda,
+                    uint64_t tau,
+                    int32_t *info);
+
+// As `cumem_orgqr_async`, on the legacy default stream.
+//
+// # Safety
+// As `cumem_orgqr_async`.
+int32_t cumem_orgqr(int32_t dtype,
+                    int64_t m,
+                    int64_t n,
+                    int64_t k,
+                    uint64_t A,
+                    int64_t lda,
+                    uint64_t tau,
+                    int32_t *info);
+
+// As `cumem_ormqr_async`, on the legacy default stream.
+//
+// # Safety
+// As `cumem_ormqr_async`.
+int32_t cumem_ormqr(int32_t dtype,
+                    int32_t side,
+                    int32_t trans,
+                    int64_t m,
+                    int64_t n,
+                    int64_t k,
+                    uint64_t A,
+                    int64_t lda,
+                    uint64_t tau,
+                    uint64_t C,
+                    int64_t ldc,
+                    int32_t *info);
+
+// As `cumem_potrf_async`, on the legacy default stream.
+//
+// # Safety
+// As `cumem_potrf_async`.
+int32_t cumem_potrf(int32_t dtype, int32_t uplo, int64_t n, uint64_t A, int64_t lda, int32_t *info);
+
+// As `cumem_potrs_async`, on the legacy default stream.
+//
+// # Safety
+// As `cumem_potrs_async`.
+int32_t cumem_potrs(int32_t dtype,
+                    int32_t uplo,
+                    int64_t n,
+                    int64_t nrhs,
+                    uint64_t A,
+                    int64_t lda,
+                    uint64_t B,
+                    int64_t ldb,
+                    int32_t *info);
+
+// As `cumem_gesvd_async`, on the legacy default stream.
+//
+// # Safety
+// As `cumem_gesvd_async`.
+int32_t cumem_gesvd(int32_t dtype,
+                    int32_t jacobi,
+                    int32_t vectors,
+                    int64_t m,
+                    int64_t n,
+                    uint64_t A,
+                    int64_t lda,
+                    uint64_t S,
+                    uint64_t U,
+                    int64_t ldu,
+                    uint64_t V,
+                    int64_t ldv,
+                    int32_t *info);
+
+// As `cumem_syevd_async`, on the legacy default stream.
+//
+// # Safety
+// As `cumem_syevd_async`.
+int32_t cumem_syevd(int32_t dtype,
+                    int32_t vectors,
+                    int32_t uplo,
+                    int64_t n,
+                    uint64_t A,
+                    int64_t lda,
+                    uint64_t W,
+                    int32_t *info);
 
 // Initialises the engine from the environment (the configuration table of docs/contract.md). Idempotent: later
 // calls return the first successful result; after a failure, the next call tries again.

@@ -12,6 +12,7 @@ using LinearAlgebra
 using Printf
 using Serialization
 using Random
+using Statistics
 
 export CuArray, CuVector, CuMatrix, CuVecOrMat, CuPtr, cu, unsafe_free!,
        DenseCuArray, DenseCuVector, DenseCuMatrix, StridedCuArray, StridedCuVector, StridedCuMatrix,
@@ -24,7 +25,8 @@ export CuArray, CuVector, CuMatrix, CuVecOrMat, CuPtr, cu, unsafe_free!,
        MemoryProfile, profile_memory, @profile_memory, peak_memory, save_memory_timeline,
        CuIterator, OutOfGPUMemoryError, CuMemError,
        synchronize, CuStream, CuEvent, stream, stream!, record, elapsed, record_stream,
-       CuDevice, devices, ndevices, device, device!
+       CuDevice, devices, ndevices, device, device!,
+       has_cuda, has_cuda_gpu, capability
 
 # In dependency order: each file uses only what the files above it define
 # (test/layers_tests.jl checks it), so the list reads bottom up.
@@ -53,16 +55,29 @@ include("compute/fastpath.jl")     # broadcasts of a type seen before: a typed s
 include("compute/readback.jl")     # scalar results through a pinned buffer
 include("compute/mapreduce.jl")    # reductions: mapreduce, sum, prod, any, all, count, ...
 include("compute/findext.jl")      # findmax, findmin, argmax, argmin
-include("compute/accumulate.jl")   # cumsum, cumprod
+include("compute/accumulate.jl")   # accumulate, cumsum, cumprod along any dimension (three-phase scans)
 include("compute/random.jl")       # Philox4x32-10 random numbers
 include("compute/strided.jl")      # strided copies: the plan, the CUDA C kernel, the host path
 include("compute/indexing.jl")     # non-scalar getindex/setindex!, views, cat, reverse, permutedims
+include("compute/searching.jl")    # findall, findfirst/findlast, extrema, gathers, circshift, rot90, mapslices
+include("compute/masks.jl")        # Bool masks and index arrays in indexing, views and broadcasts; fill!/copy! of wrappers
+include("compute/sorting.jl")      # sort, sortperm, partialsort, issorted, unique (radix and bitonic sorts)
+include("compute/statistics.jl")   # mean, var, std, cov, cor, median
+include("compute/rng.jl")          # default_rng, Complex and range draws, rand!/randn! of views
 include("compute/show.jl")         # show/print of CuArrays, views and wrappers, downloading once
 include("compute/linalg.jl")       # *, mul! (cuBLAS gemm), dot, norm, axpy!, axpby!, rmul!, lmul!
 include("compute/precompile.jl")   # inference of the broadcast machinery, cached at precompilation
+include("compute/linalg/wrappers.jl")       # BLAS/LAPACK-level calls: cuBLAS beyond gemm, cuSOLVER
+include("compute/linalg/kernels.jl")        # triu!/tril!, istriu, ishermitian, A + λI, integer matmul
+include("compute/linalg/qr.jl")             # qr: CuQR, CuQRPackedQ, least squares, minimum norm
+include("compute/linalg/factorizations.jl") # lu, cholesky, svd, eigen, \, inv, det, logdet
+include("compute/linalg/structured.jl")     # triangular and symmetric/Hermitian products and solves
+include("compute/linalg/generic.jl")        # mixed/integer/Float16 products, UniformScaling, diagm, kron
+include("compute/linalg/compat.jl")         # pivot arguments of newer LinearAlgebra versions
 include("tools/memtools.jl")       # history, snapshot, leak checks, run-time limits, compact!
 include("tools/profile.jl")        # @profile_memory, MemoryProfile, save_memory_timeline
 include("tools/info.jl")           # functional, versioninfo
+include("tools/cudanames.jl")      # has_cuda, has_cuda_gpu, capability
 
 function __init__()
     init_library()

@@ -52,6 +52,7 @@ pub const BLOCKS_PER_SIZE: usize = 8;
 pub const MAX_CACHED_BYTES: u64 = 4 << 20;
 /// Slots of the direct-mapped table of sizes (a power of two).
 const SLOTS: usize = 64;
+const _: () = assert!(SLOTS <= 64, "TcState::filled has a bit per slot");
 
 /// The cached blocks of one size.
 #[derive(Clone, Copy)]
@@ -74,6 +75,9 @@ pub(crate) struct TcState {
     pub window: PeakWindow,
     /// Bytes of the cached blocks.
     held: u64,
+    /// Bit `k` set: bin `k` may hold blocks (set by a push, cleared only when the cache
+    /// is emptied), so that emptying visits the bins in use and not all [`SLOTS`].
+    filled: u64,
     bins: [Bin; SLOTS],
 }
 
@@ -90,6 +94,7 @@ impl TcState {
             window: PeakWindow::CLOSED,
             bins: [Bin { size: 0, len: 0, ptrs: [0; BLOCKS_PER_SIZE] }; SLOTS],
             held: 0,
+            filled: 0,
         }
     }
 
@@ -123,7 +128,8 @@ impl TcState {
             return false;
         }
         // SAFETY: as in `pop`.
-        let b = unsafe { self.bins.get_unchecked_mut(slot(size)) };
+        let k = slot(size);
+        let b = unsafe { self.bins.get_unchecked_mut(k) };
         // An empty bin keeps its last size, so a thread's usual sizes skip the reset.
         if b.size != size {
             if b.len != 0 {
@@ -137,6 +143,7 @@ impl TcState {
         unsafe { *b.ptrs.get_unchecked_mut(b.len as usize) = ptr };
         b.len += 1;
         self.held += size;
+        self.filled |= 1 << k;
         true
     }
 
@@ -145,7 +152,10 @@ impl TcState {
         if self.held == 0 {
             return;
         }
-        for b in self.bins.iter_mut() {
+        let mut filled = std::mem::take(&mut self.filled);
+        while filled != 0 {
+            let b = &mut self.bins[filled.trailing_zeros() as usize];
+            filled &= filled - 1;
             b.ptrs[..b.len as usize].iter().for_each(|&p| f(p, b.size));
             b.len = 0;
         }

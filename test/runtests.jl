@@ -12,6 +12,9 @@
 #   installing by name, path and dev               test/registrytests.jl
 #   compute: NVRTC, kernels, gemm!                 test/compute/compute_tests.jl
 #   indexing, linear algebra, show                  test/compute/{indexing,linalg,show}_tests.jl
+#   factorizations, triangular/symmetric, generic   test/compute/linalg_factor_tests.jl
+#   linear-algebra kernels emulated with g++        test/compute/linalg_kernel_tests.jl
+#   array library (issue 24), its kernels on g++ threads   test/compute/arraylib{,_emulation}_tests.jl
 #   several devices (host:2 stand-ins)              test/devices/multidevice_tests.jl
 #   Distributed, 2 workers, one device each         test/devices/distributed_tests.jl
 #   the demo (an MLP trained on the digits)         demo/demo.jl
@@ -100,6 +103,8 @@ end
 if DEVICE != "cuda" && Sys.which("g++") !== nothing && success(pipeline(`g++ -x c++ -std=c++17 -fsyntax-only -`, stdin = IOBuffer("_Float16 h;"), stderr = devnull))
     push!(jobs, Job("compute kernels emulated on the CPU (g++)", julia(testfile(joinpath("compute", "kernel_emulation_tests.jl"))), passed;
                     cost = 150))
+    push!(jobs, Job("linear-algebra kernels emulated on the CPU (g++)", julia(testfile(joinpath("compute", "linalg_kernel_tests.jl"))),
+                    passed; cost = 40))
 else
     @info "g++ with _Float16 not found: the emulated-kernel tests are skipped"
 end
@@ -109,6 +114,15 @@ push!(jobs, Job("bad pinned memory limit",
                 julia("-e", "using CuMem"; CUMEM_PINNED_LIMIT = "lots"),
                 failed_with("CUMEM_PINNED_LIMIT=\"lots\"", "accepted")))
 push!(jobs, Job("indexing and copies", interpreted(testfile(joinpath("compute", "indexing_tests.jl"))), passed; cost = 40))
+# issue 24's array library (statistics, sorts, scans, searching, masks, random) against
+# Base; its block-level kernels (tile scans, radix ranks, bitonic steps) run by g++ threads
+push!(jobs, Job("array library (statistics, sorting, scans, searching, masks)",
+                julia(testfile(joinpath("compute", "arraylib_tests.jl"))), passed; cost = 120))
+if DEVICE != "cuda" && Sys.which("g++") !== nothing &&
+   success(pipeline(`g++ -x c++ -std=c++20 -fsyntax-only -`, stdin = IOBuffer("#include <barrier>\n_Float16 h;"), stderr = devnull))
+    push!(jobs, Job("array-library kernels emulated on CPU threads (g++)", julia(testfile(joinpath("compute", "arraylib_emulation_tests.jl"))),
+                    passed; cost = 150))
+end
 # Several devices: two host devices standing in for GPUs (two GPUs with CUMEM_DEVICE=cuda).
 const MULTI_DEVICE = DEVICE == "cuda" ? "cuda" : "host:2"
 push!(jobs, Job("several devices ($MULTI_DEVICE)",
@@ -117,12 +131,14 @@ push!(jobs, Job("several devices ($MULTI_DEVICE)",
 push!(jobs, Job("Distributed, one device per worker ($MULTI_DEVICE)",
                 julia(testfile(joinpath("devices", "distributed_tests.jl")); CUMEM_DEVICE = MULTI_DEVICE), passed; cost = 55))
 push!(jobs, Job("linear algebra", interpreted(testfile(joinpath("compute", "linalg_tests.jl"))), passed; cost = 25))
+push!(jobs, Job("factorizations, triangular/symmetric, generic products",
+                interpreted(testfile(joinpath("compute", "linalg_factor_tests.jl"))), passed; cost = 60))
 push!(jobs, Job("show of arrays and wrappers", interpreted(testfile(joinpath("compute", "show_tests.jl"))), passed; cost = 10))
 # `make demo`: the MLP on the digits data set must reach its accuracy target
 push!(jobs, Job("demo (MLP on the digits)", julia(joinpath(ROOT, "demo", "demo.jl")),
                 (code, out) -> code == 0 && occursin("OK: held-out accuracy", out); cost = 80))
 push!(jobs, Job("method ambiguities",
-                julia("-e", "using CuMem, Test, LinearAlgebra; include($(repr(testfile("ambiguity_tests.jl"))))"),
+                julia("-e", "using CuMem, Test, LinearAlgebra, Random, Statistics; include($(repr(testfile("ambiguity_tests.jl"))))"),
                 passed; cost = 30))
 if get(ENV, "CUMEM_TEST_SKIP_INSTALL", "") != "1"
     push!(jobs, Job("installing (registry, add, dev)", julia(testfile("registrytests.jl")), passed; cost = 95))

@@ -329,7 +329,7 @@ fn gemm_bad_input_is_refused_on_every_device() {
     // (dtype, transa, transb, (m, n, k), A, B, C, expected message or "" for valid)
     type Case = (i32, i32, i32, (i64, i64, i64), (u64, i64), (u64, i64), (u64, i64), &'static str);
     let cases: Vec<Case> = vec![
-        (4, 0, 0, (2, 2, 3), (a, 2), (b, 3), (c, 2), "dtype 4"),
+        (5, 0, 0, (2, 2, 3), (a, 2), (b, 3), (c, 2), "dtype 5"), // 4 is Float16 (GemmEx)
         (1, 3, 0, (2, 2, 3), (a, 2), (b, 3), (c, 2), "transa is 3"),
         (1, 0, -1, (2, 2, 3), (a, 2), (b, 3), (c, 2), "transb is -1"),
         (1, 0, 0, (-2, 2, 3), (a, 2), (b, 3), (c, 2), "m = -2"),

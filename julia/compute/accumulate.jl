@@ -1,72 +1,269 @@
-# Scans: cumsum and cumprod of vectors (CUDA.jl's accumulate.jl), one block of threads
-# scanning chunks and their totals in shared memory; the reductions' plan (mapreduce.jl)
-# gives the layout.
+# Scans: accumulate, accumulate!, cumsum, cumprod (and their ! forms) along any dimension,
+# with any operator the kernel generator compiles, and `init`. The device algorithm is the
+# classic three-phase scan (Blelloch; CUB's reduce-then-scan, as CuPy's cumsum): long lines
+# (vectors, the dimension of a matrix with few lines) are cut into tiles of 2048 elements;
+# one kernel reduces each tile, one scans the tile totals of each line, one rescans each
+# tile from its prefix. Arrays with many short lines scan one line per thread. The operator
+# must be associative (its applications are regrouped, as in CUDA.jl and CuPy); Float16
+# accumulates in Float32. On the host device Base computes after the same code generation.
 
-function scan_source(T::Type, Acc::Type, Out::Type, opx::String, neutral_ex::String, idx64::Bool)
-    IDX = idx64 ? "uint64_t" : "uint32_t"
-    OFF = idx64 ? "int64_t" : "int32_t"
+## element functions
+
+# CuMem.element_function_c(f, argtypes) -> (expr, R, params, globals)
+#
+# The one place this file asks the kernel generator for a function of element values: the C
+# expression of `f` applied to arguments named a, b (types `argtypes`), its Julia result type,
+# the captured values (kernel parameters p1, ...) and the non-constant globals it reads.
+function element_function_c(f, argtypes::Vector{Any}, names = ("a", "b", "c"))
+    ctx = TraceContext()
+    params, baked = Any[], Any[]
+    lift_captures!(ctx, params, baked, f)
+    r = trace_fn(ctx, f, Any[Sym(T, names[i]) for (i, T) in enumerate(argtypes)])
+    return r, symtype(r), params, ctx.globals
+end
+function element_key(f)
+    ps, baked = Any[], Any[]
+    lift_captures!(nothing, ps, baked, f)
+    return ps, baked
+end
+
+## the kernels
+
+const SCAN_THREADS = 256
+const SCAN_ITEMS = 8
+const SCAN_TILE = SCAN_THREADS * SCAN_ITEMS
+
+# opx: C of op(a, b) as Acc; initp: whether p0 (the init, as Acc) is a parameter.
+function scan_kernels_source(T::Type, Acc::Type, Out::Type, opx::String, ptypes, globals, nk::Int,
+                             has_init::Bool)
     AC = ctype_compute(Acc)
-    load = T === Float16 ? "jl_h2f(src[(($OFF)i) * st])" : "src[(($OFF)i) * st]"
-    store = Out === Float16 ? "jl_f2h(acc)" : "acc"
-    return C_PRELUDE * """
-    static __device__ __forceinline__ $AC op($AC a, $AC b) { return $opx; }
-    /* one block: each thread scans a contiguous chunk, the chunk totals are scanned in shared memory */
-    extern "C" __global__ void cumem_scan(const $(codegen_ctype(T))* src, $OFF st, $(codegen_ctype(Out))* dst, $IDX n)
+    TC = codegen_ctype(T)
+    OC = codegen_ctype(Out)
+    load(ex) = T === Float16 ? "($AC)jl_h2f($ex)" : "($AC)($ex)"
+    store(ex) = Out === Float16 ? "jl_f2h($ex)" : "($OC)($ex)"
+    io = IOBuffer()
+    print(io, C_PRELUDE)
+    # line j's first element: kept dims ks (sizes), kst (input strides), okst (output strides)
+    sig_dims = join([", int64_t ks$d, int64_t kst$d, int64_t okst$d" for d in 1:nk])
+    bases = "  int64_t ib = 0, ob = 0;\n" * (nk == 0 ? "" :
+            "  { int64_t r = j;\n" * join(["    ib += (r % ks$d) * kst$d; ob += (r % ks$d) * okst$d; r /= ks$d;\n" for d in 1:nk]) * "  }\n")
+    extra = join([", " * param_decl(P, "p$k") for (k, P) in enumerate(ptypes)]) *
+            join([", " * param_decl(g[2], "g$k") for (k, g) in enumerate(globals)]) *
+            (has_init ? ", $AC p0" : "")
+    unpack = IOBuffer(); print_unpack(unpack, ptypes, globals); unpack = String(take!(unpack))
+    OP(r, a, b) = "{ const $AC a = $a; const $AC b = $b; $r = $opx; }"
+    # one thread per line
+    print(io, """
+    extern "C" __global__ void cumem_scan_lines(const $TC* src, $OC* dst, int64_t nlines, int64_t n, int64_t ist, int64_t ost$sig_dims$extra)
     {
-      __shared__ $AC tot[1024];
-      const $IDX chunk = (n + blockDim.x - 1) / blockDim.x;
-      const $IDX lo = chunk * threadIdx.x, hi = lo + chunk < n ? lo + chunk : n;
-      $AC acc = $neutral_ex;
-      for ($IDX i = lo; i < hi; i++) acc = op(acc, ($AC)$load);
-      tot[threadIdx.x] = acc;
-      __syncthreads();
-      for (unsigned o = 1; o < blockDim.x; o <<= 1) {
-        const $AC t = threadIdx.x >= o ? tot[threadIdx.x - o] : ($AC)$neutral_ex;
+    $unpack  for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < nlines; j += (int64_t)blockDim.x * gridDim.x) {
+    $bases    $AC acc = $(load("src[ib]"));
+    $(has_init ? "    " * OP("acc", "p0", "acc") * "\n" : "")    dst[ob] = $(store("acc"));
+        for (int64_t k = 1; k < n; k++) { const $AC x = $(load("src[ib + k * ist]")); $(OP("acc", "acc", "x")) dst[ob + k * ost] = $(store("acc")); }
+      }
+    }
+    """)
+    # phase 1: tile totals (blockIdx.x: tile, blockIdx.y + gridDim.y * blockIdx.z: line)
+    tile_head = """
+      const int64_t j = (int64_t)blockIdx.y + (int64_t)gridDim.y * blockIdx.z;
+      if (j >= nlines) return;
+    $bases  const int64_t t0 = (int64_t)blockIdx.x * $SCAN_TILE + (int64_t)threadIdx.x * $SCAN_ITEMS;
+      const int cnt = t0 >= n ? 0 : (n - t0 < $SCAN_ITEMS ? (int)(n - t0) : $SCAN_ITEMS);
+      __shared__ $AC sh[$SCAN_THREADS];
+    """
+    # inclusive Hillis-Steele scan of the threads' values in sh (threads without elements
+    # come last, so their garbage flows only to threads without elements)
+    block_scan = """
+      for (int o = 1; o < $SCAN_THREADS; o <<= 1) {
+        $AC t = v;
+        if ((int)threadIdx.x >= o) { const $AC u = sh[threadIdx.x - o]; $(OP("t", "u", "v")) }
         __syncthreads();
-        tot[threadIdx.x] = op(t, tot[threadIdx.x]);
+        v = t; sh[threadIdx.x] = v;
         __syncthreads();
       }
-      acc = threadIdx.x > 0 ? tot[threadIdx.x - 1] : ($AC)$neutral_ex;
-      for ($IDX i = lo; i < hi; i++) { acc = op(acc, ($AC)$load); dst[i] = $store; }
-    }
     """
+    print(io, """
+    extern "C" __global__ void cumem_scan_tiles(const $TC* src, $AC* part, int64_t nlines, int64_t n, int64_t ntiles, int64_t ist$sig_dims$extra)
+    {
+    $unpack$tile_head  $AC v = 0;
+      if (cnt > 0) { v = $(load("src[ib + t0 * ist]")); for (int k = 1; k < cnt; k++) { const $AC x = $(load("src[ib + (t0 + k) * ist]")); $(OP("v", "v", "x")) } }
+      sh[threadIdx.x] = v;
+      __syncthreads();
+    $block_scan  const int64_t last = (n - (int64_t)blockIdx.x * $SCAN_TILE + $(SCAN_ITEMS - 1)) / $SCAN_ITEMS - 1;
+      if ((int64_t)threadIdx.x == (last < $(SCAN_THREADS - 1) ? last : $(SCAN_THREADS - 1))) part[j * ntiles + blockIdx.x] = v;
+    }
+    """)
+    # phase 2: inclusive scan of each line's tile totals, in place (one block per line)
+    print(io, """
+    extern "C" __global__ void cumem_scan_parts($AC* part, int64_t nlines, int64_t ntiles$extra)
+    {
+    $unpack  const int64_t j = (int64_t)blockIdx.y + (int64_t)gridDim.y * blockIdx.z;
+      if (j >= nlines) return;
+      $AC* p = part + j * ntiles;
+      __shared__ $AC sh[$SCAN_THREADS];
+      const int64_t chunk = (ntiles + $(SCAN_THREADS - 1)) / $SCAN_THREADS;
+      const int64_t lo = chunk * threadIdx.x, hi = lo + chunk < ntiles ? lo + chunk : ntiles;
+      $AC v = 0;
+      if (lo < hi) { v = p[lo]; for (int64_t k = lo + 1; k < hi; k++) { const $AC x = p[k]; $(OP("v", "v", "x")) } }
+      sh[threadIdx.x] = v;
+      __syncthreads();
+    $block_scan  if (lo < hi) {
+        $AC acc = p[lo];
+        if (threadIdx.x > 0) { const $AC u = sh[threadIdx.x - 1]; $(OP("acc", "u", "acc")) }
+        p[lo] = acc;
+        for (int64_t k = lo + 1; k < hi; k++) { const $AC x = p[k]; $(OP("acc", "acc", "x")) p[k] = acc; }
+      }
+    }
+    """)
+    # phase 3: each tile rescanned from its prefix
+    print(io, """
+    extern "C" __global__ void cumem_scan_apply(const $TC* src, const $AC* part, $OC* dst, int64_t nlines, int64_t n, int64_t ntiles, int64_t ist, int64_t ost$sig_dims$extra)
+    {
+    $unpack$tile_head  $AC x[$SCAN_ITEMS];
+      $AC v = 0;
+      for (int k = 0; k < cnt; k++) x[k] = $(load("src[ib + (t0 + k) * ist]"));
+      if (cnt > 0) { v = x[0]; for (int k = 1; k < cnt; k++) $(OP("v", "v", "x[k]")) }
+      sh[threadIdx.x] = v;
+      __syncthreads();
+    $block_scan  if (cnt == 0) return;
+      bool have = false; $AC pre = 0;
+    $(has_init ? "  pre = p0; have = true;\n" : "")  if (blockIdx.x > 0) { const $AC u = part[j * ntiles + blockIdx.x - 1]; if (have) { $(OP("pre", "pre", "u")) } else pre = u; have = true; }
+      if (threadIdx.x > 0) { const $AC u = sh[threadIdx.x - 1]; if (have) { $(OP("pre", "pre", "u")) } else pre = u; have = true; }
+      $AC acc = x[0];
+      if (have) $(OP("acc", "pre", "x[0]"))
+      dst[ob + t0 * ost] = $(store("acc"));
+      for (int k = 1; k < cnt; k++) { $(OP("acc", "acc", "x[k]")) dst[ob + (t0 + k) * ost] = $(store("acc")); }
+    }
+    """)
+    return String(take!(io))
 end
 
-function gpu_scan(A, op, baseop)
-    check_devices("scan", A)
-    T = eltype(A)
-    Out = Base.promote_op(op, T, T)
-    if on_host() || length(A) == 0
-        length(A) > 0 && scan_kernel(A, T, Out, op)
-        GC.@preserve A return CuArray(baseop(length(A) == 0 ? T[] : host_arg(A)))
+## planning and launching
+
+# The accumulator type of op over T (init's type joins in), as Base's accumulate promotes.
+function scan_acc_type(op, T, init)
+    A = init === NOINIT ? Base.promote_op(op, T, T) : Base.promote_op(op, typeof(init), T)
+    for _ in 1:4
+        B = Base.promote_op(op, A, T)
+        B === A && break
+        A = B
     end
-    entry = scan_kernel(A, T, Out, op)
-    b, off, sz, st = layout(A)
-    out = CuArray{Out}(undef, length(A))
-    n = length(A)
-    idx64 = max(n, length(b)) >= typemax(Int32)
-    launch(entry.kernel, devaddr(b) + UInt64(off * sizeof(T)), idx64 ? Int64(st[1]) : Int32(st[1]), devaddr(out),
-           idx64 ? UInt64(n) : UInt32(n); blocks = 1, threads = 1024)
-    return out
+    return A
 end
 
-function scan_kernel(A, T, Out, op)
-    check_kernel_eltype(T)
-    check_kernel_eltype(Out)
+# Column-major strides (in elements) of a contiguous array of sizes sz.
+scan_strides(sz) = (st = Vector{Int}(undef, length(sz)); acc = 1; for d in eachindex(sz); st[d] = acc; acc *= sz[d]; end; st)
+
+# dst (contiguous, A's shape) = the scan of A along dimension d (nothing: linear order).
+function gpu_accumulate!(op, dst::CuArray, A, d, init)
+    T, Out = eltype(A), eltype(dst)
+    check_kernel_eltype(T); check_kernel_eltype(Out)
     Acc = Out === Float16 ? Float32 : Out
-    b = layout(A)[1]
-    idx64 = length(b) >= typemax(Int32)
-    return cached_kernel((:scan, T, Out, op, idx64)) do
-        opx = cv(PRIMITIVES[op](Sym(Acc, "a"), Sym(Acc, "b")), Acc)
-        (scan_source(T, Acc, Out, opx, c_literal(neutral(op, Acc)), idx64), "cumem_scan", nothing, Tuple{GlobalRef,DataType}[])
+    b, off, sz, st = layout(A)
+    N = length(sz)
+    if d === nothing || N == 1
+        # one line in linear order (contiguous A: stride 1; otherwise copy first)
+        if N != 1 && !(A isa CuArray)
+            A = copy(A); b, off, sz, st = layout(A)
+        end
+        n, ist, ost, ksz, kst, okst = length(A), (N == 1 ? st[1] : 1), 1, Int[], Int[], Int[]
+    elseif d > N
+        n, ist, ost = 1, 0, 0
+        ksz, kst, okst = collect(sz), collect(st), scan_strides(sz)
+    else
+        ost_all = scan_strides(sz)
+        n, ist, ost = sz[d], st[d], ost_all[d]
+        keep = [k for k in 1:N if k != d && sz[k] != 1]
+        ksz, kst, okst = sz[keep], st[keep], ost_all[keep]
     end
+    nlines = foldl(*, ksz; init = 1)
+    ps, baked = element_key(op)
+    has_init = init !== NOINIT
+    key = (:scan3, typeof(op), T, Acc, Out, length(ksz), has_init, baked)
+    entry = cached_kernel(key) do
+        opr, R, params, globals = element_function_c(op, Any[Acc, Acc])
+        src = scan_kernels_source(T, Acc, Out, cv(opr, Acc), map(typeof, params), globals, length(ksz), has_init)
+        (src, "cumem_scan_lines", nothing, globals)
+    end
+    (length(dst) == 0 || on_host()) && return dst
+    tail = Any[]
+    for p in ps; push!(tail, param_value(p)); end
+    for g in global_values(entry.globals); push!(tail, param_value(g)); end
+    has_init && push!(tail, convert(Acc, init))
+    dims = Any[]
+    for k in eachindex(ksz); push!(dims, Int64(ksz[k]), Int64(kst[k]), Int64(okst[k])); end
+    srcp = devaddr(b) + UInt64(off * sizeof(T))
+    ntiles = cld(n, SCAN_TILE)
+    GC.@preserve b dst begin
+        if ntiles <= 1 || nlines >= 8 * sm_count() * SCAN_THREADS ÷ max(1, min(ntiles, 64))
+            k = load_kernel(entry.source, "cumem_scan_lines")
+            blocks = max(1, min(cld(nlines, 128), 65535))
+            launch(k, srcp, devaddr(dst), Int64(nlines), Int64(n), Int64(ist), Int64(ost), dims..., tail...;
+                   blocks = blocks, threads = 128)
+        else
+            part = CuArray{Acc}(undef, nlines * ntiles)
+            gy, gz = nlines <= 65535 ? (nlines, 1) : (65535, cld(nlines, 65535))
+            k1 = load_kernel(entry.source, "cumem_scan_tiles")
+            launch(k1, srcp, devaddr(part), Int64(nlines), Int64(n), Int64(ntiles), Int64(ist), dims..., tail...;
+                   blocks = (ntiles, gy, gz), threads = SCAN_THREADS)
+            k2 = load_kernel(entry.source, "cumem_scan_parts")
+            launch(k2, devaddr(part), Int64(nlines), Int64(ntiles), tail...; blocks = (1, gy, gz), threads = SCAN_THREADS)
+            k3 = load_kernel(entry.source, "cumem_scan_apply")
+            launch(k3, srcp, devaddr(part), devaddr(dst), Int64(nlines), Int64(n), Int64(ntiles), Int64(ist), Int64(ost),
+                   dims..., tail...; blocks = (ntiles, gy, gz), threads = SCAN_THREADS)
+            unsafe_free!(part)
+        end
+    end
+    return dst
+end
+
+scan_dims(A, dims) = dims === nothing ? (ndims(A) == 1 ? 1 : nothing) : Int(dims)
+
+function cu_accumulate!(op, B::AnyCuArray, A::AnyCuArray, dims, init)
+    dims === nothing || dims >= 1 || throw(ArgumentError("dims must be a positive integer, got $dims"))
+    size(B) == size(A) || throw(DimensionMismatch("accumulate!: the destination has size $(size(B)), the source $(size(A))"))
+    check_devices("accumulate", B, A)
+    d = scan_dims(A, dims)
+    dst = B isa CuArray && !same_memory(B, layout(A)[1]) ? B : CuArray{eltype(B)}(undef, size(B))
+    gpu_accumulate!(op, dst, A, d, init)
+    if on_host() && length(A) > 0
+        GC.@preserve A dst begin
+            h = host_arg(A)
+            kw = init === NOINIT ? () : (init = init,)
+            r = d === nothing ? collect(Iterators.accumulate(op, h; kw...)) : accumulate(op, h; dims = d, kw...)
+            copyto!(host_view(dst), r)
+        end
+    end
+    dst === B || copyto!(B, dst)
+    return B
 end
 
 """
-    cumsum(v::CuVector) / cumprod(v::CuVector)
+    accumulate(op, A::AnyCuArray; dims=nothing, init) / accumulate!(op, B, A; dims, init)
 
-Inclusive scans with Base's element types (small integers widen, as Base's `add_sum` and
-`mul_prod`). One block of threads; Float16 accumulates in Float32.
+Inclusive scan of `A` with `op` along `dims` (a vector: its only dimension; other arrays
+without `dims`: linear order, as Base), with Base's element types (`cumsum` of `Int8`s
+gives `Int`s). `op` may be any associative function the kernel generator compiles (see
+`docs/compute.md`); GPU threads regroup its applications. `init` is applied once, first.
 """
-Base.cumsum(A::AnyCuArray{T,1}) where {T} = gpu_scan(A, Base.add_sum, cumsum)
-Base.cumprod(A::AnyCuArray{T,1}) where {T} = gpu_scan(A, Base.mul_prod, cumprod)
+function Base.accumulate(op, A::AnyCuArray; dims::Union{Nothing,Integer} = nothing, init = NOINIT)
+    T = eltype(A)
+    Out = scan_acc_type(op, T, init)
+    Out in KERNEL_ELTYPES || throw(KernelTraceError("accumulate with `$(fname(op))` on $T gives $Out, which GPU kernels cannot compute"))
+    return cu_accumulate!(op, CuArray{Out}(undef, size(A)), A, dims, init)
+end
+Base.accumulate!(op, B::AnyCuArray, A::AnyCuArray; dims::Union{Nothing,Integer} = nothing, init = NOINIT) =
+    cu_accumulate!(op, B, A, dims, init)
+
+"""
+    cumsum(A::AnyCuArray; dims) / cumprod(A; dims) / cumsum!(B, A; dims) / cumprod!(B, A; dims)
+
+Cumulative sums and products along `dims` (required for arrays of two or more dimensions,
+as Base), through [`accumulate`](@ref) with Base's `add_sum`/`mul_prod` (small integers widen).
+"""
+Base.cumsum(A::AnyCuArray{T,1}) where {T} = accumulate(Base.add_sum, A)
+Base.cumsum(A::AnyCuArray; dims::Integer) = accumulate(Base.add_sum, A; dims = dims)
+Base.cumprod(A::AnyCuArray{T,1}) where {T} = accumulate(Base.mul_prod, A)
+Base.cumprod(A::AnyCuArray; dims::Integer) = accumulate(Base.mul_prod, A; dims = dims)
+Base.cumsum!(B::AnyCuArray, A::AnyCuArray; dims::Integer = 1) = accumulate!(Base.add_sum, B, A; dims = dims)
+Base.cumprod!(B::AnyCuArray, A::AnyCuArray; dims::Integer = 1) = accumulate!(Base.mul_prod, B, A; dims = dims)

@@ -2,12 +2,35 @@
 # one strided copy (compute/strided.jl), never the scalar path. Scalar `A[i, j]` stays the
 # scalar path (array/scalar.jl).
 
+## bounds errors that summarise masks
+
+"""
+    CuMem.MaskSummary
+
+Stands for a Bool mask in a `BoundsError` (`A[mask]` with a mask of the wrong shape): it
+prints the mask's size and count instead of every selected index.
+"""
+struct MaskSummary
+    dims::Tuple
+    count::Int
+end
+Base.show(io::IO, m::MaskSummary) =
+    print(io, "<Bool mask of size ", join(m.dims, "×"), " selecting ", m.count, ">")
+
+summarize_index(i::AbstractArray{Bool}) = MaskSummary(size(i), count(i))
+summarize_index(i::Base.LogicalIndex) = summarize_index(i.mask)
+summarize_index(i) = i
+
+# A BoundsError for `A[I...]` (I as the caller gave them, device arrays downloaded).
+@noinline throw_index_error(A, I) = throw(BoundsError(A, map(summarize_index, I)))
+
 ## indices
 
 # Indices as Base's `to_indices` makes them, after moving device index arrays to the host
 # (a CuArray index is read once, never element by element).
 host_index(i::CuArray{Bool}) = Array(i)
 host_index(i::CuArray) = Array(i)
+host_index(i::Vector{Any}) = isempty(i) ? Int[] : i    # `A[[]]`: an empty index of unknown type
 host_index(i) = i
 
 # Bool masks become the vector of the positions they select.
@@ -15,9 +38,12 @@ plain_index(i::Base.LogicalIndex) = collect(Int, i)
 plain_index(i) = i
 
 function cu_indices(A, @nospecialize(I::Tuple))
-    J = map(plain_index, to_indices(A, map(host_index, I)))
-    checkbounds(A, J...)
-    return J
+    H = map(host_index, I)
+    J = to_indices(A, H)
+    # masks are checked against A's shape before they become positions (a short mask
+    # selects valid positions too); the error summarises masks (masks.jl)
+    checkbounds(Bool, A, J...) || throw_index_error(A, H)
+    return map(plain_index, J)
 end
 
 # The shape Base gives `A[I...]`: the shapes of the non-scalar indices, concatenated.

@@ -37,8 +37,8 @@ end
 a `CuVector` (then `C` is a `CuVector`). Transposes are cuBLAS op flags, not copies. On
 the host device: Julia's BLAS on the same memory. `DimensionMismatch` for incompatible
 shapes; `ArgumentError` when `C` shares memory with `A` or `B`, and for other element
-types or mixed ones (convert first, e.g. `Float32.(A)`). `A * B` allocates `C` and calls
-this.
+types without a GPU product (other element types and mixed ones promote as Base:
+[`CuMem.generic_mul!`](@ref)). `A * B` allocates `C` and calls this.
 """
 function LinearAlgebra.mul!(C::CuMatrix{T}, A::CuMatOperand{T}, B::CuMatOperand{T},
                             α::Number, β::Number) where {T<:CuBlasFloat}
@@ -49,9 +49,7 @@ function LinearAlgebra.mul!(C::CuVector{T}, A::CuMatOperand{T}, B::CuVector{T},
     return cu_gemm!(C, A, B, α, β)
 end
 
-# Every other CuArray product: one clear error, the same on every device.
-LinearAlgebra.mul!(C::CuVecOrMat, A::AnyCuMatOperand, B::Union{CuVector,AnyCuMatOperand},
-                   α::Number, β::Number) = throw_mul_eltypes(C, A, B)
+# Every other CuArray product: julia/compute/linalg/generic.jl (promoting as Base).
 
 @noinline function throw_mul_eltypes(C, A, B)
     throw(ArgumentError("CuArray matrix products run on cuBLAS, which needs one element type " *

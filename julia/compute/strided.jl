@@ -45,6 +45,17 @@ Base.copy(op::StridedOperand) =
     StridedOperand(op.addr, op.elsize, copy(op.dims), copy(op.strides), copy(op.idx), op.conj, op.roots)
 
 
+# Index arrays of views as index_operand takes them: device index arrays read on the
+# host once (masks: their positions).
+
+# Device index arrays, read on the host once (a Bool mask via device compaction).
+host_index_value(i::CuArray{Bool}) = Array(i)
+host_index_value(i::CuArray) = Array(i)
+host_index_value(i::SubArray{<:Any,<:Any,<:CuArray}) = Array(i)
+host_index_value(i::Base.LogicalIndex{<:Any,<:AnyCuArray}) = Base.LogicalIndex(Array(i.mask))
+host_index_value(i) = i
+
+
 # CuMem.strided_operand(x) -> StridedOperand
 #
 # The strided description of `x` (a CuArray, a view, transpose, adjoint, permuted-dims or
@@ -71,7 +82,8 @@ end
 
 function strided_operand(a::SubArray)
     p = strided_operand(parent(a))
-    return index_operand(p, parentindices(a))
+    # device index arrays and masks are read on the host once (masks.jl)
+    return index_operand(p, map(host_index_value, parentindices(a)))
 end
 
 function strided_operand(a::Base.ReshapedArray)

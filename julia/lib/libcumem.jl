@@ -301,6 +301,55 @@ c_gemm(dtype, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc) =
     (activate(); ccall((:cumem_gemm, libcumem), Int32,
           (Int32, Int32, Int32, Int64, Int64, Int64, Ptr{Cvoid}, UInt64, Int64, UInt64, Int64, Ptr{Cvoid}, UInt64, Int64),
           dtype, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc))
+# linear algebra beyond gemm (src/ffi/linalg.rs): cuBLAS level 2/3, batched gemm, cuSOLVER
+c_trsm_async(s, dt, side, uplo, tr, diag, m, n, alpha, A, lda, B, ldb) =
+    (activate(); ccall((:cumem_trsm_async, libcumem), Int32,
+          (UInt64, Int32, Int32, Int32, Int32, Int32, Int64, Int64, Ptr{Cvoid}, UInt64, Int64, UInt64, Int64),
+          s, dt, side, uplo, tr, diag, m, n, alpha, A, lda, B, ldb))
+c_trmm_async(s, dt, side, uplo, tr, diag, m, n, alpha, A, lda, B, ldb) =
+    (activate(); ccall((:cumem_trmm_async, libcumem), Int32,
+          (UInt64, Int32, Int32, Int32, Int32, Int32, Int64, Int64, Ptr{Cvoid}, UInt64, Int64, UInt64, Int64),
+          s, dt, side, uplo, tr, diag, m, n, alpha, A, lda, B, ldb))
+c_symm_async(s, dt, herm, side, uplo, m, n, alpha, A, lda, B, ldb, beta, C, ldc) =
+    (activate(); ccall((:cumem_symm_async, libcumem), Int32,
+          (UInt64, Int32, Int32, Int32, Int32, Int64, Int64, Ptr{Cvoid}, UInt64, Int64, UInt64, Int64,
+           Ptr{Cvoid}, UInt64, Int64), s, dt, herm, side, uplo, m, n, alpha, A, lda, B, ldb, beta, C, ldc))
+c_gemm_batched_async(s, dt, ta, tb, m, n, k, b, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc) =
+    (activate(); ccall((:cumem_gemm_strided_batched_async, libcumem), Int32,
+          (UInt64, Int32, Int32, Int32, Int64, Int64, Int64, Int64, Ptr{Cvoid}, UInt64, Int64, Int64,
+           UInt64, Int64, Int64, Ptr{Cvoid}, UInt64, Int64, Int64),
+          s, dt, ta, tb, m, n, k, b, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc))
+c_getrf_async(s, dt, m, n, A, lda, ipiv, info) =
+    (activate(); ccall((:cumem_getrf_async, libcumem), Int32, (UInt64, Int32, Int64, Int64, UInt64, Int64, UInt64, Ptr{Int32}),
+          s, dt, m, n, A, lda, ipiv, info))
+c_getrs_async(s, dt, tr, n, nrhs, A, lda, ipiv, B, ldb, info) =
+    (activate(); ccall((:cumem_getrs_async, libcumem), Int32,
+          (UInt64, Int32, Int32, Int64, Int64, UInt64, Int64, UInt64, UInt64, Int64, Ptr{Int32}),
+          s, dt, tr, n, nrhs, A, lda, ipiv, B, ldb, info))
+c_geqrf_async(s, dt, m, n, A, lda, tau, info) =
+    (activate(); ccall((:cumem_geqrf_async, libcumem), Int32, (UInt64, Int32, Int64, Int64, UInt64, Int64, UInt64, Ptr{Int32}),
+          s, dt, m, n, A, lda, tau, info))
+c_orgqr_async(s, dt, m, n, k, A, lda, tau, info) =
+    (activate(); ccall((:cumem_orgqr_async, libcumem), Int32, (UInt64, Int32, Int64, Int64, Int64, UInt64, Int64, UInt64, Ptr{Int32}),
+          s, dt, m, n, k, A, lda, tau, info))
+c_ormqr_async(s, dt, side, tr, m, n, k, A, lda, tau, C, ldc, info) =
+    (activate(); ccall((:cumem_ormqr_async, libcumem), Int32,
+          (UInt64, Int32, Int32, Int32, Int64, Int64, Int64, UInt64, Int64, UInt64, UInt64, Int64, Ptr{Int32}),
+          s, dt, side, tr, m, n, k, A, lda, tau, C, ldc, info))
+c_potrf_async(s, dt, uplo, n, A, lda, info) =
+    (activate(); ccall((:cumem_potrf_async, libcumem), Int32, (UInt64, Int32, Int32, Int64, UInt64, Int64, Ptr{Int32}),
+          s, dt, uplo, n, A, lda, info))
+c_potrs_async(s, dt, uplo, n, nrhs, A, lda, B, ldb, info) =
+    (activate(); ccall((:cumem_potrs_async, libcumem), Int32,
+          (UInt64, Int32, Int32, Int64, Int64, UInt64, Int64, UInt64, Int64, Ptr{Int32}),
+          s, dt, uplo, n, nrhs, A, lda, B, ldb, info))
+c_gesvd_async(s, dt, jacobi, vectors, m, n, A, lda, S, U, ldu, V, ldv, info) =
+    (activate(); ccall((:cumem_gesvd_async, libcumem), Int32,
+          (UInt64, Int32, Int32, Int32, Int64, Int64, UInt64, Int64, UInt64, UInt64, Int64, UInt64, Int64, Ptr{Int32}),
+          s, dt, jacobi, vectors, m, n, A, lda, S, U, ldu, V, ldv, info))
+c_syevd_async(s, dt, vectors, uplo, n, A, lda, W, info) =
+    (activate(); ccall((:cumem_syevd_async, libcumem), Int32, (UInt64, Int32, Int32, Int32, Int64, UInt64, Int64, UInt64, Ptr{Int32}),
+          s, dt, vectors, uplo, n, A, lda, W, info))
 
 # the engine
 c_init() = ccall((:cumem_init, libcumem), Int32, ())

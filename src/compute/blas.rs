@@ -14,8 +14,8 @@ use crate::error::{Error, Result};
 use std::ffi::{c_int, c_void};
 use std::sync::OnceLock;
 
-type Handle = *mut c_void;
-type Status = c_int;
+pub(super) type Handle = *mut c_void;
+pub(super) type Status = c_int;
 type Gemm = unsafe extern "C" fn(
     Handle,
     c_int,
@@ -43,12 +43,12 @@ struct Api {
     gemm: [Gemm; 4],
 }
 
-struct Cublas {
+pub(super) struct Cublas {
     api: Api,
     /// The handle of each device ordinal that used cuBLAS.
     handle: parking_lot::Mutex<rustc_hash::FxHashMap<u32, usize>>,
     from: String,
-    _lib: Opened,
+    pub(super) lib: Opened,
 }
 
 /// File names tried for libcublas, newest CUDA first; `CUMEM_CUBLAS_LIBRARY` overrides.
@@ -56,7 +56,7 @@ pub const CUBLAS_NAMES: &[&str] = &["libcublas.so.13", "libcublas.so.12", "libcu
 /// libcublasLt of the same release, opened first when libcublas is opened by path.
 const CUBLASLT_NAMES: &[&str] = &["libcublasLt.so.13", "libcublasLt.so.12"];
 
-fn cublas() -> Result<&'static Cublas> {
+pub(super) fn cublas() -> Result<&'static Cublas> {
     static CUBLAS: OnceLock<Result<Cublas>> = OnceLock::new();
     CUBLAS.get_or_init(Cublas::open).as_ref().map_err(Clone::clone)
 }
@@ -87,11 +87,51 @@ impl Cublas {
             }
         };
         let from = lib.from.clone();
-        Ok(Cublas { api, handle: parking_lot::Mutex::new(Default::default()), from, _lib: lib })
+        Ok(Cublas { api, handle: parking_lot::Mutex::new(Default::default()), from, lib })
     }
 }
 
-fn check(what: &str, s: Status) -> Result<()> {
+/// Runs `f` with the cuBLAS handle of `engine`'s device, bound to that device's context,
+/// its stream set to `stream` (0: the legacy default stream), under the handle's lock.
+/// Creates the handle on the device's first call. `what` names the operation in errors.
+/// Errors: [`Error::NotSupported`] on the host device or without libcublas,
+/// [`Error::InvalidValue`] for an unknown stream, [`Error::Device`] when cuBLAS fails.
+pub(super) fn with_handle<R>(
+    engine: &Engine,
+    stream: u64,
+    what: &str,
+    f: impl FnOnce(&'static Cublas, Handle) -> Result<R>,
+) -> Result<R> {
+    let raw = engine.device().stream_raw(stream)?;
+    gpu::bind(engine.device(), what)?;
+    let cb = cublas()?;
+    let mut handles = cb.handle.lock();
+    let ord = engine.ordinal();
+    let h = match handles.get(&ord) {
+        Some(&h) => h as Handle,
+        None => {
+            let mut h: Handle = std::ptr::null_mut();
+            // SAFETY: valid out-pointer; a context is current (bound above).
+            check("cublasCreate", unsafe { (cb.api.create)(&mut h) })?;
+            // SAFETY: `h` is a live handle. 0 = CUBLAS_DEFAULT_MATH, 0 = host pointers.
+            unsafe {
+                check("cublasSetStream", (cb.api.set_stream)(h, std::ptr::null_mut()))?;
+                check("cublasSetMathMode", (cb.api.set_math_mode)(h, 0))?;
+                check("cublasSetPointerMode", (cb.api.set_pointer_mode)(h, 0))?;
+                let mut v = 0;
+                check("cublasGetVersion", (cb.api.get_version)(h, &mut v))?;
+                log::info!("cuBLAS {v} from {}", cb.from);
+            }
+            handles.insert(ord, h as usize);
+            h
+        }
+    };
+    // SAFETY: a live handle, used under the lock; `raw` is a live stream or NULL.
+    check("cublasSetStream", unsafe { (cb.api.set_stream)(h, raw as *mut c_void) })?;
+    f(cb, h)
+}
+
+pub(super) fn check(what: &str, s: Status) -> Result<()> {
     match s {
         0 => Ok(()),
         // CUBLAS_STATUS_INVALID_VALUE: checked below first, so rare; still bad input.
@@ -116,6 +156,9 @@ pub enum Dtype {
     C32 = 2,
     /// `cuDoubleComplex` (ComplexF64), 16 bytes.
     C64 = 3,
+    /// `__half` (Float16), 2 bytes: [`gemm`] and the batched gemm only (cuBLAS's
+    /// `cublasGemmEx` with Float32 accumulation, as CUDA.jl and PyTorch).
+    F16 = 4,
 }
 
 impl Dtype {
@@ -126,9 +169,10 @@ impl Dtype {
             1 => Dtype::F64,
             2 => Dtype::C32,
             3 => Dtype::C64,
+            4 => Dtype::F16,
             _ => {
                 return Err(Error::InvalidValue(format!(
-                    "dtype {d} is not 0 (Float32), 1 (Float64), 2 (ComplexF32) or 3 (ComplexF64)"
+                    "dtype {d} is not 0 (Float32), 1 (Float64), 2 (ComplexF32), 3 (ComplexF64) or 4 (Float16)"
                 )));
             }
         })
@@ -136,7 +180,7 @@ impl Dtype {
 
     /// Bytes per element.
     pub fn size(self) -> u64 {
-        [4, 8, 8, 16][self as usize]
+        [4, 8, 8, 16, 2][self as usize]
     }
 }
 
@@ -152,15 +196,36 @@ pub struct Operand {
 /// Checks that an operand stored as `rows × cols` with leading dimension `op.ld` lies
 /// inside one live allocation of `engine`.
 fn check_operand(engine: &Engine, what: &str, op: Operand, rows: i64, cols: i64, esize: u64) -> Result<()> {
+    check_matrix(engine, "gemm", what, op, rows, cols, esize)
+}
+
+/// Checks that a matrix operand `what` of operation `fname`, stored as `rows × cols`
+/// with leading dimension `op.ld` and `esize`-byte elements, lies inside one live
+/// allocation of `engine`, and that its sizes fit cuBLAS's and cuSOLVER's `int`.
+/// Errors: [`Error::InvalidValue`] naming `fname` and `what`.
+pub(super) fn check_matrix(
+    engine: &Engine,
+    fname: &str,
+    what: &str,
+    op: Operand,
+    rows: i64,
+    cols: i64,
+    esize: u64,
+) -> Result<()> {
+    if rows < 0 || cols < 0 || rows > i32::MAX as i64 || cols > i32::MAX as i64 {
+        return Err(Error::InvalidValue(format!(
+            "{fname}: {what} is {rows}×{cols}; sizes must lie in 0 to 2^31-1"
+        )));
+    }
     if op.ld < rows.max(1) {
         return Err(Error::InvalidValue(format!(
-            "gemm: leading dimension of {what} is {} but must be at least max(1, {rows})",
+            "{fname}: leading dimension of {what} is {} but must be at least max(1, {rows})",
             op.ld
         )));
     }
     if op.ld > i32::MAX as i64 {
         return Err(Error::InvalidValue(format!(
-            "gemm: leading dimension of {what} ({}) exceeds 2^31-1",
+            "{fname}: leading dimension of {what} ({}) exceeds 2^31-1",
             op.ld
         )));
     }
@@ -169,16 +234,16 @@ fn check_operand(engine: &Engine, what: &str, op: Operand, rows: i64, cols: i64,
     }
     let elems = (cols as u128 - 1) * op.ld as u128 + rows as u128;
     let bytes = u64::try_from(elems * esize as u128)
-        .map_err(|_| Error::InvalidValue(format!("gemm: {what} would span more than 2^64 bytes")))?;
+        .map_err(|_| Error::InvalidValue(format!("{fname}: {what} would span more than 2^64 bytes")))?;
     engine
         .check_range(op.ptr, bytes)
-        .map_err(|e| Error::InvalidValue(format!("gemm: {what} ({rows}×{cols}, ld {}): {e}", op.ld)))
+        .map_err(|e| Error::InvalidValue(format!("{fname}: {what} ({rows}×{cols}, ld {}): {e}", op.ld)))
 }
 
 /// `C = alpha * op(A) * op(B) + beta * C` through cuBLAS, column-major: op(A) is `m × k`,
 /// op(B) `k × n`, C `m × n`; `transa`/`transb` 0 = as is, 1 = transposed, 2 = conjugate
 /// transposed (as BLAS's 'N', 'T', 'C'). `alpha` and `beta` point to host values of
-/// `dtype`. Queued on `stream` (0: the legacy default stream); returns without waiting. Sizes up to
+/// `dtype` (for [`Dtype::F16`]: to `f32` values, the compute type). Queued on `stream` (0: the legacy default stream); returns without waiting. Sizes up to
 /// 2^31 − 1 (cuBLAS's `int`).
 ///
 /// Errors: [`Error::InvalidValue`] for a negative or oversized size, a bad op code, a
@@ -225,54 +290,37 @@ pub unsafe fn gemm(
     check_operand(engine, "A", a, ar, ac, es)?;
     check_operand(engine, "B", b, br, bc, es)?;
     check_operand(engine, "C", c, m, n, es)?;
-    gpu::bind(engine.device(), "gemm (cuBLAS)")?;
-    let raw = engine.device().stream_raw(stream)?;
-    let cb = cublas()?;
-    let mut handles = cb.handle.lock();
-    let ord = engine.ordinal();
-    let h = match handles.get(&ord) {
-        Some(&h) => h as Handle,
-        None => {
-            let mut h: Handle = std::ptr::null_mut();
-            // SAFETY: valid out-pointer; a context is current (bound above).
-            check("cublasCreate", unsafe { (cb.api.create)(&mut h) })?;
-            // SAFETY: `h` is a live handle. 0 = CUBLAS_DEFAULT_MATH, 0 = host pointers.
-            unsafe {
-                check("cublasSetStream", (cb.api.set_stream)(h, std::ptr::null_mut()))?;
-                check("cublasSetMathMode", (cb.api.set_math_mode)(h, 0))?;
-                check("cublasSetPointerMode", (cb.api.set_pointer_mode)(h, 0))?;
-                let mut v = 0;
-                check("cublasGetVersion", (cb.api.get_version)(h, &mut v))?;
-                log::info!("cuBLAS {v} from {}", cb.from);
-            }
-            handles.insert(ord, h as usize);
-            h
-        }
-    };
     if m == 0 || n == 0 {
-        return Ok(());
+        // still binds the device and creates the handle, so a missing cuBLAS is reported
+        return with_handle(engine, stream, "gemm (cuBLAS)", |_, _| Ok(()));
     }
-    // SAFETY: a live handle, used under the lock; `raw` is a live stream or NULL.
-    check("cublasSetStream", unsafe { (cb.api.set_stream)(h, raw as *mut c_void) })?;
-    let f = cb.api.gemm[dtype as usize];
-    // SAFETY: the operands were checked to lie in live allocations of their stated
-    // shapes; the caller vouches for alpha and beta; the handle is used under the lock.
-    check("cublasgemm", unsafe {
-        f(
-            h,
-            transa,
-            transb,
-            m as c_int,
-            n as c_int,
-            k as c_int,
-            alpha,
-            a.ptr as *const c_void,
-            a.ld as c_int,
-            b.ptr as *const c_void,
-            b.ld as c_int,
-            beta,
-            c.ptr as *mut c_void,
-            c.ld as c_int,
-        )
+    with_handle(engine, stream, "gemm (cuBLAS)", |cb, h| {
+        if dtype == Dtype::F16 {
+            // SAFETY: as below.
+            return unsafe {
+                super::blas_ext::gemm_f16(cb, h, transa, transb, (m, n, k), alpha, a, b, beta, c)
+            };
+        }
+        let f = cb.api.gemm[dtype as usize];
+        // SAFETY: the operands were checked to lie in live allocations of their stated
+        // shapes; the caller vouches for alpha and beta; the handle is used under the lock.
+        check("cublasgemm", unsafe {
+            f(
+                h,
+                transa,
+                transb,
+                m as c_int,
+                n as c_int,
+                k as c_int,
+                alpha,
+                a.ptr as *const c_void,
+                a.ld as c_int,
+                b.ptr as *const c_void,
+                b.ld as c_int,
+                beta,
+                c.ptr as *mut c_void,
+                c.ld as c_int,
+            )
+        })
     })
 }

@@ -7,10 +7,12 @@
 //! - [`disk_cache`]: NVRTC's output kept on disk across processes, as CuPy's kernel cache;
 //! - [`module`]: kernels compiled for the current GPU, cached by (source, name), launched
 //!   on a stream (0: the legacy default stream);
-//! - [`blas`]: `cublas<t>gemm` with one guarded handle;
+//! - [`blas`]: `cublas<t>gemm` with one guarded handle; [`blas_ext`]: triangular,
+//!   symmetric and batched products on that handle;
+//! - [`solver`]: cuSOLVER factorizations (LU, QR, Cholesky, SVD, eigen);
 //! - [`gpu`]: the context, the device's facts, synchronisation;
 //! - the C functions (`cumem_compile_ptx`, `cumem_kernel_load`, ...) are in the C ABI,
-//!   `src/ffi/compute.rs`.
+//!   `src/ffi/compute.rs`; those of `blas_ext` and `solver` in `src/ffi/linalg.rs`.
 //!
 //! libnvrtc and libcublas are opened at run time ([`dylib`]), so `libcumem.so` loads on
 //! a machine without them; what needs one then fails with `CUMEM_ERROR_NOT_SUPPORTED`.
@@ -23,8 +25,10 @@
 //! (docs/design.md, "Streams").
 
 pub mod blas;
+pub mod blas_ext;
 pub mod disk_cache;
 pub mod dylib;
 pub mod gpu;
 pub mod module;
 pub mod nvrtc;
+pub mod solver;

@@ -317,7 +317,8 @@ pub extern "C" fn cumem_synchronize() -> i32 {
 
 /// Column-major GEMM through cuBLAS: `C = alpha * op(A) * op(B) + beta * C` with op(A)
 /// `m × k`, op(B) `k × n`, C `m × n`. `transa`/`transb`: 0 = N, 1 = T, 2 = C (conjugate
-/// transpose). `dtype`: 0 = Float32, 1 = Float64, 2 = ComplexF32, 3 = ComplexF64.
+/// transpose). `dtype`: 0 = Float32, 1 = Float64, 2 = ComplexF32, 3 = ComplexF64, 4 = Float16
+/// (cublasGemmEx with Float32 accumulation; `alpha` and `beta` then point to `float`s).
 /// `alpha` and `beta` point to host scalars of `dtype`; `A`, `B`, `C` are device
 /// addresses with leading dimensions in elements. Default math mode (no TF32), legacy
 /// default stream; returns without waiting.

@@ -36,6 +36,8 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 // The order of these modules is the order of the header's functions.
 mod compute;
 pub use compute::*;
+mod linalg;
+pub use linalg::*;
 mod memory;
 pub use memory::*;
 mod devices;

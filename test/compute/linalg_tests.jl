@@ -65,15 +65,17 @@ stored_shape(op, m, k) = op == :N ? (m, k) : (k, m)
     @test_throws ArgumentError mul!(S, CuArray(rand(T, 3, 3)), S')
 end
 
-@testset "other element types give one clear error" begin
+@testset "other element types promote as Base (issue 25); no GPU product: one clear error" begin
     for (TA, TB) in ((Int, Int), (Float16, Float16), (Float32, Float64))
-        A, B = CuArray(rand(TA, 2, 2)), CuArray(rand(TB, 2, 2))
-        err = try A * B; nothing; catch e; e; end
-        @test err isa ArgumentError
-        @test occursin("cuBLAS", sprint(showerror, err)) && occursin("Float32.(A)", sprint(showerror, err))
-        @test_throws ArgumentError A * CuArray(rand(TB, 2))
-        @test_throws ArgumentError A' * B
+        a, b = rand(TA, 2, 2), rand(TB, 2, 2)
+        A, B = CuArray(a), CuArray(b)
+        @test A * B isa CuMatrix{eltype(a * b)} && isapprox(Array(A * B), a * b; rtol = 1e-2)
+        @test isapprox(Array(A' * B), a' * b; rtol = 1e-2)
     end
+    A = CuArray(rand(Int32, 2, 2))
+    err = try mul!(CuArray{Bool}(undef, 2, 2), A, A); nothing; catch e; e; end
+    @test err isa ArgumentError
+    @test occursin("cuBLAS", sprint(showerror, err)) && occursin("Float32.(A)", sprint(showerror, err))
 end
 
 @testset "dot, norm, $T" for T in (BLAS_TYPES..., Int64, Float16)

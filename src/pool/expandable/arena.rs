@@ -8,7 +8,10 @@
 //! (mapped, no block touches it) exactly when it lies wholly inside one free range, since
 //! blocks and free ranges tile the arena and free neighbours are merged; so there is no
 //! count per granule, and placing or freeing a block costs a few bitmap words however many
-//! granules it spans.
+//! granules it spans. Nor is there a running count of idle bytes: it would cost a bitmap
+//! count on every index insert and removal (a fifth of a miss's instructions), while only
+//! statistics and unmapping ask, and idle granules can lie only in the free ranges a
+//! granule long or longer ([`Arena::idle_bytes`]).
 
 use super::super::split::fit_index::FitIndex;
 use crate::snapshot::{BlockState, PoolBlock, PoolSegment};
@@ -53,9 +56,8 @@ pub(super) struct Arena {
     mapped: Vec<u64>,
     /// One past the highest mapped granule (0: none).
     top: usize,
-    /// Bytes mapped, and of those the bytes of idle granules (wholly inside a free range).
+    /// Bytes mapped.
     pub mapped_bytes: u64,
-    pub idle_bytes: u64,
 }
 
 impl Arena {
@@ -75,7 +77,6 @@ impl Arena {
             mapped: vec![0; n.div_ceil(64)],
             top: 0,
             mapped_bytes: 0,
-            idle_bytes: 0,
         };
         a.free.insert(size, base, 0);
         a
@@ -115,6 +116,9 @@ impl Arena {
         let g1 = g1.min(self.top);
         if g0 >= g1 {
             return 0;
+        }
+        if g1 - g0 == 1 {
+            return self.is_mapped(g0) as usize;
         }
         let (w0, w1) = (g0 / 64, (g1 - 1) / 64);
         let lo = !0u64 << (g0 % 64);
@@ -198,18 +202,35 @@ impl Arena {
         }
     }
 
-    /// Indexes free node `i` and counts its idle granules.
+    /// Indexes free node `i`.
+    #[inline]
     fn add_free(&mut self, i: u32) {
         let Node { addr, size, .. } = self.nodes[i as usize];
         self.free.insert(size, addr, i);
-        self.idle_bytes += self.idle_in(addr, size);
     }
 
-    /// Unindexes free node `i` and uncounts its idle granules.
+    /// Unindexes free node `i`.
+    #[inline]
     fn remove_free(&mut self, i: u32) {
         let Node { addr, size, .. } = self.nodes[i as usize];
         self.free.remove(size, addr);
-        self.idle_bytes -= self.idle_in(addr, size);
+    }
+
+    /// The free ranges that can hold a whole granule (at least a granule long), as
+    /// (size, address, node). Idle granules lie only in these.
+    #[inline]
+    fn granule_ranges(&self) -> impl Iterator<Item = (u64, u64, u32)> + '_ {
+        self.free.fits(self.granule())
+    }
+
+    /// Bytes of idle granules (mapped, wholly inside a free range): counted on demand
+    /// over the free ranges a granule long or longer (statistics and reclaim ask; the
+    /// alloc and free paths keep no count).
+    pub fn idle_bytes(&self) -> u64 {
+        if self.mapped_bytes == 0 {
+            return 0;
+        }
+        self.granule_ranges().map(|(size, addr, _)| self.idle_in(addr, size)).sum()
     }
 
     /// Where a block of `size` bytes goes: the start or the end of a free range, among
@@ -390,16 +411,23 @@ impl Arena {
     pub fn unmap_idle(&mut self, target: u64, mut unmap: impl FnMut(u64, u64)) -> u64 {
         let gran = self.granule();
         let mut done = 0;
-        let mut i = self.tail;
-        while i != NIL && done < target && self.idle_bytes > 0 {
-            let n = self.nodes[i as usize];
-            i = n.prev;
-            if !n.free {
-                continue;
+        if self.mapped_bytes == 0 {
+            return 0;
+        }
+        // The free ranges that may hold idle granules, highest address first.
+        let mut ranges: Vec<(u64, u64)> = self
+            .granule_ranges()
+            .map(|(size, addr, _)| (addr, size))
+            .filter(|&(addr, size)| self.idle_in(addr, size) > 0)
+            .collect();
+        ranges.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+        for (at, len) in ranges {
+            if done >= target {
+                break;
             }
             // The granules wholly inside this free range, from the highest mapped one.
-            let lo = (n.addr - self.base).div_ceil(gran) as usize;
-            let mut g = (((n.addr + n.size - self.base) >> self.shift) as usize).min(self.top);
+            let lo = (at - self.base).div_ceil(gran) as usize;
+            let mut g = (((at + len - self.base) >> self.shift) as usize).min(self.top);
             while g > lo && done < target {
                 while g > lo && !self.is_mapped(g - 1) {
                     g -= 1;
@@ -417,7 +445,6 @@ impl Arena {
                     self.mapped[k / 64] &= !(1 << (k % 64));
                 }
                 self.mapped_bytes -= bytes;
-                self.idle_bytes -= bytes;
                 done += bytes;
             }
         }
@@ -565,7 +592,7 @@ impl Arena {
         assert_eq!(seen, mine, "the blocks in the arena are the pool's");
         let n = (self.size >> self.shift) as usize;
         let mapped = (0..n).filter(|&g| self.is_mapped(g)).count() as u64;
-        assert_eq!((mapped << self.shift, idle), (self.mapped_bytes, self.idle_bytes));
+        assert_eq!((mapped << self.shift, idle), (self.mapped_bytes, self.idle_bytes()));
         assert!((self.top..n).all(|g| !self.is_mapped(g)));
         assert!(self.top == 0 || self.is_mapped(self.top - 1));
         free
@@ -605,7 +632,7 @@ mod tests {
         assert_eq!(a.unmap_idle(G, |_, _| {}), G);
         // Now [2G, 11G) is one free range: granules 2..=9 mapped, 1's half and 10 not.
         a.give_back(q2);
-        assert_eq!((a.mapped_bytes, a.idle_bytes), (10 * G, 8 * G));
+        assert_eq!((a.mapped_bytes, a.idle_bytes()), (10 * G, 8 * G));
         // Its start (granule 1) and its end (granule 10) would each map one granule; the
         // middle needs none.
         let (_, addr, n) = a.place(8 * G).unwrap();

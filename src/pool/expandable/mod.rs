@@ -53,7 +53,10 @@
 //! arenas ([`arena`]) keep blocks and free ranges as nodes linked to their address
 //! neighbours (merging costs no search), free ranges in split's size-class index by
 //! (size, address) (best fit is a bit scan and a short binary search), and a bitmap of
-//! mapped granules; a granule is idle when it lies wholly inside a free range.
+//! mapped granules; a granule is idle when it lies wholly inside a free range. The alloc
+//! and free paths keep no count of idle bytes: statistics and unmapping count them when
+//! they need them, over the free ranges a granule long or longer (few), so a miss costs
+//! the merge of the blocks freed since the last one, a best-fit search and a carve.
 
 mod arena;
 #[cfg(test)]
@@ -117,7 +120,9 @@ impl ExpandablePool {
     /// The arena, free range (node) and address for a block of `size` among the arenas
     /// for small (`large` false) or large requests ([`Arena::place`]); a new arena if
     /// none fits.
-    fn place(&mut self, size: u64, large: bool, up: ShardUpstream<'_>) -> Result<(usize, u32, u64)> {
+    /// Returns the arena, the node, the address and the number of granules to map (0: the
+    /// place is mapped already).
+    fn place(&mut self, size: u64, large: bool, up: ShardUpstream<'_>) -> Result<(usize, u32, u64, usize)> {
         // The arena whose place needs the fewest granules mapped (the first among equals).
         let mut best: Option<(usize, u32, u64, usize)> = None;
         for (k, a) in self.arenas.iter().enumerate() {
@@ -131,8 +136,8 @@ impl ExpandablePool {
                 }
             }
         }
-        if let Some((k, i, addr, _)) = best {
-            return Ok((k, i, addr));
+        if let Some(b) = best {
+            return Ok(b);
         }
         let gran = up.vm_granularity()?;
         let total = up.device_total()?;
@@ -141,7 +146,7 @@ impl ExpandablePool {
         let bytes = total.saturating_add(total / 8).max(size).min(super::MAX_REQUEST).next_multiple_of(gran);
         let base = up.vm_reserve(bytes)?;
         self.arenas.push(Arena::new(base, bytes, gran, large));
-        Ok((self.arenas.len() - 1, 0, base))
+        Ok((self.arenas.len() - 1, 0, base, 1))
     }
 
     /// Merges every quick-listed block into the free ranges.
@@ -206,10 +211,11 @@ impl ExpandablePool {
     fn alloc_miss(&mut self, size: u64, up: ShardUpstream<'_>) -> Result<Block> {
         let large = size > SMALL_SIZE;
         self.flush();
-        let (k, i, addr) = self.place(size, large, up)?;
+        let (k, i, addr, n) = self.place(size, large, up)?;
         let a = &mut self.arenas[k];
         let b = a.carve(i, addr, size);
-        let runs = a.unmapped_runs(addr, size);
+        // `place` counted the granules to map: none (the common warm case) needs no look.
+        let runs = if n == 0 { Vec::new() } else { a.unmapped_runs(addr, size) };
         if !runs.is_empty()
             && let Err(e) = self.map(k, &runs, up)
         {
@@ -267,7 +273,7 @@ impl Pool for ExpandablePool {
 
     /// Free bytes (quick-listed blocks included) in granules that a block touches.
     fn inactive_split_bytes(&self) -> u64 {
-        let idle: u64 = self.arenas.iter().map(|a| a.idle_bytes).sum();
+        let idle: u64 = self.arenas.iter().map(|a| a.idle_bytes()).sum();
         self.mapped_bytes() - idle - self.used_bytes
     }
 

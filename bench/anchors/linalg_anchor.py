@@ -1,0 +1,55 @@
+"""Dense linear algebra in PyTorch, the anchor of bench/julia/linalg_bench.jl (issue 25).
+
+    python3 bench/anchors/linalg_anchor.py [--quick] [--sizes 1024,4096] [--reps N]
+
+The same operations, sizes, data ranges and timing (median over reps of the wall time from a
+synchronize to one after the call, one warm-up call): torch.linalg.solve(A, b),
+torch.linalg.cholesky(P), torch.linalg.qr(A) (reduced), torch.linalg.svd(A,
+full_matrices=False) with the default driver (svd) and driver="gesvd" (svd_gesvd),
+torch.linalg.eigh(P). No TF32. One JSON object per line, "impl":"torch".
+"""
+import argparse, json, time
+import torch
+
+p = argparse.ArgumentParser()
+p.add_argument("--quick", action="store_true")
+p.add_argument("--sizes", default=None)
+p.add_argument("--reps", type=int, default=None)
+a = p.parse_args()
+sizes = [int(s) for s in (a.sizes or ("64" if a.quick else "1024,4096")).split(",")]
+reps = a.reps or (2 if a.quick else 5)
+torch.backends.cuda.matmul.allow_tf32 = False
+dev = "cuda"
+
+
+def timed(f):
+    f(); torch.cuda.synchronize()
+    ts = []
+    for _ in range(reps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        r = f()
+        torch.cuda.synchronize()
+        ts.append(time.perf_counter() - t0)
+        del r
+    ts.sort()
+    return 1e3 * ts[(len(ts) + 1) // 2 - 1]
+
+
+torch.manual_seed(1)
+for n in sizes:
+    A = torch.rand(n, n, device=dev, dtype=torch.float32)
+    b = torch.rand(n, device=dev, dtype=torch.float32)
+    Ph = torch.rand(n, n, device=dev, dtype=torch.float32)
+    P = Ph.T @ Ph / n + torch.eye(n, device=dev)
+    benches = [
+        ("solve", lambda: torch.linalg.solve(A, b)),
+        ("cholesky", lambda: torch.linalg.cholesky(P)),
+        ("qr", lambda: torch.linalg.qr(A)),
+        ("svd", lambda: torch.linalg.svd(A, full_matrices=False)),
+        ("svd_gesvd", lambda: torch.linalg.svd(A, full_matrices=False, driver="gesvd")),
+        ("eigh", lambda: torch.linalg.eigh(P)),
+    ]
+    for name, f in benches:
+        print(json.dumps({"impl": "torch", "bench": name, "n": n, "ms": round(timed(f), 3), "reps": reps,
+                          "torch": torch.__version__}), flush=True)

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Linear algebra beyond gemm (issue 25) on one GPU: the Rust suites of the cuBLAS/cuSOLVER
+# C functions (tests/linalg.rs, tests/compute.rs) with CUMEM_TEST_CUDA=1, the Julia tests
+# (test/compute/linalg_factor_tests.jl, test/compute/linalg_tests.jl) under CUMEM_DEVICE=cuda, then the
+# benchmark beside PyTorch in the same call (bench/julia/linalg_bench.jl, bench/anchors/linalg_anchor.py:
+# solve, cholesky, qr, svd, eigh for n = 1024 and 4096 Float32) and its table.
+#
+# The kit, built here (no Rust on the GPU machine): KIT=target/gpu-kit/linalg,
+#   cargo build --release && mkdir -p $KIT && cp target/release/libcumem.so $KIT/
+#   cargo test --release --test linalg --test compute --no-run   # prints the binaries' paths
+#   cp target/release/deps/linalg-<hash> target/release/deps/compute-<hash> $KIT/
+# then on the GPU machine, from the repository root, with Julia 1.5.3 on PATH:
+#   OUT=dir bash bench/gpu/linalg_run_gpu.sh [--no-bench | --bench-only]
+# (the tests take about 5 minutes and the benchmark about 5: two calls of the 10-minute
+# limit). $KIT and $CUMEM_LIBRARY override the kit folder and the library. Writes $OUT/{rust_linalg.log, rust_compute.log,
+# julia_linalg_factor.log, julia_linalg.log, linalg_cumem.jsonl, linalg_torch.jsonl,
+# linalg_table.md, run.log}; exits 1 if a step failed.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+: "${OUT:?set OUT to the output folder}"
+mkdir -p "$OUT"
+KIT=${KIT:-target/gpu-kit/linalg}
+RUST_DIR=$KIT
+JULIA=${JULIA:-julia}
+if [ -z "${CUMEM_LIBRARY:-}" ]; then
+    if [ -f "$KIT/libcumem.so" ]; then CUMEM_LIBRARY=$PWD/$KIT/libcumem.so; else CUMEM_LIBRARY=$PWD/target/release/libcumem.so; fi
+fi
+export CUMEM_LIBRARY
+# cuBLAS and cuSOLVER are in /usr/local/cuda/lib64 there, outside the loader's cache.
+for v in CUMEM_CUBLAS_LIBRARY CUMEM_CUSOLVER_LIBRARY; do
+    if [ -z "${!v:-}" ] && [ -d /usr/local/cuda/lib64 ]; then export "$v=/usr/local/cuda/lib64"; fi
+done
+LOG="$OUT/run.log"
+log() { echo "[$(date +%T)] $*" | tee -a "$LOG" >&2; }
+status=0
+step() { # step NAME LOGFILE CMD... : run, log its exit status and tail, keep going
+    local name=$1 out=$2; shift 2
+    log "$name: $*"
+    local t0=$SECONDS
+    "$@" > "$out" 2>&1
+    local rc=$?
+    tail -n 12 "$out" | sed 's/^/    /' | tee -a "$LOG" >&2
+    log "$name: exit $rc after $((SECONDS - t0)) s"
+    [ $rc -eq 0 ] || status=1
+    return 0
+}
+nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv 2>&1 | tee -a "$LOG" >&2
+
+MODE=${1:-all}
+if [ "$MODE" != "--bench-only" ]; then
+# 1. Rust: every C function on small problems with known answers, info codes, bad input.
+for t in "$RUST_DIR"/linalg-* "$RUST_DIR"/compute-*; do
+    [ -f "$t" ] || continue
+    chmod +x "$t" 2>/dev/null || true
+    name=$(basename "$t" | sed 's/-[0-9a-f]*$//')
+    step "rust $name (CUMEM_TEST_CUDA=1)" "$OUT/rust_$name.log" \
+        env CUMEM_TEST_CUDA=1 timeout 300 "$t" --test-threads=1
+done
+
+# 2. Julia on the GPU: factorizations, solves, triangular/symmetric, generic products, kernels.
+step "julia linalg_factor_tests.jl" "$OUT/julia_linalg_factor.log" \
+    env CUMEM_DEVICE=cuda timeout 420 "$JULIA" --project=. test/compute/linalg_factor_tests.jl
+step "julia linalg_tests.jl" "$OUT/julia_linalg.log" \
+    env CUMEM_DEVICE=cuda timeout 120 "$JULIA" --project=. test/compute/linalg_tests.jl
+
+fi
+
+# 3. The benchmark beside PyTorch, then the table.
+if [ "$MODE" != "--no-bench" ]; then
+    step "bench CuMem" "$OUT/linalg_cumem.log" \
+        env CUMEM_DEVICE=cuda timeout 330 "$JULIA" --project=. bench/julia/linalg_bench.jl
+    grep '^{' "$OUT/linalg_cumem.log" > "$OUT/linalg_cumem.jsonl" || true
+    step "bench PyTorch" "$OUT/linalg_torch.log" timeout 240 python3 bench/anchors/linalg_anchor.py
+    grep '^{' "$OUT/linalg_torch.log" > "$OUT/linalg_torch.jsonl" || true
+    python3 bench/anchors/linalg_table.py "$OUT/linalg_cumem.jsonl" "$OUT/linalg_torch.jsonl" | tee "$OUT/linalg_table.md" | tee -a "$LOG"
+fi
+log "done, status $status"
+exit $status

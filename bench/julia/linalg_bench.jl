@@ -1,0 +1,70 @@
+# Dense linear algebra through cuSOLVER, CuMem side (issue 25): one JSON object per line.
+#
+#   CUMEM_DEVICE=cuda julia --project=. bench/julia/linalg_bench.jl [--quick] [--sizes 1024,4096] [--reps N]
+#
+#   {"impl":"cumem","bench":"solve","n":..,"ms":..}   A \ b, A n×n, b n (getrf + getrs)
+#   "cholesky"     cholesky(Hermitian(P))            (potrf)
+#   "qr"           F = qr(A); CuMatrix(F.Q), F.R     (geqrf + orgqr: torch.linalg.qr's reduced Q, R)
+#   "svd"          svd(A)                            (gesvdj, thin U, S, Vt)
+#   "svd_gesvd"    svd(A; alg = QRIteration())       (gesvd)
+#   "eigh"         eigen(Symmetric(P))               (syevd with vectors)
+#
+# Float32, n×n with entries in [0, 1) (P = A'A/n + I for cholesky/eigh). Each figure is the
+# median over `reps` calls of the wall time from a synchronize() to one after the call
+# (the call includes copying A, as PyTorch's functions leave their input intact); results
+# are freed inside the timing. bench/anchors/linalg_anchor.py measures PyTorch the same way.
+
+using CuMem, LinearAlgebra, Random, Printf
+
+const QUICK = "--quick" in ARGS
+function option(name, default)
+    i = findfirst(==(name), ARGS)
+    return i === nothing ? default : ARGS[i+1]
+end
+const SIZES = parse.(Int, split(option("--sizes", QUICK ? "64" : "1024,4096"), ","))
+const REPS = parse(Int, option("--reps", QUICK ? "2" : "5"))
+
+free!(x::CuArray) = unsafe_free!(x)
+free!(x::Union{Tuple,AbstractVector{<:Any}}) = foreach(free!, x)
+free!(F::LU) = free!(F.factors)
+free!(F::Cholesky) = free!(F.factors)
+free!(F::SVD) = (free!(F.U); F.S isa CuArray && free!(F.S); free!(F.Vt))
+free!(F::Eigen) = (free!(F.values); free!(F.vectors))
+free!(x) = nothing
+
+function timed(f)
+    f() |> free!; CuMem.synchronize()               # warm: compile, handles, pool
+    ts = Float64[]
+    for _ in 1:REPS
+        CuMem.synchronize()
+        t = @elapsed begin
+            r = f()
+            CuMem.synchronize()
+        end
+        push!(ts, t)
+        free!(r)
+    end
+    sort!(ts)
+    return 1e3 * ts[cld(length(ts), 2)]
+end
+
+Random.seed!(1)
+for n in SIZES
+    A = CuArray(rand(Float32, n, n))
+    b = CuArray(rand(Float32, n))
+    Ph = rand(Float32, n, n); P = CuArray(Ph' * Ph ./ n + I)
+    benches = (
+        "solve" => () -> A \ b,
+        "cholesky" => () -> cholesky(Hermitian(P)),
+        "qr" => () -> (F = qr(A); (CuMatrix(F.Q), F.R, F.factors, F.τ)),
+        "svd" => () -> svd(A),
+        "svd_gesvd" => () -> svd(A; alg = LinearAlgebra.QRIteration()),
+        "eigh" => () -> eigen(Symmetric(P)),
+    )
+    for (name, f) in benches
+        ms = timed(f)
+        @printf("{\"impl\":\"cumem\",\"bench\":\"%s\",\"n\":%d,\"ms\":%.3f,\"reps\":%d}\n", name, n, ms, REPS)
+        flush(stdout)
+    end
+    foreach(unsafe_free!, (A, b, P))
+end

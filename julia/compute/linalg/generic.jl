@@ -1,0 +1,204 @@
+# Matrix products beyond cuBLAS's four types (integers, Bool, Float16, mixed types, promoting
+# as Base), the row-vector products with the user's shapes in errors, the symmetric fill
+# of a stored triangle, UniformScaling (`A + I`, `A - λI`, `CuMatrix{T}(I, m, n)`,
+# `copyto!(A, I)`), `diagm`, `kron`.
+
+## generic matrix products
+
+# op(A) as a plain CuMatrix (a copy for a transpose/adjoint), in element type T
+materialize(::Type{T}, A::CuArray{T}) where {T} = A
+materialize(::Type{T}, A::CuArray) where {T} = convert_eltype(T, A)
+materialize(::Type{T}, A::Union{Adjoint,Transpose}) where {T} = materialize(T, copy(A))
+as_matrix(B::CuVector) = reshape(B, length(B), 1)
+as_matrix(B) = B
+host_op(A::CuArray) = host_view(A)
+host_op(A::Adjoint) = adjoint(host_view(parent(A)))
+host_op(A::Transpose) = transpose(host_view(parent(A)))
+
+# Every other CuArray product (compute/linalg.jl has cuBLAS's four types): promoting as Base.
+LinearAlgebra.mul!(C::CuVecOrMat, A::AnyCuMatOperand, B::Union{CuVector,AnyCuMatOperand},
+                   α::Number, β::Number) = generic_mul!(C, A, B, α, β)
+
+"""
+    mul!(C::CuVecOrMat, A, B, α, β) (other element types)
+
+Matrix products of element types cuBLAS lacks or mixes, promoting as Base (the product's
+type is `C`'s): Float32/Float64/ComplexF32/ComplexF64 results convert the operands and
+run cuBLAS's gemm; Float16 results run cuBLAS's half gemm (Float32 accumulation, as
+CUDA.jl and PyTorch); integer results (`Int32 * Int32`, `Bool * Bool -> Int`) run an
+integer kernel that wraps on overflow as Base. On the host device: Base's generic matmul
+on the same memory. `ArgumentError` for other result types (e.g. `Bool` or complex
+integers).
+"""
+function generic_mul!(C::CuVecOrMat, A, B, α::Number, β::Number)
+    check_devices("mul!", C, stored(A), B isa CuArray ? B : stored(B))
+    mA, nA = size(A, 1), size(A, 2)
+    mB, nB = size(B, 1), size(B, 2)
+    nA == mB || throw(DimensionMismatch("A has dimensions ($mA,$nA) but B has dimensions ($mB,$nB)"))
+    (size(C, 1) == mA && size(C, 2) == nB) ||
+        throw(DimensionMismatch("C has dimensions $(size(C)), should have ($mA,$nB)"))
+    (aliased(C, stored(A)) || (B isa CuArray ? aliased(C, B) : aliased(C, stored(B)))) &&
+        throw(ArgumentError("output matrix must not be aliased with input matrix"))
+    T = eltype(C)
+    # the same answer on every device: result types without a GPU product are refused
+    T <: Union{BlasFloat,Float16,Base.BitInteger} || throw_mul_eltypes(C, A, B)
+    if on_host()
+        GC.@preserve C A B mul!(host_view(C), host_op(A), host_op(B), α, β)
+        return C
+    end
+    (mA == 0 || nB == 0) && return C
+    if T <: BlasFloat || T === Float16
+        a, b = materialize(T, A), materialize(T, B)
+        r = T === Float16 ? gemm!('N', 'N', α, a, b, β, C) : cu_gemm!(C, a, b, α, β)
+        a === A || unsafe_free!(a); b === B || unsafe_free!(b)
+        return r
+    elseif T <: Base.BitInteger
+        a, b = materialize(T, A), materialize(T, as_matrix(B))
+        if nA == 0
+            C .= iszero(β) ? zero(T) : C .* convert(T, β)
+        elseif isone(α) && iszero(β)
+            int_matmul!(as_matrix(C), a, b)
+        else
+            P = int_matmul!(CuMatrix{T}(undef, mA, nB), a, b)
+            Cm = as_matrix(C)
+            Cm .= iszero(β) ? P .* convert(T, α) : P .* convert(T, α) .+ Cm .* convert(T, β)
+            unsafe_free!(P)
+        end
+        a === A || unsafe_free!(a); b === B || unsafe_free!(b)
+        return C
+    end
+    throw_mul_eltypes(C, A, B)
+end
+
+"""
+    CuMem.gemm!(tA, tB, alpha, A::CuMatrix{Float16}, B::CuVecOrMat{Float16}, beta, C::CuVecOrMat{Float16}) -> C
+
+Float16 gemm: cuBLAS's `cublasGemmEx` with Float16 operands and Float32 accumulation
+(`alpha`, `beta` as Float32); Base's generic matmul on the host device.
+"""
+function gemm!(tA::Char, tB::Char, alpha, A::CuMatrix{Float16}, B::CuVecOrMat{Float16}, beta,
+               C::CuVecOrMat{Float16})
+    opa, opb = blas_op(tA), blas_op(tB)
+    m, n = size(C, 1), size(C, 2)
+    am, ak = tA == 'N' ? (size(A, 1), size(A, 2)) : (size(A, 2), size(A, 1))
+    bk, bn = tB == 'N' ? (size(B, 1), size(B, 2)) : (size(B, 2), size(B, 1))
+    if am != m || bn != n || ak != bk
+        throw(DimensionMismatch("gemm!: op(A) is $am×$ak, op(B) $bk×$bn, C $m×$n"))
+    end
+    check_devices("gemm!", A, B, C)
+    activate()
+    if on_host()
+        op(t, X) = t == 'N' ? X : t == 'T' ? transpose(X) : adjoint(X)
+        GC.@preserve A B C mul!(host_view(C), op(tA, host_view(A)), op(tB, host_mat(B)), alpha, beta)
+        return C
+    end
+    a, b = Ref{Float32}(Float32(alpha)), Ref{Float32}(Float32(beta))
+    GC.@preserve A B C a b check(c_gemm_async(current_handle(), Int32(4), opa, opb, m, n, ak,
+                                        Base.unsafe_convert(Ptr{Cvoid}, a), devaddr(A), max(1, size(A, 1)),
+                                        devaddr(B), max(1, size(B, 1)), Base.unsafe_convert(Ptr{Cvoid}, b),
+                                        devaddr(C), max(1, size(C, 1))))
+    return C
+end
+
+# a row vector times a matrix, with the user's shapes in the error (Base rewrites it as
+# (A' x')', whose shapes would show transposed)
+for W in (:Adjoint, :Transpose)
+    @eval function Base.:*(x::$W{<:Any,<:CuVector}, A::AnyCuMatOperand)
+        length(x) == size(A, 1) ||
+            throw(DimensionMismatch("A has dimensions (1,$(length(x))) but B has dimensions $(size(A))"))
+        return $(W === :Adjoint ? :adjoint : :transpose)($(W === :Adjoint ? :adjoint : :transpose)(A) * parent(x))
+    end
+end
+
+## UniformScaling
+
+"""
+    CuMatrix{T}(I, m, n), CuMatrix{T}(I, (m, n)), CuArray{T}(I, m, n)
+    copyto!(A::CuMatrix, J::UniformScaling) -> A
+
+A matrix with `J.λ` on the diagonal and zeros elsewhere, as LinearAlgebra's
+`Matrix{T}(I, m, n)` and `copyto!(A, I)` (a memset and a strided copy of the diagonal).
+"""
+function Base.copyto!(A::CuMatrix{T}, J::UniformScaling) where {T}
+    fill!(A, zero(T))
+    k = minimum(size(A))
+    k > 0 && (A[diagind(A)] = fill!(CuVector{T}(undef, k), convert(T, J.λ)))
+    return A
+end
+CuArray{T,2}(J::UniformScaling, m::Integer, n::Integer) where {T} = copyto!(CuArray{T,2}(undef, m, n), J)
+CuArray{T,2}(J::UniformScaling, dims::Dims{2}) where {T} = CuArray{T,2}(J, dims...)
+CuArray{T}(J::UniformScaling, m::Integer, n::Integer) where {T} = CuArray{T,2}(J, m, n)
+CuArray{T}(J::UniformScaling, dims::Dims{2}) where {T} = CuArray{T,2}(J, dims...)
+
+"""
+    A + J, J + A, A - J, J - A    (A::CuMatrix, J::UniformScaling, e.g. `A + I`, `A - 2f0*I`)
+
+As LinearAlgebra: a new matrix of the promoted element type with `J.λ` added to (or
+subtracted from) the diagonal; `DimensionMismatch` for a non-square `A`. A copy and one
+kernel on the diagonal (`J - A` of complex elements negates on the host).
+"""
+function Base.:+(A::CuMatrix, J::UniformScaling)
+    LinearAlgebra.checksquare(A)
+    T = Base.promote_op(+, eltype(A), typeof(J.λ))
+    return diag_add!(copy_as(T, A), J.λ)
+end
+Base.:+(J::UniformScaling, A::CuMatrix) = A + J
+function Base.:-(A::CuMatrix, J::UniformScaling)
+    LinearAlgebra.checksquare(A)
+    T = Base.promote_op(-, eltype(A), typeof(J.λ))
+    return diag_add!(copy_as(T, A), -J.λ)
+end
+function Base.:-(J::UniformScaling, A::CuMatrix)
+    LinearAlgebra.checksquare(A)
+    T = Base.promote_op(-, typeof(J.λ), eltype(A))
+    # complex elements have no generated broadcast kernels yet: negated on the host
+    B = is_kernel_eltype(T) ? (C = copy_as(T, A); C .= .-C) : CuArray{T}(.-Array(A))
+    return diag_add!(B, J.λ)
+end
+
+## diagm, kron
+
+"""
+    diagm(v::CuVector), diagm(m, n, v::CuVector), diagm(k => v, ...), diagm(m, n, k => v, ...)
+
+A `CuMatrix` with the vectors on the given diagonals, as LinearAlgebra (`DimensionMismatch`
+when a vector does not fit, the element type promoted over the vectors). A memset and
+one strided copy per diagonal.
+"""
+LinearAlgebra.diagm(v::CuVector) = diagm(0 => v)
+LinearAlgebra.diagm(m::Integer, n::Integer, v::CuVector) = diagm(m, n, 0 => v)
+function LinearAlgebra.diagm(kv::Pair{<:Integer,<:CuVector}...)
+    n = mapreduce(p -> length(p.second) + abs(Int(p.first)), max, kv)
+    return diagm(n, n, kv...)
+end
+function LinearAlgebra.diagm(m::Integer, n::Integer, kv::Pair{<:Integer,<:CuVector}...)
+    T = promote_type(map(p -> eltype(p.second), kv)...)
+    A = CuMem.zeros(T, m, n)
+    for p in kv
+        k, v = Int(p.first), p.second
+        len = k >= 0 ? min(m, n - k) : min(m + k, n)
+        length(v) <= max(len, 0) ||
+            throw(DimensionMismatch("diagonal $k of a $m×$n matrix has $(max(len, 0)) elements, the vector $(length(v))"))
+        isempty(v) && continue
+        idx = diagind(m, n, k)[1:length(v)]
+        A[idx] = copy_as(T, v)
+    end
+    return A
+end
+
+"""
+    kron(A::CuMatrix, B::CuMatrix), kron(a::CuVector, b::CuVector)
+
+The Kronecker product as LinearAlgebra: one broadcast of `A`'s and `B`'s elements laid out
+in four dimensions (real element types; complex ones are computed on the host until the
+kernel generator handles complex numbers).
+"""
+function LinearAlgebra.kron(A::CuMatrix, B::CuMatrix)
+    ma, na = size(A); mb, nb = size(B)
+    T = Base.promote_op(*, eltype(A), eltype(B))
+    # complex elements have no generated broadcast kernels yet: computed on the host
+    (is_kernel_eltype(eltype(A)) && is_kernel_eltype(eltype(B))) || return CuArray(kron(Array(A), Array(B)))
+    R = reshape(B, mb, 1, nb, 1) .* reshape(A, 1, ma, 1, na)
+    return reshape(R, ma * mb, na * nb)
+end
+LinearAlgebra.kron(a::CuVector, b::CuVector) = reshape(kron(reshape(a, length(a), 1), reshape(b, length(b), 1)), :)

@@ -1,0 +1,90 @@
+# The CUDA C kernels of the linear algebra (julia/compute/linalg/kernels.jl, the symmetric
+# fill of generic.jl) run on the host device: each kernel is compiled by the host's C++
+# compiler with the few CUDA builtins it uses emulated and launched as one thread (the
+# kernels are grid-stride loops), with the arguments the GPU path marshals. Checks triu!/
+# tril!, istriu/istril, issymmetric/ishermitian, A + λI, the symmetric/Hermitian fill and
+# integer matrix products (wrapping) against Base, for the element types each handles.
+# Run by runtests.jl when g++ (with _Float16) is found; this process pretends not to be on
+# the host device, so only the operations below are used (no cuBLAS/cuSOLVER, no generated
+# broadcast or strided-copy kernels: test/kernel_emulation_tests.jl covers those).
+using CuMem, Libdl, Test, Random, LinearAlgebra
+CuMem.allowscalar(false)
+Random.seed!(7)
+
+const HDR = raw"""
+#include <string.h>
+#define __global__
+#define __device__
+#define __forceinline__ inline
+struct dim3_ { unsigned x, y, z; };
+static dim3_ blockIdx = {0,0,0}, threadIdx = {0,0,0}, blockDim = {1,1,1}, gridDim = {1,1,1};
+"""
+function emu_compile(src)
+    src = replace(src, r"static __device__ __forceinline__ float la_h2f.*\n" =>
+        "static inline float la_h2f(unsigned short h) { _Float16 f; memcpy(&f, &h, 2); return (float)f; }\n")
+    src = replace(src, r"static __device__ __forceinline__ unsigned short la_f2h.*\n" =>
+        "static inline unsigned short la_f2h(float x) { _Float16 f = (_Float16)x; unsigned short h; memcpy(&h, &f, 2); return h; }\n")
+    dir = mktempdir()
+    write(joinpath(dir, "k.cpp"), HDR * src)
+    run(`g++ -O1 -std=c++17 -shared -fPIC -w -o $(joinpath(dir, "k.so")) $(joinpath(dir, "k.cpp"))`)
+    return Libdl.dlopen(joinpath(dir, "k.so"))
+end
+const LIBS = Dict{String,Ptr{Cvoid}}()
+struct EmuKernel
+    f::Ptr{Cvoid}
+end
+@eval CuMem begin
+    on_host() = false
+    load_kernel(source::String, name::String) =
+        Main.EmuKernel(Libdl.dlsym(get!(() -> Main.emu_compile(source), Main.LIBS, source), name))
+end
+function CuMem.launch(k::EmuKernel, args...; blocks, threads, shmem = 0)
+    types = map(typeof, args)
+    Core.eval(Main, :(ccall($(k.f), Cvoid, ($(types...),), $(args...))))
+    return nothing
+end
+
+vals(::Type{Bool}, dims...) = rand(Bool, dims...)
+vals(::Type{T}, dims...) where {T<:Integer} = rand(T(0):T(9), dims...) .* rand((T(1), T(1), T(0)), dims...)
+vals(::Type{T}, dims...) where {T} = rand(T, dims...) .* rand((1, 1, 0), dims...)
+
+@testset "emulated linear-algebra kernels" begin
+    for T in (Bool, Int8, UInt16, Int32, Int64, Float16, Float32, Float64, ComplexF32, ComplexF64)
+        A = vals(T, 5, 4)
+        for k in (-2, -1, 0, 1, 3)
+            @test Array(triu(CuArray(A), k)) == triu(A, k)
+            @test Array(tril(CuArray(A), k)) == tril(A, k)
+            @test istriu(CuArray(A), k) == istriu(A, k)
+            @test istril(CuArray(A), k) == istril(A, k)
+            @test istriu(CuArray(triu(A, k)), k) && istril(CuArray(tril(A, k)), k)
+        end
+        S = vals(T, 4, 4)
+        for M in (S, S + transpose(S), T <: Complex ? S + S' : S + transpose(S))
+            @test issymmetric(CuArray(M)) == issymmetric(M)
+            @test ishermitian(CuArray(M)) == ishermitian(M)
+        end
+        @test !issymmetric(CuArray(A))
+        for up in (:U, :L)
+            @test Array(CuArray(Symmetric(CuArray(S), up))) == Matrix(Symmetric(S, up))
+            T <: Union{Real,ComplexF32,ComplexF64} &&
+                @test Array(CuArray(Hermitian(CuArray(S), up))) == Matrix(Hermitian(S, up))
+        end
+        if T !== Bool
+            @test Array(CuArray(S) + I) == S + I
+            @test Array(CuArray(S) - T(2) * I) == S - T(2) * I     # same type: no conversion kernel
+        end
+    end
+    # -0.0 is zero, NaN is not symmetric with itself
+    Z = triu(rand(Float32, 3, 3)); Z[2, 1] = -0.0f0
+    @test istriu(CuArray(Z))
+    N = Float64[1 NaN; NaN 1]
+    @test issymmetric(CuArray(N)) == issymmetric(N) == false
+    H = ComplexF64[1 2im; -2im 3+1im]                 # diagonal not real: not Hermitian
+    @test ishermitian(CuArray(H)) == ishermitian(H) == false
+    # integer products wrap as Base
+    for T in (Int8, UInt8, Int16, Int32, UInt32, Int64, UInt64)
+        A = rand(T, 5, 7); B = rand(T, 7, 3); x = rand(T, 7)
+        @test Array(CuArray(A) * CuArray(B)) == A * B
+        @test Array(CuArray(A) * CuArray(x)) == A * x
+    end
+end
