@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Issue 27 on the GPU machine, in one call: records a variable-length BERT-like inference
-# trace of its own (bench/record_trace.py bertsmall_infer_varlen: transformers' BertModel,
+# trace of its own (bench/anchors/record_trace.py bertsmall_infer_varlen: transformers' BertModel,
 # hidden 512, 8 layers, random weights, 100 batches of batch 1..32 x sequence 16..512,
-# seed 1), then runs bench/run_gpu.sh (anchors: PyTorch default and expandable segments,
+# seed 1), then runs bench/gpu/run_gpu.sh (anchors: PyTorch default and expandable segments,
 # cudaMallocAsync, cudaMalloc; every CuMem pool's replay; pair; threads; chart; tables) on
 # that trace and every data/*.trace.
 #
@@ -19,11 +19,11 @@ KIT=${CUMEM_KIT_DIR:-target/gpu-kit}
 [ -x "$KIT/cumem-bench" ] || chmod +x "$KIT/cumem-bench" 2>/dev/null || { echo "no $KIT/cumem-bench" >&2; exit 2; }
 mkdir -p "$OUT/traces" "$OUT/kit"
 cp data/*.trace "$OUT/traces/"
-OUT="$OUT/traces" timeout 300 python3 bench/record_trace.py bertsmall_infer_varlen > "$OUT/record.log" 2>&1
+OUT="$OUT/traces" timeout 300 python3 bench/anchors/record_trace.py bertsmall_infer_varlen > "$OUT/record.log" 2>&1
 echo "record_trace.py: exit $? ($(ls "$OUT/traces" | tr '\n' ' '))" | tee -a "$OUT/record.log" >&2
 cp "$KIT/cumem-bench" "$OUT/kit/cumem-bench"
 ln -sfn "$(cd "$OUT/traces" && pwd)" "$OUT/kit/traces"
-CUMEM_KIT_DIR="$OUT/kit" OUT="$OUT/run" bash bench/run_gpu.sh
+CUMEM_KIT_DIR="$OUT/kit" OUT="$OUT/run" bash bench/gpu/run_gpu.sh
 status=$?
 rm -rf "$OUT/kit"   # the binary and a link: nothing to bring back
 exit $status
