@@ -51,5 +51,8 @@ for n in sizes:
         ("eigh", lambda: torch.linalg.eigh(P)),
     ]
     for name, f in benches:
-        print(json.dumps({"impl": "torch", "bench": name, "n": n, "ms": round(timed(f), 3), "reps": reps,
-                          "torch": torch.__version__}), flush=True)
+        try:
+            r = {"ms": round(timed(f), 3), "reps": reps}
+        except Exception as e:  # a failed call gives its line an "error"
+            r = {"error": str(e).splitlines()[0] if str(e) else type(e).__name__}
+        print(json.dumps({"impl": "torch", "bench": name, "n": n, **r, "torch": torch.__version__}), flush=True)

@@ -8,6 +8,7 @@
 #   "svd"          svd(A)                            (gesvdj, thin U, S, Vt)
 #   "svd_gesvd"    svd(A; alg = QRIteration())       (gesvd)
 #   "eigh"         eigen(Symmetric(P))               (syevd with vectors)
+# (run operation by operation, the SVDs last; a failure prints {"error": ...} for its line)
 #
 # Float32, n×n with entries in [0, 1) (P = A'A/n + I for cholesky/eigh). Each figure is the
 # median over `reps` calls of the wall time from a synchronize() to one after the call
@@ -49,22 +50,29 @@ function timed(f)
 end
 
 Random.seed!(1)
+const DATA = Dict{Int,Any}()
 for n in SIZES
-    A = CuArray(rand(Float32, n, n))
-    b = CuArray(rand(Float32, n))
-    Ph = rand(Float32, n, n); P = CuArray(Ph' * Ph ./ n + I)
-    benches = (
-        "solve" => () -> A \ b,
-        "cholesky" => () -> cholesky(Hermitian(P)),
-        "qr" => () -> (F = qr(A); (CuMatrix(F.Q), F.R, F.factors, F.τ)),
-        "svd" => () -> svd(A),
-        "svd_gesvd" => () -> svd(A; alg = LinearAlgebra.QRIteration()),
-        "eigh" => () -> eigen(Symmetric(P)),
-    )
-    for (name, f) in benches
-        ms = timed(f)
+    Ph = rand(Float32, n, n)
+    DATA[n] = (A = CuArray(rand(Float32, n, n)), b = CuArray(rand(Float32, n)), P = CuArray(Ph' * Ph ./ n + I))
+end
+# operation-major, the SVDs last: a fault in one (it poisons the context) spares the others
+const BENCHES = (
+    "solve" => d -> d.A \ d.b,
+    "cholesky" => d -> cholesky(Hermitian(d.P)),
+    "qr" => d -> (F = qr(d.A); (CuMatrix(F.Q), F.R, F.factors, F.τ)),
+    "eigh" => d -> eigen(Symmetric(d.P)),
+    "svd_gesvd" => d -> svd(d.A; alg = LinearAlgebra.QRIteration()),
+    "svd" => d -> svd(d.A),
+)
+for (name, f) in BENCHES, n in SIZES
+    d = DATA[n]
+    try
+        ms = timed(() -> f(d))
         @printf("{\"impl\":\"cumem\",\"bench\":\"%s\",\"n\":%d,\"ms\":%.3f,\"reps\":%d}\n", name, n, ms, REPS)
-        flush(stdout)
+    catch e
+        msg = replace(replace(sprint(showerror, e), "\\" => "/"), "\"" => "'")
+        @printf("{\"impl\":\"cumem\",\"bench\":\"%s\",\"n\":%d,\"error\":\"%s\"}\n", name, n,
+                first(split(msg, '\n')))
     end
-    foreach(unsafe_free!, (A, b, P))
+    flush(stdout)
 end

@@ -917,13 +917,19 @@ pub fn gesvd(
     if jacobi {
         let ti = dtype as usize;
         let (mi, ni, lda) = (m as c_int, n as c_int, a.ld as c_int);
+        // gesvdj reads and writes U and V even when it is asked for the values only
+        // (PyTorch allocates them for that reason; null pointers fault inside the
+        // kernels): thin scratch factors (m×k, n×k) follow the workspace then.
+        let scratch = if vectors == 0 { ((m * k + n * k) as u64 * es).div_ceil(16) * 16 } else { 0 };
+        let lwork = std::cell::Cell::new(0 as c_int);
         return run(
             engine,
             stream,
             f,
             |api, c| {
                 let mut lw: c_int = 0;
-                // SAFETY: checked operands, valid out-pointer.
+                // SAFETY: checked operands (the scratch factors are not read by the size
+                // query), valid out-pointer.
                 check(f, unsafe {
                     (api.gesvdj_bs[ti])(
                         c.h,
@@ -942,11 +948,18 @@ pub fn gesvd(
                         c.svdj,
                     )
                 })?;
-                Ok((lw.max(1) as usize * es as usize, 0))
+                lwork.set(lw.max(1));
+                Ok((((lwork.get() as u64 * es).div_ceil(16) * 16 + scratch) as usize, 0))
             },
-            |api, c, (dw, dn), _, info| {
-                let lw = (dn / es as usize) as c_int;
-                // SAFETY: as above.
+            |api, c, (dw, _), _, info| {
+                let lw = lwork.get();
+                let (up, vp) = if vectors == 0 {
+                    let u0 = dw as u64 + (lw as u64 * es).div_ceil(16) * 16;
+                    (u0, u0 + (m * k) as u64 * es)
+                } else {
+                    (up, vp)
+                };
+                // SAFETY: as above; `dw` holds `lw` elements, then the scratch factors.
                 unsafe {
                     (api.gesvdj[ti])(
                         c.h,
