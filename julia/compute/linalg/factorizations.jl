@@ -265,10 +265,13 @@ LinearAlgebra.eigvals(A::CuRealHermSymComplexHerm; sortby::Union{Function,Nothin
     A::CuMatrix \\ B::CuVecOrMat
 
 As LinearAlgebra: a square `A` that is triangular (checked with one kernel) is solved with
-trsm, any other square `A` through `lu(A)` (`SingularException` when singular); a tall `A`
-gives the least-squares solution through `qr(A)`, a wide one the minimum-norm solution
-(cuSOLVER has no pivoted QR: full rank is required, `SingularException` otherwise).
-Element types promote as LinearAlgebra's; shapes are checked with the user's dimensions.
+trsm, any other square `A` through `lu(A)` (`SingularException` when a pivot is exactly
+zero); a non-square `A` gives the minimum-norm least-squares solution, with the rank
+determined as LinearAlgebra's pivoted QR does (`rcond = min(m,n) * eps`), never an
+exception: through the QR of `A` (tall) or `A'` (wide) when its R shows full rank, through
+the SVD otherwise (cuSOLVER has no pivoted QR; see `lsq_solve` in qr.jl for where the rank
+decision can differ). Element types promote as LinearAlgebra's; shapes are checked with
+the user's dimensions.
 """
 function Base.:\(A::CuMatrix, B::CuVecOrMat)
     m, n = size(A)
@@ -280,10 +283,8 @@ function Base.:\(A::CuMatrix, B::CuVecOrMat)
         end
         istriu(A) && return UpperTriangular(A) \ B
         return lu(A) \ B
-    elseif m > n
-        return qr(A) \ B
     else
-        return min_norm_solve(A, B)
+        return lsq_solve(A, B)
     end
 end
 
