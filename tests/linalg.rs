@@ -327,7 +327,8 @@ fn svd_case(jacobi: i32, vectors: i32, shapes: &[(usize, usize)]) {
             (1, _) => (k, n),
             _ => (n, n),
         };
-        let (u, v) = if vectors > 0 { (alloc((ur * uc) as u64 * 8), alloc((vr * vc) as u64 * 8)) } else { (0, 0) };
+        let (u, v) =
+            if vectors > 0 { (alloc((ur * uc) as u64 * 8), alloc((vr * vc) as u64 * 8)) } else { (0, 0) };
         let mut info = -1;
         // SAFETY: operands of the stated sizes, valid out-pointer.
         let rc = unsafe {

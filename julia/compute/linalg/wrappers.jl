@@ -302,6 +302,7 @@ function orgqr!(A::CuMatrix{T}, tau::CuVector{T}, k::Integer = length(tau)) wher
     check_devices("orgqr!", A, tau)
     activate()
     n == 0 && return A
+    k == 0 && return copyto!(A, I)      # no reflectors: Q = I (cuSOLVER would leave A as it is)
     if on_host()
         GC.@preserve A tau LinearAlgebra.LAPACK.orgqr!(host_view(A), host_view(tau), k)
         return A
