@@ -18,7 +18,7 @@ for path in sys.argv[1:]:
 
 print("| operation (Float32) | n | CuMem ms | PyTorch ms | CuMem / PyTorch |")
 print("|---|---:|---:|---:|---:|")
-order = ["solve", "cholesky", "qr", "eigh", "svd_gesvd", "svd"]
+order = ["solve", "cholesky", "cholesky_lower", "qr", "eigh", "svd_gesvd", "svd"]
 for (bench, n) in sorted(rows, key=lambda k: (order.index(k[0]) if k[0] in order else 99, k[1])):
     r = rows[(bench, n)]
     c, t = r.get("cumem"), r.get("torch")

@@ -3,7 +3,8 @@
 #   CUMEM_DEVICE=cuda julia --project=. bench/julia/linalg_bench.jl [--quick] [--sizes 1024,4096] [--reps N]
 #
 #   {"impl":"cumem","bench":"solve","n":..,"ms":..}   A \ b, A n×n, b n (getrf + getrs)
-#   "cholesky"     cholesky(Hermitian(P))            (potrf)
+#   "cholesky"     cholesky(Hermitian(P))            (potrf: the upper factor as the lower one of P')
+#   "cholesky_lower" cholesky(Hermitian(P, :L))      (potrf 'L' directly; PyTorch's is always lower)
 #   "qr"           F = qr(A); CuMatrix(F.Q), F.R     (geqrf + orgqr: torch.linalg.qr's reduced Q, R)
 #   "svd"          svd(A)                            (gesvdj, thin U, S, Vt)
 #   "svd_gesvd"    svd(A; alg = QRIteration())       (gesvd)
@@ -62,6 +63,7 @@ end
 const BENCHES = (
     "solve" => d -> d.A \ d.b,
     "cholesky" => d -> cholesky(Hermitian(d.P)),
+    "cholesky_lower" => d -> cholesky(Hermitian(d.P, :L)),
     "qr" => d -> (F = qr(d.A); (CuMatrix(F.Q), F.R, F.factors, F.τ)),
     "eigh" => d -> eigen(Symmetric(d.P)),
     "svd_gesvd" => d -> svd(d.A; alg = LinearAlgebra.QRIteration()),

@@ -130,6 +130,19 @@ end
         @test approx(inv(C), inv(P), T)
     end
     @test approx(cholesky(CuArray(P)).U, cholesky(P).U, T)
+    # the factor in the named triangle, the other triangle as it was (LAPACK's potrf; the
+    # upper factor is computed as the lower one of A', then transposed back)
+    for up in (:U, :L)
+        X = CuArray(P); Xc = copy(X)
+        C = cholesky!(Hermitian(X, up)); ref = cholesky(Hermitian(P, up))
+        @test C.factors === X && C.uplo == ref.uplo
+        tri = up === :U ? triu : tril
+        @test approx(tri(Array(X)), tri(ref.factors), T)
+        @test (up === :U ? tril(Array(X), -1) == tril(P, -1) : triu(Array(X), 1) == triu(P, 1))
+        F = cholesky(Hermitian(Xc, up)); @test Array(Xc) == P                # the input untouched
+        @test (up === :U ? tril(Array(F.factors), -1) == tril(P, -1) : triu(Array(F.factors), 1) == triu(P, 1))
+    end
+    @test thrown(() -> cholesky(CuArray(rand(T, 3, 4)))) isa DimensionMismatch
     # not positive definite: PosDefException at the minor, or info with check = false
     N = Matrix{T}(I, 4, 4); N[3, 3] = -1
     @test thrown(() -> cholesky(Hermitian(CuArray(N)))) isa PosDefException

@@ -199,8 +199,9 @@ function lsq_solve(A::CuMatrix, B::CuVecOrMat)
     unsafe_free!(F.factors); unsafe_free!(F.τ)
     return svd_lsq(A, B, T)
 end
+# a temporary `X` as element type T (the temporary freed when converted)
 as_eltype(::Type{T}, X::CuArray{T}) where {T} = X
-as_eltype(::Type{T}, X::CuArray) where {T} = convert_eltype(T, X)
+as_eltype(::Type{T}, X::CuArray) where {T} = (Y = convert_eltype(T, X); unsafe_free!(X); Y)
 
 # the minimum-norm solution of a wide full-rank A X = B from F = qr(A') (A' = Q R, R m×m):
 # X = Q [R' \ B; 0]
