@@ -232,8 +232,10 @@ The singular value decomposition as LinearAlgebra's `SVD` (`F.U`, `F.S`, `F.V`, 
 thin unless `full`): `alg = DivideAndConquer()` (the default) runs cuSOLVER's gesvdj
 (Jacobi: cuSOLVER has no divide and conquer; PyTorch's default driver), `QRIteration()`
 gesvd. `F.S` is a `CuVector` where the `SVD` type allows it (Julia 1.8 and later), a host
-`Vector` before. On the host device: LAPACK's gesdd / gesvd. `LAPACKException` when the
-iteration does not converge. `svdvals` returns the values as a `CuVector`.
+`Vector` before. On the host device: LAPACK's gesdd / gesvd. When gesvdj does not converge,
+`svd` and `svdvals` compute again with gesvd from their copy of `A`, as PyTorch does;
+`LAPACKException` when that does not converge either, or at once for `svd!`/`svdvals!`
+(their `A` is spent). `svdvals` returns the values as a `CuVector`.
 """
 function LinearAlgebra.svd!(A::CuMatrix{T}; full::Bool = false,
                             alg::LinearAlgebra.Algorithm = LinearAlgebra.DivideAndConquer()) where {T<:BlasFloat}
@@ -241,15 +243,31 @@ function LinearAlgebra.svd!(A::CuMatrix{T}; full::Bool = false,
     info == 0 || throw(LAPACKException(info))
     return make_svd(U, S, Vt)
 end
-LinearAlgebra.svd(A::CuMatrix{T}; full::Bool = false,
-                  alg::LinearAlgebra.Algorithm = LinearAlgebra.DivideAndConquer()) where {T} =
-    svd!(float_copy(A, factor_type(T, "svd")); full = full, alg = alg)
+function LinearAlgebra.svd(A::CuMatrix{T}; full::Bool = false,
+                           alg::LinearAlgebra.Algorithm = LinearAlgebra.DivideAndConquer()) where {T}
+    U, S, Vt = svd_of_copy(A, factor_type(T, "svd"), full ? :full : :thin, !(alg isa LinearAlgebra.QRIteration))
+    return make_svd(U, S, Vt)
+end
 function LinearAlgebra.svdvals!(A::CuMatrix{<:BlasFloat})
     _, S, _, info = gesvd!(A; vectors = :none)
     info == 0 || throw(LAPACKException(info))
     return S
 end
-LinearAlgebra.svdvals(A::CuMatrix{T}) where {T} = svdvals!(float_copy(A, factor_type(T, "svdvals")))
+LinearAlgebra.svdvals(A::CuMatrix{T}) where {T} = svd_of_copy(A, factor_type(T, "svdvals"), :none, true)[2]
+# gesvd! on a copy of A (freed after), and again with gesvd when gesvdj did not converge
+function svd_of_copy(A::CuMatrix, ::Type{S}, vectors::Symbol, jacobi::Bool) where {S}
+    C = float_copy(A, S)
+    U, s, Vt, info = gesvd!(C; vectors = vectors, jacobi = jacobi)
+    unsafe_free!(C)
+    if info > 0 && jacobi
+        foreach(x -> x === nothing || unsafe_free!(x), (U, s, Vt))
+        C = float_copy(A, S)
+        U, s, Vt, info = gesvd!(C; vectors = vectors, jacobi = false)
+        unsafe_free!(C)
+    end
+    info == 0 || throw(LAPACKException(info))
+    return U, s, Vt
+end
 
 ## symmetric/Hermitian eigenproblem
 
