@@ -2,7 +2,7 @@
 # fill of generic.jl) run on the host device: each kernel is compiled by the host's C++
 # compiler with the few CUDA builtins it uses emulated and launched as one thread (the
 # kernels are grid-stride loops), with the arguments the GPU path marshals. Checks triu!/
-# tril!, istriu/istril, issymmetric/ishermitian, A + λI, the symmetric/Hermitian fill and
+# tril!, istriu/istril, issymmetric/ishermitian, the tiled transpose, A + λI, the symmetric/Hermitian fill and
 # integer matrix products (wrapping) against Base, for the element types each handles.
 # Run by runtests.jl when g++ (with _Float16) is found; this process pretends not to be on
 # the host device, so only the operations below are used (no cuBLAS/cuSOLVER, no generated
@@ -16,6 +16,8 @@ const HDR = raw"""
 #define __global__
 #define __device__
 #define __forceinline__ inline
+#define __shared__ static
+static inline void __syncthreads() {}
 struct dim3_ { unsigned x, y, z; };
 static dim3_ blockIdx = {0,0,0}, threadIdx = {0,0,0}, blockDim = {1,1,1}, gridDim = {1,1,1};
 """
@@ -58,6 +60,12 @@ vals(::Type{T}, dims...) where {T} = rand(T, dims...) .* rand((1, 1, 0), dims...
             @test istril(CuArray(A), k) == istril(A, k)
             @test istriu(CuArray(triu(A, k)), k) && istril(CuArray(tril(A, k)), k)
         end
+        # the tiled transpose (partial tiles at the edges), conjugating or not
+        for (m, n) in ((37, 70), (1, 5), (32, 32))
+            X = vals(T, m, n)
+            @test Array(CuMem.la_adjoint(CuArray(X))) == permutedims(conj.(X))
+            @test Array(CuMem.adjoint_into!(CuArray{T}(undef, n, m), CuArray(X), false)) == permutedims(X)
+        end
         # both flags of A \ b's dispatch in one download
         S = vals(T, 4, 4)
         for M in (S, triu(S), tril(S), Matrix(Diagonal(S)), zeros(T, 4, 4))
@@ -91,5 +99,24 @@ vals(::Type{T}, dims...) where {T} = rand(T, dims...) .* rand((1, 1, 0), dims...
         A = rand(T, 5, 7); B = rand(T, 7, 3); x = rand(T, 7)
         @test Array(CuArray(A) * CuArray(B)) == A * B
         @test Array(CuArray(A) * CuArray(x)) == A * x
+    end
+end
+
+# The same source through NVRTC to PTX (where libnvrtc is present): every entry point the
+# Julia side launches by name is there.
+@testset "linear-algebra kernel source compiles" begin
+    if isdefined(CuMem, :nvrtc_available) && CuMem.nvrtc_available()
+        ptx = CuMem.compile_ptx(CuMem.LINALG_KERNELS_SOURCE)
+        for s in ("w1", "w2", "w4", "w8", "w16", "c32", "c64")
+            @test occursin(".entry la_transpose_$(s)(", ptx)
+        end
+        for s in ("w1", "w2", "w4", "w8", "w16")
+            @test occursin(".entry la_band_$(s)(", ptx)
+        end
+        for s in ("h16", "f32", "f64", "c32", "c64")
+            @test occursin(".entry la_isband_$(s)(", ptx) && occursin(".entry la_issym_$(s)(", ptx)
+        end
+    else
+        @info "libnvrtc not found: the linear-algebra kernel source was not compiled"
     end
 end

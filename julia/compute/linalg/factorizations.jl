@@ -122,13 +122,14 @@ const CuCholesky{T} = Cholesky{T,<:CuMatrix{T}}
 # factorization is the lower one of Aᴴ: Aᴴ's lower triangle is A's upper one conjugated
 # and transposed, potrf('L') turns it into L = Uᴴ, and Lᴴ copied back puts U in A's upper
 # triangle and A's other triangle back unchanged (Aᴴ's upper is A's lower, untouched by
-# potrf), as LAPACK's potrf('U') leaves it. Two transposes (one when the input is copied
-# anyway, `upper_factor`) cost far less than the upper algorithm.
+# potrf), as LAPACK's potrf('U') leaves it. The two tiled transposes (`adjoint_into!`; the
+# first replaces the copy when the input is copied anyway) cost far less than the upper
+# algorithm.
 function cu_cholesky!(A::CuMatrix{T}, uplo::Char, check::Bool) where {T<:BlasFloat}
     if uplo == 'U'
-        L = copy(adjoint(A))
+        L = la_adjoint(A)
         _, info = potrf!('L', L)
-        copyto!(A, adjoint(L))
+        adjoint_into!(A, L)
         unsafe_free!(L)
     else
         _, info = potrf!(uplo, A)
@@ -140,9 +141,9 @@ end
 # element type S (A is left as it is): for 'U' the transposed copy is the copy
 function cu_cholesky(A::CuMatrix, ::Type{S}, uplo::Char, check::Bool) where {S}
     uplo == 'U' || return cu_cholesky!(float_copy(A, S), uplo, check)
-    L = as_eltype(S, copy(adjoint(A)))
+    L = as_eltype(S, la_adjoint(A))
     _, info = potrf!('L', L)
-    F = copy(adjoint(L))
+    F = la_adjoint(L)
     unsafe_free!(L)
     check && LinearAlgebra.checkpositivedefinite(info)
     return Cholesky(F, uplo, BlasInt(info))

@@ -89,6 +89,33 @@ __device__ __forceinline__ void la_imatmul(const W *a, const W *b, W *c, long lo
   }
 }
 
+/* B = transpose(A), or adjoint(A) with conj for la_c32/la_c64 (B n×m, A m×n): 32×32 tiles
+   through shared memory, so reads and writes are both coalesced; any block size (thread t
+   takes tile elements t, t + blockDim.x, ...), a grid-stride loop over the tiles */
+template <typename W> struct la_cj { static __device__ __forceinline__ W op(W x, int c) { return x; } };
+template <> struct la_cj<la_c32> { static __device__ __forceinline__ la_c32 op(la_c32 x, int c) { if (c) x.im = -x.im; return x; } };
+template <> struct la_cj<la_c64> { static __device__ __forceinline__ la_c64 op(la_c64 x, int c) { if (c) x.im = -x.im; return x; } };
+template <typename W>
+__device__ __forceinline__ void la_transpose(W *b, const W *a, long long m, long long n, long long lda, long long ldb, int conj) {
+  __shared__ W tile[32][33];
+  const long long tm = (m + 31) / 32, tiles = tm * ((n + 31) / 32);
+  for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
+    const long long r0 = (t % tm) * 32, c0 = (t / tm) * 32;
+    for (int e = threadIdx.x; e < 1024; e += blockDim.x) {
+      const int i = e % 32, j = e / 32;           /* tile[j][i] = A[r0 + i, c0 + j] */
+      if (r0 + i < m && c0 + j < n) tile[j][i] = a[(r0 + i) + (c0 + j) * lda];
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < 1024; e += blockDim.x) {
+      const int i = e % 32, j = e / 32;           /* B[c0 + i, r0 + j] = A[r0 + j, c0 + i] */
+      if (c0 + i < n && r0 + j < m) b[(c0 + i) + (r0 + j) * ldb] = la_cj<W>::op(tile[i][j], conj);
+    }
+    __syncthreads();
+  }
+}
+#define LA_TRANSPOSE(S, W) extern "C" __global__ void la_transpose_##S(W *b, const W *a, long long m, long long n, long long lda, long long ldb, int conj) { la_transpose<W>(b, a, m, n, lda, ldb, conj); }
+LA_TRANSPOSE(w1, la_w1) LA_TRANSPOSE(w2, la_w2) LA_TRANSPOSE(w4, la_w4) LA_TRANSPOSE(w8, la_w8) LA_TRANSPOSE(w16, la_w16)
+LA_TRANSPOSE(c32, la_c32) LA_TRANSPOSE(c64, la_c64)
 #define LA_BAND(S, W) extern "C" __global__ void la_band_##S(W *a, long long m, long long n, long long lda, long long k, int upper) { la_band<W>(a, m, n, lda, k, upper); }
 LA_BAND(w1, la_w1) LA_BAND(w2, la_w2) LA_BAND(w4, la_w4) LA_BAND(w8, la_w8) LA_BAND(w16, la_w16)
 
@@ -135,6 +162,33 @@ function la_launch(name, n, args...)
     launch(k, args...; blocks = blocks, threads = LA_THREADS)
     return nothing
 end
+
+"""
+    CuMem.adjoint_into!(B::CuMatrix{T}, A::CuMatrix{T}, conj = true) -> B
+
+`B = adjoint(A)` (`transpose(A)` with `conj = false`, or for real `T`), `B` `n × m` for `A`
+`m × n` and not sharing memory with it: one kernel of 32×32 tiles through shared memory
+(reads and writes coalesced, where the strided copy behind `copy(adjoint(A))` reads with
+a stride); `adjoint!`/`transpose!` on the host device. `CuMem.la_adjoint(A)` allocates `B`.
+"""
+function adjoint_into!(B::CuMatrix{T}, A::CuMatrix{T}, conj::Bool = true) where {T}
+    m, n = size(A)
+    size(B) == (n, m) || throw(DimensionMismatch("adjoint of a $m×$n matrix into one of size $(size(B))"))
+    aliased(B, A) && throw(ArgumentError("adjoint_into!: B must not share memory with A"))
+    check_devices("adjoint_into!", A, B)
+    activate()
+    (m == 0 || n == 0) && return B
+    if on_host()
+        GC.@preserve A B (conj ? adjoint!(host_view(B), host_view(A)) : transpose!(host_view(B), host_view(A)))
+        return B
+    end
+    name = "la_transpose_" * (T <: Union{ComplexF32,ComplexF64} ? value_suffix(T) : word_suffix(T))
+    k = load_kernel(LINALG_KERNELS_SOURCE, name)
+    GC.@preserve A B launch(k, CuPtr{UInt8}(devaddr(B)), CuPtr{UInt8}(devaddr(A)), Int64(m), Int64(n), Int64(ld(A)),
+                            Int64(ld(B)), Int32(conj); blocks = min(cld(m, 32) * cld(n, 32), 65535), threads = LA_THREADS)
+    return B
+end
+la_adjoint(A::CuMatrix) = adjoint_into!(similar(A, size(A, 2), size(A, 1)), A)
 
 # a flag word on the device, set by a kernel; read back
 function la_flag(f)

@@ -455,7 +455,7 @@ function gesvd!(A::CuMatrix{T}; vectors::Symbol = :thin, jacobi::Bool = true) wh
                                             ld(A), devaddr(S), pu, ldu, pv, ldv)
     U === nothing && return nothing, S, nothing, info
     if jacobi
-        Vt = copy(adjoint(V))
+        Vt = la_adjoint(V)
         unsafe_free!(V)
         return U, S, Vt, info
     end
