@@ -11,8 +11,11 @@
 #   cp target/release/deps/linalg-<hash> target/release/deps/compute-<hash> $KIT/
 # then on the GPU machine, from the repository root, with Julia 1.5.3 on PATH:
 #   OUT=dir bash bench/gpu/linalg_run_gpu.sh [--no-bench | --bench-only]
-# (the tests take about 5 minutes and the benchmark about 5: two calls of the 10-minute
-# limit). $KIT and $CUMEM_LIBRARY override the kit folder and the library. Writes $OUT/{rust_linalg.log, rust_compute.log,
+# (on the H100 the tests take about 5 minutes, the benchmark about 1: `all` fits one call
+# of the 10-minute limit, the two halves are safer). test/compute/linalg_kernel_tests.jl is
+# not run here: it emulates the kernels with g++ on the host device by design (CI runs it).
+# Each Rust test runs in a process of its own; a failed cuda_svd_* case is rerun under
+# compute-sanitizer and with PyTorch's libcusolver. $KIT and $CUMEM_LIBRARY override the kit folder and the library. Writes $OUT/{rust_linalg.log, rust_compute.log,
 # julia_linalg_factor.log, julia_linalg.log, linalg_cumem.jsonl, linalg_torch.jsonl,
 # linalg_table.md, run.log}; exits 1 if a step failed.
 set -uo pipefail
