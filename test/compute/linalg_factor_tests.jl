@@ -65,6 +65,11 @@ end
     @test isapprox(logdet(CuArray(Ai)), logdet(Ai))
     @test thrown(() -> logdet(CuArray([0.0 1; 1 0]))) isa DomainError     # det = -1
     @test isapprox(logdet(CuArray(ComplexF64[0 1; 1 0])), logdet(ComplexF64[0 1; 1 0]))
+    # A \ b of mixed element types: factored in A's type, solved in the promoted one (as Base)
+    A32 = rand(Float32, 5, 5) + 5I; b64 = rand(5)
+    x = CuArray(A32) \ CuArray(b64)
+    @test x isa CuVector{Float64} && isapprox(Array(x), A32 \ b64; rtol = 1e-6)
+    @test isapprox(Array(CuArray(Ai) \ CuArray([1, 2, 3])), Ai \ [1, 2, 3])
     @test thrown(() -> det(CuArray(rand(3, 4)))) isa DimensionMismatch
     @test thrown(() -> inv(CuArray(rand(3, 4)))) isa DimensionMismatch
 end

@@ -338,14 +338,17 @@ function Base.:\(A::CuMatrix, B::CuVecOrMat)
 end
 
 # lu(A) \ B without the LU object: the pivots stay on the device between getrf and getrs
+# (factored in A's factor type and then converted, as LinearAlgebra's LU \ B promotes)
 function lu_solve(A::CuMatrix, B::CuVecOrMat)
-    T = promote_type(factor_type(eltype(A), "\\"), eltype(B))
-    F = float_copy(A, T)
+    S = factor_type(eltype(A), "\\")
+    T = promote_type(S, eltype(B))
+    F = float_copy(A, S)
     ipiv, info = getrf_pivots!(F)
     if info > 0
         unsafe_free!(F); ipiv isa CuVector && unsafe_free!(ipiv)
         throw(SingularException(info))
     end
+    F = as_eltype(T, F)
     X = getrs!('N', F, ipiv, copy_as(T, B))
     unsafe_free!(F); ipiv isa CuVector && unsafe_free!(ipiv)
     return X
