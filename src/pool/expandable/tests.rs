@@ -10,24 +10,23 @@ const MIB: u64 = 1 << 20;
 const G: u64 = crate::device::HOST_VM_GRANULE;
 
 impl ExpandablePool {
-    /// The size of the block at `addr` (in use or quick-listed).
+    /// The size of the block at `addr` (in use).
     fn size_of(&self, addr: u64) -> u64 {
-        self.arenas[self.arena_of(addr)].block_size(self.used[&addr])
+        let (k, node) = self.used.get(addr).expect("a block in use");
+        assert_eq!(k as usize, self.arena_of(addr), "the block's arena number");
+        self.arenas[k as usize].block_size(node)
     }
 
-    /// Checks every arena against the blocks in use and quick-listed, and the counters.
+    /// Checks every arena against the blocks in use, and the counters.
     fn check(&self) {
-        let blocks: BTreeMap<u64, u64> = self.used.keys().map(|&a| (a, self.size_of(a))).collect();
+        let blocks: BTreeMap<u64, u64> = self.used.iter().map(|(a, _, _)| (a, self.size_of(a))).collect();
         for a in &self.arenas {
             a.check(&blocks);
         }
         let in_arenas: usize =
             self.arenas.iter().map(|a| blocks.range(a.base..a.base + a.size).count()).sum();
         assert_eq!(in_arenas, blocks.len(), "a block outside the arenas");
-        for (p, size) in self.quick.check() {
-            assert!(self.used.contains_key(&p) && self.size_of(p) == size);
-        }
-        assert_eq!(blocks.values().sum::<u64>(), self.used_bytes + self.quick.bytes());
+        assert_eq!(blocks.values().sum::<u64>(), self.used_bytes);
     }
 }
 
