@@ -28,10 +28,11 @@
 //!   mapped: its start, its end, or a granule-aligned place over idle granules inside it
 //!   (a long free range left by large blocks that were freed and merged keeps mapped
 //!   granules in its middle). The granules (the device's granularity, 2 MiB) the block
-//!   touches are mapped if they are not. Freed blocks merge with their free neighbours;
-//!   there are no segment boundaries to stop them.
-//! - Granules no block touches stay mapped (cached) and are unmapped lazily, highest
-//!   address first: at `reclaim`, when the device or `JULIA_CUDA_MEMORY_LIMIT` refuses a
+//!   touches are mapped if they are not. Freed blocks merge with their free neighbours
+//!   at once (there are no segment boundaries to stop them, and no deferred frees: see
+//!   below).
+//! - Granules no block touches stay mapped (cached) and are unmapped lazily, lowest
+//!   free range first ([`arena::Arena::unmap_idle`] says why): at `reclaim`, when the device or `JULIA_CUDA_MEMORY_LIMIT` refuses a
 //!   mapping, and before mapping more would lift reserved memory above its all-time
 //!   high-water mark *and* above 1⅛ × the most bytes the pool ever had in use
 //!   ([`HEADROOM`], a release threshold relative to the workload, where
@@ -39,7 +40,21 @@
 //!   the blocks themselves touch more granules, and cached memory in the wrong place
 //!   never raises the peak beyond that; a warm pass whose layout moves (inference with
 //!   batch shapes that change) finds the granules it comes back to still mapped and
-//!   makes no device calls while its fragmentation stays within the headroom.
+//!   makes no device calls while its fragmentation stays within the headroom (on
+//!   encoder_infer_varlen and random_seed1 it does not: their warm passes remap 50–60
+//!   times each on the host device).
+//!
+//! # Why no deferred frees
+//!
+//! Until 2026-11-27 freed blocks waited on `split`'s quick lists (one per size, LIFO) and
+//! were merged only when a request missed them. A quick-list hit hands out the block just
+//! freed, wherever best fit would have put the request; on the inference traces those
+//! placements pin holes that the next batch's larger blocks cannot use. Replayed with no
+//! unmapping at all (host device, peak mapped ÷ peak live), deferred frees reach 1.109 on
+//! bertlike_infer_varlen where merging at once reaches 1.058 (PyTorch's expandable
+//! segments: 1.077, whose best fit also merges at once); gpt2_train 1.0047 → 1.0033,
+//! resnet50_train 1.0129 / 1.0132 → 1.0162 / 1.0162 (cold / warm), the others unchanged.
+//! And the lists saved little: 91 % of the varlen traces' requests missed them.
 //! - Every granule is its own physical allocation, so any granule can be unmapped
 //!   alone; failed mappings leave nothing mapped ([`crate::device::Device::vm_map`]).
 //!
@@ -47,16 +62,18 @@
 //!
 //! # Structure
 //!
-//! Frees are deferred as in `split`: a freed block waits on the quick list of its size
-//! and is handed out again by the next request of that size; a request no quick list
-//! serves first merges every quick-listed block, so it sees all free memory. The
-//! arenas ([`arena`]) keep blocks and free ranges as nodes linked to their address
-//! neighbours (merging costs no search), free ranges in split's size-class index by
-//! (size, address) (best fit is a bit scan and a short binary search), and a bitmap of
-//! mapped granules; a granule is idle when it lies wholly inside a free range. The alloc
-//! and free paths keep no count of idle bytes: statistics and unmapping count them when
-//! they need them, over the free ranges a granule long or longer (few), so a miss costs
-//! the merge of the blocks freed since the last one, a best-fit search and a carve.
+//! Every request is a best-fit search and a carve, every free a merge, so both are kept
+//! to a few list and table operations. The arenas ([`arena`]) keep blocks and free
+//! ranges as nodes linked to their address neighbours (merging costs no search), free
+//! ranges on a list per size class threaded through the nodes ([`free_lists`]: indexing
+//! costs a few stores, best fit a bit scan and a look at a few entries; a carve or merge
+//! that leaves a range in its class does not touch the lists), and a bitmap of mapped
+//! granules; a granule is idle when it lies wholly inside a free range. The alloc and
+//! free paths keep no count of idle bytes: statistics and unmapping count them when they
+//! need them, over the free ranges a granule long or longer (few). Blocks in use are
+//! found by address in an open-addressing table ([`AddrIndex`]) that also names their
+//! arena. Warm instructions per event (callgrind, encoder_infer_varlen): 796 with the
+//! quick lists and sorted size-class vectors, 512 now; binned's 254.
 
 mod arena;
 mod free_lists;
@@ -68,15 +85,17 @@ use super::{Block, MIN_BLOCK, Pool, round_up};
 use crate::error::{Error, Result};
 use crate::snapshot::PoolSegment;
 use crate::upstream::ShardUpstream;
-use arena::Arena;
 use crate::live::AddrIndex;
+use arena::Arena;
 
 /// Mapped memory may grow to 1/`HEADROOM` above the pool's peak of bytes in use before
 /// idle granules are unmapped to make room for new ones (as cudaMallocAsync's release
-/// threshold, but relative): 1/8 is above the fragmentation that the best-fit placement
-/// leaves on the variable-shape inference traces (1.10–1.12 × live, host device), so
-/// their warm passes make no device calls, and below the memory of PyTorch's expandable
-/// segments and of cudaMallocAsync there (1.14–1.18 × live on the H100).
+/// threshold, but relative): 1/8 is above the fragmentation that best fit leaves on
+/// bertlike_infer_varlen (1.058 × live with no unmapping, host device), so its warm
+/// passes make no device calls, and below the memory of PyTorch's expandable segments
+/// and of cudaMallocAsync on the inference traces (1.08–1.18 × live on the H100).
+/// encoder_infer_varlen, whose best fit reaches 1.17 × live unbounded, is held at 1.13
+/// by it, at the cost of remapping in every warm pass.
 const HEADROOM: u64 = 8;
 
 /// The pool on reserved address ranges with lazily mapped granules.

@@ -53,6 +53,34 @@ fn blocks_map_the_granules_they_touch_and_no_more() {
     assert_eq!(pool.cached_bytes(), 3 * G);
 }
 
+/// Freed blocks merge at once and every request takes the best fit: a freed block is not
+/// handed out again where best fit would not put the request (the quick lists of this pool
+/// until 2026-11-27 did: the 2 MiB request below took `b` back, `a` then could not merge
+/// with it, and the 8 MiB request mapped new granules after unmapping idle ones).
+#[test]
+fn a_request_takes_the_best_fit_not_the_block_freed_last() {
+    let up = upstream(None);
+    let mut pool = ExpandablePool::default();
+    let h = pool.alloc(2 * MIB, up.shard(0)).unwrap();
+    let _k = pool.alloc(2 * MIB, up.shard(0)).unwrap();
+    let a = pool.alloc(6 * MIB, up.shard(0)).unwrap();
+    let b = pool.alloc(2 * MIB, up.shard(0)).unwrap();
+    let _keep = pool.alloc(2 * MIB, up.shard(0)).unwrap();
+    assert_eq!((b.ptr - h.ptr, up.reserved()), (10 * MIB, 14 * MIB), "laid out in order");
+    pool.free(h.ptr, h.size, up.shard(0));
+    pool.free(b.ptr, b.size, up.shard(0));
+    // Two exact fits: the lower one is taken, not the one freed last.
+    let again = pool.alloc(2 * MIB, up.shard(0)).unwrap();
+    assert_eq!(again.ptr, h.ptr);
+    // So `a` merges with `b`'s place, and 8 MiB fit there: no device call, no growth.
+    pool.free(a.ptr, a.size, up.shard(0));
+    let big = pool.alloc(8 * MIB, up.shard(0)).unwrap();
+    assert_eq!(big.ptr, a.ptr);
+    assert!(big.hit);
+    assert_eq!((up.reserved(), up.peak_reserved()), (14 * MIB, 14 * MIB));
+    pool.check();
+}
+
 #[test]
 fn mapped_memory_grows_to_an_eighth_above_the_peak_in_use_then_moves() {
     let up = upstream(None);
