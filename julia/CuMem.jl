@@ -49,6 +49,15 @@ include("array/iterator.jl")       # CuIterator
 include("array/interop.jl")        # deepcopy, serialize, unsafe_wrap
 include("compute/kernels.jl")      # NVRTC kernels, launch, cuBLAS gemm!, synchronize, host_view
 include("compute/kernel_cache.jl") # compiled kernels kept on disk across processes
+include("compute/compiler/irversion.jl")  # the typed IR's spellings in each Julia version (the only such file)
+include("compute/compiler/ctypes.jl")     # C types of isbits Julia types with Julia's layout; literals
+include("compute/compiler/prelude.jl")    # C_PRELUDE_V2: the fixed C of compiled kernels
+include("compute/compiler/errors.jl")     # throw sites, the error record, check_kernel_errors, refusals
+include("compute/compiler/translate.jl")  # typed IR -> C: functions, control flow, phis, throw sites
+include("compute/compiler/intrinsics.jl") # Core.Intrinsics as C
+include("compute/compiler/builtins.jl")   # getfield, ===, ifelse, isa, tuple, ... as C
+include("compute/compiler/mathlib.jl")    # Base math mapped to CUDA's library, with domain checks
+include("compute/compiler/device.jl")     # device_function, kernel_source, launch_context (the interface)
 include("compute/codegen.jl")      # tracing Julia functions into CUDA C, the kernel cache
 include("compute/broadcast.jl")    # fused broadcasting, map, map!, fill! by kernel
 include("compute/fastpath.jl")     # broadcasts of a type seen before: a typed slot, no look-ups
