@@ -1,4 +1,4 @@
-# Julia's exceptions from kernels (issue 23). A throw site in compiled code (a call that
+# Julia's exceptions from compiled kernels (issue 23; the compiler is compute/compiler/). A throw site in compiled code (a call that
 # never returns, `throw`, an integer division's divide check, a bounds-checked field of a
 # tuple, a mapped math function's domain check) becomes: claim the error record (the first
 # thread wins), store the site's number and the run-time values its exception is built
@@ -10,12 +10,8 @@
 # exception is exactly Base's. As CUDA.jl's KernelException, it surfaces late: at the
 # next synchronisation point, not at the launch.
 
-"""
-    CuMem.KernelError
-
-Where a kernel threw: the site's rebuild expression (`tree`, see errors.jl), the function
-and file:line it came from. The registry `DC_SITES` holds one per compiled throw site.
-"""
+# Where a kernel threw: the site's rebuild expression (`tree`, see dc_eval_site), the
+# function and file:line it came from. `DC_SITES` holds one per compiled throw site.
 struct KernelErrorSite
     tree::Any            # expression to evaluate on the host (see dc_eval_site)
     where_::String       # "f at file:line"
@@ -118,18 +114,3 @@ end
     throw(e)
 end
 
-## refusals
-
-# The refusal of a construct: KernelCompileError naming the construct, the function and
-# file:line, and the call chain from the kernel's element function.
-function dc_refuse(st, msg::AbstractString; line = nothing)
-    io = IOBuffer()
-    print(io, "cannot compile for the GPU: ", msg)
-    if line !== nothing && line[3] != 0
-        print(io, "\n  at ", line[1], " (", line[2], ":", line[3], ")")
-    end
-    if !isempty(st.chain)
-        print(io, "\n  call chain: ", join(st.chain, " -> "))
-    end
-    throw(KernelCompileError(String(take!(io))))
-end
