@@ -1,8 +1,9 @@
 # Fused broadcasting: each broadcast expression over CuArrays (and strided views/wrappers
 # of them) becomes ONE generated CUDA C kernel, cached by the expression's types (the
 # design of CUDA.jl's GPUArrays broadcast, with CuPy's ElementwiseKernel's code generation).
-# `map`, `map!`, `broadcast!` and `.=` use the same path. On the host device Base computes
-# on the buffers wrapped as Arrays, after the same code generation.
+# `map`, `map!`, `broadcast!` and `.=` use the same path. The expression's element function
+# is compiled from Julia's typed IR (compute/bcfunction.jl, compute/compiler/). On the host
+# device Base computes on the buffers wrapped as Arrays, after the same compilation.
 
 using Base.Broadcast: Broadcasted, AbstractArrayStyle, DefaultArrayStyle
 
