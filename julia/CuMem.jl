@@ -53,6 +53,7 @@ include("compute/codegen.jl")      # tracing Julia functions into CUDA C, the ke
 include("compute/broadcast.jl")    # fused broadcasting, map, map!, fill! by kernel
 include("compute/fastpath.jl")     # broadcasts of a type seen before: a typed slot, no look-ups
 include("compute/readback.jl")     # scalar results through a pinned buffer
+include("compute/element_fns.jl")  # element functions of the reduction-like families, from the compiler
 include("compute/mapreduce.jl")    # reductions: mapreduce, sum, prod, any, all, count, ...
 include("compute/findext.jl")      # findmax, findmin, argmax, argmin
 include("compute/accumulate.jl")   # accumulate, cumsum, cumprod along any dimension (three-phase scans)

@@ -70,8 +70,9 @@ grid_for(n) = (max(1, min(cld(n, 256), 32 * sm_count())), 256)
 copy_if_wrapper(x::CuArray) = x
 copy_if_wrapper(x) = copy(x)
 
-search_kernel(name) = (e = cached_kernel(() -> (SEARCH_SOURCE, "cumem_compact", nothing, Tuple{GlobalRef,DataType}[]),
-                                         (:search,)); on_host() ? nothing : load_kernel(e.source, name))
+const SEARCH_NAMES = ("cumem_compact", "cumem_findone", "cumem_gather", "cumem_scatter")
+search_kernel(name) = (e = kernel_entry(() -> (SEARCH_SOURCE, SEARCH_NAMES, nothing), (:search,));
+                       on_host() ? nothing : entry_kernel(e, name))
 
 ## findall
 
