@@ -55,19 +55,20 @@ function converted_function(::Type{T}, f, argtypes::Type...) where {T}
 end
 
 # The function object's type of a compiled function, and whether it has no storage (a
-# ghost: a singleton function or a closure capturing nothing). A ghost is declared inside
-# the kernel; other function objects are kernel parameters, passed by value at each launch.
+# ghost: a singleton function, a type, or a closure capturing nothing). A ghost is a
+# `jl_ghost_t` declared inside the kernel; other function objects are kernel parameters,
+# passed by value at each launch (captured values are read then, never baked in).
 fn_type(df) = df.argtypes[1]
-is_ghost(df) = sizeof(fn_type(df)) == 0
+is_ghost(df) = dc_is_ghost(fn_type(df))
 
 # C: the kernel parameter for the function object `name` of `df` (", F name"; none for a ghost).
 fn_param(df, name) = is_ghost(df) ? "" : ", $(c_type(fn_type(df))) $name"
 # C: the declaration of a ghost function object inside the kernel.
-fn_local(df, name) = is_ghost(df) ? "  const $(c_type(fn_type(df))) $name = {};\n" : ""
+fn_local(df, name) = is_ghost(df) ? "  const jl_ghost_t $name = {};\n" : ""
 # C: a call of `df` on argument expressions (the kernel's context parameter is `ctx`).
 fn_call(df, name, args...) = string(df.name, "(&ctx, ", name, isempty(args) ? "" : ", ", join(args, ", "), ")")
 # The kernel arguments of function objects (ghosts pass nothing).
-fn_values!(args::Vector{Any}, fs...) = (for f in fs; sizeof(typeof(f)) == 0 || push!(args, f); end; args)
+fn_values!(args::Vector{Any}, fs...) = (for f in fs; dc_is_ghost(dc_typeof_const(f)) || push!(args, f); end; args)
 
 """
     CuMem.result_type(f, argtypes::Type...) -> Type

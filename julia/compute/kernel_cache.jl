@@ -129,3 +129,7 @@ function entry_kernel(e::KernelEntry, name::String)
     throw(ArgumentError("the cached kernel source has no function $name"))
 end
 entry_kernel(e::KernelEntry) = e.kernels[1]
+
+# The kernel `name` of a fixed CUDA C `source` (no compiled functions), cached under `tag`.
+fixed_kernel(tag::Symbol, source::String, name::String) =
+    entry_kernel(kernel_entry(() -> (source, name, nothing), (tag, name)), name)
