@@ -49,7 +49,8 @@ include("array/adapt.jl")          # adapt (a stand-in for Adapt.jl) and cu
 include("array/iterator.jl")       # CuIterator
 include("array/interop.jl")        # deepcopy, serialize, unsafe_wrap
 include("compute/kernels.jl")      # NVRTC kernels, launch, cuBLAS gemm!, synchronize, host_view
-include("compute/kernel_cache.jl") # compiled kernels kept on disk across processes
+include("compute/kernel_cache.jl") # the Julia kernel table (by device and types); the engine's cache on disk
+include("compute/eltypes.jl")      # the primitive element types of the fixed kernels
 include("compute/compiler/irversion.jl")  # the typed IR's spellings in each Julia version (the only such file)
 include("compute/compiler/ctypes.jl")     # C types of isbits Julia types with Julia's layout; literals
 include("compute/compiler/prelude.jl")    # C_PRELUDE_V2: the fixed C of compiled kernels
@@ -59,7 +60,6 @@ include("compute/compiler/intrinsics.jl") # Core.Intrinsics as C
 include("compute/compiler/builtins.jl")   # getfield, ===, ifelse, isa, tuple, ... as C
 include("compute/compiler/mathlib.jl")    # Base math mapped to CUDA's library, with domain checks
 include("compute/compiler/device.jl")     # device_function, kernel_source, launch_context (the interface)
-include("compute/codegen.jl")      # tracing Julia functions into CUDA C, the kernel cache
 include("compute/bcfunction.jl")   # a broadcast expression as one isbits callable of its elements
 include("compute/broadcast.jl")    # fused broadcasting, map, map!, fill! by kernel
 include("compute/fastpath.jl")     # broadcasts of a type seen before: a typed slot, no look-ups
@@ -96,7 +96,7 @@ function __init__()
     init_kernel_cache()
     init_pressure()
     init_tracking()
-    init_codegen()
+    init_compiled_tables()
     init_broadcast()
     return nothing
 end

@@ -87,3 +87,24 @@ function unique_fns(fns)
     end
     return Tuple(out)
 end
+
+# The name of a function for messages: "f" for `f`, "g" for a local function `g` ("#g#12").
+function fname(@nospecialize(f))
+    f isa Function || return string(f)
+    s = string(nameof(f))
+    m = match(r"^#([^#]+)#\d+$", s)
+    return m === nothing ? s : m.captures[1]
+end
+
+# The compiler's tables keyed by types and functions hash object identities: after loading
+# the precompiled image, their entries are inserted again (as Julia's own IdDicts would need
+# if an identity moved).
+function rehash_iddict!(d::IdDict)
+    kv = collect(pairs(d))
+    empty!(d)
+    for (k, v) in kv
+        d[k] = v
+    end
+    return d
+end
+init_compiled_tables() = (foreach(rehash_iddict!, (DC_PRIMS, DC_MATH1, DC_MATH2)); nothing)

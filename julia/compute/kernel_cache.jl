@@ -52,6 +52,21 @@ end
 # values. An entry made from compiled Julia functions keeps them (`fns`) and is used only
 # while `device_function` still returns the same ones (a redefined method compiles again).
 
+"""
+    CuMem.kernel_cache_stats() -> NamedTuple
+
+Counters of the Julia kernel cache ([`CuMem.kernel_entry`](@ref)): `entries` (distinct
+kernels generated, per device), `hits` (calls that reused one), `misses` (calls that
+generated CUDA C; on a GPU each is one NVRTC compile or a load from the cache on disk),
+`nvrtc_checks` (on the host device: sources compiled to PTX to check them, when libnvrtc is
+available). Entries are keyed by types (functions, element types, array wrappers,
+dimensionality, 32- or 64-bit indexing), never by values.
+"""
+kernel_cache_stats() = lock(KERNEL_TABLE_LOCK) do
+    (entries = length(KERNEL_TABLE), hits = KERNEL_TABLE_STATS.hits, misses = KERNEL_TABLE_STATS.misses,
+     nvrtc_checks = KERNEL_TABLE_STATS.nvrtc_checks)
+end
+
 mutable struct KernelTableStats
     hits::Int
     misses::Int
@@ -74,6 +89,21 @@ struct KernelEntry
     extra::Any
     fns::Tuple
 end
+
+# The fields broadcasting reads (`entry.kernel`: its one kernel; `entry.name`; `entry.globals`:
+# launch-time globals, none since compiled functions carry them in the launch context).
+function Base.getproperty(e::KernelEntry, s::Symbol)
+    if s === :kernel
+        k = getfield(e, :kernels)
+        return isempty(k) ? nothing : k[1]
+    elseif s === :name
+        return getfield(e, :names)[1]
+    elseif s === :globals
+        return ()
+    end
+    return getfield(e, s)
+end
+const CachedKernel = KernelEntry
 
 const KERNEL_TABLE = Dict{Any,KernelEntry}()
 const KERNEL_TABLE_LOCK = ReentrantLock()
@@ -133,3 +163,10 @@ entry_kernel(e::KernelEntry) = e.kernels[1]
 # The kernel `name` of a fixed CUDA C `source` (no compiled functions), cached under `tag`.
 fixed_kernel(tag::Symbol, source::String, name::String) =
     entry_kernel(kernel_entry(() -> (source, name, nothing), (tag, name)), name)
+
+# The entry for `key` made by `make()` returning `(source, name, extra, _)` (broadcasting's
+# form; the fourth value, the globals the tracer read, is gone).
+cached_kernel(make, key) = kernel_entry(key) do
+    r = make()
+    (r[1], r[2], r[3])
+end

@@ -115,9 +115,9 @@ end
 
 function random_source(::Type{T}, normal::Bool) where {T}
     G = per_group(T)
-    ct = codegen_ctype(T)
+    ct = c_type(T)
     io = IOBuffer()
-    print(io, C_PRELUDE)
+    print(io, C_PRELUDE_V2)
     print(io, """
     static __device__ __forceinline__ void philox(uint32_t c[4], uint32_t k0, uint32_t k1) {
       #pragma unroll

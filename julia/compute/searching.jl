@@ -8,7 +8,7 @@
 
 ## the fixed kernels
 
-const SEARCH_SOURCE = C_PRELUDE * raw"""
+const SEARCH_SOURCE = C_PRELUDE_V2 * raw"""
 /* out[incl[i] - 1] = the index of element i (1-based; linear, or n-d coordinates) when m[i] */
 extern "C" __global__ void cumem_compact(const bool* m, const int64_t* incl, int64_t* out, int64_t n,
                                          int nd, int64_t s1, int64_t s2, int64_t s3, int64_t s4,

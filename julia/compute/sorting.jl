@@ -36,7 +36,7 @@ const RADIX_TILE = RADIX_THREADS * RADIX_ITEMS
 
 # C: the ordered unsigned key of T's bits u (as UK), and back.
 function key_transform_c(T::Type)
-    UK = codegen_ctype(key_uint(T))
+    UK = c_type(key_uint(T))
     bits = 8 * sizeof(T)
     sign = "(($UK)1 << $(bits - 1))"
     if T <: AbstractFloat
@@ -66,10 +66,10 @@ end
 
 # Kernels for keys of type T (their bits), with a payload of `vbytes` bytes (0: none).
 function radix_source(T::Type, vbytes::Int)
-    UK = codegen_ctype(key_uint(T))
+    UK = c_type(key_uint(T))
     VT = vbytes == 0 ? "uint8_t" : vbytes == 4 ? "uint32_t" : "uint64_t"
     io = IOBuffer()
-    print(io, C_PRELUDE, key_transform_c(T))
+    print(io, C_PRELUDE_V2, key_transform_c(T))
     print(io, """
     /* keys to ordered unsigned (dir 1) or back (dir -1); flip complements them (rev) */
     extern "C" __global__ void cumem_radix_keys($UK* k, int64_t n, int dir, int flip)
