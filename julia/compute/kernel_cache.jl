@@ -165,7 +165,8 @@ fixed_kernel(tag::Symbol, source::String, name::String) =
     entry_kernel(kernel_entry(() -> (source, name, nothing), (tag, name)), name)
 
 # The entry for `key` made by `make()` returning `(source, name, extra, _)` (broadcasting's
-# form; the fourth value, the globals the tracer read, is gone).
+# form; its fourth value, launch-time globals, is unused: compiled functions read them
+# through the launch context).
 cached_kernel(make, key) = kernel_entry(key) do
     r = make()
     (r[1], r[2], r[3])
