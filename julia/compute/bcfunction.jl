@@ -25,6 +25,8 @@ struct BcExpr{F,A<:Tuple}
     args::A
 end
 
+dc_callable_name(::Type{BcExpr{F,A}}) where {F,A} = string("broadcast of ", dc_callable_name(F))
+
 @inline (e::BcExpr)(xs::Vararg{Any,N}) where {N} = bc_run(e, xs)[1]
 
 @inline function bc_run(e::BcExpr, xs::Tuple)

@@ -88,18 +88,6 @@ function nvrtc_version()
     return VersionNumber(a[], b[])
 end
 
-"""
-    KernelCompileError(msg)
-
-NVRTC rejected a kernel's CUDA C: `msg` holds NVRTC's log followed by the source with
-line numbers.
-"""
-struct KernelCompileError <: Exception
-    msg::String
-end
-
-Base.showerror(io::IO, e::KernelCompileError) = print(io, "KernelCompileError: ", e.msg)
-
 # Throws the error a failed compile or load stands for.
 @noinline function throw_compile(code::Int32)
     code == CUMEM_ERROR_COMPILE && throw(KernelCompileError(last_error()))

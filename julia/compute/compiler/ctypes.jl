@@ -14,7 +14,8 @@ const DC_UNSIGNED = Dict(1 => "uint8_t", 2 => "uint16_t", 4 => "uint32_t", 8 => 
 
 # Types whose values occupy no memory (singletons: functions without captures, `nothing`,
 # `Val`s, `Type{T}`): passed and stored as the empty `jl_ghost_t`.
-dc_is_ghost(@nospecialize(T)) = T isa DataType && (Base.issingletontype(T) || (isbitstype(T) && sizeof(T) == 0))
+dc_is_ghost(@nospecialize(T)) = T isa DataType && (Base.issingletontype(T) || (isbitstype(T) && sizeof(T) == 0) ||
+                                                   (T.name === Type.body.name && !(T.parameters[1] isa TypeVar)))
 
 # A small Union of isbits (or ghost) types, which compiles as a tagged struct.
 function dc_is_small_union(@nospecialize(T))

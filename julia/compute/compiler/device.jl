@@ -92,7 +92,7 @@ function dc_compile_entry(@nospecialize(F), argtypes::Tuple, world::UInt)
     m = ir_method_for(sig, world)
     m === nothing && error("internal: no unique dc_apply method for $sig")
     st = DCState(world)
-    fname = F <: Function && isdefined(F, :instance) ? string(F.instance) : string(F)
+    fname = dc_callable_name(F)
     push!(st.chain, string(fname, "(", join(map(string, argtypes), ", "), ")"))
     # does the function exist for these types at all?
     inner = Tuple{F, argtypes...}
@@ -126,6 +126,9 @@ function dc_compile_entry(@nospecialize(F), argtypes::Tuple, world::UInt)
     print(io, "); }\n")
     return DeviceFunction(ename, String(take!(io)), rt, (F, argtypes...), ContextLayout(st.globals), mt)
 end
+
+# A readable name of a callable type (a broadcast's expression by its function).
+dc_callable_name(@nospecialize(F)) = F <: Function && isdefined(F, :instance) ? string(F.instance) : string(F)
 
 # The chunks of a source (marker key => text).
 function dc_chunks(src::String)

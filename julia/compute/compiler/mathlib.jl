@@ -101,6 +101,8 @@ function dc_foreigncall(fn, i::Int, ex::Expr)
     name = ex.args[1]
     name isa QuoteNode && (name = name.value)
     name isa Tuple && (name = name[1])
+    # `(name, lib)` spelled as a call of `tuple` (libm calls in Base.Math)
+    name isa Expr && name.head === :call && length(name.args) >= 2 && (name = name.args[2])
     name isa QuoteNode && (name = name.value)
     s = name isa Symbol || name isa String ? String(name) : string(name)
     cname = get(DC_FOREIGN, s, nothing)

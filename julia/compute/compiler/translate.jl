@@ -1,270 +1,9 @@
 # Typed IR -> CUDA C (issue 23): one `static __device__` function per method
 # specialisation, from `code_typed(...; optimize = true)`. Every SSA value is a C local
 # declared at the top (a goto must not skip an initialisation), every basic block starts
-# with a label, phi nodes are parallel copies on each incoming edge, throw sites fill the
-# error record (errors.jl). Statements that only build an exception (messages, exception
-# objects) are not translated: the host evaluates them when it rebuilds the exception.
-
-# One compilation: the type definitions and device functions it needs, the call chain.
-mutable struct DCState
-    tt::DCTypes
-    fns::Vector{Pair{String,String}}          # C name => definition, callees first
-    done::Dict{Any,Tuple{String,Any,Bool}}    # signature => (C name, return type, may throw)
-    stack::Vector{Any}                        # signatures being compiled (recursion check)
-    chain::Vector{String}                     # call chain, for messages
-    globals::Vector{Tuple{String,Module,Symbol,Any}}   # (field, module, name, type) read at launch
-    world::UInt
-end
-DCState(world) = DCState(DCTypes(), Pair{String,String}[], Dict{Any,Tuple{String,Any,Bool}}(), Any[],
-                         String[], Tuple{String,Module,Symbol,Any}[], world)
-
-mutable struct DCFn
-    st::DCState
-    ci::Core.CodeInfo
-    rettype::Any
-    argtypes::Vector{Any}
-    sparams::Core.SimpleVector
-    io::IOBuffer
-    errorly::BitVector
-    may_throw::Bool
-    payload::Int          # bytes of the error payload used by the current site
-end
-
-dc_ct(fn::DCFn, @nospecialize(T)) = dc_ctype!(fn.st.tt, T)
-dc_line(fn::DCFn, i::Int) = ir_location(fn.ci, i)
-
-function dc_ssatype(fn::DCFn, i::Int)
-    t = fn.ci.ssavaluetypes
-    return t isa Vector ? ir_widen(t[i]) : Any
-end
-
-# The inferred lattice element of an IR value (Const kept).
-function dc_lattice(fn::DCFn, @nospecialize(x))
-    if x isa Core.SSAValue
-        return fn.ci.ssavaluetypes[x.id]
-    end
-    n = ir_argument_index(x)
-    n > 0 && return fn.ci.slottypes[n]
-    if x isa GlobalRef
-        (isdefined(x.mod, x.name) && isconst(x.mod, x.name)) && return IR_CONST(getfield(x.mod, x.name))
-        return Any
-    end
-    x isa QuoteNode && return IR_CONST(x.value)
-    return IR_CONST(x)
-end
-dc_argtype(fn::DCFn, @nospecialize(x)) = (t = dc_lattice(fn, x); ir_is_const(t) ? dc_typeof_const(ir_const_value(t)) : ir_widen(t))
-dc_typeof_const(@nospecialize(v)) = v isa Type ? Type{v} : typeof(v)
-
-# The compile-time value of an IR value (or error).
-function dc_constvalue(fn::DCFn, @nospecialize(x))
-    t = dc_lattice(fn, x)
-    ir_is_const(t) && return ir_const_value(t)
-    T = ir_widen(t)
-    T isa DataType && T <: Type && length(T.parameters) == 1 && !(T.parameters[1] isa TypeVar) && return T.parameters[1]
-    dc_is_ghost(T) && isdefined(T, :instance) && return T.instance
-    dc_refuse(fn.st, "a value that must be known when compiling is not (type $T)")
-end
-
-const DC_GHOST = "jl_ghost_t{}"
-
-# The C expression of an IR value.
-function dc_val(fn::DCFn, @nospecialize(x))
-    if x isa Core.SSAValue
-        t = fn.ci.ssavaluetypes[x.id]
-        if ir_is_const(t)
-            v = ir_const_value(t)
-            (isbits(v) || dc_is_ghost(dc_typeof_const(v))) && return dc_literal(fn.st.tt, v)
-            v isa Type && return DC_GHOST
-        end
-        dc_is_ghost(ir_widen(t)) && return DC_GHOST
-        return "s$(x.id)"
-    end
-    n = ir_argument_index(x)
-    if n > 0
-        dc_is_ghost(fn.argtypes[n]) && return DC_GHOST
-        return "a$n"
-    end
-    x isa GlobalRef && return dc_global(fn, x)
-    x isa QuoteNode && return dc_constant(fn, x.value)
-    x isa Expr && dc_refuse(fn.st, "an expression $(x.head) used as a value")
-    return dc_constant(fn, x)
-end
-
-function dc_constant(fn::DCFn, @nospecialize(v))
-    (v isa Type || v isa Function || v isa Symbol) && dc_is_ghost(dc_typeof_const(v)) && return DC_GHOST
-    v isa Type && return DC_GHOST
-    isbits(v) && return dc_literal(fn.st.tt, v)
-    dc_refuse(fn.st, "the value $(repr(v)) of type $(typeof(v)) is not isbits")
-end
-
-# A global binding: an isbits constant folds; a constant binding to a mutable object with
-# isbits fields (`const R = Ref(2f0)`) is read on the host at each launch (a field of the
-# context); anything else is refused.
-function dc_global(fn::DCFn, g::GlobalRef)
-    isdefined(g.mod, g.name) || dc_refuse(fn.st, "the global $(g.mod).$(g.name) is not defined")
-    if !isconst(g.mod, g.name)
-        dc_refuse(fn.st, "the global variable $(g.mod).$(g.name) is not constant, so its type is unknown when " *
-                         "compiling; use a constant binding to a Ref (`const $(g.name) = Ref(x)`, read as " *
-                         "`$(g.name)[]`), which kernels read at each launch, or pass it as an argument")
-    end
-    v = getfield(g.mod, g.name)
-    T = typeof(v)
-    (dc_is_ghost(dc_typeof_const(v)) || v isa Type) && return DC_GHOST
-    isbits(v) && return dc_literal(fn.st.tt, v)
-    if T.mutable && all(i -> isbitstype(fieldtype(T, i)), 1:fieldcount(T)) && fieldcount(T) > 0
-        field = "g_" * dc_sanitize(string(g.mod, "_", g.name)) * "_" * dc_hash(string(g.mod, ".", g.name))
-        any(x -> x[1] == field, fn.st.globals) || push!(fn.st.globals, (field, g.mod, g.name, T))
-        dc_ct(fn, T)
-        return "ctx->" * field
-    end
-    dc_refuse(fn.st, "the constant $(g.mod).$(g.name) is a $T, which a kernel cannot read (only isbits values " *
-                     "and mutable objects with isbits fields, such as Ref(2f0), are passed to kernels)")
-end
-
-# A value converted from type S to type D (a small Union wraps/unwraps by tag).
-function dc_conv(fn::DCFn, e::String, @nospecialize(S), @nospecialize(D))
-    (S === D || D === Any) && return e
-    dc_is_ghost(D) && return DC_GHOST
-    if dc_is_small_union(D)
-        un = dc_ct(fn, D)
-        if dc_is_small_union(S)
-            S <: D || dc_refuse(fn.st, "a value of type $S where $D is expected")
-            # re-tag from S's numbering to D's
-            parts = String[]
-            for (k, t) in enumerate(Base.uniontypes(S))
-                kd = dc_union_tag(D, t)
-                push!(parts, dc_ghost_or(t, string("[&]() { ", un, " u{}; u.tag = $kd; ",
-                                                   dc_is_ghost(t) ? "" : "u.v.m$kd = x.v.m$k; ", "return u; }()")))
-            end
-            return string("([&](", dc_ct(fn, S), " x) { ", join(["if (x.tag == $k) return $(parts[k]);" for k in 1:length(parts)], " "),
-                          " return ", un, "{}; }(", e, "))")
-        end
-        k = dc_union_tag(D, S)
-        k == 0 && dc_refuse(fn.st, "a value of type $S where $D is expected")
-        return string("([&]() { ", un, " u{}; u.tag = $k; ", dc_is_ghost(S) ? "" : "u.v.m$k = $e; ", "return u; }())")
-    end
-    if dc_is_small_union(S)
-        k = dc_union_tag(S, D)
-        k == 0 && dc_refuse(fn.st, "a value of type $S where $D is expected")
-        return string("(", e, ").v.m$k")
-    end
-    S === Union{} && return e
-    dc_ct(fn, S) == dc_ct(fn, D) && return e
-    dc_refuse(fn.st, "a value of type $S where $D is expected (the code is not type-stable)")
-end
-dc_ghost_or(@nospecialize(t), s) = s
-
-# The zero value of the function's return type (returned after a throw).
-dc_zero(fn::DCFn) = (R = fn.rettype; R === Union{} || dc_is_ghost(R) ? DC_GHOST : dc_ct(fn, R) * "{}")
-
-## throw sites
-
-# The expression the host evaluates to rebuild an exception, for IR value x; run-time
-# values become payload fields, which `dc_throw_if` stores.
-function dc_tree(fn::DCFn, @nospecialize(x))
-    if x isa Core.SSAValue && fn.errorly[x.id]
-        st = fn.ci.code[x.id]
-        if st isa Expr && st.head === :call
-            return (:call, map(a -> dc_tree(fn, a), st.args)...)
-        elseif st isa Expr && st.head === :invoke
-            return (:call, map(a -> dc_tree(fn, a), st.args[2:end])...)
-        elseif st isa Expr && st.head === :new
-            return (:new, dc_constvalue(fn, st.args[1]), map(a -> dc_tree(fn, a), st.args[2:end])...)
-        elseif st isa Core.PiNode
-            return dc_tree(fn, st.val)
-        elseif st isa GlobalRef || st isa QuoteNode || !(st isa Expr || st isa Core.SSAValue)
-            return dc_tree(fn, st)
-        end
-        return (:const, nothing)
-    end
-    t = dc_lattice(fn, x)
-    ir_is_const(t) && return (:const, ir_const_value(t))
-    if x isa GlobalRef
-        return isdefined(x.mod, x.name) ? (:const, getfield(x.mod, x.name)) : (:const, nothing)
-    end
-    T = ir_widen(t)
-    dc_is_ghost(T) && isdefined(T, :instance) && return (:const, T.instance)
-    (T isa DataType && isbitstype(T)) || return (:unavailable, T)
-    off = (fn.payload + Base.datatype_alignment(T) - 1) & -Base.datatype_alignment(T)
-    off + sizeof(T) <= 64 || return (:unavailable, T)
-    fn.payload = off + sizeof(T)
-    println(fn.io, "      { ", dc_ct(fn, T), " v = ", dc_val(fn, x), "; jl_err_put(e, ", off, ", &v, sizeof(v)); }")
-    return (:payload, T, off)
-end
-
-function dc_has_unavailable(tree)
-    tree isa Tuple || return false
-    tree[1] === :unavailable && return true
-    return any(dc_has_unavailable, tree)
-end
-
-# `if (cond) { record site; return zero; }` (cond "true": unconditional).
-function dc_throw_if(fn::DCFn, i::Int, cond::String, tree_of)
-    fn.may_throw = true
-    println(fn.io, "  if (", cond, ") {")
-    println(fn.io, "    jl_err_t* e = ctx->err;")
-    println(fn.io, "    if (jl_err_claim(e)) {")
-    fn.payload = 0
-    tree = tree_of isa Function ? tree_of() : tree_of
-    name, file, line = dc_line(fn, i)
-    where_ = string(name, " at ", file, ":", line)
-    if dc_has_unavailable(tree)
-        tree = (:call, (:const, error), (:const, "a GPU kernel threw an exception in $where_ whose values " *
-                                                  "could not be recorded"))
-    end
-    site = dc_register_site(tree, where_)
-    println(fn.io, "      jl_err_done(e, ", site, ");")
-    println(fn.io, "    }")
-    println(fn.io, "    ctx->thrown = 1; return ", dc_zero(fn), ";")
-    println(fn.io, "  }")
-    return nothing
-end
-
-## analysis
-
-dc_is_root(fn::DCFn, i::Int) = (st = fn.ci.code[i]; st isa Expr && st.head in (:call, :invoke) &&
-                                fn.ci.ssavaluetypes[i] === Union{})
-
-function dc_foreach_use(f, @nospecialize(x))
-    if x isa Core.SSAValue
-        f(x.id)
-    elseif x isa Expr
-        for a in x.args
-            dc_foreach_use(f, a)
-        end
-    elseif x isa Core.PhiNode
-        for k in 1:length(x.values)
-            isassigned(x.values, k) && dc_foreach_use(f, x.values[k])
-        end
-    elseif x isa Core.PiNode
-        dc_foreach_use(f, x.val)
-    elseif IR_HAS_RETURNNODE && x isa Core.ReturnNode
-        isdefined(x, :val) && dc_foreach_use(f, x.val)
-    elseif isdefined(Core, :GotoIfNot) && x isa getfield(Core, :GotoIfNot)
-        dc_foreach_use(f, x.cond)
-    end
-end
-
-# Statements used only to build exceptions (not translated).
-function dc_errorly(fn::DCFn)
-    code = fn.ci.code
-    n = length(code)
-    users = [Int[] for _ in 1:n]
-    for j in 1:n
-        dc_foreach_use(k -> push!(users[k], j), code[j])
-    end
-    el = falses(n)
-    for i in n:-1:1
-        st = code[i]
-        ok = (st isa Expr && st.head in (:call, :invoke, :new)) || st isa GlobalRef || st isa Core.PiNode
-        ok && !dc_is_root(fn, i) && !isempty(users[i]) || continue
-        el[i] = all(j -> dc_is_root(fn, j) || el[j], users[i])
-    end
-    return el
-end
-
-## functions
-
+# with a label, phi nodes are parallel copies on each incoming edge; calls become mapped
+# math (mathlib.jl), intrinsics (intrinsics.jl), builtins (builtins.jl), throw sites
+# (throwsites.jl) or calls of other compiled functions.
 # The signature's C function (compiled on first use): (name, return type, may throw).
 function dc_compile_sig!(st::DCState, @nospecialize(sig), m::Method, sparams::Core.SimpleVector)
     r = get(st.done, sig, nothing)
@@ -279,10 +18,7 @@ function dc_compile_sig!(st::DCState, @nospecialize(sig), m::Method, sparams::Co
         code === nothing && dc_refuse(st, "type inference failed for $label")
         ci, rt = code
         name = "jlf_" * dc_sanitize(string(m.name)) * "_" * dc_hash(sig)
-        argtypes = Any[sig.parameters...]
-        if m.isva
-            dc_refuse(st, "the varargs method $label (call it with a fixed number of arguments)")
-        end
+        argtypes = dc_va_argtypes(m, sig)
         fn = DCFn(st, ci, ir_widen(rt), argtypes, sparams, IOBuffer(), falses(0), false, 0)
         body = dc_function_body(fn)
         io = IOBuffer()
@@ -299,6 +35,15 @@ function dc_compile_sig!(st::DCState, @nospecialize(sig), m::Method, sparams::Co
         pop!(st.stack)
         pop!(st.chain)
     end
+end
+
+# A method's argument types as its code sees them: for a varargs method the trailing
+# arguments are one tuple (callers pack them, see dc_invoke).
+function dc_va_argtypes(m::Method, @nospecialize(sig))
+    ps = Any[sig.parameters...]
+    m.isva || return ps
+    n = Int(m.nargs)
+    return Any[ps[1:n-1]..., Tuple{ps[n:end]...}]
 end
 
 dc_zero_type(fn::DCFn) = (R = fn.rettype; R === Union{} || dc_is_ghost(R) ? "jl_ghost_t" : dc_ct(fn, R))
@@ -525,9 +270,21 @@ function dc_invoke(fn::DCFn, i::Int, ex::Expr)
     name, rt, mt = dc_compile_sig!(fn.st, sig, mi.def::Method, mi.sparam_vals)
     ps = sig.parameters
     cargs = String["ctx"]
+    m = mi.def::Method
+    nfix = m.isva ? Int(m.nargs) - 1 : length(fargs)
     for (k, a) in enumerate(fargs)
+        k > nfix && break
         P = k <= length(ps) ? ps[k] : Any
         push!(cargs, dc_is_ghost(P) ? DC_GHOST : dc_conv(fn, dc_val(fn, a), dc_argtype(fn, a), P))
+    end
+    if m.isva
+        VT = Tuple{ps[nfix+1:end]...}
+        parts = String[]
+        for (j, a) in enumerate(fargs[nfix+1:end])
+            F = fieldtype(VT, j)
+            dc_is_ghost(F) || push!(parts, dc_conv(fn, dc_val(fn, a), dc_argtype(fn, a), F))
+        end
+        push!(cargs, dc_is_ghost(VT) ? DC_GHOST : dc_make(dc_ct(fn, VT), VT, parts))
     end
     call = string(name, "(", join(cargs, ", "), ")")
     R = dc_ssatype(fn, i)
