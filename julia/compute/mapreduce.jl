@@ -41,6 +41,12 @@ end
 # The accumulator type: the fixed point of promote_op(op, Acc, R); Float16 accumulates in
 # Float32 (rounded once at the end) under the known operators.
 function accumulator_type(op, R)
+    # a function whose result type is a small Union (`v > 1 ? v * 10 : v` on Int32): its
+    # values promote to one type first, as Base's reductions promote them (to Int64 here)
+    if R isa Union
+        P = foldl(promote_type, Base.uniontypes(R))
+        isbitstype(P) && (R = P)
+    end
     A = R
     for _ in 1:4
         B = Base.promote_op(op, A, R)
