@@ -31,7 +31,15 @@ dc_callable_name(::Type{BcExpr{F,A}}) where {F,A} = string("broadcast of ", dc_c
 
 @inline function bc_run(e::BcExpr, xs::Tuple)
     vals, rest = bc_args(e.args, xs)
-    return (e.f(vals...), rest)
+    return (bc_call(e.f, vals...), rest)
+end
+# `f` applied to the values, a type argument (kept as `BcType{T}` so far, so that it stays a
+# constant for inference) passed as the type itself.
+@inline bc_u(x) = x
+@inline bc_u(::BcType{T}) where {T} = T
+for n in 0:16
+    as = [Symbol(:a, k) for k in 1:n]
+    @eval @inline bc_call(f, $(as...)) = f($([:(bc_u($a)) for a in as]...))
 end
 @inline bc_args(::Tuple{}, xs::Tuple) = ((), xs)
 @inline function bc_args(args::Tuple, xs::Tuple)
@@ -40,7 +48,7 @@ end
     return ((v, vs...), r2)
 end
 @inline bc_run(::BcLeaf, xs::Tuple) = (xs[1], Base.tail(xs))
-@inline bc_run(::BcType{T}, xs::Tuple) where {T} = (T, xs)
+@inline bc_run(t::BcType, xs::Tuple) = (t, xs)
 @inline bc_run(x, xs::Tuple) = (x, xs)
 
 # The callable of a Broadcasted, and its array leaves (depth first).
@@ -53,7 +61,10 @@ bc_scalar(::Type{T}) where {T} = BcType{T}()
 bc_scalar(x) = isbits(x) ? x : bc_reject(x)
 bc_fun(f) = f
 bc_fun(::Type{T}) where {T} = BcType{T}()  # (constructors: called through `BcType`)
-(::BcType{T})(args...) where {T} = T(args...)
+for n in 0:16
+    as = [Symbol(:a, k) for k in 1:n]
+    @eval (::BcType{T})($(as...)) where {T} = T($(as...))
+end
 
 function bc_reject(@nospecialize(x))
     if x isa AbstractArray || x isa Tuple

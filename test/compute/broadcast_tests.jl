@@ -38,7 +38,7 @@ end
         T === Bool || @test same(a ./ b, x ./ y)
         @test same(a .* 2 .+ 2f0 .* b .^ 2, x .* 2 .+ 2f0 .* y .^ 2)   # promotion with literals
         if T <: Integer && T !== Bool
-            f3(p, q) = div(p, q) + rem(p, q) * mod(p, q) - fld(p, q) * cld(p, q) + (p % T(3))
+            f3(p, q) = div(p, q) + rem(p, q) * mod(p, q) - fld(p, q) * cld(p, q) + (p % oftype(p, 3))
             f4(p, q) = ((p & q) | xor(p, q)) + sign(p) + (p << 3) + (q >> 1) - ~p
             @test same(f3.(a, b), f3.(x, y))
             @test same(f4.(a, b), f4.(x, y))
@@ -46,7 +46,7 @@ end
         if T <: AbstractFloat
             g1(p) = sin(p) + cos(p) * tan(p) - exp(p) + tanh(p) * atan(p) + sinh(p)
             g2(p) = floor(p) + ceil(p) * round(p) - trunc(p) + sign(p) + log(abs(p) + 1) + sqrt(abs(p))
-            g3(p, q) = clamp(p, T(-1), T(1)) + muladd(p, q, p) * fma(p, q, q) + isnan(p / q)
+            g3(p, q) = clamp(p, oftype(p, -1), oftype(p, 1)) + muladd(p, q, p) * fma(p, q, q) + isnan(p / q)
             @test same(g1.(a), g1.(x))
             @test same(g2.(a), g2.(x))
             @test same(g3.(a, b), g3.(x, y))

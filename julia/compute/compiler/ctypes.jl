@@ -71,7 +71,7 @@ function dc_ctype!(tt::DCTypes, @nospecialize(T))
         haskey(DC_UNSIGNED, sz) || dc_type_error(T, "primitive types of $(8sz) bits are not supported")
         return DC_UNSIGNED[sz]
     end
-    if T.mutable
+    if ir_ismutable(T)
         # a mutable object is only ever a launch-time snapshot of a const binding
         all(i -> isbitstype(fieldtype(T, i)) || dc_is_ghost(fieldtype(T, i)), 1:fieldcount(T)) ||
             dc_type_error(T, "a mutable object read in a kernel must have isbits fields only")

@@ -84,9 +84,7 @@ function dc_compile_entry(@nospecialize(F), argtypes::Tuple, world::UInt)
         (T isa DataType && (isbitstype(T) || dc_is_ghost(T))) ||
             throw(KernelCompileError("cannot compile for the GPU: an argument of type $T (kernels take isbits values)"))
     end
-    (F isa DataType && (isbitstype(F) || dc_is_ghost(F))) ||
-        throw(KernelCompileError("cannot compile for the GPU: the function object of type $F is not isbits " *
-                                 "(it captures arrays, strings or mutable values)"))
+    (F isa DataType && (isbitstype(F) || dc_is_ghost(F))) || dc_not_isbits(F)
     length(argtypes) <= 16 || throw(KernelCompileError("cannot compile for the GPU: more than 16 arguments"))
     sig = Tuple{typeof(dc_apply), F, argtypes...}
     m = ir_method_for(sig, world)
@@ -129,6 +127,33 @@ end
 
 # A readable name of a callable type (a broadcast's expression by its function).
 dc_callable_name(@nospecialize(F)) = F <: Function && isdefined(F, :instance) ? string(F.instance) : string(F)
+
+# The refusal of a function object that is not isbits, naming the field that makes it so.
+function dc_not_isbits(@nospecialize(F))
+    why = "it captures arrays, strings or mutable values"
+    bad = dc_non_isbits_field(F)
+    if bad !== nothing
+        path, T = bad
+        why = T <: Type ? "it captures `$path`, a type held in a variable (of type $T): use `oftype(x, v)` or " *
+                          "`typeof(x)` on an argument, or make the type a static parameter" :
+                          "it captures `$path` of type $T (pass arrays as broadcast arguments)"
+    end
+    throw(KernelCompileError("cannot compile for the GPU: the function object of type $F is not isbits: $why"))
+end
+function dc_non_isbits_field(@nospecialize(T), path = "")
+    T isa DataType || return nothing
+    for i in 1:fieldcount(T)
+        F = fieldtype(T, i)
+        p = isempty(path) ? string(fieldname(T, i)) : string(path, ".", fieldname(T, i))
+        (isbitstype(F) || dc_is_ghost(F)) && continue
+        if F isa DataType && !(F <: Type) && !ir_ismutable(F) && !(F <: AbstractArray)
+            r = dc_non_isbits_field(F, p)       # an immutable wrapper: the culprit is inside
+            r === nothing || return r
+        end
+        return (p, F)
+    end
+    return nothing
+end
 
 # The chunks of a source (marker key => text).
 function dc_chunks(src::String)

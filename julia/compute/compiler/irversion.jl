@@ -10,6 +10,9 @@
 # | argument n           | Core.SlotNumber(n)                   | Core.Argument(n)                   |
 # | constant lattice     | Core.Compiler.Const                  | Core.Const                         |
 # | typed code of a sig  | typeinf_code(m, sig, sp, true, Params(world)) | typeinf_code(NativeInterpreter(world), m, sig, sp, true) |
+# | method of a sig      | _methods_by_ftype -> svec(sig, sp, m) | -> Core.MethodMatch                 |
+# | phi edge             | Int (statement index)                | Int32                              |
+# | mutable type         | T.mutable                            | ismutabletype(T) (1.7)             |
 
 const IR_HAS_RETURNNODE = isdefined(Core, :ReturnNode)
 const IR_CONST = isdefined(Core, :Const) ? Core.Const : Core.Compiler.Const
@@ -29,6 +32,9 @@ else
     ir_is_gotoifnot(@nospecialize(st)) = st isa Expr && st.head === :gotoifnot
     ir_gotoifnot(@nospecialize(st)) = (st.args[1], st.args[2]::Int)
 end
+
+# Whether a DataType is mutable (`T.mutable` until 1.6, `ismutabletype` from 1.7).
+ir_ismutable(T::DataType) = isdefined(Base, :ismutabletype) ? getfield(Base, :ismutabletype)(T) : T.mutable
 
 # An argument reference: its index (1 = the function itself), or 0 for anything else.
 ir_argument_index(@nospecialize(x)) =

@@ -81,7 +81,7 @@ function dc_function_body(fn::DCFn)
     fn.io = IOBuffer()
     body = fn.io
     for i in 1:n
-        starts[i] && i > 1 && println(body, " L", i, ":;")
+        starts[i] && println(body, " L", i, ":;")
         st = code[i]
         try
             dc_statement(fn, i, st, phis, starts)
@@ -254,6 +254,11 @@ function dc_call(fn::DCFn, i::Int, ex::Expr)
     elseif f isa Core.Builtin
         ir_is_const(t) && f !== Core.throw && return
         return dc_assign(fn, i, dc_builtin(fn, i, f, args))
+    end
+    # a non-constant global among the arguments is the usual cause: say so
+    for a in ex.args
+        a isa Core.SSAValue && (a = fn.ci.code[a.id])
+        a isa GlobalRef && !(isdefined(a.mod, a.name) && isconst(a.mod, a.name)) && dc_global(fn, a)
     end
     name = f === nothing ? string(ex.args[1]) : string(f)
     types = join([string(dc_argtype(fn, a)) for a in args], ", ")

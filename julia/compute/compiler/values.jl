@@ -110,7 +110,7 @@ function dc_global(fn::DCFn, g::GlobalRef)
     T = typeof(v)
     (dc_is_ghost(dc_typeof_const(v)) || v isa Type) && return DC_GHOST
     isbits(v) && return dc_literal(fn.st.tt, v)
-    if T.mutable && all(i -> isbitstype(fieldtype(T, i)), 1:fieldcount(T)) && fieldcount(T) > 0
+    if ir_ismutable(T) && all(i -> isbitstype(fieldtype(T, i)), 1:fieldcount(T)) && fieldcount(T) > 0
         field = "g_" * dc_sanitize(string(g.mod, "_", g.name)) * "_" * dc_hash(string(g.mod, ".", g.name))
         any(x -> x[1] == field, fn.st.globals) || push!(fn.st.globals, (field, g.mod, g.name, T))
         dc_ct(fn, T)
