@@ -60,12 +60,13 @@ include("compute/compiler/mathlib.jl")    # Base math mapped to CUDA's library, 
 include("compute/compiler/translate.jl")  # typed IR -> C: functions, blocks, phis, statements, calls
 include("compute/compiler/device.jl")     # device_function, kernel_source, launch_context (the interface)
 include("compute/kernels.jl")      # NVRTC kernels, launch, cuBLAS gemm!, synchronize, host_view
-include("compute/kernel_cache.jl") # compiled kernels kept on disk across processes
-include("compute/codegen.jl")      # tracing Julia functions into CUDA C, the kernel cache
+include("compute/kernel_cache.jl") # the Julia kernel table (by device and types); the engine's cache on disk
+include("compute/eltypes.jl")      # the primitive element types of the fixed kernels
 include("compute/bcfunction.jl")   # a broadcast expression as one isbits callable of its elements
 include("compute/broadcast.jl")    # fused broadcasting, map, map!, fill! by kernel
 include("compute/fastpath.jl")     # broadcasts of a type seen before: a typed slot, no look-ups
 include("compute/readback.jl")     # scalar results through a pinned buffer
+include("compute/element_fns.jl")  # element functions of the reduction-like families, from the compiler
 include("compute/mapreduce.jl")    # reductions: mapreduce, sum, prod, any, all, count, ...
 include("compute/findext.jl")      # findmax, findmin, argmax, argmin
 include("compute/accumulate.jl")   # accumulate, cumsum, cumprod along any dimension (three-phase scans)
@@ -97,7 +98,7 @@ function __init__()
     init_kernel_cache()
     init_pressure()
     init_tracking()
-    init_codegen()
+    init_compiled_tables()
     init_broadcast()
     return nothing
 end

@@ -16,9 +16,12 @@ const OUT = joinpath(ROOT, "docs", "api.md")
 # Documented names that are implementation details, not API: the code generator's C
 # prelude and types, the raw C records and calls, the engine's log plumbing, and helpers
 # for tests and benchmarks. Their docstrings stay for readers of the source.
-const INTERNAL = Set{Symbol}([:C_PRELUDE, :codegen_ctype, :STRIDED_COPY_SOURCE, :trace_fn,
+const INTERNAL = Set{Symbol}([:STRIDED_COPY_SOURCE,
                               :raw_memory_events, :flush_engine_log, :engine_memory_status,
-                              :last_error, :sleep_on])
+                              :last_error, :sleep_on,
+                              # the reduction-like families' plumbing (compute/element_fns.jl, kernel_cache.jl)
+                              :Converted, :WithInit, :FindBetter, :SortLess, :element_function,
+                              :converted_function, :result_type, :KernelEntry, :kernel_entry])
 
 function docstrings(binding)
     md = Base.Docs.meta(CuMem)[binding]

@@ -15,6 +15,7 @@
 #   factorizations, triangular/symmetric, generic   test/compute/linalg_factor_tests.jl
 #   linear-algebra kernels emulated with g++        test/compute/linalg_kernel_tests.jl
 #   array library (issue 24), its kernels on g++ threads   test/compute/arraylib{,_emulation}_tests.jl
+#   reductions/scans/findmax/sorts on g++ threads     test/compute/reduce_emulation_tests.jl
 #   several devices (host:2 stand-ins)              test/devices/multidevice_tests.jl
 #   Distributed, 2 workers, one device each         test/devices/distributed_tests.jl
 #   the demo (an MLP trained on the digits)         demo/demo.jl
@@ -121,6 +122,9 @@ push!(jobs, Job("array library (statistics, sorting, scans, searching, masks)",
 if DEVICE != "cuda" && Sys.which("g++") !== nothing &&
    success(pipeline(`g++ -x c++ -std=c++20 -fsyntax-only -`, stdin = IOBuffer("#include <barrier>\n_Float16 h;"), stderr = devnull))
     push!(jobs, Job("array-library kernels emulated on CPU threads (g++)", julia(testfile(joinpath("compute", "arraylib_emulation_tests.jl"))),
+                    passed; cost = 150))
+    # reductions, scans, findmax and sorts with compiled element functions, on g++ threads
+    push!(jobs, Job("reduction kernels emulated on CPU threads (g++)", julia(testfile(joinpath("compute", "reduce_emulation_tests.jl"))),
                     passed; cost = 150))
 end
 # Several devices: two host devices standing in for GPUs (two GPUs with CUMEM_DEVICE=cuda).

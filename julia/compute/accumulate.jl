@@ -1,5 +1,5 @@
 # Scans: accumulate, accumulate!, cumsum, cumprod (and their ! forms) along any dimension,
-# with any operator the kernel generator compiles, and `init`. The device algorithm is the
+# with any operator compiled from Julia's typed IR (element_fns.jl), and `init`. The device algorithm is the
 # classic three-phase scan (Blelloch; CUB's reduce-then-scan, as CuPy's cumsum): long lines
 # (vectors, the dimension of a matrix with few lines) are cut into tiles of 2048 elements;
 # one kernel reduces each tile, one scans the tile totals of each line, one rescans each
@@ -7,54 +7,31 @@
 # must be associative (its applications are regrouped, as in CUDA.jl and CuPy); Float16
 # accumulates in Float32. On the host device Base computes after the same code generation.
 
-## element functions
-
-# CuMem.element_function_c(f, argtypes) -> (expr, R, params, globals)
-#
-# The one place this file asks the kernel generator for a function of element values: the C
-# expression of `f` applied to arguments named a, b (types `argtypes`), its Julia result type,
-# the captured values (kernel parameters p1, ...) and the non-constant globals it reads.
-function element_function_c(f, argtypes::Vector{Any}, names = ("a", "b", "c"))
-    ctx = TraceContext()
-    params, baked = Any[], Any[]
-    lift_captures!(ctx, params, baked, f)
-    r = trace_fn(ctx, f, Any[Sym(T, names[i]) for (i, T) in enumerate(argtypes)])
-    return r, symtype(r), params, ctx.globals
-end
-function element_key(f)
-    ps, baked = Any[], Any[]
-    lift_captures!(nothing, ps, baked, f)
-    return ps, baked
-end
-
 ## the kernels
 
 const SCAN_THREADS = 256
 const SCAN_ITEMS = 8
 const SCAN_TILE = SCAN_THREADS * SCAN_ITEMS
 
-# opx: C of op(a, b) as Acc; initp: whether p0 (the init, as Acc) is a parameter.
-function scan_kernels_source(T::Type, Acc::Type, Out::Type, opx::String, ptypes, globals, nk::Int,
-                             has_init::Bool)
-    AC = ctype_compute(Acc)
-    TC = codegen_ctype(T)
-    OC = codegen_ctype(Out)
-    load(ex) = T === Float16 ? "($AC)jl_h2f($ex)" : "($AC)($ex)"
-    store(ex) = Out === Float16 ? "jl_f2h($ex)" : "($OC)($ex)"
+# fns: the compiled op (two Acc -> Acc), load (T -> Acc) and store (Acc -> Out); has_init:
+# whether p0 (the init, as Acc) is a parameter. Every kernel takes the launch context first
+# and the function objects (those with storage) after its own parameters.
+function scan_kernels_source(fns, T::Type, Acc::Type, Out::Type, nk::Int, has_init::Bool)
+    odf, ldf, sdf = fns
+    AC, TC, OC = c_type(Acc), c_type(T), c_type(Out)
+    load(ex) = fn_call(ldf, "ld", ex)
+    store(ex) = fn_call(sdf, "st", ex)
     io = IOBuffer()
-    print(io, C_PRELUDE)
     # line j's first element: kept dims ks (sizes), kst (input strides), okst (output strides)
     sig_dims = join([", int64_t ks$d, int64_t kst$d, int64_t okst$d" for d in 1:nk])
     bases = "  int64_t ib = 0, ob = 0;\n" * (nk == 0 ? "" :
             "  { int64_t r = j;\n" * join(["    ib += (r % ks$d) * kst$d; ob += (r % ks$d) * okst$d; r /= ks$d;\n" for d in 1:nk]) * "  }\n")
-    extra = join([", " * param_decl(P, "p$k") for (k, P) in enumerate(ptypes)]) *
-            join([", " * param_decl(g[2], "g$k") for (k, g) in enumerate(globals)]) *
-            (has_init ? ", $AC p0" : "")
-    unpack = IOBuffer(); print_unpack(unpack, ptypes, globals); unpack = String(take!(unpack))
-    OP(r, a, b) = "{ const $AC a = $a; const $AC b = $b; $r = $opx; }"
+    extra = (has_init ? ", $AC p0" : "") * fn_param(odf, "op") * fn_param(ldf, "ld") * fn_param(sdf, "st")
+    unpack = fn_local(odf, "op") * fn_local(ldf, "ld") * fn_local(sdf, "st")
+    OP(r, a, b) = "$r = $(fn_call(odf, "op", a, b));"
     # one thread per line
     print(io, """
-    extern "C" __global__ void cumem_scan_lines(const $TC* src, $OC* dst, int64_t nlines, int64_t n, int64_t ist, int64_t ost$sig_dims$extra)
+    extern "C" __global__ void cumem_scan_lines(jl_ctx_t ctx, const $TC* src, $OC* dst, int64_t nlines, int64_t n, int64_t ist, int64_t ost$sig_dims$extra)
     {
     $unpack  for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < nlines; j += (int64_t)blockDim.x * gridDim.x) {
     $bases    $AC acc = $(load("src[ib]"));
@@ -83,9 +60,9 @@ function scan_kernels_source(T::Type, Acc::Type, Out::Type, opx::String, ptypes,
       }
     """
     print(io, """
-    extern "C" __global__ void cumem_scan_tiles(const $TC* src, $AC* part, int64_t nlines, int64_t n, int64_t ntiles, int64_t ist$sig_dims$extra)
+    extern "C" __global__ void cumem_scan_tiles(jl_ctx_t ctx, const $TC* src, $AC* part, int64_t nlines, int64_t n, int64_t ntiles, int64_t ist$sig_dims$extra)
     {
-    $unpack$tile_head  $AC v = 0;
+    $unpack$tile_head  $AC v{};
       if (cnt > 0) { v = $(load("src[ib + t0 * ist]")); for (int k = 1; k < cnt; k++) { const $AC x = $(load("src[ib + (t0 + k) * ist]")); $(OP("v", "v", "x")) } }
       sh[threadIdx.x] = v;
       __syncthreads();
@@ -95,7 +72,7 @@ function scan_kernels_source(T::Type, Acc::Type, Out::Type, opx::String, ptypes,
     """)
     # phase 2: inclusive scan of each line's tile totals, in place (one block per line)
     print(io, """
-    extern "C" __global__ void cumem_scan_parts($AC* part, int64_t nlines, int64_t ntiles$extra)
+    extern "C" __global__ void cumem_scan_parts(jl_ctx_t ctx, $AC* part, int64_t nlines, int64_t ntiles$extra)
     {
     $unpack  const int64_t j = (int64_t)blockIdx.y + (int64_t)gridDim.y * blockIdx.z;
       if (j >= nlines) return;
@@ -103,7 +80,7 @@ function scan_kernels_source(T::Type, Acc::Type, Out::Type, opx::String, ptypes,
       __shared__ $AC sh[$SCAN_THREADS];
       const int64_t chunk = (ntiles + $(SCAN_THREADS - 1)) / $SCAN_THREADS;
       const int64_t lo = chunk * threadIdx.x, hi = lo + chunk < ntiles ? lo + chunk : ntiles;
-      $AC v = 0;
+      $AC v{};
       if (lo < hi) { v = p[lo]; for (int64_t k = lo + 1; k < hi; k++) { const $AC x = p[k]; $(OP("v", "v", "x")) } }
       sh[threadIdx.x] = v;
       __syncthreads();
@@ -117,16 +94,16 @@ function scan_kernels_source(T::Type, Acc::Type, Out::Type, opx::String, ptypes,
     """)
     # phase 3: each tile rescanned from its prefix
     print(io, """
-    extern "C" __global__ void cumem_scan_apply(const $TC* src, const $AC* part, $OC* dst, int64_t nlines, int64_t n, int64_t ntiles, int64_t ist, int64_t ost$sig_dims$extra)
+    extern "C" __global__ void cumem_scan_apply(jl_ctx_t ctx, const $TC* src, const $AC* part, $OC* dst, int64_t nlines, int64_t n, int64_t ntiles, int64_t ist, int64_t ost$sig_dims$extra)
     {
     $unpack$tile_head  $AC x[$SCAN_ITEMS];
-      $AC v = 0;
+      $AC v{};
       for (int k = 0; k < cnt; k++) x[k] = $(load("src[ib + (t0 + k) * ist]"));
       if (cnt > 0) { v = x[0]; for (int k = 1; k < cnt; k++) $(OP("v", "v", "x[k]")) }
       sh[threadIdx.x] = v;
       __syncthreads();
     $block_scan  if (cnt == 0) return;
-      bool have = false; $AC pre = 0;
+      bool have = false; $AC pre{};
     $(has_init ? "  pre = p0; have = true;\n" : "")  if (blockIdx.x > 0) { const $AC u = part[j * ntiles + blockIdx.x - 1]; if (have) { $(OP("pre", "pre", "u")) } else pre = u; have = true; }
       if (threadIdx.x > 0) { const $AC u = sh[threadIdx.x - 1]; if (have) { $(OP("pre", "pre", "u")) } else pre = u; have = true; }
       $AC acc = x[0];
@@ -135,7 +112,7 @@ function scan_kernels_source(T::Type, Acc::Type, Out::Type, opx::String, ptypes,
       for (int k = 1; k < cnt; k++) { $(OP("acc", "acc", "x[k]")) dst[ob + (t0 + k) * ost] = $(store("acc")); }
     }
     """)
-    return String(take!(io))
+    return kernel_source(unique_fns(fns)...; body = String(take!(io)))
 end
 
 ## planning and launching
@@ -157,8 +134,8 @@ scan_strides(sz) = (st = Vector{Int}(undef, length(sz)); acc = 1; for d in eachi
 # dst (contiguous, A's shape) = the scan of A along dimension d (nothing: linear order).
 function gpu_accumulate!(op, dst::CuArray, A, d, init)
     T, Out = eltype(A), eltype(dst)
-    check_kernel_eltype(T); check_kernel_eltype(Out)
-    Acc = Out === Float16 ? Float32 : Out
+    # Float16 accumulates in Float32 under the known operators (rounded at each store)
+    Acc = Out === Float16 && neutral(op, Float32) !== nothing ? Float32 : Out
     b, off, sz, st = layout(A)
     N = length(sz)
     if d === nothing || N == 1
@@ -177,39 +154,41 @@ function gpu_accumulate!(op, dst::CuArray, A, d, init)
         ksz, kst, okst = sz[keep], st[keep], ost_all[keep]
     end
     nlines = foldl(*, ksz; init = 1)
-    ps, baked = element_key(op)
     has_init = init !== NOINIT
-    key = (:scan3, typeof(op), T, Acc, Out, length(ksz), has_init, baked)
-    entry = cached_kernel(key) do
-        opr, R, params, globals = element_function_c(op, Any[Acc, Acc])
-        src = scan_kernels_source(T, Acc, Out, cv(opr, Acc), map(typeof, params), globals, length(ksz), has_init)
-        (src, "cumem_scan_lines", nothing, globals)
+    odf, oo = converted_function(Acc, op, Acc, Acc)
+    ldf, lo = converted_function(Acc, identity, T)
+    sdf, so = converted_function(Out, identity, Acc)
+    fns = (odf, ldf, sdf)
+    key = (:scan3, typeof(op), T, Acc, Out, length(ksz), has_init)
+    entry = kernel_entry(key, fns) do
+        src = scan_kernels_source(fns, T, Acc, Out, length(ksz), has_init)
+        (src, ("cumem_scan_lines", "cumem_scan_tiles", "cumem_scan_parts", "cumem_scan_apply"), nothing)
     end
     (length(dst) == 0 || on_host()) && return dst
+    ctx = launch_context(unique_fns(fns)...)
     tail = Any[]
-    for p in ps; push!(tail, param_value(p)); end
-    for g in global_values(entry.globals); push!(tail, param_value(g)); end
     has_init && push!(tail, convert(Acc, init))
+    fn_values!(tail, oo, lo, so)
     dims = Any[]
     for k in eachindex(ksz); push!(dims, Int64(ksz[k]), Int64(kst[k]), Int64(okst[k])); end
     srcp = devaddr(b) + UInt64(off * sizeof(T))
     ntiles = cld(n, SCAN_TILE)
     GC.@preserve b dst begin
         if ntiles <= 1 || nlines >= 8 * sm_count() * SCAN_THREADS ÷ max(1, min(ntiles, 64))
-            k = load_kernel(entry.source, "cumem_scan_lines")
+            k = entry_kernel(entry, "cumem_scan_lines")
             blocks = max(1, min(cld(nlines, 128), 65535))
-            launch(k, srcp, devaddr(dst), Int64(nlines), Int64(n), Int64(ist), Int64(ost), dims..., tail...;
+            launch(k, ctx, srcp, devaddr(dst), Int64(nlines), Int64(n), Int64(ist), Int64(ost), dims..., tail...;
                    blocks = blocks, threads = 128)
         else
             part = CuArray{Acc}(undef, nlines * ntiles)
             gy, gz = nlines <= 65535 ? (nlines, 1) : (65535, cld(nlines, 65535))
-            k1 = load_kernel(entry.source, "cumem_scan_tiles")
-            launch(k1, srcp, devaddr(part), Int64(nlines), Int64(n), Int64(ntiles), Int64(ist), dims..., tail...;
+            k1 = entry_kernel(entry, "cumem_scan_tiles")
+            launch(k1, ctx, srcp, devaddr(part), Int64(nlines), Int64(n), Int64(ntiles), Int64(ist), dims..., tail...;
                    blocks = (ntiles, gy, gz), threads = SCAN_THREADS)
-            k2 = load_kernel(entry.source, "cumem_scan_parts")
-            launch(k2, devaddr(part), Int64(nlines), Int64(ntiles), tail...; blocks = (1, gy, gz), threads = SCAN_THREADS)
-            k3 = load_kernel(entry.source, "cumem_scan_apply")
-            launch(k3, srcp, devaddr(part), devaddr(dst), Int64(nlines), Int64(n), Int64(ntiles), Int64(ist), Int64(ost),
+            k2 = entry_kernel(entry, "cumem_scan_parts")
+            launch(k2, ctx, devaddr(part), Int64(nlines), Int64(ntiles), tail...; blocks = (1, gy, gz), threads = SCAN_THREADS)
+            k3 = entry_kernel(entry, "cumem_scan_apply")
+            launch(k3, ctx, srcp, devaddr(part), devaddr(dst), Int64(nlines), Int64(n), Int64(ntiles), Int64(ist), Int64(ost),
                    dims..., tail...; blocks = (ntiles, gy, gz), threads = SCAN_THREADS)
             unsafe_free!(part)
         end
@@ -243,13 +222,16 @@ end
 
 Inclusive scan of `A` with `op` along `dims` (a vector: its only dimension; other arrays
 without `dims`: linear order, as Base), with Base's element types (`cumsum` of `Int8`s
-gives `Int`s). `op` may be any associative function the kernel generator compiles (see
-`docs/compute.md`); GPU threads regroup its applications. `init` is applied once, first.
+gives `Int`s). `op` may be any associative Julia function that compiles for the GPU (branches, structs,
+tuples, Complex: see `docs/compute.md`); GPU threads regroup its applications. `init` is
+applied once, first. A `throw` in `op` is thrown as Base's exception at the next download
+or `synchronize`.
 """
 function Base.accumulate(op, A::AnyCuArray; dims::Union{Nothing,Integer} = nothing, init = NOINIT)
     T = eltype(A)
     Out = scan_acc_type(op, T, init)
-    Out in KERNEL_ELTYPES || throw(KernelTraceError("accumulate with `$(fname(op))` on $T gives $Out, which GPU kernels cannot compute"))
+    isbitstype(Out) || throw(ArgumentError("accumulate with `$(fname(op))` on $T gives $Out in Julia's inference; " *
+                                           "GPU scans accumulate isbits values (a concrete type)"))
     return cu_accumulate!(op, CuArray{Out}(undef, size(A)), A, dims, init)
 end
 Base.accumulate!(op, B::AnyCuArray, A::AnyCuArray; dims::Union{Nothing,Integer} = nothing, init = NOINIT) =

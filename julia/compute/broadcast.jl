@@ -119,9 +119,9 @@ struct Leaf
     eltype::Type
 end
 
-# Whether T is one of the element types the symbolic tracer's kernels (reductions, scans,
-# findmax, sorting: compute/codegen.jl) and the linear-algebra kernels handle. Broadcasts
-# take any isbits type (compute/compiler/). `===` against each listed type: `T in
+# Whether T is one of the primitive element types (compute/eltypes.jl) that the fixed
+# kernels (random numbers, radix keys) and the linear-algebra kernels handle. Broadcasts,
+# reductions, scans, findmax and sorts take any isbits type (compute/compiler/). `===` against each listed type: `T in
 # KERNEL_ELTYPES` compares with `==`, which calls the runtime's type equality.
 function is_kernel_eltype(@nospecialize(T))
     for E in KERNEL_ELTYPES

@@ -1,60 +1,82 @@
 # findmax, findmin, argmax, argmin over all or some dimensions: one block of threads per
 # output, reducing (value, index) pairs; the layout comes from mapreduce.jl's plan.
 
-# One block per output keeps (value, index) pairs; ties go to the first index, NaN wins
-# (is the maximum for findmax, the minimum for findmin), as Base.
-function findext_source(T::Type, ismax::Bool, nk::Int, nr::Int, linear::Bool, idx64::Bool)
+"""
+    CuMem.FindBetter{ismax}()
+
+`(w, v) -> Bool`: whether a candidate `w` replaces `v` in Base's `findmax` (`ismax`) or
+`findmin`, whatever their positions: a NaN (`x != x`) beats every number and nothing beats
+it, otherwise `isless` decides (so `-0.0 < 0.0`). Compiled for the element type; the kernel
+breaks ties by the first index, as Base's loop does.
+"""
+struct FindBetter{M} end
+(::FindBetter{true})(w, v) = (v == v) & ((w != w) | isless(v, w))
+(::FindBetter{false})(w, v) = (v == v) & ((w != w) | isless(w, v))
+
+# One block per output keeps (value, index) pairs, combined by `better` (a compiled
+# FindBetter) with ties to the first index; kept/reduced dims as the reduction's.
+function findext_source(bdf, T::Type, nk::Int, nr::Int, linear::Bool, idx64::Bool)
     IDX = idx64 ? "uint64_t" : "uint32_t"
     OFF = idx64 ? "int64_t" : "int32_t"
-    AC = ctype_compute(T)
-    cmp = ismax ? ">" : "<"
+    TC = c_type(T)
     io = IOBuffer()
-    print(io, C_PRELUDE)
+    print(io, SHUFFLE_C)
     print(io, """
-    static __device__ __forceinline__ void combine($AC &v, int64_t &i, $AC w, int64_t k) {
-      if (k < 0) return;
-      const bool nv = jl_isnan(v), nw = jl_isnan(w);
-      const bool same = (v == w) || (nv && nw);
-      if (i < 0 || (nw && !nv) || (!nv && !nw && w $cmp v) || (same && k < i)) { v = w; i = k; }
+    static __device__ __forceinline__ void combine(jl_ctx_t& ctx, $TC &v, int64_t &i, $TC w, int64_t k) {
+    $(fn_local(bdf, "better"))  if (k < 0) return;
+      if (i < 0) { v = w; i = k; return; }
+      const bool wb = $(fn_call(bdf, "better", "w", "v")), vb = $(fn_call(bdf, "better", "v", "w"));
+      if (wb || (!vb && k < i)) { v = w; i = k; }
     }
     """)
-    print(io, "extern \"C\" __global__ void cumem_findext(const $(codegen_ctype(T))* src, $(codegen_ctype(T))* outv, int64_t* outi, $IDX nout, $IDX nred, $IDX gx")
+    print(io, "extern \"C\" __global__ void cumem_findext(jl_ctx_t ctx, const $TC* src, $TC* outv, int64_t* outi, $IDX nout, $IDX nred, $IDX gx")
     print_dim_params(io, IDX, OFF, nk, nr, linear)
     print(io, ")\n{\n")
     print(io, """
-      __shared__ $AC shv[32];
+      __shared__ $TC shv[32];
       __shared__ int64_t shi[32];
       const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = (blockDim.x + 31) / 32;
       for ($IDX j = blockIdx.x; j < nout; j += gridDim.x) {
         $OFF base = 0;
     """)
     print_base_offset(io, IDX, OFF, nk)
-    print(io, "    $AC v = 0; int64_t vi = -1;\n")
+    print(io, "    $TC v = src[base]; int64_t vi = -1;\n")
     print(io, "    for ($IDX k = threadIdx.x; k < nred; k += blockDim.x) {\n")
     print_reduced_offset(io, IDX, OFF, nr, linear)
-    print(io, "      combine(v, vi, $(T === Float16 ? "jl_h2f(src[off])" : "src[off]"), (int64_t)k);\n    }\n")
+    print(io, "      combine(ctx, v, vi, src[off], (int64_t)k);\n    }\n")
     print(io, """
         for (int o = 16; o > 0; o >>= 1) {
-          const $AC w = ($AC)__shfl_down_sync(0xffffffffu, v, o);
-          const int64_t k = __shfl_down_sync(0xffffffffu, vi, o);
-          combine(v, vi, w, k);
+          const $TC w = cumem_shfl_down(v, o);
+          const int64_t k = cumem_shfl_down(vi, o);
+          combine(ctx, v, vi, w, k);
         }
         if (lane == 0) { shv[warp] = v; shi[warp] = vi; }
         __syncthreads();
         if (warp == 0) {
-          v = lane < nwarps ? shv[lane] : ($AC)0; vi = lane < nwarps ? shi[lane] : -1;
+          if (lane < nwarps) { v = shv[lane]; vi = shi[lane]; } else vi = -1;
           for (int o = 16; o > 0; o >>= 1) {
-            const $AC w = ($AC)__shfl_down_sync(0xffffffffu, v, o);
-            const int64_t k = __shfl_down_sync(0xffffffffu, vi, o);
-            combine(v, vi, w, k);
+            const $TC w = cumem_shfl_down(v, o);
+            const int64_t k = cumem_shfl_down(vi, o);
+            combine(ctx, v, vi, w, k);
           }
-          if (lane == 0) { outv[j] = $(T === Float16 ? "jl_f2h(v)" : "v"); outi[j] = vi; }
+          if (lane == 0) { outv[j] = v; outi[j] = vi; }
         }
         __syncthreads();
       }
     }
     """)
-    return String(take!(io))
+    return kernel_source(bdf; body = String(take!(io)))
+end
+
+# The cached findmax/findmin kernel of A's element type and layout.
+function findext_entry(T, ismax, plan, idx64)
+    bdf = element_function(FindBetter{ismax}(), T, T)
+    bdf.rettype === Bool || throw(ArgumentError("$(ismax ? "findmax" : "findmin") compares $T elements with `isless` and `!=`, " *
+                                                "which give $(bdf.rettype), not Bool"))
+    key = (:findext, T, ismax, length(plan.ksz), length(plan.rsz), plan.linear, idx64)
+    return bdf, kernel_entry(key, (bdf,)) do
+        (findext_source(bdf, T, length(plan.ksz), length(plan.rsz), plan.linear, idx64), "cumem_findext", nothing)
+    end
 end
 
 function gpu_findext(A, ismax::Bool, dims)
@@ -64,13 +86,8 @@ function gpu_findext(A, ismax::Bool, dims)
     rdims = normalize_dims(dims, N)
     if length(A) == 0 || on_host()
         if length(A) > 0
-            check_kernel_eltype(T)
             plan = plan_reduce(A, rdims)
-            idx64 = length(plan.base) >= typemax(Int32)
-            cached_kernel((:findext, T, ismax, length(plan.ksz), length(plan.rsz), plan.linear, idx64)) do
-                (findext_source(T, ismax, length(plan.ksz), length(plan.rsz), plan.linear, idx64), "cumem_findext",
-                 nothing, Tuple{GlobalRef,DataType}[])
-            end
+            findext_entry(T, ismax, plan, length(plan.base) >= typemax(Int32))
         end
         h = length(A) == 0 ? Array{T,N}(undef, size(A)) : host_arg(A)
         GC.@preserve A begin
@@ -78,28 +95,26 @@ function gpu_findext(A, ismax::Bool, dims)
             return dims === (:) ? r : (CuArray(r[1]), CuArray(r[2]))
         end
     end
-    check_kernel_eltype(T)
     plan = plan_reduce(A, rdims)
     idx64 = max(length(plan.base), plan.nout) >= typemax(Int32)
-    entry = cached_kernel((:findext, T, ismax, length(plan.ksz), length(plan.rsz), plan.linear, idx64)) do
-        (findext_source(T, ismax, length(plan.ksz), length(plan.rsz), plan.linear, idx64), "cumem_findext",
-         nothing, Tuple{GlobalRef,DataType}[])
-    end
+    bdf, entry = findext_entry(T, ismax, plan, idx64)
     osz = reduced_size(size(A), rdims)
     vals = CuArray{T}(undef, osz)
     idx = CuArray{Int64}(undef, plan.nout)
     IT = idx64 ? UInt64 : UInt32
     OT = idx64 ? Int64 : Int32
     gx = min(plan.nout, 65535)
-    args = Any[devaddr(plan.base) + UInt64(plan.offset * sizeof(T)), devaddr(vals), devaddr(idx), IT(plan.nout), IT(plan.nred), IT(gx)]
+    args = Any[launch_context(bdf), devaddr(plan.base) + UInt64(plan.offset * sizeof(T)), devaddr(vals), devaddr(idx),
+               IT(plan.nout), IT(plan.nred), IT(gx)]
     for d in eachindex(plan.ksz)
         push!(args, IT(plan.ksz[d]), OT(plan.kst[d]))
     end
     plan.linear || for d in eachindex(plan.rsz); push!(args, IT(plan.rsz[d]), OT(plan.rst[d])); end
-    GC.@preserve plan vals idx launch(entry.kernel, args...; blocks = gx, threads = 256)
+    GC.@preserve plan vals idx launch(entry_kernel(entry), args...; blocks = gx, threads = 256)
     # k (0-based over the reduced dimensions) -> the index into A
     ks = Array(idx)
     unsafe_free!(idx)
+    check_kernel_errors()
     rsz = ntuple(d -> d in rdims ? size(A, d) : 1, N)
     RC, OC = CartesianIndices(rsz), CartesianIndices(osz)
     cart = [OC[j] + RC[ks[j]+1] - oneunit(CartesianIndex{N}) for j in 1:plan.nout]
@@ -115,8 +130,10 @@ end
 
 The maximum (minimum) and its index, as Base: a `CartesianIndex` for arrays of 2 or more
 dimensions, an `Int` for vectors; along `dims`, a `CuArray` of values and a `CuArray` of
-`CartesianIndex`es. Ties give the first index; a NaN is the result when there is one.
-One block of threads per output.
+`CartesianIndex`es. Ties give the first index; a NaN is the result when there is one;
+otherwise `isless` orders (so `-0.0 < 0.0`), for any element type that has it (the
+comparison is compiled from Julia, see [`CuMem.FindBetter`](@ref)). One block of threads
+per output.
 """
 Base.findmax(A::AnyCuArray; dims = :) = gpu_findext(A, true, dims)
 Base.findmin(A::AnyCuArray; dims = :) = gpu_findext(A, false, dims)

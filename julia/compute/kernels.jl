@@ -148,27 +148,21 @@ end
 
 Base.show(io::IO, k::Kernel) = print(io, "CuMem.Kernel(", repr(k.name), ", handle ", k.handle, ")")
 
-const KERNELS = Dict{Tuple{Int,String,String},Kernel}()   # (device, source, name)
-const KERNELS_LOCK = ReentrantLock()
-
 """
     CuMem.load_kernel(source::String, name::String) -> Kernel
 
 The `extern "C" __global__` function `name` of CUDA C++ `source`, compiled by NVRTC for
 the GPU (machine code for its `sm_XY`; compiler options as [`compile_ptx`](@ref)) and loaded on
-the current task's device. Cached by `(device, source, name)` here and in the engine: a
-second call costs a dictionary lookup. A kernel runs only on the device it was loaded on.
+the current task's device. The engine keeps loaded modules by `(device, source, name)`: a
+second call costs its hash lookup and no compile (the package's own kernels are kept once
+more by type, see [`CuMem.kernel_entry`](@ref)). A kernel runs only on the device it was
+loaded on.
 
 Throws [`KernelCompileError`](@ref) (NVRTC's log and the numbered source), `CuMemError`
 with `CUMEM_ERROR_NOT_SUPPORTED` on the host device or without libnvrtc, or with
 `CUMEM_ERROR_INVALID_VALUE` when `source` has no function `name`.
 """
 function load_kernel(source::AbstractString, name::AbstractString)
-    key = (task_device(), String(source), String(name))
-    k = lock(KERNELS_LOCK) do
-        get(KERNELS, key, nothing)
-    end
-    k === nothing || return k
     src, nm = check_source(source, "source"), check_source(name, "name")
     h = Ref{UInt64}(0)
     code = c_kernel_load(src, nm, h)
@@ -176,11 +170,7 @@ function load_kernel(source::AbstractString, name::AbstractString)
     t = Ref{Int32}(0)
     check(c_kernel_block_size(h[], t))
     nparams, sizes = kernel_params(h[])
-    k = Kernel(h[], nm, Int(t[]), nparams, sizes)
-    lock(KERNELS_LOCK) do
-        KERNELS[key] = k
-    end
-    return k
+    return Kernel(h[], nm, Int(t[]), nparams, sizes)
 end
 
 # (number of parameters, byte size of each) of the kernel with engine handle `h`; -1 and

@@ -6,14 +6,24 @@
 # reduces a part of one output's elements with a grid-stride loop that applies `f` while
 # loading, then warp shuffles and one shared-memory step; when an output has many elements
 # several blocks each write a partial and a second kernel reduces the partials. `f` and
-# `op` are traced into the kernel (codegen.jl). On the host device Base reduces the buffer
-# wrapped as an Array, after the same code generation.
+# `op` are Julia functions compiled from their typed IR (element_fns.jl, compiler/) into
+# the kernel; a `throw` in them surfaces as Base's exception when the result is read. On
+# the host device Base reduces the buffer wrapped as an Array, after the same code
+# generation.
 
 const NOINIT = Base.Broadcast.Extruded   # a private sentinel type: "no init given"
 
 # Known operators: their neutral element for an accumulator type, and the operator Base
 # really applies (sum and prod go through add_sum/mul_prod, which widen small integers).
 function neutral(op, ::Type{T}) where {T}
+    try
+        return known_neutral(op, T)
+    catch e
+        e isa MethodError || e isa InexactError || rethrow()
+        return nothing       # e.g. a struct without zero: init is needed
+    end
+end
+function known_neutral(op, ::Type{T}) where {T}
     if op === (+) || op === Base.add_sum || op === (|) || op === xor
         return zero(T)
     elseif op === (*) || op === Base.mul_prod
@@ -29,16 +39,23 @@ function neutral(op, ::Type{T}) where {T}
 end
 
 # The accumulator type: the fixed point of promote_op(op, Acc, R); Float16 accumulates in
-# Float32 (rounded once at the end).
+# Float32 (rounded once at the end) under the known operators.
 function accumulator_type(op, R)
+    # a function whose result type is a small Union (`v > 1 ? v * 10 : v` on Int32): its
+    # values promote to one type first, as Base's reductions promote them (to Int64 here)
+    if R isa Union
+        P = foldl(promote_type, Base.uniontypes(R))
+        isbitstype(P) && (R = P)
+    end
     A = R
     for _ in 1:4
         B = Base.promote_op(op, A, R)
         B === A && break
         A = B
     end
-    A in KERNEL_ELTYPES || throw(KernelTraceError("reducing $R with `$(fname(op))` gives $A, which GPU kernels cannot compute"))
-    return A === Float16 ? Float32 : A
+    isbitstype(A) || throw(ArgumentError("reducing $R with `$(fname(op))` gives $A in Julia's inference; " *
+                                         "GPU reductions accumulate isbits values (a concrete type)"))
+    return A === Float16 && neutral(op, Float32) !== nothing ? Float32 : A
 end
 
 normalize_dims(dims::Colon, N) = collect(1:N)
@@ -89,21 +106,25 @@ function print_reduced_offset(io, IDX, OFF, nr, linear)
     end
 end
 
-# `fx`: f's expression of x1 (input compute type), as Acc. `opx`: op of a and b, as Acc.
-# kept/reduced dims: counts of each (their sizes and strides are kernel parameters).
-function reduce_source(fx::String, T::Type, Acc::Type, opx::String, neutral_ex::String, Out::Type,
-                       nk::Int, nr::Int, linear::Bool, final::Bool, finx::String,
-                       ptypes, globals, idx64::Bool)
+# The reduction kernel: `fdf` (f, as Acc, on T), `odf` (op on two Acc, as Acc), `findf` (the
+# result of an output from its accumulator: `op(init, acc)` and/or the conversion to Out;
+# nothing: acc itself). Kept/reduced dims: counts of each (their sizes and strides are
+# kernel parameters). The neutral element `neut` (an Acc) is a parameter, so any isbits
+# accumulator (Complex, tuples, structs) works; partials cross lanes word by word.
+function reduce_source(fdf, odf, findf, T::Type, Acc::Type, Out::Type, nk::Int, nr::Int, linear::Bool,
+                       final::Bool, idx64::Bool)
     IDX = idx64 ? "uint64_t" : "uint32_t"
     OFF = idx64 ? "int64_t" : "int32_t"
-    AC = ctype_compute(Acc)
+    AC, TC = c_type(Acc), c_type(T)
     io = IOBuffer()
-    print(io, C_PRELUDE)
-    print(io, "extern \"C\" __global__ void cumem_reduce(const $(codegen_ctype(T))* src, $(final ? codegen_ctype(Out) : AC)* out, $IDX nout, $IDX nred, $IDX gx")
+    print(io, SHUFFLE_C)
+    print(io, "#define CUMEM_F(x) ", fn_call(fdf, "f", "x"), "\n")
+    print(io, "#define CUMEM_OP(a, b) ", fn_call(odf, "op", "a", "b"), "\n")
+    print(io, "extern \"C\" __global__ void cumem_reduce(jl_ctx_t ctx, const $TC* src, $(final ? c_type(Out) : AC)* out, $IDX nout, $IDX nred, $IDX gx, $AC neut")
     print_dim_params(io, IDX, OFF, nk, nr, linear)
-    print_params(io, ptypes, globals)
+    print(io, fn_param(fdf, "f"), fn_param(odf, "op"), findf === nothing ? "" : fn_param(findf, "fin"))
     print(io, ")\n{\n")
-    print_unpack(io, ptypes, globals)
+    print(io, fn_local(fdf, "f"), fn_local(odf, "op"), findf === nothing ? "" : fn_local(findf, "fin"))
     print(io, """
       __shared__ $AC sh[32];
       const $IDX by = blockIdx.x / gx, bx = blockIdx.x % gx, gy = gridDim.x / gx;
@@ -112,14 +133,13 @@ function reduce_source(fx::String, T::Type, Acc::Type, opx::String, neutral_ex::
         $OFF base = 0;
     """)
     print_base_offset(io, IDX, OFF, nk)
-    print(io, "    $AC acc = $neutral_ex;\n")
-    load = T === Float16 ? "jl_h2f(src[off])" : "src[off]"
+    print(io, "    $AC acc = neut;\n")
     if linear
         # Contiguous elements: four independent accumulators over four consecutive grid-stride
         # steps keep four loads in flight per thread (a single accumulator serialises each
         # load behind the previous add, which left sum at 0.69 of torch.sum's bandwidth on an
         # H100). The order of combination changes only as the grid-stride loop already does.
-        print(io, "    $AC acc1 = $neutral_ex, acc2 = $neutral_ex, acc3 = $neutral_ex;\n")
+        print(io, "    $AC acc1 = neut, acc2 = neut, acc3 = neut;\n")
         print(io, "    const $IDX stride = ($IDX)blockDim.x * gy;\n")
         print(io, "    $IDX k = by * blockDim.x + threadIdx.x;\n")
         # One output over a contiguous buffer of 4- or 8-byte elements whose start is 16-byte
@@ -128,14 +148,14 @@ function reduce_source(fx::String, T::Type, Acc::Type, opx::String, neutral_ex::
         W = nk == 0 && T !== Float16 && sizeof(T) in (4, 8) ? 16 ÷ sizeof(T) : 0
         if W > 0
             print(io, "    if (((uint64_t)src & 15) == 0) {\n")
-            print(io, "      struct __align__(16) vec_t { $(codegen_ctype(T)) x[$W]; };\n")
+            print(io, "      struct __align__(16) vec_t { $TC x[$W]; };\n")
             print(io, "      const vec_t* vs = reinterpret_cast<const vec_t*>(src);\n")
             print(io, "      const $IDX nv = nred / $W;\n")
             print(io, "      #pragma unroll 4\n")
             print(io, "      for ($IDX i = k; i < nv; i += stride) {\n")
             print(io, "        const vec_t w = vs[i];\n")
             for (u, a) in zip(0:W-1, ("acc", "acc1", "acc2", "acc3"))
-                print(io, "        { const $(ctype_compute(T)) x1 = w.x[$u]; const $AC b = $fx; const $AC a = $a; $a = $opx; }\n")
+                print(io, "        $a = CUMEM_OP($a, CUMEM_F(w.x[$u]));\n")
             end
             print(io, "      }\n")
             print(io, "      k += nv * $W;\n")
@@ -143,43 +163,45 @@ function reduce_source(fx::String, T::Type, Acc::Type, opx::String, neutral_ex::
         end
         print(io, "    for (; k + 3 * stride < nred; k += 4 * stride) {\n")
         for u in 0:3
-            print(io, "      const $(ctype_compute(T)) v$u = ", replace(load, "off" => "base + ($OFF)(k + $u * stride)"), ";\n")
+            print(io, "      const $TC v$u = src[base + ($OFF)(k + $u * stride)];\n")
         end
         for (u, a) in zip(0:3, ("acc", "acc1", "acc2", "acc3"))
-            print(io, "      { const $(ctype_compute(T)) x1 = v$u; const $AC b = $fx; const $AC a = $a; $a = $opx; }\n")
+            print(io, "      $a = CUMEM_OP($a, CUMEM_F(v$u));\n")
         end
         print(io, "    }\n")
-        print(io, "    { const $AC a = acc; const $AC b = acc1; acc = $opx; }\n")
-        print(io, "    { const $AC a = acc2; const $AC b = acc3; acc2 = $opx; }\n")
-        print(io, "    { const $AC a = acc; const $AC b = acc2; acc = $opx; }\n")
+        print(io, "    acc = CUMEM_OP(acc, acc1);\n")
+        print(io, "    acc2 = CUMEM_OP(acc2, acc3);\n")
+        print(io, "    acc = CUMEM_OP(acc, acc2);\n")
         print(io, "    for (; k < nred; k += stride) {\n")
     else
         print(io, "    for ($IDX k = by * blockDim.x + threadIdx.x; k < nred; k += ($IDX)blockDim.x * gy) {\n")
     end
     print_reduced_offset(io, IDX, OFF, nr, linear)
-    print(io, "      const $(ctype_compute(T)) x1 = $load;\n")
-    print(io, "      const $AC b = $fx;\n")
-    print(io, "      { const $AC a = acc; acc = $opx; }\n")
+    print(io, "      acc = CUMEM_OP(acc, CUMEM_F(src[off]));\n")
     print(io, "    }\n")
     print(io, """
-        for (int o = 16; o > 0; o >>= 1) { const $AC a = acc; const $AC b = ($AC)__shfl_down_sync(0xffffffffu, acc, o); acc = $opx; }
+        for (int o = 16; o > 0; o >>= 1) acc = CUMEM_OP(acc, cumem_shfl_down(acc, o));
         if (lane == 0) sh[warp] = acc;
         __syncthreads();
         if (warp == 0) {
-          acc = lane < nwarps ? sh[lane] : ($AC)($neutral_ex);
-          for (int o = 16; o > 0; o >>= 1) { const $AC a = acc; const $AC b = ($AC)__shfl_down_sync(0xffffffffu, acc, o); acc = $opx; }
+          acc = lane < nwarps ? sh[lane] : neut;
+          for (int o = 16; o > 0; o >>= 1) acc = CUMEM_OP(acc, cumem_shfl_down(acc, o));
           if (lane == 0) {
     """)
-    if final
-        val = finx
-        Out === Float16 && (val = "jl_f2h($val)")
-        print(io, "        out[by * nout + j] = $val;\n")
-    else
-        print(io, "        out[by * nout + j] = acc;\n")
-    end
+    print(io, "        out[by * nout + j] = ", final && findf !== nothing ? fn_call(findf, "fin", "acc") : "acc", ";\n")
     print(io, "      }\n    }\n    __syncthreads();\n  }\n}\n")
-    return String(take!(io))
+    return kernel_source(unique_fns((fdf, odf, findf))...; body = String(take!(io)))
 end
+
+# C: a warp shuffle of any isbits value, 32 bits at a time (Complex, tuples, structs).
+const SHUFFLE_C = """
+template <typename T> static __device__ __forceinline__ T cumem_shfl_down(T v, int o) {
+  union U { T v; unsigned w[(sizeof(T) + 3) / 4]; __device__ U() {} } u, r;
+  u.v = v;
+  for (int i = 0; i < (int)((sizeof(T) + 3) / 4); i++) r.w[i] = __shfl_down_sync(0xffffffffu, u.w[i], o);
+  return r.v;
+}
+"""
 
 ## planning a reduction
 
@@ -214,50 +236,37 @@ function plan_reduce(A, rdims::Vector{Int})
     return ReducePlan(b, off, ksz, kst, rsz, rst, linear, prod(ksz), prod(rsz))
 end
 
-# Traces f (on T) and op (on Acc) and returns their C expressions and parameter lists.
-function trace_reduce(f, op, T::Type, Acc::Type, init)
-    ctx = TraceContext()
-    params, baked = Any[], Any[]
-    lift_captures!(ctx, params, baked, f)
-    fr = trace_fn(ctx, f, Any[Sym(T, "x1")])
-    fx = cv(fr, Acc)
-    lift_captures!(ctx, params, baked, op)
-    opr = trace_fn(ctx, op, Any[Sym(Acc, "a"), Sym(Acc, "b")])
-    opx = cv(opr, Acc)
-    finx = "acc"
-    if init !== NOINIT
-        push!(params, init)
-        fin = trace_fn(ctx, op, Any[Sym(typeof(init), "p$(length(params))"), Sym(Acc, "acc")])
-        finx = fin.ex
-        return fx, opx, params, ctx.globals, symtype(fin), fin
-    end
-    return fx, opx, params, ctx.globals, Acc, Sym(Acc, "acc")
+# The compiled functions of one reduction pass and the objects passed for them: f (on T) and
+# op (on two Acc), both as Acc; on the final pass the result of an output (op(init, acc) when
+# `init` is applied there, converted to Out), or nothing when it is the accumulator itself.
+function reduce_fns(f, op, T::Type, Acc::Type, Out::Type, final::Bool, init)
+    fdf, fo = converted_function(Acc, f, T)
+    odf, oo = converted_function(Acc, op, Acc, Acc)
+    fin = !final ? nothing : init !== NOINIT ? WithInit(op, init) : Out === Acc ? nothing : identity
+    fin === nothing && return (fdf, odf), (fo, oo)
+    ndf, no = converted_function(Out, fin, Acc)
+    return (fdf, odf, ndf), (fo, oo, no)
 end
-
-reduce_key_params(f, op) = (ps = Any[]; bk = Any[]; lift_captures!(nothing, ps, bk, f); lift_captures!(nothing, ps, bk, op); (ps, bk))
 
 # One reduction kernel launch: input described by `plan` (or a contiguous partials array),
 # `gy` blocks per output.
 function reduce_pass!(out::CuArray, plan::ReducePlan, T, f, op, Acc, neut, Out, final::Bool, init, gy::Int)
     idx64 = max(length(plan.base), length(out)) >= typemax(Int32)
-    ps, baked = reduce_key_params(f, op)
+    fns, objs = reduce_fns(f, op, T, Acc, Out, final, init)
     key = (:reduce, typeof(f), typeof(op), T, Acc, Out, length(plan.ksz), length(plan.rsz), plan.linear,
-           final, final && init !== NOINIT ? typeof(init) : nothing, idx64, baked)
-    entry = cached_kernel(key) do
-        fx, opx, params, globals, _, fin = trace_reduce(f, op, T, Acc, final ? init : NOINIT)
-        finx = final ? cv(fin, Out) : "acc"
-        ptypes = map(typeof, params)
-        src = reduce_source(fx, T, Acc, opx, c_literal(neut), Out, length(plan.ksz), length(plan.rsz),
-                            plan.linear, final, finx, ptypes, globals, idx64)
-        (src, "cumem_reduce", nothing, globals)
+           final, final && init !== NOINIT ? typeof(init) : nothing, idx64)
+    entry = kernel_entry(key, fns) do
+        src = reduce_source(fns[1], fns[2], length(fns) == 3 ? fns[3] : nothing, T, Acc, Out,
+                            length(plan.ksz), length(plan.rsz), plan.linear, final, idx64)
+        (src, "cumem_reduce", nothing)
     end
     on_host() && return out
-    final && init !== NOINIT && push!(ps, init)
     IT = idx64 ? UInt64 : UInt32
     OT = idx64 ? Int64 : Int32
     threads = plan.nred >= 256 ? 256 : max(32, nextpow(2, plan.nred))
     gx = min(plan.nout, 65535)
-    args = Any[devaddr(plan.base) + UInt64(plan.offset * sizeof(T)), devaddr(out), IT(plan.nout), IT(plan.nred), IT(gx)]
+    args = Any[launch_context(unique_fns(fns)...), devaddr(plan.base) + UInt64(plan.offset * sizeof(T)), devaddr(out),
+               IT(plan.nout), IT(plan.nred), IT(gx), convert(Acc, neut)]
     for d in eachindex(plan.ksz)
         push!(args, IT(plan.ksz[d]), OT(plan.kst[d]))
     end
@@ -266,13 +275,8 @@ function reduce_pass!(out::CuArray, plan::ReducePlan, T, f, op, Acc, neut, Out, 
             push!(args, IT(plan.rsz[d]), OT(plan.rst[d]))
         end
     end
-    for p in ps
-        push!(args, param_value(p))
-    end
-    for g in global_values(entry.globals)
-        push!(args, param_value(g))
-    end
-    GC.@preserve plan out launch(entry.kernel, args...; blocks = gx * gy, threads = threads)
+    fn_values!(args, objs...)
+    GC.@preserve plan out launch(entry_kernel(entry), args...; blocks = gx * gy, threads = threads)
     return out
 end
 
@@ -287,10 +291,8 @@ end
 # Reduces `A` (an AnyCuArray) over `rdims` into the contiguous `out` (Out eltype, nout elements).
 function gpu_reduce!(out::CuArray, A, f, op, rdims::Vector{Int}, init)
     T = eltype(A)
-    check_kernel_eltype(T)
     plan = plan_reduce(A, rdims)
-    R = traced_type(f, T)
-    Acc = accumulator_type(op, R)
+    Acc = accumulator_type(op, result_type(f, T))
     neut = neutral(op, Acc)
     if neut === nothing
         init === NOINIT && throw(ArgumentError("mapreduce with the operator `$(fname(op))` on GPU arrays needs `init`, " *
@@ -338,11 +340,15 @@ end
 
 Reduces `f.(A)` with `op` on the GPU: over everything (a scalar, downloaded) or over
 `dims` (a `CuArray` whose reduced dimensions have size 1, as Base). `f` and `op` compile
-into the reduction kernel (see `docs/compute.md` for what compiles). `op` may be `+`, `*`,
-`max`, `min`, `&`, `|`, `xor` or a traceable function; for other operators pass `init`,
-which must then be a neutral element (each GPU thread starts from it, as in CUDA.jl). With
-a known operator `init` is applied once, as in Base. Empty arrays give Base's result or
-error. Sums of Float16 accumulate in Float32; small integers widen as Base's `sum` does.
+into the reduction kernel, compiled from their typed IR (branches, loops, structs, tuples,
+Complex; see `docs/compute.md` for what compiles). With `+`, `*`, `max`, `min`, `&`, `|`,
+`xor` (and Base's `add_sum`/`mul_prod`) `init` is applied once, as in Base; for other
+operators pass `init`, which must then be a neutral element (each GPU thread starts from
+it, as in CUDA.jl), and the operator must be associative (GPU threads regroup it). Empty
+arrays give Base's result or error. Sums of Float16 accumulate in Float32; small integers
+widen as Base's `sum` does. A `throw` in `f` or `op` (`DivideError`, `InexactError`,
+`DomainError`, ...) is thrown as Base's exception when the result is read: at once for a
+full reduction, at the next download or `synchronize` for one with `dims`.
 """
 function Base.mapreduce(f, op, A::AnyCuArray; dims = :, init = NOINIT)
     check_devices("mapreduce", A)
@@ -355,9 +361,13 @@ function Base.mapreduce(f, op, A::AnyCuArray; dims = :, init = NOINIT)
         r = mapreduce(f, op, Array{T,N}(undef, size(A)); kw...)
         return dims === (:) ? r : CuArray(r)
     end
-    check_kernel_eltype(T)
+    R = result_type(f, T)
+    if R === Union{}
+        # f throws on every element: Base's exception (from the first element) on a copy
+        kw = init === NOINIT ? (dims = dims,) : (dims = dims, init = init)
+        return mapreduce(f, op, Array(A); kw...)
+    end
     if dims === (:)
-        R = traced_type(f, T)
         Acc = accumulator_type(op, R)
         known = neutral(op, Acc) !== nothing
         out = CuArray{Acc}(undef, 1)
@@ -369,12 +379,13 @@ function Base.mapreduce(f, op, A::AnyCuArray; dims = :, init = NOINIT)
         end
         v = read_scalar(out)
         unsafe_free!(out)
+        check_kernel_errors()             # a throw in f or op: Base's exception, here
         Rt = reduce_out_type(f, op, T, NOINIT)
-        v = Rt in KERNEL_ELTYPES && Rt !== Acc ? convert(Rt, v) : v
+        v = isbitstype(Rt) && Rt !== Acc ? convert(Rt, v) : v
         return known && init !== NOINIT ? op(init, v) : v
     end
     Out = reduce_out_type(f, op, T, init)
-    Out in KERNEL_ELTYPES || (Out = accumulator_type(op, traced_type(f, T)))
+    isbitstype(Out) || (Out = accumulator_type(op, R))
     out = CuArray{Out}(undef, reduced_size(size(A), rdims))
     gpu_reduce!(out, A, f, op, rdims, init)
     if on_host()

@@ -115,9 +115,9 @@ end
 
 function random_source(::Type{T}, normal::Bool) where {T}
     G = per_group(T)
-    ct = codegen_ctype(T)
+    ct = c_type(T)
     io = IOBuffer()
-    print(io, C_PRELUDE)
+    print(io, C_PRELUDE_V2)
     print(io, """
     static __device__ __forceinline__ void philox(uint32_t c[4], uint32_t k0, uint32_t k1) {
       #pragma unroll
@@ -173,8 +173,8 @@ function fill_random!(a::CuArray{T}, normal::Bool) where {T}
     else
         T in KERNEL_ELTYPES || throw(ArgumentError("CuMem.rand fills arrays of $(join(KERNEL_ELTYPES, ", ")); not $T"))
     end
-    entry = cached_kernel((:random, T, normal)) do
-        (random_source(T, normal), "cumem_random", nothing, Tuple{GlobalRef,DataType}[])
+    entry = kernel_entry((:random, T, normal)) do
+        (random_source(T, normal), "cumem_random", nothing)
     end
     key, ctr = next_stream()
     n = length(a)
@@ -185,7 +185,7 @@ function fill_random!(a::CuArray{T}, normal::Bool) where {T}
     end
     groups = cld(n, per_group(T))
     blocks, threads = launch_shape(groups)
-    launch(entry.kernel, devaddr(a), UInt64(n), key % UInt32, (key >> 32) % UInt32, ctr % UInt32, (ctr >> 32) % UInt32;
+    launch(entry_kernel(entry), devaddr(a), UInt64(n), key % UInt32, (key >> 32) % UInt32, ctr % UInt32, (ctr >> 32) % UInt32;
            blocks = blocks, threads = threads)
     return a
 end

@@ -8,7 +8,7 @@
 
 ## the fixed kernels
 
-const SEARCH_SOURCE = C_PRELUDE * raw"""
+const SEARCH_SOURCE = C_PRELUDE_V2 * raw"""
 /* out[incl[i] - 1] = the index of element i (1-based; linear, or n-d coordinates) when m[i] */
 extern "C" __global__ void cumem_compact(const bool* m, const int64_t* incl, int64_t* out, int64_t n,
                                          int nd, int64_t s1, int64_t s2, int64_t s3, int64_t s4,
@@ -70,8 +70,9 @@ grid_for(n) = (max(1, min(cld(n, 256), 32 * sm_count())), 256)
 copy_if_wrapper(x::CuArray) = x
 copy_if_wrapper(x) = copy(x)
 
-search_kernel(name) = (e = cached_kernel(() -> (SEARCH_SOURCE, "cumem_compact", nothing, Tuple{GlobalRef,DataType}[]),
-                                         (:search,)); on_host() ? nothing : load_kernel(e.source, name))
+const SEARCH_NAMES = ("cumem_compact", "cumem_findone", "cumem_gather", "cumem_scatter")
+search_kernel(name) = (e = kernel_entry(() -> (SEARCH_SOURCE, SEARCH_NAMES, nothing), (:search,));
+                       on_host() ? nothing : entry_kernel(e, name))
 
 ## findall
 

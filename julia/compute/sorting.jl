@@ -13,13 +13,13 @@
 #   keys, a device scan of the digit counts (scan.jl), and a stable scatter that ranks
 #   equal digits with warp match instructions (sm_70+). O(n) work, stable, so `sortperm`
 #   and `sort(A; dims)` (a stable second sort by column) come from the same kernels.
-# - Bitonic sort of the permutation (Batcher) for any other `lt`/`by` the kernel generator
-#   compiles: O(n log² n), one launch per merge step, made stable by breaking ties on the
+# - Bitonic sort of the permutation (Batcher) for any other `lt`/`by` (Julia functions
+#   compiled from their typed IR, branches included): O(n log² n), one launch per merge step, made stable by breaking ties on the
 #   original index. Comparison sorts have no key to take apart, and bitonic needs no
 #   temporary memory or data-dependent control flow.
 #
-# The CUDA C is fixed text per key width and payload (cached by source); the element
-# functions go through the kernel generator. On the host device, Base sorts the buffer
+# The radix kernels' CUDA C is fixed text per key width and payload; the bitonic kernel
+# calls the compiled comparison (element_fns.jl). On the host device, Base sorts the buffer
 # after the same code generation.
 
 ## key transforms
@@ -36,7 +36,7 @@ const RADIX_TILE = RADIX_THREADS * RADIX_ITEMS
 
 # C: the ordered unsigned key of T's bits u (as UK), and back.
 function key_transform_c(T::Type)
-    UK = codegen_ctype(key_uint(T))
+    UK = c_type(key_uint(T))
     bits = 8 * sizeof(T)
     sign = "(($UK)1 << $(bits - 1))"
     if T <: AbstractFloat
@@ -66,10 +66,10 @@ end
 
 # Kernels for keys of type T (their bits), with a payload of `vbytes` bytes (0: none).
 function radix_source(T::Type, vbytes::Int)
-    UK = codegen_ctype(key_uint(T))
+    UK = c_type(key_uint(T))
     VT = vbytes == 0 ? "uint8_t" : vbytes == 4 ? "uint32_t" : "uint64_t"
     io = IOBuffer()
-    print(io, C_PRELUDE, key_transform_c(T))
+    print(io, C_PRELUDE_V2, key_transform_c(T))
     print(io, """
     /* keys to ordered unsigned (dir 1) or back (dir -1); flip complements them (rev) */
     extern "C" __global__ void cumem_radix_keys($UK* k, int64_t n, int dir, int flip)
@@ -137,8 +137,8 @@ function radix_source(T::Type, vbytes::Int)
     return String(take!(io))
 end
 
-radix_entry(T, vbytes) = cached_kernel((:radix, T, vbytes)) do
-    (radix_source(T, vbytes), "cumem_radix_scatter", nothing, Tuple{GlobalRef,DataType}[])
+radix_entry(T, vbytes) = kernel_entry((:radix, T, vbytes)) do
+    (radix_source(T, vbytes), ("cumem_radix_keys", "cumem_radix_iota", "cumem_radix_hist", "cumem_radix_scatter"), nothing)
 end
 
 # Sorts the n keys in `keys` (a CuArray of T's bits, as key_uint(T)) in place by isless
@@ -151,18 +151,17 @@ function radix_sort!(::Type{T}, keys::CuArray, vals, rev::Bool; bits::Int = 8 * 
     vbytes = vals === nothing ? 0 : sizeof(eltype(vals))
     entry = radix_entry(T, vbytes)
     (on_host() || n <= 1) && return keys
-    src = entry.source
     UK = eltype(keys)
     blocks, threads = grid_for(n)
-    kk = load_kernel(src, "cumem_radix_keys")
+    kk = entry_kernel(entry, "cumem_radix_keys")
     transform && launch(kk, devaddr(keys), Int64(n), Int32(1), Int32(rev); blocks = blocks, threads = threads)
     nb = cld(n, RADIX_TILE)
     counts = CuArray{UInt32}(undef, 256 * nb)
     incl = CuArray{UInt32}(undef, 256 * nb)
     kalt = CuArray{UK}(undef, n)
     valt = vals === nothing ? nothing : similar(vals)
-    kh = load_kernel(src, "cumem_radix_hist")
-    ks = load_kernel(src, "cumem_radix_scatter")
+    kh = entry_kernel(entry, "cumem_radix_hist")
+    ks = entry_kernel(entry, "cumem_radix_scatter")
     kin, kout, vin, vout = keys, kalt, vals, valt
     for shift in 0:8:bits-1
         launch(kh, devaddr(kin), devaddr(counts), Int64(n), Int32(shift), Int64(nb); blocks = nb, threads = RADIX_THREADS)
@@ -188,63 +187,69 @@ reinterpret_same(::Type{U}, v::CuArray) where {U} = unsafe_wrap(CuArray, CuPtr{U
 
 ## bitonic sort of a permutation (general lt/by)
 
-function bitonic_source(T::Type, cmpx::String, ptypes, globals)
-    TC = codegen_ctype(T)
-    AC = ctype_compute(T)
-    load(ex) = T === Float16 ? "jl_h2f($ex)" : ex
+function bitonic_source(cdf, T::Type)
+    TC = c_type(T)
     io = IOBuffer()
-    print(io, C_PRELUDE)
-    extra = join([", " * param_decl(P, "p$k") for (k, P) in enumerate(ptypes)]) *
-            join([", " * param_decl(g[2], "g$k") for (k, g) in enumerate(globals)])
-    unpack = IOBuffer(); print_unpack(unpack, ptypes, globals)
     print(io, """
     /* one merge step (k, j) of Batcher's bitonic network over m = 2^p slots of the permutation
-       idx (0-based; slots >= n hold indices >= n, which order after every element) */
-    extern "C" __global__ void cumem_bitonic(const $TC* v, int64_t* idx, int64_t n, int64_t m, int64_t k, int64_t j$extra)
+       idx (0-based; slots >= n hold indices >= n, which order after every element); cmp is
+       the compiled lt(by(a), by(b)) */
+    extern "C" __global__ void cumem_bitonic(jl_ctx_t ctx, const $TC* v, int64_t* idx, int64_t n, int64_t m, int64_t k, int64_t j$(fn_param(cdf, "cmp")))
     {
-    $(String(take!(unpack)))  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < m; i += (int64_t)blockDim.x * gridDim.x) {
+    $(fn_local(cdf, "cmp"))  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < m; i += (int64_t)blockDim.x * gridDim.x) {
         const int64_t l = i ^ j;
         if (l <= i) continue;
         const int64_t p = idx[i], q = idx[l];
         bool after;    /* whether element p belongs after element q */
         if (p >= n || q >= n) after = p > q;
         else {
-          const $AC a = $(load("v[q]")), b = $(load("v[p]"));
-          const bool qp = $cmpx;
-          bool pq;
-          { const $AC a = $(load("v[p]")), b = $(load("v[q]")); pq = $cmpx; }
+          const bool qp = $(fn_call(cdf, "cmp", "v[q]", "v[p]"));
+          const bool pq = $(fn_call(cdf, "cmp", "v[p]", "v[q]"));
           after = qp || (!pq && p > q);
         }
         if (((i & k) == 0) == after) { idx[i] = q; idx[l] = p; }
       }
     }
     """)
-    return String(take!(io))
+    return kernel_source(cdf; body = String(take!(io)))
 end
+
+"""
+    CuMem.SortLess(lt, by, rev)
+
+`(x, y) -> lt(by(x), by(y))` (arguments swapped when `rev`): the comparison of the bitonic
+sort, compiled for the element type; `lt` and `by` travel in its fields.
+"""
+struct SortLess{L,B,R}
+    lt::L
+    by::B
+end
+SortLess(lt::L, by::B, rev::Bool) where {L,B} = SortLess{L,B,rev}(lt, by)
+(c::SortLess{L,B,false})(x, y) where {L,B} = c.lt(c.by(x), c.by(y))
+(c::SortLess{L,B,true})(x, y) where {L,B} = c.lt(c.by(y), c.by(x))
 
 # The permutation (0-based Int64s) sorting v by lt(by(x), by(y)) (rev: reversed), on the device.
 function bitonic_perm(v::CuArray{T}, lt, by, rev::Bool) where {T}
-    cmp = rev ? ((x, y) -> lt(by(y), by(x))) : ((x, y) -> lt(by(x), by(y)))
-    ps, baked = element_key(cmp)
-    entry = cached_kernel((:bitonic, T, typeof(cmp), baked)) do
-        r, R, params, globals = element_function_c(cmp, Any[T, T])
-        R === Bool || throw(KernelTraceError("the comparison of a sort must give a Bool, got $R"))
-        (bitonic_source(T, cv(r, Bool), map(typeof, params), globals), "cumem_bitonic", nothing, globals)
+    cmp = SortLess(lt, by, rev)
+    cdf = element_function(cmp, T, T)
+    cdf.rettype === Bool || throw(ArgumentError("the comparison of a sort must give a Bool, got $(cdf.rettype)"))
+    entry = kernel_entry((:bitonic, T, typeof(cmp)), (cdf,)) do
+        (bitonic_source(cdf, T), "cumem_bitonic", nothing)
     end
     n = length(v)
     m = nextpow(2, max(n, 1))
     idx = CuArray{Int64}(undef, m)
     on_host() && return idx, entry
     blocks, threads = grid_for(m)
-    ki = load_kernel(radix_entry(UInt64, 8).source, "cumem_radix_iota")
+    ki = entry_kernel(radix_entry(UInt64, 8), "cumem_radix_iota")
     launch(ki, devaddr(idx), Int64(m); blocks = blocks, threads = threads)
-    tail = Any[param_value(p) for p in ps]
-    for g in global_values(entry.globals); push!(tail, param_value(g)); end
+    ctx = launch_context(cdf)
+    tail = fn_values!(Any[], cmp)
     k = 2
     while k <= m
         j = k >> 1
         while j > 0
-            launch(entry.kernel, devaddr(v), devaddr(idx), Int64(n), Int64(m), Int64(k), Int64(j), tail...;
+            launch(entry_kernel(entry), ctx, devaddr(v), devaddr(idx), Int64(n), Int64(m), Int64(k), Int64(j), tail...;
                    blocks = blocks, threads = threads)
             j >>= 1
         end
@@ -266,7 +271,7 @@ function sort_order(lt, by, rev, order)
 end
 
 # Whether the radix path applies: isless on the keys and a key type it handles.
-radix_path(lt, by, T) = lt === isless && (by === identity ? radix_sortable(T) : radix_sortable(traced_type(by, T)))
+radix_path(lt, by, T) = lt === isless && (by === identity ? radix_sortable(T) : radix_sortable(result_type(by, T)))
 
 # A stable permutation (0-based Int64s on the device) sorting v (contiguous).
 function device_perm(v::CuArray{T}, lt, by, rev) where {T}
@@ -277,7 +282,7 @@ function device_perm(v::CuArray{T}, lt, by, rev) where {T}
         perm = CuArray{Int64}(undef, n)
         if !on_host() && n > 0
             blocks, threads = grid_for(n)
-            launch(load_kernel(radix_entry(K, 8).source, "cumem_radix_iota"), devaddr(perm), Int64(n);
+            launch(entry_kernel(radix_entry(K, 8), "cumem_radix_iota"), devaddr(perm), Int64(n);
                    blocks = blocks, threads = threads)
         end
         radix_sort!(K, key_bits(keys), perm, rev)
@@ -300,9 +305,9 @@ const SortKw = Union{typeof(isless),Any}
 
 Sorts on the device, as Base (stable, so equal elements keep their order; NaNs last, and
 first with `rev=true`; `-0.0` before `0.0`). With the default `lt=isless` on Bool, integer
-or float keys (also keys made by `by`, e.g. `by=abs`) it is a radix sort; other `lt`
-functions that the kernel generator compiles use a bitonic sort (see the top of
-`julia/sorting.jl` and `docs/compute.md`). `sort(A; dims)` sorts every slice along `dims`.
+or float keys (also keys made by `by`, e.g. `by=abs`) it is a radix sort; any other `lt`
+(and `by`), compiled from Julia for the GPU (branches allowed), uses a bitonic sort (see
+the top of `julia/compute/sorting.jl` and `docs/compute.md`). `sort(A; dims)` sorts every slice along `dims`.
 The `alg` keyword is accepted and ignored. Fewer than 2^32 elements.
 """
 function Base.sort!(v::CuArray{T,1}; lt = isless, by = identity, rev::Bool = false,

@@ -467,7 +467,7 @@ function kernel_plan!(d::StridedOperand, s::StridedOperand)
     sidx = ntuple(k -> k <= rank && s2.idx[k] !== nothing ? (a = CuArray{Int64}(s2.idx[k]); push!(keep, a); devaddr(a)) : UInt64(0), MAX_RANK)
     pad(v) = ntuple(k -> k <= rank ? Int64(v[k]) : Int64(1), MAX_RANK)
     plan = KernelPlan(n, rank, pad(d2.dims), pad(d2.strides), pad(s2.strides), didx, sidx)
-    k = load_kernel(STRIDED_COPY_SOURCE, name)
+    k = fixed_kernel(:strided, STRIDED_COPY_SOURCE, name)
     threads = STRIDED_THREADS
     blocks = max(1, min(cld(n, threads), 65535 * 16))
     GC.@preserve keep launch(k, CuPtr{UInt8}(d2.addr), CuPtr{UInt8}(s2.addr), plan; blocks = blocks, threads = threads)

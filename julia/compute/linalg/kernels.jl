@@ -157,7 +157,7 @@ kernel_value(x::Complex{T}) where {T<:Union{Float32,Float64}} = LaPair{T}(real(x
 
 function la_launch(name, n, args...)
     n == 0 && return nothing
-    k = load_kernel(LINALG_KERNELS_SOURCE, name)
+    k = fixed_kernel(:linalg, LINALG_KERNELS_SOURCE, name)
     blocks = max(1, min(cld(n, LA_THREADS), 65535 * 16))
     launch(k, args...; blocks = blocks, threads = LA_THREADS)
     return nothing
@@ -370,7 +370,7 @@ function sym_fill!(M::CuMatrix{T}, uplo::Char, herm::Bool) where {T}
     herm && !(T <: Union{ComplexF32,ComplexF64}) &&
         throw(ArgumentError("Hermitian of $T elements on a GPU (ComplexF32/ComplexF64 or real types)"))
     name = herm ? (T === ComplexF32 ? "la_hermfill_c32" : "la_hermfill_c64") : "la_symfill_" * word_suffix(T)
-    k = load_kernel(SYMFILL_SOURCE, name)
+    k = fixed_kernel(:symfill, SYMFILL_SOURCE, name)
     GC.@preserve M launch(k, CuPtr{UInt8}(devaddr(M)), Int64(n), Int64(ld(M)), Int32(uplo == 'U');
                           blocks = max(1, min(cld(n * n, LA_THREADS), 65535 * 16)), threads = LA_THREADS)
     return M
