@@ -53,6 +53,7 @@ include("compute/codegen.jl")      # tracing Julia functions into CUDA C, the ke
 include("compute/broadcast.jl")    # fused broadcasting, map, map!, fill! by kernel
 include("compute/fastpath.jl")     # broadcasts of a type seen before: a typed slot, no look-ups
 include("compute/readback.jl")     # scalar results through a pinned buffer
+include("compute/reduce_full.jl")  # whole-array reductions: one kernel, partials to the pinned buffer
 include("compute/mapreduce.jl")    # reductions: mapreduce, sum, prod, any, all, count, ...
 include("compute/findext.jl")      # findmax, findmin, argmax, argmin
 include("compute/accumulate.jl")   # accumulate, cumsum, cumprod along any dimension (three-phase scans)

@@ -313,6 +313,45 @@ function gpu_reduce!(out::CuArray, A, f, op, rdims::Vector{Int}, init)
     return out
 end
 
+# The whole of a contiguous array (`plan.linear`, no kept dimension) reduced by one kernel
+# (reduce_full.jl) into the accumulator's value; `init` (not NOINIT) only for an operator
+# without a known neutral element, whose neutral element it then is. On the host device
+# the kernel is generated (and checked by NVRTC when available) and `nothing` returned.
+function reduce_all(plan::ReducePlan, f, op, T, Acc, init)
+    n = plan.nred
+    idx64 = length(plan.base) >= typemax(Int32)
+    neut = init === NOINIT ? neutral(op, Acc) : convert(Acc, init)
+    neut === nothing && throw(ArgumentError("mapreduce with the operator `$(fname(op))` on GPU arrays needs `init`, " *
+                                            "a neutral element of the operator (each GPU thread starts from it)"))
+    ps, baked = reduce_key_params(f, op)
+    key = (:reduce_all, typeof(f), typeof(op), T, Acc, idx64, init === NOINIT ? nothing : neut, baked)
+    entry = cached_kernel(key) do
+        fx, opx, params, globals, _, _ = trace_reduce(f, op, T, Acc, NOINIT)
+        ptypes = map(typeof, params)
+        load = T === Float16 ? "jl_h2f(x_)" : "(x_)"
+        header = C_PRELUDE * "#define CUMEM_F1(x1) ($fx)\n#define CUMEM_F(x_) CUMEM_F1($load)\n" *
+                 "#define CUMEM_OP(a, b) ($opx)\n"
+        pio, uio = IOBuffer(), IOBuffer()
+        print_params(pio, ptypes, globals)
+        print_unpack(uio, ptypes, globals)
+        W = T !== Float16 && sizeof(T) in (4, 8) ? 16 ÷ sizeof(T) : 0
+        src = full_reduce_source(header, codegen_ctype(T), ctype_compute(Acc), W, c_literal(neut);
+                                 params = String(take!(pio)), unpack = String(take!(uio)), idx64 = idx64)
+        (src, "cumem_reduce_all", nothing, globals)
+    end
+    on_host() && return nothing
+    extra = Any[param_value(p) for p in ps]
+    for g in global_values(entry.globals)
+        push!(extra, param_value(g))
+    end
+    src = devaddr(plan.base) + UInt64(plan.offset * sizeof(T))
+    v = GC.@preserve plan full_reduce_run(entry.kernel, op, src, idx64 ? UInt64(n) : UInt32(n), Acc, extra...)
+    if init === NOINIT && isempty(ps) && isempty(entry.globals) && !idx64 && plan.base isa CuArray{T}
+        full_slot_fill!(f, op, T, entry.kernel, Acc)
+    end
+    return v
+end
+
 ## the Base API
 
 reduced_size(sz::Dims{N}, rdims) where {N} = ntuple(d -> d in rdims ? 1 : sz[d], N)
@@ -345,6 +384,10 @@ a known operator `init` is applied once, as in Base. Empty arrays give Base's re
 error. Sums of Float16 accumulate in Float32; small integers widen as Base's `sum` does.
 """
 function Base.mapreduce(f, op, A::AnyCuArray; dims = :, init = NOINIT)
+    if dims === (:) && A isa CuArray          # a reduction run before: its typed slot
+        v = fast_full_reduce(f, op, A)
+        v === nothing || return init === NOINIT ? v : op(init, v)
+    end
     check_devices("mapreduce", A)
     N = ndims(A)
     T = eltype(A)
@@ -360,15 +403,21 @@ function Base.mapreduce(f, op, A::AnyCuArray; dims = :, init = NOINIT)
         R = traced_type(f, T)
         Acc = accumulator_type(op, R)
         known = neutral(op, Acc) !== nothing
-        out = CuArray{Acc}(undef, 1)
-        gpu_reduce!(out, A, f, op, rdims, known ? NOINIT : init)
+        plan = plan_reduce(A, rdims)
+        if plan.linear && FULL_REDUCE[]
+            # one kernel, partials straight to the host (reduce_full.jl)
+            v = reduce_all(plan, f, op, T, Acc, known ? NOINIT : init)
+        else
+            out = CuArray{Acc}(undef, 1)
+            gpu_reduce!(out, A, f, op, rdims, known ? NOINIT : init)
+            v = on_host() ? nothing : read_scalar(out)
+            unsafe_free!(out)
+        end
         if on_host()
             GC.@preserve A begin
                 return init === NOINIT ? mapreduce(f, op, host_arg(A)) : mapreduce(f, op, host_arg(A); init = init)
             end
         end
-        v = read_scalar(out)
-        unsafe_free!(out)
         Rt = reduce_out_type(f, op, T, NOINIT)
         v = Rt in KERNEL_ELTYPES && Rt !== Acc ? convert(Rt, v) : v
         return known && init !== NOINIT ? op(init, v) : v

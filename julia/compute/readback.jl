@@ -6,7 +6,7 @@
 
 # One buffer per thread (the copy and the wait run without a yield between them, so no
 # other task of the thread can use it meanwhile), made on first use.
-const READBACK_BYTES = 64
+const READBACK_BYTES = 8192     # also the partials of reduce_full.jl: 4 per SM, up to 16 bytes each
 const READBACK = Vector{Vector{UInt8}}()
 
 @noinline function new_readback_buffer(t::Int)

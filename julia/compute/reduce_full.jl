@@ -1,0 +1,208 @@
+# Reductions of a whole contiguous array to one value (`sum(x)`, `maximum(x)`, `any`,
+# `all`, `dot`, `norm`, ...), issue 26: one kernel and one wait. Each block reduces its
+# grid-stride share of the elements and writes its partial straight into the thread's
+# page-locked read-back buffer (readback.jl; host memory that kernels address directly
+# under unified addressing, as CUDA's zero-copy memory); one stream synchronisation waits
+# for the kernel, and the host combines the partials (at most `FULL_MAX_BLOCKS` values)
+# with `op`. No second kernel, no device allocation, no device-to-host copy: the path of
+# CUDA's threadFenceReduction sample without its atomic counter, whose last step runs on
+# the host that waits anyway.
+#
+# A reduction of a given (f, op, element type) runs once through mapreduce.jl, which
+# compiles its element functions and fills a typed slot here; later calls find the kernel
+# in the slot (one Dict lookup by a type, no lock) and launch it with the arguments in a
+# tuple. The kernel's body is `full_reduce_source`'s skeleton; the element functions come
+# as the C macros `CUMEM_F(x)` (f of a loaded element, as the accumulator's C type) and
+# `CUMEM_OP(a, b)` (op of two accumulators) in `header`.
+
+const FULL_THREADS = 256
+const FULL_REDUCE = Ref(true)          # a switch for measuring the two-kernel path
+
+# Blocks for n elements: one per 4096 elements (16 per thread), at most 4 per SM (all
+# resident at once: one wave, no tail) and at most what the read-back buffer holds.
+@inline function full_blocks(n::Int, accbytes::Int)
+    cap = min(4 * device_info().sm_count, READBACK_BYTES ÷ accbytes)
+    return clamp(cld(n, 16 * FULL_THREADS), 1, max(1, cap))
+end
+
+"""
+    CuMem.full_reduce_source(header, TC, AC, W, neut_ex; params = "", unpack = "", idx64 = false) -> String
+
+CUDA C of `cumem_reduce_all(const TC* src, IDX n, AC* part [params])`: block `b` reduces
+the elements `b*256 + t + k*stride` (grid-stride) with `CUMEM_OP(acc, CUMEM_F(x))` (macros
+that `header` defines, with whatever prelude they need), starting from `neut_ex`, and
+writes its partial to `part[b]`. `W` > 0: elements are read `W` at a time through 16-byte
+loads when `src` is 16-byte aligned (4- and 8-byte elements), four loads in flight per
+thread; `params`/`unpack`: extra kernel parameters and the code that unpacks them.
+"""
+function full_reduce_source(header::String, TC::String, AC::String, W::Int, neut_ex::String;
+                            params::String = "", unpack::String = "", idx64::Bool = false)
+    IDX = idx64 ? "uint64_t" : "uint32_t"
+    io = IOBuffer()
+    print(io, header)
+    print(io, """
+    template <typename T> static __device__ __forceinline__ T cumem_shfl_down_all(T v, int o) {
+      union U { T v; unsigned w[(sizeof(T) + 3) / 4]; __device__ U() {} } u, r;
+      u.v = v;
+      for (int i = 0; i < (int)((sizeof(T) + 3) / 4); i++) r.w[i] = __shfl_down_sync(0xffffffffu, u.w[i], o);
+      return r.v;
+    }
+    #define CUMEM_ACC(a, x) { const $AC b_ = CUMEM_F(x); a = CUMEM_OP(a, b_); }
+    #ifdef __CUDACC__
+    #define CUMEM_BOUNDS __launch_bounds__($FULL_THREADS, 4)
+    #else
+    #define CUMEM_BOUNDS
+    #endif
+    extern "C" __global__ void CUMEM_BOUNDS cumem_reduce_all(const $TC* src, $IDX n, $AC* part$params);
+    extern "C" __global__ void cumem_reduce_all(const $TC* src, $IDX n, $AC* part$params)
+    {
+    $unpack  __shared__ $AC sh[32];
+      const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = (blockDim.x + 31) / 32;
+      const $IDX stride = ($IDX)blockDim.x * gridDim.x;
+      $IDX k = ($IDX)blockIdx.x * blockDim.x + threadIdx.x;
+      $AC acc = $neut_ex, acc1 = $neut_ex, acc2 = $neut_ex, acc3 = $neut_ex;
+    """)
+    accs = ("acc", "acc1", "acc2", "acc3")
+    if W > 0
+        # 16-byte loads, four independent ones per iteration (64 bytes in flight per thread)
+        print(io, "  if (((uint64_t)src & 15) == 0) {\n")
+        print(io, "    struct __align__(16) vec_t { $TC x[$W]; };\n")
+        print(io, "    const vec_t* vs = reinterpret_cast<const vec_t*>(src);\n")
+        print(io, "    const $IDX nv = n / $W;\n")
+        print(io, "    $IDX i = k;\n")
+        print(io, "    for (; i + 3 * stride < nv; i += 4 * stride) {\n")
+        for u in 0:3
+            print(io, "      const vec_t w$u = vs[i + $u * stride];\n")
+        end
+        for u in 0:3, e in 0:W-1
+            print(io, "      CUMEM_ACC($(accs[mod(u * W + e, 4) + 1]), w$u.x[$e]);\n")
+        end
+        print(io, "    }\n")
+        print(io, "    for (; i < nv; i += stride) {\n      const vec_t w = vs[i];\n")
+        for e in 0:W-1
+            print(io, "      CUMEM_ACC($(accs[e % 4 + 1]), w.x[$e]);\n")
+        end
+        print(io, "    }\n")
+        print(io, "    k += nv * $W;\n")
+        print(io, "  } else\n")
+    end
+    # any alignment: four loads in flight from four grid-stride steps
+    print(io, "  for (; k + 3 * stride < n; k += 4 * stride) {\n")
+    for u in 0:3
+        print(io, "    const $TC v$u = src[k + $u * stride];\n")
+    end
+    for u in 0:3
+        print(io, "    CUMEM_ACC($(accs[u+1]), v$u);\n")
+    end
+    print(io, "  }\n")
+    print(io, "  for (; k < n; k += stride) CUMEM_ACC(acc, src[k]);\n")
+    print(io, """
+      acc = CUMEM_OP(acc, acc1);
+      acc2 = CUMEM_OP(acc2, acc3);
+      acc = CUMEM_OP(acc, acc2);
+      for (int o = 16; o > 0; o >>= 1) { const $AC b_ = cumem_shfl_down_all(acc, o); acc = CUMEM_OP(acc, b_); }
+      if (lane == 0) sh[warp] = acc;
+      __syncthreads();
+      if (warp == 0) {
+        acc = lane < nwarps ? sh[lane] : ($AC)($neut_ex);
+        for (int o = 16; o > 0; o >>= 1) { const $AC b_ = cumem_shfl_down_all(acc, o); acc = CUMEM_OP(acc, b_); }
+        if (lane == 0) part[blockIdx.x] = acc;
+      }
+    }
+    """)
+    return String(take!(io))
+end
+
+## running it
+
+"""
+    CuMem.full_reduce_run(k, op, src::UInt64, n::Union{UInt32,UInt64}, ::Type{Acc}, extra...) -> Acc
+
+Launches `cumem_reduce_all` (see [`full_reduce_source`](@ref)) over the `n` elements at
+device address `src` (`n` a `UInt64` for a kernel made with `idx64`) on the task's stream with `extra` as its trailing parameters, waits
+for the stream, and combines the blocks' partials (Acc values in the thread's read-back
+buffer) with `op` on the host, in block order.
+"""
+@inline function full_reduce_run(k, op::OP, src::UInt64, n::Union{UInt32,UInt64}, ::Type{Acc},
+                                 extra::Vararg{Any,M}) where {OP,Acc,M}
+    nb = full_blocks(Int(n), sizeof(Acc))
+    buf = readback_buffer()
+    GC.@preserve buf begin
+        p = convert(Ptr{Acc}, pointer(buf))
+        launch(k, src, n, UInt64(p), extra...;
+               blocks = nb, threads = FULL_THREADS)
+        check(c_stream_synchronize(current_handle()))
+        v = unsafe_load(p, 1)
+        for i in 2:nb
+            v = op(v, unsafe_load(p, i))
+        end
+        return v
+    end
+end
+
+## the typed slots of the fast path
+
+# A slot's content: the kernel, the accumulator type it computes in, the world age it was
+# made in (a method defined since sends the call back through mapreduce.jl).
+struct FullReduce
+    kernel::Kernel
+    acc::Type
+    world::UInt
+end
+
+# Slots by `Tuple{typeof(f), typeof(op), eltype}` (a constant of the compiled caller),
+# published as fastpath.jl's: readers take the current Dict without a lock.
+const FULL_TABLE = Ref(Dict{DataType,FullReduce}())
+const FULL_LOCK = ReentrantLock()
+function full_slot_set!(K::DataType, e::FullReduce)
+    lock(FULL_LOCK) do
+        d = copy(FULL_TABLE[])
+        d[K] = e
+        FULL_TABLE[] = d
+    end
+    return nothing
+end
+
+# The result and accumulator types of `mapreduce(f, op, ::Array{T})` as inference gives
+# them (constants of the compiled caller): the fixed point R of promote_op(op, R, f's
+# result) reached in one step, accumulated in Float32 when it is Float16; (Union{},
+# Union{}) when there is none.
+@inline function full_types(f, op, ::Type{T}) where {T}
+    R = Base.promote_op(f, T)
+    A1 = Base.promote_op(op, R, R)
+    A2 = Base.promote_op(op, A1, R)
+    (A1 === A2 && isconcretetype(A1) && isbitstype(A1)) || return (Union{}, Union{})
+    return (A1, A1 === Float16 ? Float32 : A1)
+end
+
+# Whether f and op carry no values (nothing to pass to the kernel).
+@inline full_singletons(f, op) = Base.issingletontype(typeof(f)) && Base.issingletontype(typeof(op))
+
+"""
+    CuMem.fast_full_reduce(f, op, A::CuArray) -> Union{Nothing,R}
+
+`mapreduce(f, op, A)` without `init` through the typed slot of (f, op, eltype(A)) when one
+is filled and valid: singleton `f` and `op` with a known neutral element, a non-empty `A`
+below 2^31 elements, one device in use, a GPU. `nothing` otherwise (nothing done):
+mapreduce.jl then takes its general path, which fills the slot.
+"""
+@inline function fast_full_reduce(f::F, op::OP, A::CuArray{T}) where {F,OP,T}
+    R, Acc = full_types(f, op, T)
+    (Acc !== Union{} && full_singletons(f, op) && FULL_REDUCE[] && !MULTI[]) || return nothing
+    n = length(A)
+    (n == 0 || n >= typemax(Int32) || A.freed) && return nothing
+    e = get(FULL_TABLE[], Tuple{F,OP,T}, nothing)
+    (e === nothing || e.acc !== Acc || e.world != world_counter()) && return nothing
+    v = GC.@preserve A full_reduce_run(e.kernel, op, A.ptr, UInt32(n), Acc)
+    return convert(R, v::Acc)::R
+end
+
+# Fills the slot of (f, op, T) after mapreduce.jl ran this reduction with `kernel`
+# (accumulating in Acc, reading no global binding, 32-bit indices) when the fast path
+# applies to it.
+function full_slot_fill!(f, op, ::Type{T}, kernel, ::Type{Acc}) where {T,Acc}
+    (kernel isa Kernel && FULL_REDUCE[] && !MULTI[] && full_singletons(f, op)) || return nothing
+    full_types(f, op, T)[2] === Acc || return nothing
+    full_slot_set!(Tuple{typeof(f),typeof(op),T}, FullReduce(kernel, Acc, world_counter()))
+    return nothing
+end
