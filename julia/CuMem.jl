@@ -49,6 +49,7 @@ include("array/iterator.jl")       # CuIterator
 include("array/interop.jl")        # deepcopy, serialize, unsafe_wrap
 include("compute/kernels.jl")      # NVRTC kernels, launch, cuBLAS gemm!, synchronize, host_view
 include("compute/kernel_cache.jl") # compiled kernels kept on disk across processes
+include("compute/kernel_index.jl") # the fast paths' kernels on disk by the types that chose them
 include("compute/codegen.jl")      # tracing Julia functions into CUDA C, the kernel cache
 include("compute/broadcast.jl")    # fused broadcasting, map, map!, fill! by kernel
 include("compute/fastpath.jl")     # broadcasts of a type seen before: a typed slot, no look-ups

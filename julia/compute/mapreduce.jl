@@ -347,7 +347,7 @@ function reduce_all(plan::ReducePlan, f, op, T, Acc, init)
     src = devaddr(plan.base) + UInt64(plan.offset * sizeof(T))
     v = GC.@preserve plan full_reduce_run(entry.kernel, op, src, idx64 ? UInt64(n) : UInt32(n), Acc, extra...)
     if init === NOINIT && isempty(ps) && isempty(entry.globals) && !idx64 && plan.base isa CuArray{T}
-        full_slot_fill!(f, op, T, entry.kernel, Acc)
+        full_slot_fill!(f, op, T, entry.kernel, Acc, entry.source)
     end
     return v
 end
@@ -388,6 +388,11 @@ function Base.mapreduce(f, op, A::AnyCuArray; dims = :, init = NOINIT)
         v = fast_full_reduce(f, op, A)
         v === nothing || return init === NOINIT ? v : op(init, v)
     end
+    # the general path, hidden from the inference of this entry point (as fastpath.jl's)
+    return Base.invokelatest(gpu_mapreduce, f, op, A, dims, init)
+end
+
+function gpu_mapreduce(f, op, A, dims, init)
     check_devices("mapreduce", A)
     N = ndims(A)
     T = eltype(A)

@@ -188,10 +188,11 @@ mapreduce.jl then takes its general path, which fills the slot.
 """
 @inline function fast_full_reduce(f::F, op::OP, A::CuArray{T}) where {F,OP,T}
     R, Acc = full_types(f, op, T)
-    (Acc !== Union{} && full_singletons(f, op) && FULL_REDUCE[] && !MULTI[]) || return nothing
+    (Acc !== Union{} && full_singletons(f, op) && FULL_REDUCE[] && !MULTI[] && !on_host()) || return nothing
     n = length(A)
     (n == 0 || n >= typemax(Int32) || A.freed) && return nothing
     e = get(FULL_TABLE[], Tuple{F,OP,T}, nothing)
+    e === nothing && (e = index_full_slot(Tuple{F,OP,T}, Acc))
     (e === nothing || e.acc !== Acc || e.world != world_counter()) && return nothing
     v = GC.@preserve A full_reduce_run(e.kernel, op, A.ptr, UInt32(n), Acc)
     return convert(R, v::Acc)::R
@@ -199,10 +200,27 @@ end
 
 # Fills the slot of (f, op, T) after mapreduce.jl ran this reduction with `kernel`
 # (accumulating in Acc, reading no global binding, 32-bit indices) when the fast path
-# applies to it.
-function full_slot_fill!(f, op, ::Type{T}, kernel, ::Type{Acc}) where {T,Acc}
+# applies to it; records its source in the kernel index (kernel_index.jl).
+function full_slot_fill!(f, op, ::Type{T}, kernel, ::Type{Acc}, source::String) where {T,Acc}
     (kernel isa Kernel && FULL_REDUCE[] && !MULTI[] && full_singletons(f, op)) || return nothing
     full_types(f, op, T)[2] === Acc || return nothing
-    full_slot_set!(Tuple{typeof(f),typeof(op),T}, FullReduce(kernel, Acc, world_counter()))
+    K = Tuple{typeof(f),typeof(op),T}
+    full_slot_set!(K, FullReduce(kernel, Acc, world_counter()))
+    index_safe(K) && index_store(index_key(K), index_key(Acc; prefix = "cumem_reduce_all "), source)
     return nothing
+end
+
+# The slot of K = Tuple{F,OP,T} filled from the kernel index, once per process and type.
+const FULL_INDEX_TRIED = Set{DataType}()
+@noinline function index_full_slot(K::DataType, @nospecialize(Acc::Type))
+    lock(FULL_LOCK) do
+        K in FULL_INDEX_TRIED && return false
+        push!(FULL_INDEX_TRIED, K)
+        return index_safe(K)
+    end || return nothing
+    r = index_lookup(index_key(K))
+    (r === nothing || r[1] != index_key(Acc; prefix = "cumem_reduce_all ")) && return nothing
+    e = FullReduce(load_kernel(r[2], "cumem_reduce_all"), Acc, world_counter())
+    full_slot_set!(K, e)
+    return e
 end
