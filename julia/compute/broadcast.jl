@@ -230,7 +230,15 @@ function bcast_source(expr::Sym, @nospecialize(D::Type), dest_linear::Bool, leaf
     print_params(io, ptypes, globals)
     print(io, ")\n{\n")
     print_unpack(io, ptypes, globals)
-    print(io, "  for ($IDX i = ($IDX)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += ($IDX)blockDim.x * gridDim.x) {\n")
+    val = cv(expr, D)
+    D === Float16 && (val = "jl_f2h($val)")
+    start = "($IDX)blockIdx.x * blockDim.x + threadIdx.x"
+    if !cart
+        start = "i0"
+        print_unrolled(io, IDX, [(ctype_compute(T), T === Float16 ? "jl_h2f(a$k[IX])" : "a$k[IX]") for (k, (T, _)) in enumerate(leafinfo)],
+                       codegen_ctype(D), val)
+    end
+    print(io, "  for ($IDX i = $start; i < n; i += ($IDX)blockDim.x * gridDim.x) {\n")
     if cart
         print(io, "    $IDX r = i;\n")
         for d in 1:N-1
@@ -244,10 +252,37 @@ function bcast_source(expr::Sym, @nospecialize(D::Type), dest_linear::Bool, leaf
         T === Float16 && (load = "jl_h2f($load)")
         print(io, "    const $(ctype_compute(T)) x$k = $load;\n")
     end
-    val = cv(expr, D)
-    D === Float16 && (val = "jl_f2h($val)")
     print(io, "    dst[$(offset("dst", dest_linear))] = $val;\n  }\n}\n")
     return String(take!(io))
+end
+
+# The grid-stride loop of a kernel whose arrays are all contiguous, four steps at a time:
+# every leaf's four elements are loaded before any result is stored, so a thread keeps
+# 4 × leaves loads in flight (one step at a time, the stores between them serialise the
+# loads: the compiler cannot know that dst does not alias a leaf). Elementwise, so the
+# order does not matter; an array that overlaps dst elsewhere was copied before
+# (`unalias_args`). Leaves the index of the first step not done in `i0`, for the plain
+# loop that finishes. `loads`: (C type, load with the index as `IX`) per leaf (leaf k is
+# `xk` in `val`, the result as `DC`).
+function print_unrolled(io, IDX, loads, DC, val)
+    print(io, "  const $IDX stride = ($IDX)blockDim.x * gridDim.x;\n")
+    print(io, "  $IDX i0 = ($IDX)blockIdx.x * blockDim.x + threadIdx.x;\n")
+    print(io, "  for (; i0 + 3 * stride < n; i0 += 4 * stride) {\n")
+    for u in 0:3, (k, (CT, ld)) in enumerate(loads)
+        print(io, "    const $CT l$(k)_$u = ", replace(ld, "IX" => u == 0 ? "i0" : "i0 + $u * stride"), ";\n")
+    end
+    print(io, "    $DC v[4];\n")
+    for u in 0:3
+        print(io, "    {")
+        for (k, (CT, _)) in enumerate(loads)
+            print(io, " const $CT x$k = l$(k)_$u;")
+        end
+        print(io, " v[$u] = $val; }\n")
+    end
+    for u in 0:3
+        print(io, "    dst[", u == 0 ? "i0" : "i0 + $u * stride", "] = v[$u];\n")
+    end
+    print(io, "  }\n")
 end
 
 sm_count() = max(1, device_info().sm_count)

@@ -318,36 +318,48 @@ end
 # without a known neutral element, whose neutral element it then is. On the host device
 # the kernel is generated (and checked by NVRTC when available) and `nothing` returned.
 function reduce_all(plan::ReducePlan, f, op, T, Acc, init)
-    n = plan.nred
-    idx64 = length(plan.base) >= typemax(Int32)
+    return reduce_all((plan,), f, op, (T,), Acc, init)
+end
+# `f` of K arrays' elements (contiguous plans of equal length, eltypes Ts) reduced with op.
+function reduce_all(plans::Tuple, f, op, Ts::Tuple, Acc, init)
+    K = length(plans)
+    n = plans[1].nred
+    idx64 = any(p -> length(p.base) >= typemax(Int32), plans)
     neut = init === NOINIT ? neutral(op, Acc) : convert(Acc, init)
     neut === nothing && throw(ArgumentError("mapreduce with the operator `$(fname(op))` on GPU arrays needs `init`, " *
                                             "a neutral element of the operator (each GPU thread starts from it)"))
     ps, baked = reduce_key_params(f, op)
-    key = (:reduce_all, typeof(f), typeof(op), T, Acc, idx64, init === NOINIT ? nothing : neut, baked)
+    key = (:reduce_all, typeof(f), typeof(op), Ts, Acc, idx64, init === NOINIT ? nothing : neut, baked)
     entry = cached_kernel(key) do
-        fx, opx, params, globals, _, _ = trace_reduce(f, op, T, Acc, NOINIT)
+        ctx = TraceContext()
+        params, bk = Any[], Any[]
+        lift_captures!(ctx, params, bk, f)
+        fx = cv(trace_fn(ctx, f, Any[Sym(Ts[q], "x$q") for q in 1:K]), Acc)
+        lift_captures!(ctx, params, bk, op)
+        opx = cv(trace_fn(ctx, op, Any[Sym(Acc, "a"), Sym(Acc, "b")]), Acc)
         ptypes = map(typeof, params)
-        load = T === Float16 ? "jl_h2f(x_)" : "(x_)"
-        header = C_PRELUDE * "#define CUMEM_F1(x1) ($fx)\n#define CUMEM_F(x_) CUMEM_F1($load)\n" *
-                 "#define CUMEM_OP(a, b) ($opx)\n"
+        xs = join(["x$(q)_" for q in 1:K], ", ")
+        loads = join([Ts[q] === Float16 ? "jl_h2f(x$(q)_)" : "(x$(q)_)" for q in 1:K], ", ")
+        header = C_PRELUDE * "#define CUMEM_F1($(join(["x$q" for q in 1:K], ", "))) ($fx)\n" *
+                 "#define CUMEM_F($xs) CUMEM_F1($loads)\n#define CUMEM_OP(a, b) ($opx)\n"
         pio, uio = IOBuffer(), IOBuffer()
-        print_params(pio, ptypes, globals)
-        print_unpack(uio, ptypes, globals)
-        W = T !== Float16 && sizeof(T) in (4, 8) ? 16 ÷ sizeof(T) : 0
-        src = full_reduce_source(header, codegen_ctype(T), ctype_compute(Acc), W, c_literal(neut);
+        print_params(pio, ptypes, ctx.globals)
+        print_unpack(uio, ptypes, ctx.globals)
+        sz = sizeof(Ts[1])
+        W = all(T -> T !== Float16 && sizeof(T) == sz, Ts) && sz in (4, 8) ? 16 ÷ sz : 0
+        src = full_reduce_source(header, String[codegen_ctype(T) for T in Ts], ctype_compute(Acc), W, c_literal(neut);
                                  params = String(take!(pio)), unpack = String(take!(uio)), idx64 = idx64)
-        (src, "cumem_reduce_all", nothing, globals)
+        (src, "cumem_reduce_all", nothing, ctx.globals)
     end
     on_host() && return nothing
     extra = Any[param_value(p) for p in ps]
     for g in global_values(entry.globals)
         push!(extra, param_value(g))
     end
-    src = devaddr(plan.base) + UInt64(plan.offset * sizeof(T))
-    v = GC.@preserve plan full_reduce_run(entry.kernel, op, src, idx64 ? UInt64(n) : UInt32(n), Acc, extra...)
-    if init === NOINIT && isempty(ps) && isempty(entry.globals) && !idx64 && plan.base isa CuArray{T}
-        full_slot_fill!(f, op, T, entry.kernel, Acc, entry.source)
+    srcs = ntuple(q -> devaddr(plans[q].base) + UInt64(plans[q].offset * sizeof(Ts[q])), K)
+    v = GC.@preserve plans full_reduce_run(entry.kernel, op, srcs, idx64 ? UInt64(n) : UInt32(n), Acc, extra...)
+    if init === NOINIT && isempty(ps) && isempty(entry.globals) && !idx64
+        full_slot_fill!(f, op, Ts, entry.kernel, Acc, entry.source)
     end
     return v
 end
@@ -441,8 +453,28 @@ function gpu_mapreduce(f, op, A, dims, init)
     return out
 end
 
-Base.mapreduce(f, op, A::AnyCuArray, B::AnyCuArray, rest::AnyCuArray...; kw...) =
-    mapreduce(identity, op, map(f, A, B, rest...); kw...)
+function Base.mapreduce(f, op, A::AnyCuArray, B::AnyCuArray, rest::AnyCuArray...; kw...)
+    if isempty(rest) && isempty(kw) && A isa CuArray && B isa CuArray && size(A) == size(B)
+        v = fast_full_reduce(f, op, A, B)           # f of both arrays' elements: one kernel
+        v === nothing || return v
+        v = Base.invokelatest(reduce_two, f, op, A, B)
+        v === nothing || return v
+    end
+    return mapreduce(identity, op, map(f, A, B, rest...); kw...)
+end
+
+# mapreduce(f, op, A, B) by reduce_all on contiguous, non-empty arrays of equal size with
+# a known operator, on a GPU; nothing when it does not apply.
+function reduce_two(f, op, A, B)
+    (on_host() || MULTI[] || !FULL_REDUCE[] || length(A) == 0) && return nothing
+    Ta, Tb = eltype(A), eltype(B)
+    (is_kernel_eltype(Ta) && is_kernel_eltype(Tb)) || return nothing
+    R, Acc = full_types(f, op, Ta, Tb)
+    (Acc !== Union{} && neutral(op, Acc) !== nothing) || return nothing
+    check_alive(A); check_alive(B)
+    v = reduce_all((plan_reduce(A, collect(1:ndims(A))), plan_reduce(B, collect(1:ndims(B)))), f, op, (Ta, Tb), Acc, NOINIT)
+    return convert(R, v::Acc)
+end
 
 # any/all/count go through loops with early exit in Base; here they are reductions.
 Base.any(A::AnyCuArray; dims = :) = mapreduce(identity, |, A; dims = dims)

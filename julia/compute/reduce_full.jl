@@ -26,18 +26,22 @@ const FULL_REDUCE = Ref(true)          # a switch for measuring the two-kernel p
 end
 
 """
-    CuMem.full_reduce_source(header, TC, AC, W, neut_ex; params = "", unpack = "", idx64 = false) -> String
+    CuMem.full_reduce_source(header, TCs, AC, W, neut_ex; params = "", unpack = "", idx64 = false) -> String
 
-CUDA C of `cumem_reduce_all(const TC* src, IDX n, AC* part [params])`: block `b` reduces
-the elements `b*256 + t + k*stride` (grid-stride) with `CUMEM_OP(acc, CUMEM_F(x))` (macros
-that `header` defines, with whatever prelude they need), starting from `neut_ex`, and
-writes its partial to `part[b]`. `W` > 0: elements are read `W` at a time through 16-byte
-loads when `src` is 16-byte aligned (4- and 8-byte elements), four loads in flight per
-thread; `params`/`unpack`: extra kernel parameters and the code that unpacks them.
+CUDA C of `cumem_reduce_all(const TC1* src1, ..., IDX n, AC* part [params])` over `K =
+length(TCs)` arrays of `n` elements: block `b` reduces the elements `b*256 + t + k*stride`
+(grid-stride) with `CUMEM_OP(acc, CUMEM_F(x1, ..., xK))` (macros that `header` defines,
+with whatever prelude they need), starting from `neut_ex`, and writes its partial to
+`part[b]`. `W` > 0: elements are read `W` at a time through 16-byte loads when every
+source is 16-byte aligned (4- or 8-byte elements, all of one size), four loads per source
+in flight per thread; `params`/`unpack`: extra kernel parameters and the code that
+unpacks them.
 """
-function full_reduce_source(header::String, TC::String, AC::String, W::Int, neut_ex::String;
+function full_reduce_source(header::String, TCs::Vector{String}, AC::String, W::Int, neut_ex::String;
                             params::String = "", unpack::String = "", idx64::Bool = false)
     IDX = idx64 ? "uint64_t" : "uint32_t"
+    K = length(TCs)
+    srcs = join(["const $(TCs[q])* src$q, " for q in 1:K])
     io = IOBuffer()
     print(io, header)
     print(io, """
@@ -47,14 +51,14 @@ function full_reduce_source(header::String, TC::String, AC::String, W::Int, neut
       for (int i = 0; i < (int)((sizeof(T) + 3) / 4); i++) r.w[i] = __shfl_down_sync(0xffffffffu, u.w[i], o);
       return r.v;
     }
-    #define CUMEM_ACC(a, x) { const $AC b_ = CUMEM_F(x); a = CUMEM_OP(a, b_); }
+    #define CUMEM_ACC(a, ...) { const $AC b_ = CUMEM_F(__VA_ARGS__); a = CUMEM_OP(a, b_); }
     #ifdef __CUDACC__
     #define CUMEM_BOUNDS __launch_bounds__($FULL_THREADS, 4)
     #else
     #define CUMEM_BOUNDS
     #endif
-    extern "C" __global__ void CUMEM_BOUNDS cumem_reduce_all(const $TC* src, $IDX n, $AC* part$params);
-    extern "C" __global__ void cumem_reduce_all(const $TC* src, $IDX n, $AC* part$params)
+    extern "C" __global__ void CUMEM_BOUNDS cumem_reduce_all($(srcs)$IDX n, $AC* part$params);
+    extern "C" __global__ void cumem_reduce_all($(srcs)$IDX n, $AC* part$params)
     {
     $unpack  __shared__ $AC sh[32];
       const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = (blockDim.x + 31) / 32;
@@ -63,39 +67,45 @@ function full_reduce_source(header::String, TC::String, AC::String, W::Int, neut
       $AC acc = $neut_ex, acc1 = $neut_ex, acc2 = $neut_ex, acc3 = $neut_ex;
     """)
     accs = ("acc", "acc1", "acc2", "acc3")
+    args(pre, post) = join(["$pre$q$post" for q in 1:K], ", ")
     if W > 0
-        # 16-byte loads, four independent ones per iteration (64 bytes in flight per thread)
-        print(io, "  if (((uint64_t)src & 15) == 0) {\n")
-        print(io, "    struct __align__(16) vec_t { $TC x[$W]; };\n")
-        print(io, "    const vec_t* vs = reinterpret_cast<const vec_t*>(src);\n")
+        # 16-byte loads, four independent ones per source and iteration
+        print(io, "  if (((", join(["(uint64_t)src$q" for q in 1:K], " | "), ") & 15) == 0) {\n")
+        for q in 1:K
+            print(io, "    struct __align__(16) vec$(q)_t { $(TCs[q]) x[$W]; };\n")
+            print(io, "    const vec$(q)_t* vs$q = reinterpret_cast<const vec$(q)_t*>(src$q);\n")
+        end
         print(io, "    const $IDX nv = n / $W;\n")
         print(io, "    $IDX i = k;\n")
         print(io, "    for (; i + 3 * stride < nv; i += 4 * stride) {\n")
-        for u in 0:3
-            print(io, "      const vec_t w$u = vs[i + $u * stride];\n")
+        for u in 0:3, q in 1:K
+            print(io, "      const vec$(q)_t w$(q)_$u = vs$q[i + $u * stride];\n")
         end
         for u in 0:3, e in 0:W-1
-            print(io, "      CUMEM_ACC($(accs[mod(u * W + e, 4) + 1]), w$u.x[$e]);\n")
+            print(io, "      CUMEM_ACC($(accs[mod(u * W + e, 4) + 1]), ", args("w", "_$u.x[$e]"), ");\n")
         end
         print(io, "    }\n")
-        print(io, "    for (; i < nv; i += stride) {\n      const vec_t w = vs[i];\n")
+        print(io, "    for (; i < nv; i += stride) {\n")
+        for q in 1:K
+            print(io, "      const vec$(q)_t w$q = vs$q[i];\n")
+        end
         for e in 0:W-1
-            print(io, "      CUMEM_ACC($(accs[e % 4 + 1]), w.x[$e]);\n")
+            print(io, "      CUMEM_ACC($(accs[e % 4 + 1]), ", args("w", ".x[$e]"), ");\n")
         end
         print(io, "    }\n")
         print(io, "    k += nv * $W;\n")
         print(io, "  } else\n")
     end
-    # any alignment: four loads in flight from four grid-stride steps
+    # any alignment: four loads per source in flight from four grid-stride steps
     print(io, "  for (; k + 3 * stride < n; k += 4 * stride) {\n")
-    for u in 0:3
-        print(io, "    const $TC v$u = src[k + $u * stride];\n")
+    for u in 0:3, q in 1:K
+        print(io, "    const $(TCs[q]) v$(q)_$u = src$q[k + $u * stride];\n")
     end
     for u in 0:3
-        print(io, "    CUMEM_ACC($(accs[u+1]), v$u);\n")
+        print(io, "    CUMEM_ACC($(accs[u+1]), ", args("v", "_$u"), ");\n")
     end
     print(io, "  }\n")
-    print(io, "  for (; k < n; k += stride) CUMEM_ACC(acc, src[k]);\n")
+    print(io, "  for (; k < n; k += stride) CUMEM_ACC(acc, ", args("src", "[k]"), ");\n")
     print(io, """
       acc = CUMEM_OP(acc, acc1);
       acc2 = CUMEM_OP(acc2, acc3);
@@ -116,21 +126,21 @@ end
 ## running it
 
 """
-    CuMem.full_reduce_run(k, op, src::UInt64, n::Union{UInt32,UInt64}, ::Type{Acc}, extra...) -> Acc
+    CuMem.full_reduce_run(k, op, srcs::NTuple{K,UInt64}, n::Union{UInt32,UInt64}, ::Type{Acc}, extra...) -> Acc
 
 Launches `cumem_reduce_all` (see [`full_reduce_source`](@ref)) over the `n` elements at
-device address `src` (`n` a `UInt64` for a kernel made with `idx64`) on the task's stream with `extra` as its trailing parameters, waits
-for the stream, and combines the blocks' partials (Acc values in the thread's read-back
-buffer) with `op` on the host, in block order.
+the device addresses `srcs` (`n` a `UInt64` for a kernel made with `idx64`) on the task's
+stream with `extra` as its trailing parameters, waits for the stream, and combines the
+blocks' partials (Acc values in the thread's read-back buffer) with `op` on the host, in
+block order.
 """
-@inline function full_reduce_run(k, op::OP, src::UInt64, n::Union{UInt32,UInt64}, ::Type{Acc},
-                                 extra::Vararg{Any,M}) where {OP,Acc,M}
+@inline function full_reduce_run(k, op::OP, srcs::NTuple{K,UInt64}, n::Union{UInt32,UInt64}, ::Type{Acc},
+                                 extra::Vararg{Any,M}) where {OP,K,Acc,M}
     nb = full_blocks(Int(n), sizeof(Acc))
     buf = readback_buffer()
     GC.@preserve buf begin
         p = convert(Ptr{Acc}, pointer(buf))
-        launch(k, src, n, UInt64(p), extra...;
-               blocks = nb, threads = FULL_THREADS)
+        launch(k, srcs..., n, UInt64(p), extra...; blocks = nb, threads = FULL_THREADS)
         check(c_stream_synchronize(current_handle()))
         v = unsafe_load(p, 1)
         for i in 2:nb
@@ -163,12 +173,12 @@ function full_slot_set!(K::DataType, e::FullReduce)
     return nothing
 end
 
-# The result and accumulator types of `mapreduce(f, op, ::Array{T})` as inference gives
-# them (constants of the compiled caller): the fixed point R of promote_op(op, R, f's
-# result) reached in one step, accumulated in Float32 when it is Float16; (Union{},
-# Union{}) when there is none.
-@inline function full_types(f, op, ::Type{T}) where {T}
-    R = Base.promote_op(f, T)
+# The result and accumulator types of `mapreduce(f, op, ::Array{T})` (or of f on several
+# arrays' elements) as inference gives them (constants of the compiled caller): the fixed
+# point R of promote_op(op, R, f's result) reached in one step, accumulated in Float32
+# when it is Float16; (Union{}, Union{}) when there is none.
+@inline function full_types(f, op, Ts::Type...)
+    R = Base.promote_op(f, Ts...)
     A1 = Base.promote_op(op, R, R)
     A2 = Base.promote_op(op, A1, R)
     (A1 === A2 && isconcretetype(A1) && isbitstype(A1)) || return (Union{}, Union{})
@@ -179,38 +189,41 @@ end
 @inline full_singletons(f, op) = Base.issingletontype(typeof(f)) && Base.issingletontype(typeof(op))
 
 """
-    CuMem.fast_full_reduce(f, op, A::CuArray) -> Union{Nothing,R}
+    CuMem.fast_full_reduce(f, op, A::CuArray, B::CuArray...) -> Union{Nothing,R}
 
-`mapreduce(f, op, A)` without `init` through the typed slot of (f, op, eltype(A)) when one
-is filled and valid: singleton `f` and `op` with a known neutral element, a non-empty `A`
-below 2^31 elements, one device in use, a GPU. `nothing` otherwise (nothing done):
-mapreduce.jl then takes its general path, which fills the slot.
+`mapreduce(f, op, A)` (or of `f` on the elements of `A` and `B` of the same size) without
+`init` through the typed slot of (f, op, eltypes) when one is filled and valid: singleton
+`f` and `op` with a known neutral element, non-empty arrays below 2^31 elements, one
+device in use, a GPU. `nothing` otherwise (nothing done): mapreduce.jl then takes its
+general path, which fills the slot.
 """
-@inline function fast_full_reduce(f::F, op::OP, A::CuArray{T}) where {F,OP,T}
-    R, Acc = full_types(f, op, T)
+@inline function fast_full_reduce(f::F, op::OP, A::CuArray{T}, B::CuArray...) where {F,OP,T}
+    Ts = (T, map(eltype, B)...)
+    R, Acc = full_types(f, op, Ts...)
     (Acc !== Union{} && full_singletons(f, op) && FULL_REDUCE[] && !MULTI[] && !on_host()) || return nothing
     n = length(A)
-    (n == 0 || n >= typemax(Int32) || A.freed) && return nothing
-    e = get(FULL_TABLE[], Tuple{F,OP,T}, nothing)
-    e === nothing && (e = index_full_slot(Tuple{F,OP,T}, Acc))
+    (n == 0 || n >= typemax(Int32) || A.freed || any(b -> b.freed || length(b) != n, B)) && return nothing
+    K = Tuple{F,OP,Ts...}
+    e = get(FULL_TABLE[], K, nothing)
+    e === nothing && (e = index_full_slot(K, Acc))
     (e === nothing || e.acc !== Acc || e.world != world_counter()) && return nothing
-    v = GC.@preserve A full_reduce_run(e.kernel, op, A.ptr, UInt32(n), Acc)
+    v = GC.@preserve A B full_reduce_run(e.kernel, op, (A.ptr, map(b -> b.ptr, B)...), UInt32(n), Acc)
     return convert(R, v::Acc)::R
 end
 
-# Fills the slot of (f, op, T) after mapreduce.jl ran this reduction with `kernel`
+# Fills the slot of (f, op, Ts) after mapreduce.jl ran this reduction with `kernel`
 # (accumulating in Acc, reading no global binding, 32-bit indices) when the fast path
 # applies to it; records its source in the kernel index (kernel_index.jl).
-function full_slot_fill!(f, op, ::Type{T}, kernel, ::Type{Acc}, source::String) where {T,Acc}
+function full_slot_fill!(f, op, Ts::Tuple, kernel, ::Type{Acc}, source::String) where {Acc}
     (kernel isa Kernel && FULL_REDUCE[] && !MULTI[] && full_singletons(f, op)) || return nothing
-    full_types(f, op, T)[2] === Acc || return nothing
-    K = Tuple{typeof(f),typeof(op),T}
+    full_types(f, op, Ts...)[2] === Acc || return nothing
+    K = Tuple{typeof(f),typeof(op),Ts...}
     full_slot_set!(K, FullReduce(kernel, Acc, world_counter()))
     index_safe(K) && index_store(index_key(K), index_key(Acc; prefix = "cumem_reduce_all "), source)
     return nothing
 end
 
-# The slot of K = Tuple{F,OP,T} filled from the kernel index, once per process and type.
+# The slot of K = Tuple{F,OP,T...} filled from the kernel index, once per process and type.
 const FULL_INDEX_TRIED = Set{DataType}()
 @noinline function index_full_slot(K::DataType, @nospecialize(Acc::Type))
     lock(FULL_LOCK) do
