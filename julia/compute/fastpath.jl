@@ -25,18 +25,24 @@ struct FastBroadcast
     eltype::Type
 end
 
-# The slots: a Dict by the pair's type `Tuple{destination type, Broadcasted type}` (a
-# constant of the compiled caller; hashing a type is hashing its address). Readers take
-# the current Dict without a lock; a writer copies it, adds the entry and publishes the
-# copy (new types are rare: once per broadcast type and world age).
-const FAST_TABLE = Ref(Dict{DataType,FastBroadcast}())
+# The slots: an IdDict by the pair's type `Tuple{destination type, Broadcasted type}` (a
+# constant of the compiled caller; a type's object id is its address). Readers take the
+# current table without a lock; a writer copies it, adds the entry and publishes the copy
+# (new types are rare: once per broadcast type and world age). IdDict{Any,Any}, whose
+# methods the system image has compiled, rather than a Dict of CuMem's types, whose
+# methods each fresh process would compile on its first broadcast (Julia 1.5 keeps no
+# compiled code of Base methods specialised on a package's types).
+const FAST_TABLE = Ref(IdDict{Any,Any}())
 const FAST_LOCK = ReentrantLock()
-@inline fast_get(K::DataType) = get(FAST_TABLE[], K, nothing)
+@inline fast_get(K::DataType) = (e = get(FAST_TABLE[], K, nothing); e === nothing ? nothing : e::FastBroadcast)
 function fast_set!(K::DataType, e::FastBroadcast)
-    lock(FAST_LOCK) do
+    lock(FAST_LOCK)
+    try
         d = copy(FAST_TABLE[])
         d[K] = e
         FAST_TABLE[] = d
+    finally
+        unlock(FAST_LOCK)
     end
     return nothing
 end
@@ -185,7 +191,7 @@ end
 # A slot filled from the kernel index on disk (kernel_index.jl): the first broadcast of a
 # type that an earlier process ran, without generating its kernel. Each type is looked up
 # once per process.
-const INDEX_TRIED = Set{DataType}()
+const INDEX_TRIED = IdDict{Any,Any}()
 index_fast!(@nospecialize(dest), @nospecialize(bc)) = false
 @noinline function index_fast!(dest::CuArray{T}, bc::Broadcasted) where {T}
     (FAST_BROADCAST[] && !MULTI[]) || return false
@@ -199,9 +205,14 @@ index_fast!(@nospecialize(dest), @nospecialize(bc)) = false
     fast_set!(K, FastBroadcast(k, world_counter(), T))
     return true
 end
-index_first_try!(K::DataType) = lock(FAST_LOCK) do
-    K in INDEX_TRIED && return false
-    push!(INDEX_TRIED, K)
+function index_first_try!(K::DataType)
+    lock(FAST_LOCK)
+    try
+        haskey(INDEX_TRIED, K) && return false
+        INDEX_TRIED[K] = nothing
+    finally
+        unlock(FAST_LOCK)
+    end
     return index_safe(K)
 end
 

@@ -160,15 +160,19 @@ struct FullReduce
     world::UInt
 end
 
-# Slots by `Tuple{typeof(f), typeof(op), eltype}` (a constant of the compiled caller),
-# published as fastpath.jl's: readers take the current Dict without a lock.
-const FULL_TABLE = Ref(Dict{DataType,FullReduce}())
+# Slots by `Tuple{typeof(f), typeof(op), eltypes...}` (a constant of the compiled caller),
+# kept and published as fastpath.jl's: readers take the current table without a lock.
+const FULL_TABLE = Ref(IdDict{Any,Any}())
 const FULL_LOCK = ReentrantLock()
+@inline full_slot_get(K::DataType) = (e = get(FULL_TABLE[], K, nothing); e === nothing ? nothing : e::FullReduce)
 function full_slot_set!(K::DataType, e::FullReduce)
-    lock(FULL_LOCK) do
+    lock(FULL_LOCK)
+    try
         d = copy(FULL_TABLE[])
         d[K] = e
         FULL_TABLE[] = d
+    finally
+        unlock(FULL_LOCK)
     end
     return nothing
 end
@@ -204,7 +208,7 @@ general path, which fills the slot.
     n = length(A)
     (n == 0 || n >= typemax(Int32) || A.freed || any(b -> b.freed || length(b) != n, B)) && return nothing
     K = Tuple{F,OP,Ts...}
-    e = get(FULL_TABLE[], K, nothing)
+    e = full_slot_get(K)
     e === nothing && (e = index_full_slot(K, Acc))
     (e === nothing || e.acc !== Acc || e.world != world_counter()) && return nothing
     v = GC.@preserve A B full_reduce_run(e.kernel, op, (A.ptr, map(b -> b.ptr, B)...), UInt32(n), Acc)
@@ -224,13 +228,16 @@ function full_slot_fill!(f, op, Ts::Tuple, kernel, ::Type{Acc}, source::String) 
 end
 
 # The slot of K = Tuple{F,OP,T...} filled from the kernel index, once per process and type.
-const FULL_INDEX_TRIED = Set{DataType}()
+const FULL_INDEX_TRIED = IdDict{Any,Any}()
 @noinline function index_full_slot(K::DataType, @nospecialize(Acc::Type))
-    lock(FULL_LOCK) do
-        K in FULL_INDEX_TRIED && return false
-        push!(FULL_INDEX_TRIED, K)
-        return index_safe(K)
-    end || return nothing
+    lock(FULL_LOCK)
+    try
+        haskey(FULL_INDEX_TRIED, K) && return nothing
+        FULL_INDEX_TRIED[K] = nothing
+    finally
+        unlock(FULL_LOCK)
+    end
+    index_safe(K) || return nothing
     r = index_lookup(index_key(K))
     (r === nothing || r[1] != index_key(Acc; prefix = "cumem_reduce_all ")) && return nothing
     e = FullReduce(load_kernel(r[2], "cumem_reduce_all"), Acc, world_counter())

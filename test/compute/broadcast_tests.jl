@@ -219,7 +219,7 @@ end
 
     @testset "kernel index on disk (compute/kernel_index.jl)" begin
         using Base.Broadcast: broadcasted, instantiate
-        fresh() = (CuMem.FAST_TABLE[] = Dict{DataType,CuMem.FastBroadcast}(); empty!(CuMem.INDEX_TRIED))
+        fresh() = (CuMem.FAST_TABLE[] = IdDict{Any,Any}(); empty!(CuMem.INDEX_TRIED))
         withenv("CUMEM_CACHE_DIR" => mktempdir()) do
             a, b = CuArray(Float32[1, 2, 3]), CuArray(Float32[4, 5, 7])
             K = Tuple{CuArray{Float32,1},typeof(instantiate(broadcasted(-, a, b)))}

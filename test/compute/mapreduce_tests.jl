@@ -132,6 +132,19 @@ end
         @test same(cumsum(CuArray(Float32[])), cumsum(Float32[]))
     end
 
+    @testset "two arrays (one kernel on a GPU)" begin
+        for T in (Float32, Float64, Int32)
+            x, y = T.(Base.rand(-4:4, 9, 5)), T.(Base.rand(-4:4, 9, 5))
+            a, b = CuArray(x), CuArray(y)
+            @test same(mapreduce(*, +, a, b), mapreduce(*, +, x, y))
+            @test same(mapreduce(-, max, a, b), mapreduce(-, max, x, y))
+            @test same(mapreduce((p, q) -> p * q + one(T), +, a, b), mapreduce((p, q) -> p * q + one(T), +, x, y))
+            @test same(mapreduce(*, +, a, b; dims = 1), mapreduce(*, +, x, y; dims = 1))
+            @test same(mapreduce(*, +, view(a, 2:9, :), view(b, 1:8, :)), mapreduce(*, +, x[2:9, :], y[1:8, :]))
+        end
+        @test_throws DimensionMismatch mapreduce(*, +, CuArray(Float32[1, 2]), CuArray(Float32[1, 2, 3]))
+    end
+
     @testset "errors and cache" begin
         a = CuArray(Float32[1, 2, 3])
         @test_throws CuMem.KernelTraceError sum(v -> v > 1 ? v : 0f0, a)
