@@ -145,6 +145,22 @@ end
         @test_throws DimensionMismatch mapreduce(*, +, CuArray(Float32[1, 2]), CuArray(Float32[1, 2, 3]))
     end
 
+    @testset "whole arrays: one kernel and a typed slot (reduce_full.jl)" begin
+        a = CuArray(Float32.(1:1000))
+        @test sum(a) === 500500f0
+        @test maximum(a) === 1000f0 && minimum(a) === 1f0
+        b = CuArray(ones(Float32, 3 * 10^6 + 5))            # every block of the grid, a tail
+        @test sum(b) === Float32(3 * 10^6 + 5)
+        @test sum(view(b, 2:length(b))) === Float32(3 * 10^6 + 4)   # not 16-byte aligned
+        @test count(CuArray(Base.rand(Bool, 10^5)) .| true) == 10^5
+        if !CuMem.on_host()                                  # the host device runs Base
+            @test CuMem.full_slot_get(Tuple{typeof(identity),typeof(Base.add_sum),Float32}) !== nothing
+            s = CuMem.kernel_cache_stats()
+            @test sum(CuArray(Float32[1, 2, 3])) === 6f0
+            @test CuMem.kernel_cache_stats() == s           # the slot: nothing looked up
+        end
+    end
+
     @testset "errors and cache" begin
         a = CuArray(Float32[1, 2, 3])
         @test_throws CuMem.KernelTraceError sum(v -> v > 1 ? v : 0f0, a)
