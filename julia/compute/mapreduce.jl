@@ -351,7 +351,11 @@ function reduce_all(plans::Tuple, f, op, Ts::Tuple, Acc, init)
                                  params = String(take!(pio)), unpack = String(take!(uio)), idx64 = idx64)
         (src, "cumem_reduce_all", nothing, ctx.globals)
     end
-    on_host() && return nothing
+    if on_host()
+        init === NOINIT && isempty(ps) && isempty(entry.globals) && !idx64 &&
+            full_slot_fill!(f, op, Ts, nothing, Acc, entry.source)   # Base on the memory next time
+        return nothing
+    end
     extra = Any[param_value(p) for p in ps]
     for g in global_values(entry.globals)
         push!(extra, param_value(g))

@@ -152,10 +152,11 @@ end
 
 ## the typed slots of the fast path
 
-# A slot's content: the kernel, the accumulator type it computes in, the world age it was
-# made in (a method defined since sends the call back through mapreduce.jl).
+# A slot's content: the kernel (nothing on the host device), the accumulator type it
+# computes in, the world age it was made in (a method defined since sends the call back
+# through mapreduce.jl).
 struct FullReduce
-    kernel::Kernel
+    kernel::Union{Nothing,Kernel}
     acc::Type
     world::UInt
 end
@@ -204,25 +205,38 @@ general path, which fills the slot.
 @inline function fast_full_reduce(f::F, op::OP, A::CuArray{T}, B::CuArray...) where {F,OP,T}
     Ts = (T, map(eltype, B)...)
     R, Acc = full_types(f, op, Ts...)
-    (Acc !== Union{} && full_singletons(f, op) && FULL_REDUCE[] && !MULTI[] && !on_host()) || return nothing
+    (Acc !== Union{} && full_singletons(f, op) && FULL_REDUCE[] && !MULTI[]) || return nothing
     n = length(A)
     (n == 0 || n >= typemax(Int32) || A.freed || any(b -> b.freed || length(b) != n, B)) && return nothing
     K = Tuple{F,OP,Ts...}
     e = full_slot_get(K)
-    e === nothing && (e = index_full_slot(K, Acc))
+    e === nothing && !on_host() && (e = index_full_slot(K, Acc))
     (e === nothing || e.acc !== Acc || e.world != world_counter()) && return nothing
-    v = GC.@preserve A B full_reduce_run(e.kernel, op, (A.ptr, map(b -> b.ptr, B)...), UInt32(n), Acc)
+    k = e.kernel
+    k === nothing && return host_full_reduce(f, op, A, B...)
+    v = GC.@preserve A B full_reduce_run(k, op, (A.ptr, map(b -> b.ptr, B)...), UInt32(n), Acc)
     return convert(R, v::Acc)::R
 end
+
+# The host device: Base's mapreduce on the arrays' memory (its result, summation order
+# included), ordered after the task's stream as `host_view` is.
+function host_full_reduce(f, op, A::CuArray{T}) where {T}
+    STREAMS_SET[] && (s = stream(); s.handle == 0 || synchronize(s))
+    return GC.@preserve A mapreduce(f, op, unsafe_wrap(Array, Ptr{T}(A.ptr), length(A)))
+end
+host_full_reduce(f, op, A::CuArray, B::CuArray) = nothing
 
 # Fills the slot of (f, op, Ts) after mapreduce.jl ran this reduction with `kernel`
 # (accumulating in Acc, reading no global binding, 32-bit indices) when the fast path
 # applies to it; records its source in the kernel index (kernel_index.jl).
 function full_slot_fill!(f, op, Ts::Tuple, kernel, ::Type{Acc}, source::String) where {Acc}
-    (kernel isa Kernel && FULL_REDUCE[] && !MULTI[] && full_singletons(f, op)) || return nothing
+    ((kernel isa Kernel || (kernel === nothing && on_host())) && FULL_REDUCE[] && !MULTI[] &&
+     full_singletons(f, op)) || return nothing
+    kernel === nothing && length(Ts) != 1 && return nothing      # the host device: one array
     full_types(f, op, Ts...)[2] === Acc || return nothing
     K = Tuple{typeof(f),typeof(op),Ts...}
     full_slot_set!(K, FullReduce(kernel, Acc, world_counter()))
+    kernel === nothing && return nothing
     index_safe(K) && index_store(index_key(K), index_key(Acc; prefix = "cumem_reduce_all "), source)
     return nothing
 end
