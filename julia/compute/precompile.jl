@@ -33,3 +33,13 @@ for T in (Float32, Float64), N in (1, 2)
     precompile(fill!, (A, T))
     precompile(copyto!, (A, A))
 end
+
+# The kernel index (kernel_index.jl), which a fresh process's first broadcast or sum of a
+# type seen before runs instead of the code generator.
+precompile(index_key, (DataType,))
+precompile(index_lookup, (String,))
+precompile(index_kernel, (String,))
+precompile(index_store, (String, String, String))
+precompile(index_safe, (DataType,))
+precompile(index_first_try!, (DataType,))
+precompile(load_kernel, (String, String))
