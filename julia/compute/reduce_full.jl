@@ -24,7 +24,7 @@ const FULL_REDUCE = Ref(true)          # a switch for measuring the two-kernel p
 # Blocks for n elements: one per 4096 elements (16 per thread), at most 4 per SM (all
 # resident at once: one wave, no tail) and at most what the read-back buffer holds.
 @inline function full_blocks(n::Int, accbytes::Int)
-    cap = min(4 * device_info().sm_count, READBACK_BYTES ÷ accbytes)
+    cap = min(4 * sm_count(), READBACK_BYTES ÷ accbytes)
     return clamp(cld(n, 16 * FULL_THREADS), 1, max(1, cap))
 end
 

@@ -139,7 +139,7 @@ end
             a, b = CuArray(x), CuArray(y)
             @test same(mapreduce(*, +, a, b), mapreduce(*, +, x, y))
             @test same(mapreduce(-, max, a, b), mapreduce(-, max, x, y))
-            @test same(mapreduce((p, q) -> p * q + one(T), +, a, b), mapreduce((p, q) -> p * q + one(T), +, x, y))
+            @test same(mapreduce((p, q) -> p * q + one(p), +, a, b), mapreduce((p, q) -> p * q + one(p), +, x, y))
             @test same(mapreduce(*, +, a, b; dims = 1), mapreduce(*, +, x, y; dims = 1))
             @test same(mapreduce(*, +, view(a, 2:9, :), view(b, 1:8, :)), mapreduce(*, +, x[2:9, :], y[1:8, :]))
         end
