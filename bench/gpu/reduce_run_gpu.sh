@@ -50,5 +50,5 @@ if [ -n "${BEFORE:-}" ]; then
         env CUMEM_DEVICE=cuda BUILD=before CUMEM_LIBRARY="$BEFORE/libcumem.so" timeout 240 \
         "$JULIA" --project="$BEFORE" "$BEFORE/bench/julia/smallops_bench.jl" --bandwidth
 fi
-grep -h '"sum' "$OUT"/smallops_*.jsonl 2>/dev/null | tee -a "$LOG" >&2
+grep -h 'sum' "$OUT"/smallops_*.jsonl 2>/dev/null | tee -a "$LOG" >&2
 exit $status
