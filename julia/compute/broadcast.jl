@@ -1,8 +1,9 @@
 # Fused broadcasting: each broadcast expression over CuArrays (and strided views/wrappers
 # of them) becomes ONE generated CUDA C kernel, cached by the expression's types (the
 # design of CUDA.jl's GPUArrays broadcast, with CuPy's ElementwiseKernel's code generation).
-# `map`, `map!`, `broadcast!` and `.=` use the same path. On the host device Base computes
-# on the buffers wrapped as Arrays, after the same code generation.
+# `map`, `map!`, `broadcast!` and `.=` use the same path. The expression's element function
+# is compiled from Julia's typed IR (compute/bcfunction.jl, compute/compiler/). On the host
+# device Base computes on the buffers wrapped as Arrays, after the same compilation.
 
 using Base.Broadcast: Broadcasted, AbstractArrayStyle, DefaultArrayStyle
 
@@ -117,6 +118,19 @@ struct Leaf
     linear::Bool
     eltype::Type
 end
+
+# Whether T is one of the element types the symbolic tracer's kernels (reductions, scans,
+# findmax, sorting: compute/codegen.jl) and the linear-algebra kernels handle. Broadcasts
+# take any isbits type (compute/compiler/). `===` against each listed type: `T in
+# KERNEL_ELTYPES` compares with `==`, which calls the runtime's type equality.
+function is_kernel_eltype(@nospecialize(T))
+    for E in KERNEL_ELTYPES
+        E === T && return true
+    end
+    return false
+end
+check_kernel_eltype(@nospecialize(T)) = is_kernel_eltype(T) ||
+    throw(ArgumentError("GPU kernels support the element types $(join(KERNEL_ELTYPES, ", ")); not $T"))
 
 ## the kernel
 

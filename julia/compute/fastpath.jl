@@ -8,11 +8,12 @@
 #
 # Which broadcasts take it: the destination a `CuArray`; every array argument a `CuArray`
 # of the destination's size (contiguous, the same linear indexing); the other arguments
-# isbits numbers of the kernel element types, or singletons (functions without captured
-# values, `Val`s, types); the functions singletons too; fewer than 2^31 elements; one
-# device in use; the kernel reading no global binding at launch. Anything else, an
-# argument overlapping the destination at another address, a world age that moved
-# (methods defined since: the slow path revalidates), and the first call of each type go
+# isbits values (numbers, structs) or singletons (`Val`s, types); the functions isbits
+# (closures over isbits values included); fewer than 2^31 elements; one device in use; the
+# kernel reading no `const` binding to a mutable object at launch. Anything else, an
+# argument overlapping the destination at another address, a tuple argument, a world age
+# that moved (methods defined since: the slow path revalidates), and the first call of
+# each type go
 # through `gpu_broadcast!`, whose kernel cache entry then fills the slot. On the host
 # device the fast path runs Base's broadcast on the arrays' memory, as the slow path does
 # after its checks. `CuMem.FAST_BROADCAST[] = false` turns the fast path off.

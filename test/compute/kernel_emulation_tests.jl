@@ -198,3 +198,8 @@ end
 
 # The typed-IR compiler (issue 23): every form against Base, through the generated C.
 include(joinpath(@__DIR__, "compiler_cases.jl"))
+
+# The broadcast suite's cases (broadcast_tests.jl) through the generated C as well.
+const EMULATED = true
+const NVRTC = false
+include(joinpath(@__DIR__, "broadcast_cases.jl"))
