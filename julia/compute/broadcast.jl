@@ -119,19 +119,6 @@ struct Leaf
     eltype::Type
 end
 
-# Whether T is one of the element types the symbolic tracer's kernels (reductions, scans,
-# findmax, sorting: compute/codegen.jl) and the linear-algebra kernels handle. Broadcasts
-# take any isbits type (compute/compiler/). `===` against each listed type: `T in
-# KERNEL_ELTYPES` compares with `==`, which calls the runtime's type equality.
-function is_kernel_eltype(@nospecialize(T))
-    for E in KERNEL_ELTYPES
-        E === T && return true
-    end
-    return false
-end
-check_kernel_eltype(@nospecialize(T)) = is_kernel_eltype(T) ||
-    throw(ArgumentError("GPU kernels support the element types $(join(KERNEL_ELTYPES, ", ")); not $T"))
-
 ## the kernel
 
 # The CUDA C source of a broadcast kernel: `df` the compiled element function of the
