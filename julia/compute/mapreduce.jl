@@ -13,30 +13,7 @@
 
 const NOINIT = Base.Broadcast.Extruded   # a private sentinel type: "no init given"
 
-# Known operators: their neutral element for an accumulator type, and the operator Base
-# really applies (sum and prod go through add_sum/mul_prod, which widen small integers).
-function neutral(op, ::Type{T}) where {T}
-    try
-        return known_neutral(op, T)
-    catch e
-        e isa MethodError || e isa InexactError || rethrow()
-        return nothing       # e.g. a struct without zero: init is needed
-    end
-end
-function known_neutral(op, ::Type{T}) where {T}
-    if op === (+) || op === Base.add_sum || op === (|) || op === xor
-        return zero(T)
-    elseif op === (*) || op === Base.mul_prod
-        return one(T)
-    elseif op === max
-        return T <: AbstractFloat ? T(-Inf) : typemin(T)
-    elseif op === min
-        return T <: AbstractFloat ? T(Inf) : typemax(T)
-    elseif op === (&)
-        return T === Bool ? true : ~zero(T)
-    end
-    return nothing
-end
+# The known operators' neutral elements (`neutral`, `known_neutral`): reduce_full.jl.
 
 # The accumulator type: the fixed point of promote_op(op, Acc, R); Float16 accumulates in
 # Float32 (rounded once at the end) under the known operators.

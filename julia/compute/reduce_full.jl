@@ -18,6 +18,31 @@
 # parameter is the compiler's launch context (`jl_ctx_t ctx`); a throw in f or op is
 # recorded there and rethrown by `check_kernel_errors()` after the wait.
 
+# Known operators: their neutral element for an accumulator type, and the operator Base
+# really applies (sum and prod go through add_sum/mul_prod, which widen small integers).
+function neutral(op, ::Type{T}) where {T}
+    try
+        return known_neutral(op, T)
+    catch e
+        e isa MethodError || e isa InexactError || rethrow()
+        return nothing       # e.g. a struct without zero: init is needed
+    end
+end
+function known_neutral(op, ::Type{T}) where {T}
+    if op === (+) || op === Base.add_sum || op === (|) || op === xor
+        return zero(T)
+    elseif op === (*) || op === Base.mul_prod
+        return one(T)
+    elseif op === max
+        return T <: AbstractFloat ? T(-Inf) : typemin(T)
+    elseif op === min
+        return T <: AbstractFloat ? T(Inf) : typemax(T)
+    elseif op === (&)
+        return T === Bool ? true : ~zero(T)
+    end
+    return nothing
+end
+
 const FULL_THREADS = 256
 const FULL_REDUCE = Ref(true)          # a switch for measuring the two-kernel path
 
