@@ -119,6 +119,19 @@ struct Leaf
     eltype::Type
 end
 
+# Whether T is one of the primitive element types (compute/eltypes.jl) that the fixed
+# kernels (random numbers, radix keys) and the linear-algebra kernels handle. Broadcasts,
+# reductions, scans, findmax and sorts take any isbits type (compute/compiler/). `===` against each listed type: `T in
+# KERNEL_ELTYPES` compares with `==`, which calls the runtime's type equality.
+function is_kernel_eltype(@nospecialize(T))
+    for E in KERNEL_ELTYPES
+        E === T && return true
+    end
+    return false
+end
+check_kernel_eltype(@nospecialize(T)) = is_kernel_eltype(T) ||
+    throw(ArgumentError("GPU kernels support the element types $(join(KERNEL_ELTYPES, ", ")); not $T"))
+
 ## the kernel
 
 # The CUDA C source of a broadcast kernel: `df` the compiled element function of the

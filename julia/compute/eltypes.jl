@@ -11,12 +11,3 @@ Float64)`: the element types of `CuMem.rand` and of the fixed (not compiled) ker
 const KERNEL_ELTYPES = (Bool, Int8, Int16, Int32, Int64, UInt8, UInt16, UInt32, UInt64,
                         Float16, Float32, Float64)
 const KernelReal = Union{KERNEL_ELTYPES...}
-
-# Whether T is one of KERNEL_ELTYPES (`===` against each: `T in KERNEL_ELTYPES` compares
-# with `==`, which is slower on types).
-function is_kernel_eltype(@nospecialize(T))
-    for E in KERNEL_ELTYPES
-        T === E && return true
-    end
-    return false
-end
