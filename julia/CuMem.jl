@@ -61,12 +61,14 @@ include("compute/compiler/translate.jl")  # typed IR -> C: functions, blocks, ph
 include("compute/compiler/device.jl")     # device_function, kernel_source, launch_context (the interface)
 include("compute/kernels.jl")      # NVRTC kernels, launch, cuBLAS gemm!, synchronize, host_view
 include("compute/kernel_cache.jl") # the Julia kernel table (by device and types); the engine's cache on disk
+include("compute/kernel_index.jl") # the fast paths' kernels on disk by the types that chose them
 include("compute/eltypes.jl")      # the primitive element types of the fixed kernels
 include("compute/bcfunction.jl")   # a broadcast expression as one isbits callable of its elements
 include("compute/broadcast.jl")    # fused broadcasting, map, map!, fill! by kernel
 include("compute/fastpath.jl")     # broadcasts of a type seen before: a typed slot, no look-ups
 include("compute/readback.jl")     # scalar results through a pinned buffer
 include("compute/element_fns.jl")  # element functions of the reduction-like families, from the compiler
+include("compute/reduce_full.jl")  # whole-array reductions: one kernel, partials to the pinned buffer
 include("compute/mapreduce.jl")    # reductions: mapreduce, sum, prod, any, all, count, ...
 include("compute/findext.jl")      # findmax, findmin, argmax, argmin
 include("compute/accumulate.jl")   # accumulate, cumsum, cumprod along any dimension (three-phase scans)

@@ -10,7 +10,8 @@ a + b; torch.add(a, b, out=r) / cupy.add(a, b, out=r); r.fill_(1) / r.fill(1); r
 / cupy.copyto(r, a); a.sum().item() (and max, dot, norm, any, all); A.sum(0) on 4x4;
 torch.empty_like + del; CuPy's empty RawKernel launch.
 --bandwidth ("bench":"bandwidth"): 2^28 float32, y.copy_(x), y.add_(x, alpha=a), the
-unfused z = x * 2 + y / 3 (torch.add(x * 2, y / 3, out=z)), x.sum(): GB/s counting the
+unfused z = x * 2 + y / 3 (torch.add(x * 2, y / 3, out=z)), x.sum(), torch.dot(x, y) (not read
+back): GB/s counting the
 bytes as the Julia side does, and each as a fraction of the copy's.
 """
 import argparse
@@ -117,6 +118,7 @@ if args.bandwidth:
         ("axpy y .= a .* x .+ y", lambda: y.add_(x, alpha=0.5), 12),
         ("fused z .= x .* 2f0 .+ y ./ 3f0", lambda: torch.add(x * 2, y / 3, out=z), 12),
         ("sum(x)", lambda: x.sum(), 4),
+        ("dot(x, y)", lambda: torch.dot(x, y), 8),
     ]:
         gbps = nb * n / per(f) / 1e9
         print(json.dumps({"bench": "bandwidth", "impl": impl, "build": impl, "row": name, "n": n,

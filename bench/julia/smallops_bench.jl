@@ -8,7 +8,8 @@
 # operations with Base on `Array`s in the same process are the rows of "impl":"Base"
 # (the host device's in-place broadcast against Base's).
 # --bandwidth ("bench":"bandwidth"): on 2^28 Float32, copyto! between CuArrays, axpy
-# `y .= a .* x .+ y`, a fused `z .= x .* 2f0 .+ y ./ 3f0` and sum(x): GB/s counting each
+# `y .= a .* x .+ y`, a fused `z .= x .* 2f0 .+ y ./ 3f0`, sum(x) and dot(x, y) (each returned
+# to the host; PyTorch's rows are not): GB/s counting each
 # array read or written once, and each as a fraction of the copy's bandwidth.
 # --mlp ("bench":"mlp_step"): one SGD step of demo/mlp.jl's model on a 64-image batch.
 # It uses only the API that main had before issue 26, so the same file measures both
@@ -109,7 +110,8 @@ if "--bandwidth" in ARGS
     for (name, f, bytes) in (("copy (copyto!)", () -> (copyto!(y, x); nothing), 8),
                              ("axpy y .= a .* x .+ y", () -> (y .= a .* x .+ y; nothing), 12),
                              ("fused z .= x .* 2f0 .+ y ./ 3f0", () -> (z .= x .* 2f0 .+ y ./ 3f0; nothing), 12),
-                             ("sum(x)", () -> (sum(x); nothing), 4))
+                             ("sum(x)", () -> (sum(x); nothing), 4),
+                             ("dot(x, y)", () -> (dot(x, y); nothing), 8))
         t = per(f)
         gbps = bytes * n / t / 1e9
         json("bench" => "bandwidth", "impl" => "CuMem", "build" => BUILD, "row" => name, "n" => n,

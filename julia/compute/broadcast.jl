@@ -155,7 +155,15 @@ function bcast_source(df::DeviceFunction, cdf, @nospecialize(D::Type), dest_line
     dc_is_ghost(F) || print(io, ", $(c_type(F)) f")
     print(io, ")\n{\n")
     dc_is_ghost(F) && print(io, "  jl_ghost_t f{};\n")
-    print(io, "  for ($IDX i = ($IDX)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += ($IDX)blockDim.x * gridDim.x) {\n")
+    start = "($IDX)blockIdx.x * blockDim.x + threadIdx.x"
+    conv(c) = cdf === nothing ? c : string(cdf.name, "(&ctx, jl_ghost_t{}, jl_ghost_t{}, ", c, ")")
+    if !cart
+        start = "i0"
+        print_unrolled(io, IDX, [dc_is_ghost(T) ? "jl_ghost_t" : c_type(T) for (T, _) in leafinfo],
+                       dc_is_ghost(D) ? nothing : c_type(D),
+                       xs -> conv(string(df.name, "(&ctx, f", join([", " * x for x in xs]), ")")))
+    end
+    print(io, "  for ($IDX i = $start; i < n; i += ($IDX)blockDim.x * gridDim.x) {\n")
     if cart
         print(io, "    $IDX r = i;\n")
         for d in 1:N-1
@@ -164,10 +172,7 @@ function bcast_source(df::DeviceFunction, cdf, @nospecialize(D::Type), dest_line
         N >= 1 && print(io, "    const $OFF c$N = ($OFF)r;\n")
     end
     offset(prefix, lin) = lin ? "i" : (N == 0 ? "0" : join(["c$d * $(prefix)_s$d" for d in 1:N], " + "))
-    call = string(df.name, "(&ctx, f", join([", a$k[$(offset("a$k", lin))]" for (k, (T, lin)) in enumerate(leafinfo)]), ")")
-    if cdf !== nothing
-        call = string(cdf.name, "(&ctx, jl_ghost_t{}, jl_ghost_t{}, ", call, ")")
-    end
+    call = conv(string(df.name, "(&ctx, f", join([", a$k[$(offset("a$k", lin))]" for (k, (T, lin)) in enumerate(leafinfo)]), ")"))
     if dc_is_ghost(D)
         print(io, "    (void)", call, ";\n")
     else
@@ -178,6 +183,40 @@ function bcast_source(df::DeviceFunction, cdf, @nospecialize(D::Type), dest_line
     print(io, "  }\n}\n")
     body = String(take!(io))
     return cdf === nothing ? kernel_source(df; body = body) : kernel_source(df, cdf; body = body)
+end
+
+# The grid-stride loop of a kernel whose arrays are all contiguous, four steps at a time
+# (issue 26): every leaf's four elements are loaded before any result is stored, so a
+# thread keeps 4 × leaves loads in flight (one step at a time, the stores between them
+# serialise the loads: the C compiler cannot know that dst does not alias a leaf).
+# Elementwise, so the order does not matter; an array that overlaps dst elsewhere was
+# copied before (`unalias_args`). A throw in any of the four steps stores none of them.
+# Leaves the index of the first step not done in `i0`, for the plain loop that finishes.
+# `TCs`: the leaves' C types (leaf k is `ak`); `DC`: the result's C type (nothing: a ghost,
+# not stored); `call(loads)`: the C expression of the element's result from the loads.
+function print_unrolled(io, IDX, TCs, DC, call)
+    print(io, "  const $IDX stride = ($IDX)blockDim.x * gridDim.x;\n")
+    print(io, "  $IDX i0 = ($IDX)blockIdx.x * blockDim.x + threadIdx.x;\n")
+    print(io, "  for (; i0 + 3 * stride < n; i0 += 4 * stride) {\n")
+    ix(u) = u == 0 ? "i0" : "i0 + $u * stride"
+    for u in 0:3, (k, CT) in enumerate(TCs)
+        print(io, "    const $CT l$(k)_$u = a$k[$(ix(u))];\n")
+    end
+    for u in 0:3
+        c = call(["l$(k)_$u" for k in eachindex(TCs)])
+        if DC === nothing
+            print(io, "    (void)", c, ";\n")
+        else
+            print(io, "    const $DC v$u = ", c, ";\n")
+        end
+    end
+    print(io, "    if (ctx.thrown) return;\n")
+    if DC !== nothing
+        for u in 0:3
+            print(io, "    dst[$(ix(u))] = v$u;\n")
+        end
+    end
+    print(io, "  }\n")
 end
 
 sm_count() = max(1, device_info().sm_count)

@@ -26,18 +26,24 @@ struct FastBroadcast
     eltype::Type
 end
 
-# The slots: a Dict by the pair's type `Tuple{destination type, Broadcasted type}` (a
-# constant of the compiled caller; hashing a type is hashing its address). Readers take
-# the current Dict without a lock; a writer copies it, adds the entry and publishes the
-# copy (new types are rare: once per broadcast type and world age).
-const FAST_TABLE = Ref(Dict{DataType,FastBroadcast}())
+# The slots: an IdDict by the pair's type `Tuple{destination type, Broadcasted type}` (a
+# constant of the compiled caller; a type's object id is its address). Readers take the
+# current table without a lock; a writer copies it, adds the entry and publishes the copy
+# (new types are rare: once per broadcast type and world age). IdDict{Any,Any}, whose
+# methods the system image has compiled, rather than a Dict of CuMem's types, whose
+# methods each fresh process would compile on its first broadcast (Julia 1.5 keeps no
+# compiled code of Base methods specialised on a package's types).
+const FAST_TABLE = Ref(IdDict{Any,Any}())
 const FAST_LOCK = ReentrantLock()
-@inline fast_get(K::DataType) = get(FAST_TABLE[], K, nothing)
+@inline fast_get(K::DataType) = (e = get(FAST_TABLE[], K, nothing); e === nothing ? nothing : e::FastBroadcast)
 function fast_set!(K::DataType, e::FastBroadcast)
-    lock(FAST_LOCK) do
+    lock(FAST_LOCK)
+    try
         d = copy(FAST_TABLE[])
         d[K] = e
         FAST_TABLE[] = d
+    finally
+        unlock(FAST_LOCK)
     end
     return nothing
 end
@@ -150,10 +156,20 @@ end
 # remembers its kernel for the type.
 @inline function broadcast_into!(dest, bc)
     fast_broadcast!(dest, bc) && return dest
+    index_fast!(dest, bc) && fast_broadcast!(dest, bc) && return dest
+    Base.invokelatest(slow_broadcast!, dest, bc)
+    return dest
+end
+
+# The general path, and the slot filled after it. Called through `invokelatest` so that
+# inferring a broadcast's specialised entry points does not infer all of gpu_broadcast!
+# and the code generator behind it: seconds of a fresh process's first broadcast, paid
+# even when the kernel index makes the general path unnecessary.
+function slow_broadcast!(@nospecialize(dest), @nospecialize(bc))
     take_last_broadcast!()
     gpu_broadcast!(dest, bc)
     remember_fast!(dest, bc, take_last_broadcast!())
-    return dest
+    return nothing
 end
 
 # Fills the slot of `dest .= bc`'s types with `entry` (the kernel cache entry of the
@@ -166,8 +182,53 @@ function remember_fast!(dest::CuArray{T}, bc::Broadcasted, entry::CachedKernel) 
     n = length(dest)
     (0 < n < typemax(Int32)) || return nothing
     fast_ok(bc, dest.dims, dest.ptr, UInt64(n * sizeof(T))) || return nothing
-    fast_set!(Tuple{typeof(dest),typeof(bc)}, FastBroadcast(entry.kernel, world_counter(), T))
+    K = Tuple{typeof(dest),typeof(bc)}
+    fast_set!(K, FastBroadcast(entry.kernel, world_counter(), T))
+    # a throw site's number belongs to the process that compiled it: such kernels stay out of the index
+    all(d -> !d.may_throw, entry.extra) && index_safe(K) && index_store(index_key(K), entry.name, entry.source)
     return nothing
+end
+
+# A slot filled from the kernel index on disk (kernel_index.jl): the first broadcast of a
+# type that an earlier process ran, without generating its kernel. Each type is looked up
+# once per process.
+const INDEX_TRIED = IdDict{Any,Any}()
+index_fast!(@nospecialize(dest), @nospecialize(bc)) = false
+@noinline function index_fast!(dest::CuArray{T}, bc::Broadcasted) where {T}
+    (FAST_BROADCAST[] && !MULTI[]) || return false
+    n = length(dest)
+    (0 < n < typemax(Int32)) || return false
+    fast_ok(bc, dest.dims, dest.ptr, UInt64(n * sizeof(T))) || return false
+    K = Tuple{typeof(dest),typeof(bc)}
+    index_first_try!(K) || return false
+    k = index_kernel(index_key(K))
+    k === missing && return false
+    fast_set!(K, FastBroadcast(k, world_counter(), T))
+    return true
+end
+function index_first_try!(K::DataType)
+    lock(FAST_LOCK)
+    try
+        haskey(INDEX_TRIED, K) && return false
+        INDEX_TRIED[K] = nothing
+    finally
+        unlock(FAST_LOCK)
+    end
+    return index_safe(K)
+end
+
+# The element type of `copy(bc)` recorded in the index by an earlier process, when it is
+# the one Base infers; nothing otherwise.
+@noinline function index_copy_eltype(bc::Broadcasted)
+    FAST_BROADCAST[] || return nothing
+    T = Broadcast.combine_eltypes(bc.f, bc.args)
+    T isa DataType || return nothing
+    K = Tuple{Val{:copy},typeof(bc)}
+    index_first_try!(K) || return nothing
+    r = index_lookup(index_key(typeof(bc); prefix = "copy "))
+    (r === nothing || r[2] != index_key(T)) && return nothing
+    fast_set!(K, FastBroadcast(nothing, world_counter(), T))
+    return T
 end
 
 # The allocating broadcast `copy(bc)`: on the fast path when an earlier `copy` of this
@@ -193,10 +254,14 @@ function Base.copy(bc::Broadcasted{CuArrayStyle{N}}) where {N}
     bc = Broadcast.instantiate(bc)
     r = fast_copy(bc)
     r === nothing || return r
-    T = bc_eltype(bc)
+    T = index_copy_eltype(bc)
+    T === nothing || return broadcast_into!(CuArray{T}(undef, size(bc)), bc)
+    T = Base.invokelatest(bc_eltype, bc)
     dest = broadcast_into!(CuArray{T}(undef, size(bc)), bc)
     if FAST_BROADCAST[] && T isa DataType
-        fast_set!(Tuple{Val{:copy},typeof(bc)}, FastBroadcast(nothing, world_counter(), T))
+        K = Tuple{Val{:copy},typeof(bc)}
+        fast_set!(K, FastBroadcast(nothing, world_counter(), T))
+        index_safe(K) && index_store(index_key(typeof(bc); prefix = "copy "), "eltype", index_key(T))
     end
     return dest
 end

@@ -91,8 +91,9 @@ end
     dot(x::CuArray, y::CuArray)
 
 `sum(conj(x) .* y)` over all elements (x and y of equal length, any shapes, as Base).
-For cuBLAS element types, one gemm of x' (1×n) and y (n×1); otherwise a fused broadcast
-and `sum`. On the host device: Base's `dot` (BLAS) on the same memory.
+Float32 and Float64: one reduction kernel over both arrays (its order of summation is not
+BLAS's); ComplexF32: one gemm of x' (1×n) and y (n×1); otherwise a fused broadcast and
+`sum`. On the host device: Base's `dot` (BLAS) on the same memory.
 """
 function LinearAlgebra.dot(x::CuArray, y::CuArray)
     check_devices("dot", x, y)
@@ -105,6 +106,13 @@ function LinearAlgebra.dot(x::CuArray, y::CuArray)
     isempty(x) && return zero(T)
     if !(eltype(x) == eltype(y) && T <: CuBlasFloat) && needs_host_math(x, y)
         return dot(Array(x), Array(y))
+    end
+    if eltype(x) == eltype(y) && (T === Float32 || T === Float64)
+        # one reduction kernel, the result read back once (reduce_full.jl)
+        v = fast_full_reduce(*, +, x, y)
+        v === nothing || return v
+        v = Base.invokelatest(reduce_two, *, +, x, y)
+        v === nothing || return v::T
     end
     if eltype(x) == eltype(y) && T <: CuBlasFloat
         n = length(x)

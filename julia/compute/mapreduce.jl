@@ -13,30 +13,7 @@
 
 const NOINIT = Base.Broadcast.Extruded   # a private sentinel type: "no init given"
 
-# Known operators: their neutral element for an accumulator type, and the operator Base
-# really applies (sum and prod go through add_sum/mul_prod, which widen small integers).
-function neutral(op, ::Type{T}) where {T}
-    try
-        return known_neutral(op, T)
-    catch e
-        e isa MethodError || e isa InexactError || rethrow()
-        return nothing       # e.g. a struct without zero: init is needed
-    end
-end
-function known_neutral(op, ::Type{T}) where {T}
-    if op === (+) || op === Base.add_sum || op === (|) || op === xor
-        return zero(T)
-    elseif op === (*) || op === Base.mul_prod
-        return one(T)
-    elseif op === max
-        return T <: AbstractFloat ? T(-Inf) : typemin(T)
-    elseif op === min
-        return T <: AbstractFloat ? T(Inf) : typemax(T)
-    elseif op === (&)
-        return T === Bool ? true : ~zero(T)
-    end
-    return nothing
-end
+# The known operators' neutral elements (`neutral`, `known_neutral`): reduce_full.jl.
 
 # The accumulator type: the fixed point of promote_op(op, Acc, R); Float16 accumulates in
 # Float32 (rounded once at the end) under the known operators.
@@ -315,6 +292,48 @@ function gpu_reduce!(out::CuArray, A, f, op, rdims::Vector{Int}, init)
     return out
 end
 
+# The whole of contiguous arrays (`plan.linear`, no kept dimension) reduced by one kernel
+# (reduce_full.jl) into the accumulator's value: `f` of the K arrays' elements (plans of
+# equal length, eltypes Ts), combined with `op`. `init` (not NOINIT) only for an operator
+# without a known neutral element, whose neutral element it then is. On the host device
+# the kernel is generated (and checked by NVRTC when available) and `nothing` returned.
+reduce_all(plan::ReducePlan, f, op, T, Acc, init) = reduce_all((plan,), f, op, (T,), Acc, init)
+function reduce_all(plans::Tuple, f, op, Ts::Tuple, Acc, init)
+    K = length(plans)
+    n = plans[1].nred
+    idx64 = any(p -> length(p.base) >= typemax(Int32), plans)
+    neut = init === NOINIT ? neutral(op, Acc) : convert(Acc, init)
+    neut === nothing && throw(ArgumentError("mapreduce with the operator `$(fname(op))` on GPU arrays needs `init`, " *
+                                            "a neutral element of the operator (each GPU thread starts from it)"))
+    fdf, fo = converted_function(Acc, f, Ts...)
+    odf, oo = converted_function(Acc, op, Acc, Acc)
+    fns = unique_fns((fdf, odf))
+    key = (:reduce_all, typeof(f), typeof(op), Ts, Acc, idx64)
+    entry = kernel_entry(key, fns) do
+        xs = join(["x$q" for q in 1:K], ", ")
+        header = SHUFFLE_C * "#define CUMEM_F($xs) " * fn_call(fdf, "f", ["x$q" for q in 1:K]...) * "\n" *
+                 "#define CUMEM_OP(a, b) " * fn_call(odf, "op", "a", "b") * "\n"
+        sz = sizeof(Ts[1])
+        W = all(T -> T !== Float16 && sizeof(T) == sz, Ts) && sz in (4, 8) ? 16 ÷ sz : 0
+        AC = c_type(Acc)
+        body = full_reduce_source(header, String[c_type(T) for T in Ts], AC, W, "neut";
+                                  params = ", $AC neut" * fn_param(fdf, "f") * fn_param(odf, "op"),
+                                  unpack = fn_local(fdf, "f") * fn_local(odf, "op"), idx64 = idx64)
+        (kernel_source(fns...; body = body), "cumem_reduce_all", nothing)
+    end
+    plain = init === NOINIT && all(d -> isempty(d.ctx.globals), fns) && !idx64
+    if on_host()
+        plain && full_slot_fill!(f, op, Ts, nothing, Acc, neut, fns, entry.source)   # Base on the memory next time
+        return nothing
+    end
+    args = fn_values!(Any[convert(Acc, neut)], fo, oo)
+    srcs = ntuple(q -> devaddr(plans[q].base) + UInt64(plans[q].offset * sizeof(Ts[q])), K)
+    k = entry_kernel(entry)
+    v = GC.@preserve plans full_reduce_run(k, op, launch_context(fns...), srcs, idx64 ? UInt64(n) : UInt32(n), Acc, args...)
+    plain && full_slot_fill!(f, op, Ts, k, Acc, neut, fns, entry.source)
+    return v
+end
+
 ## the Base API
 
 reduced_size(sz::Dims{N}, rdims) where {N} = ntuple(d -> d in rdims ? 1 : sz[d], N)
@@ -351,6 +370,15 @@ widen as Base's `sum` does. A `throw` in `f` or `op` (`DivideError`, `InexactErr
 full reduction, at the next download or `synchronize` for one with `dims`.
 """
 function Base.mapreduce(f, op, A::AnyCuArray; dims = :, init = NOINIT)
+    if dims === (:) && A isa CuArray          # a reduction run before: its typed slot (reduce_full.jl)
+        v = fast_full_reduce(f, op, A)
+        v === nothing || return init === NOINIT ? v : op(init, v)
+    end
+    # the general path, hidden from the inference of this entry point (as fastpath.jl's)
+    return Base.invokelatest(gpu_mapreduce, f, op, A, dims, init)
+end
+
+function gpu_mapreduce(f, op, A, dims, init)
     check_devices("mapreduce", A)
     N = ndims(A)
     T = eltype(A)
@@ -370,15 +398,21 @@ function Base.mapreduce(f, op, A::AnyCuArray; dims = :, init = NOINIT)
     if dims === (:)
         Acc = accumulator_type(op, R)
         known = neutral(op, Acc) !== nothing
-        out = CuArray{Acc}(undef, 1)
-        gpu_reduce!(out, A, f, op, rdims, known ? NOINIT : init)
+        plan = plan_reduce(A, rdims)
+        if plan.linear && FULL_REDUCE[]
+            # one kernel, partials straight to the host (reduce_full.jl)
+            v = reduce_all(plan, f, op, T, Acc, known ? NOINIT : init)
+        else
+            out = CuArray{Acc}(undef, 1)
+            gpu_reduce!(out, A, f, op, rdims, known ? NOINIT : init)
+            v = on_host() ? nothing : read_scalar(out)
+            unsafe_free!(out)
+        end
         if on_host()
             GC.@preserve A begin
                 return init === NOINIT ? mapreduce(f, op, host_arg(A)) : mapreduce(f, op, host_arg(A); init = init)
             end
         end
-        v = read_scalar(out)
-        unsafe_free!(out)
         check_kernel_errors()             # a throw in f or op: Base's exception, here
         Rt = reduce_out_type(f, op, T, NOINIT)
         v = isbitstype(Rt) && Rt !== Acc ? convert(Rt, v) : v
@@ -398,8 +432,29 @@ function Base.mapreduce(f, op, A::AnyCuArray; dims = :, init = NOINIT)
     return out
 end
 
-Base.mapreduce(f, op, A::AnyCuArray, B::AnyCuArray, rest::AnyCuArray...; kw...) =
-    mapreduce(identity, op, map(f, A, B, rest...); kw...)
+function Base.mapreduce(f, op, A::AnyCuArray, B::AnyCuArray, rest::AnyCuArray...; kw...)
+    if isempty(rest) && isempty(kw) && A isa CuArray && B isa CuArray && size(A) == size(B)
+        v = fast_full_reduce(f, op, A, B)           # f of both arrays' elements: one kernel
+        v === nothing || return v
+        v = Base.invokelatest(reduce_two, f, op, A, B)
+        v === nothing || return v
+    end
+    return mapreduce(identity, op, map(f, A, B, rest...); kw...)
+end
+
+# mapreduce(f, op, A, B) by reduce_all on contiguous, non-empty arrays of equal size with
+# a known operator, on a GPU; nothing when it does not apply.
+function reduce_two(f, op, A, B)
+    (on_host() || MULTI[] || !FULL_REDUCE[] || length(A) == 0) && return nothing
+    check_devices("mapreduce", A, B)
+    Ta, Tb = eltype(A), eltype(B)
+    (isbitstype(Ta) && isbitstype(Tb)) || return nothing
+    R, Acc = full_types(f, op, Ta, Tb)
+    (Acc !== Union{} && neutral(op, Acc) !== nothing) || return nothing
+    check_alive(A); check_alive(B)
+    v = reduce_all((plan_reduce(A, collect(1:ndims(A))), plan_reduce(B, collect(1:ndims(B)))), f, op, (Ta, Tb), Acc, NOINIT)
+    return convert(R, v::Acc)
+end
 
 # any/all/count go through loops with early exit in Base; here they are reductions.
 Base.any(A::AnyCuArray; dims = :) = mapreduce(identity, |, A; dims = dims)

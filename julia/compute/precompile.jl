@@ -50,3 +50,13 @@ end
 empty!(DC_CACHE)
 empty!(DC_SITES)
 precompile(gpu_broadcast!, (CuArray{Float32,1}, Broadcasted{Nothing,Tuple{Base.OneTo{Int}},typeof(+),Tuple{CuArray{Float32,1},CuArray{Float32,1}}}))
+
+# The kernel index (kernel_index.jl), which a fresh process's first broadcast or sum of a
+# type seen before runs instead of the code generator.
+precompile(index_key, (DataType,))
+precompile(index_lookup, (String,))
+precompile(index_kernel, (String,))
+precompile(index_store, (String, String, String))
+precompile(index_safe, (DataType,))
+precompile(index_first_try!, (DataType,))
+precompile(load_kernel, (String, String))

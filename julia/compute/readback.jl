@@ -1,12 +1,14 @@
-# Scalar results (`sum(x)`, `maximum(x)`, `dot`, `norm`, `any`, `all`) come back to the host
-# through a small page-locked buffer: the reduction kernel writes one element, one
-# `cuMemcpyDtoHAsync` on the task's stream copies it into the buffer, and one stream
-# synchronisation waits for both, instead of a `Vector` allocated per call and a
-# synchronous copy from pageable memory (which CUDA stages through a buffer of its own).
+# Scalar results come back to the host through a small page-locked buffer per thread.
+# Whole-array reductions (`sum(x)`, `maximum(x)`, `dot`, `norm`, `any`, `all`:
+# reduce_full.jl) have their kernel's blocks write their partials straight into it (host
+# memory the GPU addresses under unified addressing) and wait once for the stream;
+# `read_scalar` copies one element of a CuArray into it with one `cuMemcpyDtoHAsync` and
+# one stream synchronisation, instead of a `Vector` allocated per call and a synchronous
+# copy from pageable memory (which CUDA stages through a buffer of its own).
 
 # One buffer per thread (the copy and the wait run without a yield between them, so no
 # other task of the thread can use it meanwhile), made on first use.
-const READBACK_BYTES = 64
+const READBACK_BYTES = 8192     # also the partials of reduce_full.jl: 4 per SM, up to 16 bytes each
 const READBACK = Vector{Vector{UInt8}}()
 
 @noinline function new_readback_buffer(t::Int)

@@ -111,3 +111,33 @@ include(joinpath(@__DIR__, "broadcast_cases.jl"))
         CuMem.FAST_BROADCAST[] = true
     end
 end
+
+@testset "kernel index on disk (compute/kernel_index.jl)" begin
+    using Base.Broadcast: broadcasted, instantiate
+    fresh() = (CuMem.FAST_TABLE[] = IdDict{Any,Any}(); empty!(CuMem.INDEX_TRIED))
+    withenv("CUMEM_CACHE_DIR" => mktempdir()) do
+        a, b = CuArray(Float32[1, 2, 3]), CuArray(Float32[4, 5, 7])
+        K = Tuple{CuArray{Float32,1},typeof(instantiate(broadcasted(-, a, b)))}
+        k = CuMem.index_key(K)
+        # module-qualified whatever Main imports (string(K) drops visible modules)
+        @test startswith(k, "Core.Tuple{CuMem.CuArray{Core.Float32,1},Base.Broadcast.Broadcasted{")
+        @test CuMem.index_safe(K)
+        @test CuMem.index_lookup(k) === nothing
+        fresh()
+        @test same(a .- b, Float32[-3, -3, -4])          # the general path records its kernel
+        r = CuMem.index_lookup(k)
+        @test r !== nothing && r[1] == "cumem_bcast" && occursin("cumem_bcast", r[2])
+        @test CuMem.index_lookup(CuMem.index_key(K.parameters[2]; prefix = "copy ")) == ("eltype", "Core.Float32")
+        fresh()                                           # as a fresh process: no slot, nothing tried
+        s = CuMem.kernel_cache_stats()
+        @test same(a .- b, Float32[-3, -3, -4])
+        c = similar(a)
+        @test same(c .= a .- b, Float32[-3, -3, -4])
+        @test CuMem.kernel_cache_stats() == s              # no code generated, no look-up
+        # closures and functions outside Base/Core are never indexed
+        f = v -> v + 1f0
+        @test !CuMem.index_safe(Tuple{CuArray{Float32,1},typeof(instantiate(broadcasted(f, a)))})
+        @test !CuMem.index_safe(Tuple{CuArray{Float32,1},typeof(instantiate(broadcasted(+, a, Ref(1f0))))})
+        @test CuMem.index_safe(Tuple{CuArray{Float32,1},typeof(instantiate(broadcasted(+, a, 1f0)))})
+    end
+end

@@ -133,6 +133,35 @@ end
         @test same(cumsum(CuArray(Float32[])), cumsum(Float32[]))
     end
 
+    @testset "two arrays (one kernel on a GPU)" begin
+        for T in (Float32, Float64, Int32)
+            x, y = T.(Base.rand(-4:4, 9, 5)), T.(Base.rand(-4:4, 9, 5))
+            a, b = CuArray(x), CuArray(y)
+            @test same(mapreduce(*, +, a, b), mapreduce(*, +, x, y))
+            @test same(mapreduce(-, max, a, b), mapreduce(-, max, x, y))
+            @test same(mapreduce((p, q) -> p * q + one(p), +, a, b), mapreduce((p, q) -> p * q + one(p), +, x, y))
+            @test same(mapreduce(*, +, a, b; dims = 1), mapreduce(*, +, x, y; dims = 1))
+            @test same(mapreduce(*, +, view(a, 2:9, :), view(b, 1:8, :)), mapreduce(*, +, x[2:9, :], y[1:8, :]))
+        end
+        @test_throws DimensionMismatch mapreduce(*, +, CuArray(Float32[1, 2]), CuArray(Float32[1, 2, 3]))
+    end
+
+    @testset "whole arrays: one kernel and a typed slot (reduce_full.jl)" begin
+        a = CuArray(Float32.(1:1000))
+        @test sum(a) === 500500f0
+        @test maximum(a) === 1000f0 && minimum(a) === 1f0
+        b = CuArray(ones(Float32, 3 * 10^6 + 5))            # every block of the grid, a tail
+        @test sum(b) === Float32(3 * 10^6 + 5)
+        @test sum(view(b, 2:length(b))) === Float32(3 * 10^6 + 4)   # not 16-byte aligned
+        @test count(CuArray(Base.rand(Bool, 10^5)) .| true) == 10^5
+        if !CuMem.on_host()                                  # the host device runs Base
+            @test CuMem.full_slot_get(Tuple{typeof(identity),typeof(Base.add_sum),Float32}) !== nothing
+            s = CuMem.kernel_cache_stats()
+            @test sum(CuArray(Float32[1, 2, 3])) === 6f0
+            @test CuMem.kernel_cache_stats() == s           # the slot: nothing looked up
+        end
+    end
+
     @testset "errors and cache" begin
         a = CuArray(Float32[1, 2, 3])
         @test sum(v -> v > 1 ? v : 0f0, a) === 5f0        # branches compile (issue 23)

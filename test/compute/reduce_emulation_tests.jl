@@ -38,5 +38,25 @@ include("reduce_cases.jl")
         @test red_close(reduce(+, CuArray(Int16[1, 2, 3]); init = Int16(5)), reduce(+, Int16[1, 2, 3]; init = Int16(5)))
         @test red_close(sum(CuArray(Int8[100, 100, 100])), sum(Int8[100, 100, 100]))      # widened as Base
     end
+    @testset "whole arrays in one kernel (reduce_full.jl): one and two arrays" begin
+        n0 = LAUNCHES[]
+        for T in (Float32, Float64, Int32, Float16)
+            x, y = T.(Base.rand(-4:4, 9001)), T.(Base.rand(-4:4, 9001))
+            a, b = CuArray(x), CuArray(y)
+            @test red_close(sum(a), sum(x)) && red_close(maximum(a), maximum(x))
+            T === Float16 && continue
+            @test red_close(mapreduce(*, +, a, b), mapreduce(*, +, x, y))
+            @test red_close(mapreduce(-, max, a, b), mapreduce(-, max, x, y))
+            @test red_close(mapreduce((p, q) -> p * q + one(p), +, a, b), mapreduce((p, q) -> p * q + one(p), +, x, y))
+            @test red_close(mapreduce(*, +, view(a, 2:9001), view(b, 1:9000)), mapreduce(*, +, x[2:9001], y[1:9000]))
+        end
+        x, y = Base.rand(Float32, 5003), Base.rand(Float32, 5003)
+        @test red_close(CuMem.LinearAlgebra.dot(CuArray(x), CuArray(y)), CuMem.LinearAlgebra.dot(x, y))
+        @test LAUNCHES[] > n0 + 20
+        # a throw in f: Base's exception after the one wait, and the next reduction is clean
+        @test_throws DomainError sum(v -> sqrt(v - 2f0), CuArray(Float32[1, 2, 3]))
+        @test_throws InexactError mapreduce((p, q) -> Int32(p * q), +, CuArray(Float32[1, 2]), CuArray(Float32[0.5, 1]))
+        @test sum(CuArray(Float32[1, 2, 3])) === 6f0
+    end
     @test LAUNCHES[] > 50       # the GPU path ran
 end

@@ -190,4 +190,23 @@ end
         GC.gc(true)
         @test CuMem.gc_pressure().outstanding == o0
     end
+
+    # issue 26: a broadcast or a whole-array reduction of a type seen before takes its typed
+    # slot (julia/compute/fastpath.jl, reduce_full.jl): the in-place broadcast allocates
+    # nothing, the slots' look-ups allocate nothing
+    @testset "typed fast paths: in-place broadcast, reduction slot" begin
+        s1, s2 = CuArray(Float32[1]), CuArray(Float32[2])
+        r = similar(s1)
+        inplace!(r, s1, s2) = (r .= s1 .+ s2; nothing)
+        inplace!(r, s1, s2); inplace!(r, s1, s2)
+        @test @allocated(inplace!(r, s1, s2)) == 0
+        @test Array(r) == Float32[3]
+        @test sum(s1) === 1f0 && sum(s2) === 2f0
+        K = Tuple{typeof(identity),typeof(Base.add_sum),Float32}
+        slot_allocs(K) = @allocated CuMem.full_slot_get(K)
+        @test CuMem.full_slot_get(K) !== nothing
+        slot_allocs(K)
+        @test slot_allocs(K) == 0
+        foreach(unsafe_free!, (s1, s2, r))
+    end
 end
