@@ -153,6 +153,7 @@ end
     D, dD = Diagonal(dv), Diagonal(CuArray(dv))
     @test close_(CuArray(A) + dD, A + D) && close_(dD + CuArray(A), D + A)
     @test close_(CuArray(A) - dD, A - D) && close_(dD - CuArray(A), D - A)
-    @test close_(CuArray(rand(1:9, 5, 5)) + dD, Array(CuArray(rand(1:9, 5, 5)) + dD))   # Int + Float32
+    Ai = rand(1:9, 5, 5)
+    @test close_(CuArray(Ai) + dD, Ai + D) && eltype(CuArray(Ai) + dD) == eltype(Ai + D)   # Int + Float32
     @test_throws DimensionMismatch CuArray(rand(Float32, 4, 4)) + dD
 end
