@@ -5,17 +5,19 @@
 # GPUArrays.jl is not part of this repository and not installable here: fetch its v6.4.1
 # tree somewhere outside the checkout, e.g.
 #
-#   git clone https://github.com/JuliaGPU/GPUArrays.jl /tmp/GPUArrays.jl
-#   git -C /tmp/GPUArrays.jl archive v6.4.1 | tar -x -C /tmp/gpuarrays
+#   git clone https://github.com/JuliaGPU/GPUArrays.jl $SRC
+#   mkdir -p $DIR && git -C $SRC archive v6.4.1 | tar -x -C $DIR
 #
 # then, from the repository root:
 #
-#   CUMEM_DEVICE=host julia --project=. bench/julia/gpuarrays_suite.jl /tmp/gpuarrays/test [testset ...]
+#   CUMEM_DEVICE=host julia --project=. bench/julia/gpuarrays_suite.jl $DIR/test [testset ...]
 #
 # With testset names (e.g. "reductions/sum prod") only those run. The suite's own modules
 # (GPUArrays, Adapt, FillArrays) are stood in for by the small modules below: GPUArrays'
-# names map onto CuMem's (`AbstractGPUArray` is `CuMem.AnyCuArray`'s CuArray, `allowscalar`
-# is CuMem's), Adapt onto CuMem's own adapt, FillArrays' `Fill` is a lazy constant array.
+# names map onto CuMem's (`AbstractGPUArray` is `CuMem.CuArray`; `allowscalar`,
+# `@allowscalar`, `@disallowscalar` and `default_rng` are CuMem's), Adapt onto CuMem's own
+# adapt, FillArrays' `Fill` and `Eye` are small lazy arrays. Every testset starts under
+# `allowscalar(false)`.
 # `gpu_call` (kernels written as Julia functions over device arrays) has no CuMem
 # counterpart: it throws, so the checks that use it count as errors.
 # Output: one line per testset (pass / fail / error / broken), then the totals and the share
@@ -96,6 +98,7 @@ function note!(ts, r)
     line = line[1:min(end, 240)]
     cause = r isa Test.Fail ? "FAIL " * string(r.orig_expr) : "ERROR " * split(string(r.value), '\n')[1]
     cause = cause[1:min(end, 160)]
+    occursin("scalar", cause) && (cause *= " [" * ts.description * "]")
     CAUSES[cause] = get(CAUSES, cause, 0) + 1
     length(ts.firsts) < 3 && push!(ts.firsts, line * " [" * ts.description * "]")
 end

@@ -157,3 +157,27 @@ end
     @test close_(CuArray(Ai) + dD, Ai + D) && eltype(CuArray(Ai) + dD) == eltype(Ai + D)   # Int + Float32
     @test_throws DimensionMismatch CuArray(rand(Float32, 4, 4)) + dD
 end
+
+@testset "copyto! into a larger array" begin
+    x = rand(2, 2, 2)
+    y = CuArray(zeros(3, 3))
+    @test same(copyto!(y, selectdim(CuArray(x), 2, 1)), copyto!(zeros(3, 3), selectdim(x, 2, 1)))
+    @test_throws BoundsError copyto!(CuArray(zeros(3)), view(CuArray(x), :, :, 1))
+end
+
+@testset "triangular and diagonal copies" begin
+    h = rand(Float32, 6, 6)
+    for TR in (UpperTriangular, LowerTriangular, UnitUpperTriangular, UnitLowerTriangular)
+        c = Array{Float32}(undef, 6, 6)
+        @test copyto!(c, TR(CuArray(h))) == TR(h)
+        g = CuArray(zeros(Float32, 6, 6))
+        @test same(copyto!(g, TR(CuArray(h))), Matrix(TR(h)))
+        hb = rand(Float32, 6, 6)
+        A, B = TR(CuArray(copy(hb))), TR(CuArray(h))
+        r = copyto!(A, B)
+        @test r isa TR && same(parent(A), parent(copyto!(TR(copy(hb)), TR(h))))
+    end
+    @test_throws BoundsError copyto!(UpperTriangular(CuArray(rand(Float32, 3, 3))), UpperTriangular(CuArray(h)))
+    d = rand(Float32, 4)
+    @test collect(Diagonal(CuArray(d))) == Matrix(Diagonal(d)) && Array(Diagonal(CuArray(d))) == Diagonal(d)
+end

@@ -253,3 +253,41 @@ Base.:+(A::CuMatrix, D::Diagonal{<:Any,<:CuVector}) = diag_add(A, D, +, false)
 Base.:-(A::CuMatrix, D::Diagonal{<:Any,<:CuVector}) = diag_add(A, D, -, false)
 Base.:+(D::Diagonal{<:Any,<:CuVector}, A::CuMatrix) = diag_add(A, D, +, true)
 Base.:-(D::Diagonal{<:Any,<:CuVector}, A::CuMatrix) = diag_add(A, D, -, true)
+
+# A Diagonal of a CuVector on the host: `collect(D)`, `Matrix(D)`, `Array(D)` download the
+# diagonal once and build LinearAlgebra's dense matrix there.
+Base.collect(D::Diagonal{<:Any,<:CuVector}) = Matrix(Diagonal(Array(D.diag)))
+Base.Matrix(D::Diagonal{<:Any,<:CuVector}) = Matrix(Diagonal(Array(D.diag)))
+Base.Array(D::Diagonal{<:Any,<:CuVector}) = Matrix(Diagonal(Array(D.diag)))
+
+"""
+    copyto!(dest, A::CuMem.CuTriangular)
+    copyto!(A::UpperTriangular, B::UpperTriangular) (and the other three, of CuMatrices)
+
+A triangular wrapper copied as its dense matrix (zeros outside the triangle) into a CuArray
+or a host array. Between two wrappers of the same kind, as LinearAlgebra: only the stored
+triangle of `B` (without the diagonal for a unit triangle) is written into `A`'s parent,
+the rest of `A`'s parent is kept (one masked broadcast). `BoundsError` when `A` is smaller.
+"""
+Base.copyto!(dest::CuArray, A::CuTriangular) = (M = CuArray(A); copyto!(dest, M); unsafe_free!(M); dest)
+Base.copyto!(dest::Array, A::CuTriangular) = copyto!(dest, Array(A))
+
+# (two methods, upper and lower, each narrower than LinearAlgebra's own pair)
+const CuUpperTri = Union{UpperTriangular{<:Any,<:CuMatrix},UnitUpperTriangular{<:Any,<:CuMatrix}}
+const CuLowerTri = Union{LowerTriangular{<:Any,<:CuMatrix},UnitLowerTriangular{<:Any,<:CuMatrix}}
+Base.copyto!(A::T, B::T) where {T<:CuUpperTri} = copy_triangle!(A, B)
+Base.copyto!(A::T, B::T) where {T<:CuLowerTri} = copy_triangle!(A, B)
+
+function copy_triangle!(A, B)
+    n = size(B, 1)
+    checkbounds(A, n, n)
+    n == 0 && return A
+    upper = tri_uplo(B) == 'U'
+    k = tri_diag(B) == 'U' ? (upper ? 1 : -1) : 0
+    mask = fill!(CuMatrix{Bool}(undef, n, n), true)
+    upper ? triu!(mask, k) : tril!(mask, k)
+    dst = view(parent(A), 1:n, 1:n)
+    dst .= ifelse.(mask, parent(B), dst)
+    unsafe_free!(mask)
+    return A
+end
