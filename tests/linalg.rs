@@ -145,10 +145,10 @@ fn close(a: &[f64], b: &[f64]) -> bool {
 }
 
 #[test]
-fn cuda_lu_cholesky_qr_svd_eigen() {
+fn cuda_lu_cholesky_qr_eigen() {
     setup();
     if !cuda() {
-        eprintln!("cuda_lu_cholesky_qr_svd_eigen: skipped (set CUMEM_TEST_CUDA=1 on a GPU)");
+        eprintln!("cuda_lu_cholesky_qr_eigen: skipped (set CUMEM_TEST_CUDA=1 on a GPU)");
         return;
     }
     let n = 3usize;
@@ -188,7 +188,12 @@ fn cuda_lu_cholesky_qr_svd_eigen() {
         let bad = upload(&[1.0, 2.0, 0.0, 2.0, 1.0, 0.0, 0.0, 0.0, 1.0]);
         assert_eq!(cumem_potrf_async(0, F64, 1, 3, bad, 3, &mut info), CUMEM_SUCCESS);
         assert_eq!(info, 2);
-        let sing = upload(&[1.0, 2.0, 3.0, 2.0, 4.0, 6.0, 0.0, 0.0, 1.0]);
+        // [1 2 0; 2 4 0; 0 0 1]: every step of the elimination is exact (multiplier 1/2),
+        // so U[2,2] is exactly 0 with or without fused multiply-adds and info is LAPACK's 2.
+        // (The earlier [1 2 0; 2 4 0; 3 6 1] pivots on 3: 4 - (2/3)·6 is 0 in separate
+        // rounding (LAPACK on the host: info 2) but 2.2e-16 with an FMA, as on the GPU, whose
+        // first exactly zero pivot is then U[3,3]: info 3. Both are right for their rounding.)
+        let sing = upload(&[1.0, 2.0, 0.0, 2.0, 4.0, 0.0, 0.0, 0.0, 1.0]);
         let ipiv2 = alloc(24);
         assert_eq!(cumem_getrf_async(0, F64, 3, 3, sing, 3, ipiv2, &mut info), CUMEM_SUCCESS);
         assert_eq!(info, 2);
@@ -223,20 +228,7 @@ fn cuda_lu_cholesky_qr_svd_eigen() {
         );
         let qta = download::<f64>(a2, 9);
         assert!((qta[0] - r[0]).abs() < 1e-9 && qta[1].abs() < 1e-9);
-        // SVD of diag(3, 1, 2) (both drivers) and the eigenvalues of the SPD matrix
-        for jacobi in [1, 0] {
-            let d = upload(&[3.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 2.0]);
-            let s = alloc(24);
-            let (u, v) = (alloc(72), alloc(72));
-            assert_eq!(
-                cumem_gesvd_async(0, F64, jacobi, 1, 3, 3, d, 3, s, u, 3, v, 3, &mut info),
-                CUMEM_SUCCESS,
-                "{}",
-                last_error()
-            );
-            assert_eq!(info, 0);
-            assert!(close(&download::<f64>(s, 3), &[3.0, 2.0, 1.0]));
-        }
+        // the eigenvalues of the SPD matrix (the SVD drivers: the cuda_svd_* tests below)
         let e = upload(&spd);
         let w = alloc(24);
         assert_eq!(cumem_syevd_async(0, F64, 1, 1, 3, e, 3, w, &mut info), CUMEM_SUCCESS, "{}", last_error());
@@ -299,4 +291,115 @@ fn cuda_triangular_symmetric_batched() {
         );
         assert!(close(&download::<f64>(cm, 8), &[1.0, 2.0, 3.0, 4.0, 2.0, 4.0, 6.0, 8.0]));
     }
+}
+
+// ---- the SVD drivers one case a test (the GPU script runs each in its own process, so
+// a fault in one leaves the others' contexts clean) ----
+
+/// A fixed `m × n` column-major test matrix with distinct singular values.
+fn svd_matrix(m: usize, n: usize) -> Vec<f64> {
+    (0..m * n).map(|i| ((i * 7 + 3) % 11) as f64 / 11.0 + if i % (m + 1) == 0 { 1.0 } else { 0.0 }).collect()
+}
+
+/// Runs `cumem_gesvd` (`jacobi` 1: gesvdj, 0: gesvd) on [`svd_matrix`] for each shape and
+/// checks: Σσ² = ‖A‖²_F, σ descending; with vectors, U Σ Vᴴ = A.
+fn svd_case(jacobi: i32, vectors: i32, shapes: &[(usize, usize)]) {
+    setup();
+    if !cuda() {
+        eprintln!("svd case: skipped (set CUMEM_TEST_CUDA=1 on a GPU)");
+        return;
+    }
+    for &(m, n) in shapes {
+        let k = m.min(n);
+        let a = svd_matrix(m, n);
+        let frob: f64 = a.iter().map(|x| x * x).sum();
+        let d = upload(&a);
+        let s = alloc(k as u64 * 8);
+        let (ur, uc) = match vectors {
+            0 => (0, 0),
+            1 => (m, k),
+            _ => (m, m),
+        };
+        // V (jacobi) is n × (k or n); Vᴴ (gesvd) is (k or n) × n
+        let (vr, vc) = match (vectors, jacobi) {
+            (0, _) => (0, 0),
+            (1, 1) => (n, k),
+            (1, _) => (k, n),
+            _ => (n, n),
+        };
+        let (u, v) =
+            if vectors > 0 { (alloc((ur * uc) as u64 * 8), alloc((vr * vc) as u64 * 8)) } else { (0, 0) };
+        let mut info = -1;
+        // SAFETY: operands of the stated sizes, valid out-pointer.
+        let rc = unsafe {
+            cumem_gesvd_async(
+                0,
+                F64,
+                jacobi,
+                vectors,
+                m as i64,
+                n as i64,
+                d,
+                m as i64,
+                s,
+                u,
+                ur.max(1) as i64,
+                v,
+                vr.max(1) as i64,
+                &mut info,
+            )
+        };
+        assert_eq!(rc, CUMEM_SUCCESS, "{m}×{n} jacobi {jacobi} vectors {vectors}: {}", last_error());
+        assert_eq!(info, 0, "{m}×{n}");
+        let sv = download::<f64>(s, k);
+        let sum: f64 = sv.iter().map(|x| x * x).sum();
+        assert!((sum - frob).abs() < 1e-9 * frob, "{m}×{n}: Σσ² {sum} vs ‖A‖² {frob}");
+        assert!(sv.windows(2).all(|w| w[0] >= w[1]), "{m}×{n}: not descending {sv:?}");
+        if vectors > 0 {
+            let (um, vm) = (download::<f64>(u, ur * uc), download::<f64>(v, vr * vc));
+            for i in 0..m {
+                for j in 0..n {
+                    let x: f64 = (0..k)
+                        .map(|l| {
+                            let vjl = if jacobi == 1 { vm[j + l * vr] } else { vm[l + j * vr] };
+                            um[i + l * ur] * sv[l] * vjl
+                        })
+                        .sum();
+                    assert!((x - a[i + j * m]).abs() < 1e-9, "{m}×{n}: U Σ Vᴴ differs at ({i},{j})");
+                }
+            }
+            assert_eq!(cumem_free(u), CUMEM_SUCCESS);
+            assert_eq!(cumem_free(v), CUMEM_SUCCESS);
+        }
+        assert_eq!(cumem_free(d), CUMEM_SUCCESS);
+        assert_eq!(cumem_free(s), CUMEM_SUCCESS);
+    }
+}
+
+const SHAPES: &[(usize, usize)] = &[(7, 4), (5, 5), (3, 6), (64, 40)];
+const TALL: &[(usize, usize)] = &[(7, 4), (5, 5), (64, 40)];
+
+#[test]
+fn cuda_svd_jacobi_values() {
+    svd_case(1, 0, SHAPES);
+}
+#[test]
+fn cuda_svd_jacobi_thin() {
+    svd_case(1, 1, SHAPES);
+}
+#[test]
+fn cuda_svd_jacobi_full() {
+    svd_case(1, 2, SHAPES);
+}
+#[test]
+fn cuda_svd_qr_values() {
+    svd_case(0, 0, TALL);
+}
+#[test]
+fn cuda_svd_qr_thin() {
+    svd_case(0, 1, TALL);
+}
+#[test]
+fn cuda_svd_qr_full() {
+    svd_case(0, 2, TALL);
 }

@@ -14,14 +14,15 @@ for path in sys.argv[1:]:
         if not line.startswith("{"):
             continue
         r = json.loads(line)
-        rows.setdefault((r["bench"], r["n"]), {})[r["impl"]] = r["ms"]
+        rows.setdefault((r["bench"], r["n"]), {})[r["impl"]] = r.get("ms", "error")
 
 print("| operation (Float32) | n | CuMem ms | PyTorch ms | CuMem / PyTorch |")
 print("|---|---:|---:|---:|---:|")
-order = ["solve", "cholesky", "qr", "svd", "svd_gesvd", "eigh"]
+order = ["solve", "cholesky", "cholesky_lower", "qr", "eigh", "svd_gesvd", "svd"]
 for (bench, n) in sorted(rows, key=lambda k: (order.index(k[0]) if k[0] in order else 99, k[1])):
     r = rows[(bench, n)]
     c, t = r.get("cumem"), r.get("torch")
-    ratio = f"{c / t:.2f}" if c and t else "-"
-    fmt = lambda v: f"{v:.2f}" if v is not None else "-"
+    num = lambda v: isinstance(v, (int, float))
+    ratio = f"{c / t:.2f}" if num(c) and num(t) and t > 0 else "-"
+    fmt = lambda v: f"{v:.2f}" if num(v) else (v or "-")
     print(f"| {bench} | {n} | {fmt(c)} | {fmt(t)} | {ratio} |")

@@ -3,11 +3,13 @@
 #   CUMEM_DEVICE=cuda julia --project=. bench/julia/linalg_bench.jl [--quick] [--sizes 1024,4096] [--reps N]
 #
 #   {"impl":"cumem","bench":"solve","n":..,"ms":..}   A \ b, A n×n, b n (getrf + getrs)
-#   "cholesky"     cholesky(Hermitian(P))            (potrf)
+#   "cholesky"     cholesky(Hermitian(P))            (potrf: the upper factor as the lower one of P')
+#   "cholesky_lower" cholesky(Hermitian(P, :L))      (potrf 'L' directly; PyTorch's is always lower)
 #   "qr"           F = qr(A); CuMatrix(F.Q), F.R     (geqrf + orgqr: torch.linalg.qr's reduced Q, R)
 #   "svd"          svd(A)                            (gesvdj, thin U, S, Vt)
 #   "svd_gesvd"    svd(A; alg = QRIteration())       (gesvd)
 #   "eigh"         eigen(Symmetric(P))               (syevd with vectors)
+# (run operation by operation, the SVDs last; a failure prints {"error": ...} for its line)
 #
 # Float32, n×n with entries in [0, 1) (P = A'A/n + I for cholesky/eigh). Each figure is the
 # median over `reps` calls of the wall time from a synchronize() to one after the call
@@ -32,10 +34,13 @@ free!(F::SVD) = (free!(F.U); F.S isa CuArray && free!(F.S); free!(F.Vt))
 free!(F::Eigen) = (free!(F.values); free!(F.vectors))
 free!(x) = nothing
 
-function timed(f)
+# the SVDs of n ≥ 4096 take seconds a call: at most 3 repeats there (the anchor does the same)
+reps_for(name, n) = startswith(name, "svd") && n >= 4096 ? min(REPS, 3) : REPS
+
+function timed(f, reps = REPS)
     f() |> free!; CuMem.synchronize()               # warm: compile, handles, pool
     ts = Float64[]
-    for _ in 1:REPS
+    for _ in 1:reps
         CuMem.synchronize()
         t = @elapsed begin
             r = f()
@@ -49,22 +54,31 @@ function timed(f)
 end
 
 Random.seed!(1)
+const DATA = Dict{Int,Any}()
 for n in SIZES
-    A = CuArray(rand(Float32, n, n))
-    b = CuArray(rand(Float32, n))
-    Ph = rand(Float32, n, n); P = CuArray(Ph' * Ph ./ n + I)
-    benches = (
-        "solve" => () -> A \ b,
-        "cholesky" => () -> cholesky(Hermitian(P)),
-        "qr" => () -> (F = qr(A); (CuMatrix(F.Q), F.R, F.factors, F.τ)),
-        "svd" => () -> svd(A),
-        "svd_gesvd" => () -> svd(A; alg = LinearAlgebra.QRIteration()),
-        "eigh" => () -> eigen(Symmetric(P)),
-    )
-    for (name, f) in benches
-        ms = timed(f)
-        @printf("{\"impl\":\"cumem\",\"bench\":\"%s\",\"n\":%d,\"ms\":%.3f,\"reps\":%d}\n", name, n, ms, REPS)
-        flush(stdout)
+    Ph = rand(Float32, n, n)
+    DATA[n] = (A = CuArray(rand(Float32, n, n)), b = CuArray(rand(Float32, n)), P = CuArray(Ph' * Ph ./ n + I))
+end
+# operation-major, the SVDs last: a fault in one (it poisons the context) spares the others
+const BENCHES = (
+    "solve" => d -> d.A \ d.b,
+    "cholesky" => d -> cholesky(Hermitian(d.P)),
+    "cholesky_lower" => d -> cholesky(Hermitian(d.P, :L)),
+    "qr" => d -> (F = qr(d.A); (CuMatrix(F.Q), F.R, F.factors, F.τ)),
+    "eigh" => d -> eigen(Symmetric(d.P)),
+    "svd_gesvd" => d -> svd(d.A; alg = LinearAlgebra.QRIteration()),
+    "svd" => d -> svd(d.A),
+)
+for (name, f) in BENCHES, n in SIZES
+    d = DATA[n]
+    try
+        reps = reps_for(name, n)
+        ms = timed(() -> f(d), reps)
+        @printf("{\"impl\":\"cumem\",\"bench\":\"%s\",\"n\":%d,\"ms\":%.3f,\"reps\":%d}\n", name, n, ms, reps)
+    catch e
+        msg = replace(replace(sprint(showerror, e), "\\" => "/"), "\"" => "'")
+        @printf("{\"impl\":\"cumem\",\"bench\":\"%s\",\"n\":%d,\"error\":\"%s\"}\n", name, n,
+                first(split(msg, '\n')))
     end
-    foreach(unsafe_free!, (A, b, P))
+    flush(stdout)
 end

@@ -7,7 +7,7 @@
 //! pointer mode for alpha and beta. The stream is set before every call
 //! (`cublasSetStream`): the caller's, the legacy default stream (NULL) unless named.
 
-use super::dylib::{self, Opened};
+use super::dylib::{self, Opened, library_api};
 use super::gpu;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
@@ -16,39 +16,62 @@ use std::sync::OnceLock;
 
 pub(super) type Handle = *mut c_void;
 pub(super) type Status = c_int;
-type Gemm = unsafe extern "C" fn(
-    Handle,
-    c_int,
-    c_int,
-    c_int,
-    c_int,
-    c_int,
-    *const c_void,
-    *const c_void,
-    c_int,
-    *const c_void,
-    c_int,
-    *const c_void,
-    *mut c_void,
-    c_int,
-) -> Status;
+type P = *const c_void;
+type M = *mut c_void;
+type Long = std::ffi::c_longlong;
 
-/// The functions of libcublas the engine calls.
-struct Api {
-    create: unsafe extern "C" fn(*mut Handle) -> Status,
-    set_stream: unsafe extern "C" fn(Handle, *mut c_void) -> Status,
-    set_math_mode: unsafe extern "C" fn(Handle, c_int) -> Status,
-    set_pointer_mode: unsafe extern "C" fn(Handle, c_int) -> Status,
-    get_version: unsafe extern "C" fn(Handle, *mut c_int) -> Status,
-    gemm: [Gemm; 4],
+library_api! {
+    /// The functions of libcublas the engine calls (cublas_api.h, v2 API, CUDA 11 and
+    /// later; typed pointers passed as void pointers). Arrays are indexed by [`Dtype`]:
+    /// S, D, C, Z (hemm/hemv: C, Z).
+    pub(super) struct Api {
+        create: "cublasCreate_v2" => (*mut Handle),
+        set_stream: "cublasSetStream_v2" => (Handle, M),
+        set_math_mode: "cublasSetMathMode" => (Handle, c_int),
+        set_pointer_mode: "cublasSetPointerMode_v2" => (Handle, c_int),
+        get_version: "cublasGetVersion_v2" => (Handle, *mut c_int),
+        // (h, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc)
+        gemm: ("cublas", [S D C Z], "gemm_v2") =>
+            (Handle, c_int, c_int, c_int, c_int, c_int, P, P, c_int, P, c_int, P, M, c_int),
+        // (h, side, uplo, trans, diag, m, n, alpha, A, lda, B, ldb)
+        pub(super) trsm: ("cublas", [S D C Z], "trsm_v2") =>
+            (Handle, c_int, c_int, c_int, c_int, c_int, c_int, P, P, c_int, M, c_int),
+        // (h, side, uplo, trans, diag, m, n, alpha, A, lda, B, ldb, C, ldc)
+        pub(super) trmm: ("cublas", [S D C Z], "trmm_v2") =>
+            (Handle, c_int, c_int, c_int, c_int, c_int, c_int, P, P, c_int, P, c_int, M, c_int),
+        // (h, uplo, trans, diag, n, A, lda, x, incx)
+        pub(super) trsv: ("cublas", [S D C Z], "trsv_v2") =>
+            (Handle, c_int, c_int, c_int, c_int, P, c_int, M, c_int),
+        pub(super) trmv: ("cublas", [S D C Z], "trmv_v2") =>
+            (Handle, c_int, c_int, c_int, c_int, P, c_int, M, c_int),
+        // (h, side, uplo, m, n, alpha, A, lda, B, ldb, beta, C, ldc)
+        pub(super) symm: ("cublas", [S D C Z], "symm_v2") =>
+            (Handle, c_int, c_int, c_int, c_int, P, P, c_int, P, c_int, P, M, c_int),
+        pub(super) hemm: ("cublas", [C Z], "hemm_v2") =>
+            (Handle, c_int, c_int, c_int, c_int, P, P, c_int, P, c_int, P, M, c_int),
+        // (h, uplo, n, alpha, A, lda, x, incx, beta, y, incy)
+        pub(super) symv: ("cublas", [S D C Z], "symv_v2") =>
+            (Handle, c_int, c_int, P, P, c_int, P, c_int, P, M, c_int),
+        pub(super) hemv: ("cublas", [C Z], "hemv_v2") =>
+            (Handle, c_int, c_int, P, P, c_int, P, c_int, P, M, c_int),
+        // (h, ta, tb, m, n, k, alpha, A, lda, strideA, B, ldb, strideB, beta, C, ldc, strideC, batch)
+        pub(super) gemm_batched: ("cublas", [S D C Z], "gemmStridedBatched") =>
+            (Handle, c_int, c_int, c_int, c_int, c_int, P, P, c_int, Long, P, c_int, Long, P, M, c_int, Long, c_int),
+        // (h, ta, tb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc, computeType, algo)
+        pub(super) gemm_ex: "cublasGemmEx" => (Handle, c_int, c_int, c_int, c_int, c_int, P,
+            P, c_int, c_int, P, c_int, c_int, P, M, c_int, c_int, c_int, c_int),
+        // GemmEx's arguments with each operand's stride after its ld, then batch before computeType
+        pub(super) gemm_batched_ex: "cublasGemmStridedBatchedEx" => (Handle, c_int, c_int, c_int, c_int, c_int, P,
+            P, c_int, c_int, Long, P, c_int, c_int, Long, P, M, c_int, c_int, Long, c_int, c_int, c_int),
+    }
 }
 
 pub(super) struct Cublas {
-    api: Api,
+    pub(super) api: Api,
     /// The handle of each device ordinal that used cuBLAS.
     handle: parking_lot::Mutex<rustc_hash::FxHashMap<u32, usize>>,
     from: String,
-    pub(super) lib: Opened,
+    _lib: Opened,
 }
 
 /// File names tried for libcublas, newest CUDA first; `CUMEM_CUBLAS_LIBRARY` overrides.
@@ -71,23 +94,9 @@ impl Cublas {
             "the CUDA toolkit, or pip's nvidia-cublas",
         )?;
         // SAFETY: the signatures are those of cublas_api.h (v2 API, CUDA 11 and later).
-        let api = unsafe {
-            Api {
-                create: dylib::symbol(&lib, "cublasCreate_v2")?,
-                set_stream: dylib::symbol(&lib, "cublasSetStream_v2")?,
-                set_math_mode: dylib::symbol(&lib, "cublasSetMathMode")?,
-                set_pointer_mode: dylib::symbol(&lib, "cublasSetPointerMode_v2")?,
-                get_version: dylib::symbol(&lib, "cublasGetVersion_v2")?,
-                gemm: [
-                    dylib::symbol(&lib, "cublasSgemm_v2")?,
-                    dylib::symbol(&lib, "cublasDgemm_v2")?,
-                    dylib::symbol(&lib, "cublasCgemm_v2")?,
-                    dylib::symbol(&lib, "cublasZgemm_v2")?,
-                ],
-            }
-        };
+        let api = unsafe { Api::load(&lib)? };
         let from = lib.from.clone();
-        Ok(Cublas { api, handle: parking_lot::Mutex::new(Default::default()), from, lib })
+        Ok(Cublas { api, handle: parking_lot::Mutex::new(Default::default()), from, _lib: lib })
     }
 }
 
@@ -129,6 +138,26 @@ pub(super) fn with_handle<R>(
     // SAFETY: a live handle, used under the lock; `raw` is a live stream or NULL.
     check("cublasSetStream", unsafe { (cb.api.set_stream)(h, raw as *mut c_void) })?;
     f(cb, h)
+}
+
+/// `v` as a cuBLAS/cuSOLVER enum code of `fname`'s argument `what`, which must lie in
+/// `0..=max`. Errors: [`Error::InvalidValue`] naming both.
+pub(super) fn code(fname: &str, what: &str, v: i32, max: i32) -> Result<c_int> {
+    if (0..=max).contains(&v) {
+        Ok(v)
+    } else {
+        Err(Error::InvalidValue(format!("{fname}: {what} is {v}, not in 0 to {max}")))
+    }
+}
+
+/// `v` as a size argument `what` of `fname` (cuBLAS's and cuSOLVER's `int`: 0 to 2^31-1).
+/// Errors: [`Error::InvalidValue`] naming both.
+pub(super) fn size(fname: &str, what: &str, v: i64) -> Result<c_int> {
+    if (0..=i32::MAX as i64).contains(&v) {
+        Ok(v as c_int)
+    } else {
+        Err(Error::InvalidValue(format!("{fname}: {what} = {v} is outside 0 to 2^31-1")))
+    }
 }
 
 pub(super) fn check(what: &str, s: Status) -> Result<()> {

@@ -2,7 +2,7 @@
 //! symmetric and Hermitian products (`symm`/`symv`, `hemm`/`hemv`), strided batched gemm,
 //! and Float16 gemm through `cublasGemmEx` (Float32 accumulation, as CUDA.jl and PyTorch).
 //!
-//! The functions are resolved from the libcublas that [`super::blas`] opened, once, and
+//! The functions are resolved with gemm's when [`super::blas`] opens libcublas, and
 //! run on that module's per-device handle (its lock, its stream setting). Every operand is
 //! checked to lie inside one live allocation of the engine before anything runs, on every
 //! device; on the host device the calls then fail with [`Error::NotSupported`] (the Julia
@@ -10,184 +10,19 @@
 //! enums: side 0 = left, 1 = right; uplo 0 = lower, 1 = upper; trans 0 = N, 1 = T,
 //! 2 = C; diag 0 = non-unit, 1 = unit.
 
-use super::blas::{Cublas, Dtype, Handle, Operand, Status, check, check_matrix, with_handle};
-use super::dylib;
+use super::blas::Cublas;
+use super::blas::{Dtype, Handle, Operand, check, check_matrix, code, size, with_handle};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use std::ffi::{c_int, c_longlong, c_void};
-use std::sync::OnceLock;
+use std::ffi::{c_int, c_void};
 
 type P = *const c_void;
 type M = *mut c_void;
-type Trsm =
-    unsafe extern "C" fn(Handle, c_int, c_int, c_int, c_int, c_int, c_int, P, P, c_int, M, c_int) -> Status;
-type Trmm = unsafe extern "C" fn(
-    Handle,
-    c_int,
-    c_int,
-    c_int,
-    c_int,
-    c_int,
-    c_int,
-    P,
-    P,
-    c_int,
-    P,
-    c_int,
-    M,
-    c_int,
-) -> Status;
-type Trsv = unsafe extern "C" fn(Handle, c_int, c_int, c_int, c_int, P, c_int, M, c_int) -> Status;
-type Symm =
-    unsafe extern "C" fn(Handle, c_int, c_int, c_int, c_int, P, P, c_int, P, c_int, P, M, c_int) -> Status;
-type Symv = unsafe extern "C" fn(Handle, c_int, c_int, P, P, c_int, P, c_int, P, M, c_int) -> Status;
-type GemmBatched = unsafe extern "C" fn(
-    Handle,
-    c_int,
-    c_int,
-    c_int,
-    c_int,
-    c_int,
-    P,
-    P,
-    c_int,
-    c_longlong,
-    P,
-    c_int,
-    c_longlong,
-    P,
-    M,
-    c_int,
-    c_longlong,
-    c_int,
-) -> Status;
-type GemmEx = unsafe extern "C" fn(
-    Handle,
-    c_int,
-    c_int,
-    c_int,
-    c_int,
-    c_int,
-    P,
-    P,
-    c_int,
-    c_int,
-    P,
-    c_int,
-    c_int,
-    P,
-    M,
-    c_int,
-    c_int,
-    c_int,
-    c_int,
-) -> Status;
-type GemmBatchedEx = unsafe extern "C" fn(
-    Handle,
-    c_int,
-    c_int,
-    c_int,
-    c_int,
-    c_int,
-    P,
-    P,
-    c_int,
-    c_int,
-    c_longlong,
-    P,
-    c_int,
-    c_int,
-    c_longlong,
-    P,
-    M,
-    c_int,
-    c_int,
-    c_longlong,
-    c_int,
-    c_int,
-    c_int,
-) -> Status;
-
-/// The functions of libcublas beyond gemm, per element type (S, D, C, Z).
-struct ExtApi {
-    trsm: [Trsm; 4],
-    trmm: [Trmm; 4],
-    trsv: [Trsv; 4],
-    trmv: [Trsv; 4],
-    symm: [Symm; 4],
-    symv: [Symv; 4],
-    /// chemm, zhemm (the real types use symm).
-    hemm: [Symm; 2],
-    hemv: [Symv; 2],
-    gemm_batched: [GemmBatched; 4],
-    gemm_ex: GemmEx,
-    gemm_batched_ex: GemmBatchedEx,
-}
-
-fn ext(cb: &'static Cublas) -> Result<&'static ExtApi> {
-    static EXT: OnceLock<Result<ExtApi>> = OnceLock::new();
-    EXT.get_or_init(|| {
-        let l = &cb.lib;
-        // SAFETY: the signatures are those of cublas_api.h (v2 API, CUDA 11 and later);
-        // pointers to typed data are passed as void pointers of the same ABI.
-        unsafe {
-            let four = |pre: &str, post: &str| -> Result<[&'static str; 4]> {
-                let names: Vec<&'static str> = ["S", "D", "C", "Z"]
-                    .iter()
-                    .map(|t| &*Box::leak(format!("cublas{t}{pre}{post}").into_boxed_str()))
-                    .collect();
-                Ok([names[0], names[1], names[2], names[3]])
-            };
-            macro_rules! table {
-                ($pre:expr, $post:expr) => {{
-                    let n = four($pre, $post)?;
-                    [
-                        dylib::symbol(l, n[0])?,
-                        dylib::symbol(l, n[1])?,
-                        dylib::symbol(l, n[2])?,
-                        dylib::symbol(l, n[3])?,
-                    ]
-                }};
-            }
-            Ok(ExtApi {
-                trsm: table!("trsm", "_v2"),
-                trmm: table!("trmm", "_v2"),
-                trsv: table!("trsv", "_v2"),
-                trmv: table!("trmv", "_v2"),
-                symm: table!("symm", "_v2"),
-                symv: table!("symv", "_v2"),
-                hemm: [dylib::symbol(l, "cublasChemm_v2")?, dylib::symbol(l, "cublasZhemm_v2")?],
-                hemv: [dylib::symbol(l, "cublasChemv_v2")?, dylib::symbol(l, "cublasZhemv_v2")?],
-                gemm_batched: table!("gemmStridedBatched", ""),
-                gemm_ex: dylib::symbol(l, "cublasGemmEx")?,
-                gemm_batched_ex: dylib::symbol(l, "cublasGemmStridedBatchedEx")?,
-            })
-        }
-    })
-    .as_ref()
-    .map_err(Clone::clone)
-}
 
 // cudaDataType and cublasComputeType_t values (library_types.h, cublas_api.h)
 const CUDA_R_16F: c_int = 2;
 const CUBLAS_COMPUTE_32F: c_int = 68;
 const CUBLAS_GEMM_DEFAULT: c_int = -1;
-
-fn code(fname: &str, what: &str, v: i32, max: i32) -> Result<c_int> {
-    if (0..=max).contains(&v) {
-        Ok(v)
-    } else {
-        Err(Error::InvalidValue(format!("{fname}: {what} is {v}, not in 0 to {max}")))
-    }
-}
-
-fn size(fname: &str, what: &str, v: i64) -> Result<c_int> {
-    if (0..=i32::MAX as i64).contains(&v) {
-        Ok(v as c_int)
-    } else {
-        Err(Error::InvalidValue(format!("{fname}: {what} = {v} is outside 0 to 2^31-1")))
-    }
-}
 
 fn blas_dtype(fname: &str, dtype: Dtype) -> Result<usize> {
     if dtype == Dtype::F16 {
@@ -299,7 +134,7 @@ unsafe fn triangular(
         if m == 0 || n == 0 {
             return Ok(());
         }
-        let x = ext(cb)?;
+        let x = &cb.api;
         // SAFETY: operands checked above; the caller vouches for alpha; handle locked.
         unsafe {
             if side == 0 && n == 1 && is_one(dtype, alpha) {
@@ -390,7 +225,7 @@ pub unsafe fn symm(
         if m == 0 || n == 0 {
             return Ok(());
         }
-        let x = ext(cb)?;
+        let x = &cb.api;
         // SAFETY: operands checked above; the caller vouches for alpha and beta.
         unsafe {
             if side == 0 && n == 1 {
@@ -441,7 +276,7 @@ pub(super) unsafe fn gemm_f16(
     beta: P,
     c: Operand,
 ) -> Result<()> {
-    let x = ext(cb)?;
+    let x = &cb.api;
     // SAFETY: as the caller guarantees.
     check("cublasGemmEx", unsafe {
         (x.gemm_ex)(
@@ -535,7 +370,7 @@ pub unsafe fn gemm_strided_batched(
         if m == 0 || n == 0 || batch == 0 {
             return Ok(());
         }
-        let x = ext(cb)?;
+        let x = &cb.api;
         // SAFETY: extents checked above; the caller vouches for alpha and beta.
         unsafe {
             if dtype == Dtype::F16 {

@@ -123,3 +123,44 @@ pub unsafe fn symbol<T: Copy>(o: &Opened, name: &str) -> Result<T> {
         .map(|s| *s)
         .map_err(|e| Error::NotSupported(format!("{} lacks {name}: {e}", o.from)))
 }
+
+/// Declares a table of a dynamically opened library's functions, each signature written
+/// once, and its loader: `$name::load(&Opened) -> Result<$name>` resolves every field by
+/// [`symbol`] (the first missing one is the error). A field is
+/// `name: SYMBOLS => (argument types)`, every function returning the library's `int`
+/// status, where SYMBOLS is one C name (`"cublasCreate_v2"`, a function), a list of names
+/// (`["cusolverDnSorgqr", "cusolverDnCungqr"]`, an array of functions in that order), or
+/// a prefix, the type letters and a suffix (`("cublas", [S D C Z], "trsm_v2")`: one
+/// function per letter, `cublasStrsm_v2`, ..., an array indexed like `Dtype`).
+///
+/// The loader is `unsafe`: the caller vouches that the signatures are the library's.
+macro_rules! library_api {
+    ($(#[$m:meta])* $vis:vis struct $name:ident {
+        $($(#[$fm:meta])* $fvis:vis $field:ident : $sym:tt => ($($arg:ty),* $(,)?)),* $(,)?
+    }) => {
+        $(#[$m])*
+        $vis struct $name {
+            $($(#[$fm])* $fvis $field: $crate::compute::dylib::library_api!(@ty $sym, unsafe extern "C" fn($($arg),*) -> std::ffi::c_int),)*
+        }
+        impl $name {
+            /// Resolves every function of the table in `lib`.
+            ///
+            /// # Safety
+            /// The declared signatures must be the library's.
+            unsafe fn load(lib: &$crate::compute::dylib::Opened) -> $crate::error::Result<$name> {
+                // SAFETY: as the caller guarantees.
+                unsafe { Ok($name { $($field: $crate::compute::dylib::library_api!(@load lib, $sym),)* }) }
+            }
+        }
+    };
+    (@ty [$($s:literal),+], $f:ty) => { [$f; 0 $(+ $crate::compute::dylib::library_api!(@one $s))+] };
+    (@ty ($pre:literal, [$($t:ident)+], $post:literal), $f:ty) => { [$f; 0 $(+ $crate::compute::dylib::library_api!(@one $t))+] };
+    (@ty $s:literal, $f:ty) => { $f };
+    (@one $x:tt) => { 1 };
+    (@load $l:ident, [$($s:literal),+]) => { [$($crate::compute::dylib::symbol($l, $s)?),+] };
+    (@load $l:ident, ($pre:literal, [$($t:ident)+], $post:literal)) => {
+        [$($crate::compute::dylib::symbol($l, concat!($pre, stringify!($t), $post))?),+]
+    };
+    (@load $l:ident, $s:literal) => { $crate::compute::dylib::symbol($l, $s)? };
+}
+pub(crate) use library_api;

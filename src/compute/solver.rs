@@ -24,8 +24,9 @@
 //! Julia package computes through LAPACK there). Codes as cuBLAS's enums: uplo 0 = lower,
 //! 1 = upper; trans 0 = N, 1 = T, 2 = C; side 0 = left, 1 = right.
 
-use super::blas::{Dtype, Operand, check_matrix};
-use super::{dylib, gpu};
+use super::blas::{Dtype, Operand, check_matrix, code, size};
+use super::dylib::{self, library_api};
+use super::gpu;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use cudarc::cusolver::sys::{cudaDataType, cusolverDnHandle_t, cusolverDnParams_t, gesvdjInfo_t};
@@ -34,286 +35,56 @@ use std::sync::OnceLock;
 
 type H = cusolverDnHandle_t;
 type Prm = cusolverDnParams_t;
+type Dt = cudaDataType;
 type Status = c_int;
 type P = *const c_void;
 type M = *mut c_void;
+type Info = *mut c_int;
+type Sz = *mut usize;
 
-type XGetrfBs = unsafe extern "C" fn(
-    H,
-    Prm,
-    i64,
-    i64,
-    cudaDataType,
-    P,
-    i64,
-    cudaDataType,
-    *mut usize,
-    *mut usize,
-) -> Status;
-type XGetrf = unsafe extern "C" fn(
-    H,
-    Prm,
-    i64,
-    i64,
-    cudaDataType,
-    M,
-    i64,
-    *mut i64,
-    cudaDataType,
-    M,
-    usize,
-    M,
-    usize,
-    *mut c_int,
-) -> Status;
-type XGetrs = unsafe extern "C" fn(
-    H,
-    Prm,
-    c_int,
-    i64,
-    i64,
-    cudaDataType,
-    P,
-    i64,
-    *const i64,
-    cudaDataType,
-    M,
-    i64,
-    *mut c_int,
-) -> Status;
-type XGeqrfBs = unsafe extern "C" fn(
-    H,
-    Prm,
-    i64,
-    i64,
-    cudaDataType,
-    P,
-    i64,
-    cudaDataType,
-    P,
-    cudaDataType,
-    *mut usize,
-    *mut usize,
-) -> Status;
-type XGeqrf = unsafe extern "C" fn(
-    H,
-    Prm,
-    i64,
-    i64,
-    cudaDataType,
-    M,
-    i64,
-    cudaDataType,
-    M,
-    cudaDataType,
-    M,
-    usize,
-    M,
-    usize,
-    *mut c_int,
-) -> Status;
-type XPotrfBs = unsafe extern "C" fn(
-    H,
-    Prm,
-    c_int,
-    i64,
-    cudaDataType,
-    P,
-    i64,
-    cudaDataType,
-    *mut usize,
-    *mut usize,
-) -> Status;
-type XPotrf = unsafe extern "C" fn(
-    H,
-    Prm,
-    c_int,
-    i64,
-    cudaDataType,
-    M,
-    i64,
-    cudaDataType,
-    M,
-    usize,
-    M,
-    usize,
-    *mut c_int,
-) -> Status;
-type XPotrs = unsafe extern "C" fn(
-    H,
-    Prm,
-    c_int,
-    i64,
-    i64,
-    cudaDataType,
-    P,
-    i64,
-    cudaDataType,
-    M,
-    i64,
-    *mut c_int,
-) -> Status;
-type XGesvdBs = unsafe extern "C" fn(
-    H,
-    Prm,
-    c_schar,
-    c_schar,
-    i64,
-    i64,
-    cudaDataType,
-    P,
-    i64,
-    cudaDataType,
-    P,
-    cudaDataType,
-    P,
-    i64,
-    cudaDataType,
-    P,
-    i64,
-    cudaDataType,
-    *mut usize,
-    *mut usize,
-) -> Status;
-type XGesvd = unsafe extern "C" fn(
-    H,
-    Prm,
-    c_schar,
-    c_schar,
-    i64,
-    i64,
-    cudaDataType,
-    M,
-    i64,
-    cudaDataType,
-    M,
-    cudaDataType,
-    M,
-    i64,
-    cudaDataType,
-    M,
-    i64,
-    cudaDataType,
-    M,
-    usize,
-    M,
-    usize,
-    *mut c_int,
-) -> Status;
-type XSyevdBs = unsafe extern "C" fn(
-    H,
-    Prm,
-    c_int,
-    c_int,
-    i64,
-    cudaDataType,
-    P,
-    i64,
-    cudaDataType,
-    P,
-    cudaDataType,
-    *mut usize,
-    *mut usize,
-) -> Status;
-type XSyevd = unsafe extern "C" fn(
-    H,
-    Prm,
-    c_int,
-    c_int,
-    i64,
-    cudaDataType,
-    M,
-    i64,
-    cudaDataType,
-    M,
-    cudaDataType,
-    M,
-    usize,
-    M,
-    usize,
-    *mut c_int,
-) -> Status;
-type OrgqrBs = unsafe extern "C" fn(H, c_int, c_int, c_int, P, c_int, P, *mut c_int) -> Status;
-type Orgqr = unsafe extern "C" fn(H, c_int, c_int, c_int, M, c_int, P, M, c_int, *mut c_int) -> Status;
-type OrmqrBs =
-    unsafe extern "C" fn(H, c_int, c_int, c_int, c_int, c_int, P, c_int, P, P, c_int, *mut c_int) -> Status;
-type Ormqr = unsafe extern "C" fn(
-    H,
-    c_int,
-    c_int,
-    c_int,
-    c_int,
-    c_int,
-    P,
-    c_int,
-    P,
-    M,
-    c_int,
-    M,
-    c_int,
-    *mut c_int,
-) -> Status;
-type GesvdjBs = unsafe extern "C" fn(
-    H,
-    c_int,
-    c_int,
-    c_int,
-    c_int,
-    P,
-    c_int,
-    P,
-    P,
-    c_int,
-    P,
-    c_int,
-    *mut c_int,
-    gesvdjInfo_t,
-) -> Status;
-type Gesvdj = unsafe extern "C" fn(
-    H,
-    c_int,
-    c_int,
-    c_int,
-    c_int,
-    M,
-    c_int,
-    M,
-    M,
-    c_int,
-    M,
-    c_int,
-    M,
-    c_int,
-    *mut c_int,
-    gesvdjInfo_t,
-) -> Status;
-
-/// The functions of libcusolver the engine calls.
-struct Api {
-    create: unsafe extern "C" fn(*mut H) -> Status,
-    set_stream: unsafe extern "C" fn(H, *mut c_void) -> Status,
-    create_params: unsafe extern "C" fn(*mut Prm) -> Status,
-    create_gesvdj_info: unsafe extern "C" fn(*mut gesvdjInfo_t) -> Status,
-    get_version: unsafe extern "C" fn(*mut c_int) -> Status,
-    getrf_bs: XGetrfBs,
-    getrf: XGetrf,
-    getrs: XGetrs,
-    geqrf_bs: XGeqrfBs,
-    geqrf: XGeqrf,
-    potrf_bs: XPotrfBs,
-    potrf: XPotrf,
-    potrs: XPotrs,
-    gesvd_bs: XGesvdBs,
-    gesvd: XGesvd,
-    syevd_bs: XSyevdBs,
-    syevd: XSyevd,
-    /// S, D, C, Z (orgqr for the real types, ungqr for the complex ones; so below)
-    orgqr_bs: [OrgqrBs; 4],
-    orgqr: [Orgqr; 4],
-    ormqr_bs: [OrmqrBs; 4],
-    ormqr: [Ormqr; 4],
-    gesvdj_bs: [GesvdjBs; 4],
-    gesvdj: [Gesvdj; 4],
+library_api! {
+    /// The functions of libcusolver the engine calls (cusolverDn.h, CUDA 11.1 and later, as
+    /// cudarc's bindings declare them; typed pointers passed as void pointers, C enums as
+    /// `int`). Arrays are indexed by [`Dtype`]: S, D, C, Z (orgqr/ormqr for the real
+    /// types, ungqr/unmqr for the complex ones).
+    struct Api {
+        create: "cusolverDnCreate" => (*mut H),
+        set_stream: "cusolverDnSetStream" => (H, M),
+        create_params: "cusolverDnCreateParams" => (*mut Prm),
+        create_gesvdj_info: "cusolverDnCreateGesvdjInfo" => (*mut gesvdjInfo_t),
+        get_version: "cusolverGetVersion" => (*mut c_int),
+        // the 64-bit API: (h, params, arguments.., [device workspace, its bytes, host
+        // workspace, its bytes,] devInfo); the size queries end in (&device, &host bytes)
+        getrf_bs: "cusolverDnXgetrf_bufferSize" => (H, Prm, i64, i64, Dt, P, i64, Dt, Sz, Sz),
+        getrf: "cusolverDnXgetrf" => (H, Prm, i64, i64, Dt, M, i64, *mut i64, Dt, M, usize, M, usize, Info),
+        getrs: "cusolverDnXgetrs" => (H, Prm, c_int, i64, i64, Dt, P, i64, *const i64, Dt, M, i64, Info),
+        geqrf_bs: "cusolverDnXgeqrf_bufferSize" => (H, Prm, i64, i64, Dt, P, i64, Dt, P, Dt, Sz, Sz),
+        geqrf: "cusolverDnXgeqrf" => (H, Prm, i64, i64, Dt, M, i64, Dt, M, Dt, M, usize, M, usize, Info),
+        potrf_bs: "cusolverDnXpotrf_bufferSize" => (H, Prm, c_int, i64, Dt, P, i64, Dt, Sz, Sz),
+        potrf: "cusolverDnXpotrf" => (H, Prm, c_int, i64, Dt, M, i64, Dt, M, usize, M, usize, Info),
+        potrs: "cusolverDnXpotrs" => (H, Prm, c_int, i64, i64, Dt, P, i64, Dt, M, i64, Info),
+        gesvd_bs: "cusolverDnXgesvd_bufferSize" =>
+            (H, Prm, c_schar, c_schar, i64, i64, Dt, P, i64, Dt, P, Dt, P, i64, Dt, P, i64, Dt, Sz, Sz),
+        gesvd: "cusolverDnXgesvd" => (H, Prm, c_schar, c_schar, i64, i64, Dt, M, i64, Dt, M, Dt, M, i64, Dt, M,
+            i64, Dt, M, usize, M, usize, Info),
+        syevd_bs: "cusolverDnXsyevd_bufferSize" => (H, Prm, c_int, c_int, i64, Dt, P, i64, Dt, P, Dt, Sz, Sz),
+        syevd: "cusolverDnXsyevd" =>
+            (H, Prm, c_int, c_int, i64, Dt, M, i64, Dt, M, Dt, M, usize, M, usize, Info),
+        // the typed legacy API: (h, arguments.., [work, lwork in elements,] devInfo[, gesvdjInfo]);
+        // the size queries end in (&lwork[, gesvdjInfo])
+        orgqr_bs: ["cusolverDnSorgqr_bufferSize", "cusolverDnDorgqr_bufferSize", "cusolverDnCungqr_bufferSize",
+            "cusolverDnZungqr_bufferSize"] => (H, c_int, c_int, c_int, P, c_int, P, Info),
+        orgqr: ["cusolverDnSorgqr", "cusolverDnDorgqr", "cusolverDnCungqr", "cusolverDnZungqr"] =>
+            (H, c_int, c_int, c_int, M, c_int, P, M, c_int, Info),
+        ormqr_bs: ["cusolverDnSormqr_bufferSize", "cusolverDnDormqr_bufferSize", "cusolverDnCunmqr_bufferSize",
+            "cusolverDnZunmqr_bufferSize"] => (H, c_int, c_int, c_int, c_int, c_int, P, c_int, P, P, c_int, Info),
+        ormqr: ["cusolverDnSormqr", "cusolverDnDormqr", "cusolverDnCunmqr", "cusolverDnZunmqr"] =>
+            (H, c_int, c_int, c_int, c_int, c_int, P, c_int, P, M, c_int, M, c_int, Info),
+        gesvdj_bs: ("cusolverDn", [S D C Z], "gesvdj_bufferSize") =>
+            (H, c_int, c_int, c_int, c_int, P, c_int, P, P, c_int, P, c_int, Info, gesvdjInfo_t),
+        gesvdj: ("cusolverDn", [S D C Z], "gesvdj") =>
+            (H, c_int, c_int, c_int, c_int, M, c_int, M, M, c_int, M, c_int, M, c_int, Info, gesvdjInfo_t),
+    }
 }
 
 /// A device's handle with its parameter objects (raw pointers kept as `usize`).
@@ -347,11 +118,7 @@ const CUSOLVER_DEPS: &[&str] = &[
 
 fn cusolver() -> Result<&'static Cusolver> {
     static LIB: OnceLock<Result<Cusolver>> = OnceLock::new();
-    LIB.get_or_init(Cusolver::open).as_ref().map_err(Clone::clone)
-}
-
-impl Cusolver {
-    fn open() -> Result<Cusolver> {
+    LIB.get_or_init(|| {
         let lib = dylib::open(
             "libcusolver (cuSOLVER)",
             "CUMEM_CUSOLVER_LIBRARY",
@@ -359,69 +126,13 @@ impl Cusolver {
             CUSOLVER_DEPS,
             "the CUDA toolkit, or pip's nvidia-cusolver",
         )?;
-        let l = &lib;
-        // SAFETY: the signatures are cusolverDn.h's (CUDA 11.1 and later), as cudarc's
-        // bindings declare them; typed pointers are passed as void pointers.
-        let api = unsafe {
-            macro_rules! four {
-                ($s:expr, $d:expr, $c:expr, $z:expr) => {
-                    [
-                        dylib::symbol(l, $s)?,
-                        dylib::symbol(l, $d)?,
-                        dylib::symbol(l, $c)?,
-                        dylib::symbol(l, $z)?,
-                    ]
-                };
-            }
-            Api {
-                create: dylib::symbol(l, "cusolverDnCreate")?,
-                set_stream: dylib::symbol(l, "cusolverDnSetStream")?,
-                create_params: dylib::symbol(l, "cusolverDnCreateParams")?,
-                create_gesvdj_info: dylib::symbol(l, "cusolverDnCreateGesvdjInfo")?,
-                get_version: dylib::symbol(l, "cusolverGetVersion")?,
-                getrf_bs: dylib::symbol(l, "cusolverDnXgetrf_bufferSize")?,
-                getrf: dylib::symbol(l, "cusolverDnXgetrf")?,
-                getrs: dylib::symbol(l, "cusolverDnXgetrs")?,
-                geqrf_bs: dylib::symbol(l, "cusolverDnXgeqrf_bufferSize")?,
-                geqrf: dylib::symbol(l, "cusolverDnXgeqrf")?,
-                potrf_bs: dylib::symbol(l, "cusolverDnXpotrf_bufferSize")?,
-                potrf: dylib::symbol(l, "cusolverDnXpotrf")?,
-                potrs: dylib::symbol(l, "cusolverDnXpotrs")?,
-                gesvd_bs: dylib::symbol(l, "cusolverDnXgesvd_bufferSize")?,
-                gesvd: dylib::symbol(l, "cusolverDnXgesvd")?,
-                syevd_bs: dylib::symbol(l, "cusolverDnXsyevd_bufferSize")?,
-                syevd: dylib::symbol(l, "cusolverDnXsyevd")?,
-                orgqr_bs: four!(
-                    "cusolverDnSorgqr_bufferSize",
-                    "cusolverDnDorgqr_bufferSize",
-                    "cusolverDnCungqr_bufferSize",
-                    "cusolverDnZungqr_bufferSize"
-                ),
-                orgqr: four!("cusolverDnSorgqr", "cusolverDnDorgqr", "cusolverDnCungqr", "cusolverDnZungqr"),
-                ormqr_bs: four!(
-                    "cusolverDnSormqr_bufferSize",
-                    "cusolverDnDormqr_bufferSize",
-                    "cusolverDnCunmqr_bufferSize",
-                    "cusolverDnZunmqr_bufferSize"
-                ),
-                ormqr: four!("cusolverDnSormqr", "cusolverDnDormqr", "cusolverDnCunmqr", "cusolverDnZunmqr"),
-                gesvdj_bs: four!(
-                    "cusolverDnSgesvdj_bufferSize",
-                    "cusolverDnDgesvdj_bufferSize",
-                    "cusolverDnCgesvdj_bufferSize",
-                    "cusolverDnZgesvdj_bufferSize"
-                ),
-                gesvdj: four!(
-                    "cusolverDnSgesvdj",
-                    "cusolverDnDgesvdj",
-                    "cusolverDnCgesvdj",
-                    "cusolverDnZgesvdj"
-                ),
-            }
-        };
+        // SAFETY: the signatures are cusolverDn.h's (see `Api`).
+        let api = unsafe { Api::load(&lib)? };
         let from = lib.from.clone();
         Ok(Cusolver { api, handles: parking_lot::Mutex::new(Default::default()), from, _lib: lib })
-    }
+    })
+    .as_ref()
+    .map_err(Clone::clone)
 }
 
 fn check(what: &str, s: Status) -> Result<()> {
@@ -462,21 +173,9 @@ fn real_size(dtype: Dtype) -> u64 {
     }
 }
 
-fn code(fname: &str, what: &str, v: i32, max: i32) -> Result<c_int> {
-    if (0..=max).contains(&v) {
-        Ok(v)
-    } else {
-        Err(Error::InvalidValue(format!("{fname}: {what} is {v}, not in 0 to {max}")))
-    }
-}
-
-fn nonneg(fname: &str, vals: &[(&str, i64)]) -> Result<()> {
-    for (what, v) in vals {
-        if !(0..=i32::MAX as i64).contains(v) {
-            return Err(Error::InvalidValue(format!("{fname}: {what} = {v} is outside 0 to 2^31-1")));
-        }
-    }
-    Ok(())
+/// Checks the sizes (each in 0 to 2^31-1, cuSOLVER's `int`).
+fn sizes(fname: &str, vals: &[(&str, i64)]) -> Result<()> {
+    vals.iter().try_for_each(|&(what, v)| size(fname, what, v).map(drop))
 }
 
 /// A vector operand of `len` elements of `esize` bytes inside one live allocation.
@@ -496,16 +195,43 @@ struct Ctx {
     svdj: gesvdjInfo_t,
 }
 
-/// Runs one cuSOLVER routine on `engine`'s device and `stream`: `query` returns the
-/// device and host workspace sizes in bytes; `call` queues the routine given the device
-/// workspace, the host workspace and the `devInfo` address. Then waits for the stream,
-/// reads `devInfo`, frees the workspace and returns `devInfo` (negative: an error).
+/// The workspaces of one call: device (`dev`, `dev_bytes`) and host (`host`, `host_bytes`)
+/// workspaces of the sizes the query returned, `extra` (the device address of the scratch
+/// bytes the caller asked [`run`] for, 0 when none) and the device `devInfo` word.
+struct Work {
+    dev: M,
+    dev_bytes: usize,
+    host: M,
+    host_bytes: usize,
+    extra: u64,
+    info: Info,
+}
+
+impl Work {
+    /// What the size queries see: no workspaces yet.
+    const NONE: Work = Work {
+        dev: std::ptr::null_mut(),
+        dev_bytes: 0,
+        host: std::ptr::null_mut(),
+        host_bytes: 0,
+        extra: 0,
+        info: std::ptr::null_mut(),
+    };
+}
+
+/// Runs one cuSOLVER routine on `engine`'s device and `stream` (the one place that checks
+/// the handle out, takes the workspaces and reads `devInfo`): `query` returns the device
+/// and host workspace sizes in bytes; `call` queues the routine given the [`Work`] (device
+/// workspace and `extra` scratch bytes from the engine's pool in one block on `stream`,
+/// host workspace a `Vec`). Then waits for the stream, reads `devInfo`, frees the block and
+/// returns `devInfo` (negative: an error).
 fn run(
     engine: &Engine,
     stream: u64,
     fname: &str,
+    extra: u64,
     query: impl FnOnce(&Api, &Ctx) -> Result<(usize, usize)>,
-    call: impl FnOnce(&Api, &Ctx, (M, usize), (M, usize), *mut c_int) -> Status,
+    call: impl FnOnce(&Api, &Ctx, &Work) -> Status,
 ) -> Result<i32> {
     let raw = engine.device().stream_raw(stream)?;
     gpu::bind(engine.device(), &format!("{fname} (cuSOLVER)"))?;
@@ -533,17 +259,25 @@ fn run(
     };
     let ctx = Ctx { h: hs.h as H, params: hs.params as Prm, svdj: hs.svdj as gesvdjInfo_t };
     // SAFETY: a live handle under the lock; `raw` is a live stream or NULL.
-    check("cusolverDnSetStream", unsafe { (cs.api.set_stream)(ctx.h, raw as *mut c_void) })?;
+    check("cusolverDnSetStream", unsafe { (cs.api.set_stream)(ctx.h, raw as M) })?;
     let (dev_bytes, host_bytes) = query(&cs.api, &ctx)?;
-    // device workspace and devInfo in one block of the pool, on the call's stream
+    // [device workspace | extra scratch | devInfo], each part 16-byte aligned
     let ws = (dev_bytes as u64).div_ceil(16) * 16;
-    let block = engine.alloc_on(ws + 16, stream, true)?;
+    let xs = extra.div_ceil(16) * 16;
+    let block = engine.alloc_on(ws + xs + 16, stream, true)?;
     let mut host = vec![0u8; host_bytes];
-    let info_addr = block + ws;
+    let info_addr = block + ws + xs;
     let queued = (|| -> Result<()> {
         engine.memset(info_addr, 0, 4)?;
-        let hp = if host_bytes == 0 { std::ptr::null_mut() } else { host.as_mut_ptr() as M };
-        check(fname, call(&cs.api, &ctx, (block as M, dev_bytes), (hp, host_bytes), info_addr as *mut c_int))
+        let work = Work {
+            dev: block as M,
+            dev_bytes,
+            host: if host_bytes == 0 { std::ptr::null_mut() } else { host.as_mut_ptr() as M },
+            host_bytes,
+            extra: if extra == 0 { 0 } else { block + ws },
+            info: info_addr as Info,
+        };
+        check(fname, call(&cs.api, &ctx, &work))
     })();
     drop(handles);
     let mut info: i32 = 0;
@@ -562,6 +296,61 @@ fn run(
     Ok(info)
 }
 
+/// [`run`]s a routine of the 64-bit API: `$bs(h, params, $b.., &device bytes, &host
+/// bytes)` sizes the workspaces, `$f(h, params, $a.., device workspace, its bytes, host
+/// workspace, its bytes, devInfo)` runs it; the second form for a query that takes the
+/// routine's own arguments. Pointer arguments are passed as `M` (coerced to `P`).
+macro_rules! x_routine {
+    ($e:expr, $s:expr, $fname:expr, $bs:ident($($b:expr),* $(,)?), $f:ident($($a:expr),* $(,)?)) => {
+        run(
+            $e,
+            $s,
+            $fname,
+            0,
+            |api, c| {
+                let (mut d, mut h) = (0usize, 0usize);
+                // SAFETY: operands checked by the caller, valid out-pointers.
+                check($fname, unsafe { (api.$bs)(c.h, c.params, $($b,)* &mut d, &mut h) })?;
+                Ok((d, h))
+            },
+            // SAFETY: as above, with workspaces of the queried sizes.
+            |api, c, w| unsafe { (api.$f)(c.h, c.params, $($a,)* w.dev, w.dev_bytes, w.host, w.host_bytes, w.info) },
+        )
+    };
+    ($e:expr, $s:expr, $fname:expr, $bs:ident, $f:ident, ($($a:expr),* $(,)?)) => {
+        x_routine!($e, $s, $fname, $bs($($a),*), $f($($a),*))
+    };
+}
+
+/// [`run`]s a routine of the typed legacy API for type index `$t` (S D C Z) whose elements
+/// are `$es` bytes: `$bs[$t](h, $a.., &lwork $(, $tail)?)` sizes the workspace (elements),
+/// `$f[$t](h, $a.., work, lwork, devInfo $(, $tail)?)` runs it, with `$extra` scratch
+/// bytes at `$w.extra` (0 in the size query). `$c` and `$w` name the handle context and
+/// the [`Work`] for the argument expressions.
+macro_rules! legacy_routine {
+    ($e:expr, $s:expr, $fname:expr, ($es:expr, $extra:expr), |$c:ident, $w:ident| $bs:ident, $f:ident[$t:expr],
+     ($($a:expr),* $(,)?) $(, $tail:expr)?) => {{
+        let lwork = std::cell::Cell::new(0 as c_int);
+        run(
+            $e,
+            $s,
+            $fname,
+            $extra,
+            |api, $c| {
+                #[allow(unused_variables)]
+                let $w = &Work::NONE;
+                let mut lw: c_int = 0;
+                // SAFETY: operands checked by the caller, valid out-pointer.
+                check($fname, unsafe { (api.$bs[$t])($c.h, $($a,)* &mut lw $(, $tail)?) })?;
+                lwork.set(lw.max(1));
+                Ok((lwork.get() as usize * $es as usize, 0))
+            },
+            // SAFETY: as above; the workspace holds `lwork` elements.
+            |api, $c, $w| unsafe { (api.$f[$t])($c.h, $($a,)* $w.dev, lwork.get(), $w.info $(, $tail)?) },
+        )
+    }};
+}
+
 /// LU factorization with partial pivoting, in place: `A` (`m × n`) becomes `L` (unit
 /// lower, below the diagonal) and `U`; `ipiv` (min(m, n) `i64`s, 1-based as LAPACK) the row
 /// interchanges (cusolverDnXgetrf). Returns `info`: `i > 0` when `U[i,i]` is exactly zero.
@@ -578,40 +367,16 @@ pub fn getrf(
 ) -> Result<i32> {
     let f = "getrf";
     let (t, _) = types(f, dtype)?;
-    nonneg(f, &[("m", m), ("n", n)])?;
+    sizes(f, &[("m", m), ("n", n)])?;
     check_matrix(engine, f, "A", a, m, n, dtype.size())?;
     check_vector(engine, f, "ipiv", ipiv, m.min(n), 8)?;
-    run(
+    let ap = a.ptr as M;
+    x_routine!(
         engine,
         stream,
         f,
-        |api, c| {
-            let (mut d, mut h) = (0, 0);
-            // SAFETY: checked operands, valid out-pointers.
-            check(f, unsafe { (api.getrf_bs)(c.h, c.params, m, n, t, a.ptr as P, a.ld, t, &mut d, &mut h) })?;
-            Ok((d, h))
-        },
-        |api, c, (dw, dn), (hw, hn), info| {
-            // SAFETY: as above; workspaces of the queried sizes.
-            unsafe {
-                (api.getrf)(
-                    c.h,
-                    c.params,
-                    m,
-                    n,
-                    t,
-                    a.ptr as M,
-                    a.ld,
-                    ipiv as *mut i64,
-                    t,
-                    dw,
-                    dn,
-                    hw,
-                    hn,
-                    info,
-                )
-            }
-        },
+        getrf_bs(m, n, t, ap, a.ld, t),
+        getrf(m, n, t, ap, a.ld, ipiv as *mut i64, t)
     )
 }
 
@@ -632,7 +397,7 @@ pub fn getrs(
     let f = "getrs";
     let (t, _) = types(f, dtype)?;
     let trans = code(f, "trans", trans, 2)?;
-    nonneg(f, &[("n", n), ("nrhs", nrhs)])?;
+    sizes(f, &[("n", n), ("nrhs", nrhs)])?;
     check_matrix(engine, f, "A", a, n, n, dtype.size())?;
     check_vector(engine, f, "ipiv", ipiv, n, 8)?;
     check_matrix(engine, f, "B", b, n, nrhs, dtype.size())?;
@@ -640,26 +405,25 @@ pub fn getrs(
         engine,
         stream,
         f,
+        0,
         |_, _| Ok((0, 0)),
-        |api, c, _, _, info| {
-            // SAFETY: checked operands.
-            unsafe {
-                (api.getrs)(
-                    c.h,
-                    c.params,
-                    trans,
-                    n,
-                    nrhs,
-                    t,
-                    a.ptr as P,
-                    a.ld,
-                    ipiv as *const i64,
-                    t,
-                    b.ptr as M,
-                    b.ld,
-                    info,
-                )
-            }
+        // SAFETY: checked operands.
+        |api, c, w| unsafe {
+            (api.getrs)(
+                c.h,
+                c.params,
+                trans,
+                n,
+                nrhs,
+                t,
+                a.ptr as P,
+                a.ld,
+                ipiv as *const i64,
+                t,
+                b.ptr as M,
+                b.ld,
+                w.info,
+            )
         },
     )
 }
@@ -677,28 +441,10 @@ pub fn geqrf(
 ) -> Result<i32> {
     let f = "geqrf";
     let (t, _) = types(f, dtype)?;
-    nonneg(f, &[("m", m), ("n", n)])?;
+    sizes(f, &[("m", m), ("n", n)])?;
     check_matrix(engine, f, "A", a, m, n, dtype.size())?;
     check_vector(engine, f, "tau", tau, m.min(n), dtype.size())?;
-    run(
-        engine,
-        stream,
-        f,
-        |api, c| {
-            let (mut d, mut h) = (0, 0);
-            // SAFETY: checked operands, valid out-pointers.
-            check(f, unsafe {
-                (api.geqrf_bs)(c.h, c.params, m, n, t, a.ptr as P, a.ld, t, tau as P, t, &mut d, &mut h)
-            })?;
-            Ok((d, h))
-        },
-        |api, c, (dw, dn), (hw, hn), info| {
-            // SAFETY: as above.
-            unsafe {
-                (api.geqrf)(c.h, c.params, m, n, t, a.ptr as M, a.ld, t, tau as M, t, dw, dn, hw, hn, info)
-            }
-        },
-    )
+    x_routine!(engine, stream, f, geqrf_bs, geqrf, (m, n, t, a.ptr as M, a.ld, t, tau as M, t))
 }
 
 /// Forms the first `n` columns of `Q` in place of `A` (`m × n`, m ≥ n ≥ k) from the `k`
@@ -715,31 +461,22 @@ pub fn orgqr(
 ) -> Result<i32> {
     let f = "orgqr";
     types(f, dtype)?;
-    nonneg(f, &[("m", m), ("n", n), ("k", k)])?;
+    let (mi, ni, ki) = (size(f, "m", m)?, size(f, "n", n)?, size(f, "k", k)?);
     if !(m >= n && n >= k) {
         return Err(Error::InvalidValue(format!("{f}: needs m ≥ n ≥ k, got m = {m}, n = {n}, k = {k}")));
     }
     let es = dtype.size();
     check_matrix(engine, f, "A", a, m, n, es)?;
     check_vector(engine, f, "tau", tau, k, es)?;
-    let ti = dtype as usize;
-    let (mi, ni, ki) = (m as c_int, n as c_int, k as c_int);
-    let ld = a.ld as c_int;
-    run(
+    let (ti, ld) = (dtype as usize, a.ld as c_int);
+    legacy_routine!(
         engine,
         stream,
         f,
-        |api, c| {
-            let mut lw: c_int = 0;
-            // SAFETY: checked operands, valid out-pointer.
-            check(f, unsafe { (api.orgqr_bs[ti])(c.h, mi, ni, ki, a.ptr as P, ld, tau as P, &mut lw) })?;
-            Ok((lw.max(1) as usize * es as usize, 0))
-        },
-        |api, c, (dw, dn), _, info| {
-            let lw = (dn / es as usize) as c_int;
-            // SAFETY: as above; `dw` holds `lw` elements.
-            unsafe { (api.orgqr[ti])(c.h, mi, ni, ki, a.ptr as M, ld, tau as P, dw, lw, info) }
-        },
+        (es, 0),
+        |c, w| orgqr_bs,
+        orgqr[ti],
+        (mi, ni, ki, a.ptr as M, ld, tau as M)
     )
 }
 
@@ -769,7 +506,7 @@ pub fn ormqr(
     if complex && trans == 1 {
         return Err(Error::InvalidValue(format!("{f}: complex Q takes trans 0 (N) or 2 (C), not 1 (T)")));
     }
-    nonneg(f, &[("m", m), ("n", n), ("k", k)])?;
+    let (mi, ni, ki) = (size(f, "m", m)?, size(f, "n", n)?, size(f, "k", k)?);
     let order = if side == 0 { m } else { n };
     if k > order {
         return Err(Error::InvalidValue(format!("{f}: k = {k} exceeds the order of Q ({order})")));
@@ -778,32 +515,16 @@ pub fn ormqr(
     check_matrix(engine, f, "A", a, order, k, es)?;
     check_vector(engine, f, "tau", tau, k, es)?;
     check_matrix(engine, f, "C", c, m, n, es)?;
-    let ti = dtype as usize;
-    let (mi, ni, ki) = (m as c_int, n as c_int, k as c_int);
-    let (lda, ldc) = (a.ld as c_int, c.ld as c_int);
-    run(
+    let (ti, lda, ldc) = (dtype as usize, a.ld as c_int, c.ld as c_int);
+    let (ap, cp) = (a.ptr as M, c.ptr as M);
+    legacy_routine!(
         engine,
         stream,
         f,
-        |api, cx| {
-            let mut lw: c_int = 0;
-            // SAFETY: checked operands, valid out-pointer.
-            check(f, unsafe {
-                (api.ormqr_bs[ti])(
-                    cx.h, side, trans, mi, ni, ki, a.ptr as P, lda, tau as P, c.ptr as P, ldc, &mut lw,
-                )
-            })?;
-            Ok((lw.max(1) as usize * es as usize, 0))
-        },
-        |api, cx, (dw, dn), _, info| {
-            let lw = (dn / es as usize) as c_int;
-            // SAFETY: as above.
-            unsafe {
-                (api.ormqr[ti])(
-                    cx.h, side, trans, mi, ni, ki, a.ptr as P, lda, tau as P, c.ptr as M, ldc, dw, lw, info,
-                )
-            }
-        },
+        (es, 0),
+        |cx, w| ormqr_bs,
+        ormqr[ti],
+        (side, trans, mi, ni, ki, ap, lda, tau as M, cp, ldc)
     )
 }
 
@@ -815,25 +536,9 @@ pub fn potrf(engine: &Engine, stream: u64, dtype: Dtype, uplo: i32, n: i64, a: O
     let f = "potrf";
     let (t, _) = types(f, dtype)?;
     let uplo = code(f, "uplo", uplo, 1)?;
-    nonneg(f, &[("n", n)])?;
+    sizes(f, &[("n", n)])?;
     check_matrix(engine, f, "A", a, n, n, dtype.size())?;
-    run(
-        engine,
-        stream,
-        f,
-        |api, c| {
-            let (mut d, mut h) = (0, 0);
-            // SAFETY: checked operand, valid out-pointers.
-            check(f, unsafe {
-                (api.potrf_bs)(c.h, c.params, uplo, n, t, a.ptr as P, a.ld, t, &mut d, &mut h)
-            })?;
-            Ok((d, h))
-        },
-        |api, c, (dw, dn), (hw, hn), info| {
-            // SAFETY: as above.
-            unsafe { (api.potrf)(c.h, c.params, uplo, n, t, a.ptr as M, a.ld, t, dw, dn, hw, hn, info) }
-        },
-    )
+    x_routine!(engine, stream, f, potrf_bs, potrf, (uplo, n, t, a.ptr as M, a.ld, t))
 }
 
 /// Solves `A X = B` in place of `B` (`n × nrhs`) with the Cholesky factor of [`potrf`]
@@ -850,19 +555,18 @@ pub fn potrs(
     let f = "potrs";
     let (t, _) = types(f, dtype)?;
     let uplo = code(f, "uplo", uplo, 1)?;
-    nonneg(f, &[("n", n), ("nrhs", nrhs)])?;
+    sizes(f, &[("n", n), ("nrhs", nrhs)])?;
     check_matrix(engine, f, "A", a, n, n, dtype.size())?;
     check_matrix(engine, f, "B", b, n, nrhs, dtype.size())?;
     run(
         engine,
         stream,
         f,
+        0,
         |_, _| Ok((0, 0)),
-        |api, c, _, _, info| {
-            // SAFETY: checked operands.
-            unsafe {
-                (api.potrs)(c.h, c.params, uplo, n, nrhs, t, a.ptr as P, a.ld, t, b.ptr as M, b.ld, info)
-            }
+        // SAFETY: checked operands.
+        |api, c, w| unsafe {
+            (api.potrs)(c.h, c.params, uplo, n, nrhs, t, a.ptr as P, a.ld, t, b.ptr as M, b.ld, w.info)
         },
     )
 }
@@ -892,7 +596,7 @@ pub fn gesvd(
     let f = if jacobi { "gesvdj" } else { "gesvd" };
     let (t, tr) = types(f, dtype)?;
     let vectors = code(f, "vectors", vectors, 2)?;
-    nonneg(f, &[("m", m), ("n", n)])?;
+    let (mi, ni) = (size(f, "m", m)?, size(f, "n", n)?);
     if !jacobi && m < n {
         return Err(Error::InvalidValue(format!("{f}: cuSOLVER's gesvd needs m ≥ n, got {m}×{n}")));
     }
@@ -912,89 +616,40 @@ pub fn gesvd(
     // unreferenced factors still need valid leading dimensions
     let (ldu, ldv) =
         if vectors > 0 { (u.ld, v.ld) } else { (m.max(1), if jacobi { n.max(1) } else { k.max(1) }) };
-    let (up, vp) = if vectors > 0 { (u.ptr, v.ptr) } else { (0, 0) };
-    let (jobz, econ) = (vectors.min(1), if full { 0 } else { 1 });
+    let (ap, sp) = (a.ptr as M, s as M);
     if jacobi {
-        let ti = dtype as usize;
-        let (mi, ni, lda) = (m as c_int, n as c_int, a.ld as c_int);
-        return run(
+        // gesvdj reads and writes U and V even when asked for the values only (null
+        // pointers fault inside its kernels and poison the context; PyTorch allocates them
+        // for that reason): then thin scratch factors, m×k and n×k, follow the workspace.
+        let scratch = if vectors == 0 { (m * k + n * k) as u64 * es } else { 0 };
+        let uv = |w: &Work| match (vectors, w.extra) {
+            (0, 0) => (0, 0),
+            (0, x) => (x, x + (m * k) as u64 * es),
+            _ => (u.ptr, v.ptr),
+        };
+        let (jobz, econ) = (vectors.min(1), if full { 0 } else { 1 });
+        let (ti, lda, ldu, ldv) = (dtype as usize, a.ld as c_int, ldu as c_int, ldv as c_int);
+        return legacy_routine!(
             engine,
             stream,
             f,
-            |api, c| {
-                let mut lw: c_int = 0;
-                // SAFETY: checked operands, valid out-pointer.
-                check(f, unsafe {
-                    (api.gesvdj_bs[ti])(
-                        c.h,
-                        jobz,
-                        econ,
-                        mi,
-                        ni,
-                        a.ptr as P,
-                        lda,
-                        s as P,
-                        up as P,
-                        ldu as c_int,
-                        vp as P,
-                        ldv as c_int,
-                        &mut lw,
-                        c.svdj,
-                    )
-                })?;
-                Ok((lw.max(1) as usize * es as usize, 0))
-            },
-            |api, c, (dw, dn), _, info| {
-                let lw = (dn / es as usize) as c_int;
-                // SAFETY: as above.
-                unsafe {
-                    (api.gesvdj[ti])(
-                        c.h,
-                        jobz,
-                        econ,
-                        mi,
-                        ni,
-                        a.ptr as M,
-                        lda,
-                        s as M,
-                        up as M,
-                        ldu as c_int,
-                        vp as M,
-                        ldv as c_int,
-                        dw,
-                        lw,
-                        info,
-                        c.svdj,
-                    )
-                }
-            },
+            (es, scratch),
+            |c, w| gesvdj_bs,
+            gesvdj[ti],
+            (jobz, econ, mi, ni, ap, lda, sp, uv(w).0 as M, ldu, uv(w).1 as M, ldv),
+            c.svdj
         );
     }
     let job = [b'N', b'S', b'A'][vectors as usize] as c_schar;
-    run(
+    let (up, vp) =
+        if vectors > 0 { (u.ptr as M, v.ptr as M) } else { (std::ptr::null_mut(), std::ptr::null_mut()) };
+    x_routine!(
         engine,
         stream,
         f,
-        |api, c| {
-            let (mut d, mut h) = (0, 0);
-            // SAFETY: checked operands, valid out-pointers.
-            check(f, unsafe {
-                (api.gesvd_bs)(
-                    c.h, c.params, job, job, m, n, t, a.ptr as P, a.ld, tr, s as P, t, up as P, ldu, t,
-                    vp as P, ldv, t, &mut d, &mut h,
-                )
-            })?;
-            Ok((d, h))
-        },
-        |api, c, (dw, dn), (hw, hn), info| {
-            // SAFETY: as above.
-            unsafe {
-                (api.gesvd)(
-                    c.h, c.params, job, job, m, n, t, a.ptr as M, a.ld, tr, s as M, t, up as M, ldu, t,
-                    vp as M, ldv, t, dw, dn, hw, hn, info,
-                )
-            }
-        },
+        gesvd_bs,
+        gesvd,
+        (job, job, m, n, t, ap, a.ld, tr, sp, t, up, ldu, t, vp, ldv, t)
     )
 }
 
@@ -1003,6 +658,7 @@ pub fn gesvd(
 /// (`n × n`), of which the `uplo` triangle is read (cusolverDnXsyevd, divide and conquer:
 /// syevd/heevd, as PyTorch's eigh). `A` is destroyed when `vectors` is 0. Returns `info > 0`
 /// when the algorithm did not converge. Errors as [`getrf`].
+#[allow(clippy::too_many_arguments)]
 pub fn syevd(
     engine: &Engine,
     stream: u64,
@@ -1015,30 +671,8 @@ pub fn syevd(
     let f = "syevd";
     let (t, tr) = types(f, dtype)?;
     let (jobz, uplo) = (code(f, "vectors", vectors, 1)?, code(f, "uplo", uplo, 1)?);
-    nonneg(f, &[("n", n)])?;
+    sizes(f, &[("n", n)])?;
     check_matrix(engine, f, "A", a, n, n, dtype.size())?;
     check_vector(engine, f, "W", w, n, real_size(dtype))?;
-    run(
-        engine,
-        stream,
-        f,
-        |api, c| {
-            let (mut d, mut h) = (0, 0);
-            // SAFETY: checked operands, valid out-pointers.
-            check(f, unsafe {
-                (api.syevd_bs)(
-                    c.h, c.params, jobz, uplo, n, t, a.ptr as P, a.ld, tr, w as P, t, &mut d, &mut h,
-                )
-            })?;
-            Ok((d, h))
-        },
-        |api, c, (dw, dn), (hw, hn), info| {
-            // SAFETY: as above.
-            unsafe {
-                (api.syevd)(
-                    c.h, c.params, jobz, uplo, n, t, a.ptr as M, a.ld, tr, w as M, t, dw, dn, hw, hn, info,
-                )
-            }
-        },
-    )
+    x_routine!(engine, stream, f, syevd_bs, syevd, (jobz, uplo, n, t, a.ptr as M, a.ld, tr, w as M, t))
 }

@@ -101,8 +101,15 @@ end
     W = rand(T, 3, 7); c = rand(T, 3); C = rand(T, 3, 2)
     @test approx(CuArray(W) \ CuArray(c), W \ c, T)
     @test approx(CuArray(W) \ CuArray(C), W \ C, T)
-    # rank deficient: cuSOLVER has no pivoted QR
-    @test thrown(() -> CuArray(T[1 1; 1 1; 1 1]) \ CuArray(T[1, 2, 3])) isa SingularException
+    # rank deficient, tall and wide: LinearAlgebra's minimum-norm least-squares solution
+    # (its pivoted QR finds the rank; here the SVD does), never an exception
+    for (R, c) in ((T[1 1; 1 1; 1 1], T[1, 2, 3]), (T[1 2 3; 2 4 6], T[1, 3]),
+                   (T[1 0 1; 0 1 1; 1 1 2; 2 0 2], T[1 2 3 4; 0 1 0 1]'), (zeros(T, 4, 2), T[1, 2, 3, 4]))
+        x = CuArray(R) \ CuArray(c)
+        @test x isa CuArray{T} && size(x) == size(R \ c) && approx(x, R \ c, T)
+    end
+    # LinearAlgebra's unpivoted qr(A) \ b: SingularException only for an exact zero in R
+    @test thrown(() -> qr(CuArray(T[1 0; 0 0; 0 0])) \ CuArray(T[1, 2, 3])) isa SingularException
 end
 
 @testset "cholesky, $T" for T in TYPES
@@ -123,6 +130,19 @@ end
         @test approx(inv(C), inv(P), T)
     end
     @test approx(cholesky(CuArray(P)).U, cholesky(P).U, T)
+    # the factor in the named triangle, the other triangle as it was (LAPACK's potrf; the
+    # upper factor is computed as the lower one of A', then transposed back)
+    for up in (:U, :L)
+        X = CuArray(P); Xc = copy(X)
+        C = cholesky!(Hermitian(X, up)); ref = cholesky(Hermitian(P, up))
+        @test C.factors === X && C.uplo == ref.uplo
+        tri = up === :U ? triu : tril
+        @test approx(tri(Array(X)), tri(ref.factors), T)
+        @test (up === :U ? tril(Array(X), -1) == tril(P, -1) : triu(Array(X), 1) == triu(P, 1))
+        F = cholesky(Hermitian(Xc, up)); @test Array(Xc) == P                # the input untouched
+        @test (up === :U ? tril(Array(F.factors), -1) == tril(P, -1) : triu(Array(F.factors), 1) == triu(P, 1))
+    end
+    @test thrown(() -> cholesky(CuArray(rand(T, 3, 4)))) isa DimensionMismatch
     # not positive definite: PosDefException at the minor, or info with check = false
     N = Matrix{T}(I, 4, 4); N[3, 3] = -1
     @test thrown(() -> cholesky(Hermitian(CuArray(N)))) isa PosDefException

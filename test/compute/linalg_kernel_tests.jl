@@ -58,6 +58,11 @@ vals(::Type{T}, dims...) where {T} = rand(T, dims...) .* rand((1, 1, 0), dims...
             @test istril(CuArray(A), k) == istril(A, k)
             @test istriu(CuArray(triu(A, k)), k) && istril(CuArray(tril(A, k)), k)
         end
+        # both flags of A \ b's dispatch in one download
+        S = vals(T, 4, 4)
+        for M in (S, triu(S), tril(S), Matrix(Diagonal(S)), zeros(T, 4, 4))
+            @test CuMem.triangularity(CuArray(M)) == (istril(M), istriu(M))
+        end
         S = vals(T, 4, 4)
         for M in (S, S + transpose(S), T <: Complex ? S + S' : S + transpose(S))
             @test issymmetric(CuArray(M)) == issymmetric(M)

@@ -117,10 +117,35 @@ LinearAlgebra.logdet(A::CuMatrix) = (LinearAlgebra.checksquare(A); logdet(lu(A; 
 const CuHermOrSym{T} = Union{Hermitian{T,<:CuMatrix{T}},Symmetric{T,<:CuMatrix{T}}}
 const CuCholesky{T} = Cholesky{T,<:CuMatrix{T}}
 
+# cuSOLVER's potrf runs its lower-triangle algorithm much faster than its upper one (H100,
+# Float32, n = 4096: 5.0 ms for 'U' beside PyTorch's 2.0 ms for 'L'), so an upper
+# factorization is the lower one of Aᴴ: Aᴴ's lower triangle is A's upper one conjugated
+# and transposed, potrf('L') turns it into L = Uᴴ, and Lᴴ copied back puts U in A's upper
+# triangle and A's other triangle back unchanged (Aᴴ's upper is A's lower, untouched by
+# potrf), as LAPACK's potrf('U') leaves it. Two transposes (one when the input is copied
+# anyway, `upper_factor`) cost far less than the upper algorithm.
 function cu_cholesky!(A::CuMatrix{T}, uplo::Char, check::Bool) where {T<:BlasFloat}
-    _, info = potrf!(uplo, A)
+    if uplo == 'U'
+        L = copy(adjoint(A))
+        _, info = potrf!('L', L)
+        copyto!(A, adjoint(L))
+        unsafe_free!(L)
+    else
+        _, info = potrf!(uplo, A)
+    end
     check && LinearAlgebra.checkpositivedefinite(info)
     return Cholesky(A, uplo, BlasInt(info))
+end
+# cholesky of the Hermitian matrix whose `uplo` triangle `A` holds, into a new matrix of
+# element type S (A is left as it is): for 'U' the transposed copy is the copy
+function cu_cholesky(A::CuMatrix, ::Type{S}, uplo::Char, check::Bool) where {S}
+    uplo == 'U' || return cu_cholesky!(float_copy(A, S), uplo, check)
+    L = as_eltype(S, copy(adjoint(A)))
+    _, info = potrf!('L', L)
+    F = copy(adjoint(L))
+    unsafe_free!(L)
+    check && LinearAlgebra.checkpositivedefinite(info)
+    return Cholesky(F, uplo, BlasInt(info))
 end
 
 """
@@ -140,18 +165,22 @@ function LinearAlgebra.cholesky!(A::CuHermOrSym{<:BlasFloat}, ::Val{false} = Val
     return cu_cholesky!(parent(A), A.uplo, check)
 end
 function LinearAlgebra.cholesky!(A::CuMatrix{<:BlasFloat}, ::Val{false} = Val(false); check::Bool = true)
+    LinearAlgebra.checksquare(A)
     ishermitian(A) || (check ? LinearAlgebra.checkpositivedefinite(-1) :
                        return Cholesky(A, 'U', BlasInt(-1)))
     return cu_cholesky!(A, 'U', check)
 end
 function LinearAlgebra.cholesky(A::CuHermOrSym{T}, ::Val{false} = Val(false); check::Bool = true) where {T}
-    S = factor_type(T, "cholesky")
-    C = A isa Hermitian ? Hermitian(float_copy(parent(A), S), Symbol(A.uplo)) :
-        Symmetric(float_copy(parent(A), S), Symbol(A.uplo))
-    return cholesky!(C; check = check)
+    A isa Symmetric && T <: Complex && throw(ArgumentError("cholesky of a complex Symmetric matrix; use Hermitian"))
+    return cu_cholesky(parent(A), factor_type(T, "cholesky"), A.uplo, check)
 end
-LinearAlgebra.cholesky(A::CuMatrix{T}, ::Val{false} = Val(false); check::Bool = true) where {T} =
-    cholesky!(float_copy(A, factor_type(T, "cholesky")); check = check)
+function LinearAlgebra.cholesky(A::CuMatrix{T}, ::Val{false} = Val(false); check::Bool = true) where {T}
+    LinearAlgebra.checksquare(A)
+    S = factor_type(T, "cholesky")
+    ishermitian(A) || (check ? LinearAlgebra.checkpositivedefinite(-1) :
+                       return Cholesky(float_copy(A, S), 'U', BlasInt(-1)))
+    return cu_cholesky(A, S, 'U', check)
+end
 
 function Base.getproperty(C::Cholesky{T,<:CuMatrix}, d::Symbol) where {T}
     F = getfield(C, :factors)
@@ -203,8 +232,10 @@ The singular value decomposition as LinearAlgebra's `SVD` (`F.U`, `F.S`, `F.V`, 
 thin unless `full`): `alg = DivideAndConquer()` (the default) runs cuSOLVER's gesvdj
 (Jacobi: cuSOLVER has no divide and conquer; PyTorch's default driver), `QRIteration()`
 gesvd. `F.S` is a `CuVector` where the `SVD` type allows it (Julia 1.8 and later), a host
-`Vector` before. On the host device: LAPACK's gesdd / gesvd. `LAPACKException` when the
-iteration does not converge. `svdvals` returns the values as a `CuVector`.
+`Vector` before. On the host device: LAPACK's gesdd / gesvd. When gesvdj does not converge,
+`svd` and `svdvals` compute again with gesvd from their copy of `A`, as PyTorch does;
+`LAPACKException` when that does not converge either, or at once for `svd!`/`svdvals!`
+(their `A` is spent). `svdvals` returns the values as a `CuVector`.
 """
 function LinearAlgebra.svd!(A::CuMatrix{T}; full::Bool = false,
                             alg::LinearAlgebra.Algorithm = LinearAlgebra.DivideAndConquer()) where {T<:BlasFloat}
@@ -212,15 +243,31 @@ function LinearAlgebra.svd!(A::CuMatrix{T}; full::Bool = false,
     info == 0 || throw(LAPACKException(info))
     return make_svd(U, S, Vt)
 end
-LinearAlgebra.svd(A::CuMatrix{T}; full::Bool = false,
-                  alg::LinearAlgebra.Algorithm = LinearAlgebra.DivideAndConquer()) where {T} =
-    svd!(float_copy(A, factor_type(T, "svd")); full = full, alg = alg)
+function LinearAlgebra.svd(A::CuMatrix{T}; full::Bool = false,
+                           alg::LinearAlgebra.Algorithm = LinearAlgebra.DivideAndConquer()) where {T}
+    U, S, Vt = svd_of_copy(A, factor_type(T, "svd"), full ? :full : :thin, !(alg isa LinearAlgebra.QRIteration))
+    return make_svd(U, S, Vt)
+end
 function LinearAlgebra.svdvals!(A::CuMatrix{<:BlasFloat})
     _, S, _, info = gesvd!(A; vectors = :none)
     info == 0 || throw(LAPACKException(info))
     return S
 end
-LinearAlgebra.svdvals(A::CuMatrix{T}) where {T} = svdvals!(float_copy(A, factor_type(T, "svdvals")))
+LinearAlgebra.svdvals(A::CuMatrix{T}) where {T} = svd_of_copy(A, factor_type(T, "svdvals"), :none, true)[2]
+# gesvd! on a copy of A (freed after), and again with gesvd when gesvdj did not converge
+function svd_of_copy(A::CuMatrix, ::Type{S}, vectors::Symbol, jacobi::Bool) where {S}
+    C = float_copy(A, S)
+    U, s, Vt, info = gesvd!(C; vectors = vectors, jacobi = jacobi)
+    unsafe_free!(C)
+    if info > 0 && jacobi
+        foreach(x -> x === nothing || unsafe_free!(x), (U, s, Vt))
+        C = float_copy(A, S)
+        U, s, Vt, info = gesvd!(C; vectors = vectors, jacobi = false)
+        unsafe_free!(C)
+    end
+    info == 0 || throw(LAPACKException(info))
+    return U, s, Vt
+end
 
 ## symmetric/Hermitian eigenproblem
 
@@ -265,26 +312,42 @@ LinearAlgebra.eigvals(A::CuRealHermSymComplexHerm; sortby::Union{Function,Nothin
     A::CuMatrix \\ B::CuVecOrMat
 
 As LinearAlgebra: a square `A` that is triangular (checked with one kernel) is solved with
-trsm, any other square `A` through `lu(A)` (`SingularException` when singular); a tall `A`
-gives the least-squares solution through `qr(A)`, a wide one the minimum-norm solution
-(cuSOLVER has no pivoted QR: full rank is required, `SingularException` otherwise).
-Element types promote as LinearAlgebra's; shapes are checked with the user's dimensions.
+trsm, any other square `A` through `lu(A)` (`SingularException` when a pivot is exactly
+zero); a non-square `A` gives the minimum-norm least-squares solution, with the rank
+determined as LinearAlgebra's pivoted QR does (`rcond = min(m,n) * eps`), never an
+exception: through the QR of `A` (tall) or `A'` (wide) when its R shows full rank, through
+the SVD otherwise (cuSOLVER has no pivoted QR; see `lsq_solve` in qr.jl for where the rank
+decision can differ). Element types promote as LinearAlgebra's; shapes are checked with
+the user's dimensions.
 """
 function Base.:\(A::CuMatrix, B::CuVecOrMat)
     m, n = size(A)
     size(B, 1) == m ||
         throw(DimensionMismatch("left hand side has $m rows, but right hand side has $(size(B, 1)) rows"))
     if m == n
-        if istril(A)
-            return istriu(A) ? (Diagonal(A[diagind(A)]) \ B) : LowerTriangular(A) \ B
+        lower, upper = triangularity(A)
+        if lower
+            return upper ? (Diagonal(A[diagind(A)]) \ B) : LowerTriangular(A) \ B
         end
-        istriu(A) && return UpperTriangular(A) \ B
-        return lu(A) \ B
-    elseif m > n
-        return qr(A) \ B
+        upper && return UpperTriangular(A) \ B
+        return lu_solve(A, B)
     else
-        return min_norm_solve(A, B)
+        return lsq_solve(A, B)
     end
+end
+
+# lu(A) \ B without the LU object: the pivots stay on the device between getrf and getrs
+function lu_solve(A::CuMatrix, B::CuVecOrMat)
+    T = promote_type(factor_type(eltype(A), "\\"), eltype(B))
+    F = float_copy(A, T)
+    ipiv, info = getrf_pivots!(F)
+    if info > 0
+        unsafe_free!(F); ipiv isa CuVector && unsafe_free!(ipiv)
+        throw(SingularException(info))
+    end
+    X = getrs!('N', F, ipiv, copy_as(T, B))
+    unsafe_free!(F); ipiv isa CuVector && unsafe_free!(ipiv)
+    return X
 end
 
 function LinearAlgebra.ldiv!(A::CuMatrix, B::CuVecOrMat)

@@ -195,6 +195,26 @@ function isband(A::CuMatrix{T}, k::Integer, upper::Bool) where {T}
                                                   Int64(ld(A)), Int64(k), Int32(upper), f))
 end
 
+# (istril(A), istriu(A)) with one download: the two band kernels write two flag words
+function triangularity(A::CuMatrix{T}) where {T}
+    check_devices("istriu", A)
+    activate()
+    m, n = size(A)
+    if on_host()
+        return GC.@preserve A (istril(host_view(A)), istriu(host_view(A)))
+    end
+    (m == 0 || n == 0) && return (true, true)
+    name = "la_isband_" * value_suffix(T)
+    flags = CuMem.zeros(Int32, 2)
+    GC.@preserve A flags for (i, upper) in ((0, false), (1, true))
+        la_launch(name, m * n, CuPtr{UInt8}(devaddr(A)), Int64(m), Int64(n), Int64(ld(A)), Int64(0), Int32(upper),
+                  CuPtr{Int32}(devaddr(flags) + 4i))
+    end
+    f = Array(flags)
+    unsafe_free!(flags)
+    return f[1] == 0, f[2] == 0
+end
+
 """
     issymmetric(A::CuMatrix) -> Bool
     ishermitian(A::CuMatrix) -> Bool

@@ -8,8 +8,8 @@
 The QR factorization of a `CuMatrix` (cuSOLVER's geqrf), LAPACK's compact form: `factors`
 (`R` on and above the diagonal, Householder vectors below) and `τ` (a `CuVector`), as
 `CUDA.CUSOLVER.CuQR`. `F.Q` is a [`CuMem.CuQRPackedQ`](@ref), `F.R` an upper triangular
-`CuMatrix` (`min(m,n) × n`); `F \\ b` solves least squares (tall) or gives the minimum-norm
-solution (wide, through the QR of `A'`).
+`CuMatrix` (`min(m,n) × n`); `F \\ b` solves least squares for a square or tall `A`
+(`A \\ b` also solves wide and rank-deficient systems).
 """
 struct CuQR{T,S<:CuMatrix{T}} <: Factorization{T}
     factors::S
@@ -133,7 +133,7 @@ qr_as(::Type{T}, Q::Adjoint{<:Any,<:CuQRPackedQ}) where {T} = adjoint(qr_as(T, p
 # R's upper triangle as a triangular wrapper of a view-free copy (k × n)
 function LinearAlgebra.ldiv!(F::CuQR{T}, B::CuVecOrMat{T}) where {T}
     m, n = size(F)
-    m >= n || throw(DimensionMismatch("ldiv!(::CuQR, B) needs a square or tall matrix (minimum-norm solutions: F \\ B)"))
+    m >= n || throw(DimensionMismatch("ldiv!(::CuQR, B) needs a square or tall matrix (minimum-norm solutions of a wide A: A \\ B)"))
     size(B, 1) == m || throw(DimensionMismatch("B has $(size(B, 1)) rows, but the factorization has $m"))
     ormqr!('L', 'C', F.factors, F.τ, B)
     R = F.factors[1:n, 1:n]
@@ -150,10 +150,12 @@ first_zero_diag(R::CuMatrix) = something(findfirst(iszero, host_diag(R)), 0)
 """
     F::CuQR \\ B
 
-Least-squares solution of `A X = B` for a square or tall `A` (`R \\ (Q'B)[1:n]`), and the
-minimum-norm solution for a wide one (through the QR of `A'`: `X = Q (R' \\ B)`), as
-LinearAlgebra's `qr(A) \\ B` for full-rank `A`. `SingularException` for a zero on `R`'s
-diagonal (rank-deficient `A`: cuSOLVER has no pivoted QR).
+Least-squares solution of `A X = B` for a square or tall `A` (`R \\ (Q'B)[1:n]`), as
+LinearAlgebra's unpivoted `qr(A) \\ B`: `SingularException` for an exactly zero diagonal
+entry of `R` (LAPACK's trtrs), and a rank-deficient `A` whose `R` has a tiny, not zero,
+entry gives the same huge solution as LinearAlgebra's. A wide `F` throws
+`DimensionMismatch` (LinearAlgebra's wide unpivoted solve needs LAPACK's tzrzf, which
+cuSOLVER lacks): `A \\ B` gives the minimum-norm solution of any shape and rank.
 """
 function Base.:\(F::CuQR, B::CuVecOrMat)
     T = promote_type(eltype(F), eltype(B))
@@ -163,19 +165,73 @@ function Base.:\(F::CuQR, B::CuVecOrMat)
     return ldiv!(G, copy_as(T, B))
 end
 
-# minimum-norm solution of a wide system A X = B from the QR of A' (n × m, n > m)
-function min_norm_solve(A::CuMatrix, B::CuVecOrMat)
+## A \ B for a non-square A
+
+# LinearAlgebra solves a non-square `A \ B` with the column-pivoted QR of `A` (as LAPACK's
+# xgelsy): the rank `r` is the largest for which the leading r×r block of R has a condition
+# estimate within `rcond = min(m,n) * eps(real(T))`, and the answer is the minimum-norm
+# least-squares solution of that rank; it never throws. cuSOLVER has no pivoted QR, so:
+# 1. the unpivoted QR of `A` (tall) or `A'` (wide); when the diagonal of R is clearly away
+#    from zero (min |R_ii| > sqrt(eps) * max |R_ii|), A has full rank and the QR gives the
+#    least-squares (tall) or minimum-norm (wide) solution, which is then unique: the answer;
+# 2. otherwise (a tiny R_ii means σ_min ≤ |R_ii| is tiny: rank deficient or nearly so)
+#    the SVD: r = count(σ_i ≥ rcond * σ_1), X = V_r Σ_r⁻¹ U_rᴴ B, the minimum-norm
+#    least-squares solution of rank r (LAPACK's xgelsd), as LinearAlgebra's for the same r.
+# What can differ from LinearAlgebra: its rank comes from an incremental condition estimate
+# of the pivoted R, ours from the singular values, so a matrix whose σ_r/σ_1 lies within a
+# small factor of rcond may get another rank; a nearly rank-deficient matrix whose
+# unpivoted R has no small diagonal entry (Kahan's matrix) is solved at full rank.
+function lsq_solve(A::CuMatrix, B::CuVecOrMat)
     T = promote_type(factor_type(eltype(A), "\\"), eltype(B))
     m, n = size(A)
     size(B, 1) == m || throw(DimensionMismatch("B has $(size(B, 1)) rows, but the matrix has $m"))
-    F = cu_qr!(convert_eltype(T, copy(adjoint(A))))     # A' = Q R, R m×m
+    nrhs = size(B, 2)
+    if min(m, n) == 0
+        X = CuMem.zeros(T, n, nrhs)
+        return B isa CuVector ? reshape(X, n) : X
+    end
+    F = cu_qr!(m > n ? float_copy(A, T) : as_eltype(T, copy(adjoint(A))))
+    d = abs.(host_diag(F.factors))
+    if minimum(d) > sqrt(eps(real(T))) * maximum(d)
+        m > n && return ldiv!(F, copy_as(T, B))
+        return wide_qr_solve(F, B, T)
+    end
+    unsafe_free!(F.factors); unsafe_free!(F.τ)
+    return svd_lsq(A, B, T)
+end
+# a temporary `X` as element type T (the temporary freed when converted)
+as_eltype(::Type{T}, X::CuArray{T}) where {T} = X
+as_eltype(::Type{T}, X::CuArray) where {T} = (Y = convert_eltype(T, X); unsafe_free!(X); Y)
+
+# the minimum-norm solution of a wide full-rank A X = B from F = qr(A') (A' = Q R, R m×m):
+# X = Q [R' \ B; 0]
+function wide_qr_solve(F::CuQR, B::CuVecOrMat, ::Type{T}) where {T}
+    n, m = size(F)
     R = F.factors[1:m, 1:m]
     any_zero_diag(R) && throw(SingularException(first_zero_diag(R)))
     Y = copy_as(T, B)
     trsm!('L', 'U', 'C', 'N', one(T), R, Y)             # R' Y = B
+    unsafe_free!(R)
     X = CuMem.zeros(T, n, size(B, 2))
     X[1:m, :] = reshape(Y, m, size(B, 2))
     ormqr!('L', 'N', F.factors, F.τ, X)                 # X = Q [Y; 0]
     return B isa CuVector ? reshape(X, n) : X
 end
 
+# the minimum-norm least-squares solution through the thin SVD, rank by rcond = min(m,n) eps
+function svd_lsq(A::CuMatrix, B::CuVecOrMat, ::Type{T}) where {T}
+    m, n = size(A)
+    nrhs = size(B, 2)
+    F = svd(float_copy(A, T))
+    s = Array(F.S)
+    rcond = min(m, n) * eps(real(T))
+    r = s[1] > 0 ? count(x -> x >= rcond * s[1], s) : 0
+    X = if r == 0
+        CuMem.zeros(T, n, nrhs)
+    else
+        Dinv = CuArray(Matrix{T}(Diagonal(T.(inv.(s[1:r])))))
+        Y = Dinv * (F.U[:, 1:r]' * reshape(copy_as(T, B), m, nrhs))   # Σ_r⁻¹ U_rᴴ B
+        F.Vt[1:r, :]' * Y
+    end
+    return B isa CuVector ? reshape(X, n) : X
+end

@@ -223,19 +223,26 @@ zero. cusolverDnXgetrf on a GPU (workspace from the pool; waits for the stream t
 `info`), LAPACK on the host device.
 """
 function getrf!(A::CuMatrix{T}) where {T<:BlasFloat}
+    ipiv, info = getrf_pivots!(A)
+    ipiv isa CuVector || return A, ipiv, info
+    h = Vector{BlasInt}(Array(ipiv))
+    unsafe_free!(ipiv)
+    return A, h, info
+end
+# getrf! with the pivots where they lie: a CuVector{Int64} on a GPU (getrs! takes it as it
+# is: `A \ b` needs no round trip through the host), a host Vector{BlasInt} on the host device
+function getrf_pivots!(A::CuMatrix{T}) where {T<:BlasFloat}
     m, n = size(A)
     check_devices("getrf!", A)
     activate()
-    (m == 0 || n == 0) && return A, BlasInt[], 0
+    (m == 0 || n == 0) && return BlasInt[], 0
     if on_host()
         _, ipiv, info = GC.@preserve A LinearAlgebra.LAPACK.getrf!(host_view(A))
-        return A, ipiv, Int(info)
+        return ipiv, Int(info)
     end
     dipiv = CuVector{Int64}(undef, min(m, n))
     info = GC.@preserve A dipiv solver_call(c_getrf_async, blas_dtype(T), m, n, devaddr(A), ld(A), devaddr(dipiv))
-    ipiv = Vector{BlasInt}(Array(dipiv))
-    unsafe_free!(dipiv)
-    return A, ipiv, info
+    return dipiv, info
 end
 
 """
@@ -302,6 +309,7 @@ function orgqr!(A::CuMatrix{T}, tau::CuVector{T}, k::Integer = length(tau)) wher
     check_devices("orgqr!", A, tau)
     activate()
     n == 0 && return A
+    k == 0 && return copyto!(A, I)      # no reflectors: Q = I (cuSOLVER would leave A as it is)
     if on_host()
         GC.@preserve A tau LinearAlgebra.LAPACK.orgqr!(host_view(A), host_view(tau), k)
         return A

@@ -28,10 +28,11 @@
 //!   mapped: its start, its end, or a granule-aligned place over idle granules inside it
 //!   (a long free range left by large blocks that were freed and merged keeps mapped
 //!   granules in its middle). The granules (the device's granularity, 2 MiB) the block
-//!   touches are mapped if they are not. Freed blocks merge with their free neighbours;
-//!   there are no segment boundaries to stop them.
-//! - Granules no block touches stay mapped (cached) and are unmapped lazily, highest
-//!   address first: at `reclaim`, when the device or `JULIA_CUDA_MEMORY_LIMIT` refuses a
+//!   touches are mapped if they are not. Freed blocks merge with their free neighbours
+//!   at once (there are no segment boundaries to stop them, and no deferred frees: see
+//!   below).
+//! - Granules no block touches stay mapped (cached) and are unmapped lazily, lowest
+//!   free range first ([`arena::Arena::unmap_idle`] says why): at `reclaim`, when the device or `JULIA_CUDA_MEMORY_LIMIT` refuses a
 //!   mapping, and before mapping more would lift reserved memory above its all-time
 //!   high-water mark *and* above 1⅛ × the most bytes the pool ever had in use
 //!   ([`HEADROOM`], a release threshold relative to the workload, where
@@ -39,7 +40,21 @@
 //!   the blocks themselves touch more granules, and cached memory in the wrong place
 //!   never raises the peak beyond that; a warm pass whose layout moves (inference with
 //!   batch shapes that change) finds the granules it comes back to still mapped and
-//!   makes no device calls while its fragmentation stays within the headroom.
+//!   makes no device calls while its fragmentation stays within the headroom (on
+//!   encoder_infer_varlen and random_seed1 it does not: their warm passes remap 50–60
+//!   times each on the host device).
+//!
+//! # Why no deferred frees
+//!
+//! Until 2026-11-27 freed blocks waited on `split`'s quick lists (one per size, LIFO) and
+//! were merged only when a request missed them. A quick-list hit hands out the block just
+//! freed, wherever best fit would have put the request; on the inference traces those
+//! placements pin holes that the next batch's larger blocks cannot use. Replayed with no
+//! unmapping at all (host device, peak mapped ÷ peak live), deferred frees reach 1.109 on
+//! bertlike_infer_varlen where merging at once reaches 1.058 (PyTorch's expandable
+//! segments: 1.077, whose best fit also merges at once); gpt2_train 1.0047 → 1.0033,
+//! resnet50_train 1.0129 / 1.0132 → 1.0162 / 1.0162 (cold / warm), the others unchanged.
+//! And the lists saved little: 91 % of the varlen traces' requests missed them.
 //! - Every granule is its own physical allocation, so any granule can be unmapped
 //!   alone; failed mappings leave nothing mapped ([`crate::device::Device::vm_map`]).
 //!
@@ -47,47 +62,49 @@
 //!
 //! # Structure
 //!
-//! Frees are deferred as in `split`: a freed block waits on the quick list of its size
-//! and is handed out again by the next request of that size; a request no quick list
-//! serves first merges every quick-listed block, so it sees all free memory. The
-//! arenas ([`arena`]) keep blocks and free ranges as nodes linked to their address
-//! neighbours (merging costs no search), free ranges in split's size-class index by
-//! (size, address) (best fit is a bit scan and a short binary search), and a bitmap of
-//! mapped granules; a granule is idle when it lies wholly inside a free range. The alloc
-//! and free paths keep no count of idle bytes: statistics and unmapping count them when
-//! they need them, over the free ranges a granule long or longer (few), so a miss costs
-//! the merge of the blocks freed since the last one, a best-fit search and a carve.
+//! Every request is a best-fit search and a carve, every free a merge, so both are kept
+//! to a few list and table operations. The arenas ([`arena`]) keep blocks and free
+//! ranges as nodes linked to their address neighbours (merging costs no search), free
+//! ranges on a list per size class threaded through the nodes ([`free_lists`]: indexing
+//! costs a few stores, best fit a bit scan and a look at a few entries; a carve or merge
+//! that leaves a range in its class does not touch the lists), and a bitmap of mapped
+//! granules; a granule is idle when it lies wholly inside a free range. The alloc and
+//! free paths keep no count of idle bytes: statistics and unmapping count them when they
+//! need them, over the free ranges a granule long or longer (few). Blocks in use are
+//! found by address in an open-addressing table ([`AddrIndex`]) that also names their
+//! arena. Warm instructions per event (callgrind, encoder_infer_varlen): 796 with the
+//! quick lists and sorted size-class vectors, 512 now; binned's 254.
 
 mod arena;
+mod free_lists;
 #[cfg(test)]
 mod tests;
 
 use super::split::SMALL_SIZE;
-use super::split::quick::QuickLists;
 use super::{Block, MIN_BLOCK, Pool, round_up};
 use crate::error::{Error, Result};
 use crate::snapshot::PoolSegment;
 use crate::upstream::ShardUpstream;
+use crate::live::AddrIndex;
 use arena::Arena;
-use rustc_hash::FxHashMap;
 
 /// Mapped memory may grow to 1/`HEADROOM` above the pool's peak of bytes in use before
 /// idle granules are unmapped to make room for new ones (as cudaMallocAsync's release
-/// threshold, but relative): 1/8 is above the fragmentation that the best-fit placement
-/// leaves on the variable-shape inference traces (1.10–1.12 × live, host device), so
-/// their warm passes make no device calls, and below the memory of PyTorch's expandable
-/// segments and of cudaMallocAsync there (1.14–1.18 × live on the H100).
+/// threshold, but relative): 1/8 is above the fragmentation that best fit leaves on
+/// bertlike_infer_varlen (1.058 × live with no unmapping, host device), so its warm
+/// passes make no device calls, and below the memory of PyTorch's expandable segments
+/// and of cudaMallocAsync on the inference traces (1.08–1.18 × live on the H100).
+/// encoder_infer_varlen, whose best fit reaches 1.17 × live unbounded, is held at 1.13
+/// by it, at the cost of remapping in every warm pass.
 const HEADROOM: u64 = 8;
 
 /// The pool on reserved address ranges with lazily mapped granules.
 pub struct ExpandablePool {
     /// The reserved ranges, in the order they were taken.
     arenas: Vec<Arena>,
-    /// Address → node (in its arena) of every block in use or on a quick list.
-    used: FxHashMap<u64, u32>,
-    /// The quick lists, split's: the blocks freed since the last flush, by size, LIFO.
-    quick: QuickLists,
-    /// Bytes of blocks in use (not quick-listed).
+    /// Address → (arena, node) of every block in use.
+    used: AddrIndex,
+    /// Bytes of blocks in use.
     used_bytes: u64,
     /// The most bytes of blocks in use there ever were (`used_bytes`'s peak): what
     /// [`HEADROOM`] is measured against.
@@ -98,8 +115,7 @@ impl Default for ExpandablePool {
     fn default() -> Self {
         ExpandablePool {
             arenas: Vec::new(),
-            used: FxHashMap::default(),
-            quick: QuickLists::new(),
+            used: AddrIndex::default(),
             used_bytes: 0,
             peak_used: 0,
         }
@@ -125,7 +141,7 @@ impl ExpandablePool {
     fn place(&mut self, size: u64, large: bool, up: ShardUpstream<'_>) -> Result<(usize, u32, u64, usize)> {
         // The arena whose place needs the fewest granules mapped (the first among equals).
         let mut best: Option<(usize, u32, u64, usize)> = None;
-        for (k, a) in self.arenas.iter().enumerate() {
+        for (k, a) in self.arenas.iter_mut().enumerate() {
             if a.large == large
                 && let Some((i, addr, n)) = a.place(size)
                 && best.is_none_or(|b| n < b.3)
@@ -149,18 +165,10 @@ impl ExpandablePool {
         Ok((self.arenas.len() - 1, 0, base, 1))
     }
 
-    /// Merges every quick-listed block into the free ranges.
-    fn flush(&mut self) {
-        let mut quick = std::mem::take(&mut self.quick);
-        quick.flush(|p| self.release(p));
-        self.quick = quick;
-    }
-
     /// Returns block `ptr` to its arena's free ranges.
     fn release(&mut self, ptr: u64) {
-        let i = self.used.remove(&ptr).expect("a block of this pool");
-        let k = self.arena_of(ptr);
-        self.arenas[k].give_back(i);
+        let (k, i) = self.used.remove(ptr).expect("a block of this pool");
+        self.arenas[k as usize].give_back(i);
     }
 
     /// Unmaps granules no block touches, the large arenas' first (longer runs), until
@@ -205,12 +213,10 @@ impl ExpandablePool {
         Ok(())
     }
 
-    /// A request that no quick list serves. Kept out of line so that the hit path stays
-    /// small where the engine inlines it.
-    #[inline(never)]
-    fn alloc_miss(&mut self, size: u64, up: ShardUpstream<'_>) -> Result<Block> {
+    /// Places, carves and maps a block of `size` bytes (a multiple of [`MIN_BLOCK`]).
+    #[inline]
+    fn alloc_block(&mut self, size: u64, up: ShardUpstream<'_>) -> Result<Block> {
         let large = size > SMALL_SIZE;
-        self.flush();
         let (k, i, addr, n) = self.place(size, large, up)?;
         let a = &mut self.arenas[k];
         let b = a.carve(i, addr, size);
@@ -222,7 +228,7 @@ impl ExpandablePool {
             self.arenas[k].give_back(b);
             return Err(e);
         }
-        self.used.insert(addr, b);
+        self.used.insert(addr, k as u32, b);
         self.used_bytes += size;
         self.peak_used = self.peak_used.max(self.used_bytes);
         Ok(Block { ptr: addr, size, hit: runs.is_empty() })
@@ -232,31 +238,22 @@ impl ExpandablePool {
 impl Pool for ExpandablePool {
     #[inline]
     fn alloc(&mut self, bytes: u64, up: ShardUpstream<'_>) -> Result<Block> {
-        let size = round_up(bytes, MIN_BLOCK);
-        if let Some(ptr) = self.quick.pop(size) {
-            self.used_bytes += size;
-            self.peak_used = self.peak_used.max(self.used_bytes);
-            return Ok(Block { ptr, size, hit: true });
-        }
-        self.alloc_miss(size, up)
+        self.alloc_block(round_up(bytes, MIN_BLOCK), up)
     }
 
     #[inline]
     fn free(&mut self, ptr: u64, size: u64, _up: ShardUpstream<'_>) {
         self.used_bytes -= size;
-        if !self.quick.push(ptr, size) {
-            // The slot holds another size's list: merge this block at once.
-            self.release(ptr);
-        }
+        self.release(ptr);
     }
 
     fn reclaim(&mut self, target: u64, up: ShardUpstream<'_>) -> u64 {
-        self.flush();
         if target == 0 {
             return 0;
         }
         let released = self.unmap_idle(target, up);
         // An arena left with no block and nothing mapped gives its addresses back.
+        let before = self.arenas.len();
         self.arenas.retain(|a| {
             let keep = a.mapped_bytes > 0 || !a.is_empty();
             if !keep {
@@ -264,6 +261,14 @@ impl Pool for ExpandablePool {
             }
             keep
         });
+        if self.arenas.len() < before {
+            // The blocks' arena numbers moved down.
+            let mut used = AddrIndex::default();
+            for (addr, _, node) in self.used.iter() {
+                used.insert(addr, self.arena_of(addr) as u32, node);
+            }
+            self.used = used;
+        }
         released
     }
 
@@ -271,31 +276,34 @@ impl Pool for ExpandablePool {
         self.mapped_bytes() - self.used_bytes
     }
 
-    /// Free bytes (quick-listed blocks included) in granules that a block touches.
+    /// Free bytes in granules that a block touches.
     fn inactive_split_bytes(&self) -> u64 {
         let idle: u64 = self.arenas.iter().map(|a| a.idle_bytes()).sum();
         self.mapped_bytes() - idle - self.used_bytes
     }
 
-    fn serves_at_once(&self, bytes: u64) -> bool {
-        self.quick.holds(round_up(bytes, MIN_BLOCK))
+    /// Always: every request searches (there are no lists of freed blocks to miss), and
+    /// the blocks a thread cache holds are few and small ([`crate::thread_cache`]: at most
+    /// 4 MiB of blocks up to 1 MiB per thread). Handing them to the pool before each
+    /// request, so that it merges them, cost a fifth of the instructions of a warm replay
+    /// and changed no peak of the traces in `data/`.
+    fn serves_at_once(&self, _bytes: u64) -> bool {
+        true
     }
 
-    /// Segments are the runs of mapped granules (reserved bytes are mapped bytes);
-    /// quick-listed blocks and free bytes in granules a block touches are inactive splits,
-    /// free bytes of idle granules cached (as `inactive_split_bytes` and `cached_bytes`
-    /// count them).
+    /// Segments are the runs of mapped granules (reserved bytes are mapped bytes); free
+    /// bytes in granules a block touches are inactive splits, free bytes of idle granules
+    /// cached (as `inactive_split_bytes` and `cached_bytes` count them).
     fn snapshot(&self, _owned: &[(u64, u64)], out: &mut Vec<PoolSegment>) {
-        let quick: rustc_hash::FxHashSet<u64> = self.quick.blocks().map(|b| b.0).collect();
         let mut arenas: Vec<&Arena> = self.arenas.iter().collect();
         arenas.sort_by_key(|a| a.base);
         for a in arenas {
-            a.snapshot(&quick, out);
+            a.snapshot(out);
         }
     }
 
     fn block_base(&self, addr: u64, seg_base: u64) -> Option<u64> {
-        if self.used.contains_key(&addr) {
+        if self.used.get(addr).is_some() {
             return Some(addr);
         }
         // A walk of the arena (copies into the middle of a block are rare); an arena of
@@ -304,3 +312,5 @@ impl Pool for ExpandablePool {
         Some(arena.block_around(addr).unwrap_or(seg_base))
     }
 }
+
+

@@ -10,24 +10,23 @@ const MIB: u64 = 1 << 20;
 const G: u64 = crate::device::HOST_VM_GRANULE;
 
 impl ExpandablePool {
-    /// The size of the block at `addr` (in use or quick-listed).
+    /// The size of the block at `addr` (in use).
     fn size_of(&self, addr: u64) -> u64 {
-        self.arenas[self.arena_of(addr)].block_size(self.used[&addr])
+        let (k, node) = self.used.get(addr).expect("a block in use");
+        assert_eq!(k as usize, self.arena_of(addr), "the block's arena number");
+        self.arenas[k as usize].block_size(node)
     }
 
-    /// Checks every arena against the blocks in use and quick-listed, and the counters.
+    /// Checks every arena against the blocks in use, and the counters.
     fn check(&self) {
-        let blocks: BTreeMap<u64, u64> = self.used.keys().map(|&a| (a, self.size_of(a))).collect();
+        let blocks: BTreeMap<u64, u64> = self.used.iter().map(|(a, _, _)| (a, self.size_of(a))).collect();
         for a in &self.arenas {
             a.check(&blocks);
         }
         let in_arenas: usize =
             self.arenas.iter().map(|a| blocks.range(a.base..a.base + a.size).count()).sum();
         assert_eq!(in_arenas, blocks.len(), "a block outside the arenas");
-        for (p, size) in self.quick.check() {
-            assert!(self.used.contains_key(&p) && self.size_of(p) == size);
-        }
-        assert_eq!(blocks.values().sum::<u64>(), self.used_bytes + self.quick.bytes());
+        assert_eq!(blocks.values().sum::<u64>(), self.used_bytes);
     }
 }
 
@@ -52,6 +51,34 @@ fn blocks_map_the_granules_they_touch_and_no_more() {
     }
     pool.check();
     assert_eq!(pool.cached_bytes(), 3 * G);
+}
+
+/// Freed blocks merge at once and every request takes the best fit: a freed block is not
+/// handed out again where best fit would not put the request (the quick lists of this pool
+/// until 2026-11-27 did: the 2 MiB request below took `b` back, `a` then could not merge
+/// with it, and the 8 MiB request mapped new granules after unmapping idle ones).
+#[test]
+fn a_request_takes_the_best_fit_not_the_block_freed_last() {
+    let up = upstream(None);
+    let mut pool = ExpandablePool::default();
+    let h = pool.alloc(2 * MIB, up.shard(0)).unwrap();
+    let _k = pool.alloc(2 * MIB, up.shard(0)).unwrap();
+    let a = pool.alloc(6 * MIB, up.shard(0)).unwrap();
+    let b = pool.alloc(2 * MIB, up.shard(0)).unwrap();
+    let _keep = pool.alloc(2 * MIB, up.shard(0)).unwrap();
+    assert_eq!((b.ptr - h.ptr, up.reserved()), (10 * MIB, 14 * MIB), "laid out in order");
+    pool.free(h.ptr, h.size, up.shard(0));
+    pool.free(b.ptr, b.size, up.shard(0));
+    // Two exact fits: the lower one is taken, not the one freed last.
+    let again = pool.alloc(2 * MIB, up.shard(0)).unwrap();
+    assert_eq!(again.ptr, h.ptr);
+    // So `a` merges with `b`'s place, and 8 MiB fit there: no device call, no growth.
+    pool.free(a.ptr, a.size, up.shard(0));
+    let big = pool.alloc(8 * MIB, up.shard(0)).unwrap();
+    assert_eq!(big.ptr, a.ptr);
+    assert!(big.hit);
+    assert_eq!((up.reserved(), up.peak_reserved()), (14 * MIB, 14 * MIB));
+    pool.check();
 }
 
 #[test]

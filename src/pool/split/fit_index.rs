@@ -1,7 +1,7 @@
 //! The split pool's index of free blocks by (size, address): exact best fit over size
 //! classes of 1/8 octave, each a sorted vector, with a bitmap of the non-empty classes
 //! (a bit scan and a binary search over a few entries, where a B-tree costs several cache
-//! misses per operation). The expandable pool indexes its free ranges with it too.
+//! misses per operation).
 
 /// Size classes of 1/8 octave from 512 B to 2^48 B.
 pub(in crate::pool) const CLASSES: usize = 320;
@@ -80,55 +80,8 @@ impl FitIndex {
         None
     }
 
-    /// The entries with size ≥ `size`, smallest first by (size, address): the best fit,
-    /// then the next best, and so on (a bit scan per non-empty class).
-    pub(in crate::pool) fn fits(&self, size: u64) -> Fits<'_> {
-        let c = class(size);
-        let start = if self.bytes == 0 { 0 } else { self.classes[c].partition_point(|e| e.0 < size) };
-        Fits { index: self, class: if self.bytes == 0 { CLASSES } else { c }, at: start }
-    }
-
     pub(in crate::pool) fn iter(&self) -> impl Iterator<Item = &(u64, u64, u32)> {
         self.classes.iter().flatten()
-    }
-}
-
-/// The iterator of [`FitIndex::fits`].
-pub(in crate::pool) struct Fits<'a> {
-    index: &'a FitIndex,
-    /// The class being read ([`CLASSES`]: done) and the position in it.
-    class: usize,
-    at: usize,
-}
-
-impl Iterator for Fits<'_> {
-    type Item = (u64, u64, u32);
-
-    #[inline]
-    fn next(&mut self) -> Option<(u64, u64, u32)> {
-        loop {
-            if self.class >= CLASSES {
-                return None;
-            }
-            if let Some(&e) = self.index.classes[self.class].get(self.at) {
-                self.at += 1;
-                return Some(e);
-            }
-            // The next non-empty class, by the bitmap.
-            let c = self.class + 1;
-            self.class = CLASSES;
-            self.at = 0;
-            let (mut w, mut mask) = (c / 64, if c < CLASSES { !0u64 << (c % 64) } else { 0 });
-            while w < self.index.bits.len() {
-                let b = self.index.bits[w] & mask;
-                if b != 0 {
-                    self.class = w * 64 + b.trailing_zeros() as usize;
-                    break;
-                }
-                w += 1;
-                mask = !0;
-            }
-        }
     }
 }
 

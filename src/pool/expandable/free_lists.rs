@@ -1,0 +1,187 @@
+//! The expandable pool's index of free ranges: per size class (split's classes, 1/8
+//! octave), a doubly linked list threaded through the arena's nodes, with a bitmap of the
+//! non-empty classes (the segregated lists of TLSF).
+//!
+//! Why lists and not split's sorted vectors ([`FitIndex`](super::super::split::fit_index::FitIndex)):
+//! this pool merges every freed block at once, so an alloc+free pair inserts and removes
+//! about three entries (the carve's remainder, the merge's neighbours). A sorted vector
+//! pays a binary search and a memmove for each; a list pays a few stores. Best fit, which
+//! runs once per allocation, pays instead: it scans the request's class and, if nothing
+//! there fits, the next non-empty one, for the smallest (size, address). A class spans
+//! 1/8 of an octave, so the lists are short (on the traces in `data/`, a few entries).
+//!
+//! The result is the same exact best fit by (size, address) as the sorted index gives.
+
+use super::arena::{NIL, Node};
+use crate::pool::split::fit_index::{CLASSES, class};
+
+/// Free ranges by size class: list heads (node indexes, [`NIL`] when empty), a bit per
+/// non-empty class, and the bytes and entries indexed.
+pub(super) struct FreeLists {
+    heads: Box<[u32; CLASSES]>,
+    bits: [u64; CLASSES / 64],
+    /// Bytes of the free ranges indexed.
+    pub bytes: u64,
+    /// Number of free ranges indexed.
+    pub len: usize,
+}
+
+impl Default for FreeLists {
+    fn default() -> Self {
+        FreeLists { heads: Box::new([NIL; CLASSES]), bits: [0; CLASSES / 64], bytes: 0, len: 0 }
+    }
+}
+
+impl FreeLists {
+    /// Indexes free node `i` (its `size` set; its list links are overwritten).
+    #[inline]
+    pub fn insert(&mut self, nodes: &mut [Node], i: u32) {
+        let c = class(nodes[i as usize].size);
+        let head = self.heads[c];
+        let n = &mut nodes[i as usize];
+        n.fprev = NIL;
+        n.fnext = head;
+        n.class = c as u16;
+        self.bytes += n.size;
+        if head != NIL {
+            nodes[head as usize].fprev = i;
+        }
+        self.heads[c] = i;
+        self.bits[c / 64] |= 1 << (c % 64);
+        self.len += 1;
+    }
+
+    /// Unindexes free node `i`.
+    #[inline]
+    pub fn remove(&mut self, nodes: &mut [Node], i: u32) {
+        let Node { size, fprev, fnext, class: c, .. } = nodes[i as usize];
+        if fnext != NIL {
+            nodes[fnext as usize].fprev = fprev;
+        }
+        if fprev != NIL {
+            nodes[fprev as usize].fnext = fnext;
+        } else {
+            let c = c as usize;
+            debug_assert_eq!(self.heads[c], i, "node {i} not indexed");
+            self.heads[c] = fnext;
+            if fnext == NIL {
+                self.bits[c / 64] &= !(1 << (c % 64));
+            }
+        }
+        self.bytes -= size;
+        self.len -= 1;
+    }
+
+    /// Sets the size of indexed node `i` to `size`, moving it to the list of its new
+    /// class only if the class changes (a carve or a merge mostly keeps it).
+    #[inline]
+    pub fn resize(&mut self, nodes: &mut [Node], i: u32, size: u64) {
+        let old = nodes[i as usize].size;
+        if nodes[i as usize].class as usize == class(size) {
+            nodes[i as usize].size = size;
+            self.bytes = self.bytes - old + size;
+        } else {
+            self.remove(nodes, i);
+            nodes[i as usize].size = size;
+            self.insert(nodes, i);
+        }
+    }
+
+    /// The first non-empty class at or above `c`.
+    #[inline]
+    fn next_class(&self, c: usize) -> Option<usize> {
+        let (mut w, mut mask) = (c / 64, if c < CLASSES { !0u64 << (c % 64) } else { 0 });
+        while w < self.bits.len() {
+            let b = self.bits[w] & mask;
+            if b != 0 {
+                return Some(w * 64 + b.trailing_zeros() as usize);
+            }
+            w += 1;
+            mask = !0;
+        }
+        None
+    }
+
+    /// The smallest (size, address) of class `c`'s list among the entries of at least
+    /// `size` bytes.
+    #[inline]
+    fn min_in(&self, nodes: &[Node], c: usize, size: u64) -> Option<u32> {
+        let (mut i, mut best, mut key) = (self.heads[c], NIL, (u64::MAX, u64::MAX));
+        while i != NIL {
+            let n = &nodes[i as usize];
+            if n.size >= size && (n.size, n.addr) < key {
+                (best, key) = (i, (n.size, n.addr));
+            }
+            i = n.fnext;
+        }
+        (best != NIL).then_some(best)
+    }
+
+    /// The free range that fits `size` best: the smallest by (size, address) of those
+    /// at least `size` long.
+    #[inline]
+    pub fn best_fit(&self, nodes: &[Node], size: u64) -> Option<u32> {
+        let c = class(size);
+        if self.bits[c / 64] >> (c % 64) & 1 != 0
+            && let Some(i) = self.min_in(nodes, c, size)
+        {
+            return Some(i);
+        }
+        // Every entry of a higher class is larger than any of class c.
+        let c = self.next_class(c + 1)?;
+        self.min_in(nodes, c, 0)
+    }
+
+    /// The `k` free ranges that fit `size` best, smallest (size, address) first, into
+    /// `out` (cleared first).
+    pub fn best_fits(&self, nodes: &[Node], size: u64, k: usize, out: &mut Vec<u32>) {
+        out.clear();
+        let mut c = class(size);
+        while let Some(cc) = self.next_class(c) {
+            let mut i = self.heads[cc];
+            while i != NIL {
+                let n = &nodes[i as usize];
+                if n.size >= size {
+                    out.push(i);
+                }
+                i = n.fnext;
+            }
+            // A whole class is read before stopping: a later one holds only larger ranges.
+            if out.len() >= k {
+                break;
+            }
+            c = cc + 1;
+        }
+        out.sort_unstable_by_key(|&i| (nodes[i as usize].size, nodes[i as usize].addr));
+        out.truncate(k);
+    }
+
+    /// Calls `f(node)` for every free range of at least `size` bytes, in no set order.
+    pub fn for_each_fit(&self, nodes: &[Node], size: u64, mut f: impl FnMut(u32)) {
+        let mut c = class(size);
+        while let Some(cc) = self.next_class(c) {
+            let mut i = self.heads[cc];
+            while i != NIL {
+                let n = &nodes[i as usize];
+                if n.size >= size {
+                    f(i);
+                }
+                i = n.fnext;
+            }
+            c = cc + 1;
+        }
+    }
+
+    /// Whether node `i` is on its class's list (for the structure checks of the tests).
+    #[cfg(test)]
+    pub fn contains(&self, nodes: &[Node], i: u32) -> bool {
+        let mut j = self.heads[nodes[i as usize].class as usize];
+        while j != NIL {
+            if j == i {
+                return true;
+            }
+            j = nodes[j as usize].fnext;
+        }
+        false
+    }
+}
