@@ -181,3 +181,8 @@ end
     d = rand(Float32, 4)
     @test collect(Diagonal(CuArray(d))) == Matrix(Diagonal(d)) && Array(Diagonal(CuArray(d))) == Diagonal(d)
 end
+
+@testset "copytri! of Complex (host path)" begin
+    hc = rand(ComplexF32, 4, 4)
+    @test same(LinearAlgebra.copytri!(CuArray(hc), 'L', true), LinearAlgebra.copytri!(copy(hc), 'L', true))
+end

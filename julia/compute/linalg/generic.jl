@@ -145,13 +145,17 @@ CuArray(J::UniformScaling{T}, dims::Dims{2}) where {T} = CuArray{T,2}(J, dims...
 
 Copies the upper (`uplo = 'U'`) triangle of the square `A` into its lower triangle (or the
 lower into the upper, `'L'`), conjugated when `conjugate`, as LinearAlgebra's: the kept
-triangle (`triu`/`tril` kernels) plus the transpose of its strict part, by broadcasts.
+triangle (`triu`/`tril` kernels) plus the transpose of its strict part, by broadcasts
+(element types kernels do not take, e.g. Complex, on the host: one download and upload).
 `DimensionMismatch` for a non-square `A`, `ArgumentError` for another `uplo`.
 """
 function LinearAlgebra.copytri!(A::CuMatrix, uplo::AbstractChar, conjugate::Bool = false)
     n = LinearAlgebra.checksquare(A)
     uplo in ('U', 'L') || throw(ArgumentError("uplo argument must be 'U' (upper) or 'L' (lower), got $uplo"))
     n == 0 && return A
+    # element types kernels do not take yet (Complex): on the host, one download and upload
+    is_kernel_eltype(eltype(A)) ||
+        return copyto!(A, LinearAlgebra.copytri!(Array(A), uplo, conjugate))
     keep = uplo == 'U' ? triu(A) : tril(A)
     strict = uplo == 'U' ? triu(A, 1) : tril(A, -1)
     A .= keep .+ (conjugate ? adjoint(strict) : transpose(strict))
