@@ -38,6 +38,7 @@ include("memory/tracking.jl")      # Buffer, -g2 allocation traces, history orig
 include("memory/status.jl")        # memory_status, memory_stats, memory_summary, reclaim
 include("memory/allocator.jl")     # the allocation ladder, finalizer-safe frees, GC pressure
 include("memory/pinned.jl")        # pinned host memory: CuMem.pinned, pin, is_pinned
+include("memory/kernel_errors.jl") # the error record compiled kernels fill; check_kernel_errors
 include("devices/devices.jl")      # several devices: device!, devices, operand checks
 include("devices/streams.jl")      # CuStream/CuEvent API: stream!, record, elapsed, synchronize
 include("array/array.jl")          # CuArray: the type, constructors, interface, memset fill
@@ -47,9 +48,21 @@ include("array/scalar.jl")         # scalar indexing policy (allowscalar)
 include("array/adapt.jl")          # adapt (a stand-in for Adapt.jl) and cu
 include("array/iterator.jl")       # CuIterator
 include("array/interop.jl")        # deepcopy, serialize, unsafe_wrap
+include("compute/compiler/irversion.jl")  # the typed IR's spellings in each Julia version (the only such file)
+include("compute/compiler/refusals.jl")   # KernelCompileError for what cannot run on a GPU
+include("compute/compiler/ctypes.jl")     # C types of isbits Julia types with Julia's layout; literals
+include("compute/compiler/prelude.jl")    # C_PRELUDE_V2: the fixed C of compiled kernels
+include("compute/compiler/values.jl")     # compile state; IR values, globals and conversions as C
+include("compute/compiler/throwsites.jl") # throw sites: the error record's site and values
+include("compute/compiler/intrinsics.jl") # Core.Intrinsics as C
+include("compute/compiler/builtins.jl")   # getfield, ===, ifelse, isa, tuple, ... as C
+include("compute/compiler/mathlib.jl")    # Base math mapped to CUDA's library, with domain checks
+include("compute/compiler/translate.jl")  # typed IR -> C: functions, blocks, phis, statements, calls
+include("compute/compiler/device.jl")     # device_function, kernel_source, launch_context (the interface)
 include("compute/kernels.jl")      # NVRTC kernels, launch, cuBLAS gemm!, synchronize, host_view
 include("compute/kernel_cache.jl") # compiled kernels kept on disk across processes
 include("compute/codegen.jl")      # tracing Julia functions into CUDA C, the kernel cache
+include("compute/bcfunction.jl")   # a broadcast expression as one isbits callable of its elements
 include("compute/broadcast.jl")    # fused broadcasting, map, map!, fill! by kernel
 include("compute/bcextras.jl")     # similar(bc, T, dims); ranges in broadcasts (uploaded)
 include("compute/fastpath.jl")     # broadcasts of a type seen before: a typed slot, no look-ups

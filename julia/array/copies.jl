@@ -38,6 +38,7 @@ function Base.copyto!(dest::Array{T}, doffs::Integer, src::CuArray{T}, soffs::In
     n == 0 && return dest
     GC.@preserve dest check(ordered_copy_dtoh(convert(Ptr{Cvoid}, pointer(dest, doffs)),
                                         offset_addr(src, soffs), nbytes(T, n)))
+    check_kernel_errors()
     return dest
 end
 

@@ -127,6 +127,7 @@ Base.@propagate_inbounds function Base.getindex(a::CuArray{T}, i::Int) where {T}
     sizeof(T) == 0 && return r[]
     GC.@preserve r check(ordered_copy_dtoh(convert(Ptr{Cvoid}, Base.unsafe_convert(Ptr{T}, r)),
                                      offset_addr(a, i), nbytes(T, 1)))
+    check_kernel_errors()
     return r[]
 end
 

@@ -1,8 +1,9 @@
 # Fused broadcasting: each broadcast expression over CuArrays (and strided views/wrappers
 # of them) becomes ONE generated CUDA C kernel, cached by the expression's types (the
 # design of CUDA.jl's GPUArrays broadcast, with CuPy's ElementwiseKernel's code generation).
-# `map`, `map!`, `broadcast!` and `.=` use the same path. On the host device Base computes
-# on the buffers wrapped as Arrays, after the same code generation.
+# `map`, `map!`, `broadcast!` and `.=` use the same path. The expression's element function
+# is compiled from Julia's typed IR (compute/bcfunction.jl, compute/compiler/). On the host
+# device Base computes on the buffers wrapped as Arrays, after the same compilation.
 
 using Base.Broadcast: Broadcasted, AbstractArrayStyle, DefaultArrayStyle
 
@@ -108,7 +109,7 @@ function leaf_strides(sz::Vector{Int}, st::Vector{Int}, dsz::Dims{N}) where {N}
     return out, linear
 end
 
-## flattening a Broadcasted into leaves (arrays), parameters (scalars) and baked constants
+## array leaves
 
 struct Leaf
     base::CuArray
@@ -118,71 +119,10 @@ struct Leaf
     eltype::Type
 end
 
-# (specialized on the argument tuple: this runs at every call, the loop over a tuple of
-# mixed types would dispatch dynamically)
-function flatten!(leaves, params, baked, ctx, bc::Broadcasted)
-    lift_captures!(ctx, params, baked, bc.f)
-    flatten_args!(leaves, params, baked, ctx, bc.args)
-end
-flatten_args!(leaves, params, baked, ctx, ::Tuple{}) = nothing
-@inline flatten_args!(leaves, params, baked, ctx, args::Tuple) =
-    (flatten!(leaves, params, baked, ctx, args[1]); flatten_args!(leaves, params, baked, ctx, Base.tail(args)))
-flatten!(leaves, params, baked, ctx, @nospecialize(a::AnyCuArray)) = push!(leaves, a)
-flatten!(leaves, params, baked, ctx, @nospecialize(x::KernelReal)) = push!(params, x)
-function flatten!(leaves, params, baked, ctx, @nospecialize(x::Base.RefValue))
-    v = x[]
-    if v isa KernelReal
-        push!(params, v)
-    elseif v isa Function && !Base.issingletontype(typeof(v))
-        lift_captures!(ctx, params, baked, v)
-    elseif !(v isa Type || Base.issingletontype(typeof(v)))
-        reject_arg(x)
-    end
-end
-flatten!(leaves, params, baked, ctx, @nospecialize(x::Union{Type,Val,Function})) =
-    Base.issingletontype(typeof(x)) || x isa Type ? nothing : lift_captures!(ctx, params, baked, x)
-flatten!(leaves, params, baked, ctx, @nospecialize(x)) = reject_arg(x)
-
-function reject_arg(x)
-    if x isa AbstractArray || x isa Tuple
-        throw(ArgumentError("cannot broadcast a $(typeof(x)) together with CuArrays: its data is on the " *
-                            "host. Upload it first (`CuArray(x)` or `cu(x)`), or download the CuArrays (`Array(a)`)."))
-    end
-    throw(ArgumentError("cannot use a $(typeof(x)) in a GPU broadcast; kernels take CuArrays, numbers " *
-                        "($(join(KERNEL_ELTYPES, ", "))) and functions"))
-end
-
-# The traced expression of a Broadcasted, with leaves named x1, x2, ... and parameters p1, ...
-function trace_bc(ctx::TraceContext, @nospecialize(bc::Broadcasted), counts::Vector{Int}, params::Vector{Any}, baked::Vector{Any})
-    lift_captures!(ctx, params, baked, bc.f)
-    args = Any[]
-    for a in bc.args
-        push!(args, trace_arg(ctx, a, counts, params, baked))
-    end
-    return trace_fn(ctx, bc.f, args)
-end
-trace_arg(ctx, @nospecialize(a::Broadcasted), counts, params, baked) = trace_bc(ctx, a, counts, params, baked)
-function trace_arg(ctx, @nospecialize(a::AbstractArray), counts, params, baked)
-    counts[1] += 1
-    return Sym(eltype(a), "x$(counts[1])")
-end
-function trace_arg(ctx, @nospecialize(x::KernelReal), counts, params, baked)
-    push!(params, x)
-    return Sym(typeof(x), "p$(length(params))")
-end
-function trace_arg(ctx, @nospecialize(x::Base.RefValue), counts, params, baked)
-    v = x[]
-    v isa KernelReal && return trace_arg(ctx, v, counts, params, baked)
-    v isa Function && lift_captures!(ctx, params, baked, v)
-    return v
-end
-function trace_arg(ctx, @nospecialize(x), counts, params, baked)
-    x isa Function && lift_captures!(ctx, params, baked, x)
-    return x
-end
-
-# `===` against each listed type: `T in KERNEL_ELTYPES` compares with `==`, which calls the
-# runtime's type equality and showed up on every broadcast's profile.
+# Whether T is one of the element types the symbolic tracer's kernels (reductions, scans,
+# findmax, sorting: compute/codegen.jl) and the linear-algebra kernels handle. Broadcasts
+# take any isbits type (compute/compiler/). `===` against each listed type: `T in
+# KERNEL_ELTYPES` compares with `==`, which calls the runtime's type equality.
 function is_kernel_eltype(@nospecialize(T))
     for E in KERNEL_ELTYPES
         E === T && return true
@@ -192,44 +132,29 @@ end
 check_kernel_eltype(@nospecialize(T)) = is_kernel_eltype(T) ||
     throw(ArgumentError("GPU kernels support the element types $(join(KERNEL_ELTYPES, ", ")); not $T"))
 
-# The element type a broadcast produces (traced once per expression type).
-const BC_ELTYPES = Dict{Any,Any}()
-
-function bc_eltype(@nospecialize(bc::Broadcasted))
-    leaves, params, baked = Any[], Any[], Any[]
-    flatten!(leaves, params, baked, nothing, bc)
-    key = (typeof(bc), baked)
-    e = lock(() -> get(BC_ELTYPES, key, nothing), KERNEL_CACHE_LOCK)
-    e === nothing || !globals_valid(e[2]) || return e[1]
-    for l in leaves
-        check_kernel_eltype(eltype(l))
-    end
-    ctx = TraceContext()
-    s = trace_bc(ctx, bc, [0], Any[], Any[])
-    T = symtype(s)
-    lock(() -> BC_ELTYPES[key] = (T, ctx.globals), KERNEL_CACHE_LOCK)
-    return T
-end
-
 ## the kernel
 
-# The CUDA C source of a broadcast kernel. `leafinfo`: (eltype, linear) per leaf.
-function bcast_source(expr::Sym, @nospecialize(D::Type), dest_linear::Bool, leafinfo, ptypes, globals, N::Int, idx64::Bool)
+# The CUDA C source of a broadcast kernel: `df` the compiled element function of the
+# expression, `cdf` the conversion to the destination's element type (or nothing).
+# `leafinfo`: (eltype, linear) per leaf. Parameters: the context, the count, the
+# destination (and its strides), each leaf (and its strides), the sizes for Cartesian
+# indexing, then the expression's scalars (one struct) unless it has none.
+function bcast_source(df::DeviceFunction, cdf, @nospecialize(D::Type), dest_linear::Bool, leafinfo, N::Int, idx64::Bool)
     IDX = idx64 ? "uint64_t" : "uint32_t"
     OFF = idx64 ? "int64_t" : "int32_t"
     cart = !dest_linear || any(l -> !l[2], leafinfo)
+    F = df.argtypes[1]
     io = IOBuffer()
-    print(io, C_PRELUDE)
-    print(io, "extern \"C\" __global__ void cumem_bcast($IDX n, $(codegen_ctype(D))* dst")
+    print(io, "extern \"C\" __global__ void cumem_bcast(jl_ctx_t ctx, $IDX n, $(c_type(D))* dst")
     dest_linear || for d in 1:N; print(io, ", $OFF dst_s$d"); end
     for (k, (T, lin)) in enumerate(leafinfo)
-        print(io, ", const $(codegen_ctype(T))* a$k")
+        print(io, ", const $(dc_is_ghost(T) ? "jl_ghost_t" : c_type(T))* a$k")
         lin || for d in 1:N; print(io, ", $OFF a$(k)_s$d"); end
     end
     cart && for d in 1:N-1; print(io, ", $IDX n$d"); end
-    print_params(io, ptypes, globals)
+    dc_is_ghost(F) || print(io, ", $(c_type(F)) f")
     print(io, ")\n{\n")
-    print_unpack(io, ptypes, globals)
+    dc_is_ghost(F) && print(io, "  jl_ghost_t f{};\n")
     print(io, "  for ($IDX i = ($IDX)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += ($IDX)blockDim.x * gridDim.x) {\n")
     if cart
         print(io, "    $IDX r = i;\n")
@@ -239,15 +164,20 @@ function bcast_source(expr::Sym, @nospecialize(D::Type), dest_linear::Bool, leaf
         N >= 1 && print(io, "    const $OFF c$N = ($OFF)r;\n")
     end
     offset(prefix, lin) = lin ? "i" : (N == 0 ? "0" : join(["c$d * $(prefix)_s$d" for d in 1:N], " + "))
-    for (k, (T, lin)) in enumerate(leafinfo)
-        load = "a$k[$(offset("a$k", lin))]"
-        T === Float16 && (load = "jl_h2f($load)")
-        print(io, "    const $(ctype_compute(T)) x$k = $load;\n")
+    call = string(df.name, "(&ctx, f", join([", a$k[$(offset("a$k", lin))]" for (k, (T, lin)) in enumerate(leafinfo)]), ")")
+    if cdf !== nothing
+        call = string(cdf.name, "(&ctx, jl_ghost_t{}, jl_ghost_t{}, ", call, ")")
     end
-    val = cv(expr, D)
-    D === Float16 && (val = "jl_f2h($val)")
-    print(io, "    dst[$(offset("dst", dest_linear))] = $val;\n  }\n}\n")
-    return String(take!(io))
+    if dc_is_ghost(D)
+        print(io, "    (void)", call, ";\n")
+    else
+        print(io, "    const $(c_type(D)) v = ", call, ";\n")
+    end
+    print(io, "    if (ctx.thrown) return;\n")
+    dc_is_ghost(D) || print(io, "    dst[$(offset("dst", dest_linear))] = v;\n")
+    print(io, "  }\n}\n")
+    body = String(take!(io))
+    return cdf === nothing ? kernel_source(df; body = body) : kernel_source(df, cdf; body = body)
 end
 
 sm_count() = max(1, device_info().sm_count)
@@ -309,15 +239,23 @@ init_broadcast() = (resize!(LAST_BROADCAST, Threads.nthreads()); fill!(LAST_BROA
     (t = Threads.threadid(); t <= length(LAST_BROADCAST) || return nothing;
      e = @inbounds LAST_BROADCAST[t]; @inbounds LAST_BROADCAST[t] = nothing; e)
 
+# Tuples among the arguments are collections in Base's broadcasting: uploaded as vectors.
+bc_tuples(bc::Broadcasted) = any(a -> a isa Tuple || (a isa Broadcasted && bc_tuples(a)), bc.args)
+bc_upload(bc::Broadcasted) = Broadcasted{Nothing}(bc.f, map(bc_upload, bc.args), bc.axes)
+bc_upload(t::Tuple) = isbitstype(eltype(t)) ? CuArray(collect(t)) : bc_reject(t)
+bc_upload(x) = x
+
+# Compiled element functions whose objects were replaced in the cache: kept, so that
+# their object ids (part of the kernel cache's keys) are never reused.
+const BC_OLD_FUNCTIONS = Set{Any}()
+
 function gpu_broadcast!(@nospecialize(dest::AnyCuArray), @nospecialize(bc::Broadcasted))
+    bc_tuples(bc) && return gpu_broadcast!(dest, bc_upload(bc))
     D = eltype(dest)
-    check_kernel_eltype(D)
     dsz = size(dest)
     N = length(dsz)
-    leaves, params, baked = Any[], Any[], Any[]
-    flatten!(leaves, params, baked, nothing, bc)
+    leaves = bc_leaves!(Any[], bc)
     for a in leaves
-        check_kernel_eltype(eltype(a))
         a isa CuArray ? check_alive(a) : check_alive(layout(a)[1])
     end
     dleaf = leaf_of(dest, dsz)
@@ -329,6 +267,11 @@ function gpu_broadcast!(@nospecialize(dest::AnyCuArray), @nospecialize(bc::Broad
     if !on_host() && any(l -> conflicts(l, dleaf), lvs)
         return gpu_broadcast!(dest, unalias_args(bc, dest, dleaf))
     end
+    obj = bc_object(bc)
+    Ts = Tuple(Any[l.eltype for l in lvs])
+    df = bc_device_function(obj, Ts)
+    R = df.rettype
+    cdf = R === D ? nothing : device_function(convert, (Type{D}, R))
     n = prod(dsz)
     maxlen = max(n, length(dleaf.base))
     for l in lvs
@@ -345,14 +288,12 @@ function gpu_broadcast!(@nospecialize(dest::AnyCuArray), @nospecialize(bc::Broad
     else
         Tuple(l.linear for l in lvs)
     end
-    key = (:bcast, typeof(bc), typeof(dest), dleaf.linear, linkey, idx64, baked)
+    key = (:bcast, objectid(df), cdf === nothing ? UInt(0) : objectid(cdf), typeof(dest), dleaf.linear, linkey, idx64)
     entry = cached_kernel(key) do
-        ctx = TraceContext()
-        ps = Any[]
-        expr = trace_bc(ctx, bc, [0], ps, Any[])
-        ptypes = map(typeof, ps)
-        src = bcast_source(expr, D, dleaf.linear, [(l.eltype, l.linear) for l in lvs], ptypes, ctx.globals, N, idx64)
-        (src, "cumem_bcast", nothing, ctx.globals)
+        push!(BC_OLD_FUNCTIONS, df)
+        cdf === nothing || push!(BC_OLD_FUNCTIONS, cdf)
+        src = bcast_source(df, cdf, D, dleaf.linear, [(l.eltype, l.linear) for l in lvs], N, idx64)
+        (src, "cumem_bcast", cdf === nothing ? (df,) : (df, cdf), Tuple{GlobalRef,DataType}[])
     end
     set_last_broadcast!(entry)
     n == 0 && return dest
@@ -364,7 +305,7 @@ function gpu_broadcast!(@nospecialize(dest::AnyCuArray), @nospecialize(bc::Broad
     end
     IT = idx64 ? UInt64 : UInt32
     OT = idx64 ? Int64 : Int32
-    args = Any[IT(n), devaddr(dleaf.base) + UInt64(dleaf.offset * sizeof(D))]
+    args = Any[launch_context(entry.extra...), IT(n), devaddr(dleaf.base) + UInt64(dleaf.offset * sizeof(D))]
     dleaf.linear || append!(args, map(OT, dleaf.strides))
     for l in lvs
         push!(args, devaddr(l.base) + UInt64(l.offset * sizeof(l.eltype)))
@@ -375,12 +316,7 @@ function gpu_broadcast!(@nospecialize(dest::AnyCuArray), @nospecialize(bc::Broad
             push!(args, IT(dsz[d]))
         end
     end
-    for p in params
-        push!(args, param_value(p))
-    end
-    for g in global_values(entry.globals)
-        push!(args, param_value(g))
-    end
+    dc_is_ghost(typeof(obj)) || push!(args, obj)
     blocks, threads = launch_shape(n)
     GC.@preserve leaves dest launch(entry.kernel, args...; blocks = blocks, threads = threads)
     return dest
@@ -418,9 +354,7 @@ Base.map!(f, dest::AnyCuArray, a::AnyCuArray, rest::AnyCuArray...) =
 
 function fill_kernel!(a::CuArray{T}, v) where {T}
     x = convert(T, v)
-    if !(T in KERNEL_ELTYPES)
-        return nothing      # not a kernel type: array.jl's upload-and-copy fallback
-    end
+    isbitstype(T) || return nothing      # not a kernel type: array.jl's upload-and-copy fallback
     gpu_broadcast!(a, Broadcast.instantiate(Broadcasted{Nothing}(identity, (x,), axes(a))))
     return a
 end

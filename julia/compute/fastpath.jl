@@ -8,11 +8,12 @@
 #
 # Which broadcasts take it: the destination a `CuArray`; every array argument a `CuArray`
 # of the destination's size (contiguous, the same linear indexing); the other arguments
-# isbits numbers of the kernel element types, or singletons (functions without captured
-# values, `Val`s, types); the functions singletons too; fewer than 2^31 elements; one
-# device in use; the kernel reading no global binding at launch. Anything else, an
-# argument overlapping the destination at another address, a world age that moved
-# (methods defined since: the slow path revalidates), and the first call of each type go
+# isbits values (numbers, structs) or singletons (`Val`s, types); the functions isbits
+# (closures over isbits values included); fewer than 2^31 elements; one device in use; the
+# kernel reading no `const` binding to a mutable object at launch. Anything else, an
+# argument overlapping the destination at another address, a tuple argument, a world age
+# that moved (methods defined since: the slow path revalidates), and the first call of
+# each type go
 # through `gpu_broadcast!`, whose kernel cache entry then fills the slot. On the host
 # device the fast path runs Base's broadcast on the arrays' memory, as the slow path does
 # after its checks. `CuMem.FAST_BROADCAST[] = false` turns the fast path off.
@@ -47,7 +48,7 @@ const FAST_BROADCAST = Ref(true)      # a switch for measuring the slow path
 
 # Whether `bc`'s leaves and scalars qualify (see above), given the destination's size,
 # address and byte length.
-@inline fast_ok(bc::Broadcasted, dsz, pd, nb) = fast_singleton(bc.f) && fast_args_ok(bc.args, dsz, pd, nb)
+@inline fast_ok(bc::Broadcasted, dsz, pd, nb) = fast_scalar(bc.f) && fast_args_ok(bc.args, dsz, pd, nb)
 @inline fast_args_ok(::Tuple{}, dsz, pd, nb) = true
 @inline fast_args_ok(args::Tuple, dsz, pd, nb) =
     fast_arg_ok(args[1], dsz, pd, nb) && fast_args_ok(Base.tail(args), dsz, pd, nb)
@@ -59,38 +60,36 @@ const FAST_BROADCAST = Ref(true)      # a switch for measuring the slow path
     # another address an elementwise kernel could read what it already overwrote
     return p == pd || p + UInt64(length(a) * sizeof(T)) <= pd || pd + nb <= p
 end
-@inline fast_arg_ok(x::KernelReal, dsz, pd, nb) = true
-@inline fast_arg_ok(x, dsz, pd, nb) = fast_singleton(x)
-@inline fast_singleton(x) = Base.issingletontype(typeof(x)) || x isa Type
+@inline fast_arg_ok(x::Tuple, dsz, pd, nb) = false          # a collection: uploaded by the slow path
+@inline fast_arg_ok(x::AbstractArray, dsz, pd, nb) = false
+@inline fast_arg_ok(x, dsz, pd, nb) = fast_scalar(x)
+@inline fast_scalar(x) = isbits(x) || Base.issingletontype(typeof(x)) || x isa Type
 
-# The kernel's arguments after the destination, in the order broadcast.jl passes them:
-# the leaves' addresses, then the scalars (`param_value`), depth first. This must follow
-# gpu_broadcast!'s order (broadcast_tests checks it against the generated kernel's
-# parameter list, on the host device too); the typed-IR compiler of issue 23 adds the
-# error record's address after the count and its context values at the end, and a kernel
-# that can throw must be noted at launch as gpu_broadcast! does.
+# The kernel's arguments, in the order broadcast.jl passes them: the launch context (the
+# error record's address; the fast path is only taken by kernels that read no global at
+# launch), the count, the destination, the leaves' addresses depth first, then the
+# expression's scalars as one struct (the compiled `BcExpr`, compute/bcfunction.jl) unless
+# it has none. This must follow gpu_broadcast!'s order (broadcast_tests checks it against
+# the generated kernel's parameter list, on the host device too).
 @inline fast_leaves(bc::Broadcasted) = fast_leaves_t(bc.args)
 @inline fast_leaves_t(::Tuple{}) = ()
 @inline fast_leaves_t(args::Tuple) = (fast_leaf(args[1])..., fast_leaves_t(Base.tail(args))...)
 @inline fast_leaf(a::CuArray) = (a.ptr,)
 @inline fast_leaf(a::Broadcasted) = fast_leaves(a)
 @inline fast_leaf(x) = ()
-@inline fast_params(bc::Broadcasted) = fast_params_t(bc.args)
-@inline fast_params_t(::Tuple{}) = ()
-@inline fast_params_t(args::Tuple) = (fast_param(args[1])..., fast_params_t(Base.tail(args))...)
-@inline fast_param(a::Broadcasted) = fast_params(a)
-@inline fast_param(x::KernelReal) = (param_value(x),)
-@inline fast_param(x) = ()
+@inline fast_object(obj::O) where {O} = Base.issingletontype(O) ? () : (obj,)
 
 """
     CuMem.fast_launch_args(dest::CuArray, bc::Broadcasted) -> Tuple
 
 The arguments the broadcast kernel of `dest .= bc` is launched with on the fast path:
-the element count (`UInt32`), the destination's address, each array argument's address,
-then each scalar, depth first. For tests; see julia/compute/fastpath.jl.
+the launch context, the element count (`UInt32`), the destination's address, each array
+argument's address, then the expression's scalars as one isbits object (absent when it
+has none). For tests; see julia/compute/fastpath.jl.
 """
 @inline fast_launch_args(dest::CuArray, bc::Broadcasted) =
-    (UInt32(length(dest)), dest.ptr, fast_leaves(bc)..., fast_params(bc)...)
+    (DCContext0(kernel_error_address(), UInt64(0)), UInt32(length(dest)), dest.ptr, fast_leaves(bc)...,
+     fast_object(bc_object(bc))...)
 
 # The slot's entry if it is valid for `dest .= bc` now.
 @inline function fast_entry(dest::CuArray{T}, bc::Broadcasted) where {T}
@@ -163,6 +162,7 @@ end
 remember_fast!(@nospecialize(dest), @nospecialize(bc), @nospecialize(entry)) = nothing
 function remember_fast!(dest::CuArray{T}, bc::Broadcasted, entry::CachedKernel) where {T}
     (FAST_BROADCAST[] && !MULTI[] && isempty(entry.globals)) || return nothing
+    entry.extra isa Tuple && all(d -> d isa DeviceFunction && isempty(d.ctx.globals), entry.extra) || return nothing
     n = length(dest)
     (0 < n < typemax(Int32)) || return nothing
     fast_ok(bc, dest.dims, dest.ptr, UInt64(n * sizeof(T))) || return nothing

@@ -39,9 +39,11 @@ Waits until all work queued on the current task's device (kernels, cuBLAS calls,
 on every stream, is done (`cuCtxSynchronize`, as `CUDA.synchronize()`; on the host device,
 every stream's queue). `synchronize(s::CuStream)` waits for one stream. Downloads
 (`Array(x)`, `copyto!` into an `Array`) synchronize by themselves. A fault of an earlier
-kernel (e.g. an out-of-bounds address) is reported here as a `CuMemError`.
+kernel (e.g. an out-of-bounds address) is reported here as a `CuMemError`; an exception
+thrown inside a compiled kernel (`DivideError`, `InexactError`, ...) is thrown here as
+Julia's exception ([`CuMem.check_kernel_errors`](@ref)).
 """
-synchronize() = check(c_synchronize())
+synchronize() = (check(c_synchronize()); check_kernel_errors())
 
 """
     CuMem.@sync expr
@@ -85,18 +87,6 @@ function nvrtc_version()
     check(c_nvrtc_version(a, b))
     return VersionNumber(a[], b[])
 end
-
-"""
-    KernelCompileError(msg)
-
-NVRTC rejected a kernel's CUDA C: `msg` holds NVRTC's log followed by the source with
-line numbers.
-"""
-struct KernelCompileError <: Exception
-    msg::String
-end
-
-Base.showerror(io::IO, e::KernelCompileError) = print(io, "KernelCompileError: ", e.msg)
 
 # Throws the error a failed compile or load stands for.
 @noinline function throw_compile(code::Int32)

@@ -42,6 +42,7 @@ function read_scalar(a::CuArray{T}) where {T}
         dst = convert(Ptr{Cvoid}, pointer(buf))
         check(c_copy_dtoh_async(dst, p, UInt64(sizeof(T)), s))
         check(c_stream_synchronize(s))
+        check_kernel_errors()
         return unsafe_load(convert(Ptr{T}, dst))
     end
 end

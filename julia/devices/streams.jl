@@ -56,7 +56,7 @@ end
 Waits until the work queued on `s` is done (`cuStreamSynchronize`). A fault of a kernel
 queued on it is reported here as a `CuMemError`.
 """
-synchronize(s::CuStream) = check(c_stream_synchronize(live_handle(s)))
+synchronize(s::CuStream) = (check(c_stream_synchronize(live_handle(s))); check_kernel_errors())
 
 """
     CuMem.isdone(s::CuStream) -> Bool

@@ -21,6 +21,8 @@ thrown_code(f) = try f(); -1; catch e; e isa CuMemError ? Int(e.code) : error("u
 
 CuMem.allowscalar(false)   # nothing here may take the scalar path
 
+const COMPUTE_SCALE = Ref(2.0)
+
 @testset "compute" begin
     @testset "device" begin
         @test CuMem.on_host() == (CuMem.c_device_is_host() == 1)
@@ -114,6 +116,19 @@ CuMem.allowscalar(false)   # nothing here may take the scalar path
                   join(["    x[$i] = x[$(i + 1)] * 1.5f + $(i).0f;" for i in 0:3000], "\n") * "\n}\n"
             @test length(CuMem.compile_ptx(big; arch = "compute_75")) > 64 * 1024
             bad = "extern \"C\" __global__ void k(float *x) {\n    x[0] = not_declared;\n}\n"
+            # a representative set of the typed-IR compiler's output (issue 23) through NVRTC
+            # for the H100's architecture: control flow, structs, Complex, Float16, math with
+            # domain checks, throw sites, a const Ref read at launch, varargs and tuples
+            for (f, Ts) in ((v -> v > 0f0 ? v : 0f0, (Float32,)), ((p, q) -> div(p, q), (Int32, Int32)),
+                            (x -> Int8(x), (Int64,)), (x -> (s = 0; while x > 1; x = iseven(x) ? x >> 1 : 3x + 1; s += 1; end; s), (Int,)),
+                            (*, (ComplexF64, ComplexF64)), (exp, (ComplexF32,)), (+, (Float16, Float16)),
+                            (x -> sin(x) + log(x) ^ 2.5f0 + hypot(x, 2f0) + atan(x, 1f0), (Float32,)),
+                            (t -> t[1] + t[2], (Tuple{Int,Float64},)), (x -> (a = x, b = x + 1), (UInt8,)),
+                            (v -> v * COMPUTE_SCALE[], (Float64,)), (x -> x > 0 ? x : nothing, (Int16,)))
+                df = CuMem.device_function(f, Ts)
+                body = "extern \"C\" __global__ void k(jl_ctx_t ctx) { }\n"
+                @test occursin(".target sm_90", CuMem.compile_ptx(CuMem.kernel_source(df; body = body); arch = "compute_90"))
+            end
             err = try CuMem.compile_ptx(bad); nothing; catch e; e; end
             @test err isa CuMem.KernelCompileError
             msg = sprint(showerror, err)

@@ -1,0 +1,108 @@
+# A broadcast expression as ONE Julia function of its arrays' elements (issue 23): the
+# `Broadcasted` tree becomes an isbits callable (`BcExpr`) whose scalars (numbers,
+# structs, Refs' contents, captured values of closures) are fields, and whose array
+# leaves take the elements passed to it, depth first. The typed-IR compiler
+# (compute/compiler/) compiles it like any other function, so a fused expression is one
+# `__device__` function and its scalars travel as one kernel parameter, read at each call.
+
+using Base.Broadcast: Broadcasted
+
+# An array leaf: takes the next element.
+struct BcLeaf end
+# A type argument (`round.(Int, x)`): a ghost standing for the type.
+struct BcType{T} end
+
+"""
+    CuMem.BcExpr(f, args)
+
+One node of a broadcast expression as a callable of the leaves' elements: `f` applied to
+`args` (nested `BcExpr`s, `BcLeaf()` for arrays, `BcType{T}()` for types, or scalars).
+`(e::BcExpr)(xs...)` computes the element of the whole expression from the elements `xs`
+of its array leaves in depth-first order.
+"""
+struct BcExpr{F,A<:Tuple}
+    f::F
+    args::A
+end
+
+dc_callable_name(::Type{BcExpr{F,A}}) where {F,A} = string("broadcast of ", dc_callable_name(F))
+
+@inline (e::BcExpr)(xs::Vararg{Any,N}) where {N} = bc_run(e, xs)[1]
+
+@inline function bc_run(e::BcExpr, xs::Tuple)
+    vals, rest = bc_args(e.args, xs)
+    return (bc_call(e.f, vals...), rest)
+end
+# `f` applied to the values, a type argument (kept as `BcType{T}` so far, so that it stays a
+# constant for inference) passed as the type itself.
+@inline bc_u(x) = x
+@inline bc_u(::BcType{T}) where {T} = T
+for n in 0:16
+    as = [Symbol(:a, k) for k in 1:n]
+    @eval @inline bc_call(f, $(as...)) = f($([:(bc_u($a)) for a in as]...))
+end
+@inline bc_args(::Tuple{}, xs::Tuple) = ((), xs)
+@inline function bc_args(args::Tuple, xs::Tuple)
+    v, r = bc_run(args[1], xs)
+    vs, r2 = bc_args(Base.tail(args), r)
+    return ((v, vs...), r2)
+end
+@inline bc_run(::BcLeaf, xs::Tuple) = (xs[1], Base.tail(xs))
+@inline bc_run(t::BcType, xs::Tuple) = (t, xs)
+@inline bc_run(x, xs::Tuple) = (x, xs)
+
+# The callable of a Broadcasted, and its array leaves (depth first).
+bc_object(bc::Broadcasted) = BcExpr(bc_fun(bc.f), map(bc_object, bc.args))
+bc_object(@nospecialize(a::AbstractArray)) = BcLeaf()
+bc_object(::Type{T}) where {T} = BcType{T}()
+bc_object(x::Base.RefValue) = bc_scalar(x[])
+bc_object(x) = bc_scalar(x)
+bc_scalar(::Type{T}) where {T} = BcType{T}()
+bc_scalar(x) = isbits(x) ? x : bc_reject(x)
+bc_fun(f) = f
+bc_fun(::Type{T}) where {T} = BcType{T}()  # (constructors: called through `BcType`)
+for n in 0:16
+    as = [Symbol(:a, k) for k in 1:n]
+    @eval (::BcType{T})($(as...)) where {T} = T($(as...))
+end
+
+function bc_reject(@nospecialize(x))
+    if x isa AbstractArray || x isa Tuple
+        throw(ArgumentError("cannot broadcast a $(typeof(x)) together with CuArrays: its data is on the " *
+                            "host. Upload it first (`CuArray(x)` or `cu(x)`), or download the CuArrays (`Array(a)`)."))
+    end
+    throw(ArgumentError("cannot use a $(typeof(x)) in a GPU broadcast: kernels take CuArrays and isbits values " *
+                        "(numbers, structs, tuples, functions whose captured values are isbits)"))
+end
+
+# The array leaves of a Broadcasted, depth first.
+bc_leaves!(leaves, bc::Broadcasted) = (bc_leaves_t!(leaves, bc.args); leaves)
+bc_leaves_t!(leaves, ::Tuple{}) = nothing
+@inline bc_leaves_t!(leaves, args::Tuple) = (bc_leaves!(leaves, args[1]); bc_leaves_t!(leaves, Base.tail(args)))
+bc_leaves!(leaves, @nospecialize(a::AnyCuArray)) = push!(leaves, a)
+bc_leaves!(leaves, @nospecialize(a::AbstractArray)) = bc_reject(a)
+bc_leaves!(leaves, @nospecialize(x)) = nothing
+
+# The compiled element function of a broadcast whose leaves have element types `Ts`, and
+# its result type.
+function bc_device_function(@nospecialize(obj), Ts::Tuple)
+    df = device_function(obj, Ts)
+    R = df.rettype
+    if R === Union{}
+        throw(KernelCompileError("cannot compile for the GPU: the broadcast function always throws for " *
+                                 "elements of types $(join(Ts, ", ")) (its result type is Union{})"))
+    end
+    return df
+end
+
+"""
+    CuMem.bc_eltype(bc::Broadcasted) -> Type
+
+The element type of the result of a GPU broadcast: the return type of the broadcast's
+element function compiled for its arrays' element types (Base's `combine_eltypes` where
+that is concrete).
+"""
+function bc_eltype(@nospecialize(bc::Broadcasted))
+    leaves = bc_leaves!(Any[], bc)
+    return bc_device_function(bc_object(bc), Tuple(Any[eltype(l) for l in leaves])).rettype
+end

@@ -1,0 +1,116 @@
+# Julia's exceptions from compiled kernels (issue 23; the compiler is compute/compiler/). A throw site in compiled code (a call that
+# never returns, `throw`, an integer division's divide check, a bounds-checked field of a
+# tuple, a mapped math function's domain check) becomes: claim the error record (the first
+# thread wins), store the site's number and the run-time values its exception is built
+# from, return. The record lives in page-locked host memory that kernels write directly;
+# the host reads it at the next point that waits for the stream (`synchronize`, a
+# download, a scalar result) in `check_kernel_errors`, and rebuilds the exception by
+# evaluating the site's expression again with those values on the host (e.g. calling
+# `Base.throw_inexacterror(:trunc, Int8, 300)` or `checked_sdiv_int(1, 0)`), so the
+# exception is exactly Base's. As CUDA.jl's KernelException, it surfaces late: at the
+# next synchronisation point, not at the launch.
+
+# Where a kernel threw: the site's rebuild expression (`tree`, see dc_eval_site), the
+# function and file:line it came from. `DC_SITES` holds one per compiled throw site.
+struct KernelErrorSite
+    tree::Any            # expression to evaluate on the host (see dc_eval_site)
+    where_::String       # "f at file:line"
+end
+
+const DC_SITES = KernelErrorSite[]
+const DC_SITES_LOCK = ReentrantLock()
+
+function dc_register_site(tree, where_::String)
+    lock(DC_SITES_LOCK) do
+        push!(DC_SITES, KernelErrorSite(tree, where_))
+        return length(DC_SITES)
+    end
+end
+
+# Rebuild trees: (:const, v), (:payload, T, offset), (:call, f, args...), (:new, T, args...),
+# (:throw, x): throw the value of x; (:raise, x): evaluate x, which throws.
+function dc_eval_site(tree, payload::Vector{UInt8})
+    k = tree[1]
+    if k === :const
+        return tree[2]
+    elseif k === :payload
+        T, off = tree[2], tree[3]
+        return GC.@preserve payload unsafe_load(Ptr{T}(pointer(payload) + off))
+    elseif k === :call
+        f = dc_eval_site(tree[2], payload)
+        args = Any[dc_eval_site(a, payload) for a in tree[3:end]]
+        return f(args...)
+    elseif k === :new
+        T = tree[2]
+        args = Any[dc_eval_site(a, payload) for a in tree[3:end]]
+        return ccall(:jl_new_structv, Any, (Any, Ptr{Any}, UInt32), T, args, length(args))
+    elseif k === :throw
+        throw(dc_eval_site(tree[2], payload))
+    end
+    error("bad kernel error site $k")
+end
+
+# The error record: one per process, in page-locked host memory that kernels write (the
+# same address on the device under unified addressing), 80 bytes: flag (0: none),
+# site number, 64 bytes of payload.
+const DC_ERR = Ref{Vector{UInt64}}(UInt64[])
+const DC_ERR_WORDS = 10
+
+function dc_err_record()
+    r = DC_ERR[]
+    length(r) == DC_ERR_WORDS && return r
+    r = try
+        pinned(UInt64, DC_ERR_WORDS)
+    catch
+        Vector{UInt64}(undef, DC_ERR_WORDS)       # no engine pinned pool: plain memory (host device)
+    end
+    fill!(r, 0)
+    DC_ERR[] = r
+    return r
+end
+
+"""
+    CuMem.kernel_error_address() -> UInt64
+
+The address of the error record that compiled kernels fill when they throw (passed to
+each launch in the context, see [`launch_context`](@ref)).
+"""
+kernel_error_address() = UInt64(UInt(pointer(dc_err_record())))
+
+"""
+    CuMem.check_kernel_errors()
+
+Throws the exception the first throwing thread of a kernel recorded since the last check,
+as Julia would have thrown it (`DivideError()`, `InexactError(:trunc, Int8, 300)`,
+`DomainError(x, msg)`, `BoundsError(t, i)`, `OverflowError(msg)`, ...), and clears the
+record. Called by every point that waits for the stream: [`synchronize`](@ref), downloads
+(`Array(x)`, `copyto!` into host memory), scalar results (`sum`, `x[i]`). A kernel's
+exception therefore surfaces at the first such point after its launch, like CUDA.jl's
+`KernelException`; later kernels of the same stream still ran (their results must not be
+trusted). Cheap when nothing threw: one load from host memory.
+"""
+@inline function check_kernel_errors()
+    r = DC_ERR[]
+    length(r) == DC_ERR_WORDS || return nothing
+    flag = unsafe_load(Ptr{UInt32}(pointer(r)))
+    flag == 0 && return nothing
+    dc_raise(r)
+end
+
+@noinline function dc_raise(r::Vector{UInt64})
+    site = Int(unsafe_load(Ptr{UInt32}(pointer(r)) + 4))
+    payload = Vector{UInt8}(undef, 64)
+    GC.@preserve r payload unsafe_copyto!(pointer(payload), Ptr{UInt8}(pointer(r) + 8), 64)
+    fill!(r, 0)
+    s = lock(() -> 1 <= site <= length(DC_SITES) ? DC_SITES[site] : nothing, DC_SITES_LOCK)
+    s === nothing && error("a GPU kernel threw an exception at an unknown site ($site)")
+    e = try
+        dc_eval_site(s.tree, payload)
+        nothing
+    catch err
+        err
+    end
+    e === nothing && error("a GPU kernel threw an exception in $(s.where_), which the host could not reproduce")
+    throw(e)
+end
+
