@@ -17,7 +17,7 @@ using Statistics
 export CuArray, CuVector, CuMatrix, CuVecOrMat, CuPtr, cu, unsafe_free!,
        DenseCuArray, DenseCuVector, DenseCuMatrix, StridedCuArray, StridedCuVector, StridedCuMatrix,
        AnyCuArray,
-       allowscalar, @allowscalar,
+       allowscalar, @allowscalar, @disallowscalar,
        memory_status, memory_stats, memory_summary, reset_memory_stats!, reclaim,
        record_memory_history, memory_events, MemoryEvent, memory_snapshot, MemorySegment,
        MemoryBlock, check_memory_leaks, MemoryLeak, MemoryLeakError, memory_checkpoint,
@@ -65,6 +65,7 @@ include("compute/kernel_index.jl") # the fast paths' kernels on disk by the type
 include("compute/eltypes.jl")      # the primitive element types of the fixed kernels
 include("compute/bcfunction.jl")   # a broadcast expression as one isbits callable of its elements
 include("compute/broadcast.jl")    # fused broadcasting, map, map!, fill! by kernel
+include("compute/bcextras.jl")     # similar(bc, T, dims); ranges in broadcasts (uploaded)
 include("compute/fastpath.jl")     # broadcasts of a type seen before: a typed slot, no look-ups
 include("compute/readback.jl")     # scalar results through a pinned buffer
 include("compute/element_fns.jl")  # element functions of the reduction-like families, from the compiler
@@ -77,8 +78,10 @@ include("compute/strided.jl")      # strided copies: the plan, the CUDA C kernel
 include("compute/indexing.jl")     # non-scalar getindex/setindex!, views, cat, reverse, permutedims
 include("compute/searching.jl")    # findall, findfirst/findlast, extrema, gathers, circshift, rot90, mapslices
 include("compute/masks.jl")        # Bool masks and index arrays in indexing, views and broadcasts; fill!/copy! of wrappers
+include("compute/blockcopy.jl")    # copyto! of blocks (CartesianIndices, ranges) between device and host
 include("compute/sorting.jl")      # sort, sortperm, partialsort, issorted, unique (radix and bitonic sorts)
 include("compute/statistics.jl")   # mean, var, std, cov, cor, median
+include("compute/reduce_inplace.jl") # mapreducedim!: sum!, prod!, maximum!, minimum!, any!, all!, count!
 include("compute/rng.jl")          # default_rng, Complex and range draws, rand!/randn! of views
 include("compute/show.jl")         # show/print of CuArrays, views and wrappers, downloading once
 include("compute/linalg.jl")       # *, mul! (cuBLAS gemm), dot, norm, axpy!, axpby!, rmul!, lmul!

@@ -6,6 +6,10 @@
 #
 #   OUT=dir JULIA=julia bash bench/gpu/arraylib.sh
 #
+# With GPUARRAYS_TEST set to the `test` folder of GPUArrays.jl v6.4.1 (copied to the GPU
+# machine; never into the checkout), GPUArrays' array test suite also runs against
+# CuMem.CuArray (bench/julia/gpuarrays_suite.jl) into $OUT/gpuarrays_suite.txt.
+#
 # Needs the engine (target/release/libcumem.so, or CUMEM_LIBRARY), Julia 1.5.3, python3
 # with torch (CuPy optional). Exit status: the tests' (the benchmark runs either way).
 set -uo pipefail
@@ -16,6 +20,12 @@ mkdir -p "$OUT"
 echo "== tests (test/compute/arraylib_tests.jl, CUMEM_DEVICE=cuda)" >&2
 CUMEM_DEVICE=cuda "$JULIA" --project=. test/compute/arraylib_tests.jl 2>&1 | tail -40
 status=${PIPESTATUS[0]}
+if [ -n "${GPUARRAYS_TEST:-}" ]; then
+    echo "== GPUArrays.jl v6.4.1 test suite (bench/julia/gpuarrays_suite.jl, CUMEM_DEVICE=cuda)" >&2
+    CUMEM_DEVICE=cuda timeout 1500 "$JULIA" --project=. bench/julia/gpuarrays_suite.jl "$GPUARRAYS_TEST" \
+        > "$OUT/gpuarrays_suite.txt" 2>&1
+    grep -v '^    ' "$OUT/gpuarrays_suite.txt" | head -30
+fi
 echo "== CuMem sort (bench/julia/sort_bench.jl)" >&2
 CUMEM_DEVICE=cuda timeout 240 "$JULIA" --project=. bench/julia/sort_bench.jl | tee "$OUT/sort_cumem.jsonl"
 echo "== torch / CuPy (bench/anchors/sort_anchor.py)" >&2

@@ -221,6 +221,8 @@ CuArray{T}(::UndefInitializer, dims::Integer...) where {T} =
     CuArray{T}(undef, convert(Tuple{Vararg{Int}}, dims))
 CuArray{T}(::UndefInitializer, dims::Tuple{Vararg{Integer}}) where {T} =
     CuArray{T}(undef, convert(Tuple{Vararg{Int}}, dims))
+# An empty vector, as `Vector{T}()`.
+CuArray{T,1}() where {T} = CuArray{T,1}(undef, 0)
 
 function CuArray{T,N}(A::AbstractArray{S,N}) where {T,N,S}
     a = CuArray{T,N}(undef, size(A))
@@ -268,6 +270,31 @@ function Base.reshape(a::CuArray{T,M}, dims::Dims{N}) where {T,N,M}
     check_alive(a)
     if prod(dims) != length(a)
         throw(DimensionMismatch("new dimensions $dims must be consistent with array size $(length(a))"))
+    end
+    return CuArray{T,N}(share!(a), dims)
+end
+
+"""
+    reinterpret(T, x::CuArray{S}) -> CuArray{T}
+
+A CuArray with element type `T` sharing `x`'s memory (no copy), as CUDA.jl: the same
+dimensions when `sizeof(T) == sizeof(S)`, else the first dimension scaled by
+`sizeof(S) / sizeof(T)`. Errors as Base's `reinterpret`: `ArgumentError` when `T` is not a
+bits type or when the first dimension's bytes are not a multiple of `sizeof(T)`.
+"""
+function Base.reinterpret(::Type{T}, a::CuArray{S,N}) where {T,S,N}
+    check_alive(a)
+    isbitstype(T) || throw(ArgumentError("cannot reinterpret `$S` as `$T`, type `$T` is not a bits type"))
+    T === S && return a
+    dims = size(a)
+    if sizeof(T) != sizeof(S)
+        (N == 0 || sizeof(T) == 0) &&
+            throw(ArgumentError("cannot reinterpret a zero-dimensional `$S` array to `$T` which is of a different size"))
+        n1 = size(a, 1) * sizeof(S)
+        n1 % sizeof(T) == 0 ||
+            throw(ArgumentError("cannot reinterpret an `$S` array to `$T` whose first dimension has size " *
+                                "`$(size(a, 1))`. The resulting array would have non-integral first dimension."))
+        dims = (n1 ÷ sizeof(T), Base.tail(dims)...)
     end
     return CuArray{T,N}(share!(a), dims)
 end

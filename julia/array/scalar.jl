@@ -5,55 +5,116 @@
 const SCALAR_ALLOWED = Ref(true)
 const SCALAR_WARNED = Ref(false)
 const SCALAR_TLS_KEY = :CuMemAllowScalar
+# A task's scope setting (task-local, under SCALAR_TLS_KEY): true (allowed), false
+# (disallowed), :warn / :warned (allowed with one warning, not yet / already given), absent
+# (the process-wide policy). Scopes whose setting is not `true` running now, in any task:
+# while there is one, every scalar access takes the slow path that reads the task's setting.
+const SCALAR_STRICT_SCOPES = Threads.Atomic{Int}(0)
 
 """
-    allowscalar(flag::Bool)
+    allowscalar(allow::Bool = true, warn::Bool = true)
+    allowscalar(f::Function, allow::Bool = true, warn::Bool = false)
 
-Whether scalar indexing of CuArrays (`x[i]`, `x[i] = v`, iteration) is allowed in this
-process. Allowed by default, with one warning the first time; `allowscalar(false)` makes
-it an error (to find slow code). See also [`@allowscalar`](@ref).
+Whether scalar indexing of CuArrays (`x[i]`, `x[i] = v`, iteration) is allowed. Allowed by
+default, with one warning the first time; `allowscalar(false)` makes it an error (to find
+slow code); `allowscalar(true, false)` allows it without the warning; `allowscalar(true)`
+re-arms the warning. Outside any scope this sets the process-wide policy; inside an
+[`@allowscalar`](@ref) or [`@disallowscalar`](@ref) scope (or the function form) it sets the
+current task's setting until the scope ends. The function form runs `f()` with scalar
+indexing allowed (with `allow = false`, disallowed; with `warn = true`, allowed with one
+warning) in this task and restores the previous setting afterwards. As GPUArrays.jl 6
+(CUDA.jl 2.x), whose setting is always per task.
 """
-function allowscalar(flag::Bool = true)
-    SCALAR_ALLOWED[] = flag
+function allowscalar(allow::Bool = true, warn::Bool = true)
+    tls = task_local_storage()
+    if haskey(tls, SCALAR_TLS_KEY)
+        set_scalar_scope!(tls, scope_value(allow, warn))
+    else
+        SCALAR_ALLOWED[] = allow
+        SCALAR_WARNED[] = !warn
+    end
     return nothing
+end
+
+allowscalar(f::Base.Callable, allow::Bool = true, warn::Bool = false) =
+    with_scalar_scope(f, scope_value(allow, warn))
+
+scope_value(allow::Bool, warn::Bool) = !allow ? false : warn ? :warn : true
+
+# Sets the current task's scope setting (`nothing`: none), returning the previous one.
+function set_scalar_scope!(tls, v)
+    old = get(tls, SCALAR_TLS_KEY, nothing)
+    old === nothing || old === true || Threads.atomic_sub!(SCALAR_STRICT_SCOPES, 1)
+    if v === nothing
+        delete!(tls, SCALAR_TLS_KEY)
+    else
+        v === true || Threads.atomic_add!(SCALAR_STRICT_SCOPES, 1)
+        tls[SCALAR_TLS_KEY] = v
+    end
+    return old
+end
+
+function with_scalar_scope(f, v)
+    tls = task_local_storage()
+    old = set_scalar_scope!(tls, v)
+    try
+        f()
+    finally
+        set_scalar_scope!(tls, old)
+    end
 end
 
 """
     @allowscalar ex
 
 Evaluates `ex` with scalar indexing of CuArrays allowed, without the warning, even under
-`allowscalar(false)` (in the current task).
+`allowscalar(false)` (in the current task). See also [`@disallowscalar`](@ref).
 """
 macro allowscalar(ex)
-    quote
-        local tls = task_local_storage()
-        local old = get(tls, $(QuoteNode(SCALAR_TLS_KEY)), nothing)
-        tls[$(QuoteNode(SCALAR_TLS_KEY))] = true
-        try
-            $(esc(ex))
-        finally
-            if old === nothing
-                delete!(tls, $(QuoteNode(SCALAR_TLS_KEY)))
-            else
-                tls[$(QuoteNode(SCALAR_TLS_KEY))] = old
-            end
-        end
+    scalar_scope_expr(ex, true)
+end
+
+"""
+    @disallowscalar ex
+
+Evaluates `ex` with scalar indexing of CuArrays disallowed (an error) in the current task,
+whatever the policy set by [`allowscalar`](@ref). As GPUArrays.jl 6 (CUDA.jl 2.x).
+"""
+macro disallowscalar(ex)
+    scalar_scope_expr(ex, false)
+end
+
+# Inline (not a closure), so that assignments in `ex` are visible after it.
+scalar_scope_expr(ex, v::Bool) = quote
+    local tls = task_local_storage()
+    local old = set_scalar_scope!(tls, $v)
+    try
+        $(esc(ex))
+    finally
+        set_scalar_scope!(tls, old)
     end
 end
 
 @inline function assertscalar(op::String)
-    (SCALAR_ALLOWED[] & SCALAR_WARNED[]) && return nothing
+    (SCALAR_ALLOWED[] & SCALAR_WARNED[] & (SCALAR_STRICT_SCOPES[] == 0)) && return nothing
     scalar_slow(op)
 end
 
+const SCALAR_WARNING = "Performing scalar operations on GPU arrays: This is very slow, consider " *
+                       "disallowing these operations with `allowscalar(false)`"
+
 @noinline function scalar_slow(op::String)
-    get(task_local_storage(), SCALAR_TLS_KEY, false) === true && return nothing
-    if !SCALAR_ALLOWED[]
+    tls = task_local_storage()
+    scope = get(tls, SCALAR_TLS_KEY, nothing)
+    (scope === true || scope === :warned) && return nothing
+    if scope === :warn
+        tls[SCALAR_TLS_KEY] = :warned      # still a strict scope: the count is unchanged
+        @warn SCALAR_WARNING
+    elseif scope === false || !SCALAR_ALLOWED[]
         error("scalar $op is disallowed")
     elseif !SCALAR_WARNED[]
         SCALAR_WARNED[] = true
-        @warn("Performing scalar operations on GPU arrays: This is very slow, consider " *
-              "disallowing these operations with `allowscalar(false)`")
+        @warn SCALAR_WARNING
     end
     return nothing
 end

@@ -178,7 +178,12 @@ function Base.copyto!(dest::CuStridedWrapper{T}, src::CuStrided{T}) where {T}
 end
 function Base.copyto!(dest::CuArray{T}, src::CuStridedWrapper{T}) where {T}
     length(src) > length(dest) && throw(BoundsError(dest, LinearIndices(src)))
-    return copy_into!(length(src) == length(dest) ? dest : view(dest, 1:length(src)), src)
+    length(src) == length(dest) && return copy_into!(dest, src)
+    # a shorter source of another shape: its elements in order, then one linear copy
+    t = materialize(src)
+    copyto!(dest, 1, t, 1, length(t))
+    unsafe_free!(t)
+    return dest
 end
 # host arrays into device views (uploaded once), device views into host arrays
 function Base.copyto!(dest::CuStridedWrapper{T}, src::HostDense) where {T}

@@ -280,4 +280,6 @@ end
     @test p + 4 == pointer(x, 2) && (p + 8) - p == 8 && p + 4 - 4 == p && p < p + 1
 end
 
+include("arraylib_compat_tests.jl")
+
 end # arraylib

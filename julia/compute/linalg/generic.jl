@@ -18,6 +18,13 @@ host_op(A::Transpose) = transpose(host_view(parent(A)))
 # Every other CuArray product (compute/linalg.jl has cuBLAS's four types): promoting as Base.
 LinearAlgebra.mul!(C::CuVecOrMat, A::AnyCuMatOperand, B::Union{CuVector,AnyCuMatOperand},
                    α::Number, β::Number) = generic_mul!(C, A, B, α, β)
+# An outer product with a row vector (`mul!(C, a, transpose(x))`, `a` an m×1 matrix): the
+# row as a 1×n matrix over the same memory (conjugated for an adjoint of complex numbers).
+row_matrix(B::Transpose{<:Any,<:CuVector}) = reshape(parent(B), 1, length(B))
+row_matrix(B::Adjoint{<:Real,<:CuVector}) = reshape(parent(B), 1, length(B))
+row_matrix(B::Adjoint{<:Any,<:CuVector}) = reshape(conj(parent(B)), 1, length(B))
+LinearAlgebra.mul!(C::CuMatrix, A::AnyCuMatOperand, B::Union{Transpose{<:Any,<:CuVector},Adjoint{<:Any,<:CuVector}},
+                   α::Number, β::Number) = mul!(C, A, row_matrix(B), α, β)
 
 """
     mul!(C::CuVecOrMat, A, B, α, β) (other element types)
@@ -129,6 +136,32 @@ CuArray{T,2}(J::UniformScaling, m::Integer, n::Integer) where {T} = copyto!(CuAr
 CuArray{T,2}(J::UniformScaling, dims::Dims{2}) where {T} = CuArray{T,2}(J, dims...)
 CuArray{T}(J::UniformScaling, m::Integer, n::Integer) where {T} = CuArray{T,2}(J, m, n)
 CuArray{T}(J::UniformScaling, dims::Dims{2}) where {T} = CuArray{T,2}(J, dims...)
+# `CuArray(3f0*I, m, n)`: the element type of J, as `Matrix(J, m, n)`.
+CuArray(J::UniformScaling{T}, m::Integer, n::Integer) where {T} = CuArray{T,2}(J, m, n)
+CuArray(J::UniformScaling{T}, dims::Dims{2}) where {T} = CuArray{T,2}(J, dims...)
+
+"""
+    LinearAlgebra.copytri!(A::CuMatrix, uplo, conjugate = false) -> A
+
+Copies the upper (`uplo = 'U'`) triangle of the square `A` into its lower triangle (or the
+lower into the upper, `'L'`), conjugated when `conjugate`, as LinearAlgebra's: the kept
+triangle (`triu`/`tril` kernels) plus the transpose of its strict part, by broadcasts
+(element types kernels do not take, e.g. Complex, on the host: one download and upload).
+`DimensionMismatch` for a non-square `A`, `ArgumentError` for another `uplo`.
+"""
+function LinearAlgebra.copytri!(A::CuMatrix, uplo::AbstractChar, conjugate::Bool = false)
+    n = LinearAlgebra.checksquare(A)
+    uplo in ('U', 'L') || throw(ArgumentError("uplo argument must be 'U' (upper) or 'L' (lower), got $uplo"))
+    n == 0 && return A
+    # element types kernels do not take yet (Complex): on the host, one download and upload
+    is_kernel_eltype(eltype(A)) ||
+        return copyto!(A, LinearAlgebra.copytri!(Array(A), uplo, conjugate))
+    keep = uplo == 'U' ? triu(A) : tril(A)
+    strict = uplo == 'U' ? triu(A, 1) : tril(A, -1)
+    A .= keep .+ (conjugate ? adjoint(strict) : transpose(strict))
+    unsafe_free!(keep); unsafe_free!(strict)
+    return A
+end
 
 """
     A + J, J + A, A - J, J - A    (A::CuMatrix, J::UniformScaling, e.g. `A + I`, `A - 2f0*I`)
@@ -202,3 +235,63 @@ function LinearAlgebra.kron(A::CuMatrix, B::CuMatrix)
     return reshape(R, ma * mb, na * nb)
 end
 LinearAlgebra.kron(a::CuVector, b::CuVector) = reshape(kron(reshape(a, length(a), 1), reshape(b, length(b), 1)), :)
+
+"""
+    A + D, D + A, A - D, D - A    (A::CuMatrix, D::Diagonal of a CuVector)
+
+A copy of `A` (in the promoted element type, as LinearAlgebra) with `D`'s diagonal added
+to (subtracted from) its diagonal, by one broadcast over the diagonal's strided view.
+`DimensionMismatch` unless `A` is square of `D`'s size.
+"""
+function diag_add(A::CuMatrix, D::Diagonal, op, Dfirst::Bool)
+    n = length(D.diag)
+    size(A) == (n, n) ||
+        throw(DimensionMismatch("dimensions must match: a has dims $(Dfirst ? (n, n) : size(A)), b has dims $(Dfirst ? size(A) : (n, n))"))
+    T = Base.promote_op(op, eltype(A), eltype(D))
+    B = Dfirst && op === (-) ? CuArray{T}(-A) : CuArray{T}(A)
+    v = view(B, diagind(B))
+    v .= Dfirst ? v .+ D.diag : op.(v, D.diag)
+    return B
+end
+Base.:+(A::CuMatrix, D::Diagonal{<:Any,<:CuVector}) = diag_add(A, D, +, false)
+Base.:-(A::CuMatrix, D::Diagonal{<:Any,<:CuVector}) = diag_add(A, D, -, false)
+Base.:+(D::Diagonal{<:Any,<:CuVector}, A::CuMatrix) = diag_add(A, D, +, true)
+Base.:-(D::Diagonal{<:Any,<:CuVector}, A::CuMatrix) = diag_add(A, D, -, true)
+
+# A Diagonal of a CuVector on the host: `collect(D)`, `Matrix(D)`, `Array(D)` download the
+# diagonal once and build LinearAlgebra's dense matrix there.
+Base.collect(D::Diagonal{<:Any,<:CuVector}) = Matrix(Diagonal(Array(D.diag)))
+Base.Matrix(D::Diagonal{<:Any,<:CuVector}) = Matrix(Diagonal(Array(D.diag)))
+Base.Array(D::Diagonal{<:Any,<:CuVector}) = Matrix(Diagonal(Array(D.diag)))
+
+"""
+    copyto!(dest, A::CuMem.CuTriangular)
+    copyto!(A::UpperTriangular, B::UpperTriangular) (and the other three, of CuMatrices)
+
+A triangular wrapper copied as its dense matrix (zeros outside the triangle) into a CuArray
+or a host array. Between two wrappers of the same kind, as LinearAlgebra: only the stored
+triangle of `B` (without the diagonal for a unit triangle) is written into `A`'s parent,
+the rest of `A`'s parent is kept (one masked broadcast). `BoundsError` when `A` is smaller.
+"""
+Base.copyto!(dest::CuArray, A::CuTriangular) = (M = CuArray(A); copyto!(dest, M); unsafe_free!(M); dest)
+Base.copyto!(dest::Array, A::CuTriangular) = copyto!(dest, Array(A))
+
+# (two methods, upper and lower, each narrower than LinearAlgebra's own pair)
+const CuUpperTri = Union{UpperTriangular{<:Any,<:CuMatrix},UnitUpperTriangular{<:Any,<:CuMatrix}}
+const CuLowerTri = Union{LowerTriangular{<:Any,<:CuMatrix},UnitLowerTriangular{<:Any,<:CuMatrix}}
+Base.copyto!(A::T, B::T) where {T<:CuUpperTri} = copy_triangle!(A, B)
+Base.copyto!(A::T, B::T) where {T<:CuLowerTri} = copy_triangle!(A, B)
+
+function copy_triangle!(A, B)
+    n = size(B, 1)
+    checkbounds(A, n, n)
+    n == 0 && return A
+    upper = tri_uplo(B) == 'U'
+    k = tri_diag(B) == 'U' ? (upper ? 1 : -1) : 0
+    mask = fill!(CuMatrix{Bool}(undef, n, n), true)
+    upper ? triu!(mask, k) : tril!(mask, k)
+    dst = view(parent(A), 1:n, 1:n)
+    dst .= ifelse.(mask, parent(B), dst)
+    unsafe_free!(mask)
+    return A
+end
