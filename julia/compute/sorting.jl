@@ -417,12 +417,12 @@ Whether `v` is sorted: one broadcast compares neighbours and one reduction combi
 """
 function Base.issorted(v::AnyCuArray{T,1}; lt = isless, by = identity, rev::Bool = false,
                        order::Base.Ordering = Base.Order.Forward) where {T}
-    lt, by, rev = sort_order(lt, by, rev, order)
+    lt2, by2, rev2 = sort_order(lt, by, rev, order)
     n = length(v)
     n <= 1 && return true
     a, b = view(v, 1:n-1), view(v, 2:n)
-    cmp = rev ? ((x, y) -> lt(by(x), by(y))) : ((x, y) -> lt(by(y), by(x)))
-    return !any(map(cmp, a, b))
+    # whether a neighbour pair is out of order: lt(by(b), by(a)) (reversed: lt(by(a), by(b)))
+    return !any(map(SortLess(lt2, by2, !rev2), a, b))
 end
 
 """
