@@ -394,6 +394,8 @@ Base.map!(f, dest::AnyCuArray, a::AnyCuArray, rest::AnyCuArray...) =
 function fill_kernel!(a::CuArray{T}, v) where {T}
     x = convert(T, v)
     isbitstype(T) || return nothing      # not a kernel type: array.jl's upload-and-copy fallback
-    gpu_broadcast!(a, Broadcast.instantiate(Broadcasted{Nothing}(identity, (x,), axes(a))))
+    # a struct value is one scalar, not a collection to broadcast over: Ref (as Base needs)
+    arg = x isa Number ? x : Ref(x)
+    gpu_broadcast!(a, Broadcast.instantiate(Broadcasted{Nothing}(identity, (arg,), axes(a))))
     return a
 end

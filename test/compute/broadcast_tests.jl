@@ -25,7 +25,7 @@ function same(r, e)
 end
 
 const EMULATED = false
-include(joinpath(@__DIR__, "broadcast_cases.jl"))
+Base.include(@__MODULE__, joinpath(@__DIR__, "broadcast_cases.jl"))   # Base.include: runtests.jl runs this file in a bare Module()
 
 @testset "the typed fast path (compute/fastpath.jl)" begin
     using Base.Broadcast: broadcasted, instantiate

@@ -1,7 +1,7 @@
 # Reductions against Base on Array, under allowscalar(false).
 using CuMem, Test, Random
 CuMem.allowscalar(false)
-include("reduce_cases.jl")        # shared with reduce_emulation_tests.jl (the generated C on g++ threads)
+Base.include(@__MODULE__, joinpath(@__DIR__, "reduce_cases.jl"))        # shared with reduce_emulation_tests.jl (the generated C on g++ threads)
 Random.seed!(11)
 
 function same(r, e)

@@ -101,7 +101,9 @@ end
 # context); anything else is refused.
 function dc_global(fn::DCFn, g::GlobalRef)
     isdefined(g.mod, g.name) || dc_refuse(fn.st, "the global $(g.mod).$(g.name) is not defined")
-    if !isconst(g.mod, g.name)
+    # the module that owns the binding: an imported one (`Main` seen from a bare Module())
+    # is constant where it is defined
+    if !isconst(Base.binding_module(g.mod, g.name), g.name)
         dc_refuse(fn.st, "the global variable $(g.mod).$(g.name) is not constant, so its type is unknown when " *
                          "compiling; use a constant binding to a Ref (`const $(g.name) = Ref(x)`, read as " *
                          "`$(g.name)[]`), which kernels read at each launch, or pass it as an argument")
