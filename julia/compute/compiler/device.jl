@@ -97,7 +97,15 @@ function dc_compile_entry(@nospecialize(F), argtypes::Tuple, world::UInt)
     ms = Base._methods_by_ftype(inner, -1, world)
     (ms isa Vector && !isempty(ms)) ||
         throw(KernelCompileError("cannot compile for the GPU: no method matching $fname($(join(map(t -> "::$t", argtypes), ", ")))"))
-    name, rt, mt = dc_compile_sig!(st, sig, m[1], m[2])
+    # anything else the translator hits (e.g. Julia asking the size of a String inside a
+    # callee) is still a refusal, never another exception type
+    name, rt, mt = try
+        dc_compile_sig!(st, sig, m[1], m[2])
+    catch err
+        err isa KernelCompileError && rethrow()
+        throw(KernelCompileError("cannot compile for the GPU: " * sprint(showerror, err) *
+                                 "\n  call chain: " * join(st.chain, " -> ")))
+    end
     rt === Union{} || dc_ctype!(st.tt, rt)
     for T in argtypes
         dc_ctype!(st.tt, T)
