@@ -712,4 +712,3 @@ mod tests {
         let _ = p;
     }
 }
-

@@ -83,9 +83,9 @@ mod tests;
 use super::split::SMALL_SIZE;
 use super::{Block, MIN_BLOCK, Pool, round_up};
 use crate::error::{Error, Result};
+use crate::live::AddrIndex;
 use crate::snapshot::PoolSegment;
 use crate::upstream::ShardUpstream;
-use crate::live::AddrIndex;
 use arena::Arena;
 
 /// Mapped memory may grow to 1/`HEADROOM` above the pool's peak of bytes in use before
@@ -113,12 +113,7 @@ pub struct ExpandablePool {
 
 impl Default for ExpandablePool {
     fn default() -> Self {
-        ExpandablePool {
-            arenas: Vec::new(),
-            used: AddrIndex::default(),
-            used_bytes: 0,
-            peak_used: 0,
-        }
+        ExpandablePool { arenas: Vec::new(), used: AddrIndex::default(), used_bytes: 0, peak_used: 0 }
     }
 }
 
@@ -312,5 +307,3 @@ impl Pool for ExpandablePool {
         Some(arena.block_around(addr).unwrap_or(seg_base))
     }
 }
-
-
