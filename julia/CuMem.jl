@@ -57,15 +57,17 @@ include("compute/compiler/throwsites.jl") # throw sites: the error record's site
 include("compute/compiler/intrinsics.jl") # Core.Intrinsics as C
 include("compute/compiler/builtins.jl")   # getfield, ===, ifelse, isa, tuple, ... as C
 include("compute/compiler/mathlib.jl")    # Base math mapped to CUDA's library, with domain checks
+include("compute/compiler/devmem.jl")     # CuDeviceArray's loads and stores as C pointer accesses
 include("compute/compiler/translate.jl")  # typed IR -> C: functions, blocks, phis, statements, calls
 include("compute/compiler/device.jl")     # device_function, kernel_source, launch_context (the interface)
 include("compute/kernels.jl")      # NVRTC kernels, launch, cuBLAS gemm!, synchronize, host_view
 include("compute/kernel_cache.jl") # the Julia kernel table (by device and types); the engine's cache on disk
 include("compute/kernel_index.jl") # the fast paths' kernels on disk by the types that chose them
 include("compute/eltypes.jl")      # the primitive element types of the fixed kernels
+include("compute/devarray.jl")     # CuDeviceArray: CuArrays indexed inside element functions (Ref(A), tuples)
 include("compute/bcfunction.jl")   # a broadcast expression as one isbits callable of its elements
 include("compute/broadcast.jl")    # fused broadcasting, map, map!, fill! by kernel
-include("compute/bcextras.jl")     # similar(bc, T, dims); ranges in broadcasts (uploaded)
+include("compute/bcextras.jl")     # similar(bc, T, dims); ranges and CartesianIndices in broadcasts (by value); 0-d arithmetic
 include("compute/fastpath.jl")     # broadcasts of a type seen before: a typed slot, no look-ups
 include("compute/readback.jl")     # scalar results through a pinned buffer
 include("compute/element_fns.jl")  # element functions of the reduction-like families, from the compiler

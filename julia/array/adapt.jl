@@ -31,6 +31,7 @@ adapt_storage(to, x) = x
 
 adapt_structure(to, xs::Tuple) = map(x -> adapt(to, x), xs)
 adapt_structure(to, xs::NamedTuple) = map(x -> adapt(to, x), xs)
+adapt_structure(to, r::Base.RefValue) = Ref(adapt(to, r[]))
 
 adapt_structure(to, A::Adjoint) = adjoint(adapt(to, parent(A)))
 adapt_structure(to, A::Transpose) = transpose(adapt(to, parent(A)))

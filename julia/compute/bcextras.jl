@@ -6,14 +6,15 @@
 Base.similar(bc::Broadcast.Broadcasted{CuArrayStyle{N}}, ::Type{T}, dims) where {N,T} =
     CuArray{T}(undef, dims)
 
-# Ranges (`1:n`, `OneTo`, `StepRange`, `StepRangeLen`, `LinRange`) broadcast together with
-# CuArrays: `x .* (1:n)`, `(1:k) .== labels'`, `x .* eachindex(x)`. Their elements are
-# uploaded once (Base's values, `collect(r)`), before the kernel is built, so the result
-# is Julia's to the last bit. (Passing the range's fields by value into the kernel needs
-# broadcast.jl's argument packing; until then this costs one upload of `length(r)`
-# elements.) Element types no kernel takes keep the range, and broadcast.jl's error.
+# Ranges (`1:n`, `OneTo`, `StepRange`, `StepRangeLen`, `LinRange`) and `CartesianIndices`
+# broadcast together with CuArrays: `x .* (1:n)`, `(1:k) .== labels'`, `x .* eachindex(x)`,
+# `getindex.(CartesianIndices(A), 1)`. Passed into the kernel by value (a few fields, no
+# upload): each thread computes its element as Base's `getindex(r, k)` does
+# (compute/bcfunction.jl's BcIndexed), so the result is Julia's to the last bit. A range
+# whose fields are not isbits (of `BigFloat`s) is uploaded if its element type is a kernel
+# type, and refused otherwise.
 device_arg(x) = x
-device_arg(r::AbstractRange) = is_kernel_eltype(eltype(r)) ? CuArray(collect(r)) : r
+device_arg(r::AbstractRange) = is_byvalue_array(r) || !is_kernel_eltype(eltype(r)) ? r : CuArray(collect(r))
 device_arg(bc::Broadcast.Broadcasted{S}) where {S} =
     Broadcast.Broadcasted{S}(bc.f, map(device_arg, bc.args), bc.axes)
 
@@ -50,3 +51,14 @@ function Base.map(f, a::CuArray, rest::CuArray...)
     n = minimum(length, (a, rest...))
     return map(f, linear_prefix(a, n), map(r -> linear_prefix(r, n), rest)...)
 end
+
+# Base's arithmetic on arrays (`x / 2`, `2 * x`, `x + y`, `-x`: arraymath.jl) runs
+# `broadcast_preserving_zero_d`, which turns a 0-dimensional broadcast's scalar back into a
+# 0-dimensional array. A broadcast of CuArrays already gives a 0-dimensional CuArray, so
+# for 0-dimensional CuArrays it is the broadcast itself (Base's result: an array, not a
+# scalar).
+const CuArray0 = CuArray{<:Any,0}
+Base.Broadcast.broadcast_preserving_zero_d(f, A::CuArray0, Bs::Union{Number,CuArray0}...) =
+    Broadcast.materialize(Broadcast.broadcasted(f, A, Bs...))
+Base.Broadcast.broadcast_preserving_zero_d(f, A::Number, B::CuArray0, Cs::Union{Number,CuArray0}...) =
+    Broadcast.materialize(Broadcast.broadcasted(f, A, B, Cs...))

@@ -11,6 +11,18 @@ using Base.Broadcast: Broadcasted
 struct BcLeaf end
 # A type argument (`round.(Int, x)`): a ghost standing for the type.
 struct BcType{T} end
+# An array passed by value (a range, `CartesianIndices`): its leaf's "element" is the
+# 1-based linear index into it that the kernel computes, and the element is `r[k]`.
+struct BcIndexed{R}
+    r::R
+end
+
+# The arrays that travel into kernels by value rather than as device memory: ranges and
+# CartesianIndices whose fields are isbits (`1:n`, `OneTo`, `StepRange`, `StepRangeLen`,
+# `LinRange`, `CartesianIndices((2, 3))`), and their adjoints and transposes (`(1:n)'`).
+is_byvalue_array(@nospecialize(a)) =
+    (a isa AbstractRange || a isa CartesianIndices ||
+     (a isa Union{Adjoint,Transpose} && (parent(a) isa AbstractRange || parent(a) isa CartesianIndices))) && isbits(a)
 
 """
     CuMem.BcExpr(f, args)
@@ -48,17 +60,19 @@ end
     return ((v, vs...), r2)
 end
 @inline bc_run(::BcLeaf, xs::Tuple) = (xs[1], Base.tail(xs))
+@inline bc_run(l::BcIndexed, xs::Tuple) = (@inbounds(l.r[xs[1]]), Base.tail(xs))
 @inline bc_run(t::BcType, xs::Tuple) = (t, xs)
 @inline bc_run(x, xs::Tuple) = (x, xs)
 
 # The callable of a Broadcasted, and its array leaves (depth first).
 bc_object(bc::Broadcasted) = BcExpr(bc_fun(bc.f), map(bc_object, bc.args))
-bc_object(@nospecialize(a::AbstractArray)) = BcLeaf()
+bc_object(@nospecialize(a::AbstractArray)) = is_byvalue_array(a) ? BcIndexed(a) : BcLeaf()
 bc_object(::Type{T}) where {T} = BcType{T}()
 bc_object(x::Base.RefValue) = bc_scalar(x[])
 bc_object(x) = bc_scalar(x)
 bc_scalar(::Type{T}) where {T} = BcType{T}()
 bc_scalar(x) = isbits(x) ? x : bc_reject(x)
+bc_scalar(x::CuArray) = CuDeviceArray(x)     # `Ref(A)`: indexed inside the function (devarray.jl)
 bc_fun(f) = f
 bc_fun(::Type{T}) where {T} = BcType{T}()  # (constructors: called through `BcType`)
 for n in 0:16
@@ -80,8 +94,12 @@ bc_leaves!(leaves, bc::Broadcasted) = (bc_leaves_t!(leaves, bc.args); leaves)
 bc_leaves_t!(leaves, ::Tuple{}) = nothing
 @inline bc_leaves_t!(leaves, args::Tuple) = (bc_leaves!(leaves, args[1]); bc_leaves_t!(leaves, Base.tail(args)))
 bc_leaves!(leaves, @nospecialize(a::AnyCuArray)) = push!(leaves, a)
-bc_leaves!(leaves, @nospecialize(a::AbstractArray)) = bc_reject(a)
+bc_leaves!(leaves, @nospecialize(a::AbstractArray)) = is_byvalue_array(a) ? push!(leaves, a) : bc_reject(a)
 bc_leaves!(leaves, @nospecialize(x)) = nothing
+
+# The type of what the kernel passes for a leaf: its element, or the index into an array
+# passed by value.
+leaf_eltype(@nospecialize(a)) = is_byvalue_array(a) ? Int : eltype(a)
 
 # The compiled element function of a broadcast whose leaves have element types `Ts`, and
 # its result type.
@@ -104,5 +122,5 @@ that is concrete).
 """
 function bc_eltype(@nospecialize(bc::Broadcasted))
     leaves = bc_leaves!(Any[], bc)
-    return bc_device_function(bc_object(bc), Tuple(Any[eltype(l) for l in leaves])).rettype
+    return bc_device_function(bc_object(bc), Tuple(Any[leaf_eltype(l) for l in leaves])).rettype
 end

@@ -24,6 +24,9 @@ CuArrayStyle{M}(::Val{N}) where {N,M} = CuArrayStyle{N}()
 Base.BroadcastStyle(::Type{<:CuArray{T,N}}) where {T,N} = CuArrayStyle{N}()
 Base.BroadcastStyle(::Type{W}) where {W<:CuWrap1} = CuArrayStyle{ndims(W)}()
 Base.BroadcastStyle(::Type{W}) where {W<:CuWrap2} = CuArrayStyle{ndims(W)}()
+# `Ref(A)`: one value (0 dimensions), but a broadcast of CuArrays (GPUArrays.jl's rule), so
+# that `getindex.(Ref(A), 1)` runs as a kernel rather than as Base's scalar code
+Base.BroadcastStyle(::Type{<:Base.RefValue{<:CuArray}}) = CuArrayStyle{0}()
 
 ## strided layouts
 
@@ -111,12 +114,16 @@ end
 
 ## array leaves
 
+# `byvalue`: an array passed by value (a range, CartesianIndices: compute/bcfunction.jl's
+# BcIndexed), no memory (`base` nothing); the kernel passes the 1-based linear index into
+# it, an `Int`, computed from `strides` as an array leaf's offset is.
 struct Leaf
-    base::CuArray
+    base::Union{CuArray,Nothing}
     offset::Int
     strides::Vector{Int}
     linear::Bool
     eltype::Type
+    byvalue::Bool
 end
 
 # Whether T is one of the primitive element types (compute/eltypes.jl) that the fixed
@@ -136,7 +143,7 @@ check_kernel_eltype(@nospecialize(T)) = is_kernel_eltype(T) ||
 
 # The CUDA C source of a broadcast kernel: `df` the compiled element function of the
 # expression, `cdf` the conversion to the destination's element type (or nothing).
-# `leafinfo`: (eltype, linear) per leaf. Parameters: the context, the count, the
+# `leafinfo`: (eltype, linear, byvalue) per leaf. Parameters: the context, the count, the
 # destination (and its strides), each leaf (and its strides), the sizes for Cartesian
 # indexing, then the expression's scalars (one struct) unless it has none.
 function bcast_source(df::DeviceFunction, cdf, @nospecialize(D::Type), dest_linear::Bool, leafinfo, N::Int, idx64::Bool)
@@ -147,8 +154,8 @@ function bcast_source(df::DeviceFunction, cdf, @nospecialize(D::Type), dest_line
     io = IOBuffer()
     print(io, "extern \"C\" __global__ void cumem_bcast(jl_ctx_t ctx, $IDX n, $(c_type(D))* dst")
     dest_linear || for d in 1:N; print(io, ", $OFF dst_s$d"); end
-    for (k, (T, lin)) in enumerate(leafinfo)
-        print(io, ", const $(dc_is_ghost(T) ? "jl_ghost_t" : c_type(T))* a$k")
+    for (k, (T, lin, byv)) in enumerate(leafinfo)
+        byv || print(io, ", const $(dc_is_ghost(T) ? "jl_ghost_t" : c_type(T))* a$k")
         lin || for d in 1:N; print(io, ", $OFF a$(k)_s$d"); end
     end
     cart && for d in 1:N-1; print(io, ", $IDX n$d"); end
@@ -160,6 +167,7 @@ function bcast_source(df::DeviceFunction, cdf, @nospecialize(D::Type), dest_line
     if !cart
         start = "i0"
         print_unrolled(io, IDX, [dc_is_ghost(T) ? "jl_ghost_t" : c_type(T) for (T, _) in leafinfo],
+                       [l[3] for l in leafinfo],
                        dc_is_ghost(D) ? nothing : c_type(D),
                        xs -> conv(string(df.name, "(&ctx, f", join([", " * x for x in xs]), ")")))
     end
@@ -172,7 +180,8 @@ function bcast_source(df::DeviceFunction, cdf, @nospecialize(D::Type), dest_line
         N >= 1 && print(io, "    const $OFF c$N = ($OFF)r;\n")
     end
     offset(prefix, lin) = lin ? "i" : (N == 0 ? "0" : join(["c$d * $(prefix)_s$d" for d in 1:N], " + "))
-    call = conv(string(df.name, "(&ctx, f", join([", a$k[$(offset("a$k", lin))]" for (k, (T, lin)) in enumerate(leafinfo)]), ")"))
+    elem(k, lin, byv) = byv ? "(int64_t)($(offset("a$k", lin))) + 1" : "a$k[$(offset("a$k", lin))]"
+    call = conv(string(df.name, "(&ctx, f", join([", " * elem(k, lin, byv) for (k, (T, lin, byv)) in enumerate(leafinfo)]), ")"))
     if dc_is_ghost(D)
         print(io, "    (void)", call, ";\n")
     else
@@ -192,15 +201,20 @@ end
 # Elementwise, so the order does not matter; an array that overlaps dst elsewhere was
 # copied before (`unalias_args`). A throw in any of the four steps stores none of them.
 # Leaves the index of the first step not done in `i0`, for the plain loop that finishes.
-# `TCs`: the leaves' C types (leaf k is `ak`); `DC`: the result's C type (nothing: a ghost,
+# `TCs`: the leaves' C types (leaf k is `ak`); `byv`: whether each is passed by value (its
+# "load" is the 1-based index, an int64_t); `DC`: the result's C type (nothing: a ghost,
 # not stored); `call(loads)`: the C expression of the element's result from the loads.
-function print_unrolled(io, IDX, TCs, DC, call)
+function print_unrolled(io, IDX, TCs, byv, DC, call)
     print(io, "  const $IDX stride = ($IDX)blockDim.x * gridDim.x;\n")
     print(io, "  $IDX i0 = ($IDX)blockIdx.x * blockDim.x + threadIdx.x;\n")
     print(io, "  for (; i0 + 3 * stride < n; i0 += 4 * stride) {\n")
     ix(u) = u == 0 ? "i0" : "i0 + $u * stride"
     for u in 0:3, (k, CT) in enumerate(TCs)
-        print(io, "    const $CT l$(k)_$u = a$k[$(ix(u))];\n")
+        if byv[k]
+            print(io, "    const int64_t l$(k)_$u = (int64_t)($(ix(u))) + 1;\n")
+        else
+            print(io, "    const $CT l$(k)_$u = a$k[$(ix(u))];\n")
+        end
     end
     for u in 0:3
         c = call(["l$(k)_$u" for k in eachindex(TCs)])
@@ -224,9 +238,21 @@ sm_count() = max(1, device_info().sm_count)
 # Blocks and threads for a grid-stride loop over n elements.
 launch_shape(n) = (max(1, min(cld(n, 256), 32 * sm_count())), 256)
 
-leaf_of(@nospecialize(a), dsz) = leaf_of_layout(a, dsz)
+leaf_of(@nospecialize(a), dsz) = is_byvalue_array(a) ? leaf_of_value(a, dsz) : leaf_of_layout(a, dsz)
 leaf_of_layout(@nospecialize(a), dsz) = (l = layout(a); (st, lin) = leaf_strides(l[3], l[4], dsz);
-                   Leaf(l[1], l[2], st, lin, eltype(a)))
+                   Leaf(l[1], l[2], st, lin, eltype(a), false))
+# An array passed by value: the strides of a contiguous array of its size.
+function leaf_of_value(@nospecialize(a), dsz)
+    sz = collect(Int, size(a))
+    st = similar(sz)
+    s = 1
+    for d in eachindex(sz)
+        st[d] = s
+        s *= sz[d]
+    end
+    (st2, lin) = leaf_strides(sz, st, dsz)
+    return Leaf(nothing, 0, st2, lin, Int, true)
+end
 # The common leaf, a whole CuArray of the output's shape, without building its layout: the
 # same strides and linearity as `leaf_of_layout` gives it, in one allocation.
 function leaf_of(a::CuArray, dsz::Dims{N}) where {N}
@@ -237,12 +263,12 @@ function leaf_of(a::CuArray, dsz::Dims{N}) where {N}
         st[d] = dsz[d] == 1 ? 0 : s
         s *= dsz[d]
     end
-    return Leaf(a, 0, st, true, eltype(a))
+    return Leaf(a, 0, st, true, eltype(a), false)
 end
 
 # Whether two leaves touch the same buffer at different layouts (then an elementwise
 # kernel could read what it already overwrote).
-conflicts(a::Leaf, d::Leaf) = same_memory(a.base, d.base) && !(a.offset == d.offset && a.strides == d.strides)
+conflicts(a::Leaf, d::Leaf) = !a.byvalue && same_memory(a.base, d.base) && !(a.offset == d.offset && a.strides == d.strides)
 
 # Copies aliased wrapper leaves into fresh arrays (rebuilding the Broadcasted).
 unalias_args(bc::Broadcasted, dest, dleaf) =
@@ -281,7 +307,8 @@ init_broadcast() = (resize!(LAST_BROADCAST, Threads.nthreads()); fill!(LAST_BROA
 # Tuples among the arguments are collections in Base's broadcasting: uploaded as vectors.
 bc_tuples(bc::Broadcasted) = any(a -> a isa Tuple || (a isa Broadcasted && bc_tuples(a)), bc.args)
 bc_upload(bc::Broadcasted) = Broadcasted{Nothing}(bc.f, map(bc_upload, bc.args), bc.axes)
-bc_upload(t::Tuple) = isbitstype(eltype(t)) ? CuArray(collect(t)) : bc_reject(t)
+bc_upload(t::Tuple) = isbitstype(eltype(t)) ? CuArray(collect(t)) :
+    all(x -> x isa CuArray, t) ? CuArray([CuDeviceArray(x) for x in t]) : bc_reject(t)   # (devarray.jl)
 bc_upload(x) = x
 
 # Compiled element functions whose objects were replaced in the cache: kept, so that
@@ -295,13 +322,16 @@ function gpu_broadcast!(@nospecialize(dest::AnyCuArray), @nospecialize(bc::Broad
     N = length(dsz)
     leaves = bc_leaves!(Any[], bc)
     for a in leaves
-        a isa CuArray ? check_alive(a) : check_alive(layout(a)[1])
+        a isa CuArray ? check_alive(a) : is_byvalue_array(a) || check_alive(layout(a)[1])
     end
     dleaf = leaf_of(dest, dsz)
     check_alive(dleaf.base)
     # The operands first: `a1 .+ b1` on device 1 while the task is on device 0 is "arrays
     # of device 1", not a mix with the destination made on device 0.
-    MULTI[] && (check_devices("broadcast", leaves...); check_devices("broadcast", dleaf.base, leaves...))
+    if MULTI[]
+        arrs = filter(a -> !is_byvalue_array(a), leaves)
+        check_devices("broadcast", arrs...); check_devices("broadcast", dleaf.base, arrs...)
+    end
     lvs = Leaf[leaf_of(a, dsz) for a in leaves]
     if !on_host() && any(l -> conflicts(l, dleaf), lvs)
         return gpu_broadcast!(dest, unalias_args(bc, dest, dleaf))
@@ -314,7 +344,7 @@ function gpu_broadcast!(@nospecialize(dest::AnyCuArray), @nospecialize(bc::Broad
     n = prod(dsz)
     maxlen = max(n, length(dleaf.base))
     for l in lvs
-        maxlen = max(maxlen, length(l.base))
+        l.byvalue || (maxlen = max(maxlen, length(l.base)))
     end
     idx64 = maxlen >= typemax(Int32)
     # the leaves' linearity as bits (a tuple only beyond 64 leaves): cheaper to build and hash
@@ -331,7 +361,7 @@ function gpu_broadcast!(@nospecialize(dest::AnyCuArray), @nospecialize(bc::Broad
     entry = cached_kernel(key) do
         push!(BC_OLD_FUNCTIONS, df)
         cdf === nothing || push!(BC_OLD_FUNCTIONS, cdf)
-        src = bcast_source(df, cdf, D, dleaf.linear, [(l.eltype, l.linear) for l in lvs], N, idx64)
+        src = bcast_source(df, cdf, D, dleaf.linear, [(l.eltype, l.linear, l.byvalue) for l in lvs], N, idx64)
         (src, "cumem_bcast", cdf === nothing ? (df,) : (df, cdf), Tuple{GlobalRef,DataType}[])
     end
     set_last_broadcast!(entry)
@@ -347,7 +377,7 @@ function gpu_broadcast!(@nospecialize(dest::AnyCuArray), @nospecialize(bc::Broad
     args = Any[launch_context(entry.extra...), IT(n), devaddr(dleaf.base) + UInt64(dleaf.offset * sizeof(D))]
     dleaf.linear || append!(args, map(OT, dleaf.strides))
     for l in lvs
-        push!(args, devaddr(l.base) + UInt64(l.offset * sizeof(l.eltype)))
+        l.byvalue || push!(args, devaddr(l.base) + UInt64(l.offset * sizeof(l.eltype)))
         l.linear || append!(args, map(OT, l.strides))
     end
     if !dleaf.linear || any(l -> !l.linear, lvs)

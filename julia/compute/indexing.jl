@@ -294,6 +294,9 @@ function Base.permutedims(A::CuArray{T,N}, perm) where {T,N}
     (length(perm) == N && isperm(perm)) || throw(ArgumentError("no valid permutation of dimensions"))
     return materialize(PermutedDimsArray(A, Tuple(perm)))
 end
+# A view (strided or through index arrays) or another wrapper: copied (gathered) first.
+Base.permutedims(A::Union{CuStridedWrapper{T,N},SubArray{T,N,<:AnyCuArray}}, perm) where {T,N} =
+    permutedims(copy(A), perm)
 Base.permutedims(A::CuMatrix) = permutedims(A, (2, 1))
 Base.permutedims(v::CuVector) = reshape(copy(v), 1, length(v))
 function Base.permutedims!(dest::CuArray{T,N}, src::CuArray{T,N}, perm) where {T,N}

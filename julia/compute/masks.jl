@@ -186,6 +186,23 @@ function Base.fill!(A::CuStridedWrapper{T}, x) where {T}
     A .= v      # (views through index arrays: CuIndexedStyle's scatter)
     return A
 end
+# An adjoint (or transpose) of a complex array is no kernel operand (its elements are
+# conjugates): its parent is filled with `adjoint(x)` (`transpose(x)`), as Base's
+# `fill!(A', x)` leaves `A' == fill(x, size(A'))`.
+# `A' .= bc` of a complex `A`: computed into a temporary, copied back conjugated.
+Base.fill!(A::Adjoint{T,<:CuViewOrArray{T}}, x) where {T} = (fill!(parent(A), adjoint(convert(T, x))); A)
+Base.fill!(A::Transpose{T,<:CuViewOrArray{T}}, x) where {T} = (fill!(parent(A), transpose(convert(T, x))); A)
+function adjoint_broadcast!(dest, bc)
+    tmp = CuArray{eltype(dest)}(undef, size(dest))
+    broadcast_into!(tmp, bc)
+    copyto!(parent(dest), adjoint(tmp))
+    unsafe_free!(tmp)
+    return dest
+end
+Base.copyto!(dest::Adjoint{T,<:CuViewOrArray{T}}, bc::Broadcast.Broadcasted{<:CuArrayStyle}) where {T<:Complex} =
+    adjoint_broadcast!(dest, bc)
+Base.copyto!(dest::Adjoint{T,<:CuViewOrArray{T}}, bc::Broadcast.Broadcasted{CuArrayStyle{0}}) where {T<:Complex} =
+    adjoint_broadcast!(dest, bc)
 
 """
     copy!(dst::CuArray, src) / copy!(dst, src::CuArray)

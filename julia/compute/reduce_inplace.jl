@@ -20,12 +20,28 @@ function Base.mapreducedim!(f, op, R::AnyCuArray, A::AnyCuArray)
     isempty(A) && return R
     N = ndims(A)
     rdims = [d for d in 1:N if size(R, d) == 1 && size(A, d) != 1]
-    part = isempty(rdims) ? f.(A) : mapreduce(f, op, A; dims = rdims)
+    # Base accumulates `op(R[i], f(a))` in R's element type (sum! of ComplexF32 into
+    # ComplexF64 adds in double precision): the partial reduction converts f's values first.
+    g = reduce_into_fn(f, op, eltype(R), eltype(A))
+    part = isempty(rdims) ? g.(A) : mapreduce(g, op, A; dims = rdims)
     # `part` has A's number of dimensions; R may have fewer (all trailing sizes 1)
     src = size(part) == size(R) ? part : reshape(part, size(R))
     R .= op.(R, src)
     part === A || unsafe_free!(part)
     return R
+end
+
+# `f` followed by a conversion to the type that `op(r::TR, f(a))` computes in, when that is
+# concrete and not f's own result type (`f` itself otherwise).
+struct ConvertAfter{S,F}
+    f::F
+end
+@inline (c::ConvertAfter{S})(x) where {S} = convert(S, c.f(x))
+function reduce_into_fn(f, op, ::Type{TR}, ::Type{TA}) where {TR,TA}
+    TF = Base.promote_op(f, TA)
+    S = Base.promote_op(op, TR, TF)
+    (isconcretetype(S) && isconcretetype(TF) && S !== TF && S === promote_type(S, TF)) || return f
+    return ConvertAfter{S,typeof(f)}(f)
 end
 
 # Base's copyfirst!/mapfirst! (the `init` of maximum! and minimum!): `map!` over the first

@@ -186,3 +186,58 @@ end
     hc = rand(ComplexF32, 4, 4)
     @test same(LinearAlgebra.copytri!(CuArray(hc), 'L', true), LinearAlgebra.copytri!(copy(hc), 'L', true))
 end
+
+@testset "in-place reductions into a wider type accumulate in it" begin
+    # Base adds each f(a) to R's element: in Float64, where 1 + 2^-30 is not 1
+    for (T, W) in ((Float32, Float64), (ComplexF32, ComplexF64))
+        h = fill(T(2f0^-30), 4, 2)
+        h[1, :] .= one(T)
+        @test same(sum!(CuArray(zeros(W, 1, 2)), CuArray(h)), sum!(zeros(W, 1, 2), h))
+        @test same(sum!(CuArray(zeros(W, 1)), CuArray(h[:, 1])), sum!(zeros(W, 1), h[:, 1]))
+        hp = fill(T(1 + 2f0^-20), 3, 2)
+        @test same(prod!(CuArray(ones(W, 1, 2)), CuArray(hp)), prod!(ones(W, 1, 2), hp))
+    end
+end
+
+@testset "0-dimensional arithmetic, non-concrete broadcasts" begin
+    h = fill(3.0)
+    x = CuArray(h)
+    for f in (y -> y / 2, y -> 2 * y, y -> y * 2, y -> y + y, y -> y - y, y -> -y, y -> 2 \ y)
+        r = f(x)
+        @test r isa CuArray{Float64,0} && same(r, f(h))
+    end
+    x /= 2
+    @test x isa CuArray{Float64,0} && Array(x)[] == 1.5
+    # GPUArrays.jl's error for a function whose result type is a Union
+    g(b) = b ? 1.0 : 0
+    err = try g.(CuArray([true, false])); nothing catch e; e end
+    @test err isa ErrorException && occursin("non-concrete element type Union{Float64, Int64}", err.msg)
+end
+
+@testset "adjoints and transposes of complex arrays as destinations" begin
+    h = rand(ComplexF32, 4)
+    a = CuArray(h)
+    a' .= ComplexF32(2, 1)
+    @test same(a, fill(ComplexF32(2, -1), 4))
+    @test fill!(a', ComplexF32(0, 3)) isa Adjoint && same(a, fill(ComplexF32(0, -3), 4))
+    transpose(a) .= ComplexF32(1, 1)
+    @test same(a, fill(ComplexF32(1, 1), 4))
+    b = rand(ComplexF32, 1, 4)
+    a' .= CuArray(b) .* 2
+    hc = copy(h); hc' .= b .* 2
+    @test same(a, hc)
+    M = rand(ComplexF64, 3, 2)
+    dM = CuArray(M)
+    dM' .= ComplexF64(0, 1)
+    @test same(dM, fill(ComplexF64(0, -1), 3, 2))
+end
+
+@testset "permutedims of views" begin
+    x = rand(Float32, 6, 5, 4)
+    d = CuArray(x)
+    inds = [1, 4, 2]
+    @test same(permutedims(view(d, inds, :, 2:3), (3, 2, 1)), permutedims(view(x, inds, :, 2:3), (3, 2, 1)))
+    @test same(permutedims(view(d, 2:5, :, 1), (2, 1)), permutedims(view(x, 2:5, :, 1), (2, 1)))
+    @test same(permutedims(view(d, :, 1, :)', (2, 1)), permutedims(view(x, :, 1, :)', (2, 1)))
+    @test_throws ArgumentError permutedims(view(d, inds, :, :), (1, 1, 2))
+end

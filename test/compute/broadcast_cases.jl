@@ -157,6 +157,52 @@
         @test same(r, [1.0, 2.0, 3.0])
     end
 
+    @testset "ranges, CartesianIndices and irrationals by value" begin
+        # passed into the kernel as their fields: each element is Base's getindex(r, k)
+        x = Base.rand(Float32, 4, 3); v = Base.rand(Float32, 6)
+        a, dv = CuArray(x), CuArray(v)
+        for r in (1:6, Base.OneTo(6), 12:-2:2, range(0.1, 1.3; length = 6), LinRange(0f0, 1f0, 6), 0.5f0:0.25f0:1.75f0)
+            @test same(dv .* r, v .* r)
+            @test same(r .- dv, r .- v)
+        end
+        @test same(a .+ (1:4) .* (1:3)', x .+ (1:4) .* (1:3)')         # along both dimensions
+        @test same(a .+ transpose(0.5:0.5:1.5), x .+ transpose(0.5:0.5:1.5))
+        @test same((1:4) .== CuArray([2, 1, 4])', (1:4) .== [2, 1, 4]')
+        @test same(a .* eachindex(a), x .* eachindex(x))
+        C = CartesianIndices(x)
+        @test same(getindex.(C, 1) .* 10 .+ getindex.(C, 2) .+ a, getindex.(C, 1) .* 10 .+ getindex.(C, 2) .+ x)
+        C2 = CartesianIndices((2:5, 3))
+        @test same(a .+ first.(Tuple.(C2)), x .+ first.(Tuple.(C2)))
+        @test same(a .* π .+ ℯ, x .* π .+ ℯ)
+        out = CuArray(zeros(Float32, 4, 3))
+        out .= (1:4) .+ 0f0 .* (1:3)'        # no array argument but the destination
+        @test same(out, (1:4) .+ 0f0 .* (1:3)')
+        @test_throws DimensionMismatch dv .* (1:5)
+    end
+
+    @testset "CuArrays indexed inside element functions (Ref, tuples)" begin
+        # the array is a CuDeviceArray in the kernel: loads and stores of its memory
+        twice(i, A::AbstractArray{T}) where {T} = A[i] * T(2)
+        hidx = [3, 1, 4, 1, 5, 9, 2, 6]; hy = Base.rand(Float32, 9)
+        idx, y = CuArray(hidx), CuArray(hy)
+        @test same(twice.(idx, Ref(y)), twice.(hidx, Ref(hy)))
+        @test same(getindex.(Ref(y), idx), getindex.(Ref(hy), hidx))
+        M = Base.rand(Float32, 3, 4); dM = CuArray(M)
+        @test same(getindex.(Ref(dM), idx[1:3] .% 3 .+ 1, 2), getindex.(Ref(M), hidx[1:3] .% 3 .+ 1, 2))
+        r = getindex.(Ref(y), 2)                          # 0 dimensions: a 0-d CuArray
+        @test r isa CuArray{Float32,0} && Array(r)[] == hy[2]
+        a, b = CuArray(zeros(Float32, 9)), CuArray(hy)
+        cpy(i, a, b) = (a[i] = b[i]; nothing)
+        cpy.(1:9, Ref(a), Ref(b))                         # stores, a range by value
+        @test same(a, hy)
+        x = Base.rand(Float32, 3, 5); v = [Base.rand(Float32, 4) for _ in 1:3]
+        out = CuArray(zeros(Float32, 3, 5))
+        broadcast!((p, q) -> p + first(q) * last(q), out, CuArray(x), Tuple(CuArray.(v)))   # a tuple of CuArrays
+        @test same(out, x .+ first.(v) .* last.(v))
+        err = try getindex.(Ref(y), CuArray([1, 10])); nothing; catch e; e; end
+        @test err isa BoundsError
+    end
+
     @testset "errors" begin
         a = CuArray(Float32[1, 2, 3])
         positive_part(v) = v > 0 ? v : zero(v)

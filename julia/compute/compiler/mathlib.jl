@@ -46,6 +46,8 @@ function dc_math(fn, i::Int, @nospecialize(sig), args)
     n = length(ps) - 1
     ts = ps[2:end]
     val(k) = dc_val(fn, args[k])
+    e = dc_devmem(fn, f, ts, args)     # CuDeviceArray's loads and stores (devmem.jl)
+    e === nothing || return e
     # Float16 through the hardware conversions
     if n == 1 && ts[1] === Float16 && (f === Float32 || f === Float64)
         return f === Float32 ? string("jl_h2f(", val(1), ")") : string("jl_h2d(", val(1), ")")

@@ -102,7 +102,7 @@ function dc_function_body(fn::DCFn)
     for i in 1:n
         st = code[i]
         T = dc_ssatype(fn, i)
-        (T === Union{} || dc_is_ghost(T) || fn.errorly[i]) && continue
+        (T === Union{} || dc_is_ghost(T) || fn.errorly[i] || (T === Any && dc_unused(fn, i))) && continue
         (st isa Expr && st.head in (:call, :invoke, :new, :foreigncall, :boundscheck)) || st isa Core.PhiNode ||
             st isa Core.PiNode || st isa GlobalRef || st isa Core.SSAValue || ir_argument_index(st) > 0 || continue
         ct = dc_ct(fn, T)
@@ -180,10 +180,22 @@ function dc_statement(fn::DCFn, i::Int, @nospecialize(st), phis, starts)
     end
 end
 
+# Whether no statement uses the value of statement i. (Julia 1.5's optimiser types the
+# unused result of a call that is not inlined as `Any`: a store's `nothing`, say.)
+function dc_unused(fn::DCFn, i::Int)
+    # (the IR's node types by their fields, whichever a Julia version has)
+    used(@nospecialize(x)) = x isa Core.SSAValue ? x.id == i :
+        x isa Expr ? any(used, x.args) :
+        x isa Vector{Any} ? any(k -> isassigned(x, k) && used(x[k]), eachindex(x)) :
+        nameof(typeof(x)) in (:PhiNode, :PiNode, :GotoIfNot, :ReturnNode, :UpsilonNode, :PhiCNode) ?
+            any(f -> isdefined(x, f) && used(getfield(x, f)), fieldnames(typeof(x))) : false
+    return !any(used, fn.ci.code)
+end
+
 function dc_assign(fn::DCFn, i::Int, e)
     e === nothing && return
     T = dc_ssatype(fn, i)
-    if T === Union{} || dc_is_ghost(T)
+    if T === Union{} || dc_is_ghost(T) || (T === Any && dc_unused(fn, i))
         println(fn.io, "  (void)(", e, ");")
     else
         println(fn.io, "  s", i, " = ", e, ";")
