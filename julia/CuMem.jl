@@ -56,8 +56,8 @@ include("compute/compiler/values.jl")     # compile state; IR values, globals an
 include("compute/compiler/throwsites.jl") # throw sites: the error record's site and values
 include("compute/compiler/intrinsics.jl") # Core.Intrinsics as C
 include("compute/compiler/builtins.jl")   # getfield, ===, ifelse, isa, tuple, ... as C
-include("compute/compiler/mathlib.jl")    # Base math mapped to CUDA's library, with domain checks
 include("compute/compiler/devmem.jl")     # CuDeviceArray's loads and stores as C pointer accesses
+include("compute/compiler/mathlib.jl")    # Base math mapped to CUDA's library, with domain checks
 include("compute/compiler/translate.jl")  # typed IR -> C: functions, blocks, phis, statements, calls
 include("compute/compiler/device.jl")     # device_function, kernel_source, launch_context (the interface)
 include("compute/kernels.jl")      # NVRTC kernels, launch, cuBLAS gemm!, synchronize, host_view

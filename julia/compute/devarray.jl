@@ -36,10 +36,4 @@ end
 Base.show(io::IO, a::CuDeviceArray) = print(io, summary(a))
 Base.show(io::IO, ::MIME"text/plain", a::CuDeviceArray) = print(io, summary(a))
 
-# The primitives: element i (1-based) of T at `addr`. In kernels they are C pointer
-# accesses (compute/compiler/devmem.jl). Called on the host (Base computing a broadcast on
-# the host device) they read host memory, which the host device's memory is; nothing on
-# the host calls them for a GPU's arrays (`show` prints the summary only). Kept free of
-# other calls, so that inference types them inside any element function.
-@noinline dev_load(::Type{T}, addr::UInt64, i::Int) where {T} = unsafe_load(Ptr{T}(addr), i)
-@noinline dev_store!(addr::UInt64, v::T, i::Int) where {T} = (unsafe_store!(Ptr{T}(addr), v, i); nothing)
+# The primitives `dev_load` and `dev_store!`: compute/compiler/devmem.jl.
