@@ -168,7 +168,8 @@
         @test same(a .+ (1:4) .* (1:3)', x .+ (1:4) .* (1:3)')         # along both dimensions
         @test same(a .+ transpose(0.5:0.5:1.5), x .+ transpose(0.5:0.5:1.5))
         @test same((1:4) .== CuArray([2, 1, 4])', (1:4) .== [2, 1, 4]')
-        @test same(a .* eachindex(a), x .* eachindex(x))
+        @test same(dv .* eachindex(dv), v .* eachindex(v))
+        @test_throws DimensionMismatch a .* eachindex(a)             # (linear indices: 12 of them, as Base)
         C = CartesianIndices(x)
         @test same(getindex.(C, 1) .* 10 .+ getindex.(C, 2) .+ a, getindex.(C, 1) .* 10 .+ getindex.(C, 2) .+ x)
         C2 = CartesianIndices((2:5, 3))
