@@ -471,10 +471,11 @@ impl Arena {
         self.top = self.top.max(g1);
     }
 
-    /// Unmaps idle granules through `unmap(addr, bytes)` (one call per run of
-    /// neighbours), until `target` bytes are unmapped or none is idle: the free ranges
-    /// lowest address first, in each the highest granules first. Returns the bytes
-    /// unmapped (whole granules, so possibly more than `target`).
+    /// Takes idle granules out of the arena (marks them unmapped) and hands them to
+    /// `unmap(addr, bytes)` (one call per run of neighbours), which unmaps them or moves
+    /// their memory elsewhere, until `target` bytes are taken or none is idle: the free
+    /// ranges lowest address first, in each the highest granules first. Returns the bytes
+    /// taken (whole granules, so possibly more than `target`).
     ///
     /// Why lowest first: a request that fits no free range grows the arena at its top,
     /// next to the free ranges highest up, which the layouts of later requests tend to

@@ -31,18 +31,26 @@
 //!   touches are mapped if they are not. Freed blocks merge with their free neighbours
 //!   at once (there are no segment boundaries to stop them, and no deferred frees: see
 //!   below).
-//! - Granules no block touches stay mapped (cached) and are unmapped lazily, lowest
-//!   free range first ([`arena::Arena::unmap_idle`] says why): at `reclaim`, when the device or `JULIA_CUDA_MEMORY_LIMIT` refuses a
-//!   mapping, and before mapping more would lift reserved memory above its all-time
-//!   high-water mark *and* above 1⅛ × the most bytes the pool ever had in use
-//!   ([`HEADROOM`], a release threshold relative to the workload, where
-//!   cudaMallocAsync's is absolute). So the peak is at most 1⅛ × the peak in use unless
-//!   the blocks themselves touch more granules, and cached memory in the wrong place
-//!   never raises the peak beyond that; a warm pass whose layout moves (inference with
-//!   batch shapes that change) finds the granules it comes back to still mapped and
-//!   makes no device calls while its fragmentation stays within the headroom (on
-//!   encoder_infer_varlen and random_seed1 it does not: their warm passes remap 50–60
-//!   times each on the host device).
+//! - Granules no block touches stay mapped (cached). They are unmapped (their memory
+//!   returned to the device) only at `reclaim` and when the device or
+//!   `JULIA_CUDA_MEMORY_LIMIT` refuses a mapping. Before mapping more would lift
+//!   reserved memory above its all-time high-water mark *and* above 1⅛ × the most bytes
+//!   the pool ever had in use ([`HEADROOM`], a release threshold relative to the
+//!   workload, where cudaMallocAsync's is absolute), idle granules' memory is *moved*
+//!   to where it is needed ([`crate::device::Device::vm_move`]: on CUDA `cuMemUnmap` and
+//!   `cuMemMap` of the same physical allocation, no `cuMemRelease` / `cuMemCreate`),
+//!   lowest free range first ([`arena::Arena::unmap_idle`] says why). So the peak is at
+//!   most 1⅛ × the peak in use unless the blocks themselves touch more granules, cached
+//!   memory in the wrong place never raises the peak beyond that, and the pool creates
+//!   physical memory only while its reserved peak grows: in the replays of `data/`, a
+//!   warm pass creates none. A warm pass whose layout moves (inference with batch shapes
+//!   that change) finds the granules it comes back to still mapped and makes no device
+//!   calls while its fragmentation stays within the headroom; on encoder_infer_varlen and
+//!   random_seed1 it does not (about 55 granules moved per warm pass, host device):
+//!   best fit's layout over a pass touches more granules (1.17 × live on encoder) than
+//!   the peak allows, and neither the order of the granules given up nor the placement
+//!   among free ranges removes that (bench/results/host-2026-11-27-memory2,
+//!   host-2026-11-27-expandable).
 //!
 //! # Why no deferred frees
 //!
