@@ -373,3 +373,32 @@ fn a_layout_that_varies_from_pass_to_pass_settles_into_mapped_memory() {
     let ratio = up.peak_reserved() as f64 / peak_live as f64;
     assert!(ratio < 1.2, "peak reserved / peak live = {ratio:.3}, calls per pass {calls:?}");
 }
+
+/// A move that fails (here: every unmapping the device is asked for) returns the idle
+/// granule's memory, as an unmapping would, and the pool maps fresh memory instead: the
+/// counts of reserved bytes and the structure stay right.
+#[test]
+fn a_failed_move_falls_back_to_a_fresh_mapping() {
+    use crate::device::{FaultSpec, FaultyDevice, HostDevice};
+    let spec = FaultSpec { alloc: 0.0, free: 1.0, copy: 0.0, stream: 0.0, seed: 1 };
+    let dev = FaultyDevice::new(Box::new(HostDevice::new(Some(1 << 30))), spec);
+    let up = crate::upstream::Upstream::new(Box::new(dev), None);
+    let mut pool = ExpandablePool::default();
+    let a = pool.alloc(64 * MIB, up.shard(0)).unwrap();
+    let keep = pool.alloc(2 * MIB, up.shard(0)).unwrap();
+    pool.free(a.ptr, a.size, up.shard(0));
+    let b = pool.alloc(100 * MIB, up.shard(0)).unwrap();
+    // The idle 64 MiB were given up (their moves failed: the memory went back to the
+    // device) and b's 100 MiB mapped fresh.
+    assert_eq!((up.reserved(), up.peak_reserved()), (102 * MIB, 102 * MIB));
+    assert_eq!(pool.cached_bytes(), 0);
+    assert!(up.stats().counts().1 >= 32, "the granules given up are counted as freed");
+    // SAFETY: `b` is a block of 100 MiB in use; its memory is mapped.
+    unsafe { std::ptr::write_bytes(b.ptr as *mut u8, 7, b.size as usize) };
+    pool.check();
+    for blk in [b, keep] {
+        pool.free(blk.ptr, blk.size, up.shard(0));
+    }
+    pool.check();
+    assert_eq!(up.reserved(), pool.cached_bytes());
+}
