@@ -180,158 +180,69 @@ impl LiveTable {
 /// The live table of a thread cache: address → (requested bytes, block size) only, for
 /// blocks below 4 GiB (a thread cache holds blocks of at most 1 MiB; it records no origin,
 /// since thread caches are off while tracking is on, and no number: a block gets its
-/// number when it moves into a shard's table). Sixteen-byte slots, so that an insert or
-/// a remove without collision touches one slot of one cache line, and the common remove
-/// (the next slot empty) ends without entering the backward-shift loop. The same
-/// open addressing as [`LiveTable`]: linear probing, backward-shift deletion, key 0
-/// empty, load factor at most 1/2.
-pub struct LiveSizes {
-    slots: Box<[SizeSlot]>,
-    len: usize,
-    /// Grow when `len` reaches this (half the slots).
-    grow_at: usize,
-    shift: u32,
-}
-
-#[derive(Clone, Copy, Default)]
-#[repr(align(16))]
-struct SizeSlot {
-    key: u64,
-    requested: u32,
-    size: u32,
-}
-
-impl Default for LiveSizes {
-    fn default() -> Self {
-        LiveSizes::with_capacity_log2(6)
-    }
-}
+/// number when it moves into a shard's table). An [`AddrIndex`] whose two values are the
+/// requested bytes and the block size.
+#[derive(Default)]
+pub struct LiveSizes(AddrIndex);
 
 impl LiveSizes {
-    fn with_capacity_log2(bits: u32) -> LiveSizes {
-        LiveSizes {
-            slots: vec![SizeSlot::default(); 1 << bits].into_boxed_slice(),
-            len: 0,
-            grow_at: 1 << (bits - 1),
-            shift: 64 - bits,
-        }
-    }
-
-    #[inline(always)]
-    fn home(&self, key: u64) -> usize {
-        home_slot(key, self.shift)
-    }
-
     /// Number of live entries.
     pub fn len(&self) -> usize {
-        self.len
+        self.0.len()
     }
 
     /// Whether the table is empty.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.0.is_empty()
     }
 
     /// Adds `key` (non-zero, not present) for a block of `size` bytes handed out for
     /// `requested` bytes (both below 4 GiB).
     #[inline(always)]
     pub fn insert(&mut self, key: u64, requested: u64, size: u64) {
-        debug_assert!(key != 0 && self.get(key).is_none(), "address {key:#x} inserted twice");
         debug_assert!(requested <= size && size <= u32::MAX as u64);
-        if self.len >= self.grow_at {
-            self.grow();
-        }
-        let mask = self.slots.len() - 1;
-        let mut i = self.home(key);
-        // SAFETY: `i` is masked to the table's size (a power of two), here and below.
-        while unsafe { self.slots.get_unchecked(i) }.key != 0 {
-            i = (i + 1) & mask;
-        }
-        *unsafe { self.slots.get_unchecked_mut(i) } =
-            SizeSlot { key, requested: requested as u32, size: size as u32 };
-        self.len += 1;
-    }
-
-    #[inline(always)]
-    fn find(&self, key: u64) -> Option<usize> {
-        let mask = self.slots.len() - 1;
-        let mut i = self.home(key);
-        loop {
-            // SAFETY: masked, as in `insert`.
-            match unsafe { self.slots.get_unchecked(i) }.key {
-                k if k == key => return Some(i),
-                0 => return None,
-                _ => i = (i + 1) & mask,
-            }
-        }
+        self.0.insert(key, requested as u32, size as u32);
     }
 
     /// `(requested, size)` of `key`, if live.
     pub fn get(&self, key: u64) -> Option<(u64, u64)> {
-        if key == 0 {
-            return None;
-        }
-        let s = &self.slots[self.find(key)?];
-        Some((s.requested as u64, s.size as u64))
+        self.0.get(key).map(|(r, s)| (r as u64, s as u64))
     }
 
     /// Removes `key` and returns its `(requested, size)`, if live (None for 0 and for
     /// absent keys, changing nothing).
     #[inline(always)]
     pub fn remove(&mut self, key: u64) -> Option<(u64, u64)> {
-        // Key 0 would match an empty slot: refused here (the engine never passes it).
-        if key == 0 {
-            return None;
-        }
-        let hole = self.find(key)?;
-        let mask = self.slots.len() - 1;
-        // SAFETY: masked, as in `insert`.
-        let s = unsafe { self.slots.get_unchecked_mut(hole) };
-        let out = (s.requested as u64, s.size as u64);
-        s.key = 0;
-        self.len -= 1;
-        if unsafe { self.slots.get_unchecked((hole + 1) & mask) }.key != 0 {
-            self.shift_back(hole);
-        }
-        Some(out)
-    }
-
-    /// Backward-shift deletion after emptying `hole`, out of line: the common remove
-    /// finds the next slot empty and needs none.
-    #[cold]
-    #[inline(never)]
-    fn shift_back(&mut self, hole: usize) {
-        shift_back(&mut self.slots, hole, self.shift, |s| s.key);
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn grow(&mut self) {
-        let bits = 64 - self.shift + 1;
-        let old = std::mem::replace(self, LiveSizes::with_capacity_log2(bits));
-        for s in old.slots.iter().filter(|s| s.key != 0) {
-            self.insert(s.key, s.requested as u64, s.size as u64);
-        }
+        self.0.remove(key).map(|(r, s)| (r as u64, s as u64))
     }
 
     /// Removes every entry, yielding `(address, requested, size)`.
     pub fn drain(&mut self) -> impl Iterator<Item = (u64, u64, u64)> + '_ {
-        self.len = 0;
-        self.slots.iter_mut().filter(|s| s.key != 0).map(|s| {
-            let s = std::mem::take(s);
-            (s.key, s.requested as u64, s.size as u64)
-        })
+        self.0.drain().map(|(k, r, s)| (k, r as u64, s as u64))
     }
 }
 
-/// Address → a pair of 32-bit values, for the expandable pool's blocks (arena and node):
-/// the open addressing of [`LiveSizes`] (16-byte slots, linear probing, backward-shift
-/// deletion, key 0 empty, load factor at most 1/2), which costs a fraction of a
+#[derive(Clone, Copy, Default)]
+#[repr(align(16))]
+struct PairSlot {
+    key: u64,
+    a: u32,
+    b: u32,
+}
+
+/// Address → a pair of 32-bit values: the thread caches' live blocks ([`LiveSizes`]:
+/// requested bytes and size) and the expandable pool's blocks (arena and node). The open
+/// addressing of [`LiveTable`] (linear probing, backward-shift deletion, key 0 empty,
+/// load factor at most 1/2) with sixteen-byte slots, so that an insert or a remove
+/// without collision touches one slot of one cache line, and the common remove (the next
+/// slot empty) ends without entering the backward-shift loop; a fraction of a
 /// `HashMap`'s instructions per insert and remove (see the module's notes).
 pub struct AddrIndex {
-    slots: Box<[SizeSlot]>,
+    slots: Box<[PairSlot]>,
     len: usize,
+    /// Grow when `len` reaches this (half the slots).
     grow_at: usize,
+    /// `64 − log2(slots.len())`: the hash is the top bits of a Fibonacci product.
     shift: u32,
 }
 
@@ -344,7 +255,7 @@ impl Default for AddrIndex {
 impl AddrIndex {
     fn with_capacity_log2(bits: u32) -> AddrIndex {
         AddrIndex {
-            slots: vec![SizeSlot::default(); 1 << bits].into_boxed_slice(),
+            slots: vec![PairSlot::default(); 1 << bits].into_boxed_slice(),
             len: 0,
             grow_at: 1 << (bits - 1),
             shift: 64 - bits,
@@ -374,15 +285,13 @@ impl AddrIndex {
         while unsafe { self.slots.get_unchecked(i) }.key != 0 {
             i = (i + 1) & mask;
         }
-        *unsafe { self.slots.get_unchecked_mut(i) } = SizeSlot { key, requested: a, size: b };
+        *unsafe { self.slots.get_unchecked_mut(i) } = PairSlot { key, a, b };
         self.len += 1;
     }
 
+    /// The slot of `key` (non-zero), if present.
     #[inline(always)]
     fn find(&self, key: u64) -> Option<usize> {
-        if key == 0 {
-            return None;
-        }
         let mask = self.slots.len() - 1;
         let mut i = home_slot(key, self.shift);
         loop {
@@ -398,19 +307,27 @@ impl AddrIndex {
     /// The values of `key`, if present (None for 0).
     #[inline]
     pub fn get(&self, key: u64) -> Option<(u32, u32)> {
+        // Key 0 would match an empty slot.
+        if key == 0 {
+            return None;
+        }
         let s = &self.slots[self.find(key)?];
-        Some((s.requested, s.size))
+        Some((s.a, s.b))
     }
 
     /// Removes `key` and returns its values, if present (None for 0 and absent keys,
     /// changing nothing).
     #[inline(always)]
     pub fn remove(&mut self, key: u64) -> Option<(u32, u32)> {
+        // Key 0 would match an empty slot: refused here (the engine never passes it).
+        if key == 0 {
+            return None;
+        }
         let hole = self.find(key)?;
         let mask = self.slots.len() - 1;
         // SAFETY: masked, as in `insert`.
         let s = unsafe { self.slots.get_unchecked_mut(hole) };
-        let out = (s.requested, s.size);
+        let out = (s.a, s.b);
         s.key = 0;
         self.len -= 1;
         if unsafe { self.slots.get_unchecked((hole + 1) & mask) }.key != 0 {
@@ -419,6 +336,8 @@ impl AddrIndex {
         Some(out)
     }
 
+    /// Backward-shift deletion after emptying `hole`, out of line: the common remove
+    /// finds the next slot empty and needs none.
     #[cold]
     #[inline(never)]
     fn shift_back(&mut self, hole: usize) {
@@ -431,13 +350,22 @@ impl AddrIndex {
         let bits = 64 - self.shift + 1;
         let old = std::mem::replace(self, AddrIndex::with_capacity_log2(bits));
         for s in old.slots.iter().filter(|s| s.key != 0) {
-            self.insert(s.key, s.requested, s.size);
+            self.insert(s.key, s.a, s.b);
         }
     }
 
     /// The entries as `(key, a, b)`, in no set order.
     pub fn iter(&self) -> impl Iterator<Item = (u64, u32, u32)> + '_ {
-        self.slots.iter().filter(|s| s.key != 0).map(|s| (s.key, s.requested, s.size))
+        self.slots.iter().filter(|s| s.key != 0).map(|s| (s.key, s.a, s.b))
+    }
+
+    /// Removes every entry, yielding `(key, a, b)`.
+    pub fn drain(&mut self) -> impl Iterator<Item = (u64, u32, u32)> + '_ {
+        self.len = 0;
+        self.slots.iter_mut().filter(|s| s.key != 0).map(|s| {
+            let s = std::mem::take(s);
+            (s.key, s.a, s.b)
+        })
     }
 }
 

@@ -409,6 +409,12 @@ pub(crate) struct DeviceStats {
 }
 
 impl DeviceStats {
+    /// Device allocations and frees counted so far (for tests).
+    #[cfg(test)]
+    pub fn counts(&self) -> (u64, u64) {
+        (self.num_device_allocations.load(Relaxed), self.num_device_frees.load(Relaxed))
+    }
+
     /// A device allocation took `ns`; `reserved` is the reserved total with it if it
     /// succeeded (None if it failed).
     pub fn on_device_alloc(&self, ns: u64, reserved: Option<u64>) {

@@ -304,6 +304,47 @@ impl Upstream {
         self.claimed.fetch_sub(bytes, Relaxed);
     }
 
+    /// Moves the memory mapped at `from` to `to` (see [`ShardUpstream::vm_move`]):
+    /// reserved and claimed bytes do not change on success; counted as a device free and
+    /// a device allocation per granule (as the unmapping and mapping it replaces), its
+    /// time as allocation time. On error the memory of `from` is gone, as after
+    /// [`Upstream::vm_unmap`], and `to` is not mapped.
+    fn vm_move(&self, from: u64, to: u64, bytes: u64, shard: usize) -> Result<()> {
+        let rec = self.history.on().then(|| self.history.now());
+        let t = Instant::now();
+        // SAFETY: the pool moves only idle mapped granules to unmapped granules of its
+        // reserved ranges.
+        let r = unsafe { self.device.vm_move(from, to, bytes) };
+        let ns = t.elapsed().as_nanos() as u64;
+        for _ in 0..self.granules(bytes) {
+            self.stats.on_device_free(0);
+        }
+        match r {
+            Ok(()) => {
+                let now = self.reserved.load(Relaxed);
+                self.stats.on_device_alloc(ns, Some(now));
+                for _ in 1..self.granules(bytes) {
+                    self.stats.on_device_alloc(0, Some(now));
+                }
+                if let Some(t0) = rec {
+                    self.record(EventKind::DeviceFree, shard, from, bytes, t0);
+                    self.record(EventKind::DeviceAlloc, shard, to, bytes, t0);
+                }
+                Ok(())
+            }
+            Err(e) => {
+                self.stats.on_device_free_error();
+                log::error!("moving {bytes} bytes of memory from {from:#x} to {to:#x} failed: {e}");
+                self.reserved.fetch_sub(bytes, Relaxed);
+                self.claimed.fetch_sub(bytes, Relaxed);
+                if let Some(t0) = rec {
+                    self.record(EventKind::DeviceFree, shard, from, bytes, t0);
+                }
+                Err(e)
+            }
+        }
+    }
+
     /// The segment containing `addr`, as `(base, segment)`.
     pub fn segment_containing(&self, addr: u64) -> Option<(u64, Segment)> {
         let segs = self.segments.lock();
@@ -392,5 +433,16 @@ impl ShardUpstream<'_> {
     /// gone either way.
     pub fn vm_unmap(self, addr: u64, bytes: u64) {
         self.up.vm_unmap(addr, bytes, self.shard)
+    }
+
+    /// Moves the memory behind `[from, from+bytes)` (mapped by [`ShardUpstream::vm_map`],
+    /// no block in it) to the unmapped `[to, to+bytes)` of a range this shard reserved
+    /// ([`Device::vm_move`]): an unmapping and a mapping that keep the physical memory,
+    /// so reserved bytes stay as they are; counted as a device free and a device
+    /// allocation per granule. On error (logged and counted in
+    /// `num_device_free_errors`) the memory of `from` is returned to the device, as by
+    /// [`ShardUpstream::vm_unmap`], and `to` is not mapped.
+    pub fn vm_move(self, from: u64, to: u64, bytes: u64) -> Result<()> {
+        self.up.vm_move(from, to, bytes, self.shard)
     }
 }

@@ -1232,6 +1232,33 @@ impl cumem::device::Device for GatedDevice {
     }
 }
 
+/// Growth past the reserved peak moves idle granules' memory to the new block (CUDA: the
+/// same physical allocation mapped at the new place; host: `mremap`) instead of
+/// releasing it and creating more: the contents written before the free are there.
+#[test]
+fn expandable_moves_idle_memory_instead_of_raising_the_peak() {
+    let e = engine(PoolKind::Expandable, 1);
+    let a = e.alloc(64 * MIB).unwrap();
+    let keep = e.alloc(2 * MIB).unwrap();
+    fill(&e, a, 64 * MIB, 0x5a);
+    e.free(a).unwrap();
+    let before = e.stats();
+    assert_eq!(before.reserved_bytes, 66 * MIB);
+    // 100 MiB fit no free range: mapped above `keep`, they would lift the peak to
+    // 166 MiB; the idle 64 MiB move under the block's first 64 MiB, 36 MiB are new.
+    let b = e.alloc(100 * MIB).unwrap();
+    let after = e.stats();
+    assert_eq!((after.reserved_bytes, after.peak_reserved_bytes), (102 * MIB, 102 * MIB));
+    assert_eq!(after.num_device_frees - before.num_device_frees, 32, "32 granules moved out");
+    assert_eq!(after.num_device_allocations - before.num_device_allocations, 50, "and 50 mapped");
+    assert!(read(&e, b, 64 * MIB).iter().all(|&x| x == 0x5a), "the moved memory kept its contents");
+    fill(&e, b, 100 * MIB, 1);
+    e.free(b).unwrap();
+    e.free(keep).unwrap();
+    e.reclaim(u64::MAX);
+    assert_eq!(e.stats().reserved_bytes, 0);
+}
+
 #[test]
 fn peak_reserved_counts_only_mapped_memory() {
     // As below, for the expandable pool's path: a mapping in flight that later fails

@@ -580,4 +580,60 @@ impl Device for CudaDevice {
         result::ctx::synchronize().map_err(|e| device_err("cuCtxSynchronize", e))?;
         self.unmap_granules(addr, bytes, g)
     }
+
+    unsafe fn vm_move(&self, from: u64, to: u64, bytes: u64) -> Result<()> {
+        let g = self.check_granules(from, bytes)?;
+        self.check_granules(to, bytes)?;
+        self.bind()?;
+        // As in `vm_unmap`: kernels may still use the memory at `from`.
+        if let Err(e) = result::ctx::synchronize() {
+            // Keep the contract: nothing of `from` stays mapped.
+            let _ = self.unmap_granules(from, bytes, g);
+            return Err(device_err("cuCtxSynchronize", e));
+        }
+        let mut moved = 0;
+        let mut r = Ok(());
+        {
+            let mut handles = self.handles.lock();
+            while moved < bytes {
+                let (a, b) = (from + moved, to + moved);
+                let Some(h) = handles.remove(&a) else {
+                    r = Err(Error::Device(format!("no granule mapped at {a:#x} to move")));
+                    break;
+                };
+                moved += g;
+                // SAFETY: `a` is a granule mapped to `h` by `vm_map` (or a move), unused.
+                if let Err(e) = unsafe { sys::cuMemUnmap(a, g as usize) }.result() {
+                    // SAFETY: `h` is released once unmapped (the driver defers it).
+                    unsafe { sys::cuMemRelease(h) };
+                    r = Err(device_err("cuMemUnmap", e));
+                    break;
+                }
+                // SAFETY: `b` is a reserved, unmapped granule; `h` is mapped nowhere now.
+                if let Err(e) = unsafe { sys::cuMemMap(b, g as usize, 0, h, 0) }.result() {
+                    // SAFETY: `h` is mapped nowhere.
+                    unsafe { sys::cuMemRelease(h) };
+                    r = Err(device_err("cuMemMap", e));
+                    break;
+                }
+                handles.insert(b, h);
+            }
+        }
+        if r.is_ok() {
+            let desc = sys::CUmemAccessDesc {
+                location: self.prop().location,
+                flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+            };
+            // SAFETY: the whole range `to` is mapped; one descriptor.
+            r = unsafe { sys::cuMemSetAccess(to, bytes as usize, &desc, 1) }
+                .result()
+                .map_err(|e| vm_err("cuMemSetAccess", bytes, e));
+        }
+        if r.is_err() {
+            // Leave nothing of either range mapped (granules with no handle are skipped).
+            let _ = self.unmap_granules(to, bytes, g);
+            let _ = self.unmap_granules(from + moved, bytes - moved, g);
+        }
+        r
+    }
 }

@@ -412,6 +412,69 @@ impl Device for HostDevice {
         self.used.fetch_sub(bytes, Ordering::Relaxed);
         Ok(())
     }
+
+    /// The pages themselves move (`mremap` to the fixed address `to`, contents and all, a
+    /// granule at a time: `vm_map`'s `mprotect`s may leave a run in several kernel
+    /// mappings, and `mremap` moves one), as CUDA's physical allocations do; `from` is
+    /// reserved again with no access.
+    unsafe fn vm_move(&self, from: u64, to: u64, bytes: u64) -> Result<()> {
+        check_granules(from, bytes)?;
+        check_granules(to, bytes)?;
+        if from.max(to) < from.min(to) + bytes {
+            return Err(Error::InvalidValue(format!(
+                "moving {bytes} bytes from {from:#x} onto itself at {to:#x}"
+            )));
+        }
+        self.streams.barrier(true);
+        let none = |at: u64, len: u64| {
+            // SAFETY: `[at, at+len)` lies in a reservation of this device; replacing it by
+            // fresh pages with no access is what reserving it again means.
+            unsafe {
+                libc::mmap(
+                    at as *mut libc::c_void,
+                    len as usize,
+                    libc::PROT_NONE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_FIXED,
+                    -1,
+                    0,
+                ) != libc::MAP_FAILED
+            }
+        };
+        let g = HOST_VM_GRANULE;
+        let mut done = 0;
+        let mut err = None;
+        while done < bytes {
+            // SAFETY: the caller guarantees `from` is mapped and unused and `to` reserved
+            // and unmapped (MREMAP_FIXED replaces its PROT_NONE pages).
+            let p = unsafe {
+                libc::mremap(
+                    (from + done) as *mut libc::c_void,
+                    g as usize,
+                    g as usize,
+                    libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
+                    (to + done) as *mut libc::c_void,
+                )
+            };
+            if p == libc::MAP_FAILED {
+                err = Some(os_err("mremap"));
+                break;
+            }
+            done += g;
+        }
+        // `from` (holes where granules moved out) reserved again; on error this also
+        // returns the memory not moved.
+        let back = none(from, bytes);
+        if err.is_none() && !back {
+            err = Some(os_err("mmap(PROT_NONE) of the range moved from"));
+        }
+        if let Some(e) = err {
+            // Keep the contract: nothing of either range stays mapped.
+            none(to, done);
+            self.used.fetch_sub(bytes, Ordering::Relaxed);
+            return Err(e);
+        }
+        Ok(())
+    }
 }
 
 /// Writes `count` copies of the low `elsize` bytes of `pattern` from address `dst`, as
@@ -428,6 +491,41 @@ pub(crate) unsafe fn fill_pattern(dst: usize, pattern: u32, elsize: u32, count: 
             1 => std::ptr::write_bytes(dst as *mut u8, pattern as u8, n),
             2 => std::slice::from_raw_parts_mut(dst as *mut u16, n).fill(pattern as u16),
             _ => std::slice::from_raw_parts_mut(dst as *mut u32, n).fill(pattern),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_move_carries_the_pages_and_leaves_the_source_reserved() {
+        let g = HOST_VM_GRANULE;
+        let d = HostDevice::new(Some(4 * g));
+        let base = d.vm_reserve(8 * g).unwrap();
+        // SAFETY: `base` is a reserved range of eight granules; each granule is mapped
+        // once at a time, and all are unmapped before the range is released.
+        unsafe {
+            // Two granules mapped in two calls (two kernel mappings), each marked.
+            d.vm_map(base, g).unwrap();
+            d.vm_map(base + g, g).unwrap();
+            *(base as *mut u64) = 11;
+            *((base + g + 8) as *mut u64) = 22;
+            d.vm_move(base, base + 5 * g, 2 * g).unwrap();
+            assert_eq!(*((base + 5 * g) as *const u64), 11);
+            assert_eq!(*((base + 6 * g + 8) as *const u64), 22);
+            assert_eq!(d.used.load(Ordering::Relaxed), 2 * g, "no memory obtained or returned");
+            // The source is reserved and unmapped: it maps again, with fresh pages.
+            d.vm_map(base, 2 * g).unwrap();
+            assert_eq!(*((base + g + 8) as *const u64), 0);
+            // Overlapping ranges are refused, nothing changed.
+            assert!(matches!(d.vm_move(base, base + g, 2 * g), Err(Error::InvalidValue(_))));
+            assert_eq!(*((base + 5 * g) as *const u64), 11);
+            d.vm_unmap(base, 2 * g).unwrap();
+            d.vm_unmap(base + 5 * g, 2 * g).unwrap();
+            assert_eq!(d.used.load(Ordering::Relaxed), 0);
+            d.vm_release(base, 8 * g).unwrap();
         }
     }
 }

@@ -291,6 +291,30 @@ pub trait Device: Send + Sync {
         let _ = (addr, bytes);
         Err(Error::Device(format!("{} does not support virtual memory management", self.name())))
     }
+
+    /// Moves the physical memory behind `[from, from+bytes)` (granule-aligned, wholly
+    /// mapped by [`Device::vm_map`] and no longer used) to `[to, to+bytes)` (granule-aligned,
+    /// reserved, not mapped), leaving `from` reserved and unmapped: what
+    /// [`Device::vm_unmap`] of `from` and [`Device::vm_map`] of `to` do, without returning
+    /// the memory to the device and obtaining it again. On CUDA, after the device's work
+    /// is done, `cuMemUnmap` and `cuMemMap` of the same allocation handle per granule and
+    /// one `cuMemSetAccess`, no `cuMemRelease` / `cuMemCreate` (the physical allocation
+    /// that the pool would release and create again); elsewhere (the default, the host
+    /// device) `vm_unmap` then `vm_map`. The contents of the memory are not defined
+    /// after the move. On error nothing of either range stays mapped (the memory of
+    /// `from` is returned to the device). Errors: as [`Device::vm_unmap`] and
+    /// [`Device::vm_map`].
+    ///
+    /// # Safety
+    /// As [`Device::vm_unmap`] for `from` and [`Device::vm_map`] for `to`; the ranges do
+    /// not overlap.
+    unsafe fn vm_move(&self, from: u64, to: u64, bytes: u64) -> Result<()> {
+        // SAFETY: the caller's guarantees, range by range.
+        unsafe {
+            self.vm_unmap(from, bytes)?;
+            self.vm_map(to, bytes)
+        }
+    }
 }
 
 /// Opens device 0 of what `cfg.device` asks for (`CUMEM_DEVICE`). `Auto` takes CUDA

@@ -78,6 +78,10 @@ pub struct ReplayRow {
     pub device_allocs_cold: u64,
     /// Device allocations in all warm passes together.
     pub device_allocs_warm: u64,
+    /// Device frees in the cold pass (the expandable pool: granules unmapped).
+    pub device_frees_cold: u64,
+    /// Device frees in all warm passes together.
+    pub device_frees_warm: u64,
     /// Failed allocations (out of memory), all passes together.
     pub failed: u64,
     /// Bytes the pool holds once the last pass's blocks are freed.
@@ -197,6 +201,8 @@ pub fn replay_one(
         hit_rate_cold: sc.cache_hit_rate,
         device_allocs_cold: sc.num_device_allocations,
         device_allocs_warm: sw.num_device_allocations,
+        device_frees_cold: sc.num_device_frees,
+        device_frees_warm: sw.num_device_frees,
         failed,
         reserved_at_end: sw.reserved_bytes,
     })

@@ -282,37 +282,51 @@ impl Arena {
         if self.unmapped_in(a, size) == 0 {
             return Some((i, a, 0));
         }
+        // The CANDIDATES best fits in (size, address) order, a size class at a time (every
+        // range of a higher class is longer than any of a lower one), stopping at the
+        // first that holds a place needing no mapping: most requests that get here stop in
+        // the first class or two, without gathering and sorting all CANDIDATES.
         let mut cands = std::mem::take(&mut self.scratch);
-        self.free.best_fits(&self.nodes, size, CANDIDATES, &mut cands);
-        let best = self.place_among(&cands, size);
+        let mut best: Option<(u32, u64, usize)> = None;
+        let (mut left, mut c) = (CANDIDATES, super::free_lists::class_of(size));
+        while left > 0
+            && let Some(cc) = self.free.fits_in_next_class(&self.nodes, size, c, &mut cands)
+        {
+            for &i in cands.iter().take(left) {
+                if self.place_in(i, size, &mut best) {
+                    self.scratch = cands;
+                    return best;
+                }
+            }
+            left = left.saturating_sub(cands.len());
+            c = cc + 1;
+        }
         self.scratch = cands;
         best
     }
 
-    /// [`Arena::place`] among the free ranges `cands`, best fit first.
-    fn place_among(&self, cands: &[u32], size: u64) -> Option<(u32, u64, usize)> {
-        let mut best: Option<(u32, u64, usize)> = None;
-        for &i in cands {
-            let Node { addr: a, size: have, .. } = self.nodes[i as usize];
-            for addr in [a, a + have - size] {
-                let n = self.unmapped_in(addr, size);
-                if best.is_none_or(|b| n < b.2) {
-                    best = Some((i, addr, n));
-                }
-                if n == 0 {
-                    return best;
-                }
+    /// Looks at free range `i` for a block of `size` (its start, its end, then idle
+    /// granules inside it), keeping in `best` the first place that needs the fewest
+    /// granules mapped. Returns true when that place needs none (the search is over).
+    #[inline]
+    fn place_in(&self, i: u32, size: u64, best: &mut Option<(u32, u64, usize)>) -> bool {
+        let Node { addr: a, size: have, .. } = self.nodes[i as usize];
+        for addr in [a, a + have - size] {
+            let n = self.unmapped_in(addr, size);
+            if best.is_none_or(|b| n < b.2) {
+                *best = Some((i, addr, n));
             }
-            if let Some((addr, n)) = self.mapped_window(a, have, size)
-                && best.is_none_or(|b| n < b.2)
-            {
-                best = Some((i, addr, n));
-                if n == 0 {
-                    return best;
-                }
+            if n == 0 {
+                return true;
             }
         }
-        best
+        if let Some((addr, n)) = self.mapped_window(a, have, size)
+            && best.is_none_or(|b| n < b.2)
+        {
+            *best = Some((i, addr, n));
+            return n == 0;
+        }
+        false
     }
 
     /// Inside the free range `[a, a+have)`, the granule-aligned place for a block of
@@ -471,10 +485,11 @@ impl Arena {
         self.top = self.top.max(g1);
     }
 
-    /// Unmaps idle granules through `unmap(addr, bytes)` (one call per run of
-    /// neighbours), until `target` bytes are unmapped or none is idle: the free ranges
-    /// lowest address first, in each the highest granules first. Returns the bytes
-    /// unmapped (whole granules, so possibly more than `target`).
+    /// Takes idle granules out of the arena (marks them unmapped) and hands them to
+    /// `unmap(addr, bytes)` (one call per run of neighbours), which unmaps them or moves
+    /// their memory elsewhere, until `target` bytes are taken or none is idle: the free
+    /// ranges lowest address first, in each the highest granules first. Returns the bytes
+    /// taken (whole granules, so possibly more than `target`).
     ///
     /// Why lowest first: a request that fits no free range grows the arena at its top,
     /// next to the free ranges highest up, which the layouts of later requests tend to

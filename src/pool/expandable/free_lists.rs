@@ -15,6 +15,12 @@
 use super::arena::{NIL, Node};
 use crate::pool::split::fit_index::{CLASSES, class};
 
+/// The size class of a request of `size` bytes (where best fit starts looking).
+#[inline]
+pub(super) fn class_of(size: u64) -> usize {
+    class(size)
+}
+
 /// Free ranges by size class: list heads (node indexes, [`NIL`] when empty), a bit per
 /// non-empty class, and the bytes and entries indexed.
 pub(super) struct FreeLists {
@@ -132,11 +138,18 @@ impl FreeLists {
         self.min_in(nodes, c, 0)
     }
 
-    /// The `k` free ranges that fit `size` best, smallest (size, address) first, into
-    /// `out` (cleared first).
-    pub fn best_fits(&self, nodes: &[Node], size: u64, k: usize, out: &mut Vec<u32>) {
+    /// The free ranges of at least `size` bytes in the first non-empty size class at or
+    /// above `c` that has any, smallest (size, address) first, into `out` (cleared
+    /// first). Returns that class (the caller goes on from the next), or None when no
+    /// class at or above `c` holds a fit.
+    pub fn fits_in_next_class(
+        &self,
+        nodes: &[Node],
+        size: u64,
+        mut c: usize,
+        out: &mut Vec<u32>,
+    ) -> Option<usize> {
         out.clear();
-        let mut c = class(size);
         while let Some(cc) = self.next_class(c) {
             let mut i = self.heads[cc];
             while i != NIL {
@@ -146,14 +159,15 @@ impl FreeLists {
                 }
                 i = n.fnext;
             }
-            // A whole class is read before stopping: a later one holds only larger ranges.
-            if out.len() >= k {
-                break;
+            if !out.is_empty() {
+                if out.len() > 1 {
+                    out.sort_unstable_by_key(|&i| (nodes[i as usize].size, nodes[i as usize].addr));
+                }
+                return Some(cc);
             }
             c = cc + 1;
         }
-        out.sort_unstable_by_key(|&i| (nodes[i as usize].size, nodes[i as usize].addr));
-        out.truncate(k);
+        None
     }
 
     /// Calls `f(node)` for every free range of at least `size` bytes, in no set order.

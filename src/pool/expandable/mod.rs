@@ -31,18 +31,26 @@
 //!   touches are mapped if they are not. Freed blocks merge with their free neighbours
 //!   at once (there are no segment boundaries to stop them, and no deferred frees: see
 //!   below).
-//! - Granules no block touches stay mapped (cached) and are unmapped lazily, lowest
-//!   free range first ([`arena::Arena::unmap_idle`] says why): at `reclaim`, when the device or `JULIA_CUDA_MEMORY_LIMIT` refuses a
-//!   mapping, and before mapping more would lift reserved memory above its all-time
-//!   high-water mark *and* above 1⅛ × the most bytes the pool ever had in use
-//!   ([`HEADROOM`], a release threshold relative to the workload, where
-//!   cudaMallocAsync's is absolute). So the peak is at most 1⅛ × the peak in use unless
-//!   the blocks themselves touch more granules, and cached memory in the wrong place
-//!   never raises the peak beyond that; a warm pass whose layout moves (inference with
-//!   batch shapes that change) finds the granules it comes back to still mapped and
-//!   makes no device calls while its fragmentation stays within the headroom (on
-//!   encoder_infer_varlen and random_seed1 it does not: their warm passes remap 50–60
-//!   times each on the host device).
+//! - Granules no block touches stay mapped (cached). They are unmapped (their memory
+//!   returned to the device) only at `reclaim` and when the device or
+//!   `JULIA_CUDA_MEMORY_LIMIT` refuses a mapping. Before mapping more would lift
+//!   reserved memory above its all-time high-water mark *and* above 1⅛ × the most bytes
+//!   the pool ever had in use ([`HEADROOM`], a release threshold relative to the
+//!   workload, where cudaMallocAsync's is absolute), idle granules' memory is *moved*
+//!   to where it is needed ([`crate::device::Device::vm_move`]: on CUDA `cuMemUnmap` and
+//!   `cuMemMap` of the same physical allocation, no `cuMemRelease` / `cuMemCreate`),
+//!   lowest free range first ([`arena::Arena::unmap_idle`] says why). So the peak is at
+//!   most 1⅛ × the peak in use unless the blocks themselves touch more granules, cached
+//!   memory in the wrong place never raises the peak beyond that, and the pool creates
+//!   physical memory only while its reserved peak grows: in the replays of `data/`, a
+//!   warm pass creates none. A warm pass whose layout moves (inference with batch shapes
+//!   that change) finds the granules it comes back to still mapped and makes no device
+//!   calls while its fragmentation stays within the headroom; on encoder_infer_varlen and
+//!   random_seed1 it does not (about 55 granules moved per warm pass, host device):
+//!   best fit's layout over a pass touches more granules (1.17 × live on encoder) than
+//!   the peak allows, and neither the order of the granules given up nor the placement
+//!   among free ranges removes that (bench/results/host-2026-11-27-memory2,
+//!   host-2026-11-27-expandable).
 //!
 //! # Why no deferred frees
 //!
@@ -166,37 +174,76 @@ impl ExpandablePool {
         self.arenas[k as usize].give_back(i);
     }
 
-    /// Unmaps granules no block touches, the large arenas' first (longer runs), until
-    /// `target` bytes are unmapped or none is left. Returns the bytes unmapped.
-    fn unmap_idle(&mut self, target: u64, up: ShardUpstream<'_>) -> u64 {
+    /// Takes granules no block touches out of the arenas (the large arenas' first:
+    /// longer runs), handing each run to `f(addr, bytes)`, until `target` bytes are taken
+    /// or none is left. Returns the bytes taken.
+    fn take_idle(&mut self, target: u64, mut f: impl FnMut(u64, u64)) -> u64 {
         let mut done = 0;
         for large in [true, false] {
             for a in self.arenas.iter_mut().filter(|a| a.large == large) {
                 if done >= target {
                     return done;
                 }
-                done += a.unmap_idle(target - done, |addr, bytes| up.vm_unmap(addr, bytes));
+                done += a.unmap_idle(target - done, &mut f);
             }
         }
         done
     }
 
-    /// Maps the granule runs `runs` of arena `k`, first unmapping idle granules if
-    /// mapping would lift reserved memory above its all-time peak, and all of them if
-    /// the device or the limit refuses. On error, the runs mapped so far stay mapped.
+    /// Unmaps granules no block touches ([`ExpandablePool::take_idle`]). Returns the
+    /// bytes unmapped.
+    fn unmap_idle(&mut self, target: u64, up: ShardUpstream<'_>) -> u64 {
+        self.take_idle(target, |addr, bytes| up.vm_unmap(addr, bytes))
+    }
+
+    /// Maps the granule runs `runs` of arena `k`. If mapping would lift reserved memory
+    /// above its all-time peak (and above the [`HEADROOM`]), idle granules' memory is
+    /// moved there instead ([`ShardUpstream::vm_move`]: no physical memory released and
+    /// obtained again); if the device or the limit refuses a mapping, every idle granule
+    /// is unmapped and the mapping tried once more. On error, the runs mapped so far stay
+    /// mapped.
     fn map(&mut self, k: usize, runs: &[(u64, u64)], up: ShardUpstream<'_>) -> Result<()> {
         let need: u64 = runs.iter().map(|r| r.1).sum();
-        // Growth above the all-time peak of reserved memory first unmaps idle granules,
+        // Growth above the all-time peak of reserved memory first takes idle granules,
         // so that cached memory in the wrong place does not raise the peak; but mapped
         // memory may first grow to 1/HEADROOM above the most bytes this pool ever had in
         // use, so that a workload whose layout moves (sizes that change from batch to
         // batch) keeps the granules it keeps coming back to, with no device calls.
         let room = (self.peak_used + self.peak_used / HEADROOM).saturating_sub(self.mapped_bytes());
         let excess = up.growth_excess(need).saturating_sub(room);
+        let mut idle: Vec<(u64, u64)> = Vec::new();
         if excess > 0 {
-            self.unmap_idle(excess, up);
+            self.take_idle(excess, |addr, bytes| idle.push((addr, bytes)));
         }
+        // The runs' granules, the first ones onto the idle granules' memory.
+        let mut rest: Vec<(u64, u64)> = Vec::new();
+        let mut src = idle.into_iter().peekable();
         for &(addr, bytes) in runs {
+            let mut at = addr;
+            while at < addr + bytes {
+                let Some((from, have)) = src.peek_mut() else {
+                    rest.push((at, addr + bytes - at));
+                    break;
+                };
+                let len = (*have).min(addr + bytes - at);
+                match up.vm_move(*from, at, len) {
+                    Ok(()) => self.arenas[k].set_mapped(at, len),
+                    // The memory of `from` is gone; `at` is mapped below.
+                    Err(_) => rest.push((at, len)),
+                }
+                *from += len;
+                *have -= len;
+                if *have == 0 {
+                    src.next();
+                }
+                at += len;
+            }
+        }
+        // Idle granules taken beyond the need (whole granules) are unmapped.
+        for (from, have) in src {
+            up.vm_unmap(from, have);
+        }
+        for (addr, bytes) in rest {
             if let Err(e) = up.vm_map(addr, bytes) {
                 if !matches!(e, Error::OutOfMemory(_)) || self.unmap_idle(u64::MAX, up) == 0 {
                     return Err(e);

@@ -138,19 +138,36 @@ fn freeing_unmaps_nothing_until_memory_is_needed() {
 }
 
 #[test]
-fn growth_above_the_peak_unmaps_idle_granules_first() {
+fn growth_above_the_peak_moves_idle_granules_first() {
     let up = upstream(None);
     let mut pool = ExpandablePool::default();
     let a = pool.alloc(64 * MIB, up.shard(0)).unwrap();
     let keep = pool.alloc(2 * MIB, up.shard(0)).unwrap();
+    // Each granule of `a` marked with its number (the host device's memory is the
+    // process's; the marks show where the pages go).
+    for i in 0..32 {
+        // SAFETY: `a` is a block of 64 MiB in use.
+        unsafe { *((a.ptr + i * G) as *mut u64) = i + 1 };
+    }
     pool.free(a.ptr, a.size, up.shard(0));
     assert_eq!(up.reserved(), 66 * MIB);
+    let before = up.stats().counts();
     // 100 MiB does not fit in the free 64 MiB hole: it goes above `keep`, and would
-    // lift the peak to 166 MiB; the idle 64 MiB go first.
+    // lift the peak to 166 MiB; the idle 64 MiB go first, moved (not released and
+    // created again) under the first 64 MiB of the new block.
     let b = pool.alloc(100 * MIB, up.shard(0)).unwrap();
     assert!(b.ptr > keep.ptr);
     assert_eq!(up.reserved(), 102 * MIB);
     assert_eq!(up.peak_reserved(), 102 * MIB);
+    for i in 0..32 {
+        // SAFETY: `b` is a block of 100 MiB in use.
+        assert_eq!(unsafe { *((b.ptr + i * G) as *const u64) }, i + 1, "granule {i} moved");
+    }
+    // SAFETY: as above; the rest of `b` was mapped fresh.
+    assert_eq!(unsafe { *((b.ptr + 32 * G) as *const u64) }, 0);
+    let after = up.stats().counts();
+    // A granule moved counts as unmapped and mapped; 18 mapped fresh.
+    assert_eq!((after.0 - before.0, after.1 - before.1), (50, 32));
     pool.check();
     // A block goes where granules are mapped rather than into the unmapped hole that
     // fits best: 64 MiB in b's granules is a hit.
@@ -355,4 +372,33 @@ fn a_layout_that_varies_from_pass_to_pass_settles_into_mapped_memory() {
     // granules that blocks only partly fill).
     let ratio = up.peak_reserved() as f64 / peak_live as f64;
     assert!(ratio < 1.2, "peak reserved / peak live = {ratio:.3}, calls per pass {calls:?}");
+}
+
+/// A move that fails (here: every unmapping the device is asked for) returns the idle
+/// granule's memory, as an unmapping would, and the pool maps fresh memory instead: the
+/// counts of reserved bytes and the structure stay right.
+#[test]
+fn a_failed_move_falls_back_to_a_fresh_mapping() {
+    use crate::device::{FaultSpec, FaultyDevice, HostDevice};
+    let spec = FaultSpec { alloc: 0.0, free: 1.0, copy: 0.0, stream: 0.0, seed: 1 };
+    let dev = FaultyDevice::new(Box::new(HostDevice::new(Some(1 << 30))), spec);
+    let up = crate::upstream::Upstream::new(Box::new(dev), None);
+    let mut pool = ExpandablePool::default();
+    let a = pool.alloc(64 * MIB, up.shard(0)).unwrap();
+    let keep = pool.alloc(2 * MIB, up.shard(0)).unwrap();
+    pool.free(a.ptr, a.size, up.shard(0));
+    let b = pool.alloc(100 * MIB, up.shard(0)).unwrap();
+    // The idle 64 MiB were given up (their moves failed: the memory went back to the
+    // device) and b's 100 MiB mapped fresh.
+    assert_eq!((up.reserved(), up.peak_reserved()), (102 * MIB, 102 * MIB));
+    assert_eq!(pool.cached_bytes(), 0);
+    assert!(up.stats().counts().1 >= 32, "the granules given up are counted as freed");
+    // SAFETY: `b` is a block of 100 MiB in use; its memory is mapped.
+    unsafe { std::ptr::write_bytes(b.ptr as *mut u8, 7, b.size as usize) };
+    pool.check();
+    for blk in [b, keep] {
+        pool.free(blk.ptr, blk.size, up.shard(0));
+    }
+    pool.check();
+    assert_eq!(up.reserved(), pool.cached_bytes());
 }
