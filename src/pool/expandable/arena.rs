@@ -64,8 +64,6 @@ pub(super) struct Arena {
     tail: u32,
     /// Free ranges by size class.
     free: FreeLists,
-    /// Scratch for [`Arena::place`]'s candidates (kept to reuse its allocation).
-    scratch: Vec<u32>,
     /// One bit per granule: physical memory mapped there.
     mapped: Vec<u64>,
     /// One past the highest mapped granule (0: none).
@@ -88,7 +86,6 @@ impl Arena {
             dead: Vec::new(),
             tail: 0,
             free: FreeLists::default(),
-            scratch: Default::default(),
             mapped: vec![0; n.div_ceil(64)],
             top: 0,
             mapped_bytes: 0,
@@ -279,39 +276,43 @@ impl Arena {
         // stop there too).
         let i = self.free.best_fit(&self.nodes, size)?;
         let a = self.nodes[i as usize].addr;
-        if self.unmapped_in(a, size) == 0 {
+        let n = self.unmapped_in(a, size);
+        if n == 0 {
             return Some((i, a, 0));
         }
-        // The CANDIDATES best fits in (size, address) order, a size class at a time (every
-        // range of a higher class is longer than any of a lower one), stopping at the
-        // first that holds a place needing no mapping: most requests that get here stop in
-        // the first class or two, without gathering and sorting all CANDIDATES.
-        let mut cands = std::mem::take(&mut self.scratch);
-        let mut best: Option<(u32, u64, usize)> = None;
-        let (mut left, mut c) = (CANDIDATES, super::free_lists::class_of(size));
-        while left > 0
-            && let Some(cc) = self.free.fits_in_next_class(&self.nodes, size, c, &mut cands)
-        {
-            for &i in cands.iter().take(left) {
-                if self.place_in(i, size, &mut best) {
-                    self.scratch = cands;
-                    return best;
-                }
-            }
-            left = left.saturating_sub(cands.len());
-            c = cc + 1;
+        self.place_further(i, a, n, size)
+    }
+
+    /// [`Arena::place`] when the start `a` of the best fit `i` needs `n` > 0 granules
+    /// mapped: the [`CANDIDATES`] best fits in (size, address) order, each found from the
+    /// one before ([`FreeLists::next_fit`]), the best fit's start not looked at again;
+    /// stops at the first place that needs no mapping (most requests that get here stop
+    /// at the best fit's end or the next fit's start).
+    #[inline(never)]
+    fn place_further(&self, i: u32, a: u64, n: usize, size: u64) -> Option<(u32, u64, usize)> {
+        let mut best = Some((i, a, n));
+        if self.place_in(i, size, true, &mut best) {
+            return best;
         }
-        self.scratch = cands;
+        let mut j = i;
+        for _ in 1..CANDIDATES {
+            let Some(k) = self.free.next_fit(&self.nodes, size, j) else { break };
+            if self.place_in(k, size, false, &mut best) {
+                return best;
+            }
+            j = k;
+        }
         best
     }
 
-    /// Looks at free range `i` for a block of `size` (its start, its end, then idle
-    /// granules inside it), keeping in `best` the first place that needs the fewest
-    /// granules mapped. Returns true when that place needs none (the search is over).
+    /// Looks at free range `i` for a block of `size` (its start unless `skip_start`, its
+    /// end, then idle granules inside it), keeping in `best` the first place that needs
+    /// the fewest granules mapped. Returns true when that place needs none (the search is
+    /// over).
     #[inline]
-    fn place_in(&self, i: u32, size: u64, best: &mut Option<(u32, u64, usize)>) -> bool {
+    fn place_in(&self, i: u32, size: u64, skip_start: bool, best: &mut Option<(u32, u64, usize)>) -> bool {
         let Node { addr: a, size: have, .. } = self.nodes[i as usize];
-        for addr in [a, a + have - size] {
+        for addr in [a, a + have - size].into_iter().skip(skip_start as usize) {
             let n = self.unmapped_in(addr, size);
             if best.is_none_or(|b| n < b.2) {
                 *best = Some((i, addr, n));

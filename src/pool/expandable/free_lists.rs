@@ -15,12 +15,6 @@
 use super::arena::{NIL, Node};
 use crate::pool::split::fit_index::{CLASSES, class};
 
-/// The size class of a request of `size` bytes (where best fit starts looking).
-#[inline]
-pub(super) fn class_of(size: u64) -> usize {
-    class(size)
-}
-
 /// Free ranges by size class: list heads (node indexes, [`NIL`] when empty), a bit per
 /// non-empty class, and the bytes and entries indexed.
 pub(super) struct FreeLists {
@@ -138,36 +132,32 @@ impl FreeLists {
         self.min_in(nodes, c, 0)
     }
 
-    /// The free ranges of at least `size` bytes in the first non-empty size class at or
-    /// above `c` that has any, smallest (size, address) first, into `out` (cleared
-    /// first). Returns that class (the caller goes on from the next), or None when no
-    /// class at or above `c` holds a fit.
-    pub fn fits_in_next_class(
-        &self,
-        nodes: &[Node],
-        size: u64,
-        mut c: usize,
-        out: &mut Vec<u32>,
-    ) -> Option<usize> {
-        out.clear();
-        while let Some(cc) = self.next_class(c) {
-            let mut i = self.heads[cc];
-            while i != NIL {
-                let n = &nodes[i as usize];
-                if n.size >= size {
-                    out.push(i);
-                }
-                i = n.fnext;
+    /// The free range that follows indexed node `after` in best-fit order: the smallest
+    /// by (size, address) above `after`'s among those at least `size` long (`after` at
+    /// least `size` long itself). Walks `after`'s class list, else takes the first
+    /// non-empty higher class's smallest, as [`FreeLists::best_fit`] does; so the ranges
+    /// from `best_fit` on, each the `next_fit` of the one before, are the fits in order,
+    /// with no list gathered or sorted.
+    #[inline]
+    pub fn next_fit(&self, nodes: &[Node], size: u64, after: u32) -> Option<u32> {
+        let Node { size: s0, addr: a0, class: c, .. } = nodes[after as usize];
+        let c = c as usize;
+        let (mut i, mut best, mut key) = (self.heads[c], NIL, (u64::MAX, u64::MAX));
+        while i != NIL {
+            let n = &nodes[i as usize];
+            let k = (n.size, n.addr);
+            if n.size >= size && k > (s0, a0) && k < key {
+                (best, key) = (i, k);
             }
-            if !out.is_empty() {
-                if out.len() > 1 {
-                    out.sort_unstable_by_key(|&i| (nodes[i as usize].size, nodes[i as usize].addr));
-                }
-                return Some(cc);
-            }
-            c = cc + 1;
+            i = n.fnext;
         }
-        None
+        if best != NIL {
+            return Some(best);
+        }
+        // Every entry of a higher class is larger than any of class c (which holds `size`
+        // or larger).
+        let c = self.next_class(c + 1)?;
+        self.min_in(nodes, c, 0)
     }
 
     /// Calls `f(node)` for every free range of at least `size` bytes, in no set order.
