@@ -285,11 +285,30 @@ impl Arena {
 
     /// [`Arena::place`] when the start `a` of the best fit `i` needs `n` > 0 granules
     /// mapped: the [`CANDIDATES`] best fits in (size, address) order, each found from the
-    /// one before ([`FreeLists::next_fit`]), the best fit's start not looked at again;
-    /// stops at the first place that needs no mapping (most requests that get here stop
-    /// at the best fit's end or the next fit's start).
+    /// one before ([`FreeLists::next_fit`]). First the first place that needs no mapping
+    /// (most requests that get here stop at the best fit's end or the next fit's start),
+    /// the best fit's start not looked at again and runs of mapped granules found without
+    /// counting; only if there is none, the first place that needs the fewest, all the
+    /// candidates looked at again ([`Arena::place_in`]; rare: a mapping follows).
     #[inline(never)]
     fn place_further(&self, i: u32, a: u64, n: usize, size: u64) -> Option<(u32, u64, usize)> {
+        let mut j = i;
+        for k in 0..CANDIDATES {
+            if k > 0 {
+                let Some(next) = self.free.next_fit(&self.nodes, size, j) else { break };
+                j = next;
+            }
+            let Node { addr: at, size: have, .. } = self.nodes[j as usize];
+            if k > 0 && self.unmapped_in(at, size) == 0 {
+                return Some((j, at, 0));
+            }
+            if self.unmapped_in(at + have - size, size) == 0 {
+                return Some((j, at + have - size, 0));
+            }
+            if let Some(g) = self.mapped_run(at, have, size) {
+                return Some((j, self.granule_addr(g), 0));
+            }
+        }
         let mut best = Some((i, a, n));
         if self.place_in(i, size, true, &mut best) {
             return best;
@@ -303,6 +322,30 @@ impl Arena {
             j = k;
         }
         best
+    }
+
+    /// The first granule of the first run of mapped granules wholly inside the free range
+    /// `[a, a+have)` that is long enough for a block of `size`: where
+    /// [`Arena::mapped_window`] finds its place needing no mapping, if it does (its first
+    /// window with every granule mapped starts such a run), found without counting.
+    fn mapped_run(&self, a: u64, have: u64, size: u64) -> Option<usize> {
+        let g_lo = (a - self.base).div_ceil(self.granule()) as usize;
+        let g_end = ((a + have - self.base) >> self.shift) as usize;
+        let m = size.div_ceil(self.granule()) as usize;
+        if g_lo + m > g_end || g_lo >= self.top {
+            return None;
+        }
+        let stop = g_end.min(self.top);
+        let mut g = g_lo;
+        while g < stop {
+            let s = self.next_with(g, stop, true)?;
+            let e = self.next_with(s, stop, false).unwrap_or(stop);
+            if e - s >= m {
+                return Some(s);
+            }
+            g = e;
+        }
+        None
     }
 
     /// Looks at free range `i` for a block of `size` (its start unless `skip_start`, its
