@@ -145,6 +145,26 @@ impl Arena {
         n as usize
     }
 
+    /// Whether every granule that `[addr, addr+size)` touches is mapped
+    /// (`unmapped_in(addr, size) == 0`, without counting).
+    #[inline]
+    fn all_mapped(&self, addr: u64, size: u64) -> bool {
+        let (g0, g1) = self.touched(addr, size);
+        if g1 > self.top {
+            return false;
+        }
+        let (w0, w1) = (g0 / 64, (g1 - 1) / 64);
+        let lo = !0u64 << (g0 % 64);
+        let hi = !0u64 >> (63 - (g1 - 1) % 64);
+        if w0 == w1 {
+            let m = lo & hi;
+            return self.mapped[w0] & m == m;
+        }
+        self.mapped[w0] & lo == lo
+            && self.mapped[w1] & hi == hi
+            && self.mapped[w0 + 1..w1].iter().all(|&w| w == !0)
+    }
+
     /// The granules `[first, last+1)` that `[addr, addr+size)` touches.
     #[inline]
     fn touched(&self, addr: u64, size: u64) -> (usize, usize) {
@@ -276,22 +296,20 @@ impl Arena {
         // stop there too).
         let i = self.free.best_fit(&self.nodes, size)?;
         let a = self.nodes[i as usize].addr;
-        let n = self.unmapped_in(a, size);
-        if n == 0 {
+        if self.all_mapped(a, size) {
             return Some((i, a, 0));
         }
-        self.place_further(i, a, n, size)
+        self.place_further(i, size)
     }
 
-    /// [`Arena::place`] when the start `a` of the best fit `i` needs `n` > 0 granules
-    /// mapped: the [`CANDIDATES`] best fits in (size, address) order, each found from the
+    /// [`Arena::place`] when the start of the best fit `i` needs granules mapped: the [`CANDIDATES`] best fits in (size, address) order, each found from the
     /// one before ([`FreeLists::next_fit`]). First the first place that needs no mapping
     /// (most requests that get here stop at the best fit's end or the next fit's start),
     /// the best fit's start not looked at again and runs of mapped granules found without
     /// counting; only if there is none, the first place that needs the fewest, all the
     /// candidates looked at again ([`Arena::place_in`]; rare: a mapping follows).
     #[inline(never)]
-    fn place_further(&self, i: u32, a: u64, n: usize, size: u64) -> Option<(u32, u64, usize)> {
+    fn place_further(&self, i: u32, size: u64) -> Option<(u32, u64, usize)> {
         let mut j = i;
         for k in 0..CANDIDATES {
             if k > 0 {
@@ -299,27 +317,23 @@ impl Arena {
                 j = next;
             }
             let Node { addr: at, size: have, .. } = self.nodes[j as usize];
-            if k > 0 && self.unmapped_in(at, size) == 0 {
+            if k > 0 && self.all_mapped(at, size) {
                 return Some((j, at, 0));
             }
-            if self.unmapped_in(at + have - size, size) == 0 {
+            if self.all_mapped(at + have - size, size) {
                 return Some((j, at + have - size, 0));
             }
             if let Some(g) = self.mapped_run(at, have, size) {
                 return Some((j, self.granule_addr(g), 0));
             }
         }
-        let mut best = Some((i, a, n));
-        if self.place_in(i, size, true, &mut best) {
-            return best;
-        }
-        let mut j = i;
-        for _ in 1..CANDIDATES {
-            let Some(k) = self.free.next_fit(&self.nodes, size, j) else { break };
-            if self.place_in(k, size, false, &mut best) {
-                return best;
+        let (mut best, mut j) = (None, i);
+        for k in 0..CANDIDATES {
+            if k > 0 {
+                let Some(next) = self.free.next_fit(&self.nodes, size, j) else { break };
+                j = next;
             }
-            j = k;
+            self.place_in(j, size, &mut best);
         }
         best
     }
@@ -348,29 +362,22 @@ impl Arena {
         None
     }
 
-    /// Looks at free range `i` for a block of `size` (its start unless `skip_start`, its
-    /// end, then idle granules inside it), keeping in `best` the first place that needs
-    /// the fewest granules mapped. Returns true when that place needs none (the search is
-    /// over).
-    #[inline]
-    fn place_in(&self, i: u32, size: u64, skip_start: bool, best: &mut Option<(u32, u64, usize)>) -> bool {
+    /// Looks at free range `i` for a block of `size` (its start, its end, then idle
+    /// granules inside it), keeping in `best` the first place that needs the fewest
+    /// granules mapped.
+    fn place_in(&self, i: u32, size: u64, best: &mut Option<(u32, u64, usize)>) {
         let Node { addr: a, size: have, .. } = self.nodes[i as usize];
-        for addr in [a, a + have - size].into_iter().skip(skip_start as usize) {
+        for addr in [a, a + have - size] {
             let n = self.unmapped_in(addr, size);
             if best.is_none_or(|b| n < b.2) {
                 *best = Some((i, addr, n));
-            }
-            if n == 0 {
-                return true;
             }
         }
         if let Some((addr, n)) = self.mapped_window(a, have, size)
             && best.is_none_or(|b| n < b.2)
         {
             *best = Some((i, addr, n));
-            return n == 0;
         }
-        false
     }
 
     /// Inside the free range `[a, a+have)`, the granule-aligned place for a block of
