@@ -720,8 +720,7 @@ impl Arena {
         assert_eq!(at, self.base + self.size, "blocks and free ranges do not tile the arena");
         assert_eq!(live + self.dead.len(), self.nodes.len());
         assert!(self.dead.iter().all(|&d| self.nodes[d as usize].dead));
-        assert_eq!(self.free.len, nfree);
-        assert_eq!(self.free.bytes, free);
+        assert_eq!(self.free.totals(&self.nodes), (nfree, free));
         let mine: std::collections::BTreeMap<u64, u64> =
             blocks.range(self.base..self.base + self.size).map(|(&a, &s)| (a, s)).collect();
         assert_eq!(seen, mine, "the blocks in the arena are the pool's");

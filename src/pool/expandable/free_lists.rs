@@ -15,20 +15,17 @@
 use super::arena::{NIL, Node};
 use crate::pool::split::fit_index::{CLASSES, class};
 
-/// Free ranges by size class: list heads (node indexes, [`NIL`] when empty), a bit per
-/// non-empty class, and the bytes and entries indexed.
+/// Free ranges by size class: list heads (node indexes, [`NIL`] when empty) and a bit per
+/// non-empty class. No count of entries or bytes is kept (only the tests' checks ask:
+/// [`FreeLists::totals`]).
 pub(super) struct FreeLists {
     heads: Box<[u32; CLASSES]>,
     bits: [u64; CLASSES / 64],
-    /// Bytes of the free ranges indexed.
-    pub bytes: u64,
-    /// Number of free ranges indexed.
-    pub len: usize,
 }
 
 impl Default for FreeLists {
     fn default() -> Self {
-        FreeLists { heads: Box::new([NIL; CLASSES]), bits: [0; CLASSES / 64], bytes: 0, len: 0 }
+        FreeLists { heads: Box::new([NIL; CLASSES]), bits: [0; CLASSES / 64] }
     }
 }
 
@@ -42,19 +39,17 @@ impl FreeLists {
         n.fprev = NIL;
         n.fnext = head;
         n.class = c as u16;
-        self.bytes += n.size;
         if head != NIL {
             nodes[head as usize].fprev = i;
         }
         self.heads[c] = i;
         self.bits[c / 64] |= 1 << (c % 64);
-        self.len += 1;
     }
 
     /// Unindexes free node `i`.
     #[inline]
     pub fn remove(&mut self, nodes: &mut [Node], i: u32) {
-        let Node { size, fprev, fnext, class: c, .. } = nodes[i as usize];
+        let Node { fprev, fnext, class: c, .. } = nodes[i as usize];
         if fnext != NIL {
             nodes[fnext as usize].fprev = fprev;
         }
@@ -68,18 +63,14 @@ impl FreeLists {
                 self.bits[c / 64] &= !(1 << (c % 64));
             }
         }
-        self.bytes -= size;
-        self.len -= 1;
     }
 
     /// Sets the size of indexed node `i` to `size`, moving it to the list of its new
     /// class only if the class changes (a carve or a merge mostly keeps it).
     #[inline]
     pub fn resize(&mut self, nodes: &mut [Node], i: u32, size: u64) {
-        let old = nodes[i as usize].size;
         if nodes[i as usize].class as usize == class(size) {
             nodes[i as usize].size = size;
-            self.bytes = self.bytes - old + size;
         } else {
             self.remove(nodes, i);
             nodes[i as usize].size = size;
@@ -174,6 +165,22 @@ impl FreeLists {
             }
             c = cc + 1;
         }
+    }
+
+    /// The number and the bytes of the free ranges indexed (for the structure checks of
+    /// the tests).
+    #[cfg(test)]
+    pub fn totals(&self, nodes: &[Node]) -> (usize, u64) {
+        let (mut len, mut bytes) = (0, 0);
+        for &head in self.heads.iter() {
+            let mut i = head;
+            while i != NIL {
+                len += 1;
+                bytes += nodes[i as usize].size;
+                i = nodes[i as usize].fnext;
+            }
+        }
+        (len, bytes)
     }
 
     /// Whether node `i` is on its class's list (for the structure checks of the tests).
