@@ -147,7 +147,7 @@ impl Arena {
 
     /// Whether every granule that `[addr, addr+size)` touches is mapped
     /// (`unmapped_in(addr, size) == 0`, without counting).
-    #[inline]
+    #[inline(always)]
     fn all_mapped(&self, addr: u64, size: u64) -> bool {
         let (g0, g1) = self.touched(addr, size);
         if g1 > self.top {
