@@ -67,7 +67,7 @@ impl FreeLists {
 
     /// Sets the size of indexed node `i` to `size`, moving it to the list of its new
     /// class only if the class changes (a carve or a merge mostly keeps it).
-    #[inline]
+    #[inline(always)]
     pub fn resize(&mut self, nodes: &mut [Node], i: u32, size: u64) {
         if nodes[i as usize].class as usize == class(size) {
             nodes[i as usize].size = size;
