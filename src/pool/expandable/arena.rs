@@ -302,12 +302,15 @@ impl Arena {
         self.place_further(i, size)
     }
 
-    /// [`Arena::place`] when the start of the best fit `i` needs granules mapped: the [`CANDIDATES`] best fits in (size, address) order, each found from the
-    /// one before ([`FreeLists::next_fit`]). First the first place that needs no mapping
-    /// (most requests that get here stop at the best fit's end or the next fit's start),
-    /// the best fit's start not looked at again and runs of mapped granules found without
-    /// counting; only if there is none, the first place that needs the fewest, all the
-    /// candidates looked at again ([`Arena::place_in`]; rare: a mapping follows).
+    /// [`Arena::place`] when the start of the best fit `i` needs granules mapped: the
+    /// [`CANDIDATES`] best fits in (size, address) order, each found from the one before
+    /// ([`FreeLists::next_fit`]: no list gathered or sorted). First the first place that
+    /// needs no mapping (most requests that get here stop at the best fit's end or the
+    /// next fit's start), the best fit's start not looked at again and runs of mapped
+    /// granules found without counting; only if there is none, the first place that needs
+    /// the fewest, all the candidates looked at again ([`Arena::place_in`]; rare: a
+    /// mapping follows). The two walks are written out: as one iterator
+    /// (`std::iter::successors`) they cost encoder 503 → 522 warm instructions per event.
     #[inline(never)]
     fn place_further(&self, i: u32, size: u64) -> Option<(u32, u64, usize)> {
         let mut j = i;
