@@ -753,6 +753,78 @@ mod tests {
         (b, addr)
     }
 
+    /// The placement as it was written before the slow path was made cheaper: every fit
+    /// gathered and sorted by (size, address), the first [`CANDIDATES`] looked at in
+    /// order (start, end, inner idle granules), the first place needing the fewest
+    /// granules mapped.
+    fn place_reference(a: &Arena, size: u64) -> Option<(u32, u64, usize)> {
+        let mut fits = Vec::new();
+        a.free.for_each_fit(&a.nodes, size, |i| fits.push(i));
+        fits.sort_by_key(|&i| (a.nodes[i as usize].size, a.nodes[i as usize].addr));
+        let mut best: Option<(u32, u64, usize)> = None;
+        for &i in fits.iter().take(CANDIDATES) {
+            let Node { addr: at, size: have, .. } = a.nodes[i as usize];
+            for addr in [at, at + have - size] {
+                let n = a.unmapped_in(addr, size);
+                if best.is_none_or(|b| n < b.2) {
+                    best = Some((i, addr, n));
+                }
+                if n == 0 {
+                    return best;
+                }
+            }
+            if let Some((addr, n)) = a.mapped_window(at, have, size)
+                && best.is_none_or(|b| n < b.2)
+            {
+                best = Some((i, addr, n));
+                if n == 0 {
+                    return best;
+                }
+            }
+        }
+        best
+    }
+
+    #[test]
+    fn placement_matches_the_gathered_and_sorted_search() {
+        let mut a = Arena::new(1 << 40, 1 << 32, G, true);
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        let (mut live, mut slow): (Vec<(u32, u64)>, usize) = (Vec::new(), 0);
+        for step in 0..20_000 {
+            let r = next();
+            if live.len() < 40 && r % 3 != 0 || live.is_empty() {
+                // Sizes from 512 B to 16 MiB, log-uniform, multiples of 512.
+                let size =
+                    ((1u64 << (9 + r % 16)) + (next() % (1 << 20))).next_multiple_of(512).min(16 * MIB);
+                let got = a.place(size);
+                assert_eq!(got, place_reference(&a, size), "step {step}, size {size}");
+                let (i, addr, n) = got.unwrap();
+                slow += (n > 0 || addr != a.nodes[i as usize].addr) as usize;
+                let b = a.carve(i, addr, size);
+                for (at, bytes) in a.unmapped_runs(addr, size) {
+                    a.set_mapped(at, bytes);
+                }
+                live.push((b, size));
+            } else {
+                let (b, _) = live.swap_remove((r as usize / 3) % live.len());
+                a.give_back(b);
+            }
+            // Now and then idle granules go (as when a mapping elsewhere takes them), so
+            // free ranges with unmapped granules inside send requests down the slow path.
+            if next() % 8 == 0 {
+                a.unmap_idle(G * (1 + next() % 4), |_, _| {});
+            }
+        }
+        a.check(&live.iter().map(|&(b, size)| (a.nodes[b as usize].addr, size)).collect());
+        assert!(slow > 100, "the slow path ran {slow} times");
+    }
+
     #[test]
     fn idle_granules_inside_a_free_range_are_reused_where_its_ends_are_unmapped() {
         let mut a = Arena::new(1 << 40, 1 << 30, G, true);
