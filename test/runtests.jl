@@ -328,9 +328,11 @@ success(pipeline(julia("-e", "using CuMem"), stdout = devnull, stderr = devnull)
 t0 = time()
 results = asyncmap(run_job, jobs; ntasks = NJOBS)
 
+failed = []
 @testset "CuMem" begin
     for (job, r) in zip(jobs, results)
         ok = job.check(r.code, r.out)
+        ok || push!(failed, (job, r))
         println("─── $(job.name): $(ok ? "ok" : "FAILED") in $(round(r.time, digits = 1)) s (exit code $(r.code))")
         if !ok || get(ENV, "CUMEM_TEST_VERBOSE", "") == "1"
             print(r.out)
@@ -343,6 +345,17 @@ results = asyncmap(run_job, jobs; ntasks = NJOBS)
             end
         end
         @test ok
+    end
+    # The failed jobs again, last, on stderr: a CI log that keeps only its end (or shows
+    # stderr after stdout) still says which job failed and why.
+    if !isempty(failed)
+        println(stderr, "CuMem tests: $(length(failed)) of $(length(jobs)) jobs FAILED: ",
+                join((job.name for (job, _) in failed), "; "))
+        for (job, r) in failed
+            lines = split(rstrip(r.out), '\n')
+            println(stderr, "──── the end of $(job.name) (exit code $(r.code)):")
+            foreach(l -> println(stderr, "  ", l), lines[max(1, end - 30):end])
+        end
     end
 end
 println("CuMem tests: $(round(time() - t0, digits = 1)) s in all")

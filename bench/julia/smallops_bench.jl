@@ -118,6 +118,22 @@ if "--bandwidth" in ARGS
              "gbps" => round(gbps; digits = 1), "of_copy" => round(gbps / copy_gbps; digits = 3),
              "device" => DEVICE)
     end
+    # the broadcast kernels' 4x unrolled loop (CuMem.BCAST_UNROLL, off by default since the
+    # compiler branch's host-side review) in the same process, where the build has the switch
+    if isdefined(CuMem, :BCAST_UNROLL)
+        CuMem.BCAST_UNROLL[] = true
+        CuMem.FAST_TABLE[] = IdDict{Any,Any}()          # the typed slots hold the plain kernels
+        for (name, f, bytes) in (("axpy y .= a .* x .+ y, 4x unrolled loop", () -> (y .= a .* x .+ y; nothing), 12),
+                                 ("fused z .= x .* 2f0 .+ y ./ 3f0, 4x unrolled loop", () -> (z .= x .* 2f0 .+ y ./ 3f0; nothing), 12))
+            t = per(f)
+            gbps = bytes * n / t / 1e9
+            json("bench" => "bandwidth", "impl" => "CuMem", "build" => BUILD, "row" => name, "n" => n,
+                 "gbps" => round(gbps; digits = 1), "of_copy" => round(gbps / copy_gbps; digits = 3),
+                 "device" => DEVICE)
+        end
+        CuMem.BCAST_UNROLL[] = false
+        CuMem.FAST_TABLE[] = IdDict{Any,Any}()
+    end
     foreach(unsafe_free!, (x, y, z))
 end
 

@@ -102,7 +102,36 @@ The element type of the result of a GPU broadcast: the return type of the broadc
 element function compiled for its arrays' element types (Base's `combine_eltypes` where
 that is concrete).
 """
-function bc_eltype(@nospecialize(bc::Broadcasted))
+bc_eltype(@nospecialize(bc::Broadcasted)) = bc_function(bc).rettype
+
+"""
+    CuMem.bc_function(bc::Broadcasted) -> DeviceFunction
+
+The compiled element function of the broadcast `bc` (of `bc_object(bc)` on its array
+leaves' element types), kept by `typeof(bc)`, which fixes both (a typed look-up per call,
+see `type_memo`; a method defined since compiles again).
+"""
+function bc_function(@nospecialize(bc::Broadcasted))
+    df = type_memo(() -> bc_fixed_by_type(typeof(bc)) ? bc_function_new(bc) : nothing, Tuple{Val{:bc_function},typeof(bc)})
+    return df === nothing ? bc_function_new(bc) : df::DeviceFunction
+end
+# Whether a Broadcasted type fixes its element function's types: not when a `Ref` holds a
+# value of an abstract type (`Ref{Any}(2f0)`: the value's type is the scalar's).
+function bc_fixed_by_type(@nospecialize(T))
+    T isa DataType || return false
+    T <: Broadcasted || return true
+    A = T.parameters[4]
+    A isa DataType && A <: Tuple || return false
+    for P in A.parameters
+        if P isa DataType && P <: Broadcasted
+            bc_fixed_by_type(P) || return false
+        elseif P isa DataType && P <: Base.RefValue
+            isconcretetype(P.parameters[1]) || return false
+        end
+    end
+    return true
+end
+function bc_function_new(@nospecialize(bc::Broadcasted))
     leaves = bc_leaves!(Any[], bc)
-    return bc_device_function(bc_object(bc), Tuple(Any[eltype(l) for l in leaves])).rettype
+    return bc_device_function(bc_object(bc), Tuple(Any[eltype(l) for l in leaves]))
 end

@@ -139,7 +139,8 @@ check_kernel_eltype(@nospecialize(T)) = is_kernel_eltype(T) ||
 # `leafinfo`: (eltype, linear) per leaf. Parameters: the context, the count, the
 # destination (and its strides), each leaf (and its strides), the sizes for Cartesian
 # indexing, then the expression's scalars (one struct) unless it has none.
-function bcast_source(df::DeviceFunction, cdf, @nospecialize(D::Type), dest_linear::Bool, leafinfo, N::Int, idx64::Bool)
+function bcast_source(df::DeviceFunction, cdf, @nospecialize(D::Type), dest_linear::Bool, leafinfo, N::Int, idx64::Bool,
+                      unroll::Bool = BCAST_UNROLL[])
     IDX = idx64 ? "uint64_t" : "uint32_t"
     OFF = idx64 ? "int64_t" : "int32_t"
     cart = !dest_linear || any(l -> !l[2], leafinfo)
@@ -157,7 +158,7 @@ function bcast_source(df::DeviceFunction, cdf, @nospecialize(D::Type), dest_line
     dc_is_ghost(F) && print(io, "  jl_ghost_t f{};\n")
     start = "($IDX)blockIdx.x * blockDim.x + threadIdx.x"
     conv(c) = cdf === nothing ? c : string(cdf.name, "(&ctx, jl_ghost_t{}, jl_ghost_t{}, ", c, ")")
-    if !cart
+    if !cart && unroll
         start = "i0"
         print_unrolled(io, IDX, [dc_is_ghost(T) ? "jl_ghost_t" : c_type(T) for (T, _) in leafinfo],
                        dc_is_ghost(D) ? nothing : c_type(D),
@@ -184,6 +185,22 @@ function bcast_source(df::DeviceFunction, cdf, @nospecialize(D::Type), dest_line
     body = String(take!(io))
     return cdf === nothing ? kernel_source(df; body = body) : kernel_source(df, cdf; body = body)
 end
+
+"""
+    CuMem.BCAST_UNROLL :: Ref{Bool}
+
+Whether broadcast kernels over contiguous arrays run their grid-stride loop four steps at a
+time, loading every leaf's four elements before storing (`print_unrolled`); default
+`false`: one element per step, as the kernels before issue 26 did. On the H100
+(2026-11-27, 2^28 Float32, bench/gpu/smallops_run_gpu.sh) the build with the unrolled loop
+gave 0.82 of the copy's bandwidth for `z .= x .* 2f0 .+ y ./ 3f0` where the plain loop gave
+0.92, and axpy 0.90 where it gave 0.92: NVVM puts each step's loads next to its
+arithmetic, and a Float32 division (IEEE, with a slow path ptxas branches to) then ends the
+block that the next step's loads could be hoisted into, while the unrolled body's registers
+lower the number of resident threads. Set it before the first broadcast of a type (the
+typed slots keep their kernels); its kernels are not written to the kernel index.
+"""
+const BCAST_UNROLL = Ref(false)
 
 # The grid-stride loop of a kernel whose arrays are all contiguous, four steps at a time
 # (issue 26): every leaf's four elements are loaded before any result is stored, so a
@@ -306,9 +323,7 @@ function gpu_broadcast!(@nospecialize(dest::AnyCuArray), @nospecialize(bc::Broad
     if !on_host() && any(l -> conflicts(l, dleaf), lvs)
         return gpu_broadcast!(dest, unalias_args(bc, dest, dleaf))
     end
-    obj = bc_object(bc)
-    Ts = Tuple(Any[l.eltype for l in lvs])
-    df = bc_device_function(obj, Ts)
+    df = bc_function(bc)
     R = df.rettype
     cdf = R === D ? nothing : device_function(convert, (Type{D}, R))
     n = prod(dsz)
@@ -327,11 +342,12 @@ function gpu_broadcast!(@nospecialize(dest::AnyCuArray), @nospecialize(bc::Broad
     else
         Tuple(l.linear for l in lvs)
     end
-    key = (:bcast, objectid(df), cdf === nothing ? UInt(0) : objectid(cdf), typeof(dest), dleaf.linear, linkey, idx64)
+    unroll = BCAST_UNROLL[]
+    key = (:bcast, objectid(df), cdf === nothing ? UInt(0) : objectid(cdf), typeof(dest), dleaf.linear, linkey, idx64, unroll)
     entry = cached_kernel(key) do
         push!(BC_OLD_FUNCTIONS, df)
         cdf === nothing || push!(BC_OLD_FUNCTIONS, cdf)
-        src = bcast_source(df, cdf, D, dleaf.linear, [(l.eltype, l.linear) for l in lvs], N, idx64)
+        src = bcast_source(df, cdf, D, dleaf.linear, [(l.eltype, l.linear) for l in lvs], N, idx64, unroll)
         (src, "cumem_bcast", cdf === nothing ? (df,) : (df, cdf), Tuple{GlobalRef,DataType}[])
     end
     set_last_broadcast!(entry)
@@ -355,7 +371,7 @@ function gpu_broadcast!(@nospecialize(dest::AnyCuArray), @nospecialize(bc::Broad
             push!(args, IT(dsz[d]))
         end
     end
-    dc_is_ghost(typeof(obj)) || push!(args, obj)
+    dc_is_ghost(df.argtypes[1]) || push!(args, bc_object(bc))
     blocks, threads = launch_shape(n)
     GC.@preserve leaves dest launch(entry.kernel, args...; blocks = blocks, threads = threads)
     return dest

@@ -185,7 +185,7 @@ function remember_fast!(dest::CuArray{T}, bc::Broadcasted, entry::CachedKernel) 
     K = Tuple{typeof(dest),typeof(bc)}
     fast_set!(K, FastBroadcast(entry.kernel, world_counter(), T))
     # a throw site's number belongs to the process that compiled it: such kernels stay out of the index
-    all(d -> !d.may_throw, entry.extra) && index_safe(K) && index_store(index_key(K), entry.name, entry.source)
+    !BCAST_UNROLL[] && all(d -> !d.may_throw, entry.extra) && index_safe(K) && index_store(index_key(K), entry.name, entry.source)
     return nothing
 end
 
@@ -195,7 +195,7 @@ end
 const INDEX_TRIED = IdDict{Any,Any}()
 index_fast!(@nospecialize(dest), @nospecialize(bc)) = false
 @noinline function index_fast!(dest::CuArray{T}, bc::Broadcasted) where {T}
-    (FAST_BROADCAST[] && !MULTI[]) || return false
+    (FAST_BROADCAST[] && !MULTI[] && !BCAST_UNROLL[]) || return false
     n = length(dest)
     (0 < n < typemax(Int32)) || return false
     fast_ok(bc, dest.dims, dest.ptr, UInt64(n * sizeof(T))) || return false
@@ -254,11 +254,16 @@ function Base.copy(bc::Broadcasted{CuArrayStyle{N}}) where {N}
     bc = Broadcast.instantiate(bc)
     r = fast_copy(bc)
     r === nothing || return r
+    # a type that ran before (but not on the fast path: e.g. arrays of other sizes)
+    c = FAST_BROADCAST[] ? fast_get(Tuple{Val{:copy},typeof(bc)}) : nothing
+    c === nothing || c.world != world_counter() || return broadcast_into!(CuArray{c.eltype}(undef, size(bc)), bc)
     T = index_copy_eltype(bc)
     T === nothing || return broadcast_into!(CuArray{T}(undef, size(bc)), bc)
     T = Base.invokelatest(bc_eltype, bc)
     dest = broadcast_into!(CuArray{T}(undef, size(bc)), bc)
-    if FAST_BROADCAST[] && T isa DataType
+    # the slot of the element type, once per type and world age (copying the table and
+    # writing the index on every call cost microseconds per allocating broadcast)
+    if FAST_BROADCAST[] && T isa DataType && bc_fixed_by_type(typeof(bc))
         K = Tuple{Val{:copy},typeof(bc)}
         fast_set!(K, FastBroadcast(nothing, world_counter(), T))
         index_safe(K) && index_store(index_key(typeof(bc); prefix = "copy "), "eltype", index_key(T))

@@ -17,7 +17,9 @@ const NOINIT = Base.Broadcast.Extruded   # a private sentinel type: "no init giv
 
 # The accumulator type: the fixed point of promote_op(op, Acc, R); Float16 accumulates in
 # Float32 (rounded once at the end) under the known operators.
-function accumulator_type(op, R)
+# (kept by type: `promote_op` is inference, microseconds on every reduction)
+accumulator_type(op, @nospecialize(R)) = type_memo(() -> accumulator_type_new(op, R), Tuple{Val{:acc},typeof(op),Type{R}})
+function accumulator_type_new(op, @nospecialize(R))
     # a function whose result type is a small Union (`v > 1 ? v * 10 : v` on Int32): its
     # values promote to one type first, as Base's reductions promote them (to Int64 here)
     if R isa Union
@@ -216,14 +218,27 @@ end
 # The compiled functions of one reduction pass and the objects passed for them: f (on T) and
 # op (on two Acc), both as Acc; on the final pass the result of an output (op(init, acc) when
 # `init` is applied there, converted to Out), or nothing when it is the accumulator itself.
+# (The compiled functions are kept by the types they depend on; the objects are built here.)
 function reduce_fns(f, op, T::Type, Acc::Type, Out::Type, final::Bool, init)
+    fns, conv = type_memo(() -> reduce_fns_new(f, op, T, Acc, Out, final, init),
+                          Tuple{Val{:reduce_fns},typeof(f),typeof(op),Type{T},Type{Acc},Type{Out},Val{final},init_key(init)})
+    fo = conv[1] ? Converted{Acc}(f) : f
+    oo = conv[2] ? Converted{Acc}(op) : op
+    length(fns) == 2 && return fns, (fo, oo)
+    fin = init !== NOINIT ? WithInit(op, init) : identity
+    return fns, (fo, oo, conv[3] ? Converted{Out}(fin) : fin)
+end
+function reduce_fns_new(f, op, T::Type, Acc::Type, Out::Type, final::Bool, init)
     fdf, fo = converted_function(Acc, f, T)
     odf, oo = converted_function(Acc, op, Acc, Acc)
     fin = !final ? nothing : init !== NOINIT ? WithInit(op, init) : Out === Acc ? nothing : identity
-    fin === nothing && return (fdf, odf), (fo, oo)
+    fin === nothing && return (fdf, odf), (fo !== f, oo !== op)
     ndf, no = converted_function(Out, fin, Acc)
-    return (fdf, odf, ndf), (fo, oo, no)
+    return (fdf, odf, ndf), (fo !== f, oo !== op, no !== fin)
 end
+# The key type of an `init` argument (its type; NOINIT, a type, as itself: `Type{}` of it is
+# not a cached type).
+init_key(init) = init === NOINIT ? Val{:noinit} : typeof(init)
 
 # One reduction kernel launch: input described by `plan` (or a contiguous partials array),
 # `gy` blocks per output.
@@ -339,7 +354,9 @@ end
 reduced_size(sz::Dims{N}, rdims) where {N} = ntuple(d -> d in rdims ? 1 : sz[d], N)
 
 # Result eltype of a reduction with dims, as Base's (through inference, on real types).
-function reduce_out_type(f, op, T, init)
+reduce_out_type(f, op, @nospecialize(T), init) =
+    type_memo(() -> reduce_out_type_new(f, op, T, init), Tuple{Val{:out},typeof(f),typeof(op),Type{T},init_key(init)})
+function reduce_out_type_new(f, op, @nospecialize(T), init)
     R = Base.promote_op(f, T)
     R === Union{} && (R = T)
     if init === NOINIT

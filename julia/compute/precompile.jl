@@ -48,6 +48,7 @@ for (f, Ts) in ((+, (Float32, Float32)), (*, (ComplexF64, ComplexF64)), (div, (I
     end
 end
 empty!(DC_CACHE)
+TYPE_MEMO[] = IdDict{Any,Any}()
 empty!(DC_SITES)
 precompile(gpu_broadcast!, (CuArray{Float32,1}, Broadcasted{Nothing,Tuple{Base.OneTo{Int}},typeof(+),Tuple{CuArray{Float32,1},CuArray{Float32,1}}}))
 

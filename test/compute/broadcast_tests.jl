@@ -141,3 +141,32 @@ end
         @test CuMem.index_safe(Tuple{CuArray{Float32,1},typeof(instantiate(broadcasted(+, a, 1f0)))})
     end
 end
+
+# The general paths' look-ups by type (CuMem.type_memo): kept per type and world age.
+@testset "compiled functions kept by type (type_memo)" begin
+    x = CuArray(Float32[1, 2])
+    A, col = CuArray(Float32[1 2; 3 4]), CuArray(Float32[10, 20])
+    # the same function object for the same types; identity, not content, decides
+    d1 = CuMem.device_function(+, (Float32, Float32))
+    @test d1 === CuMem.device_function(+, (Float32, Float32))
+    @test d1 !== CuMem.device_function(+, (Float64, Float64))
+    # a Ref{Any}'s value decides the element type: never kept by the broadcast's type
+    r = Ref{Any}(2f0)
+    @test same(A .* r, Float32[2 4; 6 8])
+    r[] = 2.0
+    @test same(A .* r, [2.0 4.0; 6.0 8.0])
+    # a redefined function compiles again, on the general path (arrays of other shapes) too
+    @eval memo_g(v, c) = v + c
+    @test same(Base.invokelatest(() -> A .+ memo_g.(A, col)), Float32[12 14; 26 28])
+    @eval memo_g(v, c) = v - c
+    @test same(Base.invokelatest(() -> A .+ memo_g.(A, col)), Float32[-8 -6; -14 -12])
+    @eval memo_h(v) = v * 2f0
+    @test same(Base.invokelatest(() -> sum(memo_h, A; dims = 1)), Float32[8 12])
+    @eval memo_h(v) = v * 3f0
+    @test same(Base.invokelatest(() -> sum(memo_h, A; dims = 1)), Float32[12 18])
+    @test same(Base.invokelatest(() -> map(memo_h, x)), Float32[3, 6])
+    # repeated allocating broadcasts of other shapes: the same results each time
+    for _ in 1:3
+        @test same(exp.(A .- col), exp.(Float32[1 2; 3 4] .- Float32[10, 20]))
+    end
+end

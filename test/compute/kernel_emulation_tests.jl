@@ -183,6 +183,20 @@ const ELTYPES = (Bool, Int8, Int16, Int32, Int64, UInt8, UInt16, UInt32, UInt64,
     @eval Main gfun(v) = v * glob
     err = try gfun.(a); nothing; catch e; e; end
     @test err isa CuMem.KernelCompileError && occursin("const glob = Ref(x)", err.msg)
+    # the unrolled grid-stride loop (CuMem.BCAST_UNROLL, off by default): the same results,
+    # and a throw in any of its four steps still surfaces as Base's exception
+    CuMem.BCAST_UNROLL[] = true
+    for T in (Int32, Int64, Float16, Float32, Float64)
+        x, y = testvals(T, 13), testvals(T, 13)
+        a, b = CuArray(x), CuArray(y)
+        @test same(a .* 2 .+ b ./ 3, x .* 2 .+ y ./ 3)
+        @test same(ifelse.(a .> b, a, b .- a), ifelse.(x .> y, x, y .- x))
+    end
+    @test any(e -> occursin("i0 + 3 * stride", e.source), values(CuMem.KERNEL_TABLE))
+    @test_throws DivideError Array(div.(CuArray(collect(1:9)), CuArray([1, 1, 1, 1, 1, 0, 1, 1, 1])))
+    CuMem.BCAST_UNROLL[] = false
+    @test !occursin("i0 + 3 * stride", CuMem.bcast_source(CuMem.device_function(+, (Float32, Float32)), nothing, Float32,
+                                                          true, [(Float32, true), (Float32, true)], 1, false))
     # random: same bits as the host generator
     for T in (Float16, Float32, Float64, Int8, Int64, UInt32, Bool)
         CuMem.seed!(9); r = Array(CuMem.rand(T, 1001))

@@ -24,8 +24,8 @@ and every `__device__` function it needs, without the prelude), `rettype` (its J
 result type; `Union{}` when it always throws), `argtypes` (the function's type first),
 `ctx` (a [`ContextLayout`](@ref)) and `may_throw` (false: the kernel cannot throw).
 """
-struct DeviceFunction
-    name::String
+mutable struct DeviceFunction     # mutable for identity: `===` and `objectid` by address, not
+    name::String                  # by hashing the source (kernel cache keys and checks use both)
     source::String
     rettype::Type
     argtypes::Tuple
@@ -43,6 +43,54 @@ end
 const DC_CACHE = Dict{Any,Tuple{DeviceFunction,UInt}}()
 const DC_CACHE_LOCK = ReentrantLock()
 const DC_STATS = Ref((compiles = 0, hits = 0))
+
+## typed memo tables
+
+# What the general paths compute from types only (a broadcast's compiled function, a
+# reduction's accumulator type, ...) kept under one concrete key type built from those
+# types (`Tuple{typeof(f), Float32, ...}`): a look-up hashes one pointer (a type's object
+# id is its address), takes no lock and allocates nothing, where `Dict{Any}` look-ups of
+# tuples of types, `promote_op` (inference) or `objectid` of a compiled function (a hash of
+# its whole source) cost microseconds on every call. An entry is valid in the world age it
+# was made in: after a method definition it is made again (a redefined function compiles
+# again, as `device_function` revalidates). Readers take the current table without a lock;
+# a writer copies it, adds the entry and publishes the copy (fastpath.jl's scheme).
+struct MemoEntry
+    value::Any
+    world::UInt
+end
+const TYPE_MEMO = Ref(IdDict{Any,Any}())
+const TYPE_MEMO_LOCK = ReentrantLock()
+
+@inline memo_world() = ccall(:jl_get_world_counter, UInt, ())
+
+"""
+    CuMem.type_memo(make, K::Type)
+
+The value `make()` gave for the key type `K` in this world age, made (and kept) on the
+first call and again after methods were defined. `K` must stand for everything the value
+depends on (types only, never values) and be a concrete type such as
+`Tuple{Val{:tag}, F, T}`; a key that collapsed to `Union{}` is not kept.
+"""
+@inline function type_memo(make, @nospecialize(K::Type))
+    w = memo_world()
+    e = get(TYPE_MEMO[], K, nothing)
+    e === nothing || (e::MemoEntry).world != w || return e.value
+    return memo_make(make, K, w)
+end
+@noinline function memo_make(make, @nospecialize(K::Type), w::UInt)
+    v = make()
+    K === Union{} && return v
+    lock(TYPE_MEMO_LOCK)
+    try
+        d = copy(TYPE_MEMO[])
+        d[K] = MemoEntry(v, w)
+        TYPE_MEMO[] = d
+    finally
+        unlock(TYPE_MEMO_LOCK)
+    end
+    return v
+end
 
 """
     CuMem.device_function(f, argtypes::Tuple) -> DeviceFunction
@@ -64,6 +112,19 @@ non-constant globals, allocation, non-isbits values, recursion, try/catch, calls
 """
 function device_function(@nospecialize(f), @nospecialize(argtypes::Tuple))
     F = dc_typeof_const(f)
+    # a hit: one typed look-up (the table below revalidates in a new world)
+    dc_all_datatypes(argtypes) &&
+        return type_memo(() -> device_function_table(F, argtypes), Tuple{F, argtypes...})::DeviceFunction
+    return device_function_table(F, argtypes)
+end
+function dc_all_datatypes(argtypes::Tuple)
+    for T in argtypes
+        T isa DataType || return false
+    end
+    return true
+end
+
+function device_function_table(@nospecialize(F), @nospecialize(argtypes::Tuple))
     key = (F, argtypes)
     world = Base.get_world_counter()
     e = lock(() -> get(DC_CACHE, key, nothing), DC_CACHE_LOCK)
