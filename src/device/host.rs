@@ -20,7 +20,7 @@ pub const HOST_ALIGN: u64 = 4096;
 /// to the operating system at their free (`munmap`). Smaller ones come from the C
 /// allocator. glibc serves large blocks from its heap once a free has raised its dynamic
 /// mmap threshold, and keeps freed heap memory: a long run's RSS then grew to every
-/// segment it ever freed while its reserved bytes stayed flat (issue 22).
+/// segment it ever freed while its reserved bytes stayed flat.
 pub(crate) const HOST_MMAP_MIN: u64 = 1 << 20;
 
 /// Granule of the host device's virtual memory: 2 MiB, what `cuMemGetAllocationGranularity`
