@@ -66,6 +66,7 @@ include("compute/kernel_index.jl") # the fast paths' kernels on disk by the type
 include("compute/eltypes.jl")      # the primitive element types of the fixed kernels
 include("compute/devarray.jl")     # CuDeviceArray: CuArrays indexed inside element functions (Ref(A), tuples)
 include("compute/bcfunction.jl")   # a broadcast expression as one isbits callable of its elements
+include("compute/layout.jl")       # strided_operand, layout: the strided description of CuArrays and wrappers
 include("compute/broadcast.jl")    # fused broadcasting, map, map!, fill! by kernel
 include("compute/bcextras.jl")     # similar(bc, T, dims); ranges and CartesianIndices in broadcasts (by value); 0-d arithmetic
 include("compute/fastpath.jl")     # broadcasts of a type seen before: a typed slot, no look-ups

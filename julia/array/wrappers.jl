@@ -54,6 +54,13 @@ A `CuArray` or a wrapper of one that broadcasts, `map`, reductions and scans rea
 write in place (CUDA.jl's `AnyCuArray`; here the wrappers kernels index directly):
 `view`s with integer, range and colon indices, `Adjoint`/`Transpose` (real element types
 for `Adjoint`), `PermutedDimsArray`, and these wrappers of each other (two levels). A
-`reshape` of a view is a `StridedCuArray` but not an `AnyCuArray`: copy it first.
+`reshape` of a view is a `StridedCuArray` but not an `AnyCuArray`: broadcasts and
+reductions read it in place where its elements are equally spaced in memory (e.g.
+`reshape(view(A, :, 2:3), :)`), through a copy otherwise.
 """
 const AnyCuArray{T,N} = Union{CuArray{T,N}, CuWrap1{T,N}, CuWrap2{T,N}}
+
+# `reshape`s of those wrappers (`reshape(view(A, :, 2:3), :)`, `vec(A')`). Broadcasts and
+# reductions read (and broadcasts write) one in place where its layout is strided (a
+# reshape of a contiguous run: `CuMem.layout`), else through a copy (compute/masks.jl).
+const CuReshaped{T,N} = Base.ReshapedArray{T,N,<:AnyCuArray}

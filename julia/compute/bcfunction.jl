@@ -94,6 +94,7 @@ bc_leaves!(leaves, bc::Broadcasted) = (bc_leaves_t!(leaves, bc.args); leaves)
 bc_leaves_t!(leaves, ::Tuple{}) = nothing
 @inline bc_leaves_t!(leaves, args::Tuple) = (bc_leaves!(leaves, args[1]); bc_leaves_t!(leaves, Base.tail(args)))
 bc_leaves!(leaves, @nospecialize(a::AnyCuArray)) = push!(leaves, a)
+bc_leaves!(leaves, @nospecialize(a::CuReshaped)) = push!(leaves, a)   # its layout, or an ArgumentError
 bc_leaves!(leaves, @nospecialize(a::AbstractArray)) = is_byvalue_array(a) ? push!(leaves, a) : bc_reject(a)
 bc_leaves!(leaves, @nospecialize(x)) = nothing
 

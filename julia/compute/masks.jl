@@ -156,20 +156,28 @@ function Base.copy(bc::Broadcast.Broadcasted{CuIndexedStyle})
     return copy(Broadcast.Broadcasted{CuArrayStyle{N}}(bc2.f, bc2.args, bc2.axes))
 end
 
-const CuReshaped{T,N} = Base.ReshapedArray{T,N,<:AnyCuArray}
-
 # The arguments' index views (and reshaped wrappers) replaced by gathered copies (a
 # Broadcasted{Nothing}).
 gather_index_views(bc::Broadcast.Broadcasted) =
     Broadcast.Broadcasted{Nothing}(bc.f, map(gather_index_views, bc.args), bc.axes)
 gather_index_views(x) = is_index_view(x) ? materialize(host_indices_view(x)) : x
-gather_index_views(x::CuReshaped) = reshape(copy(parent(x)), size(x))
+gather_index_views(x::CuReshaped) = reads_in_place(x) ? x : reshape(copy(parent(x)), size(x))
 
-# Reshaped wrappers (`reshape(view(A, :, 1:4), 12, 2)`, `vec(A')`) read by kernels: copied
-# into a CuArray of their shape first (one strided copy), through CuIndexedStyle in
-# broadcasts, directly in reductions and downloads.
+# Whether kernels index a reshaped wrapper in place: its parent's elements are one run of
+# equally spaced elements (merged, as `reshape_operand` needs), not through index vectors.
+function reads_in_place(x::CuReshaped)
+    is_index_view(parent(x)) && return false
+    q = merge_dims!(drop_unit_dims!(strided_operand(parent(x))))
+    return !q.conj && length(q.dims) <= 1 && all(i -> i === nothing, q.idx)
+end
+
+# Reshaped wrappers (`reshape(view(A, :, 1:4), 12, 2)`, `vec(A')`) read by kernels: in
+# place when their layout is strided (`reads_in_place`), else copied into a CuArray of
+# their shape first (one strided copy); through CuIndexedStyle in broadcasts.
 Base.BroadcastStyle(::Type{<:CuReshaped}) = CuIndexedStyle()
-Base.mapreduce(f, op, A::CuReshaped; kw...) = mapreduce(f, op, gather_index_views(A); kw...)
+Base.mapreduce(f, op, A::CuReshaped; dims = :, init = NOINIT) =
+    reads_in_place(A) ? Base.invokelatest(gpu_mapreduce, f, op, A, dims, init) :
+    mapreduce(f, op, gather_index_views(A); dims = dims, init = init)
 Base.Array(x::Base.ReshapedArray{T,N,<:Union{Adjoint{T,<:CuArray},Transpose{T,<:CuArray}}}) where {T,N} =
     reshape(Array(parent(x)), size(x))
 

@@ -13,7 +13,7 @@ precompile(bc_eltype, (Broadcasted,))
 # the common first broadcast, whose inference reaches the rest of the path
 precompile(Base.Broadcast.materialize, (Broadcasted{CuArrayStyle{2},Nothing,typeof(+),Tuple{CuArray{Float32,2},Int64}},))
 
-# The common signatures of small operations (issue 26), so that a fresh process's first
+# The common signatures of small operations, so that a fresh process's first
 # `x .+ y`, `y .= a .* x .+ y`, `sum(x)` or `fill!` on Float32/Float64 vectors and matrices
 # runs without inferring them first; with the kernel on disk (the engine's kernel cache)
 # that first call then costs the launch path's first run.
@@ -34,7 +34,7 @@ for T in (Float32, Float64), N in (1, 2)
     precompile(copyto!, (A, A))
 end
 
-# The typed-IR compiler (issue 23): a few translations at precompilation, so that its
+# The typed-IR compiler: a few translations at precompilation, so that its
 # methods' inference is cached and a process's first new kernel pays only their native
 # compilation (its caches are emptied again: world ages differ in each process).
 for (f, Ts) in ((+, (Float32, Float32)), (*, (ComplexF64, ComplexF64)), (div, (Int, Int)), (sin, (Float32,)),

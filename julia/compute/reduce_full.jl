@@ -1,5 +1,5 @@
 # Reductions of a whole contiguous array to one value (`sum(x)`, `maximum(x)`, `any`,
-# `all`, `dot`, `norm`, ...), issue 26: one kernel and one wait. Each block reduces its
+# `all`, `dot`, `norm`, ...): one kernel and one wait. Each block reduces its
 # grid-stride share of the elements and writes its partial straight into the thread's
 # page-locked read-back buffer (readback.jl; host memory that kernels address directly
 # under unified addressing, as CUDA's zero-copy memory); one stream synchronisation waits

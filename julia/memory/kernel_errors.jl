@@ -1,4 +1,4 @@
-# Julia's exceptions from compiled kernels (issue 23; the compiler is compute/compiler/). A throw site in compiled code (a call that
+# Julia's exceptions from compiled kernels (the compiler is compute/compiler/). A throw site in compiled code (a call that
 # never returns, `throw`, an integer division's divide check, a bounds-checked field of a
 # tuple, a mapped math function's domain check) becomes: claim the error record (the first
 # thread wins), store the site's number and the run-time values its exception is built

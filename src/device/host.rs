@@ -20,7 +20,7 @@ pub const HOST_ALIGN: u64 = 4096;
 /// to the operating system at their free (`munmap`). Smaller ones come from the C
 /// allocator. glibc serves large blocks from its heap once a free has raised its dynamic
 /// mmap threshold, and keeps freed heap memory: a long run's RSS then grew to every
-/// segment it ever freed while its reserved bytes stayed flat (issue 22).
+/// segment it ever freed while its reserved bytes stayed flat.
 pub(crate) const HOST_MMAP_MIN: u64 = 1 << 20;
 
 /// Granule of the host device's virtual memory: 2 MiB, what `cuMemGetAllocationGranularity`
@@ -443,6 +443,13 @@ impl Device for HostDevice {
         let g = HOST_VM_GRANULE;
         let mut done = 0;
         let mut err = None;
+        // MREMAP_DONTUNMAP (Linux 5.7) leaves `from` mapped, empty, until `none` below
+        // replaces it: a plain move leaves a hole in the reservation for that moment, and
+        // another thread's `mmap` may be given addresses in it, which `none`'s MAP_FIXED
+        // would then take from under it (seen as blocks of other pools overwritten and
+        // segfaults when the library's tests ran in parallel). Without it (older
+        // kernels: EINVAL) the plain move.
+        let mut flags = libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED | libc::MREMAP_DONTUNMAP;
         while done < bytes {
             // SAFETY: the caller guarantees `from` is mapped and unused and `to` reserved
             // and unmapped (MREMAP_FIXED replaces its PROT_NONE pages).
@@ -451,18 +458,24 @@ impl Device for HostDevice {
                     (from + done) as *mut libc::c_void,
                     g as usize,
                     g as usize,
-                    libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
+                    flags,
                     (to + done) as *mut libc::c_void,
                 )
             };
             if p == libc::MAP_FAILED {
+                if flags & libc::MREMAP_DONTUNMAP != 0
+                    && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL)
+                {
+                    flags &= !libc::MREMAP_DONTUNMAP;
+                    continue;
+                }
                 err = Some(os_err("mremap"));
                 break;
             }
             done += g;
         }
-        // `from` (holes where granules moved out) reserved again; on error this also
-        // returns the memory not moved.
+        // `from` (emptied, or holes where granules moved out) reserved again; on error
+        // this also returns the memory not moved.
         let back = none(from, bytes);
         if err.is_none() && !back {
             err = Some(os_err("mmap(PROT_NONE) of the range moved from"));

@@ -27,6 +27,27 @@ end
 const EMULATED = false
 Base.include(@__MODULE__, joinpath(@__DIR__, "broadcast_cases.jl"))   # Base.include: runtests.jl runs this file in a bare Module()
 
+@testset "wrappers: one strided description with the copies (compute/layout.jl)" begin
+    x = Base.rand(Float32, 6, 8); y = Base.rand(Float32, 8, 6)
+    a, b = CuArray(x), CuArray(y)
+    # reshapes of views, permuted views, transposes of views (and views of transposes)
+    @test same(reshape(view(a, :, 2:3), :) .+ 1f0, reshape(view(x, :, 2:3), :) .+ 1f0)
+    @test same(reshape(view(a, :, 2:5), 12, 2) .* reshape(view(b, :, 2:4), 12, 2), reshape(view(x, :, 2:5), 12, 2) .* reshape(view(y, :, 2:4), 12, 2))
+    @test same(reshape(view(a, 2:3, :), 4, 4) .- 1f0, reshape(view(x, 2:3, :), 4, 4) .- 1f0)
+    @test same(PermutedDimsArray(view(a, 2:5, 1:2:7), (2, 1)) .* 2f0, PermutedDimsArray(view(x, 2:5, 1:2:7), (2, 1)) .* 2f0)
+    @test same(transpose(view(a, 2:4, :)) .+ view(b, :, 1:3), transpose(view(x, 2:4, :)) .+ view(y, :, 1:3))
+    @test same(view(transpose(a), 2:5, 1:3) .- adjoint(view(b, 1:3, 2:5)), view(transpose(x), 2:5, 1:3) .- adjoint(view(y, 1:3, 2:5)))
+    # into wrappers
+    c, z = copy(a), copy(x)
+    reshape(view(c, :, 2:3), 3, 4) .= 7f0; reshape(view(z, :, 2:3), 3, 4) .= 7f0
+    transpose(view(c, 1:2:5, :)) .= view(b, :, 4:6); transpose(view(z, 1:2:5, :)) .= view(y, :, 4:6)
+    @test Array(c) == z
+    # index-vector views are gathered first (kernels cannot read them in place)
+    @test same(view(a, [1, 3, 6], :) .* 2f0, view(x, [1, 3, 6], :) .* 2f0)
+    @test_throws ArgumentError CuMem.layout(view(a, [1, 3, 6], :))
+    @test_throws DimensionMismatch reshape(view(a, :, 2:3), :) .+ view(a, :, 1)
+end
+
 @testset "the typed fast path (compute/fastpath.jl)" begin
     using Base.Broadcast: broadcasted, instantiate
     s1, s2 = CuArray(Float32[1, 2, 3]), CuArray(Float32[10, 20, 30])

@@ -163,6 +163,36 @@ end
         end
     end
 
+    @testset "wrappers: one strided description with the copies (compute/layout.jl)" begin
+        x = Base.rand(Float32, 6, 8)
+        a = CuArray(x)
+        g(v) = 2v - 1
+        # reshapes of contiguous and non-contiguous views, permuted and transposed views
+        for (d, h) in ((reshape(view(a, :, 2:5), 12, 2), reshape(view(x, :, 2:5), 12, 2)),
+                       (reshape(view(a, :, 3), 2, 3), reshape(view(x, :, 3), 2, 3)),
+                       (reshape(view(a, 2:3, 2:5), 4, 2), reshape(view(x, 2:3, 2:5), 4, 2)),
+                       (PermutedDimsArray(view(a, 2:5, 1:2:7), (2, 1)), PermutedDimsArray(view(x, 2:5, 1:2:7), (2, 1))),
+                       (transpose(view(a, 2:4, :)), transpose(view(x, 2:4, :))),
+                       (view(transpose(a), 2:5, 1:3), view(transpose(x), 2:5, 1:3)))
+            for dims in (1, 2, (1, 2))
+                @test same(sum(g, d; dims = dims), sum(g, h; dims = dims))
+                @test same(maximum(d; dims = dims), maximum(h; dims = dims))
+            end
+            @test same(sum(g, d), sum(g, h))
+        end
+        # one layout for kernels and copies: a reshaped contiguous view is read in place
+        b, off, sz, st = CuMem.layout(reshape(view(a, :, 2:3), :))
+        @test b === a && off == 6 && sz == [12] && st == [1]
+        b, off, sz, st = CuMem.layout(transpose(view(a, 2:3, 1:2:5)))
+        @test b === a && off == 1 && sz == [3, 2] && st == [12, 1]
+        # what kernels cannot index in place: an ArgumentError from the layout
+        @test_throws ArgumentError CuMem.layout(view(a, [1, 3], :))
+        @test_throws ArgumentError CuMem.layout(reshape(view(a, 1:2, :), :))
+        # a reduction over an index-vector view is refused (broadcasts gather it first)
+        @test_throws ArgumentError sum(view(a, [1, 3, 6], :); dims = 2)
+        @test same(sum(view(a, [1, 3, 6], :) .+ 0f0; dims = 2), sum(view(x, [1, 3, 6], :); dims = 2))
+    end
+
     @testset "errors and cache" begin
         a = CuArray(Float32[1, 2, 3])
         @test sum(v -> v > 1 ? v : 0f0, a) === 5f0        # branches compile (issue 23)

@@ -1,4 +1,4 @@
-# Julia's builtin functions (Core.Builtin) as C for the typed-IR compiler (issue 23):
+# Julia's builtin functions (Core.Builtin) as C for the typed-IR compiler:
 # `getfield` (by name or index; a run-time index into a homogeneous tuple is
 # bounds-checked, a BoundsError site), `===` (by content, floats by bits), `ifelse`,
 # `isa` (a union's tag), `tuple`, `typeassert`, `sizeof`, `nfields`. Mutation

@@ -1,4 +1,4 @@
-# C spellings of Julia's isbits types for the typed-IR compiler (issue 23), with Julia's
+# C spellings of Julia's isbits types for the typed-IR compiler, with Julia's
 # memory layout, so a CuArray{T}'s memory reads as the C type: integers, Bool, Char,
 # Float16 (its bits, `half_t`; arithmetic goes through the hardware conversions),
 # Float32/64, structs (Complex included) and tuples/NamedTuples with Julia's field

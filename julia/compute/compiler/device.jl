@@ -1,4 +1,4 @@
-# The compiler's interface (issue 23; /COMPILER_CONTRACT in the notes): `device_function`
+# The compiler's interface (docs/compute.md describes what it compiles): `device_function`
 # compiles an element function for given argument types into a `DeviceFunction` (cached,
 # revalidated when methods are defined), `kernel_source` puts kernels together,
 # `launch_context` builds the context argument at each launch.

@@ -1,5 +1,5 @@
-# Julia's intrinsics (Core.Intrinsics) as C expressions for the typed-IR compiler
-# (issue 23). Integer arithmetic goes through the unsigned type of at least 32 bits, so it
+# Julia's intrinsics (Core.Intrinsics) as C expressions for the typed-IR compiler.
+# Integer arithmetic goes through the unsigned type of at least 32 bits, so it
 # wraps as Julia's does (no undefined behaviour in C); shifts follow Julia's rule (counts
 # of at least the width give 0 or the sign); checked divisions are throw sites whose
 # DivideError the host rebuilds; Float16 computes in float and rounds after each

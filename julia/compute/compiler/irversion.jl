@@ -1,4 +1,4 @@
-# The one place that knows how Julia spells its typed IR in each version (issue 23). The
+# The one place that knows how Julia spells its typed IR in each version. The
 # compiler (compute/compiler/*.jl) asks these functions instead of matching IR nodes
 # itself, so a new Julia version is a new row here, not a rewrite.
 #

@@ -1,4 +1,4 @@
-# The fixed C that every kernel built on the typed-IR compiler starts with (issue 23):
+# The fixed C that every kernel built on the typed-IR compiler starts with:
 # integer typedefs (NVRTC has no <stdint.h>), Float16 as bits with the hardware
 # conversions, the error record a throwing kernel fills, and the helpers that give C
 # Julia's semantics for intrinsics (shifts, `===`, `isequal`/`isless` on floats).

@@ -1,4 +1,4 @@
-# Refusals of the typed-IR compiler (issue 23): what cannot run on a GPU is a
+# Refusals of the typed-IR compiler: what cannot run on a GPU is a
 # KernelCompileError naming the construct, the function and its file:line, and the call
 # chain from the kernel's element function. NVRTC's rejections of generated C use the same
 # type (compute/kernels.jl). (Julia's exceptions thrown BY compiled kernels:

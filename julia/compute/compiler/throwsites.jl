@@ -1,4 +1,4 @@
-# Throw sites of the typed-IR compiler (issue 23). A statement that cannot return
+# Throw sites of the typed-IR compiler. A statement that cannot return
 # (`throw`, a call typed `Union{}`) becomes: claim the error record, store the run-time
 # values its exception is built from, return (memory/kernel_errors.jl rebuilds the
 # exception on the host). Statements that only build exceptions (messages, exception

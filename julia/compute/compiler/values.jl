@@ -1,4 +1,4 @@
-# The typed-IR compiler's state and values (issue 23): one compilation (`DCState`: type
+# The typed-IR compiler's state and values: one compilation (`DCState`: type
 # definitions, device functions, call chain, globals read at launch), one function being
 # translated (`DCFn`), and the C expression of each IR value: SSA locals, arguments,
 # literals, global bindings (isbits constants fold; constant bindings to mutable objects

@@ -15,26 +15,17 @@
 use super::arena::{NIL, Node};
 use crate::pool::split::fit_index::{CLASSES, class};
 
-/// The size class of a request of `size` bytes (where best fit starts looking).
-#[inline]
-pub(super) fn class_of(size: u64) -> usize {
-    class(size)
-}
-
-/// Free ranges by size class: list heads (node indexes, [`NIL`] when empty), a bit per
-/// non-empty class, and the bytes and entries indexed.
+/// Free ranges by size class: list heads (node indexes, [`NIL`] when empty) and a bit per
+/// non-empty class. No count of entries or bytes is kept (only the tests' checks ask:
+/// [`FreeLists::totals`]).
 pub(super) struct FreeLists {
     heads: Box<[u32; CLASSES]>,
     bits: [u64; CLASSES / 64],
-    /// Bytes of the free ranges indexed.
-    pub bytes: u64,
-    /// Number of free ranges indexed.
-    pub len: usize,
 }
 
 impl Default for FreeLists {
     fn default() -> Self {
-        FreeLists { heads: Box::new([NIL; CLASSES]), bits: [0; CLASSES / 64], bytes: 0, len: 0 }
+        FreeLists { heads: Box::new([NIL; CLASSES]), bits: [0; CLASSES / 64] }
     }
 }
 
@@ -48,19 +39,17 @@ impl FreeLists {
         n.fprev = NIL;
         n.fnext = head;
         n.class = c as u16;
-        self.bytes += n.size;
         if head != NIL {
             nodes[head as usize].fprev = i;
         }
         self.heads[c] = i;
         self.bits[c / 64] |= 1 << (c % 64);
-        self.len += 1;
     }
 
     /// Unindexes free node `i`.
     #[inline]
     pub fn remove(&mut self, nodes: &mut [Node], i: u32) {
-        let Node { size, fprev, fnext, class: c, .. } = nodes[i as usize];
+        let Node { fprev, fnext, class: c, .. } = nodes[i as usize];
         if fnext != NIL {
             nodes[fnext as usize].fprev = fprev;
         }
@@ -74,18 +63,14 @@ impl FreeLists {
                 self.bits[c / 64] &= !(1 << (c % 64));
             }
         }
-        self.bytes -= size;
-        self.len -= 1;
     }
 
     /// Sets the size of indexed node `i` to `size`, moving it to the list of its new
     /// class only if the class changes (a carve or a merge mostly keeps it).
-    #[inline]
+    #[inline(always)]
     pub fn resize(&mut self, nodes: &mut [Node], i: u32, size: u64) {
-        let old = nodes[i as usize].size;
         if nodes[i as usize].class as usize == class(size) {
             nodes[i as usize].size = size;
-            self.bytes = self.bytes - old + size;
         } else {
             self.remove(nodes, i);
             nodes[i as usize].size = size;
@@ -138,36 +123,32 @@ impl FreeLists {
         self.min_in(nodes, c, 0)
     }
 
-    /// The free ranges of at least `size` bytes in the first non-empty size class at or
-    /// above `c` that has any, smallest (size, address) first, into `out` (cleared
-    /// first). Returns that class (the caller goes on from the next), or None when no
-    /// class at or above `c` holds a fit.
-    pub fn fits_in_next_class(
-        &self,
-        nodes: &[Node],
-        size: u64,
-        mut c: usize,
-        out: &mut Vec<u32>,
-    ) -> Option<usize> {
-        out.clear();
-        while let Some(cc) = self.next_class(c) {
-            let mut i = self.heads[cc];
-            while i != NIL {
-                let n = &nodes[i as usize];
-                if n.size >= size {
-                    out.push(i);
-                }
-                i = n.fnext;
+    /// The free range that follows indexed node `after` in best-fit order: the smallest
+    /// by (size, address) above `after`'s among those at least `size` long (`after` at
+    /// least `size` long itself). Walks `after`'s class list, else takes the first
+    /// non-empty higher class's smallest, as [`FreeLists::best_fit`] does; so the ranges
+    /// from `best_fit` on, each the `next_fit` of the one before, are the fits in order,
+    /// with no list gathered or sorted.
+    #[inline]
+    pub fn next_fit(&self, nodes: &[Node], size: u64, after: u32) -> Option<u32> {
+        let Node { size: s0, addr: a0, class: c, .. } = nodes[after as usize];
+        let c = c as usize;
+        let (mut i, mut best, mut key) = (self.heads[c], NIL, (u64::MAX, u64::MAX));
+        while i != NIL {
+            let n = &nodes[i as usize];
+            let k = (n.size, n.addr);
+            if n.size >= size && k > (s0, a0) && k < key {
+                (best, key) = (i, k);
             }
-            if !out.is_empty() {
-                if out.len() > 1 {
-                    out.sort_unstable_by_key(|&i| (nodes[i as usize].size, nodes[i as usize].addr));
-                }
-                return Some(cc);
-            }
-            c = cc + 1;
+            i = n.fnext;
         }
-        None
+        if best != NIL {
+            return Some(best);
+        }
+        // Every entry of a higher class is larger than any of class c (which holds `size`
+        // or larger).
+        let c = self.next_class(c + 1)?;
+        self.min_in(nodes, c, 0)
     }
 
     /// Calls `f(node)` for every free range of at least `size` bytes, in no set order.
@@ -184,6 +165,22 @@ impl FreeLists {
             }
             c = cc + 1;
         }
+    }
+
+    /// The number and the bytes of the free ranges indexed (for the structure checks of
+    /// the tests).
+    #[cfg(test)]
+    pub fn totals(&self, nodes: &[Node]) -> (usize, u64) {
+        let (mut len, mut bytes) = (0, 0);
+        for &head in self.heads.iter() {
+            let mut i = head;
+            while i != NIL {
+                len += 1;
+                bytes += nodes[i as usize].size;
+                i = nodes[i as usize].fnext;
+            }
+        }
+        (len, bytes)
     }
 
     /// Whether node `i` is on its class's list (for the structure checks of the tests).

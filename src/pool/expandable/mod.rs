@@ -81,7 +81,9 @@
 //! need them, over the free ranges a granule long or longer (few). Blocks in use are
 //! found by address in an open-addressing table ([`AddrIndex`]) that also names their
 //! arena. Warm instructions per event (callgrind, encoder_infer_varlen): 796 with the
-//! quick lists and sorted size-class vectors, 512 now; binned's 254.
+//! quick lists and sorted size-class vectors, 580 with a gathered and sorted candidate
+//! list on placement's slow path, 503 now (bench/results/host-2026-11-27-expandable);
+//! binned's 255.
 
 mod arena;
 mod free_lists;
