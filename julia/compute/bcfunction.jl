@@ -1,4 +1,4 @@
-# A broadcast expression as ONE Julia function of its arrays' elements (issue 23): the
+# A broadcast expression as ONE Julia function of its arrays' elements: the
 # `Broadcasted` tree becomes an isbits callable (`BcExpr`) whose scalars (numbers,
 # structs, Refs' contents, captured values of closures) are fields, and whose array
 # leaves take the elements passed to it, depth first. The typed-IR compiler

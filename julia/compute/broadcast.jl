@@ -117,7 +117,7 @@ end
 
 Whether broadcast kernels over contiguous arrays run their grid-stride loop four steps at a
 time, loading every leaf's four elements before storing (`print_unrolled`); default
-`false`: one element per step, as the kernels before issue 26 did. On the H100
+`false`: one element per step, as the kernels before the unrolled loop did. On the H100
 (2026-11-27, 2^28 Float32, bench/gpu/smallops_run_gpu.sh) the build with the unrolled loop
 gave 0.82 of the copy's bandwidth for `z .= x .* 2f0 .+ y ./ 3f0` where the plain loop gave
 0.92, and axpy 0.90 where it gave 0.92: NVVM puts each step's loads next to its
@@ -128,8 +128,8 @@ typed slots keep their kernels); its kernels are not written to the kernel index
 """
 const BCAST_UNROLL = Ref(false)
 
-# The grid-stride loop of a kernel whose arrays are all contiguous, four steps at a time
-# (issue 26): every leaf's four elements are loaded before any result is stored, so a
+# The grid-stride loop of a kernel whose arrays are all contiguous, four steps at a time:
+# every leaf's four elements are loaded before any result is stored, so a
 # thread keeps 4 × leaves loads in flight (one step at a time, the stores between them
 # serialise the loads: the C compiler cannot know that dst does not alias a leaf).
 # Elementwise, so the order does not matter; an array that overlaps dst elsewhere was

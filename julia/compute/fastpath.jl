@@ -1,4 +1,4 @@
-# The typed fast path of broadcasting (issue 26): once a broadcast of a given type has run
+# The typed fast path of broadcasting: once a broadcast of a given type has run
 # through `gpu_broadcast!` (broadcast.jl: leaves flattened into `Vector{Any}`s, the kernel
 # cache's `Dict{Any,Any}` under a lock, aliasing checks, the launch arguments in a
 # `Vector{Any}`), later calls with the same types skip all of that: the kernel comes from

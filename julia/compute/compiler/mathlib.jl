@@ -1,4 +1,4 @@
-# Base math mapped to CUDA's math library (issue 23). On 1.5 these methods stay `invoke`s
+# Base math mapped to CUDA's math library. On 1.5 these methods stay `invoke`s
 # in optimized code (their Julia bodies are large and some, as `sin`'s Payne-Hanek
 # reduction, use Int128 and global arrays): each maps to the CUDA function, with Julia's
 # DomainError check in front where Julia has one (the host rebuilds the exception by

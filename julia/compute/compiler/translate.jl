@@ -1,4 +1,4 @@
-# Typed IR -> CUDA C (issue 23): one `static __device__` function per method
+# Typed IR -> CUDA C: one `static __device__` function per method
 # specialisation, from `code_typed(...; optimize = true)`. Every SSA value is a C local
 # declared at the top (a goto must not skip an initialisation), every basic block starts
 # with a label, phi nodes are parallel copies on each incoming edge; calls become mapped
