@@ -33,20 +33,9 @@ export CUMEM_LIBRARY
 for v in CUMEM_CUBLAS_LIBRARY CUMEM_CUSOLVER_LIBRARY; do
     if [ -z "${!v:-}" ] && [ -d /usr/local/cuda/lib64 ]; then export "$v=/usr/local/cuda/lib64"; fi
 done
-LOG="$OUT/run.log"
-log() { echo "[$(date +%T)] $*" | tee -a "$LOG" >&2; }
-status=0
-step() { # step NAME LOGFILE CMD... : run, log its exit status and tail, keep going
-    local name=$1 out=$2; shift 2
-    log "$name: $*"
-    local t0=$SECONDS
-    "$@" > "$out" 2>&1
-    local rc=$?
-    tail -n 12 "$out" | sed 's/^/    /' | tee -a "$LOG" >&2
-    log "$name: exit $rc after $((SECONDS - t0)) s"
-    [ $rc -eq 0 ] || status=1
-    return 0
-}
+# log and step: bench/gpu/lib.sh
+TAIL=12
+source "bench/gpu/lib.sh"
 nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv 2>&1 | tee -a "$LOG" >&2
 
 MODE=${1:-all}

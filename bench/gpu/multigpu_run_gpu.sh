@@ -24,20 +24,8 @@ export CUMEM_LIBRARY=${CUMEM_LIBRARY:-$PWD/target/release/libcumem.so}
 if [ -z "${CUMEM_CUBLAS_LIBRARY:-}" ] && [ -d /usr/local/cuda/lib64 ]; then
     export CUMEM_CUBLAS_LIBRARY=/usr/local/cuda/lib64
 fi
-LOG="$OUT/run.log"
-log() { echo "[$(date +%T)] $*" | tee -a "$LOG" >&2; }
-status=0
-step() { # step NAME LOGFILE CMD... : run, log its exit status and tail, keep going
-    local name=$1 out=$2; shift 2
-    log "$name: $*"
-    local t0=$SECONDS
-    "$@" > "$out" 2>&1
-    local rc=$?
-    tail -n 15 "$out" | sed 's/^/    /' | tee -a "$LOG" >&2
-    log "$name: exit $rc after $((SECONDS - t0)) s"
-    [ $rc -eq 0 ] || status=1
-    return 0
-}
+# log and step: bench/gpu/lib.sh
+source "bench/gpu/lib.sh"
 
 { nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv; nvidia-smi topo -m; } \
     > "$OUT/topology.txt" 2>&1 || true

@@ -23,20 +23,8 @@ cd "$(dirname "$0")/../.."
 mkdir -p "$OUT"
 JULIA=${JULIA:-julia}
 export CUMEM_LIBRARY=${CUMEM_LIBRARY:-$PWD/target/release/libcumem.so}
-LOG="$OUT/run.log"
-log() { echo "[$(date +%T)] $*" | tee -a "$LOG" >&2; }
-status=0
-step() { # step NAME LOGFILE CMD... : run, log its exit status and tail, keep going
-    local name=$1 out=$2; shift 2
-    log "$name: $*"
-    local t0=$SECONDS
-    "$@" > "$out" 2>&1
-    local rc=$?
-    tail -n 15 "$out" | sed 's/^/    /' | tee -a "$LOG" >&2
-    log "$name: exit $rc after $((SECONDS - t0)) s"
-    [ $rc -eq 0 ] || status=1
-    return 0
-}
+# log and step: bench/gpu/lib.sh
+source "bench/gpu/lib.sh"
 nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv 2>&1 | tee -a "$LOG" >&2
 
 step "julia mapreduce_tests.jl (with reduce_cases.jl)" "$OUT/mapreduce_tests.log" \
