@@ -107,16 +107,19 @@ if "--bandwidth" in ARGS
     per(f) = us_per_call(f, CuMem.on_host() ? 20 : 50) / 1e6     # seconds per call
     tc = per(() -> (copyto!(y, x); nothing))
     copy_gbps = 2 * 4 * n / tc / 1e9
+    # one JSON line: `bytes` moved per element, GB/s and the fraction of the copy's
+    function bandwidth_row(name, f, bytes)
+        gbps = bytes * n / per(f) / 1e9
+        json("bench" => "bandwidth", "impl" => "CuMem", "build" => BUILD, "row" => name, "n" => n,
+             "gbps" => round(gbps; digits = 1), "of_copy" => round(gbps / copy_gbps; digits = 3),
+             "device" => DEVICE)
+    end
     for (name, f, bytes) in (("copy (copyto!)", () -> (copyto!(y, x); nothing), 8),
                              ("axpy y .= a .* x .+ y", () -> (y .= a .* x .+ y; nothing), 12),
                              ("fused z .= x .* 2f0 .+ y ./ 3f0", () -> (z .= x .* 2f0 .+ y ./ 3f0; nothing), 12),
                              ("sum(x)", () -> (sum(x); nothing), 4),
                              ("dot(x, y)", () -> (dot(x, y); nothing), 8))
-        t = per(f)
-        gbps = bytes * n / t / 1e9
-        json("bench" => "bandwidth", "impl" => "CuMem", "build" => BUILD, "row" => name, "n" => n,
-             "gbps" => round(gbps; digits = 1), "of_copy" => round(gbps / copy_gbps; digits = 3),
-             "device" => DEVICE)
+        bandwidth_row(name, f, bytes)
     end
     # the broadcast kernels' 4x unrolled loop (CuMem.BCAST_UNROLL, off by default since the
     # compiler branch's host-side review) in the same process, where the build has the switch
@@ -125,11 +128,7 @@ if "--bandwidth" in ARGS
         CuMem.FAST_TABLE[] = IdDict{Any,Any}()          # the typed slots hold the plain kernels
         for (name, f, bytes) in (("axpy y .= a .* x .+ y, 4x unrolled loop", () -> (y .= a .* x .+ y; nothing), 12),
                                  ("fused z .= x .* 2f0 .+ y ./ 3f0, 4x unrolled loop", () -> (z .= x .* 2f0 .+ y ./ 3f0; nothing), 12))
-            t = per(f)
-            gbps = bytes * n / t / 1e9
-            json("bench" => "bandwidth", "impl" => "CuMem", "build" => BUILD, "row" => name, "n" => n,
-                 "gbps" => round(gbps; digits = 1), "of_copy" => round(gbps / copy_gbps; digits = 3),
-                 "device" => DEVICE)
+            bandwidth_row(name, f, bytes)
         end
         CuMem.BCAST_UNROLL[] = false
         CuMem.FAST_TABLE[] = IdDict{Any,Any}()

@@ -88,29 +88,13 @@ const ELTYPES = (Bool, Int8, Int16, Int32, Int64, UInt8, UInt16, UInt32, UInt64,
     for T in ELTYPES
         x, y = testvals(T, 13), testvals(T, 13)
         a, b = CuArray(x), CuArray(y)
-        f1(p, q) = ifelse(p < q, p + q, max(p, q) - min(p, q) * q)
-        f2(p, q) = (p == q) | (p <= q) & (abs(p) != q)
-        @test same(f1.(a, b), f1.(x, y))
-        @test same(f2.(a, b), f2.(x, y))
-        T === Bool || @test same(a ./ b, x ./ y)
-        @test same(a .* 2 .+ 2f0 .* b .^ 2, x .* 2 .+ 2f0 .* y .^ 2)
+        # (f1-f4, g1-g3, a ./ b and the literal promotions are broadcast_cases.jl's, included below)
         if T <: Integer && T !== Bool
-            f3(p, q) = div(p, q) + rem(p, q) * mod(p, q) - fld(p, q) * cld(p, q) + (p % oftype(p, 3))
-            f4(p, q) = ((p & q) | xor(p, q)) + sign(p) + (p << 3) + (q >> 1) - ~p
-            @test same(f3.(a, b), f3.(x, y))
-            @test same(f4.(a, b), f4.(x, y))
             @test same(a .<< CuArray([-70, -3, 0, 1, 5, 7, 8, 15, 16, 31, 63, 64, 200]), x .<< [-70, -3, 0, 1, 5, 7, 8, 15, 16, 31, 63, 64, 200])
             @test same(a .>>> 2, x .>>> 2)
             @test same(a .^ CuArray(collect(0:12)), x .^ collect(0:12))
         end
         if T <: AbstractFloat
-            g1(p) = sin(p) + cos(p) * tan(p) - exp(p) + tanh(p) * atan(p) + sinh(p)
-            g2(p) = floor(p) + ceil(p) * round(p) - trunc(p) + sign(p) + log(abs(p) + 1) + sqrt(abs(p))
-            g3(p, q) = clamp(p, oftype(p, -1), oftype(p, 1)) + muladd(p, q, p) * fma(p, q, q) + isnan(p / q)
-            @test same(g1.(a), g1.(x))
-            @test same(g2.(a), g2.(x))
-            @test same(g3.(a, b), g3.(x, y))
-            @test same(round.(Int, a), round.(Int, x))
             @test same(abs.(a) .^ b, abs.(x) .^ y)
             @test same(a .^ 3, x .^ 3)
             @test same(a .^ -1, x .^ -1)
