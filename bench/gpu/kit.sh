@@ -6,6 +6,7 @@
 #   .kit/engine/engine.tar.xz   libcumem.so (release, debug info stripped, symbols kept)
 #   .kit/bench/bench.tar.xz     cumem-bench, examples launch_bench, hotloop, capi_hotloop
 #   .kit/rust/rust.tar.xz       rust/<suite>: the release test binaries (`cargo test --release --no-run`)
+#                               of the suites that run on a GPU (tests/*.rs using tests/common/)
 #   .kit/julia/                 the Julia 1.5.3 bundle (without Julia's own tests), julia-env.sh
 #   .kit/traces/                extra *.trace files for the replay suite (from TRACES=dir)
 #   .kit/manifest.txt           commit, date and size of each part
@@ -60,11 +61,12 @@ for part in $PARTS; do
         # "Executable tests/compute.rs (target/release/deps/compute-<hash>)",
         # "Executable unittests src/lib.rs (target/release/deps/cumem-<hash>)"
         sed -n 's/.*Executable \([^ ]*\) (\(.*\))$/\1 \2/p' "$WORK/cargo-test.log" | while read -r src exe; do
-            case $src in
-                src/lib.rs) name=lib ;;
-                *) name=$(basename "$src" .rs) ;;
-            esac
-            stripped "$exe" "$WORK/rust/rust/$name"
+            # Only the suites that run against a GPU with CUMEM_TEST_CUDA=1 (those built on
+            # tests/common/); the others (header, layers, timeline, the unit tests) read the
+            # source tree at its build-time path and test nothing of the device.
+            case $src in tests/*.rs) ;; *) continue ;; esac
+            grep -q -E 'mod common|CUMEM_TEST_CUDA' "$src" || continue
+            stripped "$exe" "$WORK/rust/rust/$(basename "$src" .rs)"
         done
         [ -n "$(ls "$WORK/rust/rust")" ] || { echo "no test binaries found" >&2; exit 1; }
         pack rust "$WORK/rust" ;;

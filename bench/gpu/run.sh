@@ -26,7 +26,8 @@
 #   bandwidth    pinned host memory (bench/julia/pinned_bench.jl beside pinned_anchor.py) and the
 #                prefetching iterator (bench/julia/streams_bench.jl)
 #   linalg       test/compute/linalg{_factor,}_tests.jl, bench/julia/linalg_bench.jl beside
-#                bench/anchors/linalg_anchor.py
+#                bench/anchors/linalg_anchor.py (LINALG=tests or LINALG=bench: one half; the
+#                Rust tests/linalg.rs is in rust-cuda)
 #   sort         bench/julia/sort_bench.jl beside bench/anchors/sort_anchor.py (torch, CuPy)
 #   hotpath      bench/julia/julia_bench.jl for every caching pool, julia_breakdown.jl, and the
 #                engine's pair (examples hotloop, capi_hotloop, if in the kit)
@@ -94,8 +95,15 @@ setup_kit() {
         if [ -z "${!v:-}" ] && [ -d /usr/local/cuda/lib64 ]; then export "$v=/usr/local/cuda/lib64"; fi
     done
     if [ -f "$KIT/julia/julia-env.sh" ] && ! command -v julia >/dev/null 2>&1; then
+        # The bundle's environment (its libraries on LD_LIBRARY_PATH, its libunwind preloaded) is
+        # for Julia only: kept in JL_LDLP / JL_PRELOAD for jl(), out of the way of Python, the
+        # Rust binaries and the driver's tools.
+        local ldlp=${LD_LIBRARY_PATH-}
         # shellcheck disable=SC1090
         source "$KIT/julia/julia-env.sh" "$(ls "$KIT"/julia/*.tar.xz | head -1)" >/dev/null 2>&1 || true
+        export JL_LDLP=${LD_LIBRARY_PATH-} JL_PRELOAD=${LD_PRELOAD-}
+        export LD_LIBRARY_PATH=$ldlp
+        unset LD_PRELOAD
     fi
     export CUMEM_DEVICE=cuda
 }
@@ -119,7 +127,8 @@ step() {
 # jl SECONDS [VAR=value...] FILE ARGS...: Julia on this checkout; py likewise for python3 (without
 # the Julia bundle's LD_PRELOAD of libunwind).
 jl() { local t=$1 v=(); shift; while [[ ${1:-} == [A-Z]*=* ]]; do v+=("$1"); shift; done
-       env "${v[@]}" timeout "$t" julia --startup-file=no --project=. "$@"; }
+       env LD_LIBRARY_PATH="${JL_LDLP-${LD_LIBRARY_PATH-}}" LD_PRELOAD="${JL_PRELOAD-}" "${v[@]}" \
+           timeout "$t" julia --startup-file=no --project=. "$@"; }
 py() { local t=$1 v=(); shift; while [[ ${1:-} == [A-Z]*=* ]]; do v+=("$1"); shift; done
        env -u LD_PRELOAD "${v[@]}" timeout "$t" python3 "$@"; }
 jsonl() { grep -h '^{' "$@" 2>/dev/null || true; }                         # the JSON lines of logs
@@ -139,14 +148,13 @@ suite_tests() {
         done
     else
         TAIL=40 step "Pkg.test (CUMEM_DEVICE=cuda)" "$L/pkgtest.log" \
-            env CUMEM_TEST_SKIP_INSTALL=1 timeout "$(budget_of tests)" julia --startup-file=no --project=. \
-            -e 'using Pkg; Pkg.test()'
+            jl "$(budget_of tests)" CUMEM_TEST_SKIP_INSTALL=1 -e 'using Pkg; Pkg.test()'
     fi
     if [ -n "${GPUARRAYS_TEST:-}" ]; then   # GPUArrays.jl v6.4.1's test folder, copied there (never into the checkout)
         step "GPUArrays.jl test suite" "$L/gpuarrays_suite.log" jl 1500 bench/julia/gpuarrays_suite.jl "$GPUARRAYS_TEST"
         grep -v '^    ' "$L/gpuarrays_suite.log" | head -40 > "$D/gpuarrays_suite.txt"
     fi
-    grep -h -E 'Test Summary|^ *[A-Za-z].*\| +[0-9]+ +[0-9]' "$L"/*.log | grep -v '^\s*$' > "$D/test_summary.txt" || true
+    find "$L" -name '*.log' ! -name run.log -exec grep -h -E 'Test Summary|^ *[A-Za-z].*\| +[0-9]+ +[0-9]' {} + | grep -v '^\s*$' > "$D/test_summary.txt" || true
 }
 
 suite_rust_cuda() {
@@ -233,12 +241,16 @@ suite_smallops() {
     step "PyTorch/CuPy smallops_anchor.py" "$L/anchor.log" py 120 bench/anchors/smallops_anchor.py --bandwidth
     jsonl "$L/anchor.log" > "$W/anchor.jsonl"
     if have bench/julia/smallops_first.jl; then
-        local depot="$KU/smallops-depot" c
+        # A depot of its own, the package precompiled there first (unmeasured), then its kernel
+        # cache on disk emptied: the first process compiles its kernels (cold), the next ones find
+        # them (warm).
+        local depot="$KU/smallops-depot" c dp="$KU/smallops-depot:${JULIA_DEPOT_PATH:-}"
         rm -rf "$depot"
         : > "$L/first.log"
-        for c in cold warm warm; do   # a depot of its own: the kernel cache starts empty
-            env JULIA_DEPOT_PATH="$depot:${JULIA_DEPOT_PATH:-}" CACHE=$c BUILD=after \
-                timeout 120 julia --startup-file=no --project=. bench/julia/smallops_first.jl >> "$L/first.log" 2>&1 \
+        jl 300 JULIA_DEPOT_PATH="$dp" -e 'using CuMem' >> "$L/first.log" 2>&1 || log "precompile in $depot failed"
+        rm -rf "$depot/compiled/cumem_kernels"
+        for c in cold warm warm; do
+            jl 120 JULIA_DEPOT_PATH="$dp" CACHE=$c BUILD=after bench/julia/smallops_first.jl >> "$L/first.log" 2>&1 \
                 || { log "smallops_first.jl ($c) failed"; status=1; }
         done
         jsonl "$L/first.log" > "$W/first.jsonl"
@@ -266,9 +278,12 @@ suite_bandwidth() {
 
 suite_linalg() {
     need_julia && need_lib || return
-    step "julia linalg_factor_tests.jl" "$L/julia_linalg_factor.log" jl 420 test/compute/linalg_factor_tests.jl
-    step "julia linalg_tests.jl" "$L/julia_linalg.log" jl 120 test/compute/linalg_tests.jl
-    have bench/julia/linalg_bench.jl || return
+    if [ "${LINALG:-all}" != bench ]; then
+        step "julia linalg_factor_tests.jl" "$L/julia_linalg_factor.log" jl 420 test/compute/linalg_factor_tests.jl
+        step "julia linalg_tests.jl" "$L/julia_linalg.log" jl 120 test/compute/linalg_tests.jl
+    fi
+    [ "${LINALG:-all}" != tests ] || return 0
+    have bench/julia/linalg_bench.jl || return 0
     step "CuMem linalg_bench.jl" "$L/linalg_cumem.log" jl 330 bench/julia/linalg_bench.jl $(quick)
     jsonl "$L/linalg_cumem.log" > "$D/linalg_cumem.jsonl"
     step "PyTorch linalg_anchor.py" "$L/linalg_torch.log" py 240 bench/anchors/linalg_anchor.py $(quick)
