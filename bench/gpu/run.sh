@@ -82,10 +82,13 @@ fi
 KU=${CUMEM_KIT_UNPACKED:-/tmp/cumem-kit}     # the kit's binaries, unpacked outside the tree
 setup_kit() {
     mkdir -p "$KU"
-    local part
-    for part in engine rust bench; do
-        if [ -f "$KIT/$part/$part.tar.xz" ] && [ ! -f "$KU/.$part" ]; then
-            tar -C "$KU" -xJf "$KIT/$part/$part.tar.xz" && touch "$KU/.$part"
+    local part sum
+    for part in engine rust bench; do   # unpacked again when the carried archive changed (a warm machine)
+        [ -f "$KIT/$part/$part.tar.xz" ] || continue
+        sum=$(cksum < "$KIT/$part/$part.tar.xz")
+        if [ "$(cat "$KU/.$part" 2>/dev/null)" != "$sum" ]; then
+            [ "$part" = rust ] && rm -rf "$KU/rust"
+            tar -C "$KU" -xJf "$KIT/$part/$part.tar.xz" && echo "$sum" > "$KU/.$part"
         fi
     done
     [ -f "$KU/libcumem.so" ] && export CUMEM_LIBRARY="$KU/libcumem.so"
