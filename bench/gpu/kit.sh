@@ -13,7 +13,8 @@
 #
 #   JULIA_BUNDLE=<dir> bash bench/gpu/kit.sh [PART...]     (from the repository root)
 #
-# PARTs: engine bench rust julia traces, or `all` (the default: engine bench rust julia).
+# PARTs: engine bench rust julia traces, or `all` (the default: engine bench rust julia);
+# `sizes` builds nothing and prints the sizes and carry lists of what .kit/ holds.
 # JULIA_BUNDLE names the folder holding julia-1.5.3-bundle.tar.xz and julia-env.sh (needed for
 # the julia part; the repacked bundle is kept and reused while the source bundle is unchanged).
 # Binaries are xz-compressed as one tar per part: the test binaries share most of their code,
@@ -30,9 +31,11 @@ WORK=$(mktemp -d /tmp/cumem-kit-build.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 XZ="xz -9e --threads=1 --lzma2=preset=9e,dict=192MiB"   # one block: repeats across files are found
 
-pack() { # pack PART DIR: DIR's files as $K/PART/PART.tar.xz
+COMMIT="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src bench/cumem-bench examples tests Cargo.toml || echo '+changes')"
+pack() { # pack PART DIR: DIR's files as $K/PART/PART.tar.xz, and the commit they were built from
     rm -rf "${K:?}/$1"; mkdir -p "$K/$1"
     tar -C "$2" --sort=name --owner=0 --group=0 -cf - . | $XZ > "$K/$1/$1.tar.xz"
+    echo "built from $COMMIT on $(date -u +%FT%TZ)" > "$K/$1/built.txt"
 }
 stripped() { cp "$1" "$2" && strip --strip-debug "$2"; }
 
@@ -91,7 +94,8 @@ for part in $PARTS; do
         : "${TRACES:?set TRACES to a folder of *.trace files}"
         rm -rf "$K/traces"; mkdir -p "$K/traces"
         cp "$TRACES"/*.trace "$K/traces/" ;;
-    *) echo "unknown part $part (engine bench rust julia traces)" >&2; exit 2 ;;
+    sizes) ;;   # build nothing: print the sizes and carry lists of what .kit/ holds
+    *) echo "unknown part $part (engine bench rust julia traces sizes)" >&2; exit 2 ;;
     esac
 done
 
@@ -100,12 +104,9 @@ mib() { awk -v b="$1" 'BEGIN {printf "%.1f MiB", b / 1048576}'; }
 size() { [ -e "$1" ] && du -sb "$1" | cut -f1 || echo 0; }
 # The tree that travels: tracked files plus untracked files git does not ignore.
 tree=$(git ls-files -z --cached --others --exclude-standard | xargs -0 -r stat -c %s 2>/dev/null | awk '{s+=$1} END {print s+0}')
-{
-    echo "commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo '+changes'), built $(date -u +%FT%TZ)"
-    for p in engine bench rust julia traces; do
-        [ -e "$K/$p" ] && echo "$p $(mib "$(size "$K/$p")")"
-    done
-} > "$K/manifest.txt"
+for p in engine bench rust julia traces; do
+    [ -e "$K/$p" ] && echo "$p $(mib "$(size "$K/$p")") $(cat "$K/$p/built.txt" 2>/dev/null)"
+done > "$K/manifest.txt"
 echo
 echo "tree (tracked + untracked, not ignored): $(mib "$tree")"
 for p in engine bench rust julia traces; do
@@ -131,3 +132,6 @@ group tests "tests kernels first-result cudajl" engine julia
 group rust "rust-cuda reliability" engine rust
 group bench "replay compute-bench smallops bandwidth linalg sort hotpath" engine bench julia
 group multi "multigpu" engine rust julia
+all=$(( tree + $(size "$K") ))
+ok=fits; [ "$all" -lt "$LIMIT" ] || ok="TOO BIG: use the lists above"
+printf '  %-6s (every suite): carry [\"%s\"]  %s, %s\n' all "$K" "$(mib "$all")" "$ok"
