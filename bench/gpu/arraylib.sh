@@ -17,8 +17,8 @@ cd "$(dirname "$0")/../.."
 OUT=${OUT:?set OUT to an output folder outside the checkout}
 JULIA=${JULIA:-julia}
 mkdir -p "$OUT"
-echo "== tests (test/compute/arraylib_tests.jl, CUMEM_DEVICE=cuda)" >&2
-CUMEM_DEVICE=cuda "$JULIA" --project=. test/compute/arraylib_tests.jl 2>&1 | tail -40
+echo "== tests (test/compute/algorithms/arraylib_tests.jl, CUMEM_DEVICE=cuda)" >&2
+CUMEM_DEVICE=cuda "$JULIA" --project=. test/compute/algorithms/arraylib_tests.jl 2>&1 | tail -40
 status=${PIPESTATUS[0]}
 if [ -n "${GPUARRAYS_TEST:-}" ]; then
     echo "== GPUArrays.jl v6.4.1 test suite (bench/julia/gpuarrays_suite.jl, CUMEM_DEVICE=cuda)" >&2

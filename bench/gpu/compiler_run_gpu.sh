@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 23 (kernels compiled from Julia's typed IR) on a GPU: the compiler's cases
-# (test/compute/compiler_cases.jl: branches, loops, structs in and out, tuples, Complex,
+# (test/compute/compiler/compiler_cases.jl: branches, loops, structs in and out, tuples, Complex,
 # Float16, mapped math, const Refs read at each launch, a redefined function, and Julia's
 # exceptions from kernels: DivideError, InexactError, DomainError, OverflowError,
 # BoundsError) run as real kernels against Base, then the broadcast and compute tests with

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Linear algebra beyond gemm (issue 25) on one GPU: the Rust suites of the cuBLAS/cuSOLVER
 # C functions (tests/linalg.rs, tests/compute.rs) with CUMEM_TEST_CUDA=1, the Julia tests
-# (test/compute/linalg_factor_tests.jl, test/compute/linalg_tests.jl) under CUMEM_DEVICE=cuda, then the
+# (test/compute/linalg/linalg_factor_tests.jl, test/compute/linalg/linalg_tests.jl) under CUMEM_DEVICE=cuda, then the
 # benchmark beside PyTorch in the same call (bench/julia/linalg_bench.jl, bench/anchors/linalg_anchor.py:
 # solve, cholesky, qr, svd, eigh for n = 1024 and 4096 Float32) and its table.
 #
@@ -12,7 +12,7 @@
 # then on the GPU machine, from the repository root, with Julia 1.5.3 on PATH:
 #   OUT=dir bash bench/gpu/linalg_run_gpu.sh [--no-bench | --bench-only]
 # (on the H100 the tests take about 5 minutes, the benchmark about 1: `all` fits one call
-# of the 10-minute limit, the two halves are safer). test/compute/linalg_kernel_tests.jl is
+# of the 10-minute limit, the two halves are safer). test/compute/linalg/linalg_kernel_tests.jl is
 # not run here: it emulates the kernels with g++ on the host device by design (CI runs it).
 # Each Rust test runs in a process of its own; a failed cuda_svd_* case is rerun under
 # compute-sanitizer and with PyTorch's libcusolver. $KIT and $CUMEM_LIBRARY override the kit folder and the library. Writes $OUT/{rust_linalg.log, rust_compute.log,
@@ -89,9 +89,9 @@ done
 
 # 2. Julia on the GPU: factorizations, solves, triangular/symmetric, generic products, kernels.
 step "julia linalg_factor_tests.jl" "$OUT/julia_linalg_factor.log" \
-    env CUMEM_DEVICE=cuda timeout 420 "$JULIA" --project=. test/compute/linalg_factor_tests.jl
+    env CUMEM_DEVICE=cuda timeout 420 "$JULIA" --project=. test/compute/linalg/linalg_factor_tests.jl
 step "julia linalg_tests.jl" "$OUT/julia_linalg.log" \
-    env CUMEM_DEVICE=cuda timeout 120 "$JULIA" --project=. test/compute/linalg_tests.jl
+    env CUMEM_DEVICE=cuda timeout 120 "$JULIA" --project=. test/compute/linalg/linalg_tests.jl
 
 fi
 

@@ -3,8 +3,8 @@
 # count/any/all, findmax/findmin, accumulate and the bitonic sort, their element functions
 # and operators compiled from Julia's typed IR (branches, structs, tuples, Complex, Float16,
 # user operators, Julia's exceptions). Runs the Julia suites that hold them under
-# CUMEM_DEVICE=cuda (test/compute/mapreduce_tests.jl with the shared cases of
-# test/compute/reduce_cases.jl, test/compute/arraylib_tests.jl), then the small-operation
+# CUMEM_DEVICE=cuda (test/compute/reduce/mapreduce_tests.jl with the shared cases of
+# test/compute/reduce/reduce_cases.jl, test/compute/algorithms/arraylib_tests.jl), then the small-operation
 # and bandwidth rows (bench/julia/smallops_bench.jl --bandwidth: sum(x) of 2^28 Float32 and
 # the 1-element sum) for this build and, when BEFORE names an earlier tree with its
 # libcumem.so, for that build in the same call, so the two are comparable.
@@ -28,9 +28,9 @@ source "bench/gpu/lib.sh"
 nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv 2>&1 | tee -a "$LOG" >&2
 
 step "julia mapreduce_tests.jl (with reduce_cases.jl)" "$OUT/mapreduce_tests.log" \
-    env CUMEM_DEVICE=cuda timeout 300 "$JULIA" --project=. test/compute/mapreduce_tests.jl
+    env CUMEM_DEVICE=cuda timeout 300 "$JULIA" --project=. test/compute/reduce/mapreduce_tests.jl
 step "julia arraylib_tests.jl" "$OUT/arraylib_tests.log" \
-    env CUMEM_DEVICE=cuda timeout 300 "$JULIA" --project=. test/compute/arraylib_tests.jl
+    env CUMEM_DEVICE=cuda timeout 300 "$JULIA" --project=. test/compute/algorithms/arraylib_tests.jl
 step "smallops bandwidth, this build" "$OUT/smallops_after.jsonl" \
     env CUMEM_DEVICE=cuda BUILD=after timeout 240 "$JULIA" --project=. bench/julia/smallops_bench.jl --bandwidth
 if [ -n "${BEFORE:-}" ]; then

@@ -36,7 +36,7 @@ step "layers + bindings against the header" "$OUT/layers_header.log" \
 step "pool tests, split, 2 threads" "$OUT/pool_split.log" \
     env JULIA_CUDA_MEMORY_POOL=split JULIA_NUM_THREADS=2 timeout 600 "$JULIA" --project=. test/pooltests.jl
 step "compute tests" "$OUT/compute.log" \
-    timeout 600 "$JULIA" --project=. test/compute/compute_tests.jl
+    timeout 600 "$JULIA" --project=. test/compute/runtime/compute_tests.jl
 if [ "$NGPU" -ge 2 ]; then
     step "multidevice tests (with device_switch_tests.jl)" "$OUT/multidevice.log" \
         env JULIA_CUDA_MEMORY_LIMIT=4GiB timeout 600 "$JULIA" --project=. test/devices/multidevice_tests.jl
