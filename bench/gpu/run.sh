@@ -25,7 +25,7 @@
 #                fresh process with the kernel cache cold then warm, the host device against Base
 #   bandwidth    pinned host memory (bench/julia/pinned_bench.jl beside pinned_anchor.py) and the
 #                prefetching iterator (bench/julia/streams_bench.jl)
-#   linalg       test/compute/linalg{_factor,}_tests.jl, bench/julia/linalg_bench.jl beside
+#   linalg       test/compute/linalg/linalg{_factor,}_tests.jl, bench/julia/linalg_bench.jl beside
 #                bench/anchors/linalg_anchor.py (LINALG=tests or LINALG=bench: one half; the
 #                Rust tests/linalg.rs is in rust-cuda)
 #   sort         bench/julia/sort_bench.jl beside bench/anchors/sort_anchor.py (torch, CuPy)
@@ -282,8 +282,8 @@ suite_bandwidth() {
 suite_linalg() {
     need_julia && need_lib || return
     if [ "${LINALG:-all}" != bench ]; then
-        step "julia linalg_factor_tests.jl" "$L/julia_linalg_factor.log" jl 420 test/compute/linalg_factor_tests.jl
-        step "julia linalg_tests.jl" "$L/julia_linalg.log" jl 120 test/compute/linalg_tests.jl
+        step "julia linalg_factor_tests.jl" "$L/julia_linalg_factor.log" jl 420 test/compute/linalg/linalg_factor_tests.jl
+        step "julia linalg_tests.jl" "$L/julia_linalg.log" jl 120 test/compute/linalg/linalg_tests.jl
     fi
     [ "${LINALG:-all}" != tests ] || return 0
     have bench/julia/linalg_bench.jl || return 0

@@ -17,7 +17,7 @@
 # Dimensions a kernel plan can hold (after merging, plus one for multi-word elements).
 const MAX_RANK = 10
 
-# The operands: StridedOperand, strided_operand, merge_dims!, ... (compute/layout.jl).
+# The operands: StridedOperand, strided_operand, merge_dims!, ... (compute/broadcast/layout.jl).
 
 ## planning
 

@@ -3,13 +3,13 @@
 # count/any/all, findmax/findmin, the three-phase scans of accumulate, the bitonic sort of
 # compiled `lt`/`by` - with their element functions and operators compiled from Julia's typed
 # IR, run on g++ threads (test/compute/emulation_threads.jl) and compared with Base. The same
-# cases run on the host device's path in test/compute/mapreduce_tests.jl
-# (test/compute/reduce_cases.jl). Run by runtests.jl when g++ (C++20) is found.
+# cases run on the host device's path in test/compute/reduce/mapreduce_tests.jl
+# (test/compute/reduce/reduce_cases.jl). Run by runtests.jl when g++ (C++20) is found.
 using CuMem, Test, Random
 CuMem.allowscalar(false)
 
-include("emulation_threads.jl")
-include("reduce_cases.jl")
+include(joinpath(@__DIR__, "..", "emulation_threads.jl"))
+include(joinpath(@__DIR__, "reduce_cases.jl"))
 
 @testset "reductions, scans, findmax, sorts: emulated" begin
     reduce_cases()

@@ -307,7 +307,7 @@ Sorts on the device, as Base (stable, so equal elements keep their order; NaNs l
 first with `rev=true`; `-0.0` before `0.0`). With the default `lt=isless` on Bool, integer
 or float keys (also keys made by `by`, e.g. `by=abs`) it is a radix sort; any other `lt`
 (and `by`), compiled from Julia for the GPU (branches allowed), uses a bitonic sort (see
-the top of `julia/compute/sorting.jl` and `docs/compute.md`). `sort(A; dims)` sorts every slice along `dims`.
+the top of `julia/compute/algorithms/sorting.jl` and `docs/compute.md`). `sort(A; dims)` sorts every slice along `dims`.
 The `alg` keyword is accepted and ignored. Fewer than 2^32 elements.
 """
 function Base.sort!(v::CuArray{T,1}; lt = isless, by = identity, rev::Bool = false,

@@ -116,7 +116,7 @@ index_head(k::String) = string("cumem-index ", INDEX_STAMP, "\n", k, "\n")
 
 Records `text` (a kernel's source, or what the caller keeps) and `name` under the key `k`
 (the slot type as a string, checked index-safe by the caller: see
-julia/compute/kernel_index.jl) when the disk cache is on. Errors writing are ignored (the
+julia/compute/runtime/kernel_index.jl) when the disk cache is on. Errors writing are ignored (the
 index is a cache).
 """
 function index_store(k::String, name::String, text::String)

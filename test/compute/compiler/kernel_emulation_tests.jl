@@ -7,7 +7,7 @@
 # (with _Float16) is found; this process pretends not to be on the host device.
 using CuMem, Libdl, Test, Random, LinearAlgebra
 CuMem.allowscalar(false)
-# The typed fast path (julia/compute/fastpath.jl) keeps a CuMem.Kernel per broadcast type and
+# The typed fast path (julia/compute/broadcast/fastpath.jl) keeps a CuMem.Kernel per broadcast type and
 # launches it directly: it cannot hold this file's stand-in kernels, so the emulation runs the
 # general path, which every broadcast takes on its first call anyway.
 CuMem.FAST_BROADCAST[] = false
@@ -200,4 +200,4 @@ include(joinpath(@__DIR__, "compiler_cases.jl"))
 # The broadcast suite's cases (broadcast_tests.jl) through the generated C as well.
 const EMULATED = true
 const NVRTC = false
-include(joinpath(@__DIR__, "broadcast_cases.jl"))
+include(joinpath(@__DIR__, "..", "broadcast", "broadcast_cases.jl"))

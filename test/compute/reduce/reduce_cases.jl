@@ -2,8 +2,8 @@
 # count/any/all, findmax/findmin, accumulate, sorts with `by`/`lt`) whose element functions
 # and operators are compiled from Julia's typed IR: branches, structs, tuples, Complex,
 # Float16, user operators, captured values, `const` Refs read at launch, redefined methods
-# and Julia's exceptions. Included by test/compute/mapreduce_tests.jl (the host device's
-# path) and test/compute/reduce_emulation_tests.jl (the generated C on g++ threads), so that
+# and Julia's exceptions. Included by test/compute/reduce/mapreduce_tests.jl (the host device's
+# path) and test/compute/reduce/reduce_emulation_tests.jl (the generated C on g++ threads), so that
 # both paths answer the same questions against Base.
 
 struct RedPoint

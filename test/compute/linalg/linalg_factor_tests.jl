@@ -6,7 +6,7 @@
 # the engine's cuBLAS/cuSOLVER calls are Julia's BLAS/LAPACK; under CUMEM_DEVICE=cuda the
 # same tests run cuSOLVER, cuBLAS and the kernels.
 #
-#   CUMEM_DEVICE=host julia --project test/compute/linalg_factor_tests.jl
+#   CUMEM_DEVICE=host julia --project test/compute/linalg/linalg_factor_tests.jl
 
 using CuMem, Test, LinearAlgebra, Random
 

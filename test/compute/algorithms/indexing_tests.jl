@@ -2,7 +2,7 @@
 # with Base on Array, for every real element type (and complex, and structs of odd
 # sizes), random shapes including empty ones, all under allowscalar(false).
 #
-#   CUMEM_DEVICE=host julia --project test/compute/indexing_tests.jl
+#   CUMEM_DEVICE=host julia --project test/compute/algorithms/indexing_tests.jl
 
 using CuMem, Test, LinearAlgebra, Random
 

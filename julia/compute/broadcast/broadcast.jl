@@ -2,7 +2,7 @@
 # of them) becomes ONE generated CUDA C kernel, cached by the expression's types (the
 # design of CUDA.jl's GPUArrays broadcast, with CuPy's ElementwiseKernel's code generation).
 # `map`, `map!`, `broadcast!` and `.=` use the same path. The expression's element function
-# is compiled from Julia's typed IR (compute/bcfunction.jl, compute/compiler/). On the host
+# is compiled from Julia's typed IR (compute/broadcast/bcfunction.jl, compute/compiler/). On the host
 # device Base computes on the buffers wrapped as Arrays, after the same compilation.
 
 using Base.Broadcast: Broadcasted, AbstractArrayStyle, DefaultArrayStyle
@@ -30,7 +30,7 @@ Base.BroadcastStyle(::Type{<:Base.RefValue{<:CuArray}}) = CuArrayStyle{0}()
 
 ## array leaves
 
-# `byvalue`: an array passed by value (a range, CartesianIndices: compute/bcfunction.jl's
+# `byvalue`: an array passed by value (a range, CartesianIndices: compute/broadcast/bcfunction.jl's
 # BcIndexed), no memory (`base` nothing); the kernel passes the 1-based linear index into
 # it, an `Int`, computed from `strides` as an array leaf's offset is.
 struct Leaf
@@ -42,7 +42,7 @@ struct Leaf
     byvalue::Bool
 end
 
-# Whether T is one of the primitive element types (compute/eltypes.jl) that the fixed
+# Whether T is one of the primitive element types (compute/runtime/eltypes.jl) that the fixed
 # kernels (random numbers, radix keys) and the linear-algebra kernels handle. Broadcasts,
 # reductions, scans, findmax and sorts take any isbits type (compute/compiler/). `===` against each listed type: `T in
 # KERNEL_ELTYPES` compares with `==`, which calls the runtime's type equality.
@@ -228,7 +228,7 @@ host_arg(x) = adapt(HostViews(), x)
 ## running a broadcast into a destination
 
 # The kernel cache entry of each thread's last broadcast through gpu_broadcast! (for the
-# typed fast path, compute/fastpath.jl, which clears it before and reads it right after
+# typed fast path, compute/broadcast/fastpath.jl, which clears it before and reads it right after
 # the call: no task switch in between). One slot per thread, made at `__init__`.
 const LAST_BROADCAST = Any[]
 init_broadcast() = (resize!(LAST_BROADCAST, Threads.nthreads()); fill!(LAST_BROADCAST, nothing); nothing)
@@ -328,7 +328,7 @@ end
 # Broadcast entry points.
 Base.similar(bc::Broadcasted{CuArrayStyle{N}}, ::Type{T}) where {N,T} = CuArray{T}(undef, size(bc))
 
-# `copy(bc)` and `copyto!(dest::AnyCuArray, bc)`: compute/fastpath.jl, which runs a
+# `copy(bc)` and `copyto!(dest::AnyCuArray, bc)`: compute/broadcast/fastpath.jl, which runs a
 # broadcast of a type seen before without gpu_broadcast!'s checks and look-ups.
 
 host_dest_error(dest) = throw(ArgumentError("cannot broadcast CuArrays into a $(typeof(dest)): its data is on " *

@@ -1,7 +1,7 @@
 # The typed-IR compiler's cases (compiler_cases.jl) on the current device: on a GPU
 # (CUMEM_DEVICE=cuda) the compiled kernels against Base, exceptions included; on the host
 # device Base itself (the compiler still runs, and NVRTC checks each kernel when found).
-#   CUMEM_DEVICE=cuda julia --project=. test/compute/compiler_tests.jl
+#   CUMEM_DEVICE=cuda julia --project=. test/compute/compiler/compiler_tests.jl
 using CuMem, Test
 CuMem.allowscalar(false)
 

@@ -1,7 +1,7 @@
 # The one strided description of a CuArray and its wrappers (views, transposes,
 # adjoints, permuted-dims and reshaped views, nested): `strided_operand(x)`, a base address
 # plus, per dimension, a length, a stride in elements and optionally an integer vector of
-# coordinates. Strided copies and indexing (compute/strided.jl) plan from it; kernels
+# coordinates. Strided copies and indexing (compute/broadcast/strided.jl) plan from it; kernels
 # (broadcast leaves, reduction plans, scans) read it through `layout(x)`, which refuses
 # what they cannot index in place.
 

@@ -8,12 +8,12 @@
 # Base without a GPU. Run by runtests.jl when g++ (C++20) is found; this process pretends
 # not to be on the host device, as test/kernel_emulation_tests.jl does.
 using CuMem, Libdl, Test, Random, Statistics
-# The typed broadcast fast path (julia/compute/fastpath.jl) cannot hold this file's stand-in
+# The typed broadcast fast path (julia/compute/broadcast/fastpath.jl) cannot hold this file's stand-in
 # kernels: the emulation runs the general path, which every broadcast takes on its first call.
 CuMem.FAST_BROADCAST[] = false
 CuMem.allowscalar(false)
 
-include("emulation_threads.jl")
+include(joinpath(@__DIR__, "..", "emulation_threads.jl"))
 
 same(a, b) = (a = a isa CuArray ? Array(a) : a; isequal(a, b) || (println(a[1:min(end, 20)], "\n !=\n", b[1:min(end, 20)]); false))
 

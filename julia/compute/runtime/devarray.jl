@@ -5,7 +5,7 @@
 # Base's AbstractArray methods (bounds-checked: a BoundsError site) over two primitives the
 # kernel compiler turns into C pointer accesses (compute/compiler/devmem.jl). On the host
 # device Base computes on the arrays' host memory (the broadcast's `Ref`s are adapted to
-# host views, compute/broadcast.jl), the same as these primitives read there.
+# host views, compute/broadcast/broadcast.jl), the same as these primitives read there.
 
 """
     CuMem.CuDeviceArray{T,N}

@@ -163,7 +163,7 @@ end
         end
     end
 
-    @testset "wrappers: one strided description with the copies (compute/layout.jl)" begin
+    @testset "wrappers: one strided description with the copies (compute/broadcast/layout.jl)" begin
         x = Base.rand(Float32, 6, 8)
         a = CuArray(x)
         g(v) = 2v - 1

@@ -10,7 +10,7 @@ Base.similar(bc::Broadcast.Broadcasted{CuArrayStyle{N}}, ::Type{T}, dims) where 
 # broadcast together with CuArrays: `x .* (1:n)`, `(1:k) .== labels'`, `x .* eachindex(x)`,
 # `getindex.(CartesianIndices(A), 1)`. Passed into the kernel by value (a few fields, no
 # upload): each thread computes its element as Base's `getindex(r, k)` does
-# (compute/bcfunction.jl's BcIndexed), so the result is Julia's to the last bit. A range
+# (compute/broadcast/bcfunction.jl's BcIndexed), so the result is Julia's to the last bit. A range
 # whose fields are not isbits (of `BigFloat`s) is uploaded if its element type is a kernel
 # type, and refused otherwise.
 device_arg(x) = x

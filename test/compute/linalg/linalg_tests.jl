@@ -2,7 +2,7 @@
 # norm, axpy!, axpby!, rmul!, lmul!, compared with LinearAlgebra on Array, under
 # allowscalar(false).
 #
-#   CUMEM_DEVICE=host julia --project test/compute/linalg_tests.jl
+#   CUMEM_DEVICE=host julia --project test/compute/linalg/linalg_tests.jl
 
 using CuMem, Test, LinearAlgebra, Random
 

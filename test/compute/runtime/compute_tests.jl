@@ -1,9 +1,9 @@
-# The compute layer (julia/compute/kernels.jl): host views, NVRTC, kernels, GEMM, synchronisation.
+# The compute layer (julia/compute/runtime/kernels.jl): host views, NVRTC, kernels, GEMM, synchronisation.
 # Runs on the host device in CI (kernels then need a GPU and say so; NVRTC's PTX checks
 # run when libnvrtc is found, `make test` installs one) and on a GPU with
 # CUMEM_DEVICE=cuda, where kernels and GEMM run and are checked against Base.
 #
-#   CUMEM_DEVICE=host julia --project test/compute/compute_tests.jl
+#   CUMEM_DEVICE=host julia --project test/compute/runtime/compute_tests.jl
 
 using CuMem, Test, LinearAlgebra, Random
 

@@ -27,7 +27,7 @@ end
 const EMULATED = false
 Base.include(@__MODULE__, joinpath(@__DIR__, "broadcast_cases.jl"))   # Base.include: runtests.jl runs this file in a bare Module()
 
-@testset "wrappers: one strided description with the copies (compute/layout.jl)" begin
+@testset "wrappers: one strided description with the copies (compute/broadcast/layout.jl)" begin
     x = Base.rand(Float32, 6, 8); y = Base.rand(Float32, 8, 6)
     a, b = CuArray(x), CuArray(y)
     # reshapes of views, permuted views, transposes of views (and views of transposes)
@@ -48,7 +48,7 @@ Base.include(@__MODULE__, joinpath(@__DIR__, "broadcast_cases.jl"))   # Base.inc
     @test_throws DimensionMismatch reshape(view(a, :, 2:3), :) .+ view(a, :, 1)
 end
 
-@testset "the typed fast path (compute/fastpath.jl)" begin
+@testset "the typed fast path (compute/broadcast/fastpath.jl)" begin
     using Base.Broadcast: broadcasted, instantiate
     s1, s2 = CuArray(Float32[1, 2, 3]), CuArray(Float32[10, 20, 30])
     r = similar(s1)
@@ -133,7 +133,7 @@ end
     end
 end
 
-@testset "kernel index on disk (compute/kernel_index.jl)" begin
+@testset "kernel index on disk (compute/runtime/kernel_index.jl)" begin
     using Base.Broadcast: broadcasted, instantiate
     fresh() = (CuMem.FAST_TABLE[] = IdDict{Any,Any}(); empty!(CuMem.INDEX_TRIED))
     withenv("CUMEM_CACHE_DIR" => mktempdir()) do

@@ -1,5 +1,5 @@
 # Non-scalar indexing, copies of views and wrappers, cat, reverse, permutedims: each is
-# one strided copy (compute/strided.jl), never the scalar path. Scalar `A[i, j]` stays the
+# one strided copy (compute/broadcast/strided.jl), never the scalar path. Scalar `A[i, j]` stays the
 # scalar path (array/scalar.jl).
 
 ## bounds errors that summarise masks

@@ -280,6 +280,6 @@ end
     @test p + 4 == pointer(x, 2) && (p + 8) - p == 8 && p + 4 - 4 == p && p < p + 1
 end
 
-include("arraylib_compat_tests.jl")
+include(joinpath(@__DIR__, "arraylib_compat_tests.jl"))
 
 end # arraylib

@@ -74,7 +74,7 @@ end
 # The kernel's arguments, in the order broadcast.jl passes them: the launch context (the
 # error record's address; the fast path is only taken by kernels that read no global at
 # launch), the count, the destination, the leaves' addresses depth first, then the
-# expression's scalars as one struct (the compiled `BcExpr`, compute/bcfunction.jl) unless
+# expression's scalars as one struct (the compiled `BcExpr`, compute/broadcast/bcfunction.jl) unless
 # it has none. This must follow gpu_broadcast!'s order (broadcast_tests checks it against
 # the generated kernel's parameter list, on the host device too).
 @inline fast_leaves(bc::Broadcasted) = fast_leaves_t(bc.args)
@@ -91,7 +91,7 @@ end
 The arguments the broadcast kernel of `dest .= bc` is launched with on the fast path:
 the launch context, the element count (`UInt32`), the destination's address, each array
 argument's address, then the expression's scalars as one isbits object (absent when it
-has none). For tests; see julia/compute/fastpath.jl.
+has none). For tests; see julia/compute/broadcast/fastpath.jl.
 """
 @inline fast_launch_args(dest::CuArray, bc::Broadcasted) =
     (DCContext0(kernel_error_address(), UInt64(0)), UInt32(length(dest)), dest.ptr, fast_leaves(bc)...,

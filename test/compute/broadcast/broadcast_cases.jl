@@ -235,7 +235,7 @@
         a .* 5f0 .+ a
         s1 = CuMem.kernel_cache_stats()
         a .* 6f0 .+ a              # same types: no new kernel, and the typed fast path
-        s2 = CuMem.kernel_cache_stats()                # (compute/fastpath.jl) looks nothing up
+        s2 = CuMem.kernel_cache_stats()                # (compute/broadcast/fastpath.jl) looks nothing up
         @test s2.misses == s1.misses && s2.hits == s1.hits
         CuMem.FAST_BROADCAST[] = false
         a .* 7f0 .+ a              # the slow path: a hit of the kernel cache
