@@ -358,5 +358,12 @@ end
     @test Array(x) == fill(2f0, 4)
 end
 
+# the examples of docs/kernels.md
+@testset "examples/julia/kernels/$f" for f in ("tutorial.jl", "reduce.jl")
+    redirect_stdout(devnull) do
+        Base.include(Module(), joinpath(@__DIR__, "..", "..", "..", "examples", "julia", "kernels", f))
+    end
+end
+
 Test.pop_testset()
 Test.finish(ALL)

@@ -49,6 +49,7 @@ dv_register!((fn, i, ts, args) -> string("((int32_t)__syncthreads_count((int)(",
 [`sync_threads`](@ref), returning whether `predicate` is true for every thread of the
 block (`__syncthreads_and`). `Int32` predicates give an `Int32` (0 or 1), as CUDA.jl.
 """
+function sync_threads_and end
 @noinline sync_threads_and_i(p::Int32) = host_barrier!(Int32(p != 0)) == host_thread().block.nres
 dv_register!((fn, i, ts, args) -> string("(__syncthreads_and((int)(", dv_arg(fn, args, 1), ")) != 0)"), sync_threads_and_i)
 sync_threads_and(p::Bool) = sync_threads_and_i(Int32(p))
@@ -60,6 +61,7 @@ sync_threads_and(p::Int32) = Int32(sync_threads_and_i(p))
 [`sync_threads`](@ref), returning whether `predicate` is true for any thread of the block
 (`__syncthreads_or`). `Int32` predicates give an `Int32` (0 or 1), as CUDA.jl.
 """
+function sync_threads_or end
 @noinline sync_threads_or_i(p::Int32) = host_barrier!(Int32(p != 0)) > 0
 dv_register!((fn, i, ts, args) -> string("(__syncthreads_or((int)(", dv_arg(fn, args, 1), ")) != 0)"), sync_threads_or_i)
 sync_threads_or(p::Bool) = sync_threads_or_i(Int32(p))
