@@ -15,6 +15,9 @@
 #ifndef CUMEM_COMMON_CUH
 #define CUMEM_COMMON_CUH
 
+/* The declaration of a kernel CuMem launches by name: an unmangled __global__ function. */
+#define CUMEM_KERNEL extern "C" __global__
+
 /* The global index of the calling thread in the x dimension, in the index type I
    (blockIdx.x * blockDim.x + threadIdx.x): the start of a grid-stride loop. */
 template <typename I> static __device__ __forceinline__ I cumem_thread_index() {

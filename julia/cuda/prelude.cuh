@@ -6,6 +6,7 @@
  * here and defined by kernel_source (julia/compute/compiler/device.jl).
  * The g++ emulation tests (test/compute/emulation_threads.jl) replace the typedef lines and
  * the jl_h2f/jl_f2h/jl_d2h lines by their text: keep each on one line as it is. */
+#include "common.cuh"
 typedef signed char int8_t; typedef unsigned char uint8_t;
 typedef short int16_t; typedef unsigned short uint16_t;
 typedef int int32_t; typedef unsigned int uint32_t;
