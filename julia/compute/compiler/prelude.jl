@@ -1,7 +1,8 @@
 # The fixed C that every kernel built on the typed-IR compiler starts with:
 # integer typedefs (NVRTC has no <stdint.h>), Float16 as bits with the hardware
 # conversions, the error record a throwing kernel fills, and the helpers that give C
-# Julia's semantics for intrinsics (shifts, `===`, `isequal`/`isless` on floats).
+# Julia's semantics for intrinsics (shifts, `===`, `isequal`/`isless` on floats). The C is
+# julia/cuda/prelude.cuh (which includes common.cuh, the helpers of every fixed kernel).
 
 """
     CuMem.C_PRELUDE_V2 :: String

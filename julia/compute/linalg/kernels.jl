@@ -1,8 +1,8 @@
 # Element kernels for the linear algebra cuBLAS lacks: zeroing outside a band (triu!,
 # tril!), testing a band (istriu, istril) and symmetry (issymmetric, ishermitian), adding to
-# the diagonal (A + λI) and integer matrix products. Fixed CUDA C templates, instantiated
-# per element size (moves of bits) or per element type (arithmetic, comparisons), each a
-# grid-stride loop. On the host device the same operations run in Julia on `host_view`s;
+# the diagonal (A + λI), integer matrix products, the tiled transpose and the symmetric fill.
+# Fixed CUDA C templates (julia/cuda/linalg.cuh), instantiated per element size (moves of
+# bits) or per element type (arithmetic, comparisons), each a grid-stride loop. On the host device the same operations run in Julia on `host_view`s;
 # test/compute/linalg/linalg_kernel_tests.jl runs these kernels compiled by g++ on the CPU.
 
 const LINALG_KERNELS_SOURCE = cuda_source("linalg.cuh")
@@ -203,7 +203,7 @@ function int_matmul!(C::CuMatrix{T}, A::CuMatrix{T}, B::CuMatrix{T}) where {T<:B
     return C
 end
 
-## the symmetric fill: the stored triangle mirrored
+## the symmetric fill: the stored triangle mirrored (la_symfill/la_hermfill of linalg.cuh)
 
 
 # M's `uplo` triangle copied into the other one (conjugated, with a real diagonal, for a

@@ -1,5 +1,5 @@
-# The CUDA C kernels of the linear algebra (julia/compute/linalg/kernels.jl, the symmetric
-# fill of generic.jl) run on the host device: each kernel is compiled by the host's C++
+# The CUDA C kernels of the linear algebra (julia/cuda/linalg.cuh, launched by
+# julia/compute/linalg/kernels.jl) run on the host device: each kernel is compiled by the host's C++
 # compiler with the few CUDA builtins it uses emulated and launched as one thread (the
 # kernels are grid-stride loops), with the arguments the GPU path marshals. Checks triu!/
 # tril!, istriu/istril, issymmetric/ishermitian, the tiled transpose, A + λI, the symmetric/Hermitian fill and
