@@ -188,7 +188,7 @@ The CUDA C of the strided-copy kernels: `cumem_copy_w<bytes>_i<32|64>` move word
 elements; `i32`/`i64` is the width of the index arithmetic. Each thread handles elements
 i, i + (grid size), ... of the column-major box `dims` (a grid-stride loop); the offsets
 come from per-dimension strides or, where given, from an index vector (Int64, 1-based)
-for that dimension.
+for that dimension. The C is julia/cuda/strided.cuh after `#define MAX_RANK`.
 """
 const STRIDED_COPY_SOURCE = "#define MAX_RANK $MAX_RANK\n" * cuda_source("strided.cuh")
 
