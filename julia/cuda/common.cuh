@@ -1,6 +1,7 @@
 /* common.cuh: the helpers shared by CuMem's fixed CUDA C (julia/cuda/*.cuh).
  *
- * Each family header starts with `#include "common.cuh"`. CuMem reads the headers as text
+ * Each family header starts with `#include "common.cuh"` (or "prelude.cuh", the compiler's
+ * prelude, which includes it). CuMem reads the headers as text
  * when the package is precompiled (julia/compute/runtime/cuda_sources.jl, cuda_source) and
  * splices this file in place of that line, once per kernel source: NVRTC is given one
  * source and no headers. The include guard keeps a second splice, or nvcc/clang with

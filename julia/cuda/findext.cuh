@@ -7,7 +7,7 @@
  * elements, ties to the smaller index k (0-based over the reduced dimensions), written to
  * outv[j], outi[j]. Layout as reduce.cuh's (NK kept dimensions ks/kst; reduced elements at
  * base + k when LINEAR, else over the NR dimensions rs/rst). */
-#include "common.cuh"
+#include "prelude.cuh"   /* already in the kernel source: skipped there (its guard) */
 
 /* (v, i) becomes (w, k) when w is better, or equally good at a smaller index; i < 0: none yet,
    k < 0: no candidate */

@@ -6,6 +6,8 @@
  * here and defined by kernel_source (julia/compute/compiler/device.jl).
  * The g++ emulation tests (test/compute/emulation_threads.jl) replace the typedef lines and
  * the jl_h2f/jl_f2h/jl_d2h lines by their text: keep each on one line as it is. */
+#ifndef CUMEM_PRELUDE_CUH
+#define CUMEM_PRELUDE_CUH
 #include "common.cuh"
 typedef signed char int8_t; typedef unsigned char uint8_t;
 typedef short int16_t; typedef unsigned short uint16_t;
@@ -53,3 +55,5 @@ template <typename T, typename U> static __device__ __forceinline__ T jl_ipow(T 
   if (p < 0) return x == 1 ? (T)1 : ((p & 1) ? x : (T)1);
   U r = 1, b = (U)x; while (p) { if (p & 1) r = (U)(r * b); b = (U)(b * b); p >>= 1; } return (T)r; }
 template <typename T> static __device__ __forceinline__ T jl_sq(T x) { return x * x; }
+
+#endif /* CUMEM_PRELUDE_CUH */

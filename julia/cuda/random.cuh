@@ -1,12 +1,12 @@
-/* random.cuh: the random-number kernel (julia/compute/random/random.jl), after the
- * compiler's prelude (uint32_t/uint64_t, half_t, jl_f2h). Philox4x32-10 (Salmon, Moraes,
+/* random.cuh: the random-number kernel (julia/compute/random/random.jl); the compiler's
+ * prelude gives uint32_t/uint64_t, half_t and jl_f2h. Philox4x32-10 (Salmon, Moraes,
  * Dror, Shaw, "Parallel random numbers: as easy as 1, 2, 3", SC 2011), as cuRAND's Philox:
  * group g of D::G elements takes the four words philox({g lo, g hi, c2, c3}, {k0, k1}), and
  * element i of the group is D::at<T>(w, i), bit for bit what uniform_from/normal_from in
  * random.jl compute on the host. One kernel per element type and distribution:
  *   CUMEM_RANDOM_KERNEL(float, cumem_uniform_f32)
  * defines extern "C" cumem_random(T* dst, uint64_t n, k0, k1, c2, c3) over n elements. */
-#include "common.cuh"
+#include "prelude.cuh"
 
 /* ten Philox4x32 rounds on the counter c under the key (k0, k1), in place */
 static __device__ __forceinline__ void philox(uint32_t c[4], uint32_t k0, uint32_t k1) {

@@ -12,7 +12,7 @@
  * is at base + k (LINEAR) or at the offset of k over the NR reduced dimensions (rs, rst).
  * Blocks: gx * gy in x; block b reduces its share (grid-stride over gy blocks) of output
  * j = b % gx, j + gx, ... and writes out[(b / gx) * nout + j] (gy > 1: partials). */
-#include "common.cuh"
+#include "prelude.cuh"   /* already in the kernel source: skipped there (its guard) */
 
 /* 16 bytes of W elements of T, for one vector load */
 template <typename T, int W> struct __align__(16) cumem_vec { T x[W]; };

@@ -7,7 +7,7 @@
  * Each block of FULL_THREADS (256) threads reduces its grid-stride share into four
  * accumulators, combines them, reduces across the block and writes its partial to
  * part[blockIdx.x]; the host combines the partials. */
-#include "common.cuh"
+#include "prelude.cuh"   /* already in the kernel source: skipped there (its guard) */
 
 /* the kernel's launch bounds: 256 threads (FULL_THREADS in reduce_full.jl), 4 blocks per SM */
 #ifdef __CUDACC__

@@ -1,9 +1,8 @@
 /* search.cuh: the fixed kernels of searching and rearranging (julia/compute/algorithms/
- * searching.jl, as CuMem.SEARCH_SOURCE after the compiler's prelude, whose int64_t/uint8_t
- * typedefs they use): the scatter of stream compaction (findall), the first/last true
+ * searching.jl, as CuMem.SEARCH_SOURCE; the compiler's prelude gives int64_t, uint8_t, ...): the scatter of stream compaction (findall), the first/last true
  * element (findfirst/findlast), and the gather/scatter of elements of w bytes by 1-based
  * Int64 index vectors (getindex/setindex! with index arrays). Each is a grid-stride loop. */
-#include "common.cuh"
+#include "prelude.cuh"
 
 /* out[incl[i] - 1] = the index of element i (1-based; linear, or n-d coordinates) when m[i] */
 extern "C" __global__ void cumem_compact(const bool* m, const int64_t* incl, int64_t* out, int64_t n,

@@ -8,7 +8,7 @@
 
 ## the fixed kernels
 
-const SEARCH_SOURCE = C_PRELUDE_V2 * cuda_source("search.cuh")
+const SEARCH_SOURCE = cuda_source("search.cuh")     # prelude.cuh, common.cuh, the kernels
 
 # Blocks and threads for a grid-stride loop over n items (256 threads).
 grid_for(n) = (max(1, min(cld(n, 256), 32 * sm_count())), 256)

@@ -115,7 +115,7 @@ end
 
 # The kernel's source: random.cuh instantiated for T's C type and distribution.
 function random_source(::Type{T}, normal::Bool) where {T}
-    return string(C_PRELUDE_V2, RANDOM_CUH, "CUMEM_RANDOM_KERNEL(", c_type(T), ", ", random_distribution(T, normal), ")\n")
+    return string(RANDOM_CUH, "CUMEM_RANDOM_KERNEL(", c_type(T), ", ", random_distribution(T, normal), ")\n")
 end
 const RANDOM_CUH = cuda_source("random.cuh")
 

@@ -3,8 +3,8 @@
 #  - no Julia string under julia/ (outside julia/compute/compiler/, the compiler's
 #    generated output) holds a kernel (`__global__`) or more than a few lines of C: fixed
 #    CUDA C belongs in a .cuh file;
-#  - with NVRTC (CUMEM_NVRTC_LIBRARY, no GPU needed): every .cuh compiles to PTX after the
-#    compiler's prelude, and each family compiles instantiated for the element types the
+#  - with NVRTC (CUMEM_NVRTC_LIBRARY, no GPU needed): every .cuh compiles to PTX on its own
+#    and after the compiler's prelude, and each family compiles instantiated for the element types the
 #    package uses, through CuMem.compile_ptx (skipped, with a message, without NVRTC).
 #
 #   CUMEM_DEVICE=host CUMEM_NVRTC_LIBRARY=.../libnvrtc.so julia --project=. test/compute/runtime/cuh_tests.jl
@@ -119,7 +119,7 @@ end
     # the package's sources are these files' text
     @test occursin(CuMem.cuda_source("linalg.cuh"), CuMem.LINALG_KERNELS_SOURCE)
     @test occursin(CuMem.cuda_source("strided.cuh"), CuMem.STRIDED_COPY_SOURCE)
-    @test occursin(CuMem.cuda_source("search.cuh"), CuMem.SEARCH_SOURCE)
+    @test CuMem.SEARCH_SOURCE == CuMem.cuda_source("search.cuh")
     @test CuMem.C_PRELUDE_V2 == CuMem.cuda_source("prelude.cuh")
     # constants the .cuh files repeat from Julia
     @test occursin("#define MAX_RANK $(CuMem.MAX_RANK)\n", read(joinpath(CUDA_DIR, "strided.cuh"), String))
@@ -137,8 +137,8 @@ if !CuMem.nvrtc_available()
 else
     @testset "every .cuh compiles with NVRTC $(CuMem.nvrtc_version())" begin
         for f in sort(filter(f -> endswith(f, ".cuh"), readdir(CUDA_DIR)))
-            src = f == "prelude.cuh" ? CuMem.C_PRELUDE_V2 : CuMem.C_PRELUDE_V2 * CuMem.cuda_source(f)
-            @test ptx_ok(src)
+            @test ptx_ok(CuMem.cuda_source(f))                       # on its own
+            @test ptx_ok(CuMem.C_PRELUDE_V2 * CuMem.cuda_source(f))  # after the prelude
         end
         # common.cuh's helpers instantiated
         @test ptx_ok(CuMem.C_PRELUDE_V2 * """
