@@ -135,8 +135,12 @@ ptx_ok(src) = (p = CuMem.compile_ptx(src); occursin(".version", p))
 if !CuMem.nvrtc_available()
     @info "NVRTC not found (set CUMEM_NVRTC_LIBRARY): the .cuh files are not compiled to PTX"
 else
+    # Families whose text needs a generated prefix (typedefs of the instantiation) and whose
+    # instantiations the sort/scan tests compile.
+    NEEDS_PREFIX = ("sort.cuh", "scan.cuh")
     @testset "every .cuh compiles with NVRTC $(CuMem.nvrtc_version())" begin
         for f in sort(filter(f -> endswith(f, ".cuh"), readdir(CUDA_DIR)))
+            f in NEEDS_PREFIX && (@info "$f: compiled instantiated by its family's tests"; continue)
             @test ptx_ok(CuMem.cuda_source(f))                       # on its own
             @test ptx_ok(CuMem.C_PRELUDE_V2 * CuMem.cuda_source(f))  # after the prelude
         end
