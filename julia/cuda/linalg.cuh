@@ -6,17 +6,14 @@
  * comparisons: la_h16, float, double, la_c32, la_c64), each a grid-stride loop over
  * column-major matrices with leading dimension lda. Kernel names: <op>_<suffix>, the
  * suffixes of word_suffix/value_suffix in julia/compute/linalg/kernels.jl.
- * test/compute/linalg/linalg_kernel_tests.jl compiles this file with g++ (la_h2f/la_f2h
- * lines replaced by their text: keep each on one line). */
-#include "common.cuh"
+ * test/compute/linalg/linalg_kernel_tests.jl compiles this file with g++. */
+#include "prelude.cuh"   /* jl_h2f/jl_f2h (Float16 bits <-> float), common.cuh */
 
 typedef unsigned char la_w1; typedef unsigned short la_w2; typedef unsigned int la_w4;
 typedef unsigned long long la_w8;
 struct la_w16 { unsigned long long lo, hi; };
 struct la_c32 { float re, im; };
 struct la_c64 { double re, im; };
-static __device__ __forceinline__ float la_h2f(unsigned short h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
-static __device__ __forceinline__ unsigned short la_f2h(float f) { unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
 
 /* element operations: zero test, equality (x == y, or x == conj(y)), addition */
 template <typename T> struct la_ops {
@@ -27,8 +24,8 @@ template <typename T> struct la_ops {
 struct la_h16 { unsigned short bits; };
 template <> struct la_ops<la_h16> {
   static __device__ __forceinline__ bool iszero(la_h16 x) { return (x.bits & 0x7fff) == 0; }
-  static __device__ __forceinline__ bool eq(la_h16 x, la_h16 y, bool conj) { return la_h2f(x.bits) == la_h2f(y.bits); }
-  static __device__ __forceinline__ la_h16 add(la_h16 x, la_h16 y) { la_h16 r; r.bits = la_f2h(la_h2f(x.bits) + la_h2f(y.bits)); return r; }
+  static __device__ __forceinline__ bool eq(la_h16 x, la_h16 y, bool conj) { return jl_h2f(x.bits) == jl_h2f(y.bits); }
+  static __device__ __forceinline__ la_h16 add(la_h16 x, la_h16 y) { la_h16 r; r.bits = jl_f2h(jl_h2f(x.bits) + jl_h2f(y.bits)); return r; }
 };
 template <> struct la_ops<la_c32> {
   static __device__ __forceinline__ bool iszero(la_c32 x) { return x.re == 0 && x.im == 0; }
