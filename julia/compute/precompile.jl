@@ -61,3 +61,10 @@ precompile(index_store, (String, String, String))
 precompile(index_safe, (DataType,))
 precompile(index_first_try!, (DataType,))
 precompile(load_kernel, (String, String))
+
+# What every `using CuMem` runs: __init__'s steps (Julia caches no inference of them
+# unless asked; CuMem.jl asks for __init__ itself).
+for f in (init_library, init_kernel_cache, init_pressure, init_tracking, init_compiled_tables, init_broadcast)
+    precompile(f, ())
+end
+foreach(d -> precompile(rehash_iddict!, (typeof(d),)), (DC_PRIMS, DC_MATH1, DC_MATH2))
