@@ -19,6 +19,7 @@
 # bench/anchors/first_result_anchor.py (PyTorch, CuPy).
 
 const ROOT = get(ENV, "FIRST_RESULT_ROOT", normpath(joinpath(@__DIR__, "..", "..")))   # the checkout to measure
+const SELF = @__FILE__
 const ROWS = ("using", "bcast", "sum", "sort", "ten", "demo")
 
 jnum(x::Real) = string(round(x; digits = 4))
@@ -115,7 +116,7 @@ function run_child(julia, row, dir, cache; quiet = false)
                                       "first_over_steady" => f / st, "process_s" => t]))
         return
     end
-    cmd = setenv(`$julia --project=$ROOT $(@__FILE__) --child $row`, env)
+    cmd = setenv(`$julia --project=$ROOT $SELF --child $row`, env)
     out = read(pipeline(cmd; stderr = stderr), String)
     quiet || for l in split(out, '\n')
         startswith(l, "{") && (println(l); flush(stdout))
