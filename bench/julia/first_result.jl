@@ -23,30 +23,38 @@ const SELF = @__FILE__
 const ROWS = ("using", "bcast", "sum", "sort", "ten", "demo")
 
 jnum(x::Real) = string(round(x; digits = 4))
+jnum(x::Integer) = string(x)
 jstr(s) = string('"', escape_string(string(s)), '"')
 json(ps) = string("{", join([string(jstr(k), ":", v isa AbstractString ? jstr(v) : v isa Real ? jnum(v) : string(v))
                              for (k, v) in ps], ","), "}")
 
 # One row in this process (a child started by the driver below); prints one JSON line.
-function child(row::String, t_using::Float64)
+# CPU seconds of this process (all threads; wall clock misleads on a loaded machine).
+cpu_s() = ccall(:clock, Clong, ()) / 1e6
+
+function child(row::String, t_using::Float64, cpu_using::Float64)
     M = getfield(Main, :CuMem)
     out = Pair{String,Any}["bench" => "first_result", "impl" => "CuMem", "row" => row,
-                           "cache" => get(ENV, "FIRST_RESULT_CACHE", "?"), "using_s" => t_using]
+                           "cache" => get(ENV, "FIRST_RESULT_CACHE", "?"), "using_s" => t_using, "using_cpu_s" => cpu_using]
     if isdefined(M, :INIT_TIMES)
         for (k, v) in M.INIT_TIMES
             push!(out, string("init_", replace(string(k), "init_" => ""), "_s") => v)
         end
     end
     sync() = M.synchronize()
+    timed(f) = (c = cpu_s(); t = @elapsed (f(); sync()); (t, cpu_s() - c))
     if row == "bcast"
         x, y = M.fill(1f0, 1024), M.fill(2f0, 1024)
-        push!(out, "first_s" => @elapsed (x .+ y; sync()))
+        t, c = timed(() -> x .+ y)
+        push!(out, "first_s" => t, "first_cpu_s" => c)
     elseif row == "sum"
         x = M.fill(1f0, 1024)
-        push!(out, "first_s" => @elapsed (sum(x); sync()))
+        t, c = timed(() -> sum(x))
+        push!(out, "first_s" => t, "first_cpu_s" => c)
     elseif row == "sort"
         x = M.CuArray(rand(Float32, 1024))
-        push!(out, "first_s" => @elapsed (sort(x); sync()))
+        t, c = timed(() -> sort(x))
+        push!(out, "first_s" => t, "first_cpu_s" => c)
     elseif row == "ten"
         x, y = M.CuArray(rand(Float32, 1024)), M.CuArray(rand(Float32, 1024))
         A = M.CuArray(rand(Float32, 64, 64))
@@ -55,13 +63,14 @@ function child(row::String, t_using::Float64)
                ("qr", () -> Main.LinearAlgebra.qr(A)), ("maximum_dims", () -> maximum(A; dims = 1)),
                ("cumsum", () -> cumsum(x)), ("findall", () -> findall(b)), ("rand", () -> M.rand(Float32, 1024)),
                ("mean_dims", () -> Main.Statistics.mean(A; dims = 2)))
-        total = 0.0
+        total = total_cpu = 0.0
         for (name, f) in ops
-            t = @elapsed (f(); sync())
+            t, c = timed(f)
             total += t
-            push!(out, string(name, "_s") => t)
+            total_cpu += c
+            push!(out, string(name, "_s") => t, string(name, "_cpu_s") => c)
         end
-        push!(out, "total_s" => total)
+        push!(out, "total_s" => total, "total_cpu_s" => total_cpu)
     elseif row != "using"
         error("unknown row $row (rows: $(join(ROWS, ", ")))")
     end
@@ -124,9 +133,9 @@ function run_child(julia, row, dir, cache; quiet = false)
 end
 
 if length(ARGS) >= 2 && ARGS[1] == "--child"
-    t0 = time_ns()
+    t0, c0 = time_ns(), cpu_s()
     @eval Main using CuMem, LinearAlgebra, Statistics
-    Base.invokelatest(child, String(ARGS[2]), (time_ns() - t0) / 1e9)
+    Base.invokelatest(child, String(ARGS[2]), (time_ns() - t0) / 1e9, cpu_s() - c0)
 else
     driver()
 end
