@@ -12,6 +12,7 @@
 #   installing by name, path and dev               test/registrytests.jl
 #   compute: NVRTC, kernels, gemm!                 test/compute/runtime/compute_tests.jl
 #   the kernel language (@cuda, intrinsics)        test/compute/device/kernel_tests.jl
+#   user kernels' CUDA C on g++ threads             test/compute/device/kernel_emulation_tests.jl
 #   indexing, linear algebra, show                  test/compute/{algorithms/indexing,linalg/linalg,show}_tests.jl
 #   factorizations, triangular/symmetric, generic   test/compute/linalg/linalg_factor_tests.jl
 #   linear-algebra kernels emulated with g++        test/compute/linalg/linalg_kernel_tests.jl
@@ -108,6 +109,8 @@ end
 if DEVICE != "cuda" && Sys.which("g++") !== nothing && success(pipeline(`g++ -x c++ -std=c++17 -fsyntax-only -`, stdin = IOBuffer("_Float16 h;"), stderr = devnull))
     push!(jobs, Job("compute kernels emulated on the CPU (g++)", julia(testfile(joinpath("compute", "compiler", "kernel_emulation_tests.jl"))), passed;
                     cost = 150))
+    push!(jobs, Job("user kernels (@cuda) emulated on the CPU (g++)", julia(testfile(joinpath("compute", "device", "kernel_emulation_tests.jl"))),
+                    passed; cost = 60))
     push!(jobs, Job("linear-algebra kernels emulated on the CPU (g++)", julia(testfile(joinpath("compute", "linalg", "linalg_kernel_tests.jl"))),
                     passed; cost = 40))
 else

@@ -35,7 +35,7 @@ end
 
 # The entry: `dc_apply(f, args...)` calls `f`, so that every kind of callable (a closure,
 # a type such as `Int8`, a mapped math function such as `sin`) compiles the same way.
-for n in 0:16
+for n in 0:64
     as = [Symbol(:a, k) for k in 1:n]
     @eval dc_apply(f, $(as...)) = f($(as...))
 end
@@ -146,7 +146,7 @@ function dc_compile_entry(@nospecialize(F), argtypes::Tuple, world::UInt)
             throw(KernelCompileError("cannot compile for the GPU: an argument of type $T (kernels take isbits values)"))
     end
     (F isa DataType && (isbitstype(F) || dc_is_ghost(F))) || dc_not_isbits(F)
-    length(argtypes) <= 16 || throw(KernelCompileError("cannot compile for the GPU: more than 16 arguments"))
+    length(argtypes) <= 64 || throw(KernelCompileError("cannot compile for the GPU: more than 64 arguments"))
     sig = Tuple{typeof(dc_apply), F, argtypes...}
     m = ir_method_for(sig, world)
     m === nothing && error("internal: no unique dc_apply method for $sig")

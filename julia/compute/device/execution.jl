@@ -60,6 +60,8 @@ function dv_compile(@nospecialize(f), @nospecialize(tt::Type))
                                            "kernel argument $(k - 1) of type $T is not isbits: kernels take CuArrays, " *
                                            "isbits values (numbers, structs, tuples) and Refs of them"))
     end
+    # no method for these types: Julia's MethodError, as CUDA.jl's compiler throws
+    hasmethod(f, tt) || throw(MethodError(f, tt))
     df = device_function(f, argtypes)
     (df.rettype === Nothing || df.rettype === Union{}) ||
         throw(KernelCompileError("cannot compile for the GPU: the kernel $(dc_callable_name(F)) returns a value of type " *

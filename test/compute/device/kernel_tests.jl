@@ -320,6 +320,16 @@ end
     @test Array(x) == ones(Float32, 4)
     bad(a) = (a[1] = 1; 1)
     @test_throws CuMem.KernelCompileError @cuda bad(x)
+    @test_throws MethodError @cuda gpu_add2!(x)
+end
+
+many(out, a, b, c, d, e, f, g, h, i, j, k, l, m, n, o, p, q, r, s, t) =
+    (out[1] = a + b + c + d + e + f + g + h + i + j + k + l + m + n + o + p + q + r + s + t; nothing)
+
+@testset "20 arguments" begin
+    out = CuArray([0])
+    @ck many(out, 1:20...)
+    @test Array(out) == [210]
 end
 
 function printer(a)
@@ -360,8 +370,10 @@ end
 
 # the examples of docs/kernels.md
 @testset "examples/julia/kernels/$f" for f in ("tutorial.jl", "reduce.jl")
-    redirect_stdout(devnull) do
-        Base.include(Module(), joinpath(@__DIR__, "..", "..", "..", "examples", "julia", "kernels", f))
+    mktemp() do _, io       # (the examples print)
+        redirect_stdout(io) do
+            Base.include(Module(), joinpath(@__DIR__, "..", "..", "..", "examples", "julia", "kernels", f))
+        end
     end
 end
 
