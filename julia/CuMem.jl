@@ -130,15 +130,21 @@ include("tools/profile.jl")        # @profile_memory, MemoryProfile, save_memory
 include("tools/info.jl")           # functional, versioninfo
 include("tools/cudanames.jl")      # has_cuda, has_cuda_gpu, capability
 
+# Seconds each step of the last `__init__` took (bench/julia/first_result.jl prints them).
+const INIT_TIMES = Pair{Symbol,Float64}[]
+
 function __init__()
-    init_library()
-    init_kernel_cache()
-    init_pressure()
-    init_tracking()
-    init_compiled_tables()
-    init_broadcast()
+    empty!(INIT_TIMES)
+    for (name, step) in ((:init_library, init_library), (:init_kernel_cache, init_kernel_cache),
+                         (:init_pressure, init_pressure), (:init_tracking, init_tracking),
+                         (:init_compiled_tables, init_compiled_tables), (:init_broadcast, init_broadcast))
+        t = time_ns()
+        step()
+        push!(INIT_TIMES, name => (time_ns() - t) / 1e9)
+    end
     return nothing
 end
+precompile(__init__, ())
 
 end # module
 

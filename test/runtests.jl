@@ -149,6 +149,7 @@ push!(jobs, Job("linear algebra", interpreted(testfile(joinpath("compute", "lina
 push!(jobs, Job("factorizations, triangular/symmetric, generic products",
                 interpreted(testfile(joinpath("compute", "linalg", "linalg_factor_tests.jl"))), passed; cost = 60))
 push!(jobs, Job("show of arrays and wrappers", interpreted(testfile(joinpath("compute", "show_tests.jl"))), passed; cost = 10))
+push!(jobs, Job("precompiled first operations", interpreted(testfile(joinpath("compute", "precompile_tests.jl"))), passed; cost = 5))
 # `make demo`: the MLP on the digits data set must reach its accuracy target
 push!(jobs, Job("demo (MLP on the digits)", julia(joinpath(ROOT, "demo", "demo.jl")),
                 (code, out) -> code == 0 && occursin("OK: held-out accuracy", out); cost = 80))

@@ -34,7 +34,8 @@
 #   multigpu     (two GPUs or more) the Rust multidevice tests, test/devices/{multidevice,distributed}
 #                _tests.jl, peer copies through CuMem beside PyTorch
 #   reliability  tests/c/capi_stress.c (built here if cc exists) with and without injected faults
-#   first-result bench/julia/first_result.jl (if present), bench/julia/compiler_translate.jl
+#   first-result bench/julia/first_result.jl (REPS, default 1) beside bench/anchors/first_result_anchor.py,
+#                bench/julia/compiler_translate.jl
 #   kernels      the kernel language: test/compute/device/*_tests.jl, then bench/julia/kernel_bench.jl
 #                (@cuda kernels beside broadcasts and `sum`)
 #   cudajl       bench/julia/cudajl_suite.jl (if present)
@@ -61,7 +62,7 @@ budget_of() { # default seconds of a suite (from the old drivers' measured times
     case $1 in
         tests) echo 560 ;; rust-cuda) echo 420 ;; replay) echo 480 ;; compute-bench) echo 240 ;;
         smallops) echo 300 ;; bandwidth) echo 180 ;; linalg) echo 480 ;; sort) echo 240 ;;
-        hotpath) echo 240 ;; multigpu) echo 480 ;; reliability) echo 240 ;; first-result) echo 180 ;;
+        hotpath) echo 240 ;; multigpu) echo 480 ;; reliability) echo 240 ;; first-result) echo 600 ;;
         kernels) echo 560 ;; cudajl) echo 540 ;; *) echo 0 ;;
     esac
 }
@@ -389,8 +390,13 @@ suite_first_result() {
     [ -f bench/julia/first_result.jl ] || [ -f bench/julia/compiler_translate.jl ] || { have bench/julia/first_result.jl; return 0; }
     need_julia && need_lib || return
     if have bench/julia/first_result.jl; then
-        step "first_result.jl" "$L/first_result.log" jl 150 bench/julia/first_result.jl
+        # ~18 fresh processes (6 rows, cold and warm, one untimed priming run each)
+        step "first_result.jl" "$L/first_result.log" jl 450 bench/julia/first_result.jl --reps "${REPS:-1}"
         jsonl "$L/first_result.log" > "$D/first_result.jsonl"
+        if have bench/anchors/first_result_anchor.py; then
+            step "first_result_anchor.py" "$L/first_result_anchor.log" py 120 bench/anchors/first_result_anchor.py --reps 2
+            jsonl "$L/first_result_anchor.log" > "$D/first_result_anchor.jsonl"
+        fi
     fi
     if have bench/julia/compiler_translate.jl; then
         step "compiler_translate.jl" "$L/compiler_translate.log" jl 120 bench/julia/compiler_translate.jl

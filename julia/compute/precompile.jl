@@ -61,3 +61,30 @@ precompile(index_store, (String, String, String))
 precompile(index_safe, (DataType,))
 precompile(index_first_try!, (DataType,))
 precompile(load_kernel, (String, String))
+
+# What every `using CuMem` runs: __init__'s steps (Julia caches no inference of them
+# unless asked; CuMem.jl asks for __init__ itself).
+for f in (init_library, init_kernel_cache, init_pressure, init_tracking, init_compiled_tables, init_broadcast)
+    precompile(f, ())
+end
+foreach(d -> precompile(rehash_iddict!, (typeof(d),)), (DC_PRIMS, DC_MATH1, DC_MATH2))
+
+# The first operations users run (scripts/precompile_workload.jl on the host device: broadcasts
+# of Float32/Float64/Int64/Int32 of one to three operands, reductions with and without dims,
+# mapreduce, findall, cumsum, sort, sortperm, copies, show, products, qr, lu, rand, cu,
+# CuIterator): the signatures of CuMem's own methods they compiled, one a line in
+# precompile_ops.txt (scripts/gen_precompile.jl writes it). Julia caches the inference of
+# these in the package's image; a signature that no longer names a method is recorded in
+# PRECOMPILE_STALE (test/compute/precompile_tests.jl requires it empty).
+const PRECOMPILE_OPS_FILE = joinpath(@__DIR__, "precompile_ops.txt")
+include_dependency(PRECOMPILE_OPS_FILE)
+const PRECOMPILE_STALE = String[]
+for sig in eachline(PRECOMPILE_OPS_FILE)
+    isempty(strip(sig)) && continue
+    ok = try
+        precompile(Core.eval(@__MODULE__, Meta.parse(sig)))
+    catch
+        false
+    end
+    ok || push!(PRECOMPILE_STALE, sig)
+end

@@ -87,7 +87,9 @@ const FULL_AT = Threads.Atomic{Int}(0)
 end
 
 function init_pressure()
-    limit = memory_stats().limit_bytes
+    r = Ref{CStats}()
+    check(c_get_stats(r))
+    limit = r[].limit_bytes % Int        # (memory_stats builds a 25-field NamedTuple: 0.2 s to infer at load)
     capacity = limit > 0 ? limit : total_memory()
     GC_MIN_GROWTH[] = max(min(64 << 20, capacity >> 4), 1 << 20)
     GC_MAX_GROWTH[] = max(GC_MIN_GROWTH[], capacity >> 2)
