@@ -14,38 +14,11 @@
 //! granule long or longer ([`Arena::idle_bytes`]).
 
 use super::free_lists::FreeLists;
+use super::node::{NIL, Node};
 use crate::snapshot::{BlockState, PoolBlock, PoolSegment};
 
 /// Free ranges [`Arena::place`] considers for a block, smallest first.
 const CANDIDATES: usize = 16;
-
-/// No node (the end of a list).
-pub(super) const NIL: u32 = u32::MAX;
-
-/// A block in use or a free range.
-#[derive(Clone, Copy)]
-pub(super) struct Node {
-    pub addr: u64,
-    pub size: u64,
-    /// Address neighbours ([`NIL`] at the ends of the arena).
-    pub prev: u32,
-    pub next: u32,
-    /// Neighbours on the free list of the size class (free ranges only; [`FreeLists`]).
-    pub fprev: u32,
-    pub fnext: u32,
-    /// The size class whose list holds the node (free ranges only; [`FreeLists`]).
-    pub class: u16,
-    pub free: bool,
-    /// In the slab's list of reusable nodes.
-    pub dead: bool,
-}
-
-impl Node {
-    /// A node not linked to any neighbour yet.
-    fn new(addr: u64, size: u64, free: bool) -> Node {
-        Node { addr, size, prev: NIL, next: NIL, fprev: NIL, fnext: NIL, class: 0, free, dead: false }
-    }
-}
 
 /// One reserved range of addresses, carved into blocks. Free ranges are address space;
 /// whether memory lies behind them is the granules' business: a granule is mapped while

@@ -87,6 +87,7 @@
 
 mod arena;
 mod free_lists;
+mod node;
 #[cfg(test)]
 mod tests;
 
