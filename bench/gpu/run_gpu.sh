@@ -65,12 +65,14 @@ try:
     anc = [json.loads(l) for l in open(sys.argv[2]) if l.startswith("{")]
 except OSError:
     anc = []
-print("replay (ns/event warm | cold; peak reserved / peak live, cold | warm; hit rate warm; device allocs cold | warm; failed)")
+print("replay (ns/event warm | cold; peak reserved / peak live, cold | warm; hit rate warm; device allocs cold | warm; "
+      "device calls cold | per warm pass | last pass; failed)")
 for r in rows:
     if r.get("bench") == "replay":
         print(f'{r["trace"]:16} {r["pool"]:7} {r["ns_per_event_warm"]:10.1f} {r["ns_per_event_cold"]:10.1f}  '
               f'{r["reserved_over_live"]:6.3f} {r["reserved_over_live_warm"]:6.3f}  {r["hit_rate"]:.4f}  '
-              f'{r["device_allocs_cold"]:7} {r["device_allocs_warm"]:7}  {r["failed"]}')
+              f'{r["device_allocs_cold"]:7} {r["device_allocs_warm"]:7}  '
+              f'{r.get("device_calls_cold", "")} {r.get("device_calls_per_warm_pass", "")} {r.get("device_calls_last_pass", "")}  {r["failed"]}')
 for a in anc:
     if a.get("bench") == "replay":
         for k in ("torch_caching", "torch_expandable", "cuda_async_pool", "cudaMalloc"):
