@@ -26,7 +26,16 @@ export CuArray, CuVector, CuMatrix, CuVecOrMat, CuPtr, cu, unsafe_free!,
        CuIterator, OutOfGPUMemoryError, CuMemError,
        synchronize, CuStream, CuEvent, stream, stream!, record, elapsed, record_stream,
        CuDevice, devices, ndevices, device, device!,
-       has_cuda, has_cuda_gpu, capability
+       has_cuda, has_cuda_gpu, capability,
+       # the kernel language (compute/device/)
+       @cuda, cufunction, cudaconvert, launch_configuration, CuFunction, HostKernel, CuDeviceArray,
+       threadIdx, blockIdx, blockDim, gridDim, warpsize, laneid,
+       sync_threads, sync_threads_count, sync_threads_and, sync_threads_or, sync_warp,
+       threadfence, threadfence_block, threadfence_system,
+       CuStaticSharedArray, CuDynamicSharedArray, @cuStaticSharedMem, @cuDynamicSharedMem,
+       shfl_sync, shfl_up_sync, shfl_down_sync, shfl_xor_sync, FULL_MASK,
+       vote_all_sync, vote_any_sync, vote_ballot_sync, vote_all, vote_any, vote_ballot,
+       @cuprintf, @cuprint, @cuprintln, @cushow, @cuassert
 
 # In dependency order: each file uses only what the files above it define
 # (test/layers_tests.jl checks it), so the list reads bottom up.
@@ -54,41 +63,57 @@ include("compute/compiler/ctypes.jl")     # C types of isbits Julia types with J
 include("compute/compiler/prelude.jl")    # C_PRELUDE_V2: the fixed C of compiled kernels
 include("compute/compiler/values.jl")     # compile state; IR values, globals and conversions as C
 include("compute/compiler/throwsites.jl") # throw sites: the error record's site and values
+include("compute/compiler/kernelcalls.jl") # the kernel language's intrinsics as C (a table the device room fills); pointers
 include("compute/compiler/intrinsics.jl") # Core.Intrinsics as C
 include("compute/compiler/builtins.jl")   # getfield, ===, ifelse, isa, tuple, ... as C
 include("compute/compiler/devmem.jl")     # CuDeviceArray's loads and stores as C pointer accesses
 include("compute/compiler/mathlib.jl")    # Base math mapped to CUDA's library, with domain checks
 include("compute/compiler/translate.jl")  # typed IR -> C: functions, blocks, phis, statements, calls
 include("compute/compiler/device.jl")     # device_function, kernel_source, launch_context (the interface)
-include("compute/kernels.jl")      # NVRTC kernels, launch, cuBLAS gemm!, synchronize, host_view
-include("compute/kernel_cache.jl") # the Julia kernel table (by device and types); the engine's cache on disk
-include("compute/kernel_index.jl") # the fast paths' kernels on disk by the types that chose them
-include("compute/eltypes.jl")      # the primitive element types of the fixed kernels
-include("compute/devarray.jl")     # CuDeviceArray: CuArrays indexed inside element functions (Ref(A), tuples)
-include("compute/bcfunction.jl")   # a broadcast expression as one isbits callable of its elements
-include("compute/layout.jl")       # strided_operand, layout: the strided description of CuArrays and wrappers
-include("compute/broadcast.jl")    # fused broadcasting, map, map!, fill! by kernel
-include("compute/bcextras.jl")     # similar(bc, T, dims); ranges and CartesianIndices in broadcasts (by value); 0-d arithmetic
-include("compute/fastpath.jl")     # broadcasts of a type seen before: a typed slot, no look-ups
-include("compute/readback.jl")     # scalar results through a pinned buffer
-include("compute/element_fns.jl")  # element functions of the reduction-like families, from the compiler
-include("compute/reduce_full.jl")  # whole-array reductions: one kernel, partials to the pinned buffer
-include("compute/mapreduce.jl")    # reductions: mapreduce, sum, prod, any, all, count, ...
-include("compute/findext.jl")      # findmax, findmin, argmax, argmin
-include("compute/accumulate.jl")   # accumulate, cumsum, cumprod along any dimension (three-phase scans)
-include("compute/random.jl")       # Philox4x32-10 random numbers
-include("compute/strided.jl")      # strided copies: the plan, the CUDA C kernel, the host path
-include("compute/indexing.jl")     # non-scalar getindex/setindex!, views, cat, reverse, permutedims
-include("compute/searching.jl")    # findall, findfirst/findlast, extrema, gathers, circshift, rot90, mapslices
-include("compute/masks.jl")        # Bool masks and index arrays in indexing, views and broadcasts; fill!/copy! of wrappers
-include("compute/blockcopy.jl")    # copyto! of blocks (CartesianIndices, ranges) between device and host
-include("compute/sorting.jl")      # sort, sortperm, partialsort, issorted, unique (radix and bitonic sorts)
-include("compute/statistics.jl")   # mean, var, std, cov, cor, median
-include("compute/reduce_inplace.jl") # mapreducedim!: sum!, prod!, maximum!, minimum!, any!, all!, count!
-include("compute/rng.jl")          # default_rng, Complex and range draws, rand!/randn! of views
-include("compute/show.jl")         # show/print of CuArrays, views and wrappers, downloading once
-include("compute/linalg.jl")       # *, mul! (cuBLAS gemm), dot, norm, axpy!, axpby!, rmul!, lmul!
-include("compute/precompile.jl")   # inference of the broadcast machinery, cached at precompilation
+# compute/runtime/: kernel loading, caches, launch, read-back
+include("compute/runtime/kernels.jl")      # NVRTC kernels, launch, cuBLAS gemm!, synchronize, host_view
+include("compute/runtime/kernel_cache.jl") # the Julia kernel table (by device and types); the engine's cache on disk
+include("compute/runtime/kernel_index.jl") # the fast paths' kernels on disk by the types that chose them
+include("compute/runtime/eltypes.jl")      # the primitive element types of the fixed kernels
+include("compute/runtime/readback.jl")     # scalar results through a pinned buffer
+include("compute/runtime/devarray.jl")     # CuDeviceArray: CuArrays indexed inside element functions (Ref(A), tuples)
+# compute/device/: the kernel language (CUDA.jl's kernel programming model): intrinsics, @cuda
+include("compute/device/state.jl")                    # the host device's thread/block state; C translations
+include("compute/device/arrays.jl")                   # cudaconvert; pointer/reshape of CuDeviceArray
+include("compute/device/host.jl")                     # the host device's runner: threads as tasks
+include("compute/device/execution.jl")                # cufunction, @cuda, HostKernel, launch_configuration
+include("compute/device/intrinsics/indexing.jl")      # threadIdx, blockIdx, blockDim, gridDim, warpsize, laneid
+include("compute/device/intrinsics/synchronization.jl") # sync_threads (count/and/or), threadfences
+include("compute/device/intrinsics/memory_shared.jl") # CuStaticSharedArray, CuDynamicSharedArray
+include("compute/device/intrinsics/atomics.jl")       # atomic_add! ... atomic_cas!, @atomic
+include("compute/device/intrinsics/warp.jl")          # shfl_*sync, vote_*, sync_warp
+include("compute/device/intrinsics/output.jl")        # @cuprintf, @cuprint(ln), @cushow, @cuassert
+# compute/broadcast/: the broadcast path, its fast path, layouts and strided copies
+include("compute/broadcast/bcfunction.jl") # a broadcast expression as one isbits callable of its elements
+include("compute/broadcast/layout.jl")     # strided_operand, layout: the strided description of CuArrays and wrappers
+include("compute/broadcast/strided.jl")    # strided copies: the plan, the CUDA C kernel, the host path
+include("compute/broadcast/blockcopy.jl")  # copyto! of blocks (CartesianIndices, ranges) between device and host
+include("compute/broadcast/broadcast.jl")  # fused broadcasting, map, map!, fill! by kernel
+include("compute/broadcast/bcextras.jl")   # similar(bc, T, dims); ranges and CartesianIndices in broadcasts (by value); 0-d arithmetic
+include("compute/broadcast/fastpath.jl")   # broadcasts of a type seen before: a typed slot, no look-ups
+# compute/reduce/: reductions: whole-array, with dims, in place, findmax
+include("compute/reduce/element_fns.jl")    # element functions of the reduction-like families, from the compiler
+include("compute/reduce/reduce_full.jl")    # whole-array reductions: one kernel, partials to the pinned buffer
+include("compute/reduce/mapreduce.jl")      # reductions: mapreduce, sum, prod, any, all, count, ...
+include("compute/reduce/findext.jl")        # findmax, findmin, argmax, argmin
+include("compute/reduce/reduce_inplace.jl") # mapreducedim!: sum!, prod!, maximum!, minimum!, any!, all!, count!
+# compute/algorithms/: scans, indexing, searching, masks, sorts, statistics
+include("compute/algorithms/accumulate.jl") # accumulate, cumsum, cumprod along any dimension (three-phase scans)
+include("compute/algorithms/indexing.jl")   # non-scalar getindex/setindex!, views, cat, reverse, permutedims
+include("compute/algorithms/searching.jl")  # findall, findfirst/findlast, extrema, gathers, circshift, rot90, mapslices
+include("compute/algorithms/masks.jl")      # Bool masks and index arrays in indexing, views and broadcasts; fill!/copy! of wrappers
+include("compute/algorithms/sorting.jl")    # sort, sortperm, partialsort, issorted, unique (radix and bitonic sorts)
+include("compute/algorithms/statistics.jl") # mean, var, std, cov, cor, median
+# compute/random/: random numbers
+include("compute/random/random.jl") # Philox4x32-10 random numbers
+include("compute/random/rng.jl")    # default_rng, Complex and range draws, rand!/randn! of views
+# compute/linalg/: linear algebra
+include("compute/linalg/products.jl")       # *, mul! (cuBLAS gemm), dot, norm, axpy!, axpby!, rmul!, lmul!
 include("compute/linalg/wrappers.jl")       # BLAS/LAPACK-level calls: cuBLAS beyond gemm, cuSOLVER
 include("compute/linalg/kernels.jl")        # triu!/tril!, istriu, ishermitian, A + λI, integer matmul
 include("compute/linalg/qr.jl")             # qr: CuQR, CuQRPackedQ, least squares, minimum norm
@@ -96,6 +121,9 @@ include("compute/linalg/factorizations.jl") # lu, cholesky, svd, eigen, \, inv, 
 include("compute/linalg/structured.jl")     # triangular and symmetric/Hermitian products and solves
 include("compute/linalg/generic.jl")        # mixed/integer/Float16 products, UniformScaling, diagm, kron
 include("compute/linalg/compat.jl")         # pivot arguments of newer LinearAlgebra versions
+# compute/: printing, and inference cached at precompilation
+include("compute/show.jl")# show/print of CuArrays, views and wrappers, downloading once
+include("compute/precompile.jl")# inference of the broadcast machinery, cached at precompilation
 include("tools/memtools.jl")       # history, snapshot, leak checks, run-time limits, compact!
 include("tools/profile.jl")        # @profile_memory, MemoryProfile, save_memory_timeline
 include("tools/info.jl")           # functional, versioninfo
@@ -112,3 +140,4 @@ function __init__()
 end
 
 end # module
+

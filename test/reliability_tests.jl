@@ -103,7 +103,7 @@ end
 # (CuMem.pin) stays reachable. The copies wait behind a 0.3 s sleep of their stream.
 @testset "async uploads keep their host buffer until the copy has run" begin
     # pinned memory that outlives this test set, e.g. the page-locked buffer through which
-    # scalar results come back (julia/compute/readback.jl, made by an earlier sum on a GPU)
+    # scalar results come back (julia/compute/runtime/readback.jl, made by an earlier sum on a GPU)
     host_base = memory_stats(:host).allocated_bytes
     n = 4 << 20
     d = CuArray{Float32}(undef, n)

@@ -10,12 +10,13 @@
 #   pinned host memory under a 64 MiB limit          test/memory/pinned_tests.jl
 #   bad configuration / missing library            `using CuMem` must fail clearly
 #   installing by name, path and dev               test/registrytests.jl
-#   compute: NVRTC, kernels, gemm!                 test/compute/compute_tests.jl
-#   indexing, linear algebra, show                  test/compute/{indexing,linalg,show}_tests.jl
-#   factorizations, triangular/symmetric, generic   test/compute/linalg_factor_tests.jl
-#   linear-algebra kernels emulated with g++        test/compute/linalg_kernel_tests.jl
-#   array library (issue 24), its kernels on g++ threads   test/compute/arraylib{,_emulation}_tests.jl
-#   reductions/scans/findmax/sorts on g++ threads     test/compute/reduce_emulation_tests.jl
+#   compute: NVRTC, kernels, gemm!                 test/compute/runtime/compute_tests.jl
+#   the kernel language (@cuda, intrinsics)        test/compute/device/kernel_tests.jl
+#   indexing, linear algebra, show                  test/compute/{algorithms/indexing,linalg/linalg,show}_tests.jl
+#   factorizations, triangular/symmetric, generic   test/compute/linalg/linalg_factor_tests.jl
+#   linear-algebra kernels emulated with g++        test/compute/linalg/linalg_kernel_tests.jl
+#   array library its kernels on g++ threads   test/compute/algorithms/arraylib{,_emulation}_tests.jl
+#   reductions/scans/findmax/sorts on g++ threads     test/compute/reduce/reduce_emulation_tests.jl
 #   several devices (host:2 stand-ins)              test/devices/multidevice_tests.jl
 #   Distributed, 2 workers, one device each         test/devices/distributed_tests.jl
 #   the demo (an MLP trained on the digits)         demo/demo.jl
@@ -88,23 +89,26 @@ for pool in POOLS
                           CUMEM_TEST_POOL_FREE = pool == POOLS[1] ? 1 : 0),
                     passed; cost = 75))
 end
-push!(jobs, Job("compute (NVRTC, kernels, gemm!)", interpreted(testfile(joinpath("compute", "compute_tests.jl"))), passed; cost = 15))
+push!(jobs, Job("compute (NVRTC, kernels, gemm!)", interpreted(testfile(joinpath("compute", "runtime", "compute_tests.jl"))), passed; cost = 15))
+# the kernel language: @cuda, intrinsics, shared memory, atomics, shuffles (host device: the
+# threads as tasks; every kernel's C compiled to PTX when libnvrtc is there)
+push!(jobs, Job("kernel language (@cuda, intrinsics)", julia(testfile(joinpath("compute", "device", "kernel_tests.jl"))), passed; cost = 120))
 # broadcasting, reductions and random numbers against Base, under one pool: what they
 # test does not depend on the pool (their arrays' memory is the pool tests' subject, under
 # every pool), and a second run was 160 s of CI
 for pool in POOLS[1:min(1, end)]
     push!(jobs, Job("compute (broadcast, mapreduce, random), pool $pool",
                     julia("-e", "for f in ARGS; Base.include(Module(), f); end",
-                          testfile(joinpath("compute", "broadcast_tests.jl")), testfile(joinpath("compute", "mapreduce_tests.jl")), testfile(joinpath("compute", "random_tests.jl"));
+                          testfile(joinpath("compute", "broadcast", "broadcast_tests.jl")), testfile(joinpath("compute", "reduce", "mapreduce_tests.jl")), testfile(joinpath("compute", "random", "random_tests.jl"));
                           JULIA_CUDA_MEMORY_POOL = pool),
                     passed; cost = 160))
 end
 # the generated CUDA C of broadcasts and random numbers compiled by g++ and run on the CPU
 # (host device only: the emulation stands in for the GPU)
 if DEVICE != "cuda" && Sys.which("g++") !== nothing && success(pipeline(`g++ -x c++ -std=c++17 -fsyntax-only -`, stdin = IOBuffer("_Float16 h;"), stderr = devnull))
-    push!(jobs, Job("compute kernels emulated on the CPU (g++)", julia(testfile(joinpath("compute", "kernel_emulation_tests.jl"))), passed;
+    push!(jobs, Job("compute kernels emulated on the CPU (g++)", julia(testfile(joinpath("compute", "compiler", "kernel_emulation_tests.jl"))), passed;
                     cost = 150))
-    push!(jobs, Job("linear-algebra kernels emulated on the CPU (g++)", julia(testfile(joinpath("compute", "linalg_kernel_tests.jl"))),
+    push!(jobs, Job("linear-algebra kernels emulated on the CPU (g++)", julia(testfile(joinpath("compute", "linalg", "linalg_kernel_tests.jl"))),
                     passed; cost = 40))
 else
     @info "g++ with _Float16 not found: the emulated-kernel tests are skipped"
@@ -114,17 +118,17 @@ push!(jobs, Job("pinned host memory", julia(testfile(joinpath("memory", "pinned_
 push!(jobs, Job("bad pinned memory limit",
                 julia("-e", "using CuMem"; CUMEM_PINNED_LIMIT = "lots"),
                 failed_with("CUMEM_PINNED_LIMIT=\"lots\"", "accepted")))
-push!(jobs, Job("indexing and copies", interpreted(testfile(joinpath("compute", "indexing_tests.jl"))), passed; cost = 40))
+push!(jobs, Job("indexing and copies", interpreted(testfile(joinpath("compute", "algorithms", "indexing_tests.jl"))), passed; cost = 40))
 # issue 24's array library (statistics, sorts, scans, searching, masks, random) against
 # Base; its block-level kernels (tile scans, radix ranks, bitonic steps) run by g++ threads
 push!(jobs, Job("array library (statistics, sorting, scans, searching, masks)",
-                julia(testfile(joinpath("compute", "arraylib_tests.jl"))), passed; cost = 120))
+                julia(testfile(joinpath("compute", "algorithms", "arraylib_tests.jl"))), passed; cost = 120))
 if DEVICE != "cuda" && Sys.which("g++") !== nothing &&
    success(pipeline(`g++ -x c++ -std=c++20 -fsyntax-only -`, stdin = IOBuffer("#include <barrier>\n_Float16 h;"), stderr = devnull))
-    push!(jobs, Job("array-library kernels emulated on CPU threads (g++)", julia(testfile(joinpath("compute", "arraylib_emulation_tests.jl"))),
+    push!(jobs, Job("array-library kernels emulated on CPU threads (g++)", julia(testfile(joinpath("compute", "algorithms", "arraylib_emulation_tests.jl"))),
                     passed; cost = 150))
     # reductions, scans, findmax and sorts with compiled element functions, on g++ threads
-    push!(jobs, Job("reduction kernels emulated on CPU threads (g++)", julia(testfile(joinpath("compute", "reduce_emulation_tests.jl"))),
+    push!(jobs, Job("reduction kernels emulated on CPU threads (g++)", julia(testfile(joinpath("compute", "reduce", "reduce_emulation_tests.jl"))),
                     passed; cost = 150))
 end
 # Several devices: two host devices standing in for GPUs (two GPUs with CUMEM_DEVICE=cuda).
@@ -134,9 +138,9 @@ push!(jobs, Job("several devices ($MULTI_DEVICE)",
                 passed; cost = 27))
 push!(jobs, Job("Distributed, one device per worker ($MULTI_DEVICE)",
                 julia(testfile(joinpath("devices", "distributed_tests.jl")); CUMEM_DEVICE = MULTI_DEVICE), passed; cost = 55))
-push!(jobs, Job("linear algebra", interpreted(testfile(joinpath("compute", "linalg_tests.jl"))), passed; cost = 25))
+push!(jobs, Job("linear algebra", interpreted(testfile(joinpath("compute", "linalg", "linalg_tests.jl"))), passed; cost = 25))
 push!(jobs, Job("factorizations, triangular/symmetric, generic products",
-                interpreted(testfile(joinpath("compute", "linalg_factor_tests.jl"))), passed; cost = 60))
+                interpreted(testfile(joinpath("compute", "linalg", "linalg_factor_tests.jl"))), passed; cost = 60))
 push!(jobs, Job("show of arrays and wrappers", interpreted(testfile(joinpath("compute", "show_tests.jl"))), passed; cost = 10))
 # `make demo`: the MLP on the digits data set must reach its accuracy target
 push!(jobs, Job("demo (MLP on the digits)", julia(joinpath(ROOT, "demo", "demo.jl")),

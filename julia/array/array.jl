@@ -352,7 +352,7 @@ function Base.fill!(a::CuArray{T}, x) where {T}
 end
 
 # A fill by a kernel, for the element types that compute/ generates kernels for; nothing
-# otherwise (compute/broadcast.jl adds the CuArray method).
+# otherwise (compute/broadcast/broadcast.jl adds the CuArray method).
 fill_kernel!(a::AbstractArray, v) = nothing
 
 # (pattern, elsize) such that `v`'s bytes are `sizeof(v) ÷ elsize` copies of the low

@@ -62,5 +62,5 @@ const AnyCuArray{T,N} = Union{CuArray{T,N}, CuWrap1{T,N}, CuWrap2{T,N}}
 
 # `reshape`s of those wrappers (`reshape(view(A, :, 2:3), :)`, `vec(A')`). Broadcasts and
 # reductions read (and broadcasts write) one in place where its layout is strided (a
-# reshape of a contiguous run: `CuMem.layout`), else through a copy (compute/masks.jl).
+# reshape of a contiguous run: `CuMem.layout`), else through a copy (compute/algorithms/masks.jl).
 const CuReshaped{T,N} = Base.ReshapedArray{T,N,<:AnyCuArray}

@@ -3,11 +3,11 @@
 # memory is shared by them, `__syncthreads` is a barrier of the block,
 # `__match_any_sync`/`__shfl_down_sync` go through a barrier of the warp, atomics are the
 # compiler's - and launched with the arguments the GPU path marshals. Blocks run one after
-# another. Included by test/compute/arraylib_emulation_tests.jl and
-# test/compute/reduce_emulation_tests.jl, which pretend not to be on the host device (the
+# another. Included by test/compute/algorithms/arraylib_emulation_tests.jl and
+# test/compute/reduce/reduce_emulation_tests.jl, which pretend not to be on the host device (the
 # GPU path runs, with these stand-in kernels).
 using CuMem, Libdl
-# The typed broadcast fast path (julia/compute/fastpath.jl) cannot hold the stand-in kernels:
+# The typed broadcast fast path (julia/compute/broadcast/fastpath.jl) cannot hold the stand-in kernels:
 # the emulation runs the general path, which every broadcast takes on its first call.
 CuMem.FAST_BROADCAST[] = false
 

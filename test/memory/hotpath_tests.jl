@@ -192,7 +192,7 @@ end
     end
 
     # issue 26: a broadcast or a whole-array reduction of a type seen before takes its typed
-    # slot (julia/compute/fastpath.jl, reduce_full.jl): the in-place broadcast allocates
+    # slot (julia/compute/broadcast/fastpath.jl, reduce_full.jl): the in-place broadcast allocates
     # nothing, the slots' look-ups allocate nothing
     @testset "typed fast paths: in-place broadcast, reduction slot" begin
         s1, s2 = CuArray(Float32[1]), CuArray(Float32[2])

@@ -1,4 +1,4 @@
-# Device memory accesses of CuDeviceArray (compute/devarray.jl) as C: `dev_load(T, addr, i)`
+# Device memory accesses of CuDeviceArray (compute/runtime/devarray.jl) as C: `dev_load(T, addr, i)`
 # reads element i (1-based) of T at address `addr`, `dev_store!(addr, v::T, i)` writes it.
 # Called from dc_math (mathlib.jl) for every resolved call; nothing for other calls.
 

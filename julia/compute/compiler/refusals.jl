@@ -1,7 +1,7 @@
 # Refusals of the typed-IR compiler: what cannot run on a GPU is a
 # KernelCompileError naming the construct, the function and its file:line, and the call
 # chain from the kernel's element function. NVRTC's rejections of generated C use the same
-# type (compute/kernels.jl). (Julia's exceptions thrown BY compiled kernels:
+# type (compute/runtime/kernels.jl). (Julia's exceptions thrown BY compiled kernels:
 # memory/kernel_errors.jl.)
 
 """

@@ -15,7 +15,7 @@ host_op(A::CuArray) = host_view(A)
 host_op(A::Adjoint) = adjoint(host_view(parent(A)))
 host_op(A::Transpose) = transpose(host_view(parent(A)))
 
-# Every other CuArray product (compute/linalg.jl has cuBLAS's four types): promoting as Base.
+# Every other CuArray product (compute/linalg/products.jl has cuBLAS's four types): promoting as Base.
 LinearAlgebra.mul!(C::CuVecOrMat, A::AnyCuMatOperand, B::Union{CuVector,AnyCuMatOperand},
                    α::Number, β::Number) = generic_mul!(C, A, B, α, β)
 # An outer product with a row vector (`mul!(C, a, transpose(x))`, `a` an m×1 matrix): the

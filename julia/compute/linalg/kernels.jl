@@ -3,7 +3,7 @@
 # the diagonal (A + λI) and integer matrix products. Fixed CUDA C templates, instantiated
 # per element size (moves of bits) or per element type (arithmetic, comparisons), each a
 # grid-stride loop. On the host device the same operations run in Julia on `host_view`s;
-# test/compute/linalg_kernel_tests.jl runs these kernels compiled by g++ on the CPU.
+# test/compute/linalg/linalg_kernel_tests.jl runs these kernels compiled by g++ on the CPU.
 
 const LINALG_KERNELS_SOURCE = raw"""
 typedef unsigned char la_w1; typedef unsigned short la_w2; typedef unsigned int la_w4;

@@ -1,0 +1,365 @@
+# Fused broadcasting: each broadcast expression over CuArrays (and strided views/wrappers
+# of them) becomes ONE generated CUDA C kernel, cached by the expression's types (the
+# design of CUDA.jl's GPUArrays broadcast, with CuPy's ElementwiseKernel's code generation).
+# `map`, `map!`, `broadcast!` and `.=` use the same path. The expression's element function
+# is compiled from Julia's typed IR (compute/broadcast/bcfunction.jl, compute/compiler/). On the host
+# device Base computes on the buffers wrapped as Arrays, after the same compilation.
+
+using Base.Broadcast: Broadcasted, AbstractArrayStyle, DefaultArrayStyle
+
+## array types the kernels read and write: AnyCuArray (array/wrappers.jl)
+
+
+"""
+    CuMem.CuArrayStyle{N}
+
+The `BroadcastStyle` of CuArrays and their wrappers: broadcasting over them compiles one
+kernel per expression and returns a `CuArray`. It wins over Base's `DefaultArrayStyle`, so
+a host `Array` mixed in is rejected with an error (upload it first), as in CUDA.jl.
+"""
+struct CuArrayStyle{N} <: AbstractArrayStyle{N} end
+CuArrayStyle(::Val{N}) where {N} = CuArrayStyle{N}()
+CuArrayStyle{M}(::Val{N}) where {N,M} = CuArrayStyle{N}()
+
+Base.BroadcastStyle(::Type{<:CuArray{T,N}}) where {T,N} = CuArrayStyle{N}()
+Base.BroadcastStyle(::Type{W}) where {W<:CuWrap1} = CuArrayStyle{ndims(W)}()
+Base.BroadcastStyle(::Type{W}) where {W<:CuWrap2} = CuArrayStyle{ndims(W)}()
+# `Ref(A)`: one value (0 dimensions), but a broadcast of CuArrays (GPUArrays.jl's rule), so
+# that `getindex.(Ref(A), 1)` runs as a kernel rather than as Base's scalar code
+Base.BroadcastStyle(::Type{<:Base.RefValue{<:CuArray}}) = CuArrayStyle{0}()
+
+## array leaves
+
+# `byvalue`: an array passed by value (a range, CartesianIndices: compute/broadcast/bcfunction.jl's
+# BcIndexed), no memory (`base` nothing); the kernel passes the 1-based linear index into
+# it, an `Int`, computed from `strides` as an array leaf's offset is.
+struct Leaf
+    base::Union{CuArray,Nothing}
+    offset::Int
+    strides::Vector{Int}
+    linear::Bool
+    eltype::Type
+    byvalue::Bool
+end
+
+# Whether T is one of the primitive element types (compute/runtime/eltypes.jl) that the fixed
+# kernels (random numbers, radix keys) and the linear-algebra kernels handle. Broadcasts,
+# reductions, scans, findmax and sorts take any isbits type (compute/compiler/). `===` against each listed type: `T in
+# KERNEL_ELTYPES` compares with `==`, which calls the runtime's type equality.
+function is_kernel_eltype(@nospecialize(T))
+    for E in KERNEL_ELTYPES
+        E === T && return true
+    end
+    return false
+end
+check_kernel_eltype(@nospecialize(T)) = is_kernel_eltype(T) ||
+    throw(ArgumentError("GPU kernels support the element types $(join(KERNEL_ELTYPES, ", ")); not $T"))
+
+## the kernel
+
+# The CUDA C source of a broadcast kernel: `df` the compiled element function of the
+# expression, `cdf` the conversion to the destination's element type (or nothing).
+# `leafinfo`: (eltype, linear, byvalue) per leaf. Parameters: the context, the count, the
+# destination (and its strides), each leaf (and its strides), the sizes for Cartesian
+# indexing, then the expression's scalars (one struct) unless it has none.
+function bcast_source(df::DeviceFunction, cdf, @nospecialize(D::Type), dest_linear::Bool, leafinfo, N::Int, idx64::Bool,
+                      unroll::Bool = BCAST_UNROLL[])
+    IDX = idx64 ? "uint64_t" : "uint32_t"
+    OFF = idx64 ? "int64_t" : "int32_t"
+    leafinfo = [length(l) >= 3 ? l : (l[1], l[2], false) for l in leafinfo]    # (eltype, linear): in memory
+    cart = !dest_linear || any(l -> !l[2], leafinfo)
+    F = df.argtypes[1]
+    io = IOBuffer()
+    print(io, "extern \"C\" __global__ void cumem_bcast(jl_ctx_t ctx, $IDX n, $(c_type(D))* dst")
+    dest_linear || for d in 1:N; print(io, ", $OFF dst_s$d"); end
+    for (k, (T, lin, byv)) in enumerate(leafinfo)
+        byv || print(io, ", const $(dc_is_ghost(T) ? "jl_ghost_t" : c_type(T))* a$k")
+        lin || for d in 1:N; print(io, ", $OFF a$(k)_s$d"); end
+    end
+    cart && for d in 1:N-1; print(io, ", $IDX n$d"); end
+    dc_is_ghost(F) || print(io, ", $(c_type(F)) f")
+    print(io, ")\n{\n")
+    dc_is_ghost(F) && print(io, "  jl_ghost_t f{};\n")
+    start = "($IDX)blockIdx.x * blockDim.x + threadIdx.x"
+    conv(c) = cdf === nothing ? c : string(cdf.name, "(&ctx, jl_ghost_t{}, jl_ghost_t{}, ", c, ")")
+    if !cart && unroll
+        start = "i0"
+        print_unrolled(io, IDX, [dc_is_ghost(T) ? "jl_ghost_t" : c_type(T) for (T, _) in leafinfo],
+                       [l[3] for l in leafinfo],
+                       dc_is_ghost(D) ? nothing : c_type(D),
+                       xs -> conv(string(df.name, "(&ctx, f", join([", " * x for x in xs]), ")")))
+    end
+    print(io, "  for ($IDX i = $start; i < n; i += ($IDX)blockDim.x * gridDim.x) {\n")
+    if cart
+        print(io, "    $IDX r = i;\n")
+        for d in 1:N-1
+            print(io, "    const $OFF c$d = ($OFF)(r % n$d); r /= n$d;\n")
+        end
+        N >= 1 && print(io, "    const $OFF c$N = ($OFF)r;\n")
+    end
+    offset(prefix, lin) = lin ? "i" : (N == 0 ? "0" : join(["c$d * $(prefix)_s$d" for d in 1:N], " + "))
+    elem(k, lin, byv) = byv ? "(int64_t)($(offset("a$k", lin))) + 1" : "a$k[$(offset("a$k", lin))]"
+    call = conv(string(df.name, "(&ctx, f", join([", " * elem(k, lin, byv) for (k, (T, lin, byv)) in enumerate(leafinfo)]), ")"))
+    if dc_is_ghost(D)
+        print(io, "    (void)", call, ";\n")
+    else
+        print(io, "    const $(c_type(D)) v = ", call, ";\n")
+    end
+    print(io, "    if (ctx.thrown) return;\n")
+    dc_is_ghost(D) || print(io, "    dst[$(offset("dst", dest_linear))] = v;\n")
+    print(io, "  }\n}\n")
+    body = String(take!(io))
+    return cdf === nothing ? kernel_source(df; body = body) : kernel_source(df, cdf; body = body)
+end
+
+"""
+    CuMem.BCAST_UNROLL :: Ref{Bool}
+
+Whether broadcast kernels over contiguous arrays run their grid-stride loop four steps at a
+time, loading every leaf's four elements before storing (`print_unrolled`); default
+`false`: one element per step, as the kernels before the unrolled loop did. On the H100
+(2026-11-27, 2^28 Float32, the smallops suite of bench/gpu/run.sh) the build with the unrolled loop
+gave 0.82 of the copy's bandwidth for `z .= x .* 2f0 .+ y ./ 3f0` where the plain loop gave
+0.92, and axpy 0.90 where it gave 0.92: NVVM puts each step's loads next to its
+arithmetic, and a Float32 division (IEEE, with a slow path ptxas branches to) then ends the
+block that the next step's loads could be hoisted into, while the unrolled body's registers
+lower the number of resident threads. Set it before the first broadcast of a type (the
+typed slots keep their kernels); its kernels are not written to the kernel index.
+"""
+const BCAST_UNROLL = Ref(false)
+
+# The grid-stride loop of a kernel whose arrays are all contiguous, four steps at a time:
+# every leaf's four elements are loaded before any result is stored, so a
+# thread keeps 4 × leaves loads in flight (one step at a time, the stores between them
+# serialise the loads: the C compiler cannot know that dst does not alias a leaf).
+# Elementwise, so the order does not matter; an array that overlaps dst elsewhere was
+# copied before (`unalias_args`). A throw in any of the four steps stores none of them.
+# Leaves the index of the first step not done in `i0`, for the plain loop that finishes.
+# `TCs`: the leaves' C types (leaf k is `ak`); `byv`: whether each is passed by value (its
+# "load" is the 1-based index, an int64_t); `DC`: the result's C type (nothing: a ghost,
+# not stored); `call(loads)`: the C expression of the element's result from the loads.
+function print_unrolled(io, IDX, TCs, byv, DC, call)
+    print(io, "  const $IDX stride = ($IDX)blockDim.x * gridDim.x;\n")
+    print(io, "  $IDX i0 = ($IDX)blockIdx.x * blockDim.x + threadIdx.x;\n")
+    print(io, "  for (; i0 + 3 * stride < n; i0 += 4 * stride) {\n")
+    ix(u) = u == 0 ? "i0" : "i0 + $u * stride"
+    for u in 0:3, (k, CT) in enumerate(TCs)
+        if byv[k]
+            print(io, "    const int64_t l$(k)_$u = (int64_t)($(ix(u))) + 1;\n")
+        else
+            print(io, "    const $CT l$(k)_$u = a$k[$(ix(u))];\n")
+        end
+    end
+    for u in 0:3
+        c = call(["l$(k)_$u" for k in eachindex(TCs)])
+        if DC === nothing
+            print(io, "    (void)", c, ";\n")
+        else
+            print(io, "    const $DC v$u = ", c, ";\n")
+        end
+    end
+    print(io, "    if (ctx.thrown) return;\n")
+    if DC !== nothing
+        for u in 0:3
+            print(io, "    dst[$(ix(u))] = v$u;\n")
+        end
+    end
+    print(io, "  }\n")
+end
+
+sm_count() = max(1, device_info().sm_count)
+
+# Blocks and threads for a grid-stride loop over n elements.
+launch_shape(n) = (max(1, min(cld(n, 256), 32 * sm_count())), 256)
+
+leaf_of(@nospecialize(a), dsz) = is_byvalue_array(a) ? leaf_of_value(a, dsz) : leaf_of_layout(a, dsz)
+leaf_of_layout(@nospecialize(a), dsz) = (l = layout(a); (st, lin) = leaf_strides(l[3], l[4], dsz);
+                   Leaf(l[1], l[2], st, lin, eltype(a), false))
+# An array passed by value: the strides of a contiguous array of its size.
+function leaf_of_value(@nospecialize(a), dsz)
+    sz = collect(Int, size(a))
+    st = similar(sz)
+    s = 1
+    for d in eachindex(sz)
+        st[d] = s
+        s *= sz[d]
+    end
+    (st2, lin) = leaf_strides(sz, st, dsz)
+    return Leaf(nothing, 0, st2, lin, Int, true)
+end
+# The common leaf, a whole CuArray of the output's shape, without building its layout: the
+# same strides and linearity as `leaf_of_layout` gives it, in one allocation.
+function leaf_of(a::CuArray, dsz::Dims{N}) where {N}
+    size(a) == dsz || return leaf_of_layout(a, dsz)
+    st = Vector{Int}(undef, N)
+    s = 1
+    for d in 1:N
+        st[d] = dsz[d] == 1 ? 0 : s
+        s *= dsz[d]
+    end
+    return Leaf(a, 0, st, true, eltype(a), false)
+end
+
+# Whether two leaves touch the same buffer at different layouts (then an elementwise
+# kernel could read what it already overwrote).
+conflicts(a::Leaf, d::Leaf) = !a.byvalue && same_memory(a.base, d.base) && !(a.offset == d.offset && a.strides == d.strides)
+
+# Copies aliased wrapper leaves into fresh arrays (rebuilding the Broadcasted).
+unalias_args(bc::Broadcasted, dest, dleaf) =
+    Broadcasted{Nothing}(bc.f, map(a -> unalias_args(a, dest, dleaf), bc.args), bc.axes)
+function unalias_args(a::Union{AnyCuArray,CuReshaped}, dest, dleaf)
+    l = leaf_of(a, size(dest))
+    conflicts(l, dleaf) || return a
+    c = CuArray{eltype(a)}(undef, size(a))
+    copyto!(c, Broadcasted{Nothing}(identity, (a,), axes(a)))
+    return c
+end
+unalias_args(a, dest, dleaf) = a
+
+## host-device versions of the arguments (Arrays wrapping the same memory)
+
+# The adaptor (array/adapt.jl) whose leaves are host views of device memory, no copy:
+# wrappers are rebuilt around them by adapt's methods, broadcasts around their arguments.
+struct HostViews end
+adapt_storage(::HostViews, a::CuArray) = host_view(a)
+adapt_structure(to::HostViews, bc::Broadcasted) = Broadcast.broadcasted(bc.f, map(x -> adapt(to, x), bc.args)...)
+host_arg(x) = adapt(HostViews(), x)
+
+## running a broadcast into a destination
+
+# The kernel cache entry of each thread's last broadcast through gpu_broadcast! (for the
+# typed fast path, compute/broadcast/fastpath.jl, which clears it before and reads it right after
+# the call: no task switch in between). One slot per thread, made at `__init__`.
+const LAST_BROADCAST = Any[]
+init_broadcast() = (resize!(LAST_BROADCAST, Threads.nthreads()); fill!(LAST_BROADCAST, nothing); nothing)
+@inline set_last_broadcast!(@nospecialize(e)) =
+    (t = Threads.threadid(); t <= length(LAST_BROADCAST) && (@inbounds LAST_BROADCAST[t] = e); nothing)
+@inline take_last_broadcast!() =
+    (t = Threads.threadid(); t <= length(LAST_BROADCAST) || return nothing;
+     e = @inbounds LAST_BROADCAST[t]; @inbounds LAST_BROADCAST[t] = nothing; e)
+
+# Tuples among the arguments are collections in Base's broadcasting: uploaded as vectors.
+bc_tuples(bc::Broadcasted) = any(a -> a isa Tuple || (a isa Broadcasted && bc_tuples(a)), bc.args)
+bc_upload(bc::Broadcasted) = Broadcasted{Nothing}(bc.f, map(bc_upload, bc.args), bc.axes)
+bc_upload(t::Tuple) = isbitstype(eltype(t)) ? CuArray(collect(t)) :
+    all(x -> x isa CuArray, t) ? CuArray([CuDeviceArray(x) for x in t]) : bc_reject(t)   # (devarray.jl)
+bc_upload(x) = x
+
+# Compiled element functions whose objects were replaced in the cache: kept, so that
+# their object ids (part of the kernel cache's keys) are never reused.
+const BC_OLD_FUNCTIONS = Set{Any}()
+
+function gpu_broadcast!(@nospecialize(dest::Union{AnyCuArray,CuReshaped}), @nospecialize(bc::Broadcasted))
+    bc_tuples(bc) && return gpu_broadcast!(dest, bc_upload(bc))
+    D = eltype(dest)
+    dsz = size(dest)
+    N = length(dsz)
+    leaves = bc_leaves!(Any[], bc)
+    # (a wrapper over a freed array throws in leaf_of: its layout reads the address)
+    for a in leaves
+        a isa CuArray && check_alive(a)
+    end
+    dleaf = leaf_of(dest, dsz)
+    check_alive(dleaf.base)
+    # The operands first: `a1 .+ b1` on device 1 while the task is on device 0 is "arrays
+    # of device 1", not a mix with the destination made on device 0.
+    if MULTI[]
+        arrs = filter(a -> !is_byvalue_array(a), leaves)
+        check_devices("broadcast", arrs...); check_devices("broadcast", dleaf.base, arrs...)
+    end
+    lvs = Leaf[leaf_of(a, dsz) for a in leaves]
+    if !on_host() && any(l -> conflicts(l, dleaf), lvs)
+        return gpu_broadcast!(dest, unalias_args(bc, dest, dleaf))
+    end
+    df = bc_function(bc)
+    R = df.rettype
+    cdf = R === D ? nothing : device_function(convert, (Type{D}, R))
+    n = prod(dsz)
+    maxlen = max(n, length(dleaf.base))
+    for l in lvs
+        l.byvalue || (maxlen = max(maxlen, length(l.base)))
+    end
+    idx64 = maxlen >= typemax(Int32)
+    # the leaves' linearity as bits (a tuple only beyond 64 leaves): cheaper to build and hash
+    linkey = if length(lvs) <= 64
+        m = UInt64(0)
+        for i in eachindex(lvs)
+            lvs[i].linear && (m |= UInt64(1) << (i - 1))
+        end
+        m
+    else
+        Tuple(l.linear for l in lvs)
+    end
+    unroll = BCAST_UNROLL[]
+    key = (:bcast, objectid(df), cdf === nothing ? UInt(0) : objectid(cdf), typeof(dest), dleaf.linear, linkey, idx64, unroll)
+    entry = cached_kernel(key) do
+        push!(BC_OLD_FUNCTIONS, df)
+        cdf === nothing || push!(BC_OLD_FUNCTIONS, cdf)
+        src = bcast_source(df, cdf, D, dleaf.linear, [(l.eltype, l.linear, l.byvalue) for l in lvs], N, idx64, unroll)
+        (src, "cumem_bcast", cdf === nothing ? (df,) : (df, cdf), Tuple{GlobalRef,DataType}[])
+    end
+    set_last_broadcast!(entry)
+    n == 0 && return dest
+    if on_host()
+        GC.@preserve leaves dest begin
+            Broadcast.materialize!(host_arg(dest), host_arg(bc))
+        end
+        return dest
+    end
+    IT = idx64 ? UInt64 : UInt32
+    OT = idx64 ? Int64 : Int32
+    args = Any[launch_context(entry.extra...), IT(n), devaddr(dleaf.base) + UInt64(dleaf.offset * sizeof(D))]
+    dleaf.linear || append!(args, map(OT, dleaf.strides))
+    for l in lvs
+        l.byvalue || push!(args, devaddr(l.base) + UInt64(l.offset * sizeof(l.eltype)))
+        l.linear || append!(args, map(OT, l.strides))
+    end
+    if !dleaf.linear || any(l -> !l.linear, lvs)
+        for d in 1:N-1
+            push!(args, IT(dsz[d]))
+        end
+    end
+    dc_is_ghost(df.argtypes[1]) || push!(args, bc_object(bc))
+    blocks, threads = launch_shape(n)
+    GC.@preserve leaves dest launch(entry.kernel, args...; blocks = blocks, threads = threads)
+    return dest
+end
+
+# Broadcast entry points.
+Base.similar(bc::Broadcasted{CuArrayStyle{N}}, ::Type{T}) where {N,T} = CuArray{T}(undef, size(bc))
+
+# `copy(bc)` and `copyto!(dest::AnyCuArray, bc)`: compute/broadcast/fastpath.jl, which runs a
+# broadcast of a type seen before without gpu_broadcast!'s checks and look-ups.
+
+host_dest_error(dest) = throw(ArgumentError("cannot broadcast CuArrays into a $(typeof(dest)): its data is on " *
+                                            "the host. Compute into a CuArray and download it (`copyto!(dest, result)` or `Array(result)`)."))
+Base.copyto!(dest::AbstractArray, bc::Broadcasted{<:CuArrayStyle}) = host_dest_error(dest)
+Base.copyto!(dest::AbstractArray, bc::Broadcasted{CuArrayStyle{0}}) = host_dest_error(dest)
+
+# `.=` into a view/wrapper of a CuArray whose style is not CuArrayStyle (e.g. from a
+# scalar right-hand side) still lands in gpu_broadcast! through the methods above.
+
+## map and map!
+
+function check_same_axes(dest, srcs)
+    for s in srcs
+        axes(s) == axes(dest) || throw(DimensionMismatch("map on GPU arrays needs equal shapes: $(size(dest)) and $(size(s))"))
+    end
+end
+
+Base.map(f, a::AnyCuArray, rest::AnyCuArray...) =
+    (check_same_axes(a, rest); copy(Broadcast.instantiate(Broadcasted{CuArrayStyle{ndims(a)}}(f, (a, rest...)))))
+
+Base.map!(f, dest::AnyCuArray, a::AnyCuArray, rest::AnyCuArray...) =
+    (check_same_axes(dest, (a, rest...)); gpu_broadcast!(dest, Broadcast.instantiate(Broadcasted{Nothing}(f, (a, rest...), axes(dest)))))
+
+## fill! with a value whose bytes differ (zeros and -1 are a memset: array.jl)
+
+function fill_kernel!(a::CuArray{T}, v) where {T}
+    x = convert(T, v)
+    isbitstype(T) || return nothing      # not a kernel type: array.jl's upload-and-copy fallback
+    # a struct value is one scalar, not a collection to broadcast over: Ref (as Base needs)
+    arg = x isa Number ? x : Ref(x)
+    gpu_broadcast!(a, Broadcast.instantiate(Broadcasted{Nothing}(identity, (arg,), axes(a))))
+    return a
+end
