@@ -406,9 +406,24 @@ pub(crate) struct DeviceStats {
     device_alloc_ns: AtomicU64,
     device_free_ns: AtomicU64,
     num_device_free_errors: AtomicU64,
+    /// Calls into the device's memory functions (allocation, free, and the virtual
+    /// memory's reserve, release, map, unmap and move), one per call however many
+    /// granules it covers.
+    device_calls: AtomicU64,
 }
 
 impl DeviceStats {
+    /// One call into the device's memory functions was made.
+    #[inline]
+    pub fn on_device_call(&self) {
+        self.device_calls.fetch_add(1, Relaxed);
+    }
+
+    /// Calls into the device's memory functions since start or the last reset.
+    pub fn device_calls(&self) -> u64 {
+        self.device_calls.load(Relaxed)
+    }
+
     /// Device allocations and frees counted so far (for tests).
     #[cfg(test)]
     pub fn counts(&self) -> (u64, u64) {
@@ -499,6 +514,7 @@ pub(crate) fn reset(
         &device.device_alloc_ns,
         &device.device_free_ns,
         &device.num_device_free_errors,
+        &device.device_calls,
     ] {
         c.store(0, Relaxed);
     }

@@ -173,6 +173,7 @@ impl Upstream {
         self.claim(bytes)?;
         let rec = self.history.on().then(|| self.history.now());
         let t = Instant::now();
+        self.stats.on_device_call();
         let r = self.device.alloc(bytes);
         let ns = t.elapsed().as_nanos() as u64;
         match r {
@@ -210,6 +211,7 @@ impl Upstream {
         let rec = self.history.on().then(|| self.history.now());
         let t = Instant::now();
         // SAFETY: the pools only return segments they obtained from `alloc(bytes)`.
+        self.stats.on_device_call();
         if let Err(e) = unsafe { self.device.free(ptr, bytes) } {
             self.stats.on_device_free_error();
             log::error!("freeing device segment {ptr:#x} of {bytes} bytes failed: {e}");
@@ -233,6 +235,7 @@ impl Upstream {
     /// no device allocation (no memory) and reserved bytes do not change.
     fn vm_reserve(&self, bytes: u64, shard: usize) -> Result<u64> {
         let t = Instant::now();
+        self.stats.on_device_call();
         let r = self.device.vm_reserve(bytes);
         self.stats.on_device_alloc(t.elapsed().as_nanos() as u64, None);
         let base = r?;
@@ -245,6 +248,7 @@ impl Upstream {
         self.segments.lock().remove(&base);
         let t = Instant::now();
         // SAFETY: the pool returns only ranges it reserved, with nothing mapped.
+        self.stats.on_device_call();
         if let Err(e) = unsafe { self.device.vm_release(base, bytes) } {
             log::error!("releasing the address range {base:#x} of {bytes} bytes failed: {e}");
         }
@@ -258,6 +262,7 @@ impl Upstream {
         let rec = self.history.on().then(|| self.history.now());
         let t = Instant::now();
         // SAFETY: the pool maps only unmapped granules of ranges it reserved.
+        self.stats.on_device_call();
         let r = unsafe { self.device.vm_map(addr, bytes) };
         let ns = t.elapsed().as_nanos() as u64;
         match r {
@@ -289,6 +294,7 @@ impl Upstream {
         let rec = self.history.on().then(|| self.history.now());
         let t = Instant::now();
         // SAFETY: the pool unmaps only mapped granules that no block uses.
+        self.stats.on_device_call();
         if let Err(e) = unsafe { self.device.vm_unmap(addr, bytes) } {
             // One failed device call, however many granules it covered.
             self.stats.on_device_free_error();
@@ -314,6 +320,7 @@ impl Upstream {
         let t = Instant::now();
         // SAFETY: the pool moves only idle mapped granules to unmapped granules of its
         // reserved ranges.
+        self.stats.on_device_call();
         let r = unsafe { self.device.vm_move(from, to, bytes) };
         let ns = t.elapsed().as_nanos() as u64;
         for _ in 0..self.granules(bytes) {

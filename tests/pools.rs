@@ -1259,6 +1259,36 @@ fn expandable_moves_idle_memory_instead_of_raising_the_peak() {
     assert_eq!(e.stats().reserved_bytes, 0);
 }
 
+/// Growth in bulk: the granules a block needs are mapped as one physical allocation of
+/// several granules in one device call (CUDA: one `cuMemCreate` of them all, one
+/// `cuMemMap`, one `cuMemSetAccess`), and an allocation is given back only whole, as
+/// CUDA can unmap and release no part of one: while a block touches it, reclaim keeps
+/// all of it (and its memory stays usable); once none does, one call returns it.
+#[test]
+fn expandable_maps_a_block_in_one_call_and_gives_back_only_whole_allocations() {
+    let e = engine(PoolKind::Expandable, 1);
+    let calls = e.device_calls();
+    let a = e.alloc(8 * MIB).unwrap();
+    assert_eq!(e.device_calls() - calls, 2, "one address reservation, one mapping of 4 granules");
+    assert_eq!(e.stats().reserved_bytes, 8 * MIB);
+    fill(&e, a, 8 * MIB, 0x33);
+    assert!(read(&e, a + 7 * MIB, MIB).iter().all(|&x| x == 0x33), "the whole range is mapped");
+    e.free(a).unwrap();
+    // A smaller block goes to the start of the free range, in the mapped allocation.
+    let calls = e.device_calls();
+    let b = e.alloc(2 * MIB).unwrap();
+    assert_eq!((b, e.device_calls()), (a, calls), "no device call");
+    // 6 MiB are idle, but their allocation is in use: reclaim can give back nothing.
+    e.reclaim(u64::MAX);
+    assert_eq!((e.stats().reserved_bytes, e.device_calls()), (8 * MIB, calls));
+    fill(&e, b, 2 * MIB, 7);
+    assert!(read(&e, b + MIB, MIB).iter().all(|&x| x == 7));
+    e.free(b).unwrap();
+    e.reclaim(u64::MAX);
+    assert_eq!(e.stats().reserved_bytes, 0);
+    assert_eq!(e.device_calls() - calls, 2, "one unmapping of the whole allocation, one address release");
+}
+
 #[test]
 fn peak_reserved_counts_only_mapped_memory() {
     // As below, for the expandable pool's path: a mapping in flight that later fails

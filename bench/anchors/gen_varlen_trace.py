@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """Generates the allocation trace of BERT-like inference with variable batch shapes, without a GPU.
 
-    python3 bench/anchors/gen_varlen_trace.py [--seed 1] [--batches 120] [--attention sdpa|math] > data/NAME.trace
+    python3 bench/anchors/gen_varlen_trace.py [--seed 1] [--batches 120] [--attention sdpa|math]
+        [--lengths uniform|lognormal|bimodal|zipf] [--max-batch 32] > data/NAME.trace
 
 The trace is a model of what PyTorch's caching allocator is asked for when a BERT-base-sized
 encoder (Hugging Face `BertModel` structure: embeddings, 12 layers of self-attention and a
 feed-forward block with post-LayerNorm, pooler) runs inference in eval mode under
 `torch.no_grad()` on float32, one batch at a time, each batch of a random shape
 (`batch` uniform in 1..32, `seq` uniform in 16..512, from Python's `random.Random(seed)`),
-as an inference server fed requests of any length. Every tensor an eager forward pass
+as an inference server fed requests of any length (`--lengths` draws them from other
+distributions: traces that no pool was tuned on, for testing on fresh seeds). Every tensor an eager forward pass
 creates is one allocation, freed when its last Python reference goes away (the order is
 that of the forward code), with sizes rounded up to 512 B as PyTorch's block sizes are:
 
@@ -107,12 +109,42 @@ def forward(t, b, s, attention):
     t.f(hidden, pooled, ids, mask)
 
 
+def shape(rng, lengths, max_batch):
+    """(batch, seq) of one request batch under the distribution `lengths` (see --lengths);
+    seq always within 16..512 (BERT's positions), batch within 1..max_batch."""
+    if lengths == "uniform":
+        return rng.randint(1, max_batch), rng.randint(16, 512)
+    if lengths == "lognormal":
+        s = int(rng.lognormvariate(4.16, 0.8))  # median e^4.16 = 64
+        b = int(rng.lognormvariate(1.5, 0.9))
+        return min(max(b, 1), max_batch), min(max(s, 16), 512)
+    if lengths == "bimodal":
+        if rng.random() < 0.5:
+            return rng.randint(max(1, max_batch // 2), max_batch), rng.randint(16, 64)
+        return rng.randint(1, max(1, max_batch // 4)), rng.randint(384, 512)
+    # zipf: seq = 16 * k, k in 1..32 with weight 1/rank over a seeded order of the k
+    ks = list(range(1, 33))
+    order = random.Random(0x5EED).sample(ks, len(ks))
+    k = rng.choices(order, weights=[1 / (r + 1) for r in range(len(order))])[0]
+    return rng.randint(1, max_batch), 16 * k
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--batches", type=int, default=120)
     ap.add_argument("--attention", choices=["sdpa", "math"], default="sdpa")
     ap.add_argument("--name", default=None)
+    ap.add_argument(
+        "--lengths",
+        choices=["uniform", "lognormal", "bimodal", "zipf"],
+        default="uniform",
+        help="distribution of seq (and batch): uniform (the default above); lognormal (most "
+        "requests short, a long tail, median seq 64); bimodal (short chat turns 16..64 or "
+        "long documents 384..512, half each); zipf (a few lengths far more frequent: seq a "
+        "multiple of 16 drawn with weight 1/rank)",
+    )
+    ap.add_argument("--max-batch", type=int, default=32, help="largest batch (batch is drawn from 1..max-batch)")
     a = ap.parse_args()
     rng = random.Random(a.seed)
     t = Trace()
@@ -125,7 +157,7 @@ def main():
     params += [t.a(H * H * 4), t.a(H * 4)]
     shapes = []
     for _ in range(a.batches):
-        b, s = rng.randint(1, 32), rng.randint(16, 512)
+        b, s = shape(rng, a.lengths, a.max_batch)
         shapes.append([b, s])
         forward(t, b, s, a.attention)
     t.f(*params)
@@ -133,7 +165,13 @@ def main():
     hdr = {
         "workload": name,
         "generator": "bench/anchors/gen_varlen_trace.py",
-        "args": {"seed": a.seed, "batches": a.batches, "attention": a.attention},
+        "args": {
+            "seed": a.seed,
+            "batches": a.batches,
+            "attention": a.attention,
+            "lengths": a.lengths,
+            "max_batch": a.max_batch,
+        },
         "allocs": t.next,
         "peak_live": t.peak,
         "shapes": shapes,

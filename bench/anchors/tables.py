@@ -12,14 +12,15 @@ ANCH = [("torch_caching", "PyTorch caching allocator"), ("torch_expandable", "Py
         ("cuda_async_pool", "cudaMallocAsync pool"), ("cudaMalloc", "cudaMalloc")]
 
 print("### Trace replay (ns per event; peak reserved ÷ peak live)\n")
-print("| trace | allocator | ns/event warm | ns/event cold | reserved ÷ live, cold | reserved ÷ live, warm | device allocs cold / warm |")
-print("|---|---|---:|---:|---:|---:|---:|")
+print("| trace | allocator | ns/event warm | ns/event cold | reserved ÷ live, cold | reserved ÷ live, warm | device allocs cold / warm | device calls cold / per warm pass / last pass |")
+print("|---|---|---:|---:|---:|---:|---:|---:|")
 TRACES = sorted({r["trace"] for r in R if r["bench"] == "replay"} | {a["trace"].replace(".trace", "") for a in A if a.get("bench") == "replay"})
 for tr in TRACES:
     for r in R:
         if r["bench"] == "replay" and r["trace"] == tr:
             print(f"| {tr} | CuMem `{r['pool']}` | {r['ns_per_event_warm']:.0f} | {r['ns_per_event_cold']:.0f} | "
-                  f"{r['reserved_over_live']:.3f} | {r['reserved_over_live_warm']:.3f} | {r['device_allocs_cold']} / {r['device_allocs_warm']} |")
+                  f"{r['reserved_over_live']:.3f} | {r['reserved_over_live_warm']:.3f} | {r['device_allocs_cold']} / {r['device_allocs_warm']} | "
+                  + (f"{r['device_calls_cold']} / {r['device_calls_per_warm_pass']:.1f} / {r['device_calls_last_pass']} |" if "device_calls_cold" in r else " |"))
     for a in A:
         if a.get("bench") == "replay" and a["trace"].replace(".trace", "") == tr:
             live = a["peak_live_bytes"]
@@ -29,7 +30,7 @@ for tr in TRACES:
                 cold_ns = a.get(f"{k}_cold_ns_per_event")
                 cold_res = a.get(f"{k}_cold_peak_reserved")
                 print(f"| {tr} | {name} | {a[f'{k}_ns_per_event']:.0f} | {'' if cold_ns is None else f'{cold_ns:.0f}'} | "
-                      f"{'' if cold_res is None else f'{cold_res / live:.3f}'} | {a[f'{k}_peak_reserved'] / live:.3f} | |")
+                      f"{'' if cold_res is None else f'{cold_res / live:.3f}'} | {a[f'{k}_peak_reserved'] / live:.3f} | | |")
 
 print("\n### Cache-hit alloc+free pair (ns, median)\n")
 sizes = sorted({r["size"] for r in R if r["bench"] == "pair"})

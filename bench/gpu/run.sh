@@ -17,7 +17,9 @@
 #   replay       cumem-bench replay/pair/threads of every pool beside bench/anchors/anchor_bench.py
 #                (PyTorch default and expandable segments, cudaMallocAsync, cudaMalloc), over
 #                data/*.trace, .kit traces and traces generated here by gen_varlen_trace.py
-#                (seeds in REPLAY_SEEDS, default "2 3"); RECORD=1 also records
+#                (seeds in REPLAY_SEEDS, default "2 3 4", the i-th with the i-th length
+#                distribution of REPLAY_LENGTHS, default "uniform lognormal bimodal"; pick new
+#                seeds for traces no pool was tuned on); RECORD=1 also records
 #                bertsmall_infer_varlen with bench/anchors/record_trace.py (needs transformers)
 #   compute-bench  bench/julia/compute_bench.jl beside bench/anchors/compute_anchor.py
 #   smallops     the launch limit (launch_bench, if in the kit), bench/julia/smallops_bench.jl
@@ -201,10 +203,15 @@ suite_replay() {
     local T="$KU/traces-run"; rm -rf "$T"; mkdir -p "$T"
     cp data/*.trace "$T/"
     cp "$KIT"/traces/*.trace "$T/" 2>/dev/null || true
-    local s
-    for s in ${REPLAY_SEEDS-2 3}; do
-        py 60 bench/anchors/gen_varlen_trace.py --seed "$s" --name "bertlike_infer_varlen_seed$s" \
-            > "$T/bertlike_infer_varlen_seed$s.trace" 2>> "$L/gen.log" || log "gen_varlen_trace.py --seed $s failed"
+    local s i=0 lens
+    read -r -a lens <<< "${REPLAY_LENGTHS-uniform lognormal bimodal}"
+    for s in ${REPLAY_SEEDS-2 3 4}; do
+        # The i-th seed with the i-th length distribution (cycled): traces no pool was tuned on.
+        local d=${lens[$((i % ${#lens[@]}))]} n
+        i=$((i + 1))
+        n=bertlike_infer_varlen_seed$s; [ "$d" = uniform ] || n=bertlike_infer_varlen_${d}_seed$s
+        py 60 bench/anchors/gen_varlen_trace.py --seed "$s" --lengths "$d" --name "$n" \
+            > "$T/$n.trace" 2>> "$L/gen.log" || log "gen_varlen_trace.py --seed $s --lengths $d failed"
     done
     if [ "${RECORD:-0}" = 1 ]; then
         step "record bertsmall_infer_varlen" "$L/record.log" py 300 OUT="$T" bench/anchors/record_trace.py bertsmall_infer_varlen

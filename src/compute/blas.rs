@@ -18,6 +18,14 @@ pub(super) type Handle = *mut c_void;
 pub(super) type Status = c_int;
 type P = *const c_void;
 type M = *mut c_void;
+
+/// cudaDataType `CUDA_R_16F`, cublasComputeType_t `CUBLAS_COMPUTE_32F` and
+/// cublasGemmAlgo_t `CUBLAS_GEMM_DEFAULT` (library_types.h, cublas_api.h).
+pub(super) const CUDA_R_16F: c_int = 2;
+/// See [`CUDA_R_16F`].
+pub(super) const CUBLAS_COMPUTE_32F: c_int = 68;
+/// See [`CUDA_R_16F`].
+pub(super) const CUBLAS_GEMM_DEFAULT: c_int = -1;
 type Long = std::ffi::c_longlong;
 
 library_api! {
@@ -326,9 +334,7 @@ pub unsafe fn gemm(
     with_handle(engine, stream, "gemm (cuBLAS)", |cb, h| {
         if dtype == Dtype::F16 {
             // SAFETY: as below.
-            return unsafe {
-                super::blas_ext::gemm_f16(cb, h, transa, transb, (m, n, k), alpha, a, b, beta, c)
-            };
+            return unsafe { gemm_f16(cb, h, transa, transb, (m, n, k), alpha, a, b, beta, c) };
         }
         let f = cb.api.gemm[dtype as usize];
         // SAFETY: the operands were checked to lie in live allocations of their stated
@@ -351,5 +357,50 @@ pub unsafe fn gemm(
                 c.ld as c_int,
             )
         })
+    })
+}
+
+/// Float16 gemm (`cublasGemmEx`, `CUDA_R_16F` operands, `CUBLAS_COMPUTE_32F`), for
+/// [`gemm`] with [`Dtype::F16`]: `alpha`/`beta` point to `f32` values.
+///
+/// # Safety
+/// As [`gemm`]; the operands were checked; `h` is locked by the caller.
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemm_f16(
+    cb: &'static Cublas,
+    h: Handle,
+    transa: i32,
+    transb: i32,
+    (m, n, k): (i64, i64, i64),
+    alpha: P,
+    a: Operand,
+    b: Operand,
+    beta: P,
+    c: Operand,
+) -> Result<()> {
+    let x = &cb.api;
+    // SAFETY: as the caller guarantees.
+    check("cublasGemmEx", unsafe {
+        (x.gemm_ex)(
+            h,
+            transa,
+            transb,
+            m as c_int,
+            n as c_int,
+            k as c_int,
+            alpha,
+            a.ptr as P,
+            CUDA_R_16F,
+            a.ld as c_int,
+            b.ptr as P,
+            CUDA_R_16F,
+            b.ld as c_int,
+            beta,
+            c.ptr as M,
+            CUDA_R_16F,
+            c.ld as c_int,
+            CUBLAS_COMPUTE_32F,
+            CUBLAS_GEMM_DEFAULT,
+        )
     })
 }

@@ -10,19 +10,14 @@
 //! enums: side 0 = left, 1 = right; uplo 0 = lower, 1 = upper; trans 0 = N, 1 = T,
 //! 2 = C; diag 0 = non-unit, 1 = unit.
 
-use super::blas::Cublas;
-use super::blas::{Dtype, Handle, Operand, check, check_matrix, code, size, with_handle};
+use super::blas::{CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT, CUDA_R_16F};
+use super::blas::{Dtype, Operand, check, check_matrix, code, size, with_handle};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use std::ffi::{c_int, c_void};
 
 type P = *const c_void;
 type M = *mut c_void;
-
-// cudaDataType and cublasComputeType_t values (library_types.h, cublas_api.h)
-const CUDA_R_16F: c_int = 2;
-const CUBLAS_COMPUTE_32F: c_int = 68;
-const CUBLAS_GEMM_DEFAULT: c_int = -1;
 
 fn blas_dtype(fname: &str, dtype: Dtype) -> Result<usize> {
     if dtype == Dtype::F16 {
@@ -255,51 +250,6 @@ pub unsafe fn symm(
                 ),
             )
         }
-    })
-}
-
-/// Float16 gemm (`cublasGemmEx`, `CUDA_R_16F` operands, `CUBLAS_COMPUTE_32F`), for
-/// [`super::blas::gemm`] with [`Dtype::F16`]: `alpha`/`beta` point to `f32` values.
-///
-/// # Safety
-/// As [`super::blas::gemm`]; the operands were checked; `h` is locked by the caller.
-#[allow(clippy::too_many_arguments)]
-pub(super) unsafe fn gemm_f16(
-    cb: &'static Cublas,
-    h: Handle,
-    transa: i32,
-    transb: i32,
-    (m, n, k): (i64, i64, i64),
-    alpha: P,
-    a: Operand,
-    b: Operand,
-    beta: P,
-    c: Operand,
-) -> Result<()> {
-    let x = &cb.api;
-    // SAFETY: as the caller guarantees.
-    check("cublasGemmEx", unsafe {
-        (x.gemm_ex)(
-            h,
-            transa,
-            transb,
-            m as c_int,
-            n as c_int,
-            k as c_int,
-            alpha,
-            a.ptr as P,
-            CUDA_R_16F,
-            a.ld as c_int,
-            b.ptr as P,
-            CUDA_R_16F,
-            b.ld as c_int,
-            beta,
-            c.ptr as M,
-            CUDA_R_16F,
-            c.ld as c_int,
-            CUBLAS_COMPUTE_32F,
-            CUBLAS_GEMM_DEFAULT,
-        )
     })
 }
 

@@ -23,7 +23,6 @@
 //!   off; [`configure`] can too. A cache that cannot be read or written (read-only,
 //!   full disk) only costs the compile: failures are logged, never returned.
 
-use super::nvrtc::Compiled;
 use crate::error::Result;
 use parking_lot::RwLock;
 use sha2::{Digest, Sha256};
@@ -149,6 +148,15 @@ fn file_name(key: &str) -> String {
         s += &format!("{b:02x}");
     }
     s + "." + EXT
+}
+
+/// NVRTC's output for one source (what [`super::nvrtc`] compiles and this cache keeps;
+/// defined here, below the compiler, so that the cache needs nothing of it).
+pub struct Compiled {
+    /// The PTX assembly text.
+    pub ptx: String,
+    /// The CUBIN image when compiled for a real architecture (`sm_XY`).
+    pub cubin: Option<Vec<u8>>,
 }
 
 /// The compile for `key`, from the cache when a file holds it, else from `compile`

@@ -6,6 +6,7 @@
 //! what CUDA C compiled by nvcc gives. A source error becomes [`Error::Compile`] with
 //! NVRTC's log and the source with line numbers.
 
+pub use super::disk_cache::Compiled;
 use super::dylib::{self, Opened};
 use crate::error::{Error, Result};
 use std::ffi::{CStr, CString, c_char, c_int, c_void};
@@ -282,14 +283,6 @@ impl Target {
             Target::Virtual(a) => format!("compute_{a}"),
         }
     }
-}
-
-/// NVRTC's output for one source.
-pub struct Compiled {
-    /// The PTX assembly text.
-    pub ptx: String,
-    /// The CUBIN image when compiled for a real architecture (`sm_XY`).
-    pub cubin: Option<Vec<u8>>,
 }
 
 /// `source` with right-aligned line numbers, as compile errors show it:

@@ -4,6 +4,7 @@
 //! memory management (`cuMemAddressReserve`, `cuMemCreate`, `cuMemMap`, `cuMemSetAccess`,
 //! `cuMemUnmap`, `cuMemRelease`, `cuMemAddressFree`) through cudarc's `sys` layer.
 
+use super::chunks::ChunkTable;
 use super::{Device, device_err};
 use crate::error::{Error, Result};
 use crate::format::format_bytes;
@@ -21,9 +22,10 @@ pub struct CudaDevice {
     ordinal: i32,
     /// The virtual-memory granularity, or why there is none; asked on first use.
     granularity: OnceLock<std::result::Result<u64, String>>,
-    /// Granule address → the physical allocation mapped there (one per granule, so that
-    /// any granule can be unmapped on its own, as `cuMemUnmap` takes whole mappings).
-    handles: Mutex<FxHashMap<u64, sys::CUmemGenericAllocationHandle>>,
+    /// The physical allocations mapped, by first address: one per `vm_map` (one
+    /// `cuMemCreate` of the whole range), so that ranges unmap and move as whole
+    /// allocations, as `cuMemUnmap` takes whole mappings.
+    handles: Mutex<ChunkTable<sys::CUmemGenericAllocationHandle>>,
     /// Source devices whose memory this context may read (`cuCtxEnablePeerAccess` done),
     /// and those that it may not (`cuDeviceCanAccessPeer` said no), asked once each.
     peers: Mutex<FxHashMap<i32, bool>>,
@@ -62,7 +64,7 @@ impl CudaDevice {
             dev,
             ordinal,
             granularity: OnceLock::new(),
-            handles: Mutex::new(FxHashMap::default()),
+            handles: Mutex::new(ChunkTable::default()),
             peers: Mutex::new(FxHashMap::default()),
             streams: Mutex::new(FxHashMap::default()),
             events: Mutex::new(FxHashMap::default()),
@@ -170,24 +172,38 @@ impl CudaDevice {
         Ok(g)
     }
 
-    /// Unmaps and releases the granules of `[addr, addr+bytes)` that are mapped,
-    /// carrying on past errors; returns the first.
-    fn unmap_granules(&self, addr: u64, bytes: u64, g: u64) -> Result<()> {
+    /// Unmaps and releases the allocations `chunks` (taken out of the table), carrying
+    /// on past errors; returns the first.
+    fn release_chunks(chunks: &[(u64, u64, sys::CUmemGenericAllocationHandle)]) -> Result<()> {
         let mut first = Ok(());
-        let mut handles = self.handles.lock();
-        for a in (addr..addr + bytes).step_by(g as usize) {
-            let Some(h) = handles.remove(&a) else { continue };
-            // SAFETY: `a` is a granule mapped to `h` by `vm_map`.
-            let r = unsafe { sys::cuMemUnmap(a, g as usize) }
+        for &(a, b, h) in chunks {
+            // SAFETY: `a` is where `h` (b bytes) is mapped, by `vm_map` or a move.
+            let r = unsafe { sys::cuMemUnmap(a, b as usize) }
                 .result()
                 .map_err(|e| device_err("cuMemUnmap", e))
-                // SAFETY: `h` came from cuMemCreate and is now mapped nowhere.
+                // SAFETY: `h` came from cuMemCreate; the driver releases it once unmapped
+                // (also when the unmap failed: it is not used again).
                 .and(unsafe { sys::cuMemRelease(h) }.result().map_err(|e| device_err("cuMemRelease", e)));
             if first.is_ok() {
                 first = r;
             }
         }
         first
+    }
+
+    /// Takes the allocations that tile `[addr, addr+bytes)` out of the table. Errors:
+    /// [`Error::InvalidValue`] (nothing taken) when the range cuts one or has a hole.
+    fn take_chunks(
+        &self,
+        addr: u64,
+        bytes: u64,
+    ) -> Result<Vec<(u64, u64, sys::CUmemGenericAllocationHandle)>> {
+        let mut handles = self.handles.lock();
+        let whole = handles.tiling(addr, bytes)?;
+        for &(a, _, _) in &whole {
+            handles.remove(a);
+        }
+        Ok(whole)
     }
 }
 
@@ -529,95 +545,101 @@ impl Device for CudaDevice {
             .map_err(|e| device_err("cuMemAddressFree", e))
     }
 
+    /// One physical allocation for the whole range: `cuMemCreate` of `bytes`, one
+    /// `cuMemMap`, one `cuMemSetAccess` (three driver calls however many granules), so
+    /// the range unmaps and moves only whole ([`Device::vm_unmap`]).
     unsafe fn vm_map(&self, addr: u64, bytes: u64) -> Result<()> {
-        let g = self.check_granules(addr, bytes)?;
+        self.check_granules(addr, bytes)?;
+        if !self.handles.lock().is_free(addr, bytes) {
+            return Err(Error::InvalidValue(format!("{addr:#x}+{bytes} is mapped already")));
+        }
         self.bind()?;
         let prop = self.prop();
-        let mut done = addr;
+        let mut h: sys::CUmemGenericAllocationHandle = 0;
+        // SAFETY: valid out-pointer and property struct; `bytes` is whole granules.
+        unsafe { sys::cuMemCreate(&mut h, bytes as usize, &prop, 0) }
+            .result()
+            .map_err(|e| vm_err("cuMemCreate", bytes, e))?;
+        // SAFETY: `[addr, addr+bytes)` is reserved and unmapped; `h` a fresh allocation of
+        // `bytes`.
+        if let Err(e) = unsafe { sys::cuMemMap(addr, bytes as usize, 0, h, 0) }.result() {
+            // SAFETY: `h` is mapped nowhere.
+            unsafe { sys::cuMemRelease(h) };
+            return Err(vm_err("cuMemMap", bytes, e));
+        }
+        let desc = sys::CUmemAccessDesc {
+            location: prop.location,
+            flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+        };
+        // SAFETY: the whole range is mapped; one descriptor.
+        if let Err(e) = unsafe { sys::cuMemSetAccess(addr, bytes as usize, &desc, 1) }.result() {
+            // Leave nothing mapped: the caller counts the range as unmapped.
+            if let Err(u) = Self::release_chunks(&[(addr, bytes, h)]) {
+                log::error!("undoing a failed mapping at {addr:#x}: {u}");
+            }
+            return Err(vm_err("cuMemSetAccess", bytes, e));
+        }
+        self.handles.lock().insert(addr, bytes, h)
+    }
+
+    /// The range must be whole allocations of `vm_map` (one or several neighbours):
+    /// [`Error::InvalidValue`] otherwise, before anything is unmapped.
+    unsafe fn vm_unmap(&self, addr: u64, bytes: u64) -> Result<()> {
+        self.check_granules(addr, bytes)?;
+        let chunks = self.take_chunks(addr, bytes)?;
+        let synced = self.bind().and_then(|()| {
+            // Kernels may still use the memory (frees are not stream-ordered here):
+            // cuMemFree waits for the device implicitly, cuMemUnmap is not documented to.
+            result::ctx::synchronize().map_err(|e| device_err("cuCtxSynchronize", e))
+        });
+        // The memory is gone for the caller either way.
+        let r = Self::release_chunks(&chunks);
+        synced.and(r)
+    }
+
+    /// Whole allocations only (as `vm_unmap`); each is mapped at the same offset in `to`
+    /// (`cuMemUnmap` + `cuMemMap` of its handle), one `cuMemSetAccess` over `to`.
+    unsafe fn vm_move(&self, from: u64, to: u64, bytes: u64) -> Result<()> {
+        self.check_granules(from, bytes)?;
+        self.check_granules(to, bytes)?;
+        if from.max(to) < from.min(to) + bytes {
+            return Err(Error::InvalidValue(format!(
+                "moving {bytes} bytes from {from:#x} onto itself at {to:#x}"
+            )));
+        }
+        if !self.handles.lock().is_free(to, bytes) {
+            return Err(Error::InvalidValue(format!("moving onto {to:#x}+{bytes}, which is mapped")));
+        }
+        let chunks = self.take_chunks(from, bytes)?;
+        // As in `vm_unmap`: kernels may still use the memory at `from`.
+        if let Err(e) = self
+            .bind()
+            .and_then(|()| result::ctx::synchronize().map_err(|e| device_err("cuCtxSynchronize", e)))
+        {
+            // Keep the contract: nothing of `from` stays mapped.
+            let _ = Self::release_chunks(&chunks);
+            return Err(e);
+        }
+        let mut moved: Vec<(u64, u64, sys::CUmemGenericAllocationHandle)> = Vec::new();
         let mut r = Ok(());
-        while done < addr + bytes {
-            let mut h: sys::CUmemGenericAllocationHandle = 0;
-            // SAFETY: valid out-pointer and property struct.
-            if let Err(e) = unsafe { sys::cuMemCreate(&mut h, g as usize, &prop, 0) }.result() {
-                r = Err(vm_err("cuMemCreate", g, e));
+        for (k, &(a, b, h)) in chunks.iter().enumerate() {
+            let at = to + (a - from);
+            // SAFETY: `a` is where `h` is mapped (whole), unused.
+            if let Err(e) = unsafe { sys::cuMemUnmap(a, b as usize) }.result() {
+                // This one and those not moved yet are released where they are.
+                let _ = Self::release_chunks(&chunks[k..]);
+                r = Err(device_err("cuMemUnmap", e));
                 break;
             }
-            // SAFETY: `done` is a reserved, unmapped granule; `h` a fresh allocation of
-            // one granule.
-            if let Err(e) = unsafe { sys::cuMemMap(done, g as usize, 0, h, 0) }.result() {
+            // SAFETY: `at` is reserved and unmapped; `h` is mapped nowhere now.
+            if let Err(e) = unsafe { sys::cuMemMap(at, b as usize, 0, h, 0) }.result() {
                 // SAFETY: `h` is mapped nowhere.
                 unsafe { sys::cuMemRelease(h) };
-                r = Err(vm_err("cuMemMap", g, e));
+                let _ = Self::release_chunks(&chunks[k + 1..]);
+                r = Err(device_err("cuMemMap", e));
                 break;
             }
-            self.handles.lock().insert(done, h);
-            done += g;
-        }
-        if r.is_ok() {
-            let desc = sys::CUmemAccessDesc {
-                location: prop.location,
-                flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
-            };
-            // SAFETY: the whole range is mapped; one descriptor.
-            r = unsafe { sys::cuMemSetAccess(addr, bytes as usize, &desc, 1) }
-                .result()
-                .map_err(|e| vm_err("cuMemSetAccess", bytes, e));
-        }
-        if r.is_err() && done > addr {
-            // Leave nothing mapped: the caller counts the range as unmapped.
-            if let Err(e) = self.unmap_granules(addr, done - addr, g) {
-                log::error!("undoing a failed mapping at {addr:#x}: {e}");
-            }
-        }
-        r
-    }
-
-    unsafe fn vm_unmap(&self, addr: u64, bytes: u64) -> Result<()> {
-        let g = self.check_granules(addr, bytes)?;
-        self.bind()?;
-        // Kernels may still use the memory (frees are not stream-ordered here):
-        // cuMemFree waits for the device implicitly, cuMemUnmap is not documented to.
-        result::ctx::synchronize().map_err(|e| device_err("cuCtxSynchronize", e))?;
-        self.unmap_granules(addr, bytes, g)
-    }
-
-    unsafe fn vm_move(&self, from: u64, to: u64, bytes: u64) -> Result<()> {
-        let g = self.check_granules(from, bytes)?;
-        self.check_granules(to, bytes)?;
-        self.bind()?;
-        // As in `vm_unmap`: kernels may still use the memory at `from`.
-        if let Err(e) = result::ctx::synchronize() {
-            // Keep the contract: nothing of `from` stays mapped.
-            let _ = self.unmap_granules(from, bytes, g);
-            return Err(device_err("cuCtxSynchronize", e));
-        }
-        let mut moved = 0;
-        let mut r = Ok(());
-        {
-            let mut handles = self.handles.lock();
-            while moved < bytes {
-                let (a, b) = (from + moved, to + moved);
-                let Some(h) = handles.remove(&a) else {
-                    r = Err(Error::Device(format!("no granule mapped at {a:#x} to move")));
-                    break;
-                };
-                moved += g;
-                // SAFETY: `a` is a granule mapped to `h` by `vm_map` (or a move), unused.
-                if let Err(e) = unsafe { sys::cuMemUnmap(a, g as usize) }.result() {
-                    // SAFETY: `h` is released once unmapped (the driver defers it).
-                    unsafe { sys::cuMemRelease(h) };
-                    r = Err(device_err("cuMemUnmap", e));
-                    break;
-                }
-                // SAFETY: `b` is a reserved, unmapped granule; `h` is mapped nowhere now.
-                if let Err(e) = unsafe { sys::cuMemMap(b, g as usize, 0, h, 0) }.result() {
-                    // SAFETY: `h` is mapped nowhere.
-                    unsafe { sys::cuMemRelease(h) };
-                    r = Err(device_err("cuMemMap", e));
-                    break;
-                }
-                handles.insert(b, h);
-            }
+            moved.push((at, b, h));
         }
         if r.is_ok() {
             let desc = sys::CUmemAccessDesc {
@@ -630,10 +652,14 @@ impl Device for CudaDevice {
                 .map_err(|e| vm_err("cuMemSetAccess", bytes, e));
         }
         if r.is_err() {
-            // Leave nothing of either range mapped (granules with no handle are skipped).
-            let _ = self.unmap_granules(to, bytes, g);
-            let _ = self.unmap_granules(from + moved, bytes - moved, g);
+            // Leave nothing of either range mapped.
+            let _ = Self::release_chunks(&moved);
+            return r;
         }
-        r
+        let mut handles = self.handles.lock();
+        for (at, b, h) in moved {
+            handles.insert(at, b, h)?;
+        }
+        Ok(())
     }
 }

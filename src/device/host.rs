@@ -7,6 +7,7 @@
 //! measured here are a GPU's.
 
 use super::Device;
+use super::chunks::ChunkTable;
 use super::host_stream::HostStreams;
 use crate::error::{Error, Result};
 use crate::format::format_bytes;
@@ -35,6 +36,9 @@ pub struct HostDevice {
     ordinal: u32,
     /// Streams and events, emulated by worker threads (see `host_stream`).
     streams: HostStreams,
+    /// The mapped ranges, one per `vm_map` (CUDA's physical allocations): unmapping or
+    /// moving a part of one fails as on a GPU.
+    chunks: parking_lot::Mutex<ChunkTable<()>>,
 }
 
 impl HostDevice {
@@ -51,6 +55,7 @@ impl HostDevice {
             used: AtomicU64::new(0),
             ordinal,
             streams: HostStreams::default(),
+            chunks: parking_lot::Mutex::default(),
         }
     }
 }
@@ -381,8 +386,14 @@ impl Device for HostDevice {
         Ok(())
     }
 
+    /// One allocation for the whole range (recorded, so that only whole allocations
+    /// unmap and move, as on CUDA), committed with one `mprotect`.
     unsafe fn vm_map(&self, addr: u64, bytes: u64) -> Result<()> {
         check_granules(addr, bytes)?;
+        let mut chunks = self.chunks.lock();
+        if !chunks.is_free(addr, bytes) {
+            return Err(Error::InvalidValue(format!("{addr:#x}+{bytes} is mapped already")));
+        }
         self.charge(bytes)?;
         // SAFETY: the caller guarantees the range is reserved by `vm_reserve`.
         if unsafe {
@@ -392,11 +403,17 @@ impl Device for HostDevice {
             self.used.fetch_sub(bytes, Ordering::Relaxed);
             return Err(os_err("mprotect(PROT_READ|PROT_WRITE)"));
         }
-        Ok(())
+        chunks.insert(addr, bytes, ())
     }
 
     unsafe fn vm_unmap(&self, addr: u64, bytes: u64) -> Result<()> {
         check_granules(addr, bytes)?;
+        let mut chunks = self.chunks.lock();
+        let whole = chunks.tiling(addr, bytes)?;
+        for (a, _, ()) in whole {
+            chunks.remove(a);
+        }
+        drop(chunks);
         self.streams.barrier(true);
         let p = addr as *mut libc::c_void;
         // SAFETY: the caller guarantees the range is mapped and unused: dropping its
@@ -424,6 +441,15 @@ impl Device for HostDevice {
             return Err(Error::InvalidValue(format!(
                 "moving {bytes} bytes from {from:#x} onto itself at {to:#x}"
             )));
+        }
+        let mut chunks = self.chunks.lock();
+        let whole = chunks.tiling(from, bytes)?;
+        if !chunks.is_free(to, bytes) {
+            return Err(Error::InvalidValue(format!("moving onto {to:#x}+{bytes}, which is mapped")));
+        }
+        // Each allocation keeps its extent at its new place (on error none stays mapped).
+        for &(a, _, ()) in &whole {
+            chunks.remove(a);
         }
         self.streams.barrier(true);
         let none = |at: u64, len: u64| {
@@ -486,6 +512,9 @@ impl Device for HostDevice {
             self.used.fetch_sub(bytes, Ordering::Relaxed);
             return Err(e);
         }
+        for (a, b, ()) in whole {
+            chunks.insert(to + (a - from), b, ())?;
+        }
         Ok(())
     }
 }
@@ -535,6 +564,11 @@ mod tests {
             // Overlapping ranges are refused, nothing changed.
             assert!(matches!(d.vm_move(base, base + g, 2 * g), Err(Error::InvalidValue(_))));
             assert_eq!(*((base + 5 * g) as *const u64), 11);
+            // A part of an allocation neither unmaps nor moves (as on CUDA); whole ones
+            // do, several neighbours at once too.
+            assert!(matches!(d.vm_unmap(base, g), Err(Error::InvalidValue(_))));
+            assert!(matches!(d.vm_move(base + g, base + 3 * g, g), Err(Error::InvalidValue(_))));
+            assert_eq!(*((base + g + 8) as *const u64), 0, "still mapped");
             d.vm_unmap(base, 2 * g).unwrap();
             d.vm_unmap(base + 5 * g, 2 * g).unwrap();
             assert_eq!(d.used.load(Ordering::Relaxed), 0);

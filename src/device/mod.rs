@@ -1,6 +1,7 @@
 //! Devices: where memory comes from. The pools never call a device directly; they go
 //! through [`crate::upstream::Upstream`], which adds the limit and the device counters.
 
+mod chunks;
 mod cuda;
 mod faulty;
 mod host;
@@ -267,11 +268,13 @@ pub trait Device: Send + Sync {
     }
 
     /// Backs `[addr, addr+bytes)` (granule-aligned, inside a reserved range, nothing
-    /// mapped there) with physical memory readable and writable by this device, one
-    /// granule at a time, so that any granule can be unmapped on its own
-    /// (`cuMemCreate` and `cuMemMap` per granule, one `cuMemSetAccess`; host: `mprotect`). On error
-    /// nothing stays mapped. Errors: [`Error::OutOfMemory`] when the device is full,
-    /// [`Error::Device`] otherwise.
+    /// mapped there) with one physical allocation readable and writable by this device
+    /// (CUDA: one `cuMemCreate` of `bytes`, one `cuMemMap`, one `cuMemSetAccess`,
+    /// however many granules; host: one `mprotect`). The allocation unmaps and moves only
+    /// whole ([`Device::vm_unmap`]), so a caller that wants to give granules back one at
+    /// a time maps them one at a time. On error nothing stays mapped. Errors:
+    /// [`Error::OutOfMemory`] when the device is full, [`Error::InvalidValue`] when part
+    /// of the range is mapped, [`Error::Device`] otherwise.
     ///
     /// # Safety
     /// The range must lie in a range reserved by this device and not be mapped.
@@ -280,10 +283,13 @@ pub trait Device: Send + Sync {
         Err(Error::Device(format!("{} does not support virtual memory management", self.name())))
     }
 
-    /// Returns the physical memory behind `[addr, addr+bytes)` (granule-aligned, wholly
-    /// mapped by [`Device::vm_map`], possibly by several calls) to the device, leaving
-    /// the addresses reserved (`cuMemUnmap` + `cuMemRelease` per granule after the
+    /// Returns the physical memory behind `[addr, addr+bytes)` to the device, leaving
+    /// the addresses reserved (`cuMemUnmap` + `cuMemRelease` per allocation after the
     /// device's work is done; host: `madvise(MADV_DONTNEED)` + `mprotect(PROT_NONE)`).
+    /// The range must be whole allocations of [`Device::vm_map`] (one, or several that
+    /// are neighbours), as `cuMemUnmap` takes whole mappings: a range that starts or ends
+    /// inside one, or has a hole, fails with [`Error::InvalidValue`] and nothing is
+    /// unmapped.
     ///
     /// # Safety
     /// The range must be mapped and no longer used.
@@ -292,13 +298,14 @@ pub trait Device: Send + Sync {
         Err(Error::Device(format!("{} does not support virtual memory management", self.name())))
     }
 
-    /// Moves the physical memory behind `[from, from+bytes)` (granule-aligned, wholly
-    /// mapped by [`Device::vm_map`] and no longer used) to `[to, to+bytes)` (granule-aligned,
+    /// Moves the physical memory behind `[from, from+bytes)` (whole allocations of
+    /// [`Device::vm_map`], as for [`Device::vm_unmap`], no longer used; each keeps its
+    /// extent at the same offset from `to`) to `[to, to+bytes)` (granule-aligned,
     /// reserved, not mapped), leaving `from` reserved and unmapped: what
     /// [`Device::vm_unmap`] of `from` and [`Device::vm_map`] of `to` do, without returning
     /// the memory to the device and obtaining it again. On CUDA, after the device's work
-    /// is done, `cuMemUnmap` and `cuMemMap` of the same allocation handle per granule and
-    /// one `cuMemSetAccess`, no `cuMemRelease` / `cuMemCreate` (the physical allocation
+    /// is done, `cuMemUnmap` and `cuMemMap` of the same allocation handle per allocation
+    /// and one `cuMemSetAccess`, no `cuMemRelease` / `cuMemCreate` (the physical allocation
     /// that the pool would release and create again); elsewhere (the default, the host
     /// device) `vm_unmap` then `vm_map`. The contents of the memory are not defined
     /// after the move. On error nothing of either range stays mapped (the memory of

@@ -777,6 +777,16 @@ impl Engine {
         })
     }
 
+    /// Calls into the device's memory functions since creation or the last
+    /// [`Engine::reset_stats`]: allocations, frees and the virtual memory's reserve,
+    /// release, map, unmap and move, one per call however many bytes or granules it
+    /// covers (where `num_device_allocations` / `num_device_frees` of [`Engine::stats`]
+    /// count the expandable pool's granules). What a pool's steady state costs in
+    /// driver calls: the replay benchmark reports it per pass.
+    pub fn device_calls(&self) -> u64 {
+        self.up.stats().device_calls()
+    }
+
     /// Resets counters to 0 and peaks to the current values (PyTorch's
     /// `reset_peak_memory_stats` and `reset_accumulated_memory_stats` together; see
     /// `stats::reset`).

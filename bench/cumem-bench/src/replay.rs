@@ -82,6 +82,14 @@ pub struct ReplayRow {
     pub device_frees_cold: u64,
     /// Device frees in all warm passes together.
     pub device_frees_warm: u64,
+    /// Calls into the device's memory functions (map, unmap, move, allocate, free,
+    /// reserve, release: one per call however many granules it covers) in the cold pass.
+    pub device_calls_cold: u64,
+    /// The same per warm pass (their mean).
+    pub device_calls_per_warm_pass: f64,
+    /// The same in the last warm pass alone: 0 when the pool's steady state, once the
+    /// pattern repeats, calls the device no more.
+    pub device_calls_last_pass: u64,
     /// Failed allocations (out of memory), all passes together.
     pub failed: u64,
     /// Bytes the pool holds once the last pass's blocks are freed.
@@ -160,11 +168,15 @@ pub fn replay_one(
     let cold = pass(&engine, &trace.ops, &mut ptrs);
     on_pass();
     let sc = engine.stats();
+    let calls_cold = engine.device_calls();
     engine.reset_stats();
+    let mut calls_last = 0;
     failed += cold.failed;
     free_errors += cold.free_errors;
     for _ in 1..passes {
+        let before = engine.device_calls();
         let p = pass(&engine, &trace.ops, &mut ptrs);
+        calls_last = engine.device_calls() - before;
         on_pass();
         warm.push(p.ns / events.max(1) as f64);
         failed += p.failed;
@@ -203,6 +215,9 @@ pub fn replay_one(
         device_allocs_warm: sw.num_device_allocations,
         device_frees_cold: sc.num_device_frees,
         device_frees_warm: sw.num_device_frees,
+        device_calls_cold: calls_cold,
+        device_calls_per_warm_pass: engine.device_calls() as f64 / (passes - 1) as f64,
+        device_calls_last_pass: calls_last,
         failed,
         reserved_at_end: sw.reserved_bytes,
     })
@@ -277,6 +292,9 @@ fn print_table(rows: &[ReplayRow], device: &str, passes: usize) {
             "hit rate",
             "dev allocs cold",
             "dev allocs warm",
+            "dev calls cold",
+            "dev calls/warm pass",
+            "dev calls last pass",
             "failed",
         ],
         2,
@@ -295,6 +313,9 @@ fn print_table(rows: &[ReplayRow], device: &str, passes: usize) {
             format!("{:.4}", r.hit_rate),
             report::group(r.device_allocs_cold),
             report::group(r.device_allocs_warm),
+            report::group(r.device_calls_cold),
+            format!("{:.1}", r.device_calls_per_warm_pass),
+            report::group(r.device_calls_last_pass),
             report::group(r.failed),
         ]);
     }

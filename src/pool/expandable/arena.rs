@@ -14,38 +14,11 @@
 //! granule long or longer ([`Arena::idle_bytes`]).
 
 use super::free_lists::FreeLists;
+use super::node::{NIL, Node};
 use crate::snapshot::{BlockState, PoolBlock, PoolSegment};
 
 /// Free ranges [`Arena::place`] considers for a block, smallest first.
 const CANDIDATES: usize = 16;
-
-/// No node (the end of a list).
-pub(super) const NIL: u32 = u32::MAX;
-
-/// A block in use or a free range.
-#[derive(Clone, Copy)]
-pub(super) struct Node {
-    pub addr: u64,
-    pub size: u64,
-    /// Address neighbours ([`NIL`] at the ends of the arena).
-    pub prev: u32,
-    pub next: u32,
-    /// Neighbours on the free list of the size class (free ranges only; [`FreeLists`]).
-    pub fprev: u32,
-    pub fnext: u32,
-    /// The size class whose list holds the node (free ranges only; [`FreeLists`]).
-    pub class: u16,
-    pub free: bool,
-    /// In the slab's list of reusable nodes.
-    pub dead: bool,
-}
-
-impl Node {
-    /// A node not linked to any neighbour yet.
-    fn new(addr: u64, size: u64, free: bool) -> Node {
-        Node { addr, size, prev: NIL, next: NIL, fprev: NIL, fnext: NIL, class: 0, free, dead: false }
-    }
-}
 
 /// One reserved range of addresses, carved into blocks. Free ranges are address space;
 /// whether memory lies behind them is the granules' business: a granule is mapped while
@@ -66,6 +39,11 @@ pub(super) struct Arena {
     free: FreeLists,
     /// One bit per granule: physical memory mapped there.
     mapped: Vec<u64>,
+    /// One bit per granule: the first granule of a physical allocation (one per
+    /// [`Arena::set_mapped`], i.e. per device mapping). An allocation runs to the next
+    /// such bit or the next unmapped granule, and is given up only whole (CUDA unmaps
+    /// and releases whole allocations only).
+    starts: Vec<u64>,
     /// One past the highest mapped granule (0: none).
     top: usize,
     /// Bytes mapped.
@@ -87,6 +65,7 @@ impl Arena {
             tail: 0,
             free: FreeLists::default(),
             mapped: vec![0; n.div_ceil(64)],
+            starts: vec![0; n.div_ceil(64)],
             top: 0,
             mapped_bytes: 0,
         };
@@ -438,6 +417,52 @@ impl Arena {
         }
     }
 
+    /// The first allocation start in `(g, stop)` (see [`Arena::starts`]).
+    #[inline]
+    fn next_start(&self, g: usize, stop: usize) -> Option<usize> {
+        let g = g + 1;
+        if g >= stop {
+            return None;
+        }
+        let mut w = g / 64;
+        let mut bits = self.starts[w] & (!0u64 << (g % 64));
+        loop {
+            if bits != 0 {
+                let at = w * 64 + bits.trailing_zeros() as usize;
+                return (at < stop).then_some(at);
+            }
+            w += 1;
+            if w * 64 >= stop {
+                return None;
+            }
+            bits = self.starts[w];
+        }
+    }
+
+    /// The last allocation start at or before mapped granule `g`.
+    #[inline]
+    fn prev_start(&self, g: usize) -> usize {
+        let mut w = g / 64;
+        let mut bits = self.starts[w] & (!0u64 >> (63 - g % 64));
+        loop {
+            if bits != 0 {
+                return w * 64 + 63 - bits.leading_zeros() as usize;
+            }
+            debug_assert!(w > 0, "mapped granule {g} in no allocation");
+            w -= 1;
+            bits = self.starts[w];
+        }
+    }
+
+    /// The physical allocation that holds mapped granule `g`: its granules `[start, end)`.
+    #[inline]
+    fn chunk_at(&self, g: usize) -> (usize, usize) {
+        let s = self.prev_start(g);
+        let unmapped = self.next_with(s, self.top, false).unwrap_or(self.top);
+        let e = self.next_start(s, unmapped).unwrap_or(unmapped);
+        (s, e)
+    }
+
     /// Takes `[addr, addr+size)` out of free node `i` (which holds it) as a block.
     /// Returns the block's node. The free rest keeps node `i` where it can, and with it
     /// its place on its size class's list while the class holds (no list update).
@@ -528,29 +553,49 @@ impl Arena {
         runs
     }
 
-    /// Records `[addr, addr+bytes)` (whole granules that a block touches) as mapped.
+    /// Records `[addr, addr+bytes)` (whole unmapped granules) as mapped by one physical
+    /// allocation (one device mapping, given up only whole).
     pub fn set_mapped(&mut self, addr: u64, bytes: u64) {
         let (g0, g1) = self.touched(addr, bytes);
         for g in g0..g1 {
             debug_assert!(!self.is_mapped(g));
             self.mapped[g / 64] |= 1 << (g % 64);
         }
+        self.starts[g0 / 64] |= 1 << (g0 % 64);
         self.mapped_bytes += bytes;
         self.top = self.top.max(g1);
     }
 
-    /// Takes idle granules out of the arena (marks them unmapped) and hands them to
-    /// `unmap(addr, bytes)` (one call per run of neighbours), which unmaps them or moves
-    /// their memory elsewhere, until `target` bytes are taken or none is idle: the free
-    /// ranges lowest address first, in each the highest granules first. Returns the bytes
-    /// taken (whole granules, so possibly more than `target`).
+    /// Records the allocation `[addr, addr+bytes)` (one [`Arena::set_mapped`], no block
+    /// on it) as unmapped again.
+    pub fn set_unmapped(&mut self, addr: u64, bytes: u64) {
+        let (g0, g1) = self.touched(addr, bytes);
+        debug_assert!(self.starts[g0 / 64] >> (g0 % 64) & 1 != 0);
+        for g in g0..g1 {
+            self.mapped[g / 64] &= !(1 << (g % 64));
+        }
+        self.starts[g0 / 64] &= !(1 << (g0 % 64));
+        self.mapped_bytes -= bytes;
+        while self.top > 0 && !self.is_mapped(self.top - 1) {
+            self.top -= 1;
+        }
+    }
+
+    /// Takes idle physical allocations out of the arena (marks them unmapped) and hands
+    /// each to `unmap(addr, bytes)`, which unmaps it or moves its memory elsewhere, until
+    /// `target` bytes are taken or none is idle. An allocation is idle when all its
+    /// granules are (lie wholly inside one free range): a part of one cannot be given
+    /// back, as CUDA unmaps and releases whole allocations only. The free ranges lowest
+    /// address first, in each the highest allocations first. Returns the bytes taken
+    /// (whole allocations, so possibly more than `target`).
     ///
     /// Why lowest first: a request that fits no free range grows the arena at its top,
     /// next to the free ranges highest up, which the layouts of later requests tend to
     /// come back to; idle granules low down lie in holes between longer-lived blocks.
     /// Measured on the replay traces that remap in their warm passes (the host device,
-    /// `cumem-bench replay`): encoder_infer_varlen 144 → 56 mappings per warm pass,
-    /// random_seed1 95 → 55, against highest first; the peaks are the same.
+    /// `cumem-bench replay`, one granule per allocation): encoder_infer_varlen 144 → 56
+    /// mappings per warm pass, random_seed1 95 → 55, against highest first; the peaks are
+    /// the same.
     pub fn unmap_idle(&mut self, target: u64, mut unmap: impl FnMut(u64, u64)) -> u64 {
         let gran = self.granule();
         let mut done = 0;
@@ -565,29 +610,34 @@ impl Arena {
             .filter(|&(addr, size)| self.idle_in(addr, size) > 0)
             .collect();
         ranges.sort_unstable_by_key(|r| r.0);
+        let mut found: Vec<(usize, usize)> = Vec::new();
         for (at, len) in ranges {
             if done >= target {
                 break;
             }
-            // The granules wholly inside this free range, from the highest mapped one.
+            // The allocations wholly inside this free range's whole granules.
             let lo = (at - self.base).div_ceil(gran) as usize;
-            let mut g = (((at + len - self.base) >> self.shift) as usize).min(self.top);
-            while g > lo && done < target {
-                while g > lo && !self.is_mapped(g - 1) {
-                    g -= 1;
+            let hi = (((at + len - self.base) >> self.shift) as usize).min(self.top);
+            found.clear();
+            let mut g = lo;
+            while g < hi {
+                let Some(m) = self.next_with(g, hi, true) else { break };
+                let (cs, ce) = self.chunk_at(m);
+                if cs >= lo && ce <= hi {
+                    found.push((cs, ce));
                 }
-                let end = g;
-                while g > lo && self.is_mapped(g - 1) && done + ((end - g) as u64) * gran < target {
-                    g -= 1;
-                }
-                if g == end {
+                g = ce;
+            }
+            for &(cs, ce) in found.iter().rev() {
+                if done >= target {
                     break;
                 }
-                let (addr, bytes) = (self.granule_addr(g), ((end - g) as u64) * gran);
-                unmap(addr, bytes);
-                for k in g..end {
+                let bytes = ((ce - cs) as u64) * gran;
+                unmap(self.granule_addr(cs), bytes);
+                for k in cs..ce {
                     self.mapped[k / 64] &= !(1 << (k % 64));
                 }
+                self.starts[cs / 64] &= !(1 << (cs % 64));
                 self.mapped_bytes -= bytes;
                 done += bytes;
             }
@@ -731,6 +781,15 @@ impl Arena {
         let mapped = (0..n).filter(|&g| self.is_mapped(g)).count() as u64;
         assert_eq!((mapped << self.shift, idle), (self.mapped_bytes, self.idle_bytes()));
         assert!((self.top..n).all(|g| !self.is_mapped(g)));
+        // Every run of mapped granules starts an allocation; starts lie on mapped granules.
+        let start = |g: usize| self.starts[g / 64] >> (g % 64) & 1 != 0;
+        for g in 0..n {
+            assert!(!start(g) || self.is_mapped(g), "allocation start {g} not mapped");
+            assert!(
+                !self.is_mapped(g) || g > 0 && self.is_mapped(g - 1) || start(g),
+                "granule {g} in no allocation"
+            );
+        }
         assert!(self.top == 0 || self.is_mapped(self.top - 1));
         free
     }
@@ -823,6 +882,45 @@ mod tests {
         }
         a.check(&live.iter().map(|&(b, size)| (a.nodes[b as usize].addr, size)).collect());
         assert!(slow > 100, "the slow path ran {slow} times");
+    }
+
+    #[test]
+    fn allocations_are_given_up_only_whole() {
+        let mut a = Arena::new(1 << 40, 1 << 30, G, true);
+        // One allocation of 8 granules, one of 1 (as two device mappings would make).
+        let (b8, addr8) = {
+            let (i, addr, _) = a.place(8 * G).unwrap();
+            (a.carve(i, addr, 8 * G), addr)
+        };
+        a.set_mapped(addr8, 8 * G);
+        let (b1, addr1) = {
+            let (i, addr, _) = a.place(G).unwrap();
+            (a.carve(i, addr, G), addr)
+        };
+        a.set_mapped(addr1, G);
+        assert_eq!(addr1, addr8 + 8 * G);
+        let (mut taken, no_blocks) = (Vec::new(), std::collections::BTreeMap::new());
+        // The first 8 granules freed, a block of 2 granules at their start: 6 granules
+        // are idle, but their allocation is in use, so nothing can be given up.
+        a.give_back(b8);
+        let (i, addr, n) = a.place(2 * G).unwrap();
+        assert_eq!((addr, n), (addr8, 0));
+        let b2 = a.carve(i, addr, 2 * G);
+        assert_eq!(a.idle_bytes(), 6 * G);
+        assert_eq!(a.unmap_idle(u64::MAX, |at, bytes| taken.push((at, bytes))), 0);
+        assert!(taken.is_empty());
+        // The 1-granule allocation goes alone once its block is freed (its neighbour
+        // range merges with the 6 idle granules; the 8-granule allocation stays).
+        a.give_back(b1);
+        assert_eq!(a.unmap_idle(u64::MAX, |at, bytes| taken.push((at, bytes))), G);
+        assert_eq!(taken, vec![(addr1, G)]);
+        // With no block left, the 8 granules go in one piece.
+        a.give_back(b2);
+        taken.clear();
+        assert_eq!(a.unmap_idle(u64::MAX, |at, bytes| taken.push((at, bytes))), 8 * G);
+        assert_eq!(taken, vec![(addr8, 8 * G)]);
+        assert_eq!((a.mapped_bytes, a.top), (0, 0));
+        a.check(&no_blocks);
     }
 
     #[test]

@@ -12,7 +12,7 @@
 //!
 //! The result is the same exact best fit by (size, address) as the sorted index gives.
 
-use super::arena::{NIL, Node};
+use super::node::{NIL, Node};
 use crate::pool::split::fit_index::{CLASSES, class};
 
 /// Free ranges by size class: list heads (node indexes, [`NIL`] when empty) and a bit per

@@ -63,8 +63,15 @@
 //! segments: 1.077, whose best fit also merges at once); gpt2_train 1.0047 → 1.0033,
 //! resnet50_train 1.0129 / 1.0132 → 1.0162 / 1.0162 (cold / warm), the others unchanged.
 //! And the lists saved little: 91 % of the varlen traces' requests missed them.
-//! - Every granule is its own physical allocation, so any granule can be unmapped
-//!   alone; failed mappings leave nothing mapped ([`crate::device::Device::vm_map`]).
+//! - Growth in bulk: the granules a block needs are mapped in physical allocations of
+//!   several granules, one device call each ([`MIN_CHUNK`], [`CHUNK_SHARE`]; on CUDA one
+//!   `cuMemCreate`, one `cuMemMap` and one `cuMemSetAccess` per allocation, where one
+//!   allocation per granule took two calls per granule: gpt2_train's first pass 4 155
+//!   mappings → 769). CUDA unmaps and releases only whole allocations, so the pool gives
+//!   back or moves an allocation only when all of its granules are idle; the allocations
+//!   are kept small enough that this costs no peak on the traces (an allocation per
+//!   whole run did: see [`CHUNK_SHARE`]). Failed mappings leave nothing mapped
+//!   ([`crate::device::Device::vm_map`]).
 //!
 //! Reserved bytes are mapped bytes: the reserved address space costs no memory.
 //!
@@ -87,6 +94,7 @@
 
 mod arena;
 mod free_lists;
+mod node;
 #[cfg(test)]
 mod tests;
 
@@ -107,6 +115,24 @@ use arena::Arena;
 /// encoder_infer_varlen, whose best fit reaches 1.17 × live unbounded, is held at 1.13
 /// by it, at the cost of remapping in every warm pass.
 const HEADROOM: u64 = 8;
+
+/// Mappings are cut into physical allocations of at most 1/`CHUNK_SHARE` of the pool's
+/// mapped memory, and at most [`MIN_CHUNK`] granules below that: growth in bulk (one
+/// device call per allocation, each on CUDA one `cuMemCreate` of its granules, one
+/// `cuMemMap`, one `cuMemSetAccess`, where one granule per call used to take two calls per
+/// granule), while idle memory stays in pieces small enough to be given up or moved (an
+/// allocation goes only whole, and one that a block still touches stays). Host device,
+/// `cumem-bench replay` (bench/results/host-2026-11-28-expandable): whole runs as one
+/// allocation cost encoder_infer_varlen 1.130 → 1.153 and random_seed1 1.127 → 1.151
+/// peak reserved ÷ peak live (idle granules pinned by a block in their allocation); 4
+/// granules keep them at 1.133 and 1.129, below every anchor, with gpt2_train's cold
+/// mappings 4 155 → 769 calls; 1/128 of the mapped memory instead of 1/256 raised
+/// random_seed1's warm calls.
+const CHUNK_SHARE: u64 = 256;
+
+/// The largest physical allocation while 1/[`CHUNK_SHARE`] of the mapped memory is less:
+/// 4 granules (8 MiB).
+const MIN_CHUNK: u64 = 4;
 
 /// The pool on reserved address ranges with lazily mapped granules.
 pub struct ExpandablePool {
@@ -198,12 +224,16 @@ impl ExpandablePool {
         self.take_idle(target, |addr, bytes| up.vm_unmap(addr, bytes))
     }
 
-    /// Maps the granule runs `runs` of arena `k`. If mapping would lift reserved memory
-    /// above its all-time peak (and above the [`HEADROOM`]), idle granules' memory is
-    /// moved there instead ([`ShardUpstream::vm_move`]: no physical memory released and
-    /// obtained again); if the device or the limit refuses a mapping, every idle granule
-    /// is unmapped and the mapping tried once more. On error, the runs mapped so far stay
-    /// mapped.
+    /// Maps the granule runs `runs` of arena `k`, cut into physical allocations of at
+    /// most [`MIN_CHUNK`] granules or 1/[`CHUNK_SHARE`] of the mapped memory, one device
+    /// call each (on CUDA one `cuMemCreate` of its granules, one `cuMemMap`, one
+    /// `cuMemSetAccess`). If mapping would lift reserved memory above its all-time peak
+    /// (and above the [`HEADROOM`]), idle allocations' memory is moved there instead
+    /// ([`ShardUpstream::vm_move`]: no physical memory released and obtained again), each
+    /// whole onto a run it fits in, lowest free range first; idle allocations taken that
+    /// fit nowhere are unmapped. If the device or the limit refuses a mapping, every idle
+    /// allocation is unmapped and the mapping tried once more. On error, the allocations
+    /// mapped fresh for these runs are unmapped again (memory moved here stays, idle).
     fn map(&mut self, k: usize, runs: &[(u64, u64)], up: ShardUpstream<'_>) -> Result<()> {
         let need: u64 = runs.iter().map(|r| r.1).sum();
         // Growth above the all-time peak of reserved memory first takes idle granules,
@@ -212,47 +242,64 @@ impl ExpandablePool {
         // use, so that a workload whose layout moves (sizes that change from batch to
         // batch) keeps the granules it keeps coming back to, with no device calls.
         let room = (self.peak_used + self.peak_used / HEADROOM).saturating_sub(self.mapped_bytes());
-        let excess = up.growth_excess(need).saturating_sub(room);
+        let over = up.growth_excess(need);
+        let excess = over.saturating_sub(room);
         let mut idle: Vec<(u64, u64)> = Vec::new();
         if excess > 0 {
             self.take_idle(excess, |addr, bytes| idle.push((addr, bytes)));
+            // In address order onto the runs (neighbours stay neighbours).
+            idle.sort_unstable();
         }
-        // The runs' granules, the first ones onto the idle granules' memory.
+        // The runs' granules, onto the idle allocations' memory where one fits whole.
         let mut rest: Vec<(u64, u64)> = Vec::new();
-        let mut src = idle.into_iter().peekable();
-        for &(addr, bytes) in runs {
+        for &(addr, bytes) in runs.iter() {
+            let end = addr + bytes;
             let mut at = addr;
-            while at < addr + bytes {
-                let Some((from, have)) = src.peek_mut() else {
-                    rest.push((at, addr + bytes - at));
+            while at < end {
+                let Some(pos) = idle.iter().position(|c| c.1 <= end - at) else {
+                    rest.push((at, end - at));
                     break;
                 };
-                let len = (*have).min(addr + bytes - at);
-                match up.vm_move(*from, at, len) {
-                    Ok(()) => self.arenas[k].set_mapped(at, len),
+                let (from, have) = idle.remove(pos);
+                match up.vm_move(from, at, have) {
+                    Ok(()) => self.arenas[k].set_mapped(at, have),
                     // The memory of `from` is gone; `at` is mapped below.
-                    Err(_) => rest.push((at, len)),
+                    Err(_) => rest.push((at, have)),
                 }
-                *from += len;
-                *have -= len;
-                if *have == 0 {
-                    src.next();
-                }
-                at += len;
+                at += have;
             }
         }
-        // Idle granules taken beyond the need (whole granules) are unmapped.
-        for (from, have) in src {
+        // Idle allocations that fit nowhere are unmapped.
+        for (from, have) in idle {
             up.vm_unmap(from, have);
         }
+        let gran = self.arenas[k].granule();
+        let mut fresh: Vec<(u64, u64)> = Vec::new();
         for (addr, bytes) in rest {
-            if let Err(e) = up.vm_map(addr, bytes) {
-                if !matches!(e, Error::OutOfMemory(_)) || self.unmap_idle(u64::MAX, up) == 0 {
+            let piece = (MIN_CHUNK * gran).max(self.mapped_bytes() / CHUNK_SHARE / gran * gran);
+            let mut at = addr;
+            while at < addr + bytes {
+                let n = piece.min(addr + bytes - at);
+                let mut r = up.vm_map(at, n);
+                if let Err(e) = &r
+                    && matches!(e, Error::OutOfMemory(_))
+                    && self.unmap_idle(u64::MAX, up) > 0
+                {
+                    r = up.vm_map(at, n);
+                }
+                if let Err(e) = r {
+                    // The allocations mapped for this request so far go back too: a
+                    // request that fails leaves no memory obtained for it.
+                    for (a, b) in fresh {
+                        up.vm_unmap(a, b);
+                        self.arenas[k].set_unmapped(a, b);
+                    }
                     return Err(e);
                 }
-                up.vm_map(addr, bytes)?;
+                self.arenas[k].set_mapped(at, n);
+                fresh.push((at, n));
+                at += n;
             }
-            self.arenas[k].set_mapped(addr, bytes);
         }
         Ok(())
     }
