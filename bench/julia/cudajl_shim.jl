@@ -9,7 +9,7 @@
 # while CuMem lacks them: a few map onto CuMem's counterpart, the rest throw a clear error
 # when called, so that a check using them counts as an error and the others still run.
 #
-# Include it after `using CuMem` (it defines Main.CUDA, Main.TestSuite and
+# Include it after `using CuMem` (it defines Main.CUDA, Main.Adapt, Main.TestSuite and
 # Main.CUDAJLSetup); a test module then does `using Test, Random, Main.CUDA, Main.CUDAJLSetup`.
 
 module CUDA
@@ -96,6 +96,12 @@ module CUDNN end
 module NVML end
 
 end # module CUDA
+
+# Adapt.jl, as far as the test files use it: CuMem's own adapt.
+module Adapt
+using CuMem: adapt, adapt_structure, adapt_storage
+export adapt, adapt_structure, adapt_storage
+end
 
 # GPUArrays.jl's test-suite comparison (GPUArrays v6.4.1 test/testsuite.jl): run `f` on
 # copies of the host inputs and on their device versions (a `Ref` is passed through, its
