@@ -14,7 +14,7 @@ using Serialization
 using Random
 using Statistics
 
-export CuArray, CuVector, CuMatrix, CuVecOrMat, CuPtr, cu, unsafe_free!,
+export CuArray, CuVector, CuMatrix, CuVecOrMat, CuPtr, CU_NULL, cu, unsafe_free!,
        DenseCuArray, DenseCuVector, DenseCuMatrix, StridedCuArray, StridedCuVector, StridedCuMatrix,
        AnyCuArray,
        allowscalar, @allowscalar, @disallowscalar,
@@ -26,7 +26,8 @@ export CuArray, CuVector, CuMatrix, CuVecOrMat, CuPtr, cu, unsafe_free!,
        CuIterator, OutOfGPUMemoryError, CuMemError,
        synchronize, CuStream, CuEvent, stream, stream!, record, elapsed, record_stream,
        CuDevice, devices, ndevices, device, device!,
-       has_cuda, has_cuda_gpu, capability
+       has_cuda, has_cuda_gpu, capability,
+       rand_logn!, rand_poisson!
 
 # In dependency order: each file uses only what the files above it define
 # (test/layers_tests.jl checks it), so the list reads bottom up.
@@ -91,6 +92,7 @@ include("compute/algorithms/statistics.jl") # mean, var, std, cov, cor, median
 # compute/random/: random numbers
 include("compute/random/random.jl") # Philox4x32-10 random numbers
 include("compute/random/rng.jl")    # default_rng, Complex and range draws, rand!/randn! of views
+include("compute/random/draws.jl")  # rand/randn through the RNG, randexp, rand_logn!, rand_poisson!, randperm, shuffle
 # compute/linalg/: linear algebra
 include("compute/linalg/products.jl")       # *, mul! (cuBLAS gemm), dot, norm, axpy!, axpby!, rmul!, lmul!
 include("compute/linalg/wrappers.jl")       # BLAS/LAPACK-level calls: cuBLAS beyond gemm, cuSOLVER

@@ -95,7 +95,7 @@ push!(jobs, Job("compute (NVRTC, kernels, gemm!)", interpreted(testfile(joinpath
 for pool in POOLS[1:min(1, end)]
     push!(jobs, Job("compute (broadcast, mapreduce, random), pool $pool",
                     julia("-e", "for f in ARGS; Base.include(Module(), f); end",
-                          testfile(joinpath("compute", "broadcast", "broadcast_tests.jl")), testfile(joinpath("compute", "reduce", "mapreduce_tests.jl")), testfile(joinpath("compute", "random", "random_tests.jl"));
+                          testfile(joinpath("compute", "broadcast", "broadcast_tests.jl")), testfile(joinpath("compute", "reduce", "mapreduce_tests.jl")), testfile(joinpath("compute", "random", "random_tests.jl")), testfile(joinpath("compute", "random", "draws_tests.jl"));
                           JULIA_CUDA_MEMORY_POOL = pool),
                     passed; cost = 160))
 end

@@ -9,8 +9,8 @@
 # while CuMem lacks them: a few map onto CuMem's counterpart, the rest throw a clear error
 # when called, so that a check using them counts as an error and the others still run.
 #
-# Include it after `using CuMem` (it defines Main.CUDA, Main.Adapt, Main.TestSuite and
-# Main.CUDAJLSetup); a test module then does `using Test, Random, Main.CUDA, Main.CUDAJLSetup`.
+# Include it after `using CuMem` (it defines Main.CUDA, Main.Adapt, Main.DataStructures,
+# Main.TestSuite and Main.CUDAJLSetup); a test module then does `using Test, Random, Main.CUDA, Main.CUDAJLSetup`.
 
 module CUDA
 
@@ -85,6 +85,22 @@ for m in (Symbol("@cuda"), Symbol("@cuprintln"), Symbol("@cuprintf"), Symbol("@c
     @eval export $m
 end
 
+# What CUDA.jl v2.6.3 exports (its src/ and lib/), exported here where CUDA has the name,
+# so that a test file's unqualified use finds CuMem's or the stand-in above.
+const CUDAJL_EXPORTS = split("""
+    @atomic @cuDynamicSharedMem @cuStaticSharedMem @cuassert @cuda @cuprint @cuprintf
+    @cuprintln @cushow CU_NULL CuArray CuDeviceArray CuDeviceMatrix CuDeviceVector CuError
+    CuEvent CuIterator CuMatrix CuPtr CuRef CuVecOrMat CuVector DenseCuArray DenseCuMatrix
+    DenseCuVecOrMat DenseCuVector OutOfGPUMemoryError PtrOrCuPtr RefOrCuRef capability
+    clock context context! cu cudacall cudaconvert cufunction device device! device_reset!
+    deviceid devices dynamic_cufunction elapsed has_cuda has_cuda_gpu has_nvml
+    launch_configuration nanosleep ndevices rand_logn! rand_poisson! record sync_threads
+    sync_warp synchronize threadfence threadfence_block threadfence_system vote_all vote_any
+    vote_ballot warpsize threadIdx blockIdx blockDim gridDim""")
+for n in Symbol.(CUDAJL_EXPORTS)
+    isdefined(@__MODULE__, n) && Core.eval(@__MODULE__, Expr(:export, n))
+end
+
 # Library submodules: the wrapper-level calls the suite skips (see cudajl_skips.jl), so
 # these only need to exist for `using CUDA.CUBLAS` and the like.
 module CUBLAS end
@@ -101,6 +117,19 @@ end # module CUDA
 module Adapt
 using CuMem: adapt, adapt_structure, adapt_storage
 export adapt, adapt_structure, adapt_storage
+end
+
+# DataStructures.jl, as far as the test files use it (sorting.jl's `counter`).
+module DataStructures
+export counter
+"""`counter(xs)`: how many times each value occurs in `xs` (a Dict), as DataStructures'."""
+function counter(xs)
+    d = Dict{eltype(xs),Int}()
+    for x in xs
+        d[x] = get(d, x, 0) + 1
+    end
+    return d
+end
 end
 
 # GPUArrays.jl's test-suite comparison (GPUArrays v6.4.1 test/testsuite.jl): run `f` on

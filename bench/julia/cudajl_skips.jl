@@ -19,7 +19,7 @@ const R_QSORT = "CUDA.jl's quicksort internals (CUDA.Quicksort)"
 const R_LLVMPTR = "LLVM address-space pointers (Core.LLVMPtr, AS.*): CuMem's device arrays hold plain addresses"
 const R_NVML = "NVML (device management library)"
 const R_BF16 = "BFloat16s.jl is not installed (the package's only use is cuBLAS's BFloat16 gemmEx)"
-const R_DS = "DataStructures.jl is not installed (loaded but unused by these tests)"
+const R_CCALL = "ccall plumbing of CUDA.jl's library wrappers (CuRef, RefOrCuRef, PtrOrCuPtr: primitive pointer types; CuMem's CuPtr is a struct)"
 
 const REFS = Dict{Symbol,String}()
 for n in (Symbol("@device_code_llvm"), Symbol("@device_code_ptx"), Symbol("@device_code_sass"),
@@ -47,13 +47,15 @@ for n in (:CuModule, :CuModuleFile, :CuLink, :CuFunction, :cudacall, :CuGlobal, 
           :add_file!, :CuLinkImage, :CuLinkError)
     REFS[n] = R_DRV
 end
+for n in (:CuRef, :RefOrCuRef, :PtrOrCuPtr, :CuRefArray)
+    REFS[n] = R_CCALL
+end
 REFS[:Quicksort] = R_QSORT
 REFS[:LLVMPtr] = R_LLVMPTR
 REFS[:AS] = R_LLVMPTR
 REFS[:NVML] = R_NVML
 REFS[:BFloat16] = R_BF16
 REFS[:BFloat16s] = R_BF16
-REFS[:DataStructures] = R_DS
 
 """Testsets skipped by name (the name's literal text, interpolations left out)."""
 const TESTSETS = [

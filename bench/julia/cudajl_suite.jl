@@ -135,8 +135,11 @@ function assigns!(s::Set{Symbol}, ex)
         end
         lhs isa Symbol ? push!(s, lhs) : lhs isa Expr && lhs.head === :tuple ?
             foreach(a -> a isa Symbol && push!(s, a), lhs.args) : assigns!(s, lhs)
-    elseif ex.head in (:import, :using)
-        mentions!(s, ex)
+    elseif ex.head in (:import, :using)     # the names brought in: `x, y` of `using A: x, y`, else `A`
+        for p in ex.args
+            p isa Expr && p.head === :(:) ? foreach(q -> push!(s, q.args[end]), p.args[2:end]) :
+            p isa Expr && p.head === :. && push!(s, p.args[end])
+        end
     elseif ex.head === :block
         foreach(a -> assigns!(s, a), ex.args)
     end
@@ -192,6 +195,8 @@ function rewrite(st, S::SkipState)
     st isa Expr || return st
     if st.head === :block
         out = Any[]
+        outer = S.locals
+        S.locals = Set{Symbol}()     # a skipped call taints the names assigned in its own block
         for a in st.args
             a isa LineNumberNode && (push!(out, a); continue)
             why = skip_reason(a, S)
@@ -207,9 +212,13 @@ function rewrite(st, S::SkipState)
             assigns!(S.locals, a)
             push!(out, rewrite(a, S))
         end
+        S.locals = outer
         return Expr(:block, out...)
     elseif holds_blocks(st)
-        return Expr(st.head, Any[rewrite(a, S) for a in st.args]...)
+        # a loop's iteration, a condition or let's bindings stay as they are (skip_reason
+        # judged them); the bodies are looked into
+        keep = st.head in (:for, :while, :if, :elseif, :let) ? 1 : 0
+        return Expr(st.head, Any[i <= keep ? a : rewrite(a, S) for (i, a) in enumerate(st.args)]...)
     end
     return st
 end
@@ -226,7 +235,7 @@ function redirect_path(p)
     p isa Expr || return p
     if p.head === :(:)
         return Expr(:(:), redirect_path(p.args[1]), p.args[2:end]...)
-    elseif p.head === :. && !isempty(p.args) && p.args[1] in (:CUDA, :Adapt, :TestSuite)
+    elseif p.head === :. && !isempty(p.args) && p.args[1] in (:CUDA, :Adapt, :TestSuite, :DataStructures)
         return Expr(:., :Main, p.args...)
     end
     return p

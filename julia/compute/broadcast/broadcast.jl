@@ -249,6 +249,14 @@ bc_upload(x) = x
 # their object ids (part of the kernel cache's keys) are never reused.
 const BC_OLD_FUNCTIONS = Set{Any}()
 
+
+# The CuArrays a broadcast reaches through `Ref(A)` or a tuple `(A, B)` (element functions
+# index them as CuDeviceArrays): the device rule covers them as it covers the leaves.
+ref_arrays!(acc, bc::Broadcast.Broadcasted) = (foreach(a -> ref_arrays!(acc, a), bc.args); acc)
+ref_arrays!(acc, r::Base.RefValue{<:CuArray}) = push!(acc, r[])
+ref_arrays!(acc, t::Tuple) = (foreach(a -> a isa CuArray && push!(acc, a), t); acc)
+ref_arrays!(acc, @nospecialize(x)) = acc
+
 function gpu_broadcast!(@nospecialize(dest::Union{AnyCuArray,CuReshaped}), @nospecialize(bc::Broadcasted))
     bc_tuples(bc) && return gpu_broadcast!(dest, bc_upload(bc))
     D = eltype(dest)
@@ -265,6 +273,7 @@ function gpu_broadcast!(@nospecialize(dest::Union{AnyCuArray,CuReshaped}), @nosp
     # of device 1", not a mix with the destination made on device 0.
     if MULTI[]
         arrs = filter(a -> !is_byvalue_array(a), leaves)
+        ref_arrays!(arrs, bc)           # Ref(A) and tuples of CuArrays, indexed in the kernel
         check_devices("broadcast", arrs...); check_devices("broadcast", dleaf.base, arrs...)
     end
     lvs = Leaf[leaf_of(a, dsz) for a in leaves]
