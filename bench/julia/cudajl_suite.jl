@@ -172,7 +172,8 @@ end
 # statement by statement; their headers (a loop's range, a condition) decide like a leaf.
 holds_blocks(st) = st isa Expr && (st.head in (:block, :for, :while, :if, :elseif, :let, :try) ||
     is_macro(st, "@testset", "@not_if_memcheck"))
-header(st) = Expr(:tuple, filter(a -> !(a isa Expr && a.head === :block), st.args)...)
+header(st) = Expr(:tuple, Any[a isa Expr && a.head === :for ? a.args[1] : a for a in st.args
+                              if !(a isa Expr && a.head === :block)]...)
 
 function skip_reason(st, S::SkipState)
     if is_macro(st, "@testset")
@@ -197,6 +198,7 @@ function rewrite(st, S::SkipState)
         out = Any[]
         outer = S.locals
         S.locals = Set{Symbol}()     # a skipped call taints the names assigned in its own block
+        outer_taint = copy(S.tainted)  # and the taint ends with the block
         for a in st.args
             a isa LineNumberNode && (push!(out, a); continue)
             why = skip_reason(a, S)
@@ -209,10 +211,13 @@ function rewrite(st, S::SkipState)
                 push!(out, nothing)
                 continue
             end
-            assigns!(S.locals, a)
+            as = assigns!(Set{Symbol}(), a)
+            union!(S.locals, as)
+            setdiff!(S.tainted, as)    # a name assigned again is no longer tainted
             push!(out, rewrite(a, S))
         end
         S.locals = outer
+        S.tainted = outer_taint
         return Expr(:block, out...)
     elseif holds_blocks(st)
         # a loop's iteration, a condition or let's bindings stay as they are (skip_reason
