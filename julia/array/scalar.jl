@@ -127,8 +127,9 @@ function scalar_message(op::String, bt)
               isdir(joinpath(Sys.STDLIB, string(nameof(r)))))
     fn = nothing
     for fr in Base.StackTraces.stacktrace(bt)
+        fr.func === Symbol("top-level scope") && break             # the caller's code
         li = fr.linfo
-        li isa Core.MethodInstance && li.def isa Method || break   # top-level code: the caller
+        li isa Core.MethodInstance && li.def isa Method || continue # an inlined frame
         m = li.def.module
         lib(m) || break
         m === CuMem || (fn = (fr.func, nameof(m)))

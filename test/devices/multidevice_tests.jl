@@ -116,6 +116,14 @@ const GPU = !CuMem.on_host()
         @test_throws ArgumentError fill!(b, 3)
         @test_throws ArgumentError a * transpose(b)
         @test Array(b) == ones(Float32, 8)                # nothing was written
+        # copies and gathers keep the rule too (they made their result on device 0)
+        @test_throws ArgumentError b[2:3]
+        @test_throws ArgumentError b[:]
+        @test_throws ArgumentError copy(b)
+        @test_throws ArgumentError sort(b)
+        @test_throws ArgumentError getindex.(Ref(b), 1:8)
+        @test device!(() -> Array(b[2:3]), 1) == ones(Float32, 2)
+        @test device!(() -> Array(getindex.(Ref(b), 1:2)), 1) == ones(Float32, 2)
         # on its own device everything works
         @test device!(() -> sum(b .* 2), 1) == 16
         m = device!(() -> CuArray(Float32[1 2; 3 4]), 1)
