@@ -312,6 +312,14 @@ function write_results(out, rows, skipreasons)
                     " | ", r.skipped, " | ", pct(r.pass, r.pass + r.fail + r.error), " | ",
                     @sprintf("%.1f", r.seconds), " |")
         end
+        for (name, group) in (("array-side files", ARRAY_FILES), ("kernel files", KERNEL_FILES))
+            g = filter(r -> r.file in group, rows)
+            isempty(g) && continue
+            p, f, e = sum(r.pass for r in g), sum(r.fail for r in g), sum(r.error for r in g)
+            println(io, "| *", name, "* | ", p, " | ", f, " | ", e, " | ", sum(r.broken for r in g), " | ",
+                    sum(r.skipped for r in g), " | ", pct(p, p + f + e), " | ",
+                    @sprintf("%.1f", sum(r.seconds for r in g)), " |")
+        end
         println(io, "| **total** | ", P, " | ", F, " | ", E, " | ", B, " | ", K, " | ",
                 pct(P, P + F + E), " | ", @sprintf("%.1f", sum(r.seconds for r in rows)), " |")
         println(io, "\nSkipped checks by reason (counted in the source: a check inside a loop counts once):\n")
@@ -351,6 +359,7 @@ function main(args)
         @printf("%-24s %5d pass %4d fail %4d error %3d broken %4d skipped  %8s  (%.1f s)\n",
                 f, ts.pass, ts.fail, ts.error, ts.broken, skipped, pct(ts.pass, n), secs)
         flush(stdout)
+        write_results(out, rows, skipreasons)     # after every file: a cut-short run keeps its results
     end
     P, F, E, B, K = write_results(out, rows, skipreasons)
     println("TOTAL: $P pass, $F fail, $E error, $B broken, $K skipped: ",
