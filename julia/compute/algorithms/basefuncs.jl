@@ -126,7 +126,9 @@ end
 (Julia 1.6 and later): a reversed copy on the device written back.
 """
 function Base.reverse!(A::AnyCuArray; dims = :)
-    tmp = reverse(A; dims = dims)
+    # all dimensions reversed is the linear order reversed
+    tmp = dims isa Colon ? reshape(reverse(vec(A isa CuArray ? A : copy(A))), size(A)) :
+                           reverse(A; dims = dims)
     copyto!(A, tmp)
     tmp isa CuArray && unsafe_free!(tmp)
     return A
