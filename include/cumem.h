@@ -404,6 +404,22 @@ int32_t cumem_stream_sleep(uint64_t stream, uint64_t ns);
 // `threads` must be null or writable for one `int32_t`.
 int32_t cumem_kernel_block_size(uint64_t kernel, int32_t *threads);
 
+// Writes into `*blocks` and `*threads` the launch shape that maximises `kernel`'s
+// occupancy with `shmem` bytes of dynamic shared memory per block and at most
+// `max_threads` threads per block (0: no limit): the block size and the smallest grid
+// that fills the GPU (`cuOccupancyMaxPotentialBlockSize`, as CUDA.jl's
+// `launch_configuration`). On the host device: 1 block of `max_threads` (1024 without a
+// limit) for any `kernel`. Returns `CUMEM_ERROR_INVALID_VALUE` for an unknown handle, a
+// negative `max_threads` or a null pointer.
+//
+// # Safety
+// `blocks` and `threads` must be null or writable for one `int32_t` each.
+int32_t cumem_kernel_occupancy(uint64_t kernel,
+                               uint64_t shmem,
+                               int32_t max_threads,
+                               int32_t *blocks,
+                               int32_t *threads);
+
 // The byte size of each of `kernel`'s parameters, so a caller can check its arguments
 // before `cumem_kernel_launch` (which cannot: `kernelParams` carries no sizes). Writes
 // the number of parameters into `*count` (-1 when the driver cannot tell: drivers older

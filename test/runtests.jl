@@ -11,6 +11,8 @@
 #   bad configuration / missing library            `using CuMem` must fail clearly
 #   installing by name, path and dev               test/registrytests.jl
 #   compute: NVRTC, kernels, gemm!                 test/compute/runtime/compute_tests.jl
+#   the kernel language (@cuda, intrinsics)        test/compute/device/kernel_tests.jl
+#   user kernels' CUDA C on g++ threads             test/compute/device/kernel_emulation_tests.jl
 #   indexing, linear algebra, show                  test/compute/{algorithms/indexing,linalg/linalg,show}_tests.jl
 #   factorizations, triangular/symmetric, generic   test/compute/linalg/linalg_factor_tests.jl
 #   linear-algebra kernels emulated with g++        test/compute/linalg/linalg_kernel_tests.jl
@@ -89,6 +91,9 @@ for pool in POOLS
                     passed; cost = 75))
 end
 push!(jobs, Job("compute (NVRTC, kernels, gemm!)", interpreted(testfile(joinpath("compute", "runtime", "compute_tests.jl"))), passed; cost = 15))
+# the kernel language: @cuda, intrinsics, shared memory, atomics, shuffles (host device: the
+# threads as tasks; every kernel's C compiled to PTX when libnvrtc is there)
+push!(jobs, Job("kernel language (@cuda, intrinsics)", julia(testfile(joinpath("compute", "device", "kernel_tests.jl"))), passed; cost = 120))
 # broadcasting, reductions and random numbers against Base, under one pool: what they
 # test does not depend on the pool (their arrays' memory is the pool tests' subject, under
 # every pool), and a second run was 160 s of CI
@@ -104,6 +109,8 @@ end
 if DEVICE != "cuda" && Sys.which("g++") !== nothing && success(pipeline(`g++ -x c++ -std=c++17 -fsyntax-only -`, stdin = IOBuffer("_Float16 h;"), stderr = devnull))
     push!(jobs, Job("compute kernels emulated on the CPU (g++)", julia(testfile(joinpath("compute", "compiler", "kernel_emulation_tests.jl"))), passed;
                     cost = 150))
+    push!(jobs, Job("user kernels (@cuda) emulated on the CPU (g++)", julia(testfile(joinpath("compute", "device", "kernel_emulation_tests.jl"))),
+                    passed; cost = 60))
     push!(jobs, Job("linear-algebra kernels emulated on the CPU (g++)", julia(testfile(joinpath("compute", "linalg", "linalg_kernel_tests.jl"))),
                     passed; cost = 40))
 else

@@ -35,7 +35,7 @@ end
 
 # The entry: `dc_apply(f, args...)` calls `f`, so that every kind of callable (a closure,
 # a type such as `Int8`, a mapped math function such as `sin`) compiles the same way.
-for n in 0:16
+for n in 0:64
     as = [Symbol(:a, k) for k in 1:n]
     @eval dc_apply(f, $(as...)) = f($(as...))
 end
@@ -146,7 +146,7 @@ function dc_compile_entry(@nospecialize(F), argtypes::Tuple, world::UInt)
             throw(KernelCompileError("cannot compile for the GPU: an argument of type $T (kernels take isbits values)"))
     end
     (F isa DataType && (isbitstype(F) || dc_is_ghost(F))) || dc_not_isbits(F)
-    length(argtypes) <= 16 || throw(KernelCompileError("cannot compile for the GPU: more than 16 arguments"))
+    length(argtypes) <= 64 || throw(KernelCompileError("cannot compile for the GPU: more than 64 arguments"))
     sig = Tuple{typeof(dc_apply), F, argtypes...}
     m = ir_method_for(sig, world)
     m === nothing && error("internal: no unique dc_apply method for $sig")
@@ -245,13 +245,14 @@ dc_merged_globals(dfs) = sort!(unique(x -> x[1], reduce(vcat, [d.ctx.globals for
 
 The CUDA C of a kernel: [`C_PRELUDE_V2`](@ref), the type definitions of `dfs` (each
 once), the context type `jl_ctx_t` (the error record's address, a flag, the launch-time
-values of the constant bindings the functions read), every `__device__` function (each
+values of the constant bindings the functions read), `prelude` (helpers the functions call,
+e.g. the kernel language's device helpers), every `__device__` function (each
 once), then `body`: the kernel family's `extern "C" __global__` function, which takes
 `jl_ctx_t ctx` as its first parameter and calls each entry as `name(&ctx, f, a1, ...)`.
 After an entry call, `ctx.thrown != 0` means it threw (the error is recorded; its result
 is meaningless).
 """
-function kernel_source(dfs::DeviceFunction...; body::AbstractString)
+function kernel_source(dfs::DeviceFunction...; body::AbstractString, prelude::AbstractString = "")
     types = Pair{String,String}[]
     fns = Pair{String,String}[]
     seen = Set{String}()
@@ -273,6 +274,7 @@ function kernel_source(dfs::DeviceFunction...; body::AbstractString)
         print(io, " ", dc_ctype!(tt, T), " ", field, ";")
     end
     print(io, " };\n")
+    print(io, prelude)
     for (_, v) in fns
         print(io, v)
     end
