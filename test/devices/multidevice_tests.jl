@@ -100,8 +100,10 @@ const GPU = !CuMem.on_host()
         @test Array(z) == [0, 0, 100, 101, 102, 103, 104, 0, 0, 0]
         @test_throws BoundsError copyto!(z, 8, x, 1, 5)
         @test Array(z)[8:10] == [0, 0, 0]
-        @test copy(y) isa CuArray && device(copy(y)) == CuDevice(0)   # on the task's device
-        @test Array(copy(y)) == 1:1000
+        # copy keeps the device rule: another device's array is an error, as for broadcasts
+        @test_throws ArgumentError copy(y)
+        @test device!(() -> device(copy(y)), 1) == CuDevice(1)
+        @test device!(() -> Array(copy(y)), 1) == 1:1000
     end
 
     @testset "mixing devices is an error that names both" begin
