@@ -18,6 +18,8 @@
 # statement by statement: a statement that throws counts as one error and the rest of the
 # file still runs. What is skipped, and why, is in cudajl_skips.jl.
 #
+# Without arguments (bench/gpu/run.sh's cudajl suite) the tree is $CUDAJL_DIR or
+# .cudajl-2.6.3/ in the checkout and OUTDIR is $OUT/cudajl.
 # OUTDIR receives results.jsonl (one line per file: file, pass, fail, error, broken,
 # skipped, seconds), summary.md (the table, the totals, the skip reasons) and failures.md
 # (each failing check: file:line, the expression, the first line of its error).
@@ -46,7 +48,11 @@ function parse_args(args)
         end
         i += 1
     end
-    isempty(root) && error("usage: cudajl_suite.jl <CUDA.jl v2.6.3 tree> --out DIR [--array|--kernels] [file ...]")
+    # defaults for bench/gpu/run.sh (no arguments): $CUDAJL_DIR or .cudajl-2.6.3/ in the
+    # checkout (an ignored copy of the tree), results under $OUT/cudajl
+    isempty(root) && (root = get(ENV, "CUDAJL_DIR", joinpath(pwd(), ".cudajl-2.6.3")))
+    isempty(out) && haskey(ENV, "OUT") && (out = joinpath(ENV["OUT"], "cudajl"))
+    isdir(root) || error("usage: cudajl_suite.jl <CUDA.jl v2.6.3 tree> --out DIR [--array|--kernels] [file ...]")
     isfile(joinpath(root, "test", "setup.jl")) || error("no test/setup.jl in $root")
     isempty(out) && error("--out DIR is required")
     if isempty(files)
