@@ -14,7 +14,7 @@ using Serialization
 using Random
 using Statistics
 
-export CuArray, CuVector, CuMatrix, CuVecOrMat, CuPtr, cu, unsafe_free!,
+export CuArray, CuVector, CuMatrix, CuVecOrMat, CuPtr, CU_NULL, cu, unsafe_free!,
        DenseCuArray, DenseCuVector, DenseCuMatrix, StridedCuArray, StridedCuVector, StridedCuMatrix,
        AnyCuArray,
        allowscalar, @allowscalar, @disallowscalar,
@@ -27,6 +27,7 @@ export CuArray, CuVector, CuMatrix, CuVecOrMat, CuPtr, cu, unsafe_free!,
        synchronize, CuStream, CuEvent, stream, stream!, record, elapsed, record_stream,
        CuDevice, devices, ndevices, device, device!,
        has_cuda, has_cuda_gpu, capability,
+       rand_logn!, rand_poisson!,
        # the kernel language (compute/device/)
        @cuda, cufunction, cudaconvert, launch_configuration, CuFunction, HostKernel, CuDeviceArray,
        threadIdx, blockIdx, blockDim, gridDim, warpsize, laneid,
@@ -110,9 +111,11 @@ include("compute/algorithms/searching.jl")  # findall, findfirst/findlast, extre
 include("compute/algorithms/masks.jl")      # Bool masks and index arrays in indexing, views and broadcasts; fill!/copy! of wrappers
 include("compute/algorithms/sorting.jl")    # sort, sortperm, partialsort, issorted, unique (radix and bitonic sorts)
 include("compute/algorithms/statistics.jl") # mean, var, std, cov, cor, median
+include("compute/algorithms/basefuncs.jl")  # in, hash, filter, replace, searchsorted*, quantile, reverse!, resize!
 # compute/random/: random numbers
 include("compute/random/random.jl") # Philox4x32-10 random numbers
 include("compute/random/rng.jl")    # default_rng, Complex and range draws, rand!/randn! of views
+include("compute/random/draws.jl")  # rand/randn through the RNG, randexp, rand_logn!, rand_poisson!, randperm, shuffle
 # compute/linalg/: linear algebra
 include("compute/linalg/products.jl")       # *, mul! (cuBLAS gemm), dot, norm, axpy!, axpby!, rmul!, lmul!
 include("compute/linalg/wrappers.jl")       # BLAS/LAPACK-level calls: cuBLAS beyond gemm, cuSOLVER
@@ -121,6 +124,7 @@ include("compute/linalg/qr.jl")             # qr: CuQR, CuQRPackedQ, least squar
 include("compute/linalg/factorizations.jl") # lu, cholesky, svd, eigen, \, inv, det, logdet
 include("compute/linalg/structured.jl")     # triangular and symmetric/Hermitian products and solves
 include("compute/linalg/generic.jl")        # mixed/integer/Float16 products, UniformScaling, diagm, kron
+include("compute/linalg/extras.jl")         # normalize, opnorm, rank, cross, tridiagonal products, inv of triangles, pinv, exp, clear errors
 include("compute/linalg/compat.jl")         # pivot arguments of newer LinearAlgebra versions
 # compute/: printing, and inference cached at precompilation
 include("compute/show.jl")# show/print of CuArrays, views and wrappers, downloading once

@@ -56,6 +56,7 @@ end
     include("reliability_tests.jl")
     include(joinpath("memory", "hotpath_tests.jl"))
     include(joinpath("array", "usability_tests.jl"))
+    include(joinpath("array", "parity_tests.jl"))
     include(joinpath("tools", "profile_tests.jl"))
     @testset "no failed frees" begin
         clean!()

@@ -104,7 +104,7 @@ push!(jobs, Job("fixed CUDA C (julia/cuda/*.cuh)", julia(testfile(joinpath("comp
 for pool in POOLS[1:min(1, end)]
     push!(jobs, Job("compute (broadcast, mapreduce, random), pool $pool",
                     julia("-e", "for f in ARGS; Base.include(Module(), f); end",
-                          testfile(joinpath("compute", "broadcast", "broadcast_tests.jl")), testfile(joinpath("compute", "reduce", "mapreduce_tests.jl")), testfile(joinpath("compute", "random", "random_tests.jl"));
+                          testfile(joinpath("compute", "broadcast", "broadcast_tests.jl")), testfile(joinpath("compute", "reduce", "mapreduce_tests.jl")), testfile(joinpath("compute", "random", "random_tests.jl")), testfile(joinpath("compute", "random", "draws_tests.jl"));
                           JULIA_CUDA_MEMORY_POOL = pool),
                     passed; cost = 160))
 end
@@ -126,6 +126,13 @@ push!(jobs, Job("bad pinned memory limit",
                 julia("-e", "using CuMem"; CUMEM_PINNED_LIMIT = "lots"),
                 failed_with("CUMEM_PINNED_LIMIT=\"lots\"", "accepted")))
 push!(jobs, Job("indexing and copies", interpreted(testfile(joinpath("compute", "algorithms", "indexing_tests.jl"))), passed; cost = 40))
+# CUDA.jl parity: Base/Statistics/LinearAlgebra functions without scalar indexing, the
+# scalar error's text, broadcasts of Symbols, Chars and writes through Ref(A)
+push!(jobs, Job("Base and LinearAlgebra without scalar indexing",
+                julia("-e", "for f in ARGS; Base.include(Module(), f); end",
+                      testfile(joinpath("compute", "algorithms", "basefuncs_tests.jl")),
+                      testfile(joinpath("compute", "linalg", "extras_tests.jl")),
+                      testfile(joinpath("compute", "broadcast", "bcparity_tests.jl"))), passed; cost = 60))
 # issue 24's array library (statistics, sorts, scans, searching, masks, random) against
 # Base; its block-level kernels (tile scans, radix ranks, bitonic steps) run by g++ threads
 push!(jobs, Job("array library (statistics, sorting, scans, searching, masks)",

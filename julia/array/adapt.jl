@@ -92,9 +92,19 @@ Uploads `x` to the device as CUDA.jl 2.x's `cu` (`adapt(CuArray{Float32}, x)`) d
 arrays of real numbers, integers and `Bool` included, become `CuArray{Float32}` (complex
 ones `CuArray{ComplexF32}`), other isbits element types are kept, and structure is kept:
 `cu(Diagonal([1, 2]))` is a `Diagonal{Float32,CuArray{Float32,1}}`; adjoints,
-transposes, tuples and named tuples likewise (see [`CuMem.adapt`](@ref)). Scalars and
-other values are returned unchanged. A CuArray that already has the target type is
+transposes, tuples and named tuples likewise (see [`CuMem.adapt`](@ref)). Ranges, scalars
+and other values are returned unchanged (`cu(1:3) === 1:3`, as CUDA.jl). A CuArray that already has the target type is
 returned as is, not copied. Arrays with `missing` (element type `Union{Missing,T}`) are
 an `ArgumentError`: a CuArray holds isbits elements only.
 """
 cu(xs) = adapt(Float32Adaptor(), xs)
+# Ranges stay ranges (CUDA.jl 2.x: `cu(1:3) === 1:3`): broadcasts take them by value.
+adapt_structure(::Float32Adaptor, r::AbstractRange) = r
+
+"""
+    cu[x, y, ...]
+
+A CuVector of the values, as CUDA.jl's `cu[1, 2, 3]`: `CuArray([x, y, ...])` (element
+types as Base's vector literal, not converted to Float32).
+"""
+Base.getindex(::typeof(cu), xs...) = CuArray([xs...])

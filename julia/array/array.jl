@@ -18,6 +18,25 @@ Base.:(-)(p::CuPtr{T}, n::Integer) where {T} = CuPtr{T}(p.addr - (n % UInt64))
 Base.:(-)(p::CuPtr, q::CuPtr) = (p.addr - q.addr) % Int
 Base.isless(p::CuPtr, q::CuPtr) = isless(p.addr, q.addr)
 Base.show(io::IO, p::CuPtr{T}) where {T} = print(io, "CuPtr{", T, "}(0x", string(p.addr, base = 16, pad = 12), ")")
+# As CUDA.jl's CuPtr: its element type, `n + p`, `Int(p)`, conversions between CuPtr types
+# and from integers, `reinterpret` to and from `Ptr` (the same bits), and no `convert` to a
+# host `Ptr` (the CPU cannot read the address).
+Base.eltype(::Type{CuPtr{T}}) where {T} = T
+Base.:(+)(n::Integer, p::CuPtr) = p + n
+Base.Int(p::CuPtr) = p.addr % Int
+Base.convert(::Type{CuPtr{T}}, p::CuPtr) where {T} = CuPtr{T}(p.addr)
+Base.convert(::Type{CuPtr{T}}, x::Integer) where {T} = CuPtr{T}(x % UInt64)
+Base.convert(::Type{Ptr{T}}, p::CuPtr) where {T} =
+    throw(ArgumentError("cannot convert a device pointer ($p) to a host Ptr{$T}: the CPU cannot read it; reinterpret(Ptr{$T}, p) gives the same bits"))
+Base.reinterpret(::Type{Ptr{T}}, p::CuPtr) where {T} = Ptr{T}(p.addr)
+Base.reinterpret(::Type{CuPtr{T}}, p::Union{Ptr,CuPtr}) where {T} = CuPtr{T}(UInt64(p))
+
+"""
+    CU_NULL
+
+The null device pointer, `CuPtr{Cvoid}(0)` (CUDA.jl's `CU_NULL`).
+"""
+const CU_NULL = CuPtr{Cvoid}(0)
 
 # A CuArray passed to `ccall` for an argument declared `CuPtr{T}` (a C `uint64_t`) becomes
 # its device address; ccall keeps the array rooted for the duration of the call.
@@ -169,6 +188,21 @@ Whether `unsafe_free!(x)` was called (or its finalizer ran).
 """
 isfreed(a::CuArray) = a.freed
 
+"""
+    ArrayState: ARRAY_MANAGED, ARRAY_FREED (and ARRAY_UNMANAGED)
+
+`x.state` of a CuArray, as CUDA.jl 2.x's field: `ARRAY_FREED` once `unsafe_free!(x)` was
+called (by the caller, its finalizer or a `CuIterator` advancing), `ARRAY_MANAGED` before.
+CuMem does not record whether an `unsafe_wrap`ped array owns its memory, so
+`ARRAY_UNMANAGED` is never reported.
+"""
+@enum ArrayState ARRAY_UNMANAGED ARRAY_MANAGED ARRAY_FREED
+
+@inline Base.getproperty(a::CuArray, s::Symbol) =
+    s === :state ? (getfield(a, :freed) ? ARRAY_FREED : ARRAY_MANAGED) : getfield(a, s)
+Base.propertynames(::CuArray, private::Bool = false) =
+    private ? (:state, fieldnames(CuArray)...) : (:state,)
+
 # Whether `a` and `b` are the same memory (one made from the other by `reshape`/`vec`,
 # or wrapping the same address).
 same_memory(a::CuArray, b::CuArray) = a === b || (a.ptr == b.ptr && a.ptr != 0)
@@ -250,11 +284,17 @@ The device address of element `i` (see [`CuPtr`](@ref)).
 Base.pointer(a::CuArray{T}) where {T} = CuPtr{T}(devaddr(a))
 Base.unsafe_convert(::Type{CuPtr{T}}, a::CuArray{T}) where {T} = pointer(a)
 Base.unsafe_convert(::Type{CuPtr{Cvoid}}, a::CuArray) = CuPtr{Cvoid}(devaddr(a))
+# A host pointer to device memory: CUDA.jl's message, and the ways out.
+Base.unsafe_convert(::Type{Ptr{T}}, a::CuArray) where {T} =
+    throw(ArgumentError("cannot take the CPU address of a $(typeof(a)): its memory is on the device; use pointer(a) (a CuPtr) for device code, or Array(a) for a host copy"))
 Base.pointer(a::CuArray{T}, i::Integer) where {T} = CuPtr{T}(devaddr(a) + ((i - 1) * sizeof(T)) % UInt64)
 
 Base.similar(a::CuArray, ::Type{T}, dims::Dims{N}) where {T,N} = CuArray{T,N}(undef, dims)
 
+# copy and the range getindex make their result on the task's device: an array of another
+# device is the device rule's ArgumentError, as for broadcasts (copyto! crosses devices).
 function Base.copy(a::CuArray{T,N}) where {T,N}
+    check_devices("copy", a)
     b = CuArray{T,N}(undef, size(a))
     copyto!(b, a)
     return b
@@ -415,12 +455,14 @@ Base.isequal(a::CuArray, b::CuArray) = size(a) == size(b) && isequal(Array(a), A
 
 function Base.getindex(a::CuArray{T}, r::UnitRange{Int}) where {T}
     check_alive(a)
+    check_devices("getindex", a)
     checkbounds(a, r)
     b = CuArray{T,1}(undef, (length(r),))
     return copyto!(b, 1, a, first(r), length(r))
 end
 function Base.getindex(a::CuArray{T}, ::Colon) where {T}
     check_alive(a)
+    check_devices("getindex", a)
     b = CuArray{T,1}(undef, (length(a),))
     return copyto!(b, 1, a, 1, length(a))
 end

@@ -111,12 +111,36 @@ const SCALAR_WARNING = "Performing scalar operations on GPU arrays: This is very
         tls[SCALAR_TLS_KEY] = :warned      # still a strict scope: the count is unchanged
         @warn SCALAR_WARNING
     elseif scope === false || !SCALAR_ALLOWED[]
-        error("scalar $op is disallowed")
+        error(scalar_message(op, backtrace()))
     elseif !SCALAR_WARNED[]
         SCALAR_WARNED[] = true
         @warn SCALAR_WARNING
     end
     return nothing
+end
+
+# "scalar getindex is disallowed" (CUDA.jl's words), then which library function fell back
+# to element-by-element access, and the ways out. The function is the outermost frame of
+# Base, a standard library or CuMem before the caller's code.
+function scalar_message(op::String, bt)
+    lib(m) = (r = Base.moduleroot(m); r === Base || r === Core || r === CuMem ||
+              isdir(joinpath(Sys.STDLIB, string(nameof(r)))))
+    fn = nothing
+    for fr in Base.StackTraces.stacktrace(bt)
+        fr.func === Symbol("top-level scope") && break             # the caller's code
+        li = fr.linfo
+        li isa Core.MethodInstance && li.def isa Method || continue # an inlined frame
+        m = li.def.module
+        lib(m) || break
+        m === CuMem || (fn = (fr.func, nameof(m)))
+    end
+    head = "scalar $op is disallowed"
+    fn === nothing && return head * ": x[i] of a CuArray copies one element between device and host. " *
+        "Use whole-array operations (broadcasts, reductions, x[i:i]), Array(x) for a host copy, " *
+        "or CuMem.@allowscalar for a few elements"
+    return head * ": $(fn[1]) ($(fn[2])) has no GPU version in CuMem and falls back to accessing the " *
+        "CuArray element by element (a device-host copy each). Call it on a host copy " *
+        "($(fn[1])(Array(x), ...)), or allow it for this call with CuMem.@allowscalar"
 end
 
 Base.@propagate_inbounds function Base.getindex(a::CuArray{T}, i::Int) where {T}

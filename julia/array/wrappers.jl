@@ -6,10 +6,19 @@
 """
     DenseCuArray{T,N}, DenseCuVector{T}, DenseCuMatrix{T}
 
-CuArrays stored contiguously: `CuArray` itself (as CUDA.jl's `DenseCuArray`). Their
-memory is one block of `length(a) * sizeof(T)` bytes at `pointer(a)`.
+CuArrays stored contiguously, as CUDA.jl's `DenseCuArray`: a `CuArray`, or a contiguous
+view of one (`view(a, :, 1, 2)`, `view(a, :, :, 1)`, `view(a, 2:5)`, `view(a, 1, 1, 1)`:
+Base's `FastContiguousSubArray`: leading colons, then at most one unit range, then
+integers). The memory of either is one block of `length(a) * sizeof(T)` bytes at
+`pointer(a)`. In CUDA.jl 2.x such a view is itself a `CuArray`; here it stays a `SubArray`
+(`view(a, :, 1, 2) isa CuVector` is false), which every CuMem operation takes in place.
 """
-const DenseCuArray{T,N} = CuArray{T,N}
+const DenseCuArray{T,N} = Union{CuArray{T,N},Base.FastContiguousSubArray{T,N,<:CuArray}}
+# A contiguous view's device address: its first element's in the parent.
+Base.pointer(V::Base.FastContiguousSubArray{T,<:Any,<:CuArray}) where {T} = pointer(parent(V), V.offset1 + 1)
+Base.pointer(V::Base.FastContiguousSubArray{T,<:Any,<:CuArray}, i::Integer) where {T} =
+    pointer(parent(V), V.offset1 + i)
+Base.unsafe_convert(::Type{CuPtr{T}}, V::Base.FastContiguousSubArray{T,<:Any,<:CuArray}) where {T} = pointer(V)
 const DenseCuVector{T} = DenseCuArray{T,1}
 const DenseCuMatrix{T} = DenseCuArray{T,2}
 @doc (@doc DenseCuArray) DenseCuVector

@@ -218,6 +218,7 @@ end
 @inline function alloc_array_memory(bytes::Int)
     bytes == 0 && return UInt64(0)
     charge!(bytes)
+    count_alloc_bytes(bytes)
     TRACK[] && RECORDING[] && pass_origin()
     out = Ref{UInt64}(0)
     s = current_handle()

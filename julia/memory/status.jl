@@ -248,21 +248,80 @@ end
 
 Runs `ex` and prints, as `CUDA.@time` does, the elapsed time, the CPU (Julia heap)
 allocations and the share of time spent in garbage collection, then what `ex` did to
-device memory: allocations, frees, cache hits, device allocations, and the bytes live
-afterwards. Returns the value of `ex`. For example:
+device memory: allocations (and the bytes they asked for), frees, cache hits, device
+allocations, and the bytes live afterwards. Returns the value of `ex`. For example:
 
 ```
-  0.000093 seconds (5 CPU allocations: 240 bytes, 0.00% gc time) (1 GPU allocation, 1 free, 1 cache hit, 0 device allocations; 0 bytes live)
+  0.000093 seconds (5 CPU allocations: 240 bytes, 0.00% gc time) (1 GPU allocation: 100 bytes, 1 free, 1 cache hit, 0 device allocations; 0 bytes live)
 ```
 """
 macro time(ex)
     quote
         local before = memory_stats()
-        local r = Base.@timed $(esc(ex))
+        local m = begin_alloc_measure()
+        local r = try
+            Base.@timed $(esc(ex))
+        finally
+            m = end_alloc_measure(m)
+        end
         local after = memory_stats()
         # @timed: (value, seconds, bytes, gc seconds, gc counters) on every Julia version
-        print_time_report(r[2], r[3], r[4], cpu_alloc_count(r[5]), before, after)
+        print_time_report(r[2], r[3], r[4], cpu_alloc_count(r[5]), before, after, m)
         r[1]
+    end
+end
+
+# Bytes asked for by CuArray allocations while a measurement (@time, @timed, @allocated)
+# runs: the allocation path adds to ALLOC_BYTES only while ALLOC_MEASURING > 0, so that
+# without a measurement it costs one load. Counts every task's allocations on this
+# process, as Base.@allocated counts every task's Julia allocations.
+const ALLOC_MEASURING = Threads.Atomic{Int}(0)
+const ALLOC_BYTES = Threads.Atomic{Int}(0)
+begin_alloc_measure() = (Threads.atomic_add!(ALLOC_MEASURING, 1); ALLOC_BYTES[])
+end_alloc_measure(start::Int) = (Threads.atomic_sub!(ALLOC_MEASURING, 1); ALLOC_BYTES[] - start)
+@inline count_alloc_bytes(bytes::Int) =
+    (ALLOC_MEASURING[] > 0 && Threads.atomic_add!(ALLOC_BYTES, bytes); nothing)
+
+"""
+    CuMem.@allocated ex -> Int
+
+The bytes of device memory that CuArray allocations asked for while `ex` ran (the sizes
+requested, before the pool's rounding), as `CUDA.@allocated`: `CuMem.@allocated
+CuArray{Int32}(undef, 1)` is 4. Allocations of other tasks running meanwhile count too.
+"""
+macro allocated(ex)
+    quote
+        local m = begin_alloc_measure()
+        try
+            $(esc(ex))
+        finally
+            m = end_alloc_measure(m)
+        end
+        m
+    end
+end
+
+"""
+    CuMem.@timed ex -> NamedTuple
+
+Runs `ex` and returns, as `CUDA.@timed`, `(value, time, cpu_bytes, cpu_gctime,
+cpu_gcstats, gpu_bytes, gpu_allocations, gpu_frees)`: the value, seconds, Julia heap
+bytes, GC seconds and counters (`Base.@timed`'s), the device bytes asked for (see
+[`CuMem.@allocated`](@ref)), and the pool's allocation and free counts.
+"""
+macro timed(ex)
+    quote
+        local before = memory_stats()
+        local m = begin_alloc_measure()
+        local r = try
+            Base.@timed $(esc(ex))
+        finally
+            m = end_alloc_measure(m)
+        end
+        local after = memory_stats()
+        (value = r[1], time = r[2], cpu_bytes = r[3], cpu_gctime = r[4], cpu_gcstats = r[5],
+         gpu_bytes = m, gpu_allocations = after.num_allocations - before.num_allocations,
+         gpu_frees = after.num_frees - before.num_frees)
     end
 end
 
@@ -270,14 +329,17 @@ end
 cpu_alloc_count(diff) = isdefined(Base, :gc_alloc_count) ? Int(Base.gc_alloc_count(diff)) : -1
 
 plural(n, what) = string(n, " ", what, n == 1 ? "" : "s")
+# "1 GPU allocation: 4 bytes", as CUDA.@time; without allocations just the count.
+gpu_allocs(n, bytes) = n == 0 ? plural(n, "GPU allocation") :
+    string(plural(n, "GPU allocation"), ": ", Base.format_bytes(bytes))
 
-function print_time_report(seconds, bytes, gcseconds, nalloc, a, b)
+function print_time_report(seconds, bytes, gcseconds, nalloc, a, b, gpubytes)
     d(f) = getfield(b, f) - getfield(a, f)
     cpu = nalloc < 0 ? string("CPU allocations: ", Base.format_bytes(bytes)) :
           string(plural(nalloc, "CPU allocation"), ": ", Base.format_bytes(bytes))
     gcpct = seconds > 0 ? 100 * gcseconds / seconds : 0.0
     @printf("  %.6f seconds (%s, %.2f%% gc time) (%s, %s, %s, %s; %s live)\n",
-            seconds, cpu, gcpct, plural(d(:num_allocations), "GPU allocation"),
+            seconds, cpu, gcpct, gpu_allocs(d(:num_allocations), gpubytes),
             plural(d(:num_frees), "free"), plural(d(:num_cache_hits), "cache hit"),
             plural(d(:num_device_allocations), "device allocation"),
             Base.format_bytes(b.requested_bytes))

@@ -145,5 +145,5 @@ end
         close(f)
         read(path, String)
     end
-    @test occursin(r"^  \d+\.\d{6} seconds \(\d+ CPU allocations?: [^,]+, \d+\.\d\d% gc time\) \(1 GPU allocation, 1 free, [01] cache hits?, [01] device allocations?; [^)]+ live\)\n$", out)
+    @test occursin(r"^  \d+\.\d{6} seconds \(\d+ CPU allocations?: [^,]+, \d+\.\d\d% gc time\) \(1 GPU allocation: 100 bytes, 1 free, [01] cache hits?, [01] device allocations?; [^)]+ live\)\n$", out)
 end

@@ -3,9 +3,19 @@
 
 @testset "DenseCuArray, StridedCuArray, AnyCuArray" begin
     a = CuArray(reshape(Float32.(1:12), 3, 4))
-    @test DenseCuArray === CuArray
     @test a isa DenseCuArray{Float32,2} && a isa DenseCuMatrix{Float32}
     @test !(view(a, 1:2, :) isa DenseCuArray)
+    # contiguous views are dense, as in CUDA.jl (where they are CuArrays)
+    b = CuArray(reshape(Int64.(1:60), 5, 4, 3))
+    for (v, N) in ((view(b, :, 1, 2), 1), (view(b, 1:4, 1, 2), 1), (view(b, :, 1:4, 3), 2),
+                   (view(b, :, :, 1), 2), (view(b, :), 1), (view(b, 1:3), 1), (view(b, 1, 1, 1), 0))
+        @test v isa DenseCuArray{Int64,N}
+        @test pointer(v) == pointer(b, first(LinearIndices(b)[parentindices(v)...]))
+    end
+    for v in (view(b, 1:3, 1:3, 3), view(b, 1, :, 3), view(b, :, 1:2:4, 1), view(b, 1:2:5, 1, 1))
+        @test !(v isa DenseCuArray)
+    end
+    @test view(reshape(b, 6, 10), :, 1) isa DenseCuVector{Int64}
     # strided: views, transposes, permutations, reshapes of views
     v = view(a, 1:2, 2:3)
     r = reshape(view(a, :, 2:3), 6)

@@ -100,8 +100,10 @@ const GPU = !CuMem.on_host()
         @test Array(z) == [0, 0, 100, 101, 102, 103, 104, 0, 0, 0]
         @test_throws BoundsError copyto!(z, 8, x, 1, 5)
         @test Array(z)[8:10] == [0, 0, 0]
-        @test copy(y) isa CuArray && device(copy(y)) == CuDevice(0)   # on the task's device
-        @test Array(copy(y)) == 1:1000
+        # copy keeps the device rule: another device's array is an error, as for broadcasts
+        @test_throws ArgumentError copy(y)
+        @test device!(() -> device(copy(y)), 1) == CuDevice(1)
+        @test device!(() -> Array(copy(y)), 1) == 1:1000
     end
 
     @testset "mixing devices is an error that names both" begin
@@ -116,6 +118,14 @@ const GPU = !CuMem.on_host()
         @test_throws ArgumentError fill!(b, 3)
         @test_throws ArgumentError a * transpose(b)
         @test Array(b) == ones(Float32, 8)                # nothing was written
+        # copies and gathers keep the rule too (they made their result on device 0)
+        @test_throws ArgumentError b[2:3]
+        @test_throws ArgumentError b[:]
+        @test_throws ArgumentError copy(b)
+        @test_throws ArgumentError sort(b)
+        @test_throws ArgumentError getindex.(Ref(b), 1:8)
+        @test device!(() -> Array(b[2:3]), 1) == ones(Float32, 2)
+        @test device!(() -> Array(getindex.(Ref(b), 1:2)), 1) == ones(Float32, 2)
         # on its own device everything works
         @test device!(() -> sum(b .* 2), 1) == 16
         m = device!(() -> CuArray(Float32[1 2; 3 4]), 1)

@@ -11,6 +11,9 @@ using Base.Broadcast: Broadcasted
 struct BcLeaf end
 # A type argument (`round.(Int, x)`): a ghost standing for the type.
 struct BcType{T} end
+# A Symbol argument (`getfield.(xs, :a)`): a ghost standing for it, a constant in the
+# compiled function as in CUDA.jl's.
+struct BcSym{S} end
 # An array passed by value (a range, `CartesianIndices`): its leaf's "element" is the
 # 1-based linear index into it that the kernel computes, and the element is `r[k]`.
 struct BcIndexed{R}
@@ -49,6 +52,7 @@ end
 # constant for inference) passed as the type itself.
 @inline bc_u(x) = x
 @inline bc_u(::BcType{T}) where {T} = T
+@inline bc_u(::BcSym{S}) where {S} = S
 for n in 0:16
     as = [Symbol(:a, k) for k in 1:n]
     @eval @inline bc_call(f, $(as...)) = f($([:(bc_u($a)) for a in as]...))
@@ -69,9 +73,12 @@ bc_object(bc::Broadcasted) = BcExpr(bc_fun(bc.f), map(bc_object, bc.args))
 bc_object(@nospecialize(a::AbstractArray)) = is_byvalue_array(a) ? BcIndexed(a) : BcLeaf()
 bc_object(::Type{T}) where {T} = BcType{T}()
 bc_object(x::Base.RefValue) = bc_scalar(x[])
+# A 0-dimensional host array (Base's broadcastable of a Char, `fill(x)`): its one value.
+bc_object(a::Array{<:Any,0}) = bc_scalar(a[])
 bc_object(x) = bc_scalar(x)
 bc_scalar(::Type{T}) where {T} = BcType{T}()
 bc_scalar(x) = isbits(x) ? x : bc_reject(x)
+bc_scalar(s::Symbol) = BcSym{s}()
 bc_scalar(x::CuArray) = CuDeviceArray(x)     # `Ref(A)`: indexed inside the function (devarray.jl)
 bc_fun(f) = f
 bc_fun(::Type{T}) where {T} = BcType{T}()  # (constructors: called through `BcType`)
@@ -96,6 +103,7 @@ bc_leaves_t!(leaves, ::Tuple{}) = nothing
 bc_leaves!(leaves, @nospecialize(a::AnyCuArray)) = push!(leaves, a)
 bc_leaves!(leaves, @nospecialize(a::CuReshaped)) = push!(leaves, a)   # its layout, or an ArgumentError
 bc_leaves!(leaves, @nospecialize(a::AbstractArray)) = is_byvalue_array(a) ? push!(leaves, a) : bc_reject(a)
+bc_leaves!(leaves, @nospecialize(a::Array{<:Any,0})) = isbitstype(eltype(a)) ? nothing : bc_reject(a)
 bc_leaves!(leaves, @nospecialize(x)) = nothing
 
 # The type of what the kernel passes for a leaf: its element, or the index into an array

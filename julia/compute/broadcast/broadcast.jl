@@ -225,6 +225,42 @@ adapt_storage(::HostViews, a::CuArray) = host_view(a)
 adapt_structure(to::HostViews, bc::Broadcasted) = Broadcast.broadcasted(bc.f, map(x -> adapt(to, x), bc.args)...)
 host_arg(x) = adapt(HostViews(), x)
 
+# `Ref(A)` on the host device: a view of A's memory that names A in a BoundsError (as the
+# GPU's error does, not the host Array behind it) and notes writes. Element functions that
+# write through a Ref'd CuArray (`inc.(bins, Ref(hist))` with `h[b] += 1`) are not
+# synchronised on a GPU: threads that update one element at once lose updates. The host
+# device runs them in order, so it says so once (REF_WRITE_WARNED) instead of hiding it.
+struct RefHostView{T,N,A<:AbstractArray{T,N},C} <: AbstractArray{T,N}
+    a::A
+    cu::C
+end
+Base.size(w::RefHostView) = size(w.a)
+Base.IndexStyle(::Type{<:RefHostView}) = IndexLinear()
+Base.@propagate_inbounds function Base.getindex(w::RefHostView, i::Int)
+    @boundscheck checkbounds(Bool, w.a, i) || throw(BoundsError(w.cu, i))
+    return @inbounds w.a[i]
+end
+Base.@propagate_inbounds function Base.setindex!(w::RefHostView, v, i::Int)
+    @boundscheck checkbounds(Bool, w.a, i) || throw(BoundsError(w.cu, i))
+    REF_WRITE_SEEN[] = true
+    return @inbounds w.a[i] = v
+end
+Base.throw_boundserror(w::RefHostView, I) = throw(BoundsError(w.cu, I))
+const REF_WRITE_SEEN = Ref(false)
+const REF_WRITE_WARNED = Ref(false)
+adapt_structure(::HostViews, r::Base.RefValue{<:CuArray}) = (a = r[]; Ref(RefHostView(host_view(a), a)))
+function warn_ref_writes()
+    REF_WRITE_SEEN[] || return nothing
+    REF_WRITE_SEEN[] = false
+    REF_WRITE_WARNED[] && return nothing
+    REF_WRITE_WARNED[] = true
+    @warn "A broadcast's element function wrote into a CuArray passed through Ref(...). On a GPU " *
+          "such writes are not synchronised: elements written by several threads at once lose " *
+          "updates (e.g. h[b] += 1). The host device ran them in order. Use a reduction, or the " *
+          "kernel language's atomics (docs/julia.md). This warning is shown once."
+    return nothing
+end
+
 ## running a broadcast into a destination
 
 # The kernel cache entry of each thread's last broadcast through gpu_broadcast! (for the
@@ -249,6 +285,14 @@ bc_upload(x) = x
 # their object ids (part of the kernel cache's keys) are never reused.
 const BC_OLD_FUNCTIONS = Set{Any}()
 
+
+# The CuArrays a broadcast reaches through `Ref(A)` or a tuple `(A, B)` (element functions
+# index them as CuDeviceArrays): the device rule covers them as it covers the leaves.
+ref_arrays!(acc, bc::Broadcast.Broadcasted) = (foreach(a -> ref_arrays!(acc, a), bc.args); acc)
+ref_arrays!(acc, r::Base.RefValue{<:CuArray}) = push!(acc, r[])
+ref_arrays!(acc, t::Tuple) = (foreach(a -> a isa CuArray && push!(acc, a), t); acc)
+ref_arrays!(acc, @nospecialize(x)) = acc
+
 function gpu_broadcast!(@nospecialize(dest::Union{AnyCuArray,CuReshaped}), @nospecialize(bc::Broadcasted))
     bc_tuples(bc) && return gpu_broadcast!(dest, bc_upload(bc))
     D = eltype(dest)
@@ -265,6 +309,7 @@ function gpu_broadcast!(@nospecialize(dest::Union{AnyCuArray,CuReshaped}), @nosp
     # of device 1", not a mix with the destination made on device 0.
     if MULTI[]
         arrs = filter(a -> !is_byvalue_array(a), leaves)
+        ref_arrays!(arrs, bc)           # Ref(A) and tuples of CuArrays, indexed in the kernel
         check_devices("broadcast", arrs...); check_devices("broadcast", dleaf.base, arrs...)
     end
     lvs = Leaf[leaf_of(a, dsz) for a in leaves]
@@ -301,9 +346,10 @@ function gpu_broadcast!(@nospecialize(dest::Union{AnyCuArray,CuReshaped}), @nosp
     set_last_broadcast!(entry)
     n == 0 && return dest
     if on_host()
-        GC.@preserve leaves dest begin
+        GC.@preserve leaves dest bc begin
             Broadcast.materialize!(host_arg(dest), host_arg(bc))
         end
+        warn_ref_writes()
         return dest
     end
     IT = idx64 ? UInt64 : UInt32

@@ -24,8 +24,11 @@ const RNG_LOCK = ReentrantLock()
 Seeds CuMem's GPU random number generator (Philox4x32-10): afterwards the sequence of
 `CuMem.rand`/`randn`/`rand!`/`randn!` calls gives the same numbers on every run, and
 `rand` the same bits on a GPU and on the host device. Without a seed the generator is
-seeded from the operating system's entropy when first used. Like `CUDA.seed!`.
+drawn from Julia's default generator (`Random.default_rng()`), one key per call, so that
+`Random.seed!(n)` fixes CuMem's numbers too (as in CUDA.jl 3). `CuMem.seed!()` without an
+argument reseeds from the operating system's entropy. Like `CUDA.seed!`.
 """
+seed!() = seed!(Random.rand(Random.RandomDevice(), UInt64))
 function seed!(seed::Integer)
     lock(RNG_LOCK) do
         RNG_STATE.key = seed % UInt64
@@ -38,10 +41,8 @@ end
 # The (key, counter) for one call.
 function next_stream()
     lock(RNG_LOCK) do
-        if !RNG_STATE.seeded
-            RNG_STATE.key = Random.rand(Random.RandomDevice(), UInt64)
-            RNG_STATE.seeded = true
-        end
+        # unseeded: a key from Julia's generator, so that Random.seed!(n) reproduces
+        RNG_STATE.seeded || return Random.rand(Random.default_rng(), UInt64), UInt64(0)
         c = RNG_STATE.counter
         RNG_STATE.counter += 1
         return RNG_STATE.key, c
@@ -139,7 +140,8 @@ function fill_random!(a::CuArray{T}, normal::Bool) where {T}
     check_devices("rand!", a)
     check_alive(a)
     if normal
-        T in (Float16, Float32, Float64) || throw(ArgumentError("randn! fills Float16, Float32 or Float64 arrays; not $T"))
+        # an ErrorException, as CUDA.jl's randn! of an integer array
+        T in (Float16, Float32, Float64) || error("randn! fills Float16, Float32 or Float64 arrays (and their Complex); not $T: use rand! for $T")
     else
         T in KERNEL_ELTYPES || throw(ArgumentError("CuMem.rand fills arrays of $(join(KERNEL_ELTYPES, ", ")); not $T"))
     end
