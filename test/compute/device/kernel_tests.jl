@@ -357,6 +357,23 @@ end
     end
 end
 
+function ptr_kernel(input::Int32, output::Core.LLVMPtr{Int32}, yes::Bool = true)
+    i = threadIdx().x
+    temp = @cuStaticSharedMem(Cint, 1)
+    i == 1 && (temp[1] = input)
+    sync_threads()
+    unsafe_store!(output, temp[1] + Int32(yes), i)
+    sync_threads()
+    i == 2 && CuMem.atomic_add!(output, Int32(100))
+    return nothing
+end
+
+@testset "CuPtr arguments as LLVMPtr (CUDA.jl's tests)" begin
+    output = CuArray(zeros(Int32, 3))
+    @ck threads=2 ptr_kernel(Int32(41), pointer(output))
+    @test Array(output) == Int32[142, 42, 0]
+end
+
 @testset "cufunction and the cache" begin
     x = CuArray(ones(Float32, 4))
     dx = cudaconvert(x)
