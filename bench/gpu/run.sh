@@ -35,7 +35,8 @@
 #                _tests.jl, peer copies through CuMem beside PyTorch
 #   reliability  tests/c/capi_stress.c (built here if cc exists) with and without injected faults
 #   first-result bench/julia/first_result.jl (if present), bench/julia/compiler_translate.jl
-#   kernels      test/compute/device/*_tests.jl and bench/julia/kernel_bench.jl (if present)
+#   kernels      the kernel language: test/compute/device/*_tests.jl, then bench/julia/kernel_bench.jl
+#                (@cuda kernels beside broadcasts and `sum`)
 #   cudajl       bench/julia/cudajl_suite.jl (if present)
 # A suite whose script is missing says "missing" and does not fail the run. `bench` names
 # replay compute-bench smallops bandwidth linalg sort first-result kernels cudajl.
@@ -61,7 +62,7 @@ budget_of() { # default seconds of a suite (from the old drivers' measured times
         tests) echo 560 ;; rust-cuda) echo 420 ;; replay) echo 480 ;; compute-bench) echo 240 ;;
         smallops) echo 300 ;; bandwidth) echo 180 ;; linalg) echo 480 ;; sort) echo 240 ;;
         hotpath) echo 240 ;; multigpu) echo 480 ;; reliability) echo 240 ;; first-result) echo 180 ;;
-        kernels) echo 300 ;; cudajl) echo 540 ;; *) echo 0 ;;
+        kernels) echo 560 ;; cudajl) echo 540 ;; *) echo 0 ;;
     esac
 }
 needs_of() {
@@ -404,10 +405,10 @@ suite_kernels() {
     [ -n "$files" ] || [ -f bench/julia/kernel_bench.jl ] || { have bench/julia/kernel_bench.jl; return 0; }
     need_julia && need_lib || return
     for f in $files; do
-        step "julia $f" "$L/$(basename "$f" .jl).log" jl 240 "$f"
+        step "julia $f" "$L/$(basename "$f" .jl).log" jl 400 "$f"
     done
     if have bench/julia/kernel_bench.jl; then
-        step "kernel_bench.jl" "$L/kernel_bench.log" jl 240 bench/julia/kernel_bench.jl
+        step "kernel_bench.jl" "$L/kernel_bench.log" jl 200 bench/julia/kernel_bench.jl
         jsonl "$L/kernel_bench.log" > "$D/kernel_bench.jsonl"
     fi
 }
