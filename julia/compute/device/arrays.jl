@@ -60,3 +60,11 @@ Base.unsafe_convert(::Type{Ptr{T}}, a::CuDeviceArray{T}) where {T} = Ptr{T}(a.ad
     (prod(dims) == length(a) || dv_reshape_error(size(a), dims); CuDeviceArray{T,N}(a.addr, dims))
 @noinline dv_reshape_error(a, b) = throw(DimensionMismatch("cannot reshape an array of size $a to $b"))
 Base.elsize(::Type{<:CuDeviceArray{T}}) where {T} = sizeof(T)
+
+## device pointers: CUDA.jl passes a `CuPtr{T}` argument as `Core.LLVMPtr{T,1}` (global memory)
+
+adapt_storage(::KernelAdaptor, p::CuPtr{T}) where {T} = reinterpret(Core.LLVMPtr{T,1}, p.addr)
+# loads and stores through such a pointer in a kernel (as LLVM.jl's methods for it, which
+# CUDA.jl's kernels use; LLVM.jl is not a dependency)
+Base.unsafe_load(p::Core.LLVMPtr{T}, i::Integer = 1) where {T} = unsafe_load(reinterpret(Ptr{T}, p), i)
+Base.unsafe_store!(p::Core.LLVMPtr{T}, x, i::Integer = 1) where {T} = unsafe_store!(reinterpret(Ptr{T}, p), x, i)

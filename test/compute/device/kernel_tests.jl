@@ -13,9 +13,10 @@ const ALL = Test.DefaultTestSet("kernel language ($(CuMem.on_host() ? "host devi
 Test.push_testset(ALL)
 
 const PTX_CHECKED = Set{String}()
-# Every kernel compiled so far (by source) through NVRTC, when it is there.
+# Every kernel compiled so far (by source) through NVRTC, when it is there (on a GPU
+# `@cuda` itself compiles and loads it).
 function check_ptx(k)
-    CuMem.nvrtc_available() || return true
+    (CuMem.on_host() && CuMem.nvrtc_available()) || return true
     src = k.fun.source
     src in PTX_CHECKED && return true
     CuMem.compile_ptx(src; arch = "compute_90")
@@ -355,6 +356,23 @@ end
         end
         @test out == "thread 1 value 10\n1|1.500000\nthread 2 value 20\n2|1.500000\n"
     end
+end
+
+function ptr_kernel(input::Int32, output::Core.LLVMPtr{Int32}, yes::Bool = true)
+    i = threadIdx().x
+    temp = @cuStaticSharedMem(Cint, 1)
+    i == 1 && (temp[1] = input)
+    sync_threads()
+    unsafe_store!(output, temp[1] + Int32(yes), i)
+    sync_threads()
+    i == 2 && CuMem.atomic_add!(output, Int32(100))
+    return nothing
+end
+
+@testset "CuPtr arguments as LLVMPtr (CUDA.jl's tests)" begin
+    output = CuArray(zeros(Int32, 3))
+    @ck threads=2 ptr_kernel(Int32(41), pointer(output))
+    @test Array(output) == Int32[142, 42, 0]
 end
 
 @testset "cufunction and the cache" begin

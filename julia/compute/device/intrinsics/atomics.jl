@@ -80,6 +80,13 @@ the integers; `xchg` over the integers, `Float32` and `Float64`; `inc`
 Float `max`/`min` follow Julia's (NaN wins).
 """ atomic_add!
 
+# the same on CUDA.jl's `Core.LLVMPtr`s (pointer arguments, see cudaconvert)
+for f in (:atomic_add!, :atomic_sub!, :atomic_mul!, :atomic_div!, :atomic_and!, :atomic_or!, :atomic_xor!,
+          :atomic_max!, :atomic_min!, :atomic_xchg!, :atomic_inc!, :atomic_dec!)
+    @eval @inline $f(p::Core.LLVMPtr{T}, v::T) where {T} = $f(reinterpret(Ptr{T}, p), v)
+end
+@inline atomic_cas!(p::Core.LLVMPtr{T}, cmp::T, v::T) where {T} = atomic_cas!(reinterpret(Ptr{T}, p), cmp, v)
+
 ## @atomic
 
 const DV_INPLACE_OPS = Dict(:(+=) => :(+), :(-=) => :(-), :(*=) => :(*), :(/=) => :(/), :(&=) => :(&),
