@@ -133,9 +133,9 @@ extern "C" __global__ void cumem_sort_onesweep(const cumem_key_t* src, cumem_key
   __shared__ uint32_t s_gbase[256];
   __shared__ uint32_t s_wsum[CUMEM_SORT_WARPS];
   __shared__ uint32_t s_tile;
-  __shared__ __align__(16) unsigned char s_raw[CUMEM_SORT_TILE * (sizeof(cumem_key_t) > sizeof(cumem_val_t) ? sizeof(cumem_key_t) : sizeof(cumem_val_t))];
-  cumem_key_t* s_keys = (cumem_key_t*)s_raw;
-  cumem_val_t* s_vals = (cumem_val_t*)s_raw;
+  __shared__ union { cumem_key_t k[CUMEM_SORT_TILE]; cumem_val_t v[CUMEM_SORT_TILE]; } s_buf;   /* keys, then payload */
+  cumem_key_t* s_keys = s_buf.k;
+  cumem_val_t* s_vals = s_buf.v;
 
   const uint32_t inf = info[pass];
   if (!(inf & 1u)) return;

@@ -37,21 +37,21 @@ function scan_kernels_source(fns, T::Type, Acc::Type, Out::Type, nk::Int, has_in
     extra = fn_param(odf, "op") * fn_param(ldf, "ld") * fn_param(sdf, "st")
     p0 = has_init ? "p0" : "$AC{}"
     lambdas = fn_local(odf, "op") * fn_local(ldf, "ld") * fn_local(sdf, "st") * """
-      auto op = [&](const $AC a, const $AC b) -> $AC { $AC r; r = $(fn_call(odf, "op", "a", "b")); return r; };
-      auto line = [&](int64_t j, int64_t* ibp, int64_t* obp) { $(bases)*ibp = ib; *obp = ob; };
-      auto ld = [&](int64_t ib, int64_t k) -> $AC { $AC r; r = $(fn_call(ldf, "ld", "src[ib + k * ist]")); return r; };
-      auto st = [&](int64_t ob, int64_t k, const $AC a) { dst[ob + k * ost] = $(fn_call(sdf, "st", "a")); };
+      auto s_op = [&](const $AC a, const $AC b) -> $AC { $AC r; r = $(fn_call(odf, "op", "a", "b")); return r; };
+      auto s_line = [&](int64_t j, int64_t* ibp, int64_t* obp) { $(bases)*ibp = ib; *obp = ob; };
+      auto s_ld = [&](int64_t ib, int64_t k) -> $AC { $AC r; r = $(fn_call(ldf, "ld", "src[ib + k * ist]")); return r; };
+      auto s_st = [&](int64_t ob, int64_t k, const $AC a) { dst[ob + k * ost] = $(fn_call(sdf, "st", "a")); };
     """
     print(io, SCAN_CUH, """
     extern "C" __global__ void cumem_scan_lines(jl_ctx_t ctx, const $TC* src, $OC* dst, int64_t nlines, int64_t n, int64_t ist, int64_t ost$sig_dims$(has_init ? ", $AC p0" : "")$extra)
     {
-    $lambdas  cumem_scan_serial<$AC, $has_init>(nlines, n, $p0, op, line, ld, st);
+    $lambdas  cumem_scan_serial<$AC, $has_init>(nlines, n, $p0, s_op, s_line, s_ld, s_st);
     }
     """)
     scan_onepass_ok(Acc) && print(io, """
     extern "C" __global__ void cumem_scan_onepass(jl_ctx_t ctx, const $TC* src, $OC* dst, int64_t n, int64_t ntiles, int64_t ist, int64_t ost$sig_dims, uint32_t* flags, $AC* aggs, $AC* incs, uint32_t* counter$(has_init ? ", $AC p0" : "")$extra)
     {
-    $lambdas  cumem_scan_onepass<$AC, $(scan_items(Acc)), $has_init>(n, ntiles, $p0, op, line, ld, st, flags, aggs, incs, counter);
+    $lambdas  cumem_scan_onepass<$AC, $(scan_items(Acc)), $has_init>(n, ntiles, $p0, s_op, s_line, s_ld, s_st, flags, aggs, incs, counter);
     }
     """)
     return kernel_source(unique_fns(fns)...; body = String(take!(io)))

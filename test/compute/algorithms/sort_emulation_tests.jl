@@ -64,5 +64,30 @@ const TYPES = (Bool, Char, Int8, UInt8, Int16, UInt16, Float16, Int32, UInt32, F
         @test same(partialsort(CuArray(v), 10:20; rev = true), partialsort(v, 10:20; rev = true))
         @test same(unique(CuArray(h)), unique(h))
     end
+end
+
+@testset "one-pass scan, emulated" begin
+    for n in (0, 1, 2, 33, 2047, 2049, 4095, 4096, 4097, 3 * 4096 + 5)
+        h = rand(-9:9, n)                               # Int64: tiles of 2048
+        @test same(cumsum(CuArray(h)), cumsum(h))
+        h32 = rand(Int32(-9):Int32(9), n)               # Int32 accumulates as Int (add_sum)
+        @test same(cumsum(CuArray(h32)), cumsum(h32))
+        @test same(accumulate(+, CuArray(h32)), accumulate(+, h32))   # Int32 accumulator: tiles of 4096
+        f = rand(Float32, n)
+        r = Array(cumsum(CuArray(f)))
+        @test length(r) == n && (n == 0 || isapprox(r, cumsum(f); rtol = 1e-5))
+    end
+    h = rand(-5:5, 9000)
+    @test same(accumulate(max, CuArray(h); init = 3), accumulate(max, h; init = 3))
+    @test same(accumulate(+, CuArray(h); init = 100), accumulate(+, h; init = 100))
+    M = rand(-5:5, 5000, 3)
+    @test same(cumsum(CuArray(M); dims = 1), cumsum(M; dims = 1))
+    @test same(cumsum(CuArray(M); dims = 2), cumsum(M; dims = 2))
+    @test same(cumprod(CuArray(M .% 2 .+ 1); dims = 1), cumprod(M .% 2 .+ 1; dims = 1))
+    @test same(cumsum(view(CuArray(M), 5000:-3:1, 2)), cumsum(M[5000:-3:1, 2]))
+    @test same(cumsum(CuArray(Int8[100, 100, 100])), cumsum(Int8[100, 100, 100]))
+    c = rand(-3:3, 3000) .+ im .* rand(-3:3, 3000)
+    @test same(cumsum(CuArray(c)), cumsum(c))                                    # 16-byte accumulators
+    @test same(cumsum(CuArray(Float16[1, 2, 3, 4])), cumsum(Float16[1, 2, 3, 4]))
     @test LAUNCHES[] > 100      # the GPU path ran
 end
