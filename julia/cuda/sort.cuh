@@ -19,6 +19,7 @@
  *                           decoupled look-back over the tiles, keys (and payload) regrouped
  *                           in shared memory before the scattered write
  *   4. cumem_sort_finish    the result back into the A buffers after an odd number of passes
+ * or, for n <= CUMEM_SORT_TILE, cumem_sort_small alone (one block, every pass in shared memory).
  * Keys are mapped to unsigned integers whose order is Julia's isless (floats: negatives
  * complemented, the sign bit set on the others, every NaN to the largest key: NaNs last,
  * -0.0 before 0.0), complemented when `flip` (rev), on the first active pass's load and back
@@ -120,6 +121,27 @@ extern "C" __global__ void cumem_sort_offsets(uint32_t* hist, uint32_t* info, in
 static __device__ __forceinline__ cumem_status_t cumem_vload(const cumem_status_t* p) { return *(const volatile cumem_status_t*)p; }
 static __device__ __forceinline__ void cumem_vstore(cumem_status_t* p, cumem_status_t v) { *(volatile cumem_status_t*)p = v; }
 
+/* The rank of each of a lane's items (warp-striped from wbase; those at n or later are not
+ * counted) among the warp's items of the same digit, in item order; whist (the warp's 256
+ * counters, zeroed) ends with the warp's count of each digit. Equal digits are found by
+ * __match_any_sync. */
+static __device__ __forceinline__ void cumem_sort_warp_rank(const cumem_key_t* key, uint32_t* rank, int64_t wbase, int64_t n,
+                                                            int pass, uint32_t* whist, int lane)
+{
+  const unsigned below_mask = (1u << lane) - 1u;
+  for (int r = 0; r < CUMEM_SORT_ITEMS; r++) {
+    const bool valid = wbase + 32 * r + lane < n;
+    const unsigned d = valid ? cumem_digit(key[r], pass) : 256u;
+    const unsigned peers = __match_any_sync(0xffffffffu, d);
+    const unsigned below = (unsigned)__popc(peers & below_mask);
+    const uint32_t b = valid ? whist[d] : 0u;
+    __syncwarp();
+    if (valid && below == 0) whist[d] = b + (uint32_t)__popc(peers);
+    __syncwarp();
+    rank[r] = b + below;
+  }
+}
+
 /* One pass: keys from (first active pass) src, else the A (parity 0) or B buffers, to the
  * other buffers. status: this pass's ntiles * 256 zeroed look-back words; counter: this pass's
  * zeroed tile counter. iota: the payload is the input position (made on the first pass). */
@@ -162,19 +184,7 @@ extern "C" __global__ void cumem_sort_onesweep(const cumem_key_t* src, cumem_key
     if (first) k = (cumem_key_t)(cumem_to_key(k) ^ flip);
     key[r] = k;
   }
-  /* rank within the warp: equal digits found by match, counted per warp in shared memory */
-  const unsigned below_mask = (1u << lane) - 1u;
-  for (int r = 0; r < CUMEM_SORT_ITEMS; r++) {
-    const bool valid = wbase + 32 * r + lane < n;
-    const unsigned d = valid ? cumem_digit(key[r], pass) : 256u;
-    const unsigned peers = __match_any_sync(0xffffffffu, d);
-    const unsigned below = (unsigned)__popc(peers & below_mask);
-    const uint32_t b = valid ? s_whist[w][d] : 0u;
-    __syncwarp();
-    if (valid && below == 0) s_whist[w][d] = b + (uint32_t)__popc(peers);
-    __syncwarp();
-    rank[r] = b + below;
-  }
+  cumem_sort_warp_rank(key, rank, wbase, n, pass, s_whist[w], lane);
   __syncthreads();
   /* thread t owns digit t: the warps' exclusive offsets and the tile's count */
   uint32_t cnt = 0;
@@ -248,5 +258,70 @@ extern "C" __global__ void cumem_sort_finish(cumem_key_t* kA, const cumem_key_t*
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)blockDim.x * gridDim.x) {
     if (na & 1u) { kA[i] = kB[i]; if (hasv) vA[i] = vB[i]; }
     else vA[i] = (cumem_val_t)i;
+  }
+}
+
+/* n <= CUMEM_SORT_TILE keys sorted by one block of 256 threads, every pass in shared memory
+ * (no histogram kernel, no look-back): keys from src (ordered on load) to keys, payload in
+ * vals (iota: made). A digit equal over all keys is skipped. */
+extern "C" __global__ void cumem_sort_small(const cumem_key_t* src, cumem_key_t* keys, cumem_val_t* vals, int64_t n,
+                                            cumem_key_t flip, int hasv, int iota)
+{
+  __shared__ uint32_t s_whist[CUMEM_SORT_WARPS][256];
+  __shared__ uint32_t s_lstart[256];
+  __shared__ uint32_t s_wsum[CUMEM_SORT_WARPS];
+  __shared__ int s_const[CUMEM_NPASS];
+  __shared__ union { cumem_key_t k[CUMEM_SORT_TILE]; cumem_val_t v[CUMEM_SORT_TILE]; } s_buf;
+  const int t = threadIdx.x, lane = t & 31, w = t >> 5;
+  const int64_t wbase = (int64_t)w * 32 * CUMEM_SORT_ITEMS;
+  cumem_key_t key[CUMEM_SORT_ITEMS];
+  cumem_val_t val[CUMEM_SORT_ITEMS];
+  uint32_t rank[CUMEM_SORT_ITEMS];
+  for (int r = 0; r < CUMEM_SORT_ITEMS; r++) {
+    const int64_t i = wbase + 32 * r + lane;
+    key[r] = i < n ? (cumem_key_t)(cumem_to_key(src[i]) ^ flip) : (cumem_key_t)0;
+    if (hasv) val[r] = i < n ? (iota ? (cumem_val_t)i : vals[i]) : (cumem_val_t)0;
+  }
+  if (t < CUMEM_NPASS) s_const[t] = 0;
+  for (int pass = 0; pass < CUMEM_NPASS; pass++) {
+    for (int k = 0; k < CUMEM_SORT_WARPS; k++) s_whist[k][t] = 0;
+    __syncthreads();
+    cumem_sort_warp_rank(key, rank, wbase, n, pass, s_whist[w], lane);
+    __syncthreads();
+    uint32_t cnt = 0;
+    for (int k = 0; k < CUMEM_SORT_WARPS; k++) { const uint32_t x = s_whist[k][t]; s_whist[k][t] = cnt; cnt += x; }
+    if ((int64_t)cnt == n) s_const[pass] = 1;
+    uint32_t incl = cnt;
+    for (int o = 1; o < 32; o <<= 1) { const uint32_t u = __shfl_up_sync(0xffffffffu, incl, o); if (lane >= o) incl += u; }
+    if (lane == 31) s_wsum[w] = incl;
+    __syncthreads();
+    if (s_const[pass]) continue;                /* (block-uniform; each pass its own flag) */
+    uint32_t lstart = incl - cnt;
+    for (int k = 0; k < w; k++) lstart += s_wsum[k];
+    s_lstart[t] = lstart;
+    __syncthreads();
+    for (int r = 0; r < CUMEM_SORT_ITEMS; r++) {
+      if (wbase + 32 * r + lane < n) {
+        const unsigned d = cumem_digit(key[r], pass);
+        rank[r] += s_lstart[d] + s_whist[w][d];
+        s_buf.k[rank[r]] = key[r];
+      }
+    }
+    __syncthreads();
+    for (int r = 0; r < CUMEM_SORT_ITEMS; r++) { const int64_t i = wbase + 32 * r + lane; if (i < n) key[r] = s_buf.k[i]; }
+    if (hasv) {
+      __syncthreads();
+      for (int r = 0; r < CUMEM_SORT_ITEMS; r++) if (wbase + 32 * r + lane < n) s_buf.v[rank[r]] = val[r];
+      __syncthreads();
+      for (int r = 0; r < CUMEM_SORT_ITEMS; r++) { const int64_t i = wbase + 32 * r + lane; if (i < n) val[r] = s_buf.v[i]; }
+    }
+    __syncthreads();
+  }
+  for (int r = 0; r < CUMEM_SORT_ITEMS; r++) {
+    const int64_t i = wbase + 32 * r + lane;
+    if (i < n) {
+      keys[i] = cumem_from_key((cumem_key_t)(key[r] ^ flip));
+      if (hasv) vals[i] = val[r];
+    }
   }
 }

@@ -55,7 +55,7 @@ function radix_source(T::Type, vbytes::Int, wide::Bool)
                   SORT_CUH)
 end
 
-const RADIX_KERNELS = ("cumem_sort_hist", "cumem_sort_offsets", "cumem_sort_onesweep", "cumem_sort_finish")
+const RADIX_KERNELS = ("cumem_sort_hist", "cumem_sort_offsets", "cumem_sort_onesweep", "cumem_sort_finish", "cumem_sort_small")
 radix_entry(T, vbytes, wide::Bool = false) = kernel_entry((:onesweep, T, vbytes, wide)) do
     (radix_source(T, vbytes, wide), RADIX_KERNELS, nothing)
 end
@@ -67,7 +67,7 @@ Sorts the n keys of type `T`, stored as their bits in `keys` (a CuVector of `key
 in place by `isless` (`rev`: reversed), stable, carrying `vals` (a CuVector of 4- or 8-byte
 elements, or `nothing`) along: the onesweep radix sort of `julia/cuda/sort.cuh`
 (8-bit digits, one histogram pass for all digits, digits equal over all keys skipped, no
-host synchronization). `src`: where the keys are read from (the first pass reads it, so
+host synchronization; up to 4096 keys: one block sorts them in shared memory). `src`: where the keys are read from (the first pass reads it, so
 `keys` may be uninitialized scratch when `src !== keys`); `iota`: `vals` starts as the
 positions 0, 1, 2, ... (made on the device; `vals`' contents are not read). Throws
 `ArgumentError` for 2^32 or more keys. Device memory: one more copy of the keys and of
@@ -87,18 +87,24 @@ function radix_sort!(::Type{T}, keys::CuArray, vals, rev::Bool; src::CuArray = k
     npass = sizeof(UK)
     ntiles = cld(n, RADIX_TILE)
     flip = rev ? typemax(UK) : zero(UK)
-    # hist (npass x 256), info (npass + 1), the passes' tile counters (npass): zeroed
-    scratch = CuArray{UInt32}(undef, npass * 256 + 2 * npass + 1)
+    null = CuPtr{Nothing}(0)
+    if ntiles == 1          # one block, every pass in shared memory
+        GC.@preserve src keys vals launch(entry_kernel(entry, "cumem_sort_small"), devaddr(src), devaddr(keys),
+            vals === nothing ? null : devaddr(vals), Int64(n), flip, Int32(vals !== nothing), Int32(iota); blocks = 1, threads = RADIX_THREADS)
+        return keys
+    end
+    # one zeroed allocation: hist (npass x 256), info (npass + 1), the passes' tile counters
+    # (npass), a pad to 8 bytes, the look-back words (npass x ntiles x 256, 4 or 8 bytes)
+    ST = wide ? UInt64 : UInt32
+    head = npass * 256 + 2 * npass + 2
+    scratch = CuArray{UInt32}(undef, head + npass * ntiles * 256 * (sizeof(ST) ÷ 4))
     fill!(scratch, 0x0)
     hist = devaddr(scratch)
     info = hist + 4 * npass * 256
     counters = info + 4 * (npass + 1)
-    ST = wide ? UInt64 : UInt32
-    status = CuArray{ST}(undef, npass * ntiles * 256)
-    fill!(status, zero(ST))
+    status = hist + 4 * head
     kalt = CuArray{UK}(undef, n)
     valt = vals === nothing ? nothing : similar(vals)
-    null = CuPtr{Nothing}(0)
     vA = vals === nothing ? null : devaddr(vals)
     vB = valt === nothing ? null : devaddr(valt)
     GC.@preserve src keys vals begin
@@ -108,14 +114,14 @@ function radix_sort!(::Type{T}, keys::CuArray, vals, rev::Bool; src::CuArray = k
         ks = entry_kernel(entry, "cumem_sort_onesweep")
         for p in 0:npass-1
             launch(ks, devaddr(src), devaddr(keys), devaddr(kalt), vA, vB, hist, info,
-                   devaddr(status) + p * ntiles * 256 * sizeof(ST), counters + 4 * p, Int64(n), Int32(p), flip,
+                   status + p * ntiles * 256 * sizeof(ST), counters + 4 * p, Int64(n), Int32(p), flip,
                    Int32(vals !== nothing), Int32(iota); blocks = ntiles, threads = RADIX_THREADS)
         end
         blocks, threads = grid_for(n)
         launch(entry_kernel(entry, "cumem_sort_finish"), devaddr(keys), devaddr(kalt), vA, vB, info, Int64(n),
                Int32(vals !== nothing), Int32(iota); blocks = blocks, threads = threads)
     end
-    foreach(unsafe_free!, (scratch, status, kalt))
+    foreach(unsafe_free!, (scratch, kalt))
     valt === nothing || unsafe_free!(valt)
     return keys
 end
