@@ -3,7 +3,8 @@
 # thread; blocks one after another, which decoupled look-back allows: a tile waits only on
 # tiles before it), against Base: every key width, NaN and -0.0 order, rev, by, stability of
 # sortperm, sizes around the tile (4096 keys; scans: 4096 / 2048 / 1024 elements by width),
-# n = 0, 1, 2^k ± 1, dims, init, integer scans exactly.
+# n = 0, 1, 2^k ± 1, dims, init, integer scans exactly. lookback_emulation.cpp walks the
+# look-back through aggregates (what overlapping GPU blocks see).
 using CuMem, Libdl, Test, Random
 CuMem.allowscalar(false)
 
@@ -90,4 +91,13 @@ end
     @test same(cumsum(CuArray(c)), cumsum(c))                                    # 16-byte accumulators
     @test same(cumsum(CuArray(Float16[1, 2, 3, 4])), cumsum(Float16[1, 2, 3, 4]))
     @test LAUNCHES[] > 100      # the GPU path ran
+end
+
+@testset "look-back through aggregates (lookback_emulation.cpp)" begin
+    dir = mktempdir()
+    write(joinpath(dir, "emu_hdr.h"), HDR)
+    cuda = joinpath(@__DIR__, "..", "..", "..", "julia", "cuda")
+    exe = joinpath(dir, "lb")
+    run(`g++ -O1 -std=c++20 -pthread -w -I$dir -I$cuda -o $exe $(joinpath(@__DIR__, "lookback_emulation.cpp"))`)
+    @test split(read(`$exe`, String)) == ["0", "0", "0"]    # wrong elements: sort 9000, sort 20483, scan 40 tiles
 end
