@@ -60,19 +60,17 @@ radix_entry(T, vbytes, wide::Bool = false) = kernel_entry((:onesweep, T, vbytes,
     (radix_source(T, vbytes, wide), RADIX_KERNELS, nothing)
 end
 
-"""
-    CuMem.radix_sort!(T, keys::CuVector, vals, rev::Bool; src = keys, iota = false) -> keys
-
-Sorts the n keys of type `T`, stored as their bits in `keys` (a CuVector of `key_uint(T)`),
-in place by `isless` (`rev`: reversed), stable, carrying `vals` (a CuVector of 4- or 8-byte
-elements, or `nothing`) along: the onesweep radix sort of `julia/cuda/sort.cuh`
-(8-bit digits, one histogram pass for all digits, digits equal over all keys skipped, no
-host synchronization; up to 4096 keys: one block sorts them in shared memory). `src`: where the keys are read from (the first pass reads it, so
-`keys` may be uninitialized scratch when `src !== keys`); `iota`: `vals` starts as the
-positions 0, 1, 2, ... (made on the device; `vals`' contents are not read). Throws
-`ArgumentError` for 2^32 or more keys. Device memory: one more copy of the keys and of
-`vals`, 1 KiB per tile of 4096 keys and digit pass (2 KiB from 2^30 keys).
-"""
+#     CuMem.radix_sort!(T, keys::CuVector, vals, rev::Bool; src = keys, iota = false) -> keys
+#
+# Sorts the n keys of type `T`, stored as their bits in `keys` (a CuVector of `key_uint(T)`),
+# in place by `isless` (`rev`: reversed), stable, carrying `vals` (a CuVector of 4- or 8-byte
+# elements, or `nothing`) along: the onesweep radix sort of `julia/cuda/sort.cuh`
+# (8-bit digits, one histogram pass for all digits, digits equal over all keys skipped, no
+# host synchronization; up to 4096 keys: one block sorts them in shared memory). `src`: where the keys are read from (the first pass reads it, so
+# `keys` may be uninitialized scratch when `src !== keys`); `iota`: `vals` starts as the
+# positions 0, 1, 2, ... (made on the device; `vals`' contents are not read). Throws
+# `ArgumentError` for 2^32 or more keys. Device memory: one more copy of the keys and of
+# `vals`, 1 KiB per tile of 4096 keys and digit pass (2 KiB from 2^30 keys).
 function radix_sort!(::Type{T}, keys::CuArray, vals, rev::Bool; src::CuArray = keys, iota::Bool = false) where {T}
     n = length(keys)
     n < typemax(UInt32) || throw(ArgumentError("the device sort handles fewer than 2^32 elements, got $n"))
