@@ -51,6 +51,7 @@ include("array/interop.jl")        # deepcopy, serialize, unsafe_wrap
 include("compute/compiler/irversion.jl")  # the typed IR's spellings in each Julia version (the only such file)
 include("compute/compiler/refusals.jl")   # KernelCompileError for what cannot run on a GPU
 include("compute/compiler/ctypes.jl")     # C types of isbits Julia types with Julia's layout; literals
+include("compute/compiler/cuda_sources.jl") # cuda_source: the fixed CUDA C of julia/cuda/*.cuh as text
 include("compute/compiler/prelude.jl")    # C_PRELUDE_V2: the fixed C of compiled kernels
 include("compute/compiler/values.jl")     # compile state; IR values, globals and conversions as C
 include("compute/compiler/throwsites.jl") # throw sites: the error record's site and values

@@ -11,6 +11,7 @@
 #   bad configuration / missing library            `using CuMem` must fail clearly
 #   installing by name, path and dev               test/registrytests.jl
 #   compute: NVRTC, kernels, gemm!                 test/compute/runtime/compute_tests.jl
+#   the fixed CUDA C (julia/cuda/*.cuh) to PTX      test/compute/runtime/cuh_tests.jl
 #   indexing, linear algebra, show                  test/compute/{algorithms/indexing,linalg/linalg,show}_tests.jl
 #   factorizations, triangular/symmetric, generic   test/compute/linalg/linalg_factor_tests.jl
 #   linear-algebra kernels emulated with g++        test/compute/linalg/linalg_kernel_tests.jl
@@ -90,6 +91,9 @@ for pool in POOLS
                     passed; cost = 75))
 end
 push!(jobs, Job("compute (NVRTC, kernels, gemm!)", interpreted(testfile(joinpath("compute", "runtime", "compute_tests.jl"))), passed; cost = 15))
+# julia/cuda/*.cuh compiled to PTX by NVRTC for the element types the package uses (a
+# message, no compile, without NVRTC), and no CUDA C left in Julia strings
+push!(jobs, Job("fixed CUDA C (julia/cuda/*.cuh)", julia(testfile(joinpath("compute", "runtime", "cuh_tests.jl"))), passed; cost = 60))
 # broadcasting, reductions and random numbers against Base, under one pool: what they
 # test does not depend on the pool (their arrays' memory is the pool tests' subject, under
 # every pool), and a second run was 160 s of CI

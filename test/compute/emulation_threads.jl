@@ -92,7 +92,7 @@ function emu_source(src)
     src = replace(src, "typedef int int32_t; typedef unsigned int uint32_t;" => "")
     # a launcher per kernel: emu_<name>(gx, gy, gz, bx, the kernel's parameters...)
     io = IOBuffer()
-    for m in eachmatch(r"extern \"C\" __global__ void (\w+)\(([^)]*)\)", src)
+    for m in eachmatch(r"(?:extern \"C\" __global__|CUMEM_KERNEL) void (\w+)\(([^)]*)\)", src)
         name, params = m.captures
         name == "NAME" && continue          # a macro's template
         ps = [strip(p) for p in split(params, ',')]

@@ -70,7 +70,7 @@ function bcast_source(df::DeviceFunction, cdf, @nospecialize(D::Type), dest_line
     cart = !dest_linear || any(l -> !l[2], leafinfo)
     F = df.argtypes[1]
     io = IOBuffer()
-    print(io, "extern \"C\" __global__ void cumem_bcast(jl_ctx_t ctx, $IDX n, $(c_type(D))* dst")
+    print(io, "CUMEM_KERNEL void cumem_bcast(jl_ctx_t ctx, $IDX n, $(c_type(D))* dst")
     dest_linear || for d in 1:N; print(io, ", $OFF dst_s$d"); end
     for (k, (T, lin, byv)) in enumerate(leafinfo)
         byv || print(io, ", const $(dc_is_ghost(T) ? "jl_ghost_t" : c_type(T))* a$k")

@@ -188,58 +188,9 @@ The CUDA C of the strided-copy kernels: `cumem_copy_w<bytes>_i<32|64>` move word
 elements; `i32`/`i64` is the width of the index arithmetic. Each thread handles elements
 i, i + (grid size), ... of the column-major box `dims` (a grid-stride loop); the offsets
 come from per-dimension strides or, where given, from an index vector (Int64, 1-based)
-for that dimension.
+for that dimension. The C is julia/cuda/strided.cuh after `#define MAX_RANK`.
 """
-const STRIDED_COPY_SOURCE = """
-#define MAX_RANK $MAX_RANK
-struct Plan {
-    long long n, rank;
-    long long dims[MAX_RANK], dst_strides[MAX_RANK], src_strides[MAX_RANK];
-    unsigned long long dst_idx[MAX_RANK], src_idx[MAX_RANK];
-};
-struct __align__(16) w16_t { unsigned long long a, b; };
-
-struct Plain { template <typename W> __device__ static W op(W v) { return v; } };
-struct Conj { template <typename W> __device__ static W op(W v) { v.y = -v.y; return v; } };
-
-template <typename W, typename I, typename Op>
-__device__ __forceinline__ void strided_copy(W *dst, const W *src, const Plan &p) {
-    const I n = (I)p.n;
-    const int rank = (int)p.rank;
-    for (I i = (I)blockIdx.x * (I)blockDim.x + (I)threadIdx.x; i < n;
-         i += (I)gridDim.x * (I)blockDim.x) {
-        I r = i, doff = 0, soff = 0;
-        for (int d = 0; d < rank; d++) {
-            const I len = (I)p.dims[d];
-            const I q = r / len;
-            const I c = r - q * len;
-            r = q;
-            const I cd = p.dst_idx[d] ? (I)(((const long long *)p.dst_idx[d])[c] - 1) : c;
-            const I cs = p.src_idx[d] ? (I)(((const long long *)p.src_idx[d])[c] - 1) : c;
-            doff += cd * (I)p.dst_strides[d];
-            soff += cs * (I)p.src_strides[d];
-        }
-        dst[doff] = Op::op(src[soff]);
-    }
-}
-
-#define COPY_KERNEL(NAME, W, I, OP) \\
-    extern "C" __global__ void NAME(W *dst, const W *src, Plan p) { strided_copy<W, I, OP>(dst, src, p); }
-COPY_KERNEL(cumem_copy_w1_i32, unsigned char, int, Plain)
-COPY_KERNEL(cumem_copy_w1_i64, unsigned char, long long, Plain)
-COPY_KERNEL(cumem_copy_w2_i32, unsigned short, int, Plain)
-COPY_KERNEL(cumem_copy_w2_i64, unsigned short, long long, Plain)
-COPY_KERNEL(cumem_copy_w4_i32, unsigned int, int, Plain)
-COPY_KERNEL(cumem_copy_w4_i64, unsigned int, long long, Plain)
-COPY_KERNEL(cumem_copy_w8_i32, unsigned long long, int, Plain)
-COPY_KERNEL(cumem_copy_w8_i64, unsigned long long, long long, Plain)
-COPY_KERNEL(cumem_copy_w16_i32, w16_t, int, Plain)
-COPY_KERNEL(cumem_copy_w16_i64, w16_t, long long, Plain)
-COPY_KERNEL(cumem_copy_conj8_i32, float2, int, Conj)
-COPY_KERNEL(cumem_copy_conj8_i64, float2, long long, Conj)
-COPY_KERNEL(cumem_copy_conj16_i32, double2, int, Conj)
-COPY_KERNEL(cumem_copy_conj16_i64, double2, long long, Conj)
-"""
+const STRIDED_COPY_SOURCE = "#define MAX_RANK $MAX_RANK\n" * cuda_source("strided.cuh")
 
 const STRIDED_THREADS = 256
 

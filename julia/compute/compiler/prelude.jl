@@ -1,7 +1,8 @@
 # The fixed C that every kernel built on the typed-IR compiler starts with:
 # integer typedefs (NVRTC has no <stdint.h>), Float16 as bits with the hardware
 # conversions, the error record a throwing kernel fills, and the helpers that give C
-# Julia's semantics for intrinsics (shifts, `===`, `isequal`/`isless` on floats).
+# Julia's semantics for intrinsics (shifts, `===`, `isequal`/`isless` on floats). The C is
+# julia/cuda/prelude.cuh (which includes common.cuh, the helpers of every fixed kernel).
 
 """
     CuMem.C_PRELUDE_V2 :: String
@@ -13,51 +14,4 @@ of a Float16) with round-to-nearest conversions `jl_h2f`/`jl_f2h`/`jl_d2h`, `jl_
 bytes of its values) and the helpers for Julia's intrinsics. The launch context type
 `jl_ctx_t` is declared here and defined by `kernel_source`.
 """
-const C_PRELUDE_V2 = raw"""
-typedef signed char int8_t; typedef unsigned char uint8_t;
-typedef short int16_t; typedef unsigned short uint16_t;
-typedef int int32_t; typedef unsigned int uint32_t;
-typedef long long int64_t; typedef unsigned long long uint64_t;
-typedef unsigned short half_t;
-struct jl_ghost_t {};
-struct jl_err_t { uint32_t flag; uint32_t site; uint64_t payload[8]; };
-struct jl_ctx_t;
-static __device__ __forceinline__ float jl_h2f(half_t h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
-static __device__ __forceinline__ half_t jl_f2h(float f) { half_t h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
-static __device__ __forceinline__ half_t jl_d2h(double f) { half_t h; asm("cvt.rn.f16.f64 %0, %1;" : "=h"(h) : "d"(f)); return h; }
-static __device__ __forceinline__ double jl_h2d(half_t h) { return (double)jl_h2f(h); }
-static __device__ __forceinline__ uint32_t jl_bits(float x) { return (uint32_t)__float_as_int(x); }
-static __device__ __forceinline__ uint64_t jl_bits(double x) { return (uint64_t)__double_as_longlong(x); }
-static __device__ __forceinline__ float jl_f32(uint32_t b) { return __int_as_float((int)b); }
-static __device__ __forceinline__ double jl_f64(uint64_t b) { return __longlong_as_double((long long)b); }
-template <typename To, typename From> static __device__ __forceinline__ To jl_bitcast(From x) { union { From f; To t; } u; u.f = x; return u.t; }
-template <typename T> static __device__ __forceinline__ bool jl_egal(T a, T b) { return a == b; }
-static __device__ __forceinline__ bool jl_egal(float a, float b) { return jl_bits(a) == jl_bits(b); }
-static __device__ __forceinline__ bool jl_egal(double a, double b) { return jl_bits(a) == jl_bits(b); }
-static __device__ __forceinline__ bool jl_egal(jl_ghost_t, jl_ghost_t) { return true; }
-/* isequal / isless of floats (Julia's fpiseq, fpislt) */
-template <typename T> static __device__ __forceinline__ bool jl_fpiseq(T x, T y) { return (x != x && y != y) || jl_bits(x) == jl_bits(y); }
-static __device__ __forceinline__ bool jl_fpislt(float x, float y) {
-  int32_t a = (int32_t)jl_bits(x), b = (int32_t)jl_bits(y);
-  return (x == x && y != y) || (!(x != x || y != y) && ((a >= 0 && a < b) || (a < 0 && (uint32_t)a > (uint32_t)b))); }
-static __device__ __forceinline__ bool jl_fpislt(double x, double y) {
-  int64_t a = (int64_t)jl_bits(x), b = (int64_t)jl_bits(y);
-  return (x == x && y != y) || (!(x != x || y != y) && ((a >= 0 && a < b) || (a < 0 && (uint64_t)a > (uint64_t)b))); }
-/* shifts: counts (unsigned) of at least the width give 0, or the sign for ashr */
-template <typename T, typename U> static __device__ __forceinline__ T jl_shl(T x, uint64_t n) {
-  return n >= 8 * sizeof(T) ? (T)0 : (T)(U)((uint64_t)(U)x << n); }
-template <typename T, typename U> static __device__ __forceinline__ T jl_lshr(T x, uint64_t n) {
-  return n >= 8 * sizeof(T) ? (T)0 : (T)(U)((uint64_t)(U)x >> n); }
-template <typename T, typename U> static __device__ __forceinline__ T jl_ashr(T x, uint64_t n) {
-  return n >= 8 * sizeof(T) ? (x < 0 ? (T)-1 : (T)0) : (T)(x >> n); }
-/* a throw site: the first thread to throw claims the record (flag 0 -> 1) */
-static __device__ __forceinline__ bool jl_err_claim(jl_err_t* e) { return atomicCAS(&e->flag, 0u, 1u) == 0u; }
-static __device__ __forceinline__ void jl_err_put(jl_err_t* e, int off, const void* p, int n) {
-  const char* s = (const char*)p; char* d = (char*)e->payload + off; for (int i = 0; i < n; i++) d[i] = s[i]; }
-static __device__ __forceinline__ void jl_err_done(jl_err_t* e, uint32_t site) { e->site = site; __threadfence_system(); }
-/* integer power by squaring, wrapping (a negative exponent is checked by the caller) */
-template <typename T, typename U> static __device__ __forceinline__ T jl_ipow(T x, int64_t p) {
-  if (p < 0) return x == 1 ? (T)1 : ((p & 1) ? x : (T)1);
-  U r = 1, b = (U)x; while (p) { if (p & 1) r = (U)(r * b); b = (U)(b * b); p >>= 1; } return (T)r; }
-template <typename T> static __device__ __forceinline__ T jl_sq(T x) { return x * x; }
-"""
+const C_PRELUDE_V2 = cuda_source("prelude.cuh")

@@ -113,56 +113,26 @@ end
 
 ## the kernel
 
+# The kernel's source: random.cuh instantiated for T's C type and distribution.
 function random_source(::Type{T}, normal::Bool) where {T}
-    G = per_group(T)
-    ct = c_type(T)
-    io = IOBuffer()
-    print(io, C_PRELUDE_V2)
-    print(io, """
-    static __device__ __forceinline__ void philox(uint32_t c[4], uint32_t k0, uint32_t k1) {
-      #pragma unroll
-      for (int i = 0; i < 10; i++) {
-        if (i > 0) { k0 += 0x9E3779B9u; k1 += 0xBB67AE85u; }
-        const uint32_t lo0 = 0xD2511F53u * c[0], hi0 = __umulhi(0xD2511F53u, c[0]);
-        const uint32_t lo1 = 0xCD9E8D57u * c[2], hi1 = __umulhi(0xCD9E8D57u, c[2]);
-        const uint32_t n0 = hi1 ^ c[1] ^ k0, n2 = hi0 ^ c[3] ^ k1;
-        c[0] = n0; c[1] = lo1; c[2] = n2; c[3] = lo0;
-      }
-    }
-    extern "C" __global__ void cumem_random($ct* dst, uint64_t n, uint32_t k0, uint32_t k1, uint32_t c2, uint32_t c3)
-    {
-      const uint64_t groups = (n + $(G - 1)) / $G;
-      for (uint64_t g = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; g < groups; g += (uint64_t)blockDim.x * gridDim.x) {
-        uint32_t w[4] = {(uint32_t)g, (uint32_t)(g >> 32), c2, c3};
-        philox(w, k0, k1);
-    """)
-    # the value of element i of the group, as C, exactly as uniform_from/normal_from
-    function elem(i)
-        w64(a, b) = "((uint64_t)w[$a] | ((uint64_t)w[$b] << 32))"
-        if normal
-            if T === Float64
-                r = "sqrt(-2.0 * log((double)((($(w64(0, 1))) >> 11) + 1) * 0x1p-53))"
-                u2 = "((double)($(w64(2, 3)) >> 11) * 0x1p-53)"
-                return i == 0 ? "$r * cospi(2.0 * $u2)" : "$r * sinpi(2.0 * $u2)"
-            end
-            p = i ÷ 2
-            r = "sqrtf(-2.0f * logf((float)((w[$(2p)] >> 8) + 1) * 0x1p-24f))"
-            u2 = "((float)(w[$(2p+1)] >> 8) * 0x1p-24f)"
-            v = i % 2 == 0 ? "$r * cospif(2.0f * $u2)" : "$r * sinpif(2.0f * $u2)"
-            return T === Float16 ? "jl_f2h($v)" : v
-        end
-        T === Float32 && return "(float)(w[$i] >> 8) * 0x1p-24f"
-        T === Float16 && return "jl_f2h((float)(w[$i] >> 21) * 0x1p-11f)"
-        T === Float64 && return "(double)($(w64(2i, 2i+1)) >> 11) * 0x1p-53"
-        T === Bool && return "(w[$i] & 1u) != 0"
-        sizeof(T) == 8 && return "($ct)$(w64(2i, 2i+1))"
-        return "($ct)w[$i]"
+    return string(RANDOM_CUH, "CUMEM_RANDOM_KERNEL(", c_type(T), ", ", random_distribution(T, normal), ")\n")
+end
+const RANDOM_CUH = cuda_source("random.cuh")
+
+# The distribution struct of random.cuh that gives T's elements as uniform_from/normal_from.
+function random_distribution(::Type{T}, normal::Bool) where {T}
+    if normal
+        T === Float64 && return "cumem_normal_f64"
+        T === Float32 && return "cumem_normal_f32"
+        T === Float16 && return "cumem_normal_f16"
+    else
+        T === Float64 && return "cumem_uniform_f64"
+        T === Float32 && return "cumem_uniform_f32"
+        T === Float16 && return "cumem_uniform_f16"
+        T === Bool && return "cumem_uniform_bool"
+        T <: Base.BitInteger && return sizeof(T) == 8 ? "cumem_uniform_bits64" : "cumem_uniform_bits32"
     end
-    for i in 0:G-1
-        print(io, "    if (g * $G + $i < n) dst[g * $G + $i] = $(elem(i));\n")
-    end
-    print(io, "  }\n}\n")
-    return String(take!(io))
+    throw(ArgumentError("no random kernel for $T$(normal ? " (normal)" : "")"))
 end
 
 function fill_random!(a::CuArray{T}, normal::Bool) where {T}

@@ -16,57 +16,22 @@ struct FindBetter{M} end
 # One block per output keeps (value, index) pairs, combined by `better` (a compiled
 # FindBetter) with ties to the first index; kept/reduced dims as the reduction's.
 function findext_source(bdf, T::Type, nk::Int, nr::Int, linear::Bool, idx64::Bool)
+    is_ghost(bdf) || throw(ArgumentError("findext_source: the comparison must carry no values"))
     IDX = idx64 ? "uint64_t" : "uint32_t"
     OFF = idx64 ? "int64_t" : "int32_t"
     TC = c_type(T)
     io = IOBuffer()
-    print(io, SHUFFLE_C)
-    print(io, """
-    static __device__ __forceinline__ void combine(jl_ctx_t& ctx, $TC &v, int64_t &i, $TC w, int64_t k) {
-    $(fn_local(bdf, "better"))  if (k < 0) return;
-      if (i < 0) { v = w; i = k; return; }
-      const bool wb = $(fn_call(bdf, "better", "w", "v")), vb = $(fn_call(bdf, "better", "v", "w"));
-      if (wb || (!vb && k < i)) { v = w; i = k; }
-    }
-    """)
-    print(io, "extern \"C\" __global__ void cumem_findext(jl_ctx_t ctx, const $TC* src, $TC* outv, int64_t* outi, $IDX nout, $IDX nred, $IDX gx")
+    print(io, "#define CUMEM_BETTER(a, b) ", fn_call(bdf, "jl_ghost_t{}", "a", "b"), "\n")
+    print(io, FINDEXT_CUH)
+    print(io, "CUMEM_KERNEL void cumem_findext(jl_ctx_t ctx, const $TC* src, $TC* outv, int64_t* outi, $IDX nout, $IDX nred, $IDX gx")
     print_dim_params(io, IDX, OFF, nk, nr, linear)
-    print(io, ")\n{\n")
-    print(io, """
-      __shared__ $TC shv[32];
-      __shared__ int64_t shi[32];
-      const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = (blockDim.x + 31) / 32;
-      for ($IDX j = blockIdx.x; j < nout; j += gridDim.x) {
-        $OFF base = 0;
-    """)
-    print_base_offset(io, IDX, OFF, nk)
-    print(io, "    $TC v = src[base]; int64_t vi = -1;\n")
-    print(io, "    for ($IDX k = threadIdx.x; k < nred; k += blockDim.x) {\n")
-    print_reduced_offset(io, IDX, OFF, nr, linear)
-    print(io, "      combine(ctx, v, vi, src[off], (int64_t)k);\n    }\n")
-    print(io, """
-        for (int o = 16; o > 0; o >>= 1) {
-          const $TC w = cumem_shfl_down(v, o);
-          const int64_t k = cumem_shfl_down(vi, o);
-          combine(ctx, v, vi, w, k);
-        }
-        if (lane == 0) { shv[warp] = v; shi[warp] = vi; }
-        __syncthreads();
-        if (warp == 0) {
-          if (lane < nwarps) { v = shv[lane]; vi = shi[lane]; } else vi = -1;
-          for (int o = 16; o > 0; o >>= 1) {
-            const $TC w = cumem_shfl_down(v, o);
-            const int64_t k = cumem_shfl_down(vi, o);
-            combine(ctx, v, vi, w, k);
-          }
-          if (lane == 0) { outv[j] = v; outi[j] = vi; }
-        }
-        __syncthreads();
-      }
-    }
-    """)
+    print(io, ") {\n")
+    print_dim_arrays(io, IDX, OFF, nk, nr, linear)
+    print(io, "  cumem_findext_body<$TC, $IDX, $OFF, $nk, $(linear ? 0 : nr), $linear>",
+          "(ctx, src, outv, outi, nout, nred, ks, kst, rs, rst);\n}\n")
     return kernel_source(bdf; body = String(take!(io)))
 end
+const FINDEXT_CUH = cuda_source("findext.cuh")
 
 # The cached findmax/findmin kernel of A's element type and layout.
 function findext_entry(T, ismax, plan, idx64)

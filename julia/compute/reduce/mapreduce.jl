@@ -50,10 +50,10 @@ end
 
 ## the kernel source
 
-# Loops over the dimensions, shared by the reduction and findmax/findmin kernels: output j
-# walks the kept dimensions (sizes ks1.., strides kst1..) to its first element `base`,
-# and reduced index k walks the reduced dimensions (rs1.., rst1..) from there to `off`
-# (or adds k itself when the reduced elements are contiguous: `linear`).
+# The dimensions, shared by the reduction and findmax/findmin kernels (julia/cuda/reduce.cuh,
+# findext.cuh): output j walks the kept dimensions (sizes ks1.., strides kst1..) to its
+# first element `base`, and reduced index k walks the reduced dimensions (rs1.., rst1..)
+# from there to `off` (or adds k itself when the reduced elements are contiguous: `linear`).
 
 # The dimension parameters of the kernel's signature.
 function print_dim_params(io, IDX, OFF, nk, nr, linear)
@@ -63,26 +63,13 @@ function print_dim_params(io, IDX, OFF, nk, nr, linear)
     linear || for d in 1:nr; print(io, ", $IDX rs$d, $OFF rst$d"); end
 end
 
-# `base += ...` for output j (nothing without kept dimensions).
-function print_base_offset(io, IDX, OFF, nk)
-    nk > 0 || return
-    print(io, "    { $IDX r = j;\n")
-    for d in 1:nk
-        print(io, "      base += ($OFF)(r % ks$d) * kst$d; r /= ks$d;\n")
-    end
-    print(io, "    }\n")
-end
-
-# `off`, the element of reduced index k.
-function print_reduced_offset(io, IDX, OFF, nr, linear)
-    if linear
-        print(io, "      const $OFF off = base + ($OFF)k;\n")
-    else
-        print(io, "      $OFF off = base; $IDX r = k;\n")
-        for d in 1:nr
-            print(io, "      off += ($OFF)(r % rs$d) * rst$d; r /= rs$d;\n")
-        end
-    end
+# The kernel's dimension parameters as the arrays ks, kst (kept) and rs, rst (reduced) that
+# reduce.cuh/findext.cuh take (null pointers when there are none).
+function print_dim_arrays(io, IDX, OFF, nk, nr, linear)
+    arr(T, name, v, n) = print(io, "  const $T ", n == 0 ? "* $name = 0" : "$name[] = {" * join(["$v$d" for d in 1:n], ", ") * "}", ";\n")
+    nr = linear ? 0 : nr
+    arr(IDX, "ks", "ks", nk); arr(OFF, "kst", "kst", nk)
+    arr(IDX, "rs", "rs", nr); arr(OFF, "rst", "rst", nr)
 end
 
 # The reduction kernel: `fdf` (f, as Acc, on T), `odf` (op on two Acc, as Acc), `findf` (the
@@ -95,92 +82,26 @@ function reduce_source(fdf, odf, findf, T::Type, Acc::Type, Out::Type, nk::Int, 
     IDX = idx64 ? "uint64_t" : "uint32_t"
     OFF = idx64 ? "int64_t" : "int32_t"
     AC, TC = c_type(Acc), c_type(T)
+    OUT = final ? c_type(Out) : AC
+    fin = final && findf !== nothing
+    # 16-byte loads for one output over 4- or 8-byte elements (reduce.cuh)
+    W = linear && nk == 0 && T !== Float16 && sizeof(T) in (4, 8) ? 16 ÷ sizeof(T) : 0
     io = IOBuffer()
-    print(io, SHUFFLE_C)
     print(io, "#define CUMEM_F(x) ", fn_call(fdf, "f", "x"), "\n")
     print(io, "#define CUMEM_OP(a, b) ", fn_call(odf, "op", "a", "b"), "\n")
-    print(io, "extern \"C\" __global__ void cumem_reduce(jl_ctx_t ctx, const $TC* src, $(final ? c_type(Out) : AC)* out, $IDX nout, $IDX nred, $IDX gx, $AC neut")
+    print(io, "#define CUMEM_OUT(a) ", fin ? fn_call(findf, "fin", "a") : "(a)", "\n")
+    print(io, REDUCE_CUH)
+    print(io, "CUMEM_KERNEL void cumem_reduce(jl_ctx_t ctx, const $TC* src, $OUT* out, $IDX nout, $IDX nred, $IDX gx, $AC neut")
     print_dim_params(io, IDX, OFF, nk, nr, linear)
-    print(io, fn_param(fdf, "f"), fn_param(odf, "op"), findf === nothing ? "" : fn_param(findf, "fin"))
-    print(io, ")\n{\n")
-    print(io, fn_local(fdf, "f"), fn_local(odf, "op"), findf === nothing ? "" : fn_local(findf, "fin"))
-    print(io, """
-      __shared__ $AC sh[32];
-      const $IDX by = blockIdx.x / gx, bx = blockIdx.x % gx, gy = gridDim.x / gx;
-      const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = (blockDim.x + 31) / 32;
-      for ($IDX j = bx; j < nout; j += gx) {
-        $OFF base = 0;
-    """)
-    print_base_offset(io, IDX, OFF, nk)
-    print(io, "    $AC acc = neut;\n")
-    if linear
-        # Contiguous elements: four independent accumulators over four consecutive grid-stride
-        # steps keep four loads in flight per thread (a single accumulator serialises each
-        # load behind the previous add, which left sum at 0.69 of torch.sum's bandwidth on an
-        # H100). The order of combination changes only as the grid-stride loop already does.
-        print(io, "    $AC acc1 = neut, acc2 = neut, acc3 = neut;\n")
-        print(io, "    const $IDX stride = ($IDX)blockDim.x * gy;\n")
-        print(io, "    $IDX k = by * blockDim.x + threadIdx.x;\n")
-        # One output over a contiguous buffer of 4- or 8-byte elements whose start is 16-byte
-        # aligned (the pool's array starts are; a view's may not be, checked here): 16-byte
-        # loads (W elements each) into W accumulators, the W-aligned tail below.
-        W = nk == 0 && T !== Float16 && sizeof(T) in (4, 8) ? 16 ÷ sizeof(T) : 0
-        if W > 0
-            print(io, "    if (((uint64_t)src & 15) == 0) {\n")
-            print(io, "      struct __align__(16) vec_t { $TC x[$W]; };\n")
-            print(io, "      const vec_t* vs = reinterpret_cast<const vec_t*>(src);\n")
-            print(io, "      const $IDX nv = nred / $W;\n")
-            print(io, "      #pragma unroll 4\n")
-            print(io, "      for ($IDX i = k; i < nv; i += stride) {\n")
-            print(io, "        const vec_t w = vs[i];\n")
-            for (u, a) in zip(0:W-1, ("acc", "acc1", "acc2", "acc3"))
-                print(io, "        $a = CUMEM_OP($a, CUMEM_F(w.x[$u]));\n")
-            end
-            print(io, "      }\n")
-            print(io, "      k += nv * $W;\n")
-            print(io, "    } else\n")
-        end
-        print(io, "    for (; k + 3 * stride < nred; k += 4 * stride) {\n")
-        for u in 0:3
-            print(io, "      const $TC v$u = src[base + ($OFF)(k + $u * stride)];\n")
-        end
-        for (u, a) in zip(0:3, ("acc", "acc1", "acc2", "acc3"))
-            print(io, "      $a = CUMEM_OP($a, CUMEM_F(v$u));\n")
-        end
-        print(io, "    }\n")
-        print(io, "    acc = CUMEM_OP(acc, acc1);\n")
-        print(io, "    acc2 = CUMEM_OP(acc2, acc3);\n")
-        print(io, "    acc = CUMEM_OP(acc, acc2);\n")
-        print(io, "    for (; k < nred; k += stride) {\n")
-    else
-        print(io, "    for ($IDX k = by * blockDim.x + threadIdx.x; k < nred; k += ($IDX)blockDim.x * gy) {\n")
-    end
-    print_reduced_offset(io, IDX, OFF, nr, linear)
-    print(io, "      acc = CUMEM_OP(acc, CUMEM_F(src[off]));\n")
-    print(io, "    }\n")
-    print(io, """
-        for (int o = 16; o > 0; o >>= 1) acc = CUMEM_OP(acc, cumem_shfl_down(acc, o));
-        if (lane == 0) sh[warp] = acc;
-        __syncthreads();
-        if (warp == 0) {
-          acc = lane < nwarps ? sh[lane] : neut;
-          for (int o = 16; o > 0; o >>= 1) acc = CUMEM_OP(acc, cumem_shfl_down(acc, o));
-          if (lane == 0) {
-    """)
-    print(io, "        out[by * nout + j] = ", final && findf !== nothing ? fn_call(findf, "fin", "acc") : "acc", ";\n")
-    print(io, "      }\n    }\n    __syncthreads();\n  }\n}\n")
+    print(io, fn_param(fdf, "f"), fn_param(odf, "op"), findf === nothing ? "" : fn_param(findf, "fin"), ") {\n")
+    print(io, fn_local(fdf, "f"), fn_local(odf, "op"), findf === nothing ? "  const jl_ghost_t fin = {};\n" : fn_local(findf, "fin"))
+    print_dim_arrays(io, IDX, OFF, nk, nr, linear)
+    print(io, "  cumem_reduce_body<$TC, $AC, $OUT, $IDX, $OFF, $nk, $(linear ? 0 : nr), $linear, $W>",
+          "(ctx, src, out, nout, nred, gx, neut, ks, kst, rs, rst, f, op, fin);\n}\n")
     return kernel_source(unique_fns((fdf, odf, findf))...; body = String(take!(io)))
 end
+const REDUCE_CUH = cuda_source("reduce.cuh")
 
-# C: a warp shuffle of any isbits value, 32 bits at a time (Complex, tuples, structs).
-const SHUFFLE_C = """
-template <typename T> static __device__ __forceinline__ T cumem_shfl_down(T v, int o) {
-  union U { T v; unsigned w[(sizeof(T) + 3) / 4]; __device__ U() {} } u, r;
-  u.v = v;
-  for (int i = 0; i < (int)((sizeof(T) + 3) / 4); i++) r.w[i] = __shfl_down_sync(0xffffffffu, u.w[i], o);
-  return r.v;
-}
-"""
 
 ## planning a reduction
 
@@ -326,7 +247,7 @@ function reduce_all(plans::Tuple, f, op, Ts::Tuple, Acc, init)
     key = (:reduce_all, typeof(f), typeof(op), Ts, Acc, idx64)
     entry = kernel_entry(key, fns) do
         xs = join(["x$q" for q in 1:K], ", ")
-        header = SHUFFLE_C * "#define CUMEM_F($xs) " * fn_call(fdf, "f", ["x$q" for q in 1:K]...) * "\n" *
+        header = "#define CUMEM_F($xs) " * fn_call(fdf, "f", ["x$q" for q in 1:K]...) * "\n" *
                  "#define CUMEM_OP(a, b) " * fn_call(odf, "op", "a", "b") * "\n"
         sz = sizeof(Ts[1])
         W = all(T -> T !== Float16 && sizeof(T) == sz, Ts) && sz in (4, 8) ? 16 ÷ sz : 0

@@ -72,29 +72,13 @@ function full_reduce_source(header::String, TCs::Vector{String}, AC::String, W::
     K = length(TCs)
     srcs = join(["const $(TCs[q])* src$q, " for q in 1:K])
     io = IOBuffer()
-    print(io, header)
-    print(io, """
-    template <typename T> static __device__ __forceinline__ T cumem_shfl_down_all(T v, int o) {
-      union U { T v; unsigned w[(sizeof(T) + 3) / 4]; __device__ U() {} } u, r;
-      u.v = v;
-      for (int i = 0; i < (int)((sizeof(T) + 3) / 4); i++) r.w[i] = __shfl_down_sync(0xffffffffu, u.w[i], o);
-      return r.v;
-    }
-    #define CUMEM_ACC(a, ...) { const $AC b_ = CUMEM_F(__VA_ARGS__); a = CUMEM_OP(a, b_); }
-    #ifdef __CUDACC__
-    #define CUMEM_BOUNDS __launch_bounds__($FULL_THREADS, 4)
-    #else
-    #define CUMEM_BOUNDS
-    #endif
-    extern "C" __global__ void CUMEM_BOUNDS cumem_reduce_all(jl_ctx_t ctx, $(srcs)$IDX n, $AC* part$params);
-    extern "C" __global__ void cumem_reduce_all(jl_ctx_t ctx, $(srcs)$IDX n, $AC* part$params)
-    {
-    $unpack  __shared__ $AC sh[32];
-      const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = (blockDim.x + 31) / 32;
-      const $IDX stride = ($IDX)blockDim.x * gridDim.x;
-      $IDX k = ($IDX)blockIdx.x * blockDim.x + threadIdx.x;
-      $AC acc = $neut_ex, acc1 = $neut_ex, acc2 = $neut_ex, acc3 = $neut_ex;
-    """)
+    print(io, header, REDUCE_ALL_CUH)
+    print(io, "CUMEM_KERNEL void CUMEM_BOUNDS cumem_reduce_all(jl_ctx_t ctx, $(srcs)$IDX n, $AC* part$params);\n")
+    print(io, "CUMEM_KERNEL void cumem_reduce_all(jl_ctx_t ctx, $(srcs)$IDX n, $AC* part$params)\n{\n")
+    print(io, unpack)
+    print(io, "  const $IDX stride = ($IDX)blockDim.x * gridDim.x;\n")
+    print(io, "  $IDX k = ($IDX)blockIdx.x * blockDim.x + threadIdx.x;\n")
+    print(io, "  $AC acc = $neut_ex, acc1 = $neut_ex, acc2 = $neut_ex, acc3 = $neut_ex;\n")
     accs = ("acc", "acc1", "acc2", "acc3")
     args(pre, post) = join(["$pre$q$post" for q in 1:K], ", ")
     if W > 0
@@ -135,22 +119,11 @@ function full_reduce_source(header::String, TCs::Vector{String}, AC::String, W::
     end
     print(io, "  }\n")
     print(io, "  for (; k < n; k += stride) CUMEM_ACC(acc, ", args("src", "[k]"), ");\n")
-    print(io, """
-      acc = CUMEM_OP(acc, acc1);
-      acc2 = CUMEM_OP(acc2, acc3);
-      acc = CUMEM_OP(acc, acc2);
-      for (int o = 16; o > 0; o >>= 1) { const $AC b_ = cumem_shfl_down_all(acc, o); acc = CUMEM_OP(acc, b_); }
-      if (lane == 0) sh[warp] = acc;
-      __syncthreads();
-      if (warp == 0) {
-        acc = lane < nwarps ? sh[lane] : $neut_ex;
-        for (int o = 16; o > 0; o >>= 1) { const $AC b_ = cumem_shfl_down_all(acc, o); acc = CUMEM_OP(acc, b_); }
-        if (lane == 0) part[blockIdx.x] = acc;
-      }
-    }
-    """)
+    print(io, "  cumem_reduce_all_finish(ctx, op, acc, acc1, acc2, acc3, $neut_ex, part);\n}\n")
+
     return String(take!(io))
 end
+const REDUCE_ALL_CUH = cuda_source("reduce_all.cuh")
 
 ## running it
 

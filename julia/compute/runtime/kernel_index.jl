@@ -10,15 +10,15 @@
 # Only types whose meaning cannot change between processes are indexed: functions that are
 # singletons of Base or Core, element types among the kernel types, isbits numbers (values
 # are launch arguments, not part of the source); plus the Julia version and a stamp of
-# CuMem's own Julia files (another CuMem generates other code). Files live beside the
+# CuMem's own Julia files and .cuh files (another CuMem generates other code). Files live beside the
 # engine's (`<disk_cache_dir()>/index`), written through a temporary file and a rename;
 # `CUMEM_KERNEL_CACHE=0` turns both off. A file holds its full key and is used only when
 # that matches (a hash collision reads as a miss).
 
-# CuMem's Julia sources as of this precompilation.
+# CuMem's Julia sources and fixed CUDA C (julia/cuda/*.cuh) as of this precompilation.
 const INDEX_STAMP = let h = hash(string(VERSION))
-    for (dir, _, files) in walkdir(dirname(@__DIR__)), f in sort(files)
-        endswith(f, ".jl") && (h = hash(read(joinpath(dir, f), String), h))
+    for root in (dirname(@__DIR__), CUDA_DIR), (dir, _, files) in walkdir(root), f in sort(files)
+        (endswith(f, ".jl") || endswith(f, ".cuh")) && (h = hash(read(joinpath(dir, f), String), h))
     end
     h
 end

@@ -1,5 +1,5 @@
-# The CUDA C kernels of the linear algebra (julia/compute/linalg/kernels.jl, the symmetric
-# fill of generic.jl) run on the host device: each kernel is compiled by the host's C++
+# The CUDA C kernels of the linear algebra (julia/cuda/linalg.cuh, launched by
+# julia/compute/linalg/kernels.jl) run on the host device: each kernel is compiled by the host's C++
 # compiler with the few CUDA builtins it uses emulated and launched as one thread (the
 # kernels are grid-stride loops), with the arguments the GPU path marshals. Checks triu!/
 # tril!, istriu/istril, issymmetric/ishermitian, the tiled transpose, A + λI, the symmetric/Hermitian fill and
@@ -20,12 +20,18 @@ const HDR = raw"""
 static inline void __syncthreads() {}
 struct dim3_ { unsigned x, y, z; };
 static dim3_ blockIdx = {0,0,0}, threadIdx = {0,0,0}, blockDim = {1,1,1}, gridDim = {1,1,1};
+static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
+static inline int __float_as_int(float f) { int i; memcpy(&i, &f, 4); return i; }
+static inline double __longlong_as_double(long long i) { double f; memcpy(&f, &i, 8); return f; }
+static inline long long __double_as_longlong(double f) { long long i; memcpy(&i, &f, 8); return i; }
+static inline unsigned atomicCAS(unsigned* p, unsigned c, unsigned v) { unsigned o = *p; if (o == c) *p = v; return o; }
+static inline void __threadfence_system() {}
 """
+# The prelude's (julia/cuda/prelude.cuh) Float16 conversions through PTX asm, replaced.
 function emu_compile(src)
-    src = replace(src, r"static __device__ __forceinline__ float la_h2f.*\n" =>
-        "static inline float la_h2f(unsigned short h) { _Float16 f; memcpy(&f, &h, 2); return (float)f; }\n")
-    src = replace(src, r"static __device__ __forceinline__ unsigned short la_f2h.*\n" =>
-        "static inline unsigned short la_f2h(float x) { _Float16 f = (_Float16)x; unsigned short h; memcpy(&h, &f, 2); return h; }\n")
+    src = replace(src, r"static __device__ __forceinline__ float jl_h2f.*\n" => "static inline float jl_h2f(half_t h) { _Float16 f; memcpy(&f, &h, 2); return (float)f; }\n")
+    src = replace(src, r"static __device__ __forceinline__ half_t jl_f2h.*\n" => "static inline half_t jl_f2h(float x) { _Float16 f = (_Float16)x; half_t h; memcpy(&h, &f, 2); return h; }\n")
+    src = replace(src, r"static __device__ __forceinline__ half_t jl_d2h.*\n" => "static inline half_t jl_d2h(double x) { _Float16 f = (_Float16)x; half_t h; memcpy(&h, &f, 2); return h; }\n")
     dir = mktempdir()
     write(joinpath(dir, "k.cpp"), HDR * src)
     run(`g++ -O1 -std=c++17 -shared -fPIC -w -o $(joinpath(dir, "k.so")) $(joinpath(dir, "k.cpp"))`)

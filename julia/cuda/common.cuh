@@ -1,0 +1,43 @@
+/* common.cuh: the helpers shared by CuMem's fixed CUDA C (julia/cuda/*.cuh).
+ *
+ * Each family header starts with `#include "common.cuh"` (or "prelude.cuh", the compiler's
+ * prelude, which includes it). CuMem reads the headers as text
+ * when the package is precompiled (julia/compute/runtime/cuda_sources.jl, cuda_source) and
+ * splices this file in place of that line, once per kernel source: NVRTC is given one
+ * source and no headers. The include guard keeps a second splice, or nvcc/clang with
+ * -I julia/cuda, from defining anything twice.
+ *
+ * Plain C++ types only (no <stdint.h>: NVRTC has none, and the compiler's prelude
+ * julia/compute/compiler/prelude.jl typedefs int64_t and friends itself). g++ compiles the
+ * same text in the emulation tests with __device__/__forceinline__/... defined away and
+ * the CUDA built-ins emulated, so nothing here may need more than the built-ins used below
+ * (blockIdx, blockDim, gridDim, threadIdx, __shfl_down_sync).
+ */
+#ifndef CUMEM_COMMON_CUH
+#define CUMEM_COMMON_CUH
+
+/* The declaration of a kernel CuMem launches by name: an unmangled __global__ function. */
+#define CUMEM_KERNEL extern "C" __global__
+
+/* The global index of the calling thread in the x dimension, in the index type I
+   (blockIdx.x * blockDim.x + threadIdx.x): the start of a grid-stride loop. */
+template <typename I> static __device__ __forceinline__ I cumem_thread_index() {
+  return (I)blockIdx.x * blockDim.x + threadIdx.x;
+}
+
+/* The number of threads of the grid in the x dimension (blockDim.x * gridDim.x), in I:
+   the step of a grid-stride loop. */
+template <typename I> static __device__ __forceinline__ I cumem_grid_threads() {
+  return (I)blockDim.x * gridDim.x;
+}
+
+/* __shfl_down_sync over the full warp for a value of any trivially copyable type T
+   (Complex, tuples, structs), moved 32 bits at a time: lane l gets lane l + o's v. */
+template <typename T> static __device__ __forceinline__ T cumem_shfl_down(T v, int o) {
+  union U { T v; unsigned w[(sizeof(T) + 3) / 4]; __device__ U() {} } u, r;
+  u.v = v;
+  for (int i = 0; i < (int)((sizeof(T) + 3) / 4); i++) r.w[i] = __shfl_down_sync(0xffffffffu, u.w[i], o);
+  return r.v;
+}
+
+#endif /* CUMEM_COMMON_CUH */

@@ -1,0 +1,202 @@
+# The fixed CUDA C in julia/cuda/*.cuh (julia/compute/compiler/cuda_sources.jl reads it):
+#  - the splice of `#include "x.cuh"` lines (cuda_source) and the include dependencies;
+#  - no Julia string under julia/ (outside julia/compute/compiler/, the compiler's
+#    generated output) holds a kernel (`__global__`) or more than a few lines of C: fixed
+#    CUDA C belongs in a .cuh file;
+#  - with NVRTC (CUMEM_NVRTC_LIBRARY, no GPU needed): every .cuh compiles to PTX on its own
+#    and after the compiler's prelude, and each family compiles instantiated for the element types the
+#    package uses, through CuMem.compile_ptx (skipped, with a message, without NVRTC).
+#
+#   CUMEM_DEVICE=host CUMEM_NVRTC_LIBRARY=.../libnvrtc.so julia --project=. test/compute/runtime/cuh_tests.jl
+using CuMem, Test
+
+const JULIA_DIR = normpath(joinpath(@__DIR__, "..", "..", "..", "julia"))
+const CUDA_DIR = joinpath(JULIA_DIR, "cuda")
+
+## Julia strings holding C
+
+# Files whose kernels are being moved to .cuh files by the sort/scan work (sort.cuh,
+# scan.cuh); their offenders are listed, not failed. Empty this when that work is in.
+const PENDING = ["compute/algorithms/sorting.jl", "compute/algorithms/accumulate.jl"]
+
+# Every top-level expression of a file (Meta.parseall needs Julia 1.6).
+function parse_file(path)
+    text = read(path, String)
+    exprs = Any[]
+    pos = 1
+    while pos <= ncodeunits(text)
+        ex, pos = Meta.parse(text, pos; greedy = true, raise = true)
+        ex === nothing || push!(exprs, ex)
+    end
+    return exprs
+end
+
+isdoc(f) = f == GlobalRef(Core, Symbol("@doc")) || f === Symbol("@doc")
+
+# The string literals of `ex` (interpolations as `$(...)`), docstrings left out.
+function literals!(out::Vector{String}, ex)
+    if ex isa String
+        push!(out, ex)
+    elseif ex isa Expr
+        if ex.head === :macrocall && isdoc(ex.args[1])
+            foreach(a -> literals!(out, a), ex.args[4:end])     # the documented expression
+        elseif ex.head === :string
+            push!(out, join([a isa String ? a : "\$(...)" for a in ex.args]))
+            foreach(a -> a isa String || literals!(out, a), ex.args)
+        else
+            foreach(a -> literals!(out, a), ex.args)
+        end
+    end
+    return out
+end
+
+# Lines of a string that look like C: statements, braces, preprocessor lines.
+c_lines(s) = count(l -> (l = strip(l); !isempty(l) && (occursin(r"[;{}]$", l) || startswith(l, "#define") ||
+                                                       startswith(l, "#include") || occursin("__device__", l))),
+                   split(s, '\n'))
+const MAX_C_LINES = 5
+
+# "file: excerpt" for each literal of a file holding a kernel or more than MAX_C_LINES of C.
+function c_offenders(path)
+    bad = String[]
+    for ex in parse_file(path), s in literals!(String[], ex)
+        if occursin("__global__", s) || c_lines(s) > MAX_C_LINES
+            push!(bad, string(relpath(path, JULIA_DIR), ": ", first(strip(s), 60)))
+        end
+    end
+    return bad
+end
+
+@testset "fixed CUDA C lives in julia/cuda/*.cuh" begin
+    files = String[]
+    for (dir, _, fs) in walkdir(JULIA_DIR), f in fs
+        endswith(f, ".jl") && push!(files, joinpath(dir, f))
+    end
+    compiler = joinpath(JULIA_DIR, "compute", "compiler")
+    checked = 0
+    for path in files
+        startswith(path, compiler) && continue
+        bad = c_offenders(path)
+        if relpath(path, JULIA_DIR) in PENDING
+            isempty(bad) || @info "pending move to .cuh: $(length(bad)) C strings in $(relpath(path, JULIA_DIR))"
+            continue
+        end
+        checked += 1
+        for b in bad
+            @warn "CUDA C in a Julia string (move it to julia/cuda/*.cuh)" b
+        end
+        @test isempty(bad)
+    end
+    @test checked > 50
+    # the checker finds a kernel and a block of C, and passes docstrings and short lines
+    mktempdir() do dir
+        p = joinpath(dir, "a.jl")
+        write(p, "\"\"\"\n    f()\n\nLaunches an `extern \"C\" __global__` kernel.\n\"\"\"\nf() = 1\n" *
+                 "g(T) = print(io, \"  const \$T x = 1;\\n\")\n")
+        @test isempty(c_offenders(p))
+        write(p, "const S = raw\"\"\"\nextern \"C\" __global__ void k() {}\n\"\"\"\n")
+        @test length(c_offenders(p)) == 1
+        write(p, "h(T) = \"\"\"\n  a = 1;\n  b = 2;\n  if (a) {\n    c = \$T(3);\n  }\n  d = 4;\n\"\"\"\n")
+        @test length(c_offenders(p)) == 1
+    end
+end
+
+## the splice
+
+@testset "cuda_source" begin
+    cuhs = sort(filter(f -> endswith(f, ".cuh"), readdir(CUDA_DIR)))
+    @test "common.cuh" in cuhs
+    common = read(joinpath(CUDA_DIR, "common.cuh"), String)
+    for f in cuhs
+        s = CuMem.cuda_source(f)
+        @test !occursin(r"(?m)^\s*#\s*include\s+\"", s)
+        if occursin("#include \"common.cuh\"", read(joinpath(CUDA_DIR, f), String))
+            @test count("#ifndef CUMEM_COMMON_CUH", s) == 1       # spliced once
+            @test occursin(common, s)
+        end
+    end
+    @test_throws ArgumentError CuMem.cuda_source("no-such-file.cuh")
+    # the package's sources are these files' text
+    @test occursin(CuMem.cuda_source("linalg.cuh"), CuMem.LINALG_KERNELS_SOURCE)
+    @test occursin(CuMem.cuda_source("strided.cuh"), CuMem.STRIDED_COPY_SOURCE)
+    @test CuMem.SEARCH_SOURCE == CuMem.cuda_source("search.cuh")
+    @test CuMem.C_PRELUDE_V2 == CuMem.cuda_source("prelude.cuh")
+    # constants the .cuh files repeat from Julia
+    @test occursin("#define MAX_RANK $(CuMem.MAX_RANK)\n", read(joinpath(CUDA_DIR, "strided.cuh"), String))
+    @test occursin("__launch_bounds__($(CuMem.FULL_THREADS), 4)", read(joinpath(CUDA_DIR, "reduce_all.cuh"), String))
+end
+
+## NVRTC
+
+const ELTYPES = (CuMem.KERNEL_ELTYPES..., ComplexF32, ComplexF64)
+
+ptx_ok(src) = (p = CuMem.compile_ptx(src); occursin(".version", p))
+
+if !CuMem.nvrtc_available()
+    @info "NVRTC not found (set CUMEM_NVRTC_LIBRARY): the .cuh files are not compiled to PTX"
+else
+    # Families whose text needs a generated prefix (typedefs of the instantiation) and whose
+    # instantiations the sort/scan tests compile.
+    NEEDS_PREFIX = ("sort.cuh", "scan.cuh")
+    @testset "every .cuh compiles with NVRTC $(CuMem.nvrtc_version())" begin
+        for f in sort(filter(f -> endswith(f, ".cuh"), readdir(CUDA_DIR)))
+            f in NEEDS_PREFIX && (@info "$f: compiled instantiated by its family's tests"; continue)
+            @test ptx_ok(CuMem.cuda_source(f))                       # on its own
+            @test ptx_ok(CuMem.C_PRELUDE_V2 * CuMem.cuda_source(f))  # after the prelude
+        end
+        # common.cuh's helpers instantiated
+        @test ptx_ok(CuMem.C_PRELUDE_V2 * """
+            struct pair_t { double a; float b; };
+            CUMEM_KERNEL void t(pair_t* p, long long* q) {
+              const int i = cumem_thread_index<int>();
+              p[i] = cumem_shfl_down(p[i], 1);
+              q[i] = cumem_shfl_down(q[i], cumem_grid_threads<int>() % 32);
+            }
+            """)
+    end
+    @testset "families instantiated for the package's element types" begin
+        # linear algebra, strided copies, searching: one source each, all kernels
+        @test ptx_ok(CuMem.LINALG_KERNELS_SOURCE)
+        @test ptx_ok(CuMem.STRIDED_COPY_SOURCE)
+        @test ptx_ok(CuMem.SEARCH_SOURCE)
+        # random numbers: every element type, uniform and normal
+        for T in CuMem.KERNEL_ELTYPES
+            @test ptx_ok(CuMem.random_source(T, false))
+        end
+        for T in (Float16, Float32, Float64)
+            @test ptx_ok(CuMem.random_source(T, true))
+        end
+        # reductions over dimensions and findmax/findmin: kept/reduced dimension counts,
+        # contiguous or not, 32/64-bit indices, partial or final
+        for T in ELTYPES
+            fdf = CuMem.element_function(identity, T)
+            odf = CuMem.element_function(T === Bool ? (|) : (+), T, T)
+            for (nk, nr, linear) in ((0, 1, true), (1, 1, true), (2, 2, false)), idx64 in (false, true)
+                @test ptx_ok(CuMem.reduce_source(fdf, odf, nothing, T, T, T, nk, nr, linear, true, idx64))
+            end
+            T <: Complex && continue
+            for ismax in (true, false), (nk, nr, linear) in ((0, 1, true), (2, 1, false)), idx64 in (false, true)
+                bdf = CuMem.element_function(CuMem.FindBetter{ismax}(), T, T)
+                @test ptx_ok(CuMem.findext_source(bdf, T, nk, nr, linear, idx64))
+            end
+        end
+        # whole-array reductions: one and two sources, 16-byte loads or not
+        for (Ts, W) in (((Float32,), 4), ((Float64,), 2), ((Int8,), 0), ((Float32, Float32), 4), ((Float16, Int64), 0))
+            K = length(Ts)
+            f = K == 1 ? abs : (*)
+            fdf = CuMem.element_function(f, Ts...)
+            A = fdf.rettype
+            odf = CuMem.element_function(+, A, A)
+            xs = join(["x$q" for q in 1:K], ", ")
+            header = "#define CUMEM_F($xs) " * CuMem.fn_call(fdf, "f", ["x$q" for q in 1:K]...) * "\n" *
+                     "#define CUMEM_OP(a, b) " * CuMem.fn_call(odf, "op", "a", "b") * "\n"
+            AC = CuMem.c_type(A)
+            for idx64 in (false, true)
+                body = CuMem.full_reduce_source(header, String[CuMem.c_type(T) for T in Ts], AC, W, "neut";
+                                                params = ", $AC neut", unpack = CuMem.fn_local(fdf, "f") * CuMem.fn_local(odf, "op"),
+                                                idx64 = idx64)
+                @test ptx_ok(CuMem.kernel_source(CuMem.unique_fns((fdf, odf))...; body = body))
+            end
+        end
+    end
+end
