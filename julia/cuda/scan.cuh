@@ -2,14 +2,20 @@
  * Garland, "Single-pass Parallel Prefix Scan with Decoupled Look-back", 2016; CUB's
  * DeviceScan), and one thread per line for many short lines.
  *
- * Fixed text after C_PRELUDE_V2. julia/compute/algorithms/accumulate.jl writes the kernels
- * (extern "C") that call these templates with lambdas made from the compiled Julia functions:
+ * After the compiler's output (prelude, types, jl_ctx_t, the compiled element functions).
+ * julia/compute/algorithms/accumulate.jl (scan_kernels_source) defines, before this text,
+ *   CUMEM_SCAN_OP(a, b)  the operator on two accumulators (a compiled call through ctx and op)
+ *   CUMEM_SCAN_LD(x)     an input element x as an accumulator (through ld)
+ *   CUMEM_SCAN_ST(a)     an output element from an accumulator (through st)
+ * and after it two kernels (cumem_scan_lines, cumem_scan_onepass) whose bodies are
+ * CUMEM_SCAN_LAMBDAS and a call of cumem_scan_serial / cumem_scan_onepass. The templates take
  *   op(a, b) -> Acc           the operator
  *   line(j, &ib, &ob)         the offsets (elements) of line j's first input and output element
  *   ld(ib, k) -> Acc          element k of the line starting at ib, converted to Acc
  *   st(ob, k, Acc)            stores element k of the line starting at ob
  * `init` (HAS_INIT) is applied once, before the line's first element. The operator's
  * applications are regrouped (associativity assumed, as CUB, CuPy and CUDA.jl do). */
+#include "prelude.cuh"   /* already in the kernel source: skipped there (its guard) */
 
 #define CUMEM_SCAN_THREADS 256
 #define CUMEM_SCAN_PAD(i) ((i) + ((i) >> 5))     /* one pad word per 32: no bank conflicts */
@@ -35,6 +41,23 @@ template <typename A> static __device__ __forceinline__ void cumem_scan_vstore(A
     for (int i = 0; i < (int)sizeof(A); i++) d[i] = s[i];
   }
 }
+
+/* The first input and output offsets of line j: the NK kept dimensions (sizes ks, input
+   strides kst, output strides okst; j's index in them in column-major order). */
+template <int NK> static __device__ __forceinline__ void cumem_scan_line_base(int64_t j, const int64_t* ks, const int64_t* kst,
+                                                                             const int64_t* okst, int64_t* ib, int64_t* ob) {
+  int64_t a = 0, b = 0, r = j;
+  for (int d = 0; d < NK; d++) { const int64_t q = r % ks[d]; a += q * kst[d]; b += q * okst[d]; r /= ks[d]; }
+  *ib = a; *ob = b;
+}
+
+/* The lambdas of a kernel over `src`/`dst` (strides ist/ost) with NK kept dimensions in the
+   arrays ks, kst, okst, from the CUMEM_SCAN_* macros. */
+#define CUMEM_SCAN_LAMBDAS(AC, NK) \
+  auto s_op = [&](const AC a, const AC b) -> AC { AC r; r = CUMEM_SCAN_OP(a, b); return r; }; \
+  auto s_line = [&](int64_t j, int64_t* ibp, int64_t* obp) { cumem_scan_line_base<NK>(j, ks, kst, okst, ibp, obp); }; \
+  auto s_ld = [&](int64_t ib, int64_t k) -> AC { AC r; r = CUMEM_SCAN_LD(src[ib + k * ist]); return r; }; \
+  auto s_st = [&](int64_t ob, int64_t k, const AC a) { dst[ob + k * ost] = CUMEM_SCAN_ST(a); };
 
 /* One line per thread (grid-stride over the nlines lines of n elements; strides ist/ost). */
 template <typename Acc, bool HAS_INIT, typename Op, typename Line, typename Ld, typename St>

@@ -25,6 +25,7 @@
  * -0.0 before 0.0), complemented when `flip` (rev), on the first active pass's load and back
  * on the last one's store. Stable: equal keys keep their order (ranks follow tile order,
  * tiles follow input order). Scratch (hist/info/counters and status) must be zero before 1. */
+#include "prelude.cuh"   /* already in the kernel source: skipped there (its guard) */
 
 #define CUMEM_SORT_THREADS 256
 #ifndef CUMEM_SORT_ITEMS
@@ -68,7 +69,7 @@ static __device__ __forceinline__ unsigned cumem_digit(cumem_key_t k, int pass) 
 
 /* hist[p * 256 + d] += the number of keys whose digit p is d (keys read from src, ordered and
  * complemented by flip as the first pass will; grid-stride) */
-extern "C" __global__ void cumem_sort_hist(const cumem_key_t* src, uint32_t* hist, int64_t n, cumem_key_t flip)
+CUMEM_KERNEL void cumem_sort_hist(const cumem_key_t* src, uint32_t* hist, int64_t n, cumem_key_t flip)
 {
   __shared__ uint32_t h[CUMEM_NPASS * 256];
   const int t = threadIdx.x;
@@ -86,7 +87,7 @@ extern "C" __global__ void cumem_sort_hist(const cumem_key_t* src, uint32_t* his
 /* One block of 256 threads. hist[p * 256 + d] becomes the exclusive prefix over digits < d;
  * info[p] = active | parity << 1 | first << 2 | last << 3 (parity: the number of active passes
  * before p, mod 2: 0 reads the A buffers); info[NPASS] = the number of active passes. */
-extern "C" __global__ void cumem_sort_offsets(uint32_t* hist, uint32_t* info, int64_t n)
+CUMEM_KERNEL void cumem_sort_offsets(uint32_t* hist, uint32_t* info, int64_t n)
 {
   __shared__ uint32_t s[256];
   __shared__ uint32_t constant[8];
@@ -145,7 +146,7 @@ static __device__ __forceinline__ void cumem_sort_warp_rank(const cumem_key_t* k
 /* One pass: keys from (first active pass) src, else the A (parity 0) or B buffers, to the
  * other buffers. status: this pass's ntiles * 256 zeroed look-back words; counter: this pass's
  * zeroed tile counter. iota: the payload is the input position (made on the first pass). */
-extern "C" __global__ void cumem_sort_onesweep(const cumem_key_t* src, cumem_key_t* kA, cumem_key_t* kB,
+CUMEM_KERNEL void cumem_sort_onesweep(const cumem_key_t* src, cumem_key_t* kA, cumem_key_t* kB,
                                                cumem_val_t* vA, cumem_val_t* vB, const uint32_t* offs,
                                                const uint32_t* info, cumem_status_t* status, uint32_t* counter,
                                                int64_t n, int pass, cumem_key_t flip, int hasv, int iota)
@@ -250,7 +251,7 @@ extern "C" __global__ void cumem_sort_onesweep(const cumem_key_t* src, cumem_key
 
 /* After the passes: an odd number of them left the result in the B buffers (copied to A); none
  * (every key equal) leaves the keys as they were and, with iota, the payload 0, 1, 2, ... */
-extern "C" __global__ void cumem_sort_finish(cumem_key_t* kA, const cumem_key_t* kB, cumem_val_t* vA, const cumem_val_t* vB,
+CUMEM_KERNEL void cumem_sort_finish(cumem_key_t* kA, const cumem_key_t* kB, cumem_val_t* vA, const cumem_val_t* vB,
                                              const uint32_t* info, int64_t n, int hasv, int iota)
 {
   const uint32_t na = info[CUMEM_NPASS];
@@ -264,7 +265,7 @@ extern "C" __global__ void cumem_sort_finish(cumem_key_t* kA, const cumem_key_t*
 /* n <= CUMEM_SORT_TILE keys sorted by one block of 256 threads, every pass in shared memory
  * (no histogram kernel, no look-back): keys from src (ordered on load) to keys, payload in
  * vals (iota: made). A digit equal over all keys is skipped. */
-extern "C" __global__ void cumem_sort_small(const cumem_key_t* src, cumem_key_t* keys, cumem_val_t* vals, int64_t n,
+CUMEM_KERNEL void cumem_sort_small(const cumem_key_t* src, cumem_key_t* keys, cumem_val_t* vals, int64_t n,
                                             cumem_key_t flip, int hasv, int iota)
 {
   __shared__ uint32_t s_whist[CUMEM_SORT_WARPS][256];

@@ -11,9 +11,7 @@
 
 ## the kernels (julia/cuda/scan.cuh)
 
-const SCAN_CUH_PATH = joinpath(@__DIR__, "..", "..", "cuda", "scan.cuh")
-include_dependency(SCAN_CUH_PATH)
-const SCAN_CUH = read(SCAN_CUH_PATH, String)
+const SCAN_CUH = cuda_source("scan.cuh")
 
 const SCAN_THREADS = 256              # CUMEM_SCAN_THREADS
 # Elements per thread of the one-pass scan: tiles of 16 KiB of accumulators (4096 Float32s).
@@ -30,30 +28,28 @@ function scan_kernels_source(fns, T::Type, Acc::Type, Out::Type, nk::Int, has_in
     odf, ldf, sdf = fns
     AC, TC, OC = c_type(Acc), c_type(T), c_type(Out)
     io = IOBuffer()
+    print(io, "#define CUMEM_SCAN_OP(a, b) ", fn_call(odf, "op", "a", "b"), "\n")
+    print(io, "#define CUMEM_SCAN_LD(x) ", fn_call(ldf, "ld", "x"), "\n")
+    print(io, "#define CUMEM_SCAN_ST(a) ", fn_call(sdf, "st", "a"), "\n")
+    print(io, SCAN_CUH)
     # line j's first element: kept dims ks (sizes), kst (input strides), okst (output strides)
-    sig_dims = join([", int64_t ks$d, int64_t kst$d, int64_t okst$d" for d in 1:nk])
-    bases = "int64_t ib = 0, ob = 0; " * (nk == 0 ? "" :
-            "{ int64_t r = j; " * join(["ib += (r % ks$d) * kst$d; ob += (r % ks$d) * okst$d; r /= ks$d; " for d in 1:nk]) * "} ")
-    extra = fn_param(odf, "op") * fn_param(ldf, "ld") * fn_param(sdf, "st")
+    dims = join([", int64_t ks$d, int64_t kst$d, int64_t okst$d" for d in 1:nk])
+    tail = (has_init ? ", $AC p0" : "") * fn_param(odf, "op") * fn_param(ldf, "ld") * fn_param(sdf, "st") * ") {\n"
     p0 = has_init ? "p0" : "$AC{}"
-    lambdas = fn_local(odf, "op") * fn_local(ldf, "ld") * fn_local(sdf, "st") * """
-      auto s_op = [&](const $AC a, const $AC b) -> $AC { $AC r; r = $(fn_call(odf, "op", "a", "b")); return r; };
-      auto s_line = [&](int64_t j, int64_t* ibp, int64_t* obp) { $(bases)*ibp = ib; *obp = ob; };
-      auto s_ld = [&](int64_t ib, int64_t k) -> $AC { $AC r; r = $(fn_call(ldf, "ld", "src[ib + k * ist]")); return r; };
-      auto s_st = [&](int64_t ob, int64_t k, const $AC a) { dst[ob + k * ost] = $(fn_call(sdf, "st", "a")); };
-    """
-    print(io, SCAN_CUH, """
-    extern "C" __global__ void cumem_scan_lines(jl_ctx_t ctx, const $TC* src, $OC* dst, int64_t nlines, int64_t n, int64_t ist, int64_t ost$sig_dims$(has_init ? ", $AC p0" : "")$extra)
-    {
-    $lambdas  cumem_scan_serial<$AC, $has_init>(nlines, n, $p0, s_op, s_line, s_ld, s_st);
-    }
-    """)
-    scan_onepass_ok(Acc) && print(io, """
-    extern "C" __global__ void cumem_scan_onepass(jl_ctx_t ctx, const $TC* src, $OC* dst, int64_t n, int64_t ntiles, int64_t ist, int64_t ost$sig_dims, uint32_t* flags, $AC* aggs, $AC* incs, uint32_t* counter$(has_init ? ", $AC p0" : "")$extra)
-    {
-    $lambdas  cumem_scan_onepass<$AC, $(scan_items(Acc)), $has_init>(n, ntiles, $p0, s_op, s_line, s_ld, s_st, flags, aggs, incs, counter);
-    }
-    """)
+    function body(call)
+        print(io, fn_local(odf, "op"), fn_local(ldf, "ld"), fn_local(sdf, "st"))
+        for a in ("ks", "kst", "okst")
+            print(io, "  const int64_t ", nk == 0 ? "* $a = 0" : "$a[] = {" * join(["$a$d" for d in 1:nk], ", ") * "}", ";\n")
+        end
+        print(io, "  CUMEM_SCAN_LAMBDAS($AC, $nk)\n  ", call, "\n}\n")
+    end
+    print(io, "CUMEM_KERNEL void cumem_scan_lines(jl_ctx_t ctx, const $TC* src, $OC* dst, int64_t nlines, int64_t n, int64_t ist, int64_t ost", dims, tail)
+    body("cumem_scan_serial<$AC, $has_init>(nlines, n, $p0, s_op, s_line, s_ld, s_st);")
+    if scan_onepass_ok(Acc)
+        print(io, "CUMEM_KERNEL void cumem_scan_onepass(jl_ctx_t ctx, const $TC* src, $OC* dst, int64_t n, int64_t ntiles, int64_t ist, int64_t ost",
+              dims, ", uint32_t* flags, $AC* aggs, $AC* incs, uint32_t* counter", tail)
+        body("cumem_scan_onepass<$AC, $(scan_items(Acc)), $has_init>(n, ntiles, $p0, s_op, s_line, s_ld, s_st, flags, aggs, incs, counter);")
+    end
     return kernel_source(unique_fns(fns)...; body = String(take!(io)))
 end
 

@@ -33,9 +33,7 @@ key_uint(::Type{T}) where {T} = sizeof(T) == 1 ? UInt8 : sizeof(T) == 2 ? UInt16
 const RADIX_TYPES = (Bool, Int8, Int16, Int32, Int64, UInt8, UInt16, UInt32, UInt64, Float16, Float32, Float64, Char)
 radix_sortable(@nospecialize(T)) = any(S -> S === T, RADIX_TYPES)
 
-const SORT_CUH_PATH = joinpath(@__DIR__, "..", "..", "cuda", "sort.cuh")
-include_dependency(SORT_CUH_PATH)
-const SORT_CUH = read(SORT_CUH_PATH, String)
+const SORT_CUH = cuda_source("sort.cuh")
 
 const RADIX_THREADS = 256
 const RADIX_TILE = RADIX_THREADS * 16       # CUMEM_SORT_TILE

@@ -6,6 +6,8 @@
  * with g++ and the emulated CUDA built-ins of test/compute/emulation_threads.jl (emu_hdr.h);
  * prints the number of wrong elements of each case. */
 #include "emu_hdr.h"
+#define CUMEM_PRELUDE_CUH      /* the system's integer types, not the prelude's typedefs */
+#include "common.cuh"
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
