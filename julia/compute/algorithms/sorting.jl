@@ -128,30 +128,17 @@ reinterpret_same(::Type{U}, v::CuArray) where {U} = unsafe_wrap(CuArray, CuPtr{U
 
 ## bitonic sort of a permutation (general lt/by)
 
+const BITONIC_CUH = cuda_source("bitonic.cuh")
+
+# The bitonic step kernel (bitonic.cuh) with the compiled comparison cdf on two T's.
 function bitonic_source(cdf, T::Type)
     TC = c_type(T)
     io = IOBuffer()
-    print(io, """
-    /* one merge step (k, j) of Batcher's bitonic network over m = 2^p slots of the permutation
-       idx (0-based; slots >= n hold indices >= n, which order after every element); cmp is
-       the compiled lt(by(a), by(b)) */
-    extern "C" __global__ void cumem_bitonic(jl_ctx_t ctx, const $TC* v, int64_t* idx, int64_t n, int64_t m, int64_t k, int64_t j$(fn_param(cdf, "cmp")))
-    {
-    $(fn_local(cdf, "cmp"))  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < m; i += (int64_t)blockDim.x * gridDim.x) {
-        const int64_t l = i ^ j;
-        if (l <= i) continue;
-        const int64_t p = idx[i], q = idx[l];
-        bool after;    /* whether element p belongs after element q */
-        if (p >= n || q >= n) after = p > q;
-        else {
-          const bool qp = $(fn_call(cdf, "cmp", "v[q]", "v[p]"));
-          const bool pq = $(fn_call(cdf, "cmp", "v[p]", "v[q]"));
-          after = qp || (!pq && p > q);
-        }
-        if (((i & k) == 0) == after) { idx[i] = q; idx[l] = p; }
-      }
-    }
-    """)
+    print(io, BITONIC_CUH)
+    print(io, "CUMEM_KERNEL void cumem_bitonic(jl_ctx_t ctx, const $TC* v, int64_t* idx, int64_t n, int64_t m, int64_t k, int64_t j",
+          fn_param(cdf, "cmp"), ") {\n", fn_local(cdf, "cmp"))
+    print(io, "  auto c = [&](const $TC a, const $TC b) -> bool { return ", fn_call(cdf, "cmp", "a", "b"), "; };\n")
+    print(io, "  cumem_bitonic_step(v, idx, n, m, k, j, c);\n}\n")
     return kernel_source(cdf; body = String(take!(io)))
 end
 
