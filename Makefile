@@ -59,7 +59,7 @@ bench: julia build
 	$(JULIA) --project=$(CURDIR) bench/julia/replay_demo.jl
 
 # The compute benchmarks (broadcast, copy, sum, matmul, launch latency, MLP step) on this
-# machine's device; on a GPU, bench/gpu/compute_run_gpu.sh runs them beside PyTorch.
+# machine's device; on a GPU, `bench/gpu/run.sh compute-bench` runs them beside PyTorch.
 bench-compute: julia build
 	$(JULIA) --project=$(CURDIR) bench/julia/compute_bench.jl
 
@@ -69,7 +69,8 @@ bench-julia: julia build
 
 # The memory timelines of docs/julia.md, at a size that belongs in the repository (200
 # bands for GPT-2, 2 epochs of the demo; the demo's HTML page is written but not kept).
-# docs/perf.svg is bench/gpu/run_gpu.sh's chart of the GPU run docs/performance.md cites.
+# docs/perf.svg is the chart of an H100 replay run (bench/results/h100-2026-11-21-allocators;
+# `bench/gpu/run.sh replay` draws it as replay/perf.svg).
 docs-img: julia build
 	target/release/cumem-bench replay data/gpt2_train.trace --pool binned,split --passes 2 \
 		--timeline-bands 200 --timeline 'docs/img/gpt2_{pool}.svg'

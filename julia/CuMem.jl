@@ -26,7 +26,16 @@ export CuArray, CuVector, CuMatrix, CuVecOrMat, CuPtr, cu, unsafe_free!,
        CuIterator, OutOfGPUMemoryError, CuMemError,
        synchronize, CuStream, CuEvent, stream, stream!, record, elapsed, record_stream,
        CuDevice, devices, ndevices, device, device!,
-       has_cuda, has_cuda_gpu, capability
+       has_cuda, has_cuda_gpu, capability,
+       # the kernel language (compute/device/)
+       @cuda, cufunction, cudaconvert, launch_configuration, CuFunction, HostKernel, CuDeviceArray,
+       threadIdx, blockIdx, blockDim, gridDim, warpsize, laneid,
+       sync_threads, sync_threads_count, sync_threads_and, sync_threads_or, sync_warp,
+       threadfence, threadfence_block, threadfence_system,
+       CuStaticSharedArray, CuDynamicSharedArray, @cuStaticSharedMem, @cuDynamicSharedMem,
+       shfl_sync, shfl_up_sync, shfl_down_sync, shfl_xor_sync, FULL_MASK,
+       vote_all_sync, vote_any_sync, vote_ballot_sync, vote_all, vote_any, vote_ballot,
+       @cuprintf, @cuprint, @cuprintln, @cushow, @cuassert
 
 # In dependency order: each file uses only what the files above it define
 # (test/layers_tests.jl checks it), so the list reads bottom up.
@@ -55,6 +64,7 @@ include("compute/compiler/cuda_sources.jl") # cuda_source: the fixed CUDA C of j
 include("compute/compiler/prelude.jl")    # C_PRELUDE_V2: the fixed C of compiled kernels
 include("compute/compiler/values.jl")     # compile state; IR values, globals and conversions as C
 include("compute/compiler/throwsites.jl") # throw sites: the error record's site and values
+include("compute/compiler/kernelcalls.jl") # the kernel language's intrinsics as C (a table the device room fills); pointers
 include("compute/compiler/intrinsics.jl") # Core.Intrinsics as C
 include("compute/compiler/builtins.jl")   # getfield, ===, ifelse, isa, tuple, ... as C
 include("compute/compiler/devmem.jl")     # CuDeviceArray's loads and stores as C pointer accesses
@@ -68,6 +78,17 @@ include("compute/runtime/kernel_index.jl") # the fast paths' kernels on disk by 
 include("compute/runtime/eltypes.jl")      # the primitive element types of the fixed kernels
 include("compute/runtime/readback.jl")     # scalar results through a pinned buffer
 include("compute/runtime/devarray.jl")     # CuDeviceArray: CuArrays indexed inside element functions (Ref(A), tuples)
+# compute/device/: the kernel language (CUDA.jl's kernel programming model): intrinsics, @cuda
+include("compute/device/state.jl")                    # the host device's thread/block state; C translations
+include("compute/device/arrays.jl")                   # cudaconvert; pointer/reshape of CuDeviceArray
+include("compute/device/host.jl")                     # the host device's runner: threads as tasks
+include("compute/device/execution.jl")                # cufunction, @cuda, HostKernel, launch_configuration
+include("compute/device/intrinsics/indexing.jl")      # threadIdx, blockIdx, blockDim, gridDim, warpsize, laneid
+include("compute/device/intrinsics/synchronization.jl") # sync_threads (count/and/or), threadfences
+include("compute/device/intrinsics/memory_shared.jl") # CuStaticSharedArray, CuDynamicSharedArray
+include("compute/device/intrinsics/atomics.jl")       # atomic_add! ... atomic_cas!, @atomic
+include("compute/device/intrinsics/warp.jl")          # shfl_*sync, vote_*, sync_warp
+include("compute/device/intrinsics/output.jl")        # @cuprintf, @cuprint(ln), @cushow, @cuassert
 # compute/broadcast/: the broadcast path, its fast path, layouts and strided copies
 include("compute/broadcast/bcfunction.jl") # a broadcast expression as one isbits callable of its elements
 include("compute/broadcast/layout.jl")     # strided_operand, layout: the strided description of CuArrays and wrappers

@@ -21,7 +21,10 @@ const INTERNAL = Set{Symbol}([:STRIDED_COPY_SOURCE,
                               :last_error, :sleep_on,
                               # the reduction-like families' plumbing (compute/reduce/element_fns.jl, kernel_cache.jl)
                               :Converted, :WithInit, :FindBetter, :SortLess, :element_function,
-                              :converted_function, :result_type, :KernelEntry, :kernel_entry])
+                              :converted_function, :result_type, :KernelEntry, :kernel_entry,
+                              # the kernel language's plumbing (compute/device/, compiler/kernelcalls.jl)
+                              :DC_DEVICE_CALLS, :DV_DEVICE_CUH, :KernelAdaptor, :host_launch, :shfl_prim,
+                              :vote_prim, :cuprintf, :shmem_static, :shmem_dynamic, :throw_cuassert])
 
 function docstrings(binding)
     md = Base.Docs.meta(CuMem)[binding]

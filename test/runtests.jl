@@ -12,6 +12,7 @@
 #   installing by name, path and dev               test/registrytests.jl
 #   compute: NVRTC, kernels, gemm!                 test/compute/runtime/compute_tests.jl
 #   the fixed CUDA C (julia/cuda/*.cuh) to PTX      test/compute/runtime/cuh_tests.jl
+#   the kernel language (@cuda, intrinsics)        test/compute/device/kernel_tests.jl
 #   indexing, linear algebra, show                  test/compute/{algorithms/indexing,linalg/linalg,show}_tests.jl
 #   factorizations, triangular/symmetric, generic   test/compute/linalg/linalg_factor_tests.jl
 #   linear-algebra kernels emulated with g++        test/compute/linalg/linalg_kernel_tests.jl
@@ -94,6 +95,9 @@ push!(jobs, Job("compute (NVRTC, kernels, gemm!)", interpreted(testfile(joinpath
 # julia/cuda/*.cuh compiled to PTX by NVRTC for the element types the package uses (a
 # message, no compile, without NVRTC), and no CUDA C left in Julia strings
 push!(jobs, Job("fixed CUDA C (julia/cuda/*.cuh)", julia(testfile(joinpath("compute", "runtime", "cuh_tests.jl"))), passed; cost = 60))
+# the kernel language: @cuda, intrinsics, shared memory, atomics, shuffles (host device: the
+# threads as tasks; every kernel's C compiled to PTX when libnvrtc is there)
+push!(jobs, Job("kernel language (@cuda, intrinsics)", julia(testfile(joinpath("compute", "device", "kernel_tests.jl"))), passed; cost = 120))
 # broadcasting, reductions and random numbers against Base, under one pool: what they
 # test does not depend on the pool (their arrays' memory is the pool tests' subject, under
 # every pool), and a second run was 160 s of CI

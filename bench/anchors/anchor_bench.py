@@ -32,7 +32,7 @@ because PyTorch reads `PYTORCH_CUDA_ALLOC_CONF` once, when CUDA initialises:
 The stream-ordered pool and cudaMalloc are measured in the default process only.
 Output: one JSON object per line on stdout (the expandable figures merged into the
 default rows), which `bench/anchors/tables.py` turns into the tables of docs/performance.md and
-`cumem-bench chart --anchor` draws beside CuMem's results. `bench/gpu/run_gpu.sh` runs it
+`cumem-bench chart --anchor` draws beside CuMem's results. `bench/gpu/run.sh replay` runs it
 and cumem-bench in one go. Trace format: data/README.md.
 """
 import argparse

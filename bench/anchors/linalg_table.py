@@ -1,4 +1,4 @@
-"""The table of bench/gpu/linalg_run_gpu.sh: CuMem beside PyTorch per operation and size.
+"""The table of the linalg suite of bench/gpu/run.sh: CuMem beside PyTorch per operation and size.
 
     python3 bench/anchors/linalg_table.py cumem.jsonl torch.jsonl > table.md
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Tables of bench/gpu/smallops_run_gpu.sh's JSON lines (issue 26), as Markdown for
-docs/performance.md.
+"""Tables of the smallops suite's JSON lines (`bench/gpu/run.sh smallops`, issue 26), as Markdown
+for docs/performance.md.
 
     python3 bench/anchors/smallops_table.py DIR      # reads DIR/{launch,cumem,anchor,first,host}.jsonl
 """

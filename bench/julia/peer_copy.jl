@@ -2,8 +2,10 @@
 # device 0 into one on device 1 (a peer copy where the GPUs allow it: cuMemcpyPeer after
 # cuCtxEnablePeerAccess), the same copy staged through host memory
 # (`CuMem.copy_peer!(...; staged = true)`), and a copy within device 0 for reference.
-# Every copy is synchronous (both devices synchronised), timed with time_ns; medians of
-# REPS after a warm-up. One JSON line per measurement on stdout.
+# Device-to-device `copyto!` is asynchronous (it returns once the copy is queued), so every
+# sample waits for both devices (`synchronize()` on device 0 and on device 1) before the clock
+# stops, timed with time_ns; medians of REPS after a warm-up. One JSON line per measurement
+# on stdout.
 #
 #   CUMEM_DEVICE=cuda julia --project bench/julia/peer_copy.jl [MiB] [reps]
 
@@ -20,11 +22,14 @@ x = CuArray{UInt8}(undef, n); fill!(x, 0x5a)
 y = device!(() -> CuArray{UInt8}(undef, n), 1)
 z = CuArray{UInt8}(undef, n)
 
+# Waits until every copy queued on either device is done.
+sync_both() = (synchronize(); device!(synchronize, 1); nothing)
+
 function timed(f)
-    f(); f()                                   # warm-up (peer access enabled on the first)
+    f(); f(); sync_both()                      # warm-up (peer access enabled on the first)
     ts = Float64[]
     for _ in 1:REPS
-        t0 = time_ns(); f(); push!(ts, (time_ns() - t0) / 1e9)
+        t0 = time_ns(); f(); sync_both(); push!(ts, (time_ns() - t0) / 1e9)
     end
     return median(ts)
 end

@@ -2,7 +2,7 @@
 # 256 MiB Float32 array from pinned (`CuMem.pinned`), registered (`CuMem.pin`) and
 # pageable (`Array`) host memory, and the cache-hit alloc+free pair of the pinned host
 # pool beside the device pool's. bench/anchors/pinned_anchor.py measures PyTorch's
-# pin_memory() + .cuda(non_blocking=True) the same way; bench/gpu/pinned_run_gpu.sh runs both.
+# pin_memory() + .cuda(non_blocking=True) the same way; `bench/gpu/run.sh bandwidth` runs both.
 #
 #   CUMEM_DEVICE=cuda julia --project=. bench/julia/pinned_bench.jl [--quick]
 #

@@ -15,7 +15,7 @@
 # It uses only the API that main had before issue 26, so the same file measures both
 # builds (BUILD names the build in every line; --project picks the package tree and
 # CUMEM_LIBRARY its engine). bench/anchors/smallops_anchor.py measures PyTorch and CuPy the same
-# way; bench/gpu/smallops_run_gpu.sh runs all of it in one call.
+# way; `bench/gpu/run.sh smallops` runs all of it in one call.
 
 using CuMem, LinearAlgebra, Printf, Random
 

@@ -1,7 +1,7 @@
 # A fresh process's first broadcast and first sum (issue 26): seconds from `using CuMem`
 # to each result, one JSON line. With the kernel cache on disk warm (an earlier process
-# compiled the same kernels) NVRTC does not run; bench/gpu/smallops_run_gpu.sh runs this cold and
-# warm for each build.
+# compiled the same kernels) NVRTC does not run; `bench/gpu/run.sh smallops` runs this cold and
+# warm.
 #
 #   CACHE=cold|warm BUILD=after julia --project=. bench/julia/smallops_first.jl
 t0 = time_ns()

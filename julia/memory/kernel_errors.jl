@@ -77,6 +77,10 @@ each launch in the context, see [`launch_context`](@ref)).
 """
 kernel_error_address() = UInt64(UInt(pointer(dc_err_record())))
 
+# The first exception a kernel threw on the host device (compute/device/host.jl), thrown
+# at the next check as a GPU kernel's.
+const DC_HOST_ERROR = Ref{Any}(nothing)
+
 """
     CuMem.check_kernel_errors()
 
@@ -90,11 +94,18 @@ exception therefore surfaces at the first such point after its launch, like CUDA
 trusted). Cheap when nothing threw: one load from host memory.
 """
 @inline function check_kernel_errors()
+    DC_HOST_ERROR[] === nothing || dc_raise_host()
     r = DC_ERR[]
     length(r) == DC_ERR_WORDS || return nothing
     flag = unsafe_load(Ptr{UInt32}(pointer(r)))
     flag == 0 && return nothing
     dc_raise(r)
+end
+
+@noinline function dc_raise_host()
+    e = DC_HOST_ERROR[]
+    DC_HOST_ERROR[] = nothing
+    throw(e)
 end
 
 @noinline function dc_raise(r::Vector{UInt64})

@@ -291,6 +291,30 @@ pub fn block_size(dev: &dyn Device, h: u64) -> Result<i32> {
     Ok(block)
 }
 
+/// The launch shape that maximises occupancy for kernel `h` with `shmem` bytes of dynamic
+/// shared memory per block and at most `max_threads` threads per block (0: no limit):
+/// `(blocks, threads)`, the smallest grid that fills the GPU at that block size
+/// (`cuOccupancyMaxPotentialBlockSize`, as CUDA.jl's `launch_configuration`). On the host
+/// device (no kernels to size): `(1, max_threads)`, or `(1, 1024)` without a limit.
+/// Errors: [`Error::InvalidValue`] for an unknown handle or a negative limit,
+/// [`Error::Device`].
+pub fn occupancy(dev: &dyn Device, h: u64, shmem: usize, max_threads: i32) -> Result<(i32, i32)> {
+    if max_threads < 0 {
+        return Err(Error::InvalidValue(format!("max_threads must be 0 or more, got {max_threads}")));
+    }
+    if dev.is_host() {
+        return Ok((1, if max_threads == 0 { 1024 } else { max_threads }));
+    }
+    let func = function(h, dev.ordinal())?;
+    gpu::bind(dev, "sizing a kernel")?;
+    let (mut grid, mut block) = (0, 0);
+    // SAFETY: `func` is a loaded function; valid out-pointers; no smem callback.
+    unsafe { sys::cuOccupancyMaxPotentialBlockSize(&mut grid, &mut block, func, None, shmem, max_threads) }
+        .result()
+        .map_err(|e| device_err("cuOccupancyMaxPotentialBlockSize", e))?;
+    Ok((grid, block))
+}
+
 /// The number of distinct kernels loaded so far (handles handed out).
 pub fn loaded_kernels() -> usize {
     REGISTRY.read().as_ref().map_or(0, |r| r.kernels.len())

@@ -237,6 +237,41 @@ pub unsafe extern "C" fn cumem_kernel_block_size(kernel: u64, threads: *mut i32)
     })
 }
 
+/// Writes into `*blocks` and `*threads` the launch shape that maximises `kernel`'s
+/// occupancy with `shmem` bytes of dynamic shared memory per block and at most
+/// `max_threads` threads per block (0: no limit): the block size and the smallest grid
+/// that fills the GPU (`cuOccupancyMaxPotentialBlockSize`, as CUDA.jl's
+/// `launch_configuration`). On the host device: 1 block of `max_threads` (1024 without a
+/// limit) for any `kernel`. Returns `CUMEM_ERROR_INVALID_VALUE` for an unknown handle, a
+/// negative `max_threads` or a null pointer.
+///
+/// # Safety
+/// `blocks` and `threads` must be null or writable for one `int32_t` each.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cumem_kernel_occupancy(
+    kernel: u64,
+    shmem: u64,
+    max_threads: i32,
+    blocks: *mut i32,
+    threads: *mut i32,
+) -> i32 {
+    guard(|e| {
+        if blocks.is_null() {
+            return Err(null_err("blocks"));
+        }
+        if threads.is_null() {
+            return Err(null_err("threads"));
+        }
+        let (g, t) = module::occupancy(e.device(), kernel, shmem as usize, max_threads)?;
+        // SAFETY: checked non-null.
+        unsafe {
+            *blocks = g;
+            *threads = t;
+        }
+        Ok(())
+    })
+}
+
 /// The byte size of each of `kernel`'s parameters, so a caller can check its arguments
 /// before `cumem_kernel_launch` (which cannot: `kernelParams` carries no sizes). Writes
 /// the number of parameters into `*count` (-1 when the driver cannot tell: drivers older

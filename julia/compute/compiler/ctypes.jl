@@ -65,7 +65,7 @@ function dc_ctype!(tt::DCTypes, @nospecialize(T))
         return dc_union_def!(tt, T)
     end
     T isa DataType || dc_type_error(T, "it is not a concrete type (an abstract or Union type: the code is not type-stable)")
-    T <: Ptr && dc_type_error(T, "pointers cannot be used in kernels")
+    T <: Ptr && return "uint64_t"      # an address (kernels' `pointer(A)`; atomics)
     if isprimitivetype(T)
         sz = sizeof(T)
         haskey(DC_UNSIGNED, sz) || dc_type_error(T, "primitive types of $(8sz) bits are not supported")

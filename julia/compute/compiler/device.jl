@@ -245,13 +245,14 @@ dc_merged_globals(dfs) = sort!(unique(x -> x[1], reduce(vcat, [d.ctx.globals for
 
 The CUDA C of a kernel: [`C_PRELUDE_V2`](@ref), the type definitions of `dfs` (each
 once), the context type `jl_ctx_t` (the error record's address, a flag, the launch-time
-values of the constant bindings the functions read), every `__device__` function (each
+values of the constant bindings the functions read), `prelude` (helpers the functions call,
+e.g. the kernel language's device helpers), every `__device__` function (each
 once), then `body`: the kernel family's `extern "C" __global__` function, which takes
 `jl_ctx_t ctx` as its first parameter and calls each entry as `name(&ctx, f, a1, ...)`.
 After an entry call, `ctx.thrown != 0` means it threw (the error is recorded; its result
 is meaningless).
 """
-function kernel_source(dfs::DeviceFunction...; body::AbstractString)
+function kernel_source(dfs::DeviceFunction...; body::AbstractString, prelude::AbstractString = "")
     types = Pair{String,String}[]
     fns = Pair{String,String}[]
     seen = Set{String}()
@@ -273,6 +274,7 @@ function kernel_source(dfs::DeviceFunction...; body::AbstractString)
         print(io, " ", dc_ctype!(tt, T), " ", field, ";")
     end
     print(io, " };\n")
+    print(io, prelude)
     for (_, v) in fns
         print(io, v)
     end

@@ -141,6 +141,8 @@ function dc_intrinsic(fn, i::Int, f, args)
         return dc_checked_arith(fn, i, name, args)
     elseif name === :have_fma
         return "true"
+    elseif name === :pointerref || name === :pointerset
+        return dc_pointer_intrinsic(fn, name, args)
     elseif name === :arraylen
         dc_refuse(fn.st, "arrays cannot be used inside a kernel's element function (`length` of an Array)"; line = dc_line(fn, i))
     end

@@ -48,6 +48,8 @@ function dc_math(fn, i::Int, @nospecialize(sig), args)
     val(k) = dc_val(fn, args[k])
     e = dc_devmem(fn, f, ts, args)     # CuDeviceArray's loads and stores (devmem.jl)
     e === nothing || return e
+    e = dc_device_call(fn, i, f, ts, args)   # the kernel language's intrinsics (kernelcalls.jl)
+    e === nothing || return e
     # Float16 through the hardware conversions
     if n == 1 && ts[1] === Float16 && (f === Float32 || f === Float64)
         return f === Float32 ? string("jl_h2f(", val(1), ")") : string("jl_h2d(", val(1), ")")

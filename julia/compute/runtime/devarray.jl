@@ -10,11 +10,13 @@
 """
     CuMem.CuDeviceArray{T,N}
 
-What an element function sees of a `CuArray{T,N}` passed into a broadcast through `Ref`
-(`f.(x, Ref(A))`) or in a tuple: the array's device address and size (CUDA.jl's name for
-the kernel-side array). Indexing it (`A[i]`, `A[i, j]`, `A[i] = v`, `first(A)`,
-`length(A)`) reads and writes the CuArray's memory from inside the kernel, bounds-checked
-as Base (a `BoundsError`). Only valid while the kernel runs; not made by users.
+What a kernel sees of a `CuArray{T,N}`: an argument of `@cuda` (see `cudaconvert`), a
+shared-memory array (`CuStaticSharedArray`), or an array passed into a broadcast through
+`Ref` (`f.(x, Ref(A))`) or in a tuple: the array's device address and size (CUDA.jl's
+name). Indexing it (`A[i]`, `A[i, j]`, `A[I::CartesianIndex]`, `A[i] = v`, `first(A)`,
+`length(A)`, `eachindex(A)`) reads and writes the memory from inside the kernel,
+bounds-checked as Base (a `BoundsError`) unless `@inbounds`; `pointer(A, i)` is element
+`i`'s address. Only valid while the kernel runs.
 """
 struct CuDeviceArray{T,N} <: AbstractArray{T,N}
     addr::UInt64

@@ -1,7 +1,8 @@
 # The typed-IR compiler's cases (issue 23): every form it compiles, each result (or
 # exception) against Base's. Included by kernel_emulation_tests.jl (the generated C run on
 # the CPU by g++) and by compiler_tests.jl (any device: on a GPU the kernels themselves;
-# bench/gpu/compiler_run_gpu.sh). Needs `same(r, e)` from the including file.
+# `TESTS=test/compute/compiler/compiler_tests.jl bench/gpu/run.sh tests`). Needs `same(r, e)`
+# from the including file.
 using CuMem, Test
 struct Particle; m::Float32; x::Float32; v::Float32; end
 struct Mixed; a::Int8; b::Float64; c::Bool; end

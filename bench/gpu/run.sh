@@ -1,0 +1,496 @@
+#!/usr/bin/env bash
+# CuMem's one GPU driver: runs named suites on the GPU machine (no Rust or Julia installed
+# there; both come in the kit that bench/gpu/kit.sh builds into .kit/ on the development
+# machine), each beside its anchors, and packs what they wrote into at most four files.
+#
+#   OUT=<dir> bash bench/gpu/run.sh SUITE...        (from the repository root)
+#   bash bench/gpu/run.sh --list                    (the suites, their budgets and needs)
+#
+# Suites (budget in seconds; `needs`: the kit parts, see kit.sh):
+#   tests        Pkg.test with CUMEM_DEVICE=cuda, CUMEM_TEST_SKIP_INSTALL=1; with
+#                TESTS="test/a.jl test/b.jl" only those files, each in a process of its own;
+#                with GPUARRAYS_TEST=<GPUArrays.jl v6.4.1's test/ folder> also that suite
+#                (bench/julia/gpuarrays_suite.jl)
+#   rust-cuda    every Rust test binary of the kit with CUMEM_TEST_CUDA=1, one test thread
+#                (RUST_TESTS="compute ffi" narrows them; the binaries named in RUST_PER_TEST,
+#                default "linalg", run one process per test: a cuSOLVER fault poisons its context)
+#   replay       cumem-bench replay/pair/threads of every pool beside bench/anchors/anchor_bench.py
+#                (PyTorch default and expandable segments, cudaMallocAsync, cudaMalloc), over
+#                data/*.trace, .kit traces and traces generated here by gen_varlen_trace.py
+#                (seeds in REPLAY_SEEDS, default "2 3"); RECORD=1 also records
+#                bertsmall_infer_varlen with bench/anchors/record_trace.py (needs transformers)
+#   compute-bench  bench/julia/compute_bench.jl beside bench/anchors/compute_anchor.py
+#   smallops     the launch limit (launch_bench, if in the kit), bench/julia/smallops_bench.jl
+#                --bandwidth --mlp beside bench/anchors/smallops_anchor.py, the first broadcast of a
+#                fresh process with the kernel cache cold then warm, the host device against Base
+#   bandwidth    pinned host memory (bench/julia/pinned_bench.jl beside pinned_anchor.py) and the
+#                prefetching iterator (bench/julia/streams_bench.jl)
+#   linalg       test/compute/linalg/linalg{_factor,}_tests.jl, bench/julia/linalg_bench.jl beside
+#                bench/anchors/linalg_anchor.py (LINALG=tests or LINALG=bench: one half; the
+#                Rust tests/linalg.rs is in rust-cuda)
+#   sort         bench/julia/sort_bench.jl beside bench/anchors/sort_anchor.py (torch, CuPy)
+#   hotpath      bench/julia/julia_bench.jl for every caching pool, julia_breakdown.jl, and the
+#                engine's pair (examples hotloop, capi_hotloop, if in the kit)
+#   multigpu     (two GPUs or more) the Rust multidevice tests, test/devices/{multidevice,distributed}
+#                _tests.jl, peer copies through CuMem beside PyTorch
+#   reliability  tests/c/capi_stress.c (built here if cc exists) with and without injected faults
+#   first-result bench/julia/first_result.jl (if present), bench/julia/compiler_translate.jl
+#   kernels      test/compute/device/*_tests.jl and bench/julia/kernel_bench.jl (if present)
+#   cudajl       bench/julia/cudajl_suite.jl (if present)
+# A suite whose script is missing says "missing" and does not fail the run. `bench` names
+# replay compute-bench smallops bandwidth linalg sort first-result kernels cudajl.
+#
+# Environment: OUT (required); KIT (default .kit); BUDGET_<suite> (seconds, `-` as `_`);
+# RUN_LIMIT (default 570: the whole run stops starting suites so that packing ends in time);
+# QUICK=1 (the benchmarks' --quick where they have one).
+# What comes back, under $OUT: summary.md (GPU, versions, commit, per-suite exit status and
+# seconds, every table), results.tar.xz (<suite>/*.jsonl, *.md, *.svg: what goes into
+# bench/results/<dir>/), logs.tar.xz (<suite>/*.log). Exit status: 0 when every suite that
+# ran passed.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+KIT=${KIT:-.kit}
+ALL="tests rust-cuda replay compute-bench smallops bandwidth linalg sort hotpath multigpu reliability first-result kernels cudajl"
+BENCH="replay compute-bench smallops bandwidth linalg sort first-result kernels cudajl"
+
+budget_of() { # default seconds of a suite (from the old drivers' measured times, with slack)
+    local v="BUDGET_${1//-/_}"
+    if [ -n "${!v:-}" ]; then echo "${!v}"; return; fi
+    case $1 in
+        tests) echo 560 ;; rust-cuda) echo 420 ;; replay) echo 480 ;; compute-bench) echo 240 ;;
+        smallops) echo 300 ;; bandwidth) echo 180 ;; linalg) echo 480 ;; sort) echo 240 ;;
+        hotpath) echo 240 ;; multigpu) echo 480 ;; reliability) echo 240 ;; first-result) echo 180 ;;
+        kernels) echo 300 ;; cudajl) echo 540 ;; *) echo 0 ;;
+    esac
+}
+needs_of() {
+    case $1 in
+        tests|compute-bench|bandwidth|linalg|sort|first-result|kernels|cudajl) echo "engine julia" ;;
+        smallops|hotpath) echo "engine julia bench" ;;
+        rust-cuda) echo "engine rust" ;; replay) echo "bench" ;;
+        multigpu) echo "engine julia rust" ;; reliability) echo "engine" ;;
+    esac
+}
+
+if [ "${1:-}" = --list ]; then
+    for s in $ALL; do printf '%-13s %4s s  needs: %s\n' "$s" "$(budget_of $s)" "$(needs_of $s)"; done
+    exit 0
+fi
+
+# ---------------------------------------------------------------- the kit on this machine
+KU=${CUMEM_KIT_UNPACKED:-/tmp/cumem-kit}     # the kit's binaries, unpacked outside the tree
+setup_kit() {
+    mkdir -p "$KU"
+    local part sum
+    for part in engine rust bench; do   # unpacked again when the carried archive changed (a warm machine)
+        [ -f "$KIT/$part/$part.tar.xz" ] || continue
+        sum=$(cksum < "$KIT/$part/$part.tar.xz")
+        if [ "$(cat "$KU/.$part" 2>/dev/null)" != "$sum" ]; then
+            [ "$part" = rust ] && rm -rf "$KU/rust"
+            tar -C "$KU" -xJf "$KIT/$part/$part.tar.xz" && echo "$sum" > "$KU/.$part"
+        fi
+    done
+    [ -f "$KU/libcumem.so" ] && export CUMEM_LIBRARY="$KU/libcumem.so"
+    # cuBLAS, cuSOLVER (and NVRTC) are in /usr/local/cuda/lib64 there, outside the loader's cache.
+    local v
+    for v in CUMEM_CUBLAS_LIBRARY CUMEM_CUSOLVER_LIBRARY CUMEM_NVRTC_LIBRARY; do
+        if [ -z "${!v:-}" ] && [ -d /usr/local/cuda/lib64 ]; then export "$v=/usr/local/cuda/lib64"; fi
+    done
+    if [ -f "$KIT/julia/julia-env.sh" ] && ! command -v julia >/dev/null 2>&1; then
+        # The bundle's environment (its libraries on LD_LIBRARY_PATH, its libunwind preloaded) is
+        # for Julia only: kept in JL_LDLP / JL_PRELOAD for jl(), out of the way of Python, the
+        # Rust binaries and the driver's tools.
+        local ldlp=${LD_LIBRARY_PATH-}
+        # shellcheck disable=SC1090
+        source "$KIT/julia/julia-env.sh" "$(ls "$KIT"/julia/*.tar.xz | head -1)" >/dev/null 2>&1 || true
+        export JL_LDLP=${LD_LIBRARY_PATH-} JL_PRELOAD=${LD_PRELOAD-}
+        export LD_LIBRARY_PATH=$ldlp
+        unset LD_PRELOAD
+    fi
+    export CUMEM_DEVICE=cuda
+}
+
+# ---------------------------------------------------------------- helpers inside a suite
+# $D: this suite's folder (results), $L: its logs folder; `step NAME LOGFILE CMD...` runs CMD
+# with stdout+stderr in LOGFILE, prints its exit status and seconds, keeps going.
+status=0
+log() { echo "[$(date -u +%T)] $*" | tee -a "$L/run.log" >&2; }
+step() {
+    local name=$1 out=$2; shift 2
+    log "$name: $*"
+    local t0=$SECONDS
+    "$@" > "$out" 2>&1
+    local rc=$?
+    tail -n "${TAIL:-8}" "$out" | sed 's/^/    /' | tee -a "$L/run.log" >&2
+    log "$name: exit $rc after $((SECONDS - t0)) s"
+    [ $rc -eq 0 ] || status=1
+    return $rc
+}
+# jl SECONDS [VAR=value...] FILE ARGS...: Julia on this checkout; py likewise for python3 (without
+# the Julia bundle's LD_PRELOAD of libunwind).
+jl() { local t=$1 v=(); shift; while [[ ${1:-} == [A-Z]*=* ]]; do v+=("$1"); shift; done
+       env LD_LIBRARY_PATH="${JL_LDLP-${LD_LIBRARY_PATH-}}" LD_PRELOAD="${JL_PRELOAD-}" "${v[@]}" \
+           timeout "$t" julia --startup-file=no --project=. "$@"; }
+py() { local t=$1 v=(); shift; while [[ ${1:-} == [A-Z]*=* ]]; do v+=("$1"); shift; done
+       env -u LD_PRELOAD "${v[@]}" timeout "$t" python3 "$@"; }
+jsonl() { grep -h '^{' "$@" 2>/dev/null || true; }                         # the JSON lines of logs
+have() { [ -f "$1" ] || { log "missing: $1 (skipped)"; echo "missing: $1" >> "$D/missing.txt"; return 1; }; }
+need_julia() { command -v julia >/dev/null 2>&1 || { log "no julia: carry the kit's julia part ($KIT/julia)"; status=1; return 1; }; }
+need_lib() { [ -n "${CUMEM_LIBRARY:-}" ] || { log "no libcumem.so: carry the kit's engine part ($KIT/engine)"; status=1; return 1; }; }
+ngpu() { nvidia-smi -L 2>/dev/null | grep -c '^GPU'; }
+quick() { [ "${QUICK:-0}" = 1 ] && echo --quick; }
+
+suite_tests() {
+    need_julia && need_lib || return
+    if [ -n "${TESTS:-}" ]; then
+        local f
+        for f in $TESTS; do
+            have "$f" || continue
+            step "julia $f" "$L/$(basename "$f" .jl).log" jl "$(budget_of tests)" "$f"
+        done
+    else
+        TAIL=40 step "Pkg.test (CUMEM_DEVICE=cuda)" "$L/pkgtest.log" \
+            jl "$(budget_of tests)" CUMEM_TEST_SKIP_INSTALL=1 -e 'using Pkg; Pkg.test()'
+    fi
+    if [ -n "${GPUARRAYS_TEST:-}" ]; then   # GPUArrays.jl v6.4.1's test folder, copied there (never into the checkout)
+        step "GPUArrays.jl test suite" "$L/gpuarrays_suite.log" jl 1500 bench/julia/gpuarrays_suite.jl "$GPUARRAYS_TEST"
+        grep -v '^    ' "$L/gpuarrays_suite.log" | head -40 > "$D/gpuarrays_suite.txt"
+    fi
+    find "$L" -name '*.log' ! -name run.log -exec grep -h -E 'Test Summary|^ *[A-Za-z].*\| +[0-9]+ +[0-9]' {} + | grep -v '^\s*$' > "$D/test_summary.txt" || true
+}
+
+suite_rust_cuda() {
+    need_lib || return
+    local t name tn pass fail failed per
+    ls "$KU"/rust/* >/dev/null 2>&1 || { log "no Rust test binaries: carry the kit's rust part ($KIT/rust)"; status=1; return; }
+    : > "$D/rust.jsonl"
+    for t in "$KU"/rust/*; do
+        name=$(basename "$t")
+        if [ -n "${RUST_TESTS:-}" ] && ! grep -qw "$name" <<<"$RUST_TESTS"; then continue; fi
+        local t0=$SECONDS rc=0
+        if grep -qw "$name" <<<"${RUST_PER_TEST:-linalg}"; then
+            pass=0; fail=0; failed=""
+            : > "$L/rust_$name.log"
+            for tn in $("$t" --list 2>/dev/null | sed -n 's/: test$//p'); do
+                if env CUMEM_TEST_CUDA=1 timeout 120 "$t" --exact "$tn" --test-threads=1 >> "$L/rust_$name.log" 2>&1; then
+                    pass=$((pass + 1))
+                else
+                    fail=$((fail + 1)); failed="$failed $tn"; rc=1
+                fi
+            done
+            log "rust $name (one process a test): $pass passed, $fail failed:${failed:- none}"
+            [ $rc -eq 0 ] || status=1
+        else
+            step "rust $name" "$L/rust_$name.log" env CUMEM_TEST_CUDA=1 timeout 300 "$t" --test-threads=1
+            rc=$?
+            pass=$(grep -Eo '[0-9]+ passed' "$L/rust_$name.log" | awk '{s+=$1} END {print s+0}')
+            fail=$(grep -Eo '[0-9]+ failed' "$L/rust_$name.log" | awk '{s+=$1} END {print s+0}')
+        fi
+        printf '{"suite":"rust/%s","exit":%d,"passed":%d,"failed":%d,"seconds":%d}\n' \
+            "$name" "$rc" "$pass" "$fail" $((SECONDS - t0)) >> "$D/rust.jsonl"
+        grep -E "panicked|^---- " "$L/rust_$name.log" | head -n 10 | sed 's/^/      /' | tee -a "$L/run.log" >&2
+    done
+}
+
+suite_replay() {
+    local BIN="$KU/cumem-bench"
+    [ -x "$BIN" ] || { log "no cumem-bench: carry the kit's bench part ($KIT/bench)"; status=1; return; }
+    local T="$KU/traces-run"; rm -rf "$T"; mkdir -p "$T"
+    cp data/*.trace "$T/"
+    cp "$KIT"/traces/*.trace "$T/" 2>/dev/null || true
+    local s
+    for s in ${REPLAY_SEEDS-2 3}; do
+        py 60 bench/anchors/gen_varlen_trace.py --seed "$s" --name "bertlike_infer_varlen_seed$s" \
+            > "$T/bertlike_infer_varlen_seed$s.trace" 2>> "$L/gen.log" || log "gen_varlen_trace.py --seed $s failed"
+    done
+    if [ "${RECORD:-0}" = 1 ]; then
+        step "record bertsmall_infer_varlen" "$L/record.log" py 300 OUT="$T" bench/anchors/record_trace.py bertsmall_infer_varlen
+    fi
+    log "traces: $(ls "$T" | tr '\n' ' ')"
+    step anchor "$L/anchor.log" py "${ANCHOR_LIMIT:-300}" bench/anchors/anchor_bench.py "$T" $(quick)
+    jsonl "$L/anchor.log" > "$D/anchor.jsonl"
+    local R="$D/results.jsonl"; : > "$R"
+    step replay "$L/replay.log" timeout 240 "$BIN" replay "$T"/*.trace --pool all --device cuda --json
+    step pair "$L/pair.log" timeout 90 "$BIN" pair --pool all --device cuda --json
+    step threads "$L/threads.log" timeout 90 "$BIN" threads --threads 1,4,16 --pool binned,split,expandable --device cuda --json
+    jsonl "$L/replay.log" "$L/pair.log" "$L/threads.log" > "$R"
+    step chart "$L/chart.log" "$BIN" chart --input "$R" --anchor "$D/anchor.jsonl" --out "$D/perf.svg"
+    py 60 bench/anchors/tables.py "$D" > "$D/tables.md" 2>> "$L/run.log" || log "tables.py failed"
+}
+
+suite_compute_bench() {
+    have bench/julia/compute_bench.jl || return 0
+    need_julia && need_lib || return
+    step "CuMem compute_bench.jl" "$L/compute_cumem.log" jl 150 bench/julia/compute_bench.jl $(quick)
+    jsonl "$L/compute_cumem.log" > "$D/compute_cumem.jsonl"
+    step "PyTorch/CuPy compute_anchor.py" "$L/compute_anchor.log" py 120 bench/anchors/compute_anchor.py $(quick)
+    jsonl "$L/compute_anchor.log" > "$D/compute_anchor.jsonl"
+    py 30 bench/anchors/compute_table.py "$D/compute_cumem.jsonl" "$D/compute_anchor.jsonl" > "$D/compute_table.md" 2>> "$L/run.log"
+}
+
+suite_smallops() {
+    have bench/julia/smallops_bench.jl || return 0
+    need_julia && need_lib || return
+    local W="$KU/smallops"; rm -rf "$W"; mkdir -p "$W"
+    if [ -x "$KU/launch_bench" ]; then
+        step "launch limit below Julia" "$L/launch.log" timeout 60 "$KU/launch_bench" 20000 5
+        jsonl "$L/launch.log" > "$W/launch.jsonl"
+    else
+        log "no launch_bench in the kit's bench part: the launch rows are skipped"
+    fi
+    step "CuMem 1-element rows, bandwidth, MLP step" "$L/cumem.log" jl 200 BUILD=after bench/julia/smallops_bench.jl --bandwidth --mlp
+    jsonl "$L/cumem.log" > "$W/cumem.jsonl"
+    step "PyTorch/CuPy smallops_anchor.py" "$L/anchor.log" py 120 bench/anchors/smallops_anchor.py --bandwidth
+    jsonl "$L/anchor.log" > "$W/anchor.jsonl"
+    if have bench/julia/smallops_first.jl; then
+        # A depot of its own, the package precompiled there first (unmeasured), then its kernel
+        # cache on disk emptied: the first process compiles its kernels (cold), the next ones find
+        # them (warm).
+        local depot="$KU/smallops-depot" c dp="$KU/smallops-depot:${JULIA_DEPOT_PATH:-}"
+        rm -rf "$depot"
+        : > "$L/first.log"
+        jl 300 JULIA_DEPOT_PATH="$dp" -e 'using CuMem' >> "$L/first.log" 2>&1 || log "precompile in $depot failed"
+        rm -rf "$depot/compiled/cumem_kernels"
+        for c in cold warm warm; do
+            jl 120 JULIA_DEPOT_PATH="$dp" CACHE=$c BUILD=after bench/julia/smallops_first.jl >> "$L/first.log" 2>&1 \
+                || { log "smallops_first.jl ($c) failed"; status=1; }
+        done
+        jsonl "$L/first.log" > "$W/first.jsonl"
+    fi
+    step "host device against Base" "$L/host.log" jl 120 CUMEM_DEVICE=host BUILD=after bench/julia/smallops_bench.jl
+    jsonl "$L/host.log" > "$W/host.jsonl"
+    cp "$W"/*.jsonl "$D/"
+    py 30 bench/anchors/smallops_table.py "$W" > "$D/table.md" 2>> "$L/run.log" || log "smallops_table.py failed"
+}
+
+suite_bandwidth() {
+    need_julia && need_lib || return
+    if have bench/julia/pinned_bench.jl; then
+        step "CuMem pinned_bench.jl" "$L/pinned_cumem.log" jl 90 bench/julia/pinned_bench.jl $(quick)
+        jsonl "$L/pinned_cumem.log" > "$D/pinned_cumem.jsonl"
+        step "PyTorch pinned_anchor.py" "$L/pinned_anchor.log" py 60 bench/anchors/pinned_anchor.py $(quick)
+        jsonl "$L/pinned_anchor.log" > "$D/pinned_anchor.jsonl"
+        py 30 bench/anchors/pinned_table.py "$D/pinned_cumem.jsonl" "$D/pinned_anchor.jsonl" > "$D/pinned_table.md" 2>> "$L/run.log"
+    fi
+    if have bench/julia/streams_bench.jl; then
+        step "CuMem streams_bench.jl" "$L/streams.log" jl 90 bench/julia/streams_bench.jl $(quick)
+        jsonl "$L/streams.log" > "$D/streams.jsonl"
+    fi
+}
+
+suite_linalg() {
+    need_julia && need_lib || return
+    if [ "${LINALG:-all}" != bench ]; then
+        step "julia linalg_factor_tests.jl" "$L/julia_linalg_factor.log" jl 420 test/compute/linalg/linalg_factor_tests.jl
+        step "julia linalg_tests.jl" "$L/julia_linalg.log" jl 120 test/compute/linalg/linalg_tests.jl
+    fi
+    [ "${LINALG:-all}" != tests ] || return 0
+    have bench/julia/linalg_bench.jl || return 0
+    step "CuMem linalg_bench.jl" "$L/linalg_cumem.log" jl 330 bench/julia/linalg_bench.jl $(quick)
+    jsonl "$L/linalg_cumem.log" > "$D/linalg_cumem.jsonl"
+    step "PyTorch linalg_anchor.py" "$L/linalg_torch.log" py 240 bench/anchors/linalg_anchor.py $(quick)
+    jsonl "$L/linalg_torch.log" > "$D/linalg_torch.jsonl"
+    py 30 bench/anchors/linalg_table.py "$D/linalg_cumem.jsonl" "$D/linalg_torch.jsonl" > "$D/linalg_table.md" 2>> "$L/run.log"
+}
+
+suite_sort() {
+    have bench/julia/sort_bench.jl || return 0
+    need_julia && need_lib || return
+    step "CuMem sort_bench.jl" "$L/sort_cumem.log" jl 150 bench/julia/sort_bench.jl
+    jsonl "$L/sort_cumem.log" > "$D/sort_cumem.jsonl"
+    step "torch/CuPy sort_anchor.py" "$L/sort_anchor.log" py 120 bench/anchors/sort_anchor.py
+    jsonl "$L/sort_anchor.log" > "$D/sort_anchor.jsonl"
+    py 30 - "$D/sort_cumem.jsonl" "$D/sort_anchor.jsonl" > "$D/sort_table.md" <<'PY'
+import json, sys
+rows, device = {}, "?"
+for f in sys.argv[1:]:
+    for line in open(f):
+        if line.startswith("{"):
+            r = json.loads(line); rows.setdefault((r["op"], r["n"]), {})[r["impl"]] = r["ms"]
+            device = r.get("device", device)
+print("| op | n | CuMem ms | torch ms | CuPy ms |\n|---|---|---:|---:|---:|")
+for (op, n), v in sorted(rows.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+    print(f"| {op} | {n:.0e} | {v.get('cumem', '-')} | {v.get('torch', '-')} | {v.get('cupy', '-')} |")
+PY
+}
+
+suite_hotpath() {
+    need_julia && need_lib || return
+    local pool ex run
+    : > "$D/engine_pair.txt"
+    for pool in binned split expandable simple; do
+        step "$pool: julia_bench.jl" "$L/julia_bench_$pool.log" jl 60 JULIA_CUDA_MEMORY_POOL=$pool bench/julia/julia_bench.jl
+    done
+    jsonl "$L"/julia_bench_*.log > "$D/julia_bench.jsonl"
+    for pool in binned split; do
+        step "$pool: julia_breakdown.jl" "$L/julia_breakdown_$pool.log" jl 60 JULIA_CUDA_MEMORY_POOL=$pool bench/julia/julia_breakdown.jl
+    done
+    jsonl "$L"/julia_breakdown_*.log > "$D/julia_breakdown.jsonl"
+    # The engine's cache-hit pair (4 KiB, one shard) on this machine's CPU: examples/hotloop.rs on
+    # `Engine` and examples/capi_hotloop.rs through the C functions, thread caches on and off,
+    # 3 interleaved runs; glibc's malloc+free in the same process (cumem-bench pair --malloc).
+    local tc
+    for run in 1 2 3; do
+        for pool in binned split expandable simple; do
+            for ex in hotloop capi_hotloop; do
+                [ -x "$KU/$ex" ] || continue
+                for tc in 1 0; do
+                    echo "$pool $ex thread_cache=$tc run $run: $(CUMEM_THREAD_CACHE=$tc JULIA_CUDA_MEMORY_POOL=$pool REPORT=1 \
+                        N=${N:-10000000} timeout 60 "$KU/$ex" $pool 2>&1 | tail -1)" >> "$D/engine_pair.txt"
+                done
+            done
+        done
+        [ -x "$KU/cumem-bench" ] && timeout 60 "$KU/cumem-bench" pair --sizes 4KiB --malloc --pool binned,split --json \
+            >> "$L/malloc_pair.log" 2>&1
+    done
+    jsonl "$L/malloc_pair.log" > "$D/malloc_pair.jsonl"
+    [ -x "$KU/hotloop" ] || log "no hotloop/capi_hotloop in the kit's bench part: the engine pair is skipped"
+}
+
+suite_multigpu() {
+    local n; n=$(ngpu)
+    if [ "$n" -lt 2 ]; then log "multigpu: skipped ($n GPU)"; echo "skipped: $n GPU" > "$D/skipped.txt"; return; fi
+    need_julia && need_lib || return
+    { nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv; nvidia-smi topo -m; } > "$D/topology.txt" 2>&1
+    local t
+    for t in "$KU"/rust/multidevice; do
+        [ -x "$t" ] && step "rust multidevice" "$L/rust_multidevice.log" env CUMEM_TEST_CUDA=1 timeout 300 "$t" --test-threads=1
+    done
+    step "julia multidevice_tests.jl" "$L/julia_multidevice.log" jl 400 JULIA_CUDA_MEMORY_LIMIT=4GiB test/devices/multidevice_tests.jl
+    step "julia distributed_tests.jl" "$L/julia_distributed.log" jl 400 test/devices/distributed_tests.jl
+    step "peer copy, CuMem" "$L/peer_cumem.log" jl 300 bench/julia/peer_copy.jl "${PEER_MIB:-256}" "${PEER_REPS:-20}"
+    jsonl "$L/peer_cumem.log" > "$D/peer_cumem.jsonl"
+    step "peer copy, PyTorch" "$L/peer_torch.log" py 300 bench/anchors/peer_copy_torch.py "${PEER_MIB:-256}" "${PEER_REPS:-20}"
+    jsonl "$L/peer_torch.log" > "$D/peer_torch.jsonl"
+    py 30 - "$D/peer_cumem.jsonl" "$D/peer_torch.jsonl" > "$D/peer_table.md" <<'PY'
+import json, sys
+rows = [json.loads(l) for f in sys.argv[1:] for l in open(f) if l.startswith("{")]
+if rows:
+    print(f"Copies of {rows[0]['bytes'] >> 20} MiB ({rows[0]['device']}), medians, each ending with a synchronize\n")
+print("| implementation | copy | median (ms) | GB/s |\n|---|---|---:|---:|")
+for r in rows:
+    print(f"| {r['impl']} | {r['what']} | {1000 * r['median_s']:.2f} | {r['GBps']:.1f} |")
+PY
+}
+
+suite_reliability() {
+    need_lib || return
+    command -v cc >/dev/null 2>&1 || { log "no C compiler here: capi_stress.c skipped"; echo "skipped: no cc" > "$D/skipped.txt"; return; }
+    step "build capi_stress" "$L/capi_stress_build.log" cc -O2 -pthread -Iinclude tests/c/capi_stress.c \
+        -o "$KU/capi_stress" -L"$(dirname "$CUMEM_LIBRARY")" -lcumem -Wl,-rpath,"$(dirname "$CUMEM_LIBRARY")" || return
+    step "capi_stress 4 threads" "$L/capi_stress.log" timeout 200 "$KU/capi_stress" 4 20000
+    step "capi_stress 4 threads, injected faults" "$L/capi_stress_faults.log" \
+        env CUMEM_FAULT=alloc:0.02,free:0.02,copy:0.01,stream:0.01,seed=5 timeout 200 "$KU/capi_stress" 4 20000
+}
+
+suite_first_result() {
+    [ -f bench/julia/first_result.jl ] || [ -f bench/julia/compiler_translate.jl ] || { have bench/julia/first_result.jl; return 0; }
+    need_julia && need_lib || return
+    if have bench/julia/first_result.jl; then
+        step "first_result.jl" "$L/first_result.log" jl 150 bench/julia/first_result.jl
+        jsonl "$L/first_result.log" > "$D/first_result.jsonl"
+    fi
+    if have bench/julia/compiler_translate.jl; then
+        step "compiler_translate.jl" "$L/compiler_translate.log" jl 120 bench/julia/compiler_translate.jl
+        jsonl "$L/compiler_translate.log" > "$D/compiler_translate.jsonl"
+    fi
+}
+
+suite_kernels() {
+    local f files=""
+    for f in test/compute/device/*_tests.jl; do [ -f "$f" ] && files="$files $f"; done
+    [ -n "$files" ] || { log "missing: test/compute/device/*_tests.jl"; echo "missing: test/compute/device/*_tests.jl" >> "$D/missing.txt"; }
+    [ -n "$files" ] || [ -f bench/julia/kernel_bench.jl ] || { have bench/julia/kernel_bench.jl; return 0; }
+    need_julia && need_lib || return
+    for f in $files; do
+        step "julia $f" "$L/$(basename "$f" .jl).log" jl 240 "$f"
+    done
+    if have bench/julia/kernel_bench.jl; then
+        step "kernel_bench.jl" "$L/kernel_bench.log" jl 240 bench/julia/kernel_bench.jl
+        jsonl "$L/kernel_bench.log" > "$D/kernel_bench.jsonl"
+    fi
+}
+
+suite_cudajl() {
+    have bench/julia/cudajl_suite.jl || return 0
+    need_julia && need_lib || return
+    step "cudajl_suite.jl" "$L/cudajl_suite.log" jl "$(budget_of cudajl)" bench/julia/cudajl_suite.jl
+    jsonl "$L/cudajl_suite.log" > "$D/cudajl_suite.jsonl"
+}
+
+# ---------------------------------------------------------------- one suite, in its own process
+if [ "${1:-}" = --inner ]; then
+    s=$2; D=$3; L=$4
+    setup_kit
+    "suite_${s//-/_}"
+    exit $status
+fi
+
+# ---------------------------------------------------------------- the run
+: "${OUT:?set OUT to the output folder}"
+[ $# -gt 0 ] || { echo "usage: OUT=dir bash bench/gpu/run.sh SUITE... (bash bench/gpu/run.sh --list)" >&2; exit 2; }
+SUITES=""
+for a in "$@"; do
+    case $a in
+        all) SUITES="$SUITES $ALL" ;; bench) SUITES="$SUITES $BENCH" ;;
+        *) if grep -qw -- "$a" <<<"$ALL"; then SUITES="$SUITES $a"; else echo "unknown suite: $a ($ALL)" >&2; exit 2; fi ;;
+    esac
+done
+mkdir -p "$OUT"
+STAGE=$(mktemp -d /tmp/cumem-run.XXXXXX)
+mkdir -p "$STAGE/results" "$STAGE/logs"
+START=$SECONDS
+LIMIT=${RUN_LIMIT:-570}
+SUMMARY="$STAGE/summary.md"
+setup_kit
+{
+    echo "# CuMem GPU run: $*"
+    echo
+    echo "- date: $(date -u +%FT%TZ); commit: $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
+    gpus=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | paste -sd ';' -)
+    echo "- GPU: ${gpus:-none}"
+    echo "- CUDA: $(/usr/local/cuda/bin/nvcc --version 2>/dev/null | grep -o 'V[0-9.]*' || echo '?'); julia: $(julia --version 2>/dev/null || echo none); python: $(env -u LD_PRELOAD python3 -c 'import sys, torch; print(sys.version.split()[0], "torch", torch.__version__)' 2>/dev/null || echo '?')"
+    manifest=$(paste -sd ';' - < "$KIT/manifest.txt" 2>/dev/null)
+    echo "- kit: ${manifest:-no $KIT/manifest.txt}"
+    echo
+    echo "| suite | exit | seconds | budget |"
+    echo "|---|---:|---:|---:|"
+} > "$SUMMARY"
+overall=0
+for s in $SUITES; do
+    D="$STAGE/results/$s"; L="$STAGE/logs/$s"; mkdir -p "$D" "$L"
+    b=$(budget_of "$s")
+    left=$((LIMIT - (SECONDS - START)))
+    if [ "$left" -lt 30 ]; then
+        echo "| $s | not run (time) | 0 | $b |" >> "$SUMMARY"; overall=1; continue
+    fi
+    [ "$b" -le "$left" ] || b=$left
+    echo "[$(date -u +%T)] == $s (budget $b s)" >&2
+    t0=$SECONDS
+    timeout -k 5 "$b" bash "$ROOT/bench/gpu/run.sh" --inner "$s" "$D" "$L"
+    rc=$?
+    note=""
+    [ $rc -eq 124 ] || [ $rc -eq 137 ] && note=" (budget)"
+    [ -s "$D/missing.txt" ] && note="$note (missing: $(sed 's/^missing: //' "$D/missing.txt" | paste -sd, -))"
+    echo "| $s | $rc$note | $((SECONDS - t0)) | $b |" >> "$SUMMARY"
+    [ $rc -eq 0 ] || overall=1
+done
+{
+    for s in $SUITES; do
+        for f in "$STAGE/results/$s"/*.md "$STAGE/results/$s"/*.txt; do
+            [ -s "$f" ] || continue
+            printf '\n## %s: %s\n\n' "$s" "$(basename "$f")"
+            case $f in *.txt) echo '```'; head -n 60 "$f"; echo '```' ;; *) cat "$f" ;; esac
+        done
+        if [ -s "$STAGE/logs/$s/run.log" ]; then
+            printf '\n## %s: run.log (last 25 lines)\n\n```\n' "$s"; tail -n 25 "$STAGE/logs/$s/run.log"; echo '```'
+        fi
+    done
+} >> "$SUMMARY"
+cp "$SUMMARY" "$OUT/summary.md"
+tar -C "$STAGE/results" -cJf "$OUT/results.tar.xz" . 2>/dev/null
+tar -C "$STAGE/logs" -cJf "$OUT/logs.tar.xz" . 2>/dev/null
+rm -rf "$STAGE"
+cat "$OUT/summary.md" | sed -n '1,/^$/p;/^| suite/,/^$/p' >&2
+exit $overall

@@ -1,0 +1,62 @@
+# Kernel arguments: `cudaconvert` turns what the host passes to `@cuda` into what the
+# kernel sees (CuArray -> CuDeviceArray, Ref -> CuRefValue, views and reshapes of CuArrays,
+# tuples, NamedTuples and `adapt_structure`d structs of them), and the kernel-side array
+# API beyond devarray.jl: `pointer`, `reshape`, `view`s of contiguous ranges.
+
+"""
+    CuMem.CuRefValue{T}
+
+What a kernel sees of a `Ref(x)` passed to `@cuda` (x isbits): `r[]` is `x`. As CUDA.jl.
+"""
+struct CuRefValue{T} <: Ref{T}
+    x::T
+end
+Base.getindex(r::CuRefValue) = r.x
+
+"""
+    CuMem.KernelAdaptor
+
+The `adapt` target of [`cudaconvert`](@ref): CuArrays become CuDeviceArrays.
+"""
+struct KernelAdaptor end
+
+adapt_storage(::KernelAdaptor, a::CuArray{T,N}) where {T,N} = CuDeviceArray(a)
+adapt_structure(to::KernelAdaptor, r::Base.RefValue) = CuRefValue(adapt(to, r[]))
+function adapt_structure(to::KernelAdaptor, v::Base.FastContiguousSubArray{T,N,<:CuArray}) where {T,N}
+    p = parent(v)
+    check_alive(p)
+    return CuDeviceArray{T,N}(devaddr(p) + UInt64(v.offset1 * sizeof(T)), size(v))
+end
+function adapt_structure(to::KernelAdaptor, r::Base.ReshapedArray{T,N,<:CuArray}) where {T,N}
+    p = parent(r)
+    check_alive(p)
+    return CuDeviceArray{T,N}(devaddr(p), size(r))
+end
+
+"""
+    cudaconvert(x)
+
+The value a kernel receives for the host value `x` (`@cuda` calls it on each argument and
+on the function): a `CuArray` (any dimensions) becomes a [`CuDeviceArray`](@ref CuMem.CuDeviceArray)
+(its address and size), a contiguous view or reshape of one a CuDeviceArray of its
+elements, other views a `SubArray` of one, `Ref(x)` a [`CuMem.CuRefValue`](@ref),
+tuples and NamedTuples element by element (structs through `CuMem.adapt_structure`);
+isbits values stay as they are. As CUDA.jl's `cudaconvert` (through Adapt).
+"""
+cudaconvert(x) = adapt(KernelAdaptor(), x)
+
+## the kernel-side array API
+
+"""
+    pointer(A::CuDeviceArray{T}, i = 1) -> Ptr{T}
+
+The address of element `i` of a kernel's array (global or shared memory), for the
+`CuMem.atomic_*!` functions and `unsafe_load`/`unsafe_store!` in kernels.
+"""
+@inline Base.pointer(a::CuDeviceArray{T}, i::Integer = 1) where {T} =
+    Ptr{T}(a.addr + UInt64((Int(i) - 1) * sizeof(T)))
+Base.unsafe_convert(::Type{Ptr{T}}, a::CuDeviceArray{T}) where {T} = Ptr{T}(a.addr)
+@inline Base.reshape(a::CuDeviceArray{T}, dims::Dims{N}) where {T,N} =
+    (prod(dims) == length(a) || dv_reshape_error(size(a), dims); CuDeviceArray{T,N}(a.addr, dims))
+@noinline dv_reshape_error(a, b) = throw(DimensionMismatch("cannot reshape an array of size $a to $b"))
+Base.elsize(::Type{<:CuDeviceArray{T}}) where {T} = sizeof(T)
