@@ -2,10 +2,10 @@
 # keys, sortperm of Float32, cumsum of Float32 and a device copy of Float32 (the bandwidth
 # the one-pass scan is measured against: "gbps" = bytes read + written / time), as JSON lines
 # {"op", "impl": "cumem", "n", "ms"[, "gbps"]} (median of 5 timed runs after one warm-up,
-# each ending with a synchronize). Then, in the same call, PyTorch's and CuPy's rows from
-# bench/anchors/sort_anchor.py (impl "torch"/"cupy"; skipped with CUMEM_SORT_ANCHOR=0 or
-# without python3 and torch). Run on a GPU:
-#   CUMEM_DEVICE=cuda julia --project=. bench/julia/sort_bench.jl [n ...]
+# each ending with a synchronize). With CUMEM_SORT_ANCHOR=1, then PyTorch's and CuPy's rows
+# from bench/anchors/sort_anchor.py in the same call (impl "torch"/"cupy"; bench/gpu/run.sh's
+# `sort` suite runs the anchor itself, after this). Run on a GPU:
+#   CUMEM_DEVICE=cuda [CUMEM_SORT_ANCHOR=1] julia --project=. bench/julia/sort_bench.jl [n ...]
 using CuMem, Random, Printf, Statistics
 CuMem.allowscalar(false)
 
@@ -44,7 +44,7 @@ for n in sizes
     flush(stdout)
 end
 
-if get(ENV, "CUMEM_SORT_ANCHOR", "1") != "0" && Sys.which("python3") !== nothing
+if get(ENV, "CUMEM_SORT_ANCHOR", "0") == "1" && Sys.which("python3") !== nothing
     anchor = joinpath(@__DIR__, "..", "anchors", "sort_anchor.py")
     ok = success(pipeline(`python3 -c "import torch; assert torch.cuda.is_available()"`; stderr = devnull))
     ok ? run(`python3 $anchor $(string.(sizes))`) : println(stderr, "# sort_anchor.py skipped: no torch with CUDA")
