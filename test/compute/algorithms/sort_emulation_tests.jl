@@ -68,6 +68,7 @@ const TYPES = (Bool, Char, Int8, UInt8, Int16, UInt16, Float16, Int32, UInt32, F
 end
 
 @testset "one-pass scan, emulated" begin
+    l0 = LAUNCHES[]
     for n in (0, 1, 2, 33, 2047, 2049, 4095, 4096, 4097, 3 * 4096 + 5)
         h = rand(-9:9, n)                               # Int64: tiles of 2048
         @test same(cumsum(CuArray(h)), cumsum(h))
@@ -90,7 +91,7 @@ end
     c = rand(-3:3, 3000) .+ im .* rand(-3:3, 3000)
     @test same(cumsum(CuArray(c)), cumsum(c))                                    # 16-byte accumulators
     @test same(cumsum(CuArray(Float16[1, 2, 3, 4])), cumsum(Float16[1, 2, 3, 4]))
-    @test LAUNCHES[] > 100      # the GPU path ran
+    @test LAUNCHES[] - l0 > 30   # the GPU path ran
 end
 
 @testset "look-back through aggregates (lookback_emulation.cpp)" begin
