@@ -16,7 +16,7 @@ integers). The memory of either is one block of `length(a) * sizeof(T)` bytes at
 const DenseCuArray{T,N} = Union{CuArray{T,N},Base.FastContiguousSubArray{T,N,<:CuArray}}
 # A contiguous view's device address: its first element's in the parent.
 Base.pointer(V::Base.FastContiguousSubArray{T,<:Any,<:CuArray}) where {T} = pointer(parent(V), V.offset1 + 1)
-Base.pointer(V::Base.FastContiguousSubArray{T,<:Any,<:CuArray}, i::Integer) where {T} =
+Base.pointer(V::Base.FastContiguousSubArray{T,<:Any,<:CuArray}, i::Int) where {T} =   # (Int: as Base's, no ambiguity)
     pointer(parent(V), V.offset1 + i)
 Base.unsafe_convert(::Type{CuPtr{T}}, V::Base.FastContiguousSubArray{T,<:Any,<:CuArray}) where {T} = pointer(V)
 const DenseCuVector{T} = DenseCuArray{T,1}

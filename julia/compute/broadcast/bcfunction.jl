@@ -142,8 +142,9 @@ function bc_function(@nospecialize(bc::Broadcasted))
     df = type_memo(() -> bc_fixed_by_type(typeof(bc)) ? bc_function_new(bc) : nothing, Tuple{Val{:bc_function},typeof(bc)})
     return df === nothing ? bc_function_new(bc) : df::DeviceFunction
 end
-# Whether a Broadcasted type fixes its element function's types: not when a `Ref` holds a
-# value of an abstract type (`Ref{Any}(2f0)`: the value's type is the scalar's).
+# Whether a Broadcasted type fixes its element function: not when a `Ref` holds a value of
+# an abstract type (`Ref{Any}(2f0)`: the value's type is the scalar's), nor with a Symbol
+# argument (`getfield.(xs, :a)`: `:a` and `:b` have one type but compile to different code).
 function bc_fixed_by_type(@nospecialize(T))
     T isa DataType || return false
     T <: Broadcasted || return true
@@ -152,6 +153,8 @@ function bc_fixed_by_type(@nospecialize(T))
     for P in A.parameters
         if P isa DataType && P <: Broadcasted
             bc_fixed_by_type(P) || return false
+        elseif P === Symbol || P === Base.RefValue{Symbol} || P === Array{Symbol,0}
+            return false    # compiled in as a constant (BcSym): the value, not the type, picks the code
         elseif P isa DataType && P <: Base.RefValue
             isconcretetype(P.parameters[1]) || return false
         end

@@ -68,7 +68,7 @@ function dv_compile(@nospecialize(f), @nospecialize(tt::Type))
                                  "$(df.rettype); kernels must return `nothing`"))
     kname = "jlk_" * df.name[5:end]
     io = IOBuffer()
-    print(io, "extern \"C\" __global__ void ", kname, "(jl_ctx_t ctx")
+    print(io, "CUMEM_KERNEL void ", kname, "(jl_ctx_t ctx")   # extern "C" __global__ (common.cuh)
     call = IOBuffer()
     print(call, df.name, "(&ctx")
     for (k, T) in enumerate((F, argtypes...))

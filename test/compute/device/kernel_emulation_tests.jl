@@ -137,7 +137,7 @@ function emu_source(src)
               "typedef short int16_t; typedef unsigned short uint16_t;", "typedef int int32_t; typedef unsigned int uint32_t;")
         src = replace(src, t => "")
     end
-    m = match(r"extern \"C\" __global__ void (\w+)\(([^)]*)\)", src)
+    m = match(r"(?:extern \"C\" __global__|CUMEM_KERNEL) void (\w+)\(([^)]*)\)", src)
     name, params = m.captures
     ps = [strip(p) for p in split(params, ',')]
     types = [strip(p[1:findlast(' ', p)]) for p in ps]
