@@ -19,6 +19,7 @@
 #   linear-algebra kernels emulated with g++        test/compute/linalg/linalg_kernel_tests.jl
 #   array library its kernels on g++ threads   test/compute/algorithms/arraylib{,_emulation}_tests.jl
 #   reductions/scans/findmax/sorts on g++ threads     test/compute/reduce/reduce_emulation_tests.jl
+#   onesweep sort, one-pass scan on g++ threads; PTX  test/compute/algorithms/sort_{emulation,ptx}_tests.jl
 #   several devices (host:2 stand-ins)              test/devices/multidevice_tests.jl
 #   Distributed, 2 workers, one device each         test/devices/distributed_tests.jl
 #   the demo (an MLP trained on the digits)         demo/demo.jl
@@ -125,6 +126,14 @@ push!(jobs, Job("pinned host memory", julia(testfile(joinpath("memory", "pinned_
 push!(jobs, Job("bad pinned memory limit",
                 julia("-e", "using CuMem"; CUMEM_PINNED_LIMIT = "lots"),
                 failed_with("CUMEM_PINNED_LIMIT=\"lots\"", "accepted")))
+# millions of keys and elements: on a GPU the onesweep sort's and the one-pass scan's
+# decoupled look-back with thousands of tiles in flight (the emulation runs tiles in order)
+if DEVICE == "cuda"
+    push!(jobs, Job("large sorts and scans against Base", julia(testfile(joinpath("compute", "algorithms", "sort_large_tests.jl"))),
+                    passed; cost = 60))
+end
+push!(jobs, Job("sort.cuh and scan.cuh to sm_90 PTX (NVRTC)", julia(testfile(joinpath("compute", "algorithms", "sort_ptx_tests.jl"))),
+                passed; cost = 40))
 push!(jobs, Job("indexing and copies", interpreted(testfile(joinpath("compute", "algorithms", "indexing_tests.jl"))), passed; cost = 40))
 # CUDA.jl parity: Base/Statistics/LinearAlgebra functions without scalar indexing, the
 # scalar error's text, broadcasts of Symbols, Chars and writes through Ref(A)
@@ -141,6 +150,9 @@ if DEVICE != "cuda" && Sys.which("g++") !== nothing &&
    success(pipeline(`g++ -x c++ -std=c++20 -fsyntax-only -`, stdin = IOBuffer("#include <barrier>\n_Float16 h;"), stderr = devnull))
     push!(jobs, Job("array-library kernels emulated on CPU threads (g++)", julia(testfile(joinpath("compute", "algorithms", "arraylib_emulation_tests.jl"))),
                     passed; cost = 150))
+    # the onesweep sort and one-pass scan (julia/cuda/sort.cuh, scan.cuh), look-back included
+    push!(jobs, Job("onesweep sort and one-pass scan emulated on CPU threads (g++)",
+                    julia(testfile(joinpath("compute", "algorithms", "sort_emulation_tests.jl"))), passed; cost = 200))
     # reductions, scans, findmax and sorts with compiled element functions, on g++ threads
     push!(jobs, Job("reduction kernels emulated on CPU threads (g++)", julia(testfile(joinpath("compute", "reduce", "reduce_emulation_tests.jl"))),
                     passed; cost = 150))

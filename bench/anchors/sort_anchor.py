@@ -1,4 +1,4 @@
-"""torch.sort / torch.argsort / torch.cumsum and CuPy's sort / argsort / cumsum (CUB) at the
+"""torch.sort / torch.argsort / torch.cumsum and CuPy's sort / argsort / cumsum (CUB) and a device copy at the
 sizes of bench/julia/sort_bench.jl, as JSON lines {"op", "impl", "n", "ms"} (median of 5 timed runs
 after one warm-up, CUDA events). python3 bench/anchors/sort_anchor.py [n ...]"""
 import json, statistics, sys
@@ -18,7 +18,10 @@ def timed(f, setup):
     return statistics.median(ts)
 
 def emit(op, impl, n, ms):
-    print(json.dumps({"op": op, "impl": impl, "n": n, "ms": round(ms, 3)}), flush=True)
+    row = {"op": op, "impl": impl, "n": n, "ms": round(ms, 3)}
+    if op in ("cumsum_f32", "copy_f32"):
+        row["gbps"] = round(8 * n / ms / 1e6, 1)
+    print(json.dumps(row), flush=True)
 
 types = {"sort_f32": torch.float32, "sort_i64": torch.int64, "sort_u32": torch.int32}
 for n in sizes:
@@ -28,6 +31,9 @@ for n in sizes:
     src = torch.rand(n, device="cuda")
     emit("sortperm_f32", "torch", n, timed(lambda x: torch.argsort(x, stable=True), lambda: src.clone()))
     emit("cumsum_f32", "torch", n, timed(lambda x: torch.cumsum(x, 0), lambda: src.clone()))
+    dst = torch.empty_like(src)
+    emit("copy_f32", "torch", n, timed(lambda x: dst.copy_(x), lambda: src.clone()))
+    del dst
     del src
 try:
     import cupy as cp
@@ -38,6 +44,9 @@ try:
         src = cp.random.random(n).astype(cp.float32)
         emit("sortperm_f32", "cupy", n, timed(lambda x: cp.argsort(x), lambda: src.copy()))
         emit("cumsum_f32", "cupy", n, timed(lambda x: cp.cumsum(x), lambda: src.copy()))
+        dst = cp.empty_like(src)
+        emit("copy_f32", "cupy", n, timed(lambda x: dst.__setitem__(slice(None), x), lambda: src.copy()))
+        del dst
         del src
 except ImportError as e:
     print(f"# CuPy not available: {e}", file=sys.stderr)

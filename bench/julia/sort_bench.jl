@@ -1,7 +1,11 @@
-# The device sort against itself at 10^6 and 10^8 elements: sort! of Float32, Int64 and
-# UInt32 keys, sortperm of Float32, and cumsum (the scan under the sort), as JSON lines
-# {"op", "impl": "cumem", "n", "ms"} (median of 5 timed runs after one warm-up, each
-# ending with a synchronize). Run on a GPU: CUMEM_DEVICE=cuda julia --project=. bench/julia/sort_bench.jl
+# The device sort and scan at 10^6 and 10^8 elements: sort! of Float32, Int64 and UInt32
+# keys, sortperm of Float32, cumsum of Float32 and a device copy of Float32 (the bandwidth
+# the one-pass scan is measured against: "gbps" = bytes read + written / time), as JSON lines
+# {"op", "impl": "cumem", "n", "ms"[, "gbps"]} (median of 5 timed runs after one warm-up,
+# each ending with a synchronize). With CUMEM_SORT_ANCHOR=1, then PyTorch's and CuPy's rows
+# from bench/anchors/sort_anchor.py in the same call (impl "torch"/"cupy"; bench/gpu/run.sh's
+# `sort` suite runs the anchor itself, after this). Run on a GPU:
+#   CUMEM_DEVICE=cuda [CUMEM_SORT_ANCHOR=1] julia --project=. bench/julia/sort_bench.jl [n ...]
 using CuMem, Random, Printf, Statistics
 CuMem.allowscalar(false)
 
@@ -31,7 +35,17 @@ for n in sizes
     ms = timed(x -> CuMem.unsafe_free!(sortperm(x)), () -> copy(src))
     println("{\"op\": \"sortperm_f32\", \"impl\": \"cumem\", \"n\": $n, \"ms\": $(round(ms; digits = 3))}")
     ms = timed(x -> CuMem.unsafe_free!(cumsum(x)), () -> copy(src))
-    println("{\"op\": \"cumsum_f32\", \"impl\": \"cumem\", \"n\": $n, \"ms\": $(round(ms; digits = 3))}")
+    println("{\"op\": \"cumsum_f32\", \"impl\": \"cumem\", \"n\": $n, \"ms\": $(round(ms; digits = 3)), \"gbps\": $(round(8n / ms / 1e6; digits = 1))}")
+    dst = similar(src)
+    ms = timed(x -> copyto!(dst, x), () -> copy(src))
+    println("{\"op\": \"copy_f32\", \"impl\": \"cumem\", \"n\": $n, \"ms\": $(round(ms; digits = 3)), \"gbps\": $(round(8n / ms / 1e6; digits = 1))}")
+    CuMem.unsafe_free!(dst)
     CuMem.unsafe_free!(src)
     flush(stdout)
+end
+
+if get(ENV, "CUMEM_SORT_ANCHOR", "0") == "1" && Sys.which("python3") !== nothing
+    anchor = joinpath(@__DIR__, "..", "anchors", "sort_anchor.py")
+    ok = success(pipeline(`python3 -c "import torch; assert torch.cuda.is_available()"`; stderr = devnull))
+    ok ? run(`python3 $anchor $(string.(sizes))`) : println(stderr, "# sort_anchor.py skipped: no torch with CUDA")
 end

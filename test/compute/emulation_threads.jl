@@ -42,6 +42,10 @@ template <typename T> static inline T __shfl_down_sync(unsigned, T v, int o) {
   unsigned base = threadIdx.x - emu_lane(), n = blockDim.x - base < 32 ? blockDim.x - base : 32;
   T r = v; if (emu_lane() + o < n) memcpy(&r, &emu_slot[threadIdx.x + o], sizeof(T));
   emu_warp_sync(); return r; }
+template <typename T> static inline T __shfl_up_sync(unsigned, T v, int o) {
+  uint64_t u = 0; memcpy(&u, &v, sizeof(T)); emu_slot[threadIdx.x] = u; emu_warp_sync();
+  T r = v; if (emu_lane() >= (unsigned)o) memcpy(&r, &emu_slot[threadIdx.x - o], sizeof(T));
+  emu_warp_sync(); return r; }
 static inline int __popc(unsigned x) { return __builtin_popcount(x); }
 static inline unsigned atomicAdd(unsigned* p, unsigned v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
 static inline unsigned long long atomicMin(unsigned long long* p, unsigned long long v) {

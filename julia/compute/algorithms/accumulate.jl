@@ -1,117 +1,55 @@
 # Scans: accumulate, accumulate!, cumsum, cumprod (and their ! forms) along any dimension,
-# with any operator compiled from Julia's typed IR (element_fns.jl), and `init`. The device algorithm is the
-# classic three-phase scan (Blelloch; CUB's reduce-then-scan, as CuPy's cumsum): long lines
-# (vectors, the dimension of a matrix with few lines) are cut into tiles of 2048 elements;
-# one kernel reduces each tile, one scans the tile totals of each line, one rescans each
-# tile from its prefix. Arrays with many short lines scan one line per thread. The operator
+# with any operator compiled from Julia's typed IR (element_fns.jl), and `init`. The device algorithm is
+# the one-pass scan with decoupled look-back (Merrill & Garland 2016; CUB's DeviceScan under
+# CuPy's and PyTorch's cumsum; julia/cuda/scan.cuh): long lines (vectors, the dimension of a
+# matrix with few lines) are cut into tiles of 16 KiB of accumulators (4096 Float32s); each
+# block scans its tile in shared memory, publishes the tile's total at once and finds its
+# prefix from the totals of the tiles before it - one read and one write of the data. Arrays
+# with many short lines scan one line per thread. The operator
 # must be associative (its applications are regrouped, as in CUDA.jl and CuPy); Float16
 # accumulates in Float32. On the host device Base computes after the same code generation.
 
-## the kernels
+## the kernels (julia/cuda/scan.cuh)
 
-const SCAN_THREADS = 256
-const SCAN_ITEMS = 8
-const SCAN_TILE = SCAN_THREADS * SCAN_ITEMS
+const SCAN_CUH = cuda_source("scan.cuh")
+
+const SCAN_THREADS = 256              # CUMEM_SCAN_THREADS
+# Elements per thread of the one-pass scan: tiles of 16 KiB of accumulators (4096 Float32s).
+scan_items(Acc) = clamp(64 ÷ max(sizeof(Acc), 1), 1, 16)
+scan_tile(Acc) = SCAN_THREADS * scan_items(Acc)
+# Accumulators up to 64 bytes fit the one-pass kernel's shared memory; larger ones scan serially.
+scan_onepass_ok(Acc) = sizeof(Acc) <= 64
 
 # fns: the compiled op (two Acc -> Acc), load (T -> Acc) and store (Acc -> Out); has_init:
-# whether p0 (the init, as Acc) is a parameter. Every kernel takes the launch context first
-# and the function objects (those with storage) after its own parameters.
+# whether p0 (the init, as Acc) is a parameter. Two kernels, each the launch context first and
+# the function objects after its own parameters, calling scan.cuh's templates:
+# cumem_scan_lines (a thread per line) and cumem_scan_onepass (tiles, decoupled look-back).
 function scan_kernels_source(fns, T::Type, Acc::Type, Out::Type, nk::Int, has_init::Bool)
     odf, ldf, sdf = fns
     AC, TC, OC = c_type(Acc), c_type(T), c_type(Out)
-    load(ex) = fn_call(ldf, "ld", ex)
-    store(ex) = fn_call(sdf, "st", ex)
     io = IOBuffer()
+    print(io, "#define CUMEM_SCAN_OP(a, b) ", fn_call(odf, "op", "a", "b"), "\n")
+    print(io, "#define CUMEM_SCAN_LD(x) ", fn_call(ldf, "ld", "x"), "\n")
+    print(io, "#define CUMEM_SCAN_ST(a) ", fn_call(sdf, "st", "a"), "\n")
+    print(io, SCAN_CUH)
     # line j's first element: kept dims ks (sizes), kst (input strides), okst (output strides)
-    sig_dims = join([", int64_t ks$d, int64_t kst$d, int64_t okst$d" for d in 1:nk])
-    bases = "  int64_t ib = 0, ob = 0;\n" * (nk == 0 ? "" :
-            "  { int64_t r = j;\n" * join(["    ib += (r % ks$d) * kst$d; ob += (r % ks$d) * okst$d; r /= ks$d;\n" for d in 1:nk]) * "  }\n")
-    extra = (has_init ? ", $AC p0" : "") * fn_param(odf, "op") * fn_param(ldf, "ld") * fn_param(sdf, "st")
-    unpack = fn_local(odf, "op") * fn_local(ldf, "ld") * fn_local(sdf, "st")
-    OP(r, a, b) = "$r = $(fn_call(odf, "op", a, b));"
-    # one thread per line
-    print(io, """
-    extern "C" __global__ void cumem_scan_lines(jl_ctx_t ctx, const $TC* src, $OC* dst, int64_t nlines, int64_t n, int64_t ist, int64_t ost$sig_dims$extra)
-    {
-    $unpack  for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < nlines; j += (int64_t)blockDim.x * gridDim.x) {
-    $bases    $AC acc = $(load("src[ib]"));
-    $(has_init ? "    " * OP("acc", "p0", "acc") * "\n" : "")    dst[ob] = $(store("acc"));
-        for (int64_t k = 1; k < n; k++) { const $AC x = $(load("src[ib + k * ist]")); $(OP("acc", "acc", "x")) dst[ob + k * ost] = $(store("acc")); }
-      }
-    }
-    """)
-    # phase 1: tile totals (blockIdx.x: tile, blockIdx.y + gridDim.y * blockIdx.z: line)
-    tile_head = """
-      const int64_t j = (int64_t)blockIdx.y + (int64_t)gridDim.y * blockIdx.z;
-      if (j >= nlines) return;
-    $bases  const int64_t t0 = (int64_t)blockIdx.x * $SCAN_TILE + (int64_t)threadIdx.x * $SCAN_ITEMS;
-      const int cnt = t0 >= n ? 0 : (n - t0 < $SCAN_ITEMS ? (int)(n - t0) : $SCAN_ITEMS);
-      __shared__ $AC sh[$SCAN_THREADS];
-    """
-    # inclusive Hillis-Steele scan of the threads' values in sh (threads without elements
-    # come last, so their garbage flows only to threads without elements)
-    block_scan = """
-      for (int o = 1; o < $SCAN_THREADS; o <<= 1) {
-        $AC t = v;
-        if ((int)threadIdx.x >= o) { const $AC u = sh[threadIdx.x - o]; $(OP("t", "u", "v")) }
-        __syncthreads();
-        v = t; sh[threadIdx.x] = v;
-        __syncthreads();
-      }
-    """
-    print(io, """
-    extern "C" __global__ void cumem_scan_tiles(jl_ctx_t ctx, const $TC* src, $AC* part, int64_t nlines, int64_t n, int64_t ntiles, int64_t ist$sig_dims$extra)
-    {
-    $unpack$tile_head  $AC v{};
-      if (cnt > 0) { v = $(load("src[ib + t0 * ist]")); for (int k = 1; k < cnt; k++) { const $AC x = $(load("src[ib + (t0 + k) * ist]")); $(OP("v", "v", "x")) } }
-      sh[threadIdx.x] = v;
-      __syncthreads();
-    $block_scan  const int64_t last = (n - (int64_t)blockIdx.x * $SCAN_TILE + $(SCAN_ITEMS - 1)) / $SCAN_ITEMS - 1;
-      if ((int64_t)threadIdx.x == (last < $(SCAN_THREADS - 1) ? last : $(SCAN_THREADS - 1))) part[j * ntiles + blockIdx.x] = v;
-    }
-    """)
-    # phase 2: inclusive scan of each line's tile totals, in place (one block per line)
-    print(io, """
-    extern "C" __global__ void cumem_scan_parts(jl_ctx_t ctx, $AC* part, int64_t nlines, int64_t ntiles$extra)
-    {
-    $unpack  const int64_t j = (int64_t)blockIdx.y + (int64_t)gridDim.y * blockIdx.z;
-      if (j >= nlines) return;
-      $AC* p = part + j * ntiles;
-      __shared__ $AC sh[$SCAN_THREADS];
-      const int64_t chunk = (ntiles + $(SCAN_THREADS - 1)) / $SCAN_THREADS;
-      const int64_t lo = chunk * threadIdx.x, hi = lo + chunk < ntiles ? lo + chunk : ntiles;
-      $AC v{};
-      if (lo < hi) { v = p[lo]; for (int64_t k = lo + 1; k < hi; k++) { const $AC x = p[k]; $(OP("v", "v", "x")) } }
-      sh[threadIdx.x] = v;
-      __syncthreads();
-    $block_scan  if (lo < hi) {
-        $AC acc = p[lo];
-        if (threadIdx.x > 0) { const $AC u = sh[threadIdx.x - 1]; $(OP("acc", "u", "acc")) }
-        p[lo] = acc;
-        for (int64_t k = lo + 1; k < hi; k++) { const $AC x = p[k]; $(OP("acc", "acc", "x")) p[k] = acc; }
-      }
-    }
-    """)
-    # phase 3: each tile rescanned from its prefix
-    print(io, """
-    extern "C" __global__ void cumem_scan_apply(jl_ctx_t ctx, const $TC* src, const $AC* part, $OC* dst, int64_t nlines, int64_t n, int64_t ntiles, int64_t ist, int64_t ost$sig_dims$extra)
-    {
-    $unpack$tile_head  $AC x[$SCAN_ITEMS];
-      $AC v{};
-      for (int k = 0; k < cnt; k++) x[k] = $(load("src[ib + (t0 + k) * ist]"));
-      if (cnt > 0) { v = x[0]; for (int k = 1; k < cnt; k++) $(OP("v", "v", "x[k]")) }
-      sh[threadIdx.x] = v;
-      __syncthreads();
-    $block_scan  if (cnt == 0) return;
-      bool have = false; $AC pre{};
-    $(has_init ? "  pre = p0; have = true;\n" : "")  if (blockIdx.x > 0) { const $AC u = part[j * ntiles + blockIdx.x - 1]; if (have) { $(OP("pre", "pre", "u")) } else pre = u; have = true; }
-      if (threadIdx.x > 0) { const $AC u = sh[threadIdx.x - 1]; if (have) { $(OP("pre", "pre", "u")) } else pre = u; have = true; }
-      $AC acc = x[0];
-      if (have) $(OP("acc", "pre", "x[0]"))
-      dst[ob + t0 * ost] = $(store("acc"));
-      for (int k = 1; k < cnt; k++) { $(OP("acc", "acc", "x[k]")) dst[ob + (t0 + k) * ost] = $(store("acc")); }
-    }
-    """)
+    dims = join([", int64_t ks$d, int64_t kst$d, int64_t okst$d" for d in 1:nk])
+    tail = (has_init ? ", $AC p0" : "") * fn_param(odf, "op") * fn_param(ldf, "ld") * fn_param(sdf, "st") * ") {\n"
+    p0 = has_init ? "p0" : "$AC{}"
+    function body(call)
+        print(io, fn_local(odf, "op"), fn_local(ldf, "ld"), fn_local(sdf, "st"))
+        for a in ("ks", "kst", "okst")
+            print(io, "  const int64_t ", nk == 0 ? "* $a = 0" : "$a[] = {" * join(["$a$d" for d in 1:nk], ", ") * "}", ";\n")
+        end
+        print(io, "  CUMEM_SCAN_LAMBDAS($AC, $nk)\n  ", call, "\n}\n")
+    end
+    print(io, "CUMEM_KERNEL void cumem_scan_lines(jl_ctx_t ctx, const $TC* src, $OC* dst, int64_t nlines, int64_t n, int64_t ist, int64_t ost", dims, tail)
+    body("cumem_scan_serial<$AC, $has_init>(nlines, n, $p0, s_op, s_line, s_ld, s_st);")
+    if scan_onepass_ok(Acc)
+        print(io, "CUMEM_KERNEL void cumem_scan_onepass(jl_ctx_t ctx, const $TC* src, $OC* dst, int64_t n, int64_t ntiles, int64_t ist, int64_t ost",
+              dims, ", uint32_t* flags, $AC* aggs, $AC* incs, uint32_t* counter", tail)
+        body("cumem_scan_onepass<$AC, $(scan_items(Acc)), $has_init>(n, ntiles, $p0, s_op, s_line, s_ld, s_st, flags, aggs, incs, counter);")
+    end
     return kernel_source(unique_fns(fns)...; body = String(take!(io)))
 end
 
@@ -159,10 +97,10 @@ function gpu_accumulate!(op, dst::CuArray, A, d, init)
     ldf, lo = converted_function(Acc, identity, T)
     sdf, so = converted_function(Out, identity, Acc)
     fns = (odf, ldf, sdf)
-    key = (:scan3, typeof(op), T, Acc, Out, length(ksz), has_init)
+    key = (:scan1, typeof(op), T, Acc, Out, length(ksz), has_init)
+    names = scan_onepass_ok(Acc) ? ("cumem_scan_lines", "cumem_scan_onepass") : ("cumem_scan_lines",)
     entry = kernel_entry(key, fns) do
-        src = scan_kernels_source(fns, T, Acc, Out, length(ksz), has_init)
-        (src, ("cumem_scan_lines", "cumem_scan_tiles", "cumem_scan_parts", "cumem_scan_apply"), nothing)
+        (scan_kernels_source(fns, T, Acc, Out, length(ksz), has_init), names, nothing)
     end
     (length(dst) == 0 || on_host()) && return dst
     ctx = launch_context(unique_fns(fns)...)
@@ -172,25 +110,26 @@ function gpu_accumulate!(op, dst::CuArray, A, d, init)
     dims = Any[]
     for k in eachindex(ksz); push!(dims, Int64(ksz[k]), Int64(kst[k]), Int64(okst[k])); end
     srcp = devaddr(b) + UInt64(off * sizeof(T))
-    ntiles = cld(n, SCAN_TILE)
+    tile = scan_tile(Acc)
+    ntiles = cld(n, tile)
     GC.@preserve b dst begin
-        if ntiles <= 1 || nlines >= 8 * sm_count() * SCAN_THREADS ÷ max(1, min(ntiles, 64))
+        if !scan_onepass_ok(Acc) || n <= 32 || (ntiles <= 1 && nlines >= 4 * sm_count() * SCAN_THREADS) ||
+           nlines >= 8 * sm_count() * SCAN_THREADS ÷ max(1, min(ntiles, 64))
             k = entry_kernel(entry, "cumem_scan_lines")
             blocks = max(1, min(cld(nlines, 128), 65535))
             launch(k, ctx, srcp, devaddr(dst), Int64(nlines), Int64(n), Int64(ist), Int64(ost), dims..., tail...;
                    blocks = blocks, threads = 128)
         else
-            part = CuArray{Acc}(undef, nlines * ntiles)
-            gy, gz = nlines <= 65535 ? (nlines, 1) : (65535, cld(nlines, 65535))
-            k1 = entry_kernel(entry, "cumem_scan_tiles")
-            launch(k1, ctx, srcp, devaddr(part), Int64(nlines), Int64(n), Int64(ntiles), Int64(ist), dims..., tail...;
-                   blocks = (ntiles, gy, gz), threads = SCAN_THREADS)
-            k2 = entry_kernel(entry, "cumem_scan_parts")
-            launch(k2, ctx, devaddr(part), Int64(nlines), Int64(ntiles), tail...; blocks = (1, gy, gz), threads = SCAN_THREADS)
-            k3 = entry_kernel(entry, "cumem_scan_apply")
-            launch(k3, ctx, srcp, devaddr(part), devaddr(dst), Int64(nlines), Int64(n), Int64(ntiles), Int64(ist), Int64(ost),
-                   dims..., tail...; blocks = (ntiles, gy, gz), threads = SCAN_THREADS)
-            unsafe_free!(part)
+            # look-back state: flags and the tile counter (zeroed), then aggregates and prefixes
+            total = nlines * ntiles
+            flags = CuArray{UInt32}(undef, total + 1)
+            fill!(flags, 0x0)
+            part = CuArray{Acc}(undef, 2 * total)
+            k = entry_kernel(entry, "cumem_scan_onepass")
+            launch(k, ctx, srcp, devaddr(dst), Int64(n), Int64(ntiles), Int64(ist), Int64(ost), dims...,
+                   devaddr(flags), devaddr(part), devaddr(part) + total * sizeof(Acc), devaddr(flags) + 4 * total,
+                   tail...; blocks = total, threads = SCAN_THREADS)
+            unsafe_free!(flags); unsafe_free!(part)
         end
     end
     return dst

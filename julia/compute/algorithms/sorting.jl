@@ -3,180 +3,121 @@
 #
 # Two algorithms, chosen by what the ordering needs:
 #
-# - LSD radix sort (Merrill & Grimshaw's scheme, the one of CUB's DeviceRadixSort behind
-#   CuPy's and PyTorch's sorts) whenever the comparison is Base's `isless` on a primitive key
-#   (Bool, 8 to 64-bit integers, Float16/32/64) - the default `sort`, `rev=true`, and `by`
-#   functions that map elements to such keys (the keys are computed by one broadcast and
-#   sorted with the permutation). Keys are mapped to unsigned integers whose order is
-#   `isless`'s (floats: sign-magnitude flipped, NaNs after +Inf, -0.0 before 0.0; `rev`
-#   complements them), then sorted 8 bits per pass: a histogram kernel per tile of 4096
-#   keys, a device scan of the digit counts (scan.jl), and a stable scatter that ranks
-#   equal digits with warp match instructions (sm_70+). O(n) work, stable, so `sortperm`
-#   and `sort(A; dims)` (a stable second sort by column) come from the same kernels.
+# - Onesweep LSD radix sort (Adinets & Merrill 2022, the scheme of CUB's DeviceRadixSort
+#   behind CuPy's and PyTorch's sorts) whenever the comparison is Base's `isless` on a
+#   primitive key (Bool, Char, 8 to 64-bit integers, Float16/32/64) - the default `sort`,
+#   `rev=true`, and `by` functions that map elements to such keys (the keys are computed by
+#   one broadcast and sorted with the permutation). Keys are mapped to unsigned integers whose
+#   order is `isless`'s (floats: sign-magnitude flipped, NaNs after +Inf, -0.0 before 0.0;
+#   `rev` complements them) on the first pass's load and back on the last pass's store. One
+#   kernel counts every 8-bit digit's histogram, one block turns them into offsets and drops
+#   the digits equal over all keys, then one kernel per digit ranks tiles of 4096 keys in
+#   shared memory (warp match), finds each digit's place by decoupled look-back over the
+#   tiles and writes the keys regrouped by digit. No host synchronization; O(n) work, stable,
+#   so `sortperm` (32-bit positions as payload) and `sort(A; dims)` (a stable second sort
+#   by column) come from the same kernels (`julia/cuda/sort.cuh`).
 # - Bitonic sort of the permutation (Batcher) for any other `lt`/`by` (Julia functions
 #   compiled from their typed IR, branches included): O(n log² n), one launch per merge step, made stable by breaking ties on the
 #   original index. Comparison sorts have no key to take apart, and bitonic needs no
 #   temporary memory or data-dependent control flow.
 #
-# The radix kernels' CUDA C is fixed text per key width and payload; the bitonic kernel
-# calls the compiled comparison (element_fns.jl). On the host device, Base sorts the buffer
+# The radix kernels' CUDA C is fixed text (sort.cuh) instantiated per key type and payload;
+# the bitonic kernel calls the compiled comparison (element_fns.jl). On the host device, Base sorts the buffer
 # after the same code generation.
 
-## key transforms
+## the onesweep radix sort (julia/cuda/sort.cuh)
 
 # The unsigned type of a key's bits.
 key_uint(::Type{T}) where {T} = sizeof(T) == 1 ? UInt8 : sizeof(T) == 2 ? UInt16 : sizeof(T) == 4 ? UInt32 : UInt64
 
-const RADIX_TYPES = (Bool, Int8, Int16, Int32, Int64, UInt8, UInt16, UInt32, UInt64, Float16, Float32, Float64)
+const RADIX_TYPES = (Bool, Int8, Int16, Int32, Int64, UInt8, UInt16, UInt32, UInt64, Float16, Float32, Float64, Char)
 radix_sortable(@nospecialize(T)) = any(S -> S === T, RADIX_TYPES)
 
+const SORT_CUH = cuda_source("sort.cuh")
+
 const RADIX_THREADS = 256
-const RADIX_ITEMS = 16
-const RADIX_TILE = RADIX_THREADS * RADIX_ITEMS
+const RADIX_TILE = RADIX_THREADS * 16       # CUMEM_SORT_TILE
+const RADIX_WIDE = 1 << 30                  # from n = 2^30 on, 64-bit look-back words
 
-# C: the ordered unsigned key of T's bits u (as UK), and back.
-function key_transform_c(T::Type)
-    UK = c_type(key_uint(T))
-    bits = 8 * sizeof(T)
-    sign = "(($UK)1 << $(bits - 1))"
-    if T <: AbstractFloat
-        mant = T === Float16 ? 10 : T === Float32 ? 23 : 52
-        expmask = "(((($UK)1 << $(bits - 1 - mant)) - 1) << $mant)"
-        mantmask = "((($UK)1 << $mant) - 1)"
-        to = """
-        static __device__ __forceinline__ $UK to_key($UK u) {
-          if ((u & $expmask) == $expmask && (u & $mantmask) != 0) u &= ($UK)~$sign;   /* every NaN after +Inf */
-          return (u & $sign) ? ($UK)~u : ($UK)(u | $sign);
-        }
-        static __device__ __forceinline__ $UK from_key($UK u) { return (u & $sign) ? ($UK)(u ^ $sign) : ($UK)~u; }
-        """
-    elseif T <: Signed
-        to = """
-        static __device__ __forceinline__ $UK to_key($UK u) { return ($UK)(u ^ $sign); }
-        static __device__ __forceinline__ $UK from_key($UK u) { return ($UK)(u ^ $sign); }
-        """
-    else
-        to = """
-        static __device__ __forceinline__ $UK to_key($UK u) { return u; }
-        static __device__ __forceinline__ $UK from_key($UK u) { return u; }
-        """
-    end
-    return to
-end
-
-# Kernels for keys of type T (their bits), with a payload of `vbytes` bytes (0: none).
-function radix_source(T::Type, vbytes::Int)
-    UK = c_type(key_uint(T))
+# The source for keys of type T (their bits), a payload of `vbytes` bytes (0: none) and
+# look-back words of 64 bits (wide) or 32: sort.cuh after its typedefs.
+function radix_source(T::Type, vbytes::Int, wide::Bool)
+    kind = T <: AbstractFloat ? 2 : T <: Signed ? 1 : 0
+    mant = T === Float16 ? 10 : T === Float32 ? 23 : T === Float64 ? 52 : 0
     VT = vbytes == 0 ? "uint8_t" : vbytes == 4 ? "uint32_t" : "uint64_t"
-    io = IOBuffer()
-    print(io, C_PRELUDE_V2, key_transform_c(T))
-    print(io, """
-    /* keys to ordered unsigned (dir 1) or back (dir -1); flip complements them (rev) */
-    extern "C" __global__ void cumem_radix_keys($UK* k, int64_t n, int dir, int flip)
-    {
-      for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)blockDim.x * gridDim.x) {
-        $UK u = k[i];
-        if (dir > 0) { u = to_key(u); if (flip) u = ($UK)~u; }
-        else { if (flip) u = ($UK)~u; u = from_key(u); }
-        k[i] = u;
-      }
-    }
-    /* the payload 0, 1, 2, ... (the identity permutation, 0-based) */
-    extern "C" __global__ void cumem_radix_iota($VT* v, int64_t n)
-    {
-      for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)blockDim.x * gridDim.x) v[i] = ($VT)i;
-    }
-    /* counts[d * nblocks + b]: keys of tile b whose digit (bits shift..shift+7) is d */
-    extern "C" __global__ void cumem_radix_hist(const $UK* k, uint32_t* counts, int64_t n, int shift, int64_t nblocks)
-    {
-      __shared__ uint32_t h[256];
-      const int t = threadIdx.x;
-      h[t] = 0;
-      __syncthreads();
-      const int64_t start = (int64_t)blockIdx.x * $RADIX_TILE;
-      for (int r = 0; r < $RADIX_ITEMS; r++) {
-        const int64_t i = start + r * $RADIX_THREADS + t;
-        if (i < n) atomicAdd(&h[(unsigned)((k[i] >> shift) & 255u)], 1u);
-      }
-      __syncthreads();
-      counts[(int64_t)t * nblocks + blockIdx.x] = h[t];
-    }
-    /* stable scatter of tile b to its digits' places: incl is the inclusive scan of counts */
-    extern "C" __global__ void cumem_radix_scatter(const $UK* kin, $UK* kout, const $VT* vin, $VT* vout,
-                                                   const uint32_t* counts, const uint32_t* incl,
-                                                   int64_t n, int shift, int64_t nblocks, int hasv)
-    {
-      __shared__ uint32_t run[256];
-      __shared__ uint32_t wc[$(RADIX_THREADS ÷ 32)][256];
-      const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
-      { const int64_t j = (int64_t)t * nblocks + blockIdx.x; run[t] = incl[j] - counts[j]; }
-      const int64_t start = (int64_t)blockIdx.x * $RADIX_TILE;
-      for (int r = 0; r < $RADIX_ITEMS; r++) {
-        for (int w = 0; w < $(RADIX_THREADS ÷ 32); w++) wc[w][t] = 0;
-        __syncthreads();
-        const int64_t i = start + r * $RADIX_THREADS + t;
-        const bool valid = i < n;
-        const $UK key = valid ? kin[i] : ($UK)0;
-        const unsigned d = valid ? (unsigned)((key >> shift) & 255u) : 256u;
-        const unsigned peers = __match_any_sync(0xffffffffu, d);
-        const unsigned rank = __popc(peers & ((1u << lane) - 1u));
-        if (valid && rank == 0) wc[warp][d] = __popc(peers);
-        __syncthreads();
-        if (valid) {
-          uint32_t pos = run[d] + rank;
-          for (int w = 0; w < warp; w++) pos += wc[w][d];
-          kout[pos] = key;
-          if (hasv) vout[pos] = vin[i];
-        }
-        __syncthreads();
-        { uint32_t s = 0; for (int w = 0; w < $(RADIX_THREADS ÷ 32); w++) s += wc[w][t]; run[t] += s; }
-        __syncthreads();
-      }
-    }
-    """)
-    return String(take!(io))
+    return string(C_PRELUDE_V2,
+                  "typedef ", c_type(key_uint(T)), " cumem_key_t;\n",
+                  "typedef ", VT, " cumem_val_t;\n",
+                  "typedef ", wide ? "uint64_t" : "uint32_t", " cumem_status_t;\n",
+                  "#define CUMEM_KEY_KIND ", kind, "\n#define CUMEM_KEY_BITS ", 8 * sizeof(T), "\n#define CUMEM_MANT ", mant, "\n",
+                  SORT_CUH)
 end
 
-radix_entry(T, vbytes) = kernel_entry((:radix, T, vbytes)) do
-    (radix_source(T, vbytes), ("cumem_radix_keys", "cumem_radix_iota", "cumem_radix_hist", "cumem_radix_scatter"), nothing)
+const RADIX_KERNELS = ("cumem_sort_hist", "cumem_sort_offsets", "cumem_sort_onesweep", "cumem_sort_finish", "cumem_sort_small")
+radix_entry(T, vbytes, wide::Bool = false) = kernel_entry((:onesweep, T, vbytes, wide)) do
+    (radix_source(T, vbytes, wide), RADIX_KERNELS, nothing)
 end
 
-# Sorts the n keys in `keys` (a CuArray of T's bits, as key_uint(T)) in place by isless
-# (rev: reversed), carrying `vals` (a CuArray of 4- or 8-byte elements, or nothing) along.
-# `bits`: the low bits that can differ (8 * sizeof(T) unless told; keys already ordered).
-# `transform`: map T's bits to ordered keys first and back at the end.
-function radix_sort!(::Type{T}, keys::CuArray, vals, rev::Bool; bits::Int = 8 * sizeof(T), transform::Bool = true) where {T}
+#     CuMem.radix_sort!(T, keys::CuVector, vals, rev::Bool; src = keys, iota = false) -> keys
+#
+# Sorts the n keys of type `T`, stored as their bits in `keys` (a CuVector of `key_uint(T)`),
+# in place by `isless` (`rev`: reversed), stable, carrying `vals` (a CuVector of 4- or 8-byte
+# elements, or `nothing`) along: the onesweep radix sort of `julia/cuda/sort.cuh`
+# (8-bit digits, one histogram pass for all digits, digits equal over all keys skipped, no
+# host synchronization; up to 4096 keys: one block sorts them in shared memory). `src`: where the keys are read from (the first pass reads it, so
+# `keys` may be uninitialized scratch when `src !== keys`); `iota`: `vals` starts as the
+# positions 0, 1, 2, ... (made on the device; `vals`' contents are not read). Throws
+# `ArgumentError` for 2^32 or more keys. Device memory: one more copy of the keys and of
+# `vals`, 1 KiB per tile of 4096 keys and digit pass (2 KiB from 2^30 keys).
+function radix_sort!(::Type{T}, keys::CuArray, vals, rev::Bool; src::CuArray = keys, iota::Bool = false) where {T}
     n = length(keys)
     n < typemax(UInt32) || throw(ArgumentError("the device sort handles fewer than 2^32 elements, got $n"))
+    length(src) == n || throw(DimensionMismatch("radix_sort!: $(length(src)) source keys for $n"))
+    vals === nothing || length(vals) == n || throw(DimensionMismatch("radix_sort!: $(length(vals)) values for $n keys"))
     vbytes = vals === nothing ? 0 : sizeof(eltype(vals))
-    entry = radix_entry(T, vbytes)
-    (on_host() || n <= 1) && return keys
+    wide = n >= RADIX_WIDE
+    entry = radix_entry(T, vbytes, wide)
+    on_host() && return keys
+    n == 0 && return keys
     UK = eltype(keys)
-    blocks, threads = grid_for(n)
-    kk = entry_kernel(entry, "cumem_radix_keys")
-    transform && launch(kk, devaddr(keys), Int64(n), Int32(1), Int32(rev); blocks = blocks, threads = threads)
-    nb = cld(n, RADIX_TILE)
-    counts = CuArray{UInt32}(undef, 256 * nb)
-    incl = CuArray{UInt32}(undef, 256 * nb)
+    npass = sizeof(UK)
+    ntiles = cld(n, RADIX_TILE)
+    flip = rev ? typemax(UK) : zero(UK)
+    null = CuPtr{Nothing}(0)
+    if ntiles == 1          # one block, every pass in shared memory
+        GC.@preserve src keys vals launch(entry_kernel(entry, "cumem_sort_small"), devaddr(src), devaddr(keys),
+            vals === nothing ? null : devaddr(vals), Int64(n), flip, Int32(vals !== nothing), Int32(iota); blocks = 1, threads = RADIX_THREADS)
+        return keys
+    end
+    # one zeroed allocation: hist (npass x 256), info (npass + 1), the passes' tile counters
+    # (npass), a pad to 8 bytes, the look-back words (npass x ntiles x 256, 4 or 8 bytes)
+    ST = wide ? UInt64 : UInt32
+    head = npass * 256 + 2 * npass + 2
+    scratch = CuArray{UInt32}(undef, head + npass * ntiles * 256 * (sizeof(ST) ÷ 4))
+    fill!(scratch, 0x0)
+    hist = devaddr(scratch)
+    info = hist + 4 * npass * 256
+    counters = info + 4 * (npass + 1)
+    status = hist + 4 * head
     kalt = CuArray{UK}(undef, n)
     valt = vals === nothing ? nothing : similar(vals)
-    kh = entry_kernel(entry, "cumem_radix_hist")
-    ks = entry_kernel(entry, "cumem_radix_scatter")
-    kin, kout, vin, vout = keys, kalt, vals, valt
-    for shift in 0:8:bits-1
-        launch(kh, devaddr(kin), devaddr(counts), Int64(n), Int32(shift), Int64(nb); blocks = nb, threads = RADIX_THREADS)
-        gpu_accumulate!(+, incl, counts, 1, NOINIT)
-        launch(ks, devaddr(kin), devaddr(kout), vin === nothing ? CuPtr{Nothing}(0) : devaddr(vin),
-               vout === nothing ? CuPtr{Nothing}(0) : devaddr(vout), devaddr(counts), devaddr(incl), Int64(n), Int32(shift),
-               Int64(nb), Int32(vin !== nothing); blocks = nb, threads = RADIX_THREADS)
-        kin, kout, vin, vout = kout, kin, vout, vin
+    vA = vals === nothing ? null : devaddr(vals)
+    vB = valt === nothing ? null : devaddr(valt)
+    GC.@preserve src keys vals begin
+        hb = max(1, min(ntiles, 4 * sm_count()))
+        launch(entry_kernel(entry, "cumem_sort_hist"), devaddr(src), hist, Int64(n), flip; blocks = hb, threads = RADIX_THREADS)
+        launch(entry_kernel(entry, "cumem_sort_offsets"), hist, info, Int64(n); blocks = 1, threads = 256)
+        ks = entry_kernel(entry, "cumem_sort_onesweep")
+        for p in 0:npass-1
+            launch(ks, devaddr(src), devaddr(keys), devaddr(kalt), vA, vB, hist, info,
+                   status + p * ntiles * 256 * sizeof(ST), counters + 4 * p, Int64(n), Int32(p), flip,
+                   Int32(vals !== nothing), Int32(iota); blocks = ntiles, threads = RADIX_THREADS)
+        end
+        blocks, threads = grid_for(n)
+        launch(entry_kernel(entry, "cumem_sort_finish"), devaddr(keys), devaddr(kalt), vA, vB, info, Int64(n),
+               Int32(vals !== nothing), Int32(iota); blocks = blocks, threads = threads)
     end
-    if kin !== keys          # an odd number of passes: the result is in the other buffers
-        copyto!(keys, kin)
-        vals === nothing || copyto!(vals, vin)
-    end
-    transform && launch(kk, devaddr(keys), Int64(n), Int32(-1), Int32(rev); blocks = blocks, threads = threads)
-    foreach(unsafe_free!, (counts, incl, kalt))
+    foreach(unsafe_free!, (scratch, kalt))
     valt === nothing || unsafe_free!(valt)
     return keys
 end
@@ -187,30 +128,17 @@ reinterpret_same(::Type{U}, v::CuArray) where {U} = unsafe_wrap(CuArray, CuPtr{U
 
 ## bitonic sort of a permutation (general lt/by)
 
+const BITONIC_CUH = cuda_source("bitonic.cuh")
+
+# The bitonic step kernel (bitonic.cuh) with the compiled comparison cdf on two T's.
 function bitonic_source(cdf, T::Type)
     TC = c_type(T)
     io = IOBuffer()
-    print(io, """
-    /* one merge step (k, j) of Batcher's bitonic network over m = 2^p slots of the permutation
-       idx (0-based; slots >= n hold indices >= n, which order after every element); cmp is
-       the compiled lt(by(a), by(b)) */
-    extern "C" __global__ void cumem_bitonic(jl_ctx_t ctx, const $TC* v, int64_t* idx, int64_t n, int64_t m, int64_t k, int64_t j$(fn_param(cdf, "cmp")))
-    {
-    $(fn_local(cdf, "cmp"))  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < m; i += (int64_t)blockDim.x * gridDim.x) {
-        const int64_t l = i ^ j;
-        if (l <= i) continue;
-        const int64_t p = idx[i], q = idx[l];
-        bool after;    /* whether element p belongs after element q */
-        if (p >= n || q >= n) after = p > q;
-        else {
-          const bool qp = $(fn_call(cdf, "cmp", "v[q]", "v[p]"));
-          const bool pq = $(fn_call(cdf, "cmp", "v[p]", "v[q]"));
-          after = qp || (!pq && p > q);
-        }
-        if (((i & k) == 0) == after) { idx[i] = q; idx[l] = p; }
-      }
-    }
-    """)
+    print(io, BITONIC_CUH)
+    print(io, "CUMEM_KERNEL void cumem_bitonic(jl_ctx_t ctx, const $TC* v, int64_t* idx, int64_t n, int64_t m, int64_t k, int64_t j",
+          fn_param(cdf, "cmp"), ") {\n", fn_local(cdf, "cmp"))
+    print(io, "  auto c = [&](const $TC a, const $TC b) -> bool { return ", fn_call(cdf, "cmp", "a", "b"), "; };\n")
+    print(io, "  cumem_bitonic_step(v, idx, n, m, k, j, c);\n}\n")
     return kernel_source(cdf; body = String(take!(io)))
 end
 
@@ -241,8 +169,7 @@ function bitonic_perm(v::CuArray{T}, lt, by, rev::Bool) where {T}
     idx = CuArray{Int64}(undef, m)
     on_host() && return idx, entry
     blocks, threads = grid_for(m)
-    ki = entry_kernel(radix_entry(UInt64, 8), "cumem_radix_iota")
-    launch(ki, devaddr(idx), Int64(m); blocks = blocks, threads = threads)
+    idx .= 0:m-1
     ctx = launch_context(cdf)
     tail = fn_values!(Any[], cmp)
     k = 2
@@ -273,20 +200,18 @@ end
 # Whether the radix path applies: isless on the keys and a key type it handles.
 radix_path(lt, by, T) = lt === isless && (by === identity ? radix_sortable(T) : radix_sortable(result_type(by, T)))
 
-# A stable permutation (0-based Int64s on the device) sorting v (contiguous).
+# A stable permutation (0-based; UInt32s from the radix sort, Int64s from the bitonic sort)
+# sorting v (contiguous), on the device.
 function device_perm(v::CuArray{T}, lt, by, rev) where {T}
     n = length(v)
     if radix_path(lt, by, T)
-        keys = by === identity ? copy(v) : by.(v)
+        keys = by === identity ? v : by.(v)
         K = eltype(keys)
-        perm = CuArray{Int64}(undef, n)
-        if !on_host() && n > 0
-            blocks, threads = grid_for(n)
-            launch(entry_kernel(radix_entry(K, 8), "cumem_radix_iota"), devaddr(perm), Int64(n);
-                   blocks = blocks, threads = threads)
-        end
-        radix_sort!(K, key_bits(keys), perm, rev)
-        unsafe_free!(keys)
+        perm = CuArray{UInt32}(undef, n)
+        scratch = CuArray{key_uint(K)}(undef, n)
+        radix_sort!(K, scratch, perm, rev; src = key_bits(keys), iota = true)
+        unsafe_free!(scratch)
+        keys === v || unsafe_free!(keys)
         return perm
     end
     idx, _ = bitonic_perm(v, lt, by, rev)
@@ -363,8 +288,7 @@ Base.sort(A::AnyCuArray; dims::Integer, kw...) = sort!(copy(A); dims = dims, kw.
 function sort_segments!(v::CuArray{T,1}, len, nseg, lt, by, rev) where {T}
     p = device_perm(v, lt, by, rev)                 # 0-based positions in sorted order
     seg = UInt32.(p .÷ len)                         # their segments
-    bits = max(8, 8 * cld(ndigits(max(nseg - 1, 1); base = 2), 8))
-    radix_sort!(UInt32, seg, p, false; bits = bits, transform = false)
+    radix_sort!(UInt32, seg, p, false)              # (constant high digits are skipped)
     s = v[p .+ 1]
     copyto!(v, s)
     foreach(unsafe_free!, (p, seg, s))

@@ -1,0 +1,201 @@
+/* Inclusive scans with any associative operator: one pass with decoupled look-back (Merrill &
+ * Garland, "Single-pass Parallel Prefix Scan with Decoupled Look-back", 2016; CUB's
+ * DeviceScan), and one thread per line for many short lines.
+ *
+ * After the compiler's output (prelude, types, jl_ctx_t, the compiled element functions).
+ * julia/compute/algorithms/accumulate.jl (scan_kernels_source) defines, before this text,
+ *   CUMEM_SCAN_OP(a, b)  the operator on two accumulators (a compiled call through ctx and op)
+ *   CUMEM_SCAN_LD(x)     an input element x as an accumulator (through ld)
+ *   CUMEM_SCAN_ST(a)     an output element from an accumulator (through st)
+ * and after it two kernels (cumem_scan_lines, cumem_scan_onepass) whose bodies are
+ * CUMEM_SCAN_LAMBDAS and a call of cumem_scan_serial / cumem_scan_onepass. The templates take
+ *   op(a, b) -> Acc           the operator
+ *   line(j, &ib, &ob)         the offsets (elements) of line j's first input and output element
+ *   ld(ib, k) -> Acc          element k of the line starting at ib, converted to Acc
+ *   st(ob, k, Acc)            stores element k of the line starting at ob
+ * `init` (HAS_INIT) is applied once, before the line's first element. The operator's
+ * applications are regrouped (associativity assumed, as CUB, CuPy and CUDA.jl do). */
+#include "prelude.cuh"   /* already in the kernel source: skipped there (its guard) */
+
+#define CUMEM_SCAN_THREADS 256
+#define CUMEM_SCAN_PAD(i) ((i) + ((i) >> 5))     /* one pad word per 32: no bank conflicts */
+
+/* a value written by another block: read through volatile words (no stale L1 line) */
+template <typename A> static __device__ __forceinline__ A cumem_scan_vload(const A* p) {
+  A r;
+  if (sizeof(A) % 4 == 0) {
+    const volatile uint32_t* s = (const volatile uint32_t*)p; uint32_t* d = (uint32_t*)&r;
+    for (int i = 0; i < (int)(sizeof(A) / 4); i++) d[i] = s[i];
+  } else {
+    const volatile unsigned char* s = (const volatile unsigned char*)p; unsigned char* d = (unsigned char*)&r;
+    for (int i = 0; i < (int)sizeof(A); i++) d[i] = s[i];
+  }
+  return r;
+}
+template <typename A> static __device__ __forceinline__ void cumem_scan_vstore(A* p, A v) {
+  if (sizeof(A) % 4 == 0) {
+    volatile uint32_t* d = (volatile uint32_t*)p; const uint32_t* s = (const uint32_t*)&v;
+    for (int i = 0; i < (int)(sizeof(A) / 4); i++) d[i] = s[i];
+  } else {
+    volatile unsigned char* d = (volatile unsigned char*)p; const unsigned char* s = (const unsigned char*)&v;
+    for (int i = 0; i < (int)sizeof(A); i++) d[i] = s[i];
+  }
+}
+
+/* The first input and output offsets of line j: the NK kept dimensions (sizes ks, input
+   strides kst, output strides okst; j's index in them in column-major order). */
+template <int NK> static __device__ __forceinline__ void cumem_scan_line_base(int64_t j, const int64_t* ks, const int64_t* kst,
+                                                                             const int64_t* okst, int64_t* ib, int64_t* ob) {
+  int64_t a = 0, b = 0, r = j;
+  for (int d = 0; d < NK; d++) { const int64_t q = r % ks[d]; a += q * kst[d]; b += q * okst[d]; r /= ks[d]; }
+  *ib = a; *ob = b;
+}
+
+/* The lambdas of a kernel over `src`/`dst` (strides ist/ost) with NK kept dimensions in the
+   arrays ks, kst, okst, from the CUMEM_SCAN_* macros. */
+#define CUMEM_SCAN_LAMBDAS(AC, NK) \
+  auto s_op = [&](const AC a, const AC b) -> AC { AC r; r = CUMEM_SCAN_OP(a, b); return r; }; \
+  auto s_line = [&](int64_t j, int64_t* ibp, int64_t* obp) { cumem_scan_line_base<NK>(j, ks, kst, okst, ibp, obp); }; \
+  auto s_ld = [&](int64_t ib, int64_t k) -> AC { AC r; r = CUMEM_SCAN_LD(src[ib + k * ist]); return r; }; \
+  auto s_st = [&](int64_t ob, int64_t k, const AC a) { dst[ob + k * ost] = CUMEM_SCAN_ST(a); };
+
+/* One line per thread (grid-stride over the nlines lines of n elements; strides ist/ost). */
+template <typename Acc, bool HAS_INIT, typename Op, typename Line, typename Ld, typename St>
+static __device__ __forceinline__ void cumem_scan_serial(int64_t nlines, int64_t n, Acc p0, Op op, Line line, Ld ld, St st)
+{
+  for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < nlines; j += (int64_t)blockDim.x * gridDim.x) {
+    int64_t ib, ob;
+    line(j, &ib, &ob);
+    Acc acc = ld(ib, 0);
+    if (HAS_INIT) acc = op(p0, acc);
+    st(ob, 0, acc);
+    for (int64_t k = 1; k < n; k++) { acc = op(acc, ld(ib, k)); st(ob, k, acc); }
+  }
+}
+
+/* One pass over nlines lines of n elements cut in ntiles tiles of CUMEM_SCAN_THREADS * ITEMS.
+ * Blocks take tiles in order (line-major) from `counter` (zeroed); `flags` (nlines * ntiles,
+ * zeroed): 1 when aggs[tile] (the tile's own total) is published, 2 when incs[tile] (the
+ * total of the line up to and including the tile, init included) is. A tile waits only on
+ * earlier tiles of its line, which are running or done: forward progress on any GPU. */
+template <typename Acc, int ITEMS, bool HAS_INIT, typename Op, typename Line, typename Ld, typename St>
+static __device__ __forceinline__ void cumem_scan_onepass(int64_t n, int64_t ntiles, Acc p0, Op op, Line line, Ld ld, St st,
+                                                          uint32_t* flags, Acc* aggs, Acc* incs, uint32_t* counter)
+{
+  const int TILE = CUMEM_SCAN_THREADS * ITEMS;
+  __shared__ Acc s_items[CUMEM_SCAN_PAD(CUMEM_SCAN_THREADS * ITEMS)];
+  __shared__ Acc s_warp[CUMEM_SCAN_THREADS];
+  __shared__ Acc s_wtot[CUMEM_SCAN_THREADS / 32];
+  __shared__ Acc s_lb[32];
+  __shared__ uint32_t s_lbf[32];
+  __shared__ Acc s_excl;
+  __shared__ int s_have, s_done;
+  __shared__ uint32_t s_id;
+  const int t = threadIdx.x, lane = t & 31, w = t >> 5;
+  if (t == 0) s_id = atomicAdd(counter, 1u);
+  __syncthreads();
+  const int64_t id = s_id, j = id / ntiles, tile = id % ntiles;
+  int64_t ib, ob;
+  line(j, &ib, &ob);
+  const int64_t base = tile * TILE;
+  const int cnt = n - base < TILE ? (int)(n - base) : TILE;
+  /* coalesced load, then each thread takes ITEMS consecutive elements */
+  for (int r = 0; r < ITEMS; r++) {
+    const int i = r * CUMEM_SCAN_THREADS + t;
+    if (i < cnt) s_items[CUMEM_SCAN_PAD(i)] = ld(ib, base + i);
+  }
+  __syncthreads();
+  const int mine = cnt - t * ITEMS <= 0 ? 0 : (cnt - t * ITEMS < ITEMS ? cnt - t * ITEMS : ITEMS);
+  Acc x[ITEMS];
+  Acc v{};
+  for (int k = 0; k < ITEMS; k++) {
+    if (k < mine) {
+      x[k] = s_items[CUMEM_SCAN_PAD(t * ITEMS + k)];
+      if (k > 0) x[k] = op(x[k - 1], x[k]);
+      v = x[k];
+    }
+  }
+  /* inclusive scan of the threads' totals in each warp (threads without elements come last:
+     their values reach only threads without elements) */
+  s_warp[t] = v;
+  __syncwarp();
+  for (int o = 1; o < 32; o <<= 1) {
+    Acc u{};
+    const bool h = lane >= o;
+    if (h) u = s_warp[t - o];
+    __syncwarp();
+    if (h) { v = op(u, v); s_warp[t] = v; }
+    __syncwarp();
+  }
+  if (lane == 31) s_wtot[w] = v;
+  __syncthreads();
+  if (t == 0) {
+    /* the warps' totals: exclusive prefixes in place, the tile's total (for a partial last
+       tile, garbage that no later tile of the line reads) */
+    Acc agg = s_wtot[0];
+    for (int k = 1; k < CUMEM_SCAN_THREADS / 32; k++) { const Acc u = s_wtot[k]; s_wtot[k] = agg; agg = op(agg, u); }
+    if (tile == 0) {
+      cumem_scan_vstore(incs + id, HAS_INIT ? op(p0, agg) : agg);
+      __threadfence();
+      *(volatile uint32_t*)(flags + id) = 2u;
+      s_have = HAS_INIT ? 1 : 0;
+      if (HAS_INIT) s_excl = p0;
+    } else {
+      cumem_scan_vstore(aggs + id, agg);
+      __threadfence();
+      *(volatile uint32_t*)(flags + id) = 1u;
+    }
+    s_wtot[0] = agg;     /* (warp 0 has no prefix: the slot carries the total to the look-back) */
+  }
+  __syncwarp();
+  if (tile > 0 && w == 0) {
+    /* decoupled look-back, 32 tiles at a time: lane l reads tile q = jt - l */
+    bool have = false;
+    Acc excl{};
+    int64_t jt = tile - 1;
+    while (true) {
+      const int64_t q = jt - lane;
+      uint32_t f = 2u;
+      if (q >= 0) { do { f = *(volatile uint32_t*)(flags + j * ntiles + q); } while (f == 0u); }
+      __threadfence();
+      if (q >= 0) s_lb[lane] = cumem_scan_vload((f == 2u ? incs : aggs) + j * ntiles + q);
+      s_lbf[lane] = f;
+      __syncwarp();
+      if (lane == 0) {
+        int kmax = 31;
+        for (int k = 0; k < 32; k++) if (s_lbf[k] == 2u) { kmax = k; break; }
+        Acc win = s_lb[kmax];
+        for (int k = kmax - 1; k >= 0; k--) win = op(win, s_lb[k]);
+        excl = have ? op(win, excl) : win;
+        have = true;
+        s_done = s_lbf[kmax] == 2u;
+      }
+      __syncwarp();
+      const bool done = s_done;
+      __syncwarp();
+      if (done) break;
+      jt -= 32;
+    }
+    if (lane == 0) {
+      cumem_scan_vstore(incs + id, op(excl, s_wtot[0]));
+      __threadfence();
+      *(volatile uint32_t*)(flags + id) = 2u;
+      s_excl = excl;
+      s_have = 1;
+    }
+  }
+  __syncthreads();
+  /* each thread's prefix: the tile's, its warp's, its lane's */
+  bool have = s_have != 0;
+  Acc pre{};
+  if (have) pre = s_excl;
+  if (w > 0) { const Acc u = s_wtot[w]; pre = have ? op(pre, u) : u; have = true; }
+  if (lane > 0) { const Acc u = s_warp[t - 1]; pre = have ? op(pre, u) : u; have = true; }
+  for (int k = 0; k < ITEMS; k++)
+    if (k < mine) s_items[CUMEM_SCAN_PAD(t * ITEMS + k)] = have ? op(pre, x[k]) : x[k];
+  __syncthreads();
+  for (int r = 0; r < ITEMS; r++) {
+    const int i = r * CUMEM_SCAN_THREADS + t;
+    if (i < cnt) st(ob, base + i, s_items[CUMEM_SCAN_PAD(i)]);
+  }
+}

@@ -1,0 +1,328 @@
+/* Onesweep LSD radix sort (Adinets & Merrill, "Onesweep: A Faster Least Significant Digit
+ * Radix Sort for GPUs", 2022; the scheme of CUB's DeviceRadixSort on sm_70+).
+ *
+ * Fixed text, instantiated by the typedefs and macros that julia/compute/algorithms/sorting.jl
+ * puts before it (after C_PRELUDE_V2's integer typedefs):
+ *   cumem_key_t     the unsigned type of a key's bits (uint8_t .. uint64_t)
+ *   cumem_val_t     the payload (uint32_t, uint64_t; uint8_t when there is none)
+ *   cumem_status_t  a look-back word: uint32_t (n < 2^30) or uint64_t
+ *   CUMEM_KEY_KIND  0 unsigned (also Bool, Char), 1 signed, 2 IEEE float
+ *   CUMEM_KEY_BITS  8 * sizeof(cumem_key_t);  CUMEM_MANT  mantissa bits of a float key
+ *
+ * Launch order for n keys (1 <= n < 2^32), NPASS = sizeof(cumem_key_t) digits of 8 bits:
+ *   1. cumem_sort_hist      every digit's histogram in one read of the keys
+ *   2. cumem_sort_offsets   one block: exclusive offsets per digit; which passes are active
+ *                           (a digit equal over all keys is skipped) and their buffer parity
+ *   3. cumem_sort_onesweep  once per pass p = 0 .. NPASS-1 (a skipped pass returns at once):
+ *                           tiles of CUMEM_SORT_TILE keys taken in order by an atomic
+ *                           counter, ranked in shared memory (warp match), digit offsets by
+ *                           decoupled look-back over the tiles, keys (and payload) regrouped
+ *                           in shared memory before the scattered write
+ *   4. cumem_sort_finish    the result back into the A buffers after an odd number of passes
+ * or, for n <= CUMEM_SORT_TILE, cumem_sort_small alone (one block, every pass in shared memory).
+ * Keys are mapped to unsigned integers whose order is Julia's isless (floats: negatives
+ * complemented, the sign bit set on the others, every NaN to the largest key: NaNs last,
+ * -0.0 before 0.0), complemented when `flip` (rev), on the first active pass's load and back
+ * on the last one's store. Stable: equal keys keep their order (ranks follow tile order,
+ * tiles follow input order). Scratch (hist/info/counters and status) must be zero before 1. */
+#include "prelude.cuh"   /* already in the kernel source: skipped there (its guard) */
+
+#define CUMEM_SORT_THREADS 256
+#ifndef CUMEM_SORT_ITEMS
+#define CUMEM_SORT_ITEMS 16
+#endif
+#define CUMEM_SORT_TILE (CUMEM_SORT_THREADS * CUMEM_SORT_ITEMS)
+#define CUMEM_SORT_WARPS (CUMEM_SORT_THREADS / 32)
+#define CUMEM_NPASS ((int)sizeof(cumem_key_t))
+#define CUMEM_ST_SHIFT (8 * (int)sizeof(cumem_status_t) - 2)
+#define CUMEM_ST_AGG ((cumem_status_t)1 << CUMEM_ST_SHIFT)
+#define CUMEM_ST_PRE ((cumem_status_t)2 << CUMEM_ST_SHIFT)
+#define CUMEM_ST_VAL(w) ((w) & (CUMEM_ST_AGG - 1))
+
+/* the ordered key of a key's bits, and back */
+static __device__ __forceinline__ cumem_key_t cumem_to_key(cumem_key_t u) {
+#if CUMEM_KEY_KIND == 2
+  const cumem_key_t sign = (cumem_key_t)((cumem_key_t)1 << (CUMEM_KEY_BITS - 1));
+  const cumem_key_t expm = (cumem_key_t)((((cumem_key_t)1 << (CUMEM_KEY_BITS - 1 - CUMEM_MANT)) - 1) << CUMEM_MANT);
+  const cumem_key_t mantm = (cumem_key_t)(((cumem_key_t)1 << CUMEM_MANT) - 1);
+  if ((u & expm) == expm && (u & mantm) != 0) return (cumem_key_t)~(cumem_key_t)0;   /* NaN: after +Inf */
+  return (u & sign) ? (cumem_key_t)~u : (cumem_key_t)(u | sign);
+#elif CUMEM_KEY_KIND == 1
+  return (cumem_key_t)(u ^ (cumem_key_t)((cumem_key_t)1 << (CUMEM_KEY_BITS - 1)));
+#else
+  return u;
+#endif
+}
+static __device__ __forceinline__ cumem_key_t cumem_from_key(cumem_key_t u) {
+#if CUMEM_KEY_KIND == 2
+  const cumem_key_t sign = (cumem_key_t)((cumem_key_t)1 << (CUMEM_KEY_BITS - 1));
+  return (u & sign) ? (cumem_key_t)(u ^ sign) : (cumem_key_t)~u;
+#elif CUMEM_KEY_KIND == 1
+  return (cumem_key_t)(u ^ (cumem_key_t)((cumem_key_t)1 << (CUMEM_KEY_BITS - 1)));
+#else
+  return u;
+#endif
+}
+static __device__ __forceinline__ unsigned cumem_digit(cumem_key_t k, int pass) {
+  return (unsigned)((unsigned long long)k >> (8 * pass)) & 255u;
+}
+
+/* hist[p * 256 + d] += the number of keys whose digit p is d (keys read from src, ordered and
+ * complemented by flip as the first pass will; grid-stride) */
+CUMEM_KERNEL void cumem_sort_hist(const cumem_key_t* src, uint32_t* hist, int64_t n, cumem_key_t flip)
+{
+  __shared__ uint32_t h[CUMEM_NPASS * 256];
+  const int t = threadIdx.x;
+  for (int i = t; i < CUMEM_NPASS * 256; i += CUMEM_SORT_THREADS) h[i] = 0;
+  __syncthreads();
+  for (int64_t i = (int64_t)blockIdx.x * CUMEM_SORT_THREADS + t; i < n; i += (int64_t)CUMEM_SORT_THREADS * gridDim.x) {
+    const cumem_key_t k = (cumem_key_t)(cumem_to_key(src[i]) ^ flip);
+    for (int p = 0; p < CUMEM_NPASS; p++) atomicAdd(&h[p * 256 + cumem_digit(k, p)], 1u);
+  }
+  __syncthreads();
+  for (int i = t; i < CUMEM_NPASS * 256; i += CUMEM_SORT_THREADS)
+    if (h[i] != 0) atomicAdd(&hist[i], h[i]);
+}
+
+/* One block of 256 threads. hist[p * 256 + d] becomes the exclusive prefix over digits < d;
+ * info[p] = active | parity << 1 | first << 2 | last << 3 (parity: the number of active passes
+ * before p, mod 2: 0 reads the A buffers); info[NPASS] = the number of active passes. */
+CUMEM_KERNEL void cumem_sort_offsets(uint32_t* hist, uint32_t* info, int64_t n)
+{
+  __shared__ uint32_t s[256];
+  __shared__ uint32_t constant[8];
+  const int t = threadIdx.x;
+  for (int p = 0; p < CUMEM_NPASS; p++) {
+    const uint32_t c = hist[p * 256 + t];
+    if (t == 0) constant[p] = 0;
+    s[t] = c;
+    __syncthreads();
+    if ((int64_t)c == n) constant[p] = 1;
+    for (int o = 1; o < 256; o <<= 1) {
+      const uint32_t u = t >= o ? s[t - o] : 0u;
+      __syncthreads();
+      s[t] += u;
+      __syncthreads();
+    }
+    hist[p * 256 + t] = s[t] - c;
+    __syncthreads();
+  }
+  if (t == 0) {
+    int na = 0, firstp = -1, lastp = -1;
+    for (int p = 0; p < CUMEM_NPASS; p++) if (!constant[p]) { if (firstp < 0) firstp = p; lastp = p; }
+    for (int p = 0; p < CUMEM_NPASS; p++) {
+      const uint32_t a = constant[p] ? 0u : 1u;
+      info[p] = a | ((uint32_t)(na & 1) << 1) | ((uint32_t)(p == firstp) << 2) | ((uint32_t)(p == lastp) << 3);
+      na += (int)a;
+    }
+    info[CUMEM_NPASS] = (uint32_t)na;
+  }
+}
+
+static __device__ __forceinline__ cumem_status_t cumem_vload(const cumem_status_t* p) { return *(const volatile cumem_status_t*)p; }
+static __device__ __forceinline__ void cumem_vstore(cumem_status_t* p, cumem_status_t v) { *(volatile cumem_status_t*)p = v; }
+
+/* The rank of each of a lane's items (warp-striped from wbase; those at n or later are not
+ * counted) among the warp's items of the same digit, in item order; whist (the warp's 256
+ * counters, zeroed) ends with the warp's count of each digit. Equal digits are found by
+ * __match_any_sync. */
+static __device__ __forceinline__ void cumem_sort_warp_rank(const cumem_key_t* key, uint32_t* rank, int64_t wbase, int64_t n,
+                                                            int pass, uint32_t* whist, int lane)
+{
+  const unsigned below_mask = (1u << lane) - 1u;
+  for (int r = 0; r < CUMEM_SORT_ITEMS; r++) {
+    const bool valid = wbase + 32 * r + lane < n;
+    const unsigned d = valid ? cumem_digit(key[r], pass) : 256u;
+    const unsigned peers = __match_any_sync(0xffffffffu, d);
+    const unsigned below = (unsigned)__popc(peers & below_mask);
+    const uint32_t b = valid ? whist[d] : 0u;
+    __syncwarp();
+    if (valid && below == 0) whist[d] = b + (uint32_t)__popc(peers);
+    __syncwarp();
+    rank[r] = b + below;
+  }
+}
+
+/* One pass: keys from (first active pass) src, else the A (parity 0) or B buffers, to the
+ * other buffers. status: this pass's ntiles * 256 zeroed look-back words; counter: this pass's
+ * zeroed tile counter. iota: the payload is the input position (made on the first pass). */
+CUMEM_KERNEL void cumem_sort_onesweep(const cumem_key_t* src, cumem_key_t* kA, cumem_key_t* kB,
+                                               cumem_val_t* vA, cumem_val_t* vB, const uint32_t* offs,
+                                               const uint32_t* info, cumem_status_t* status, uint32_t* counter,
+                                               int64_t n, int pass, cumem_key_t flip, int hasv, int iota)
+{
+  __shared__ uint32_t s_whist[CUMEM_SORT_WARPS][256];
+  __shared__ uint32_t s_lstart[256];
+  __shared__ uint32_t s_gbase[256];
+  __shared__ uint32_t s_wsum[CUMEM_SORT_WARPS];
+  __shared__ uint32_t s_tile;
+  __shared__ union { cumem_key_t k[CUMEM_SORT_TILE]; cumem_val_t v[CUMEM_SORT_TILE]; } s_buf;   /* keys, then payload */
+  cumem_key_t* s_keys = s_buf.k;
+  cumem_val_t* s_vals = s_buf.v;
+
+  const uint32_t inf = info[pass];
+  if (!(inf & 1u)) return;
+  const bool parity = (inf >> 1) & 1u, first = (inf >> 2) & 1u, last = (inf >> 3) & 1u;
+  const cumem_key_t* kin = first ? src : (parity ? kB : kA);
+  cumem_key_t* kout = parity ? kA : kB;
+  const cumem_val_t* vin = parity ? vB : vA;
+  cumem_val_t* vout = parity ? vA : vB;
+  const int t = threadIdx.x, lane = t & 31, w = t >> 5;
+
+  for (int k = 0; k < CUMEM_SORT_WARPS; k++) s_whist[k][t] = 0;
+  if (t == 0) s_tile = atomicAdd(counter, 1u);
+  __syncthreads();
+  const uint32_t tile = s_tile;
+  const int64_t base = (int64_t)tile * CUMEM_SORT_TILE;
+  const int64_t wbase = base + (int64_t)w * 32 * CUMEM_SORT_ITEMS;
+
+  /* load (warp-striped: item r of a lane is wbase + 32 r + lane) */
+  cumem_key_t key[CUMEM_SORT_ITEMS];
+  uint32_t rank[CUMEM_SORT_ITEMS];
+  for (int r = 0; r < CUMEM_SORT_ITEMS; r++) {
+    const int64_t i = wbase + 32 * r + lane;
+    cumem_key_t k = i < n ? kin[i] : (cumem_key_t)0;
+    if (first) k = (cumem_key_t)(cumem_to_key(k) ^ flip);
+    key[r] = k;
+  }
+  cumem_sort_warp_rank(key, rank, wbase, n, pass, s_whist[w], lane);
+  __syncthreads();
+  /* thread t owns digit t: the warps' exclusive offsets and the tile's count */
+  uint32_t cnt = 0;
+  for (int k = 0; k < CUMEM_SORT_WARPS; k++) { const uint32_t x = s_whist[k][t]; s_whist[k][t] = cnt; cnt += x; }
+  cumem_status_t* st = status + (int64_t)tile * 256 + t;
+  cumem_vstore(st, (tile == 0 ? CUMEM_ST_PRE : CUMEM_ST_AGG) | (cumem_status_t)cnt);
+  /* exclusive scan of the counts over digits: warp shuffles, then the warps' sums */
+  uint32_t incl = cnt;
+  for (int o = 1; o < 32; o <<= 1) { const uint32_t u = __shfl_up_sync(0xffffffffu, incl, o); if (lane >= o) incl += u; }
+  if (lane == 31) s_wsum[w] = incl;
+  /* decoupled look-back: the count of digit t in the tiles before this one */
+  uint32_t excl = 0;
+  if (tile > 0) {
+    int64_t j = (int64_t)tile - 1;
+    while (true) {
+      const cumem_status_t x = cumem_vload(status + j * 256 + t);
+      if ((x >> CUMEM_ST_SHIFT) == 0) continue;              /* not yet published: spin */
+      excl += (uint32_t)CUMEM_ST_VAL(x);
+      if ((x >> CUMEM_ST_SHIFT) == 2) break;
+      j--;
+    }
+    cumem_vstore(st, CUMEM_ST_PRE | (cumem_status_t)(excl + cnt));
+  }
+  __syncthreads();
+  uint32_t lstart = incl - cnt;
+  for (int k = 0; k < w; k++) lstart += s_wsum[k];
+  s_lstart[t] = lstart;
+  s_gbase[t] = offs[pass * 256 + t] + excl - lstart;     /* (mod 2^32) global place of local slot 0 */
+  __syncthreads();
+  /* regroup the keys in shared memory by their rank in the tile */
+  for (int r = 0; r < CUMEM_SORT_ITEMS; r++) {
+    if (wbase + 32 * r + lane < n) {
+      const unsigned d = cumem_digit(key[r], pass);
+      rank[r] += s_lstart[d] + s_whist[w][d];
+      s_keys[rank[r]] = key[r];
+    }
+  }
+  __syncthreads();
+  const int64_t left = n - base;
+  const int nvalid = left < CUMEM_SORT_TILE ? (int)left : CUMEM_SORT_TILE;
+  uint32_t pos[CUMEM_SORT_ITEMS];
+  for (int k = 0; k < CUMEM_SORT_ITEMS; k++) {
+    const int i = k * CUMEM_SORT_THREADS + t;
+    if (i < nvalid) {
+      const cumem_key_t kk = s_keys[i];
+      pos[k] = s_gbase[cumem_digit(kk, pass)] + (uint32_t)i;
+      kout[pos[k]] = last ? cumem_from_key((cumem_key_t)(kk ^ flip)) : kk;
+    }
+  }
+  if (hasv) {
+    __syncthreads();
+    for (int r = 0; r < CUMEM_SORT_ITEMS; r++) {
+      const int64_t i = wbase + 32 * r + lane;
+      if (i < n) s_vals[rank[r]] = (first && iota) ? (cumem_val_t)i : vin[i];
+    }
+    __syncthreads();
+    for (int k = 0; k < CUMEM_SORT_ITEMS; k++) {
+      const int i = k * CUMEM_SORT_THREADS + t;
+      if (i < nvalid) vout[pos[k]] = s_vals[i];
+    }
+  }
+}
+
+/* After the passes: an odd number of them left the result in the B buffers (copied to A); none
+ * (every key equal) leaves the keys as they were and, with iota, the payload 0, 1, 2, ... */
+CUMEM_KERNEL void cumem_sort_finish(cumem_key_t* kA, const cumem_key_t* kB, cumem_val_t* vA, const cumem_val_t* vB,
+                                             const uint32_t* info, int64_t n, int hasv, int iota)
+{
+  const uint32_t na = info[CUMEM_NPASS];
+  if (!(na & 1u) && !(na == 0 && hasv && iota)) return;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)blockDim.x * gridDim.x) {
+    if (na & 1u) { kA[i] = kB[i]; if (hasv) vA[i] = vB[i]; }
+    else vA[i] = (cumem_val_t)i;
+  }
+}
+
+/* n <= CUMEM_SORT_TILE keys sorted by one block of 256 threads, every pass in shared memory
+ * (no histogram kernel, no look-back): keys from src (ordered on load) to keys, payload in
+ * vals (iota: made). A digit equal over all keys is skipped. */
+CUMEM_KERNEL void cumem_sort_small(const cumem_key_t* src, cumem_key_t* keys, cumem_val_t* vals, int64_t n,
+                                            cumem_key_t flip, int hasv, int iota)
+{
+  __shared__ uint32_t s_whist[CUMEM_SORT_WARPS][256];
+  __shared__ uint32_t s_lstart[256];
+  __shared__ uint32_t s_wsum[CUMEM_SORT_WARPS];
+  __shared__ int s_const[CUMEM_NPASS];
+  __shared__ union { cumem_key_t k[CUMEM_SORT_TILE]; cumem_val_t v[CUMEM_SORT_TILE]; } s_buf;
+  const int t = threadIdx.x, lane = t & 31, w = t >> 5;
+  const int64_t wbase = (int64_t)w * 32 * CUMEM_SORT_ITEMS;
+  cumem_key_t key[CUMEM_SORT_ITEMS];
+  cumem_val_t val[CUMEM_SORT_ITEMS];
+  uint32_t rank[CUMEM_SORT_ITEMS];
+  for (int r = 0; r < CUMEM_SORT_ITEMS; r++) {
+    const int64_t i = wbase + 32 * r + lane;
+    key[r] = i < n ? (cumem_key_t)(cumem_to_key(src[i]) ^ flip) : (cumem_key_t)0;
+    if (hasv) val[r] = i < n ? (iota ? (cumem_val_t)i : vals[i]) : (cumem_val_t)0;
+  }
+  if (t < CUMEM_NPASS) s_const[t] = 0;
+  for (int pass = 0; pass < CUMEM_NPASS; pass++) {
+    for (int k = 0; k < CUMEM_SORT_WARPS; k++) s_whist[k][t] = 0;
+    __syncthreads();
+    cumem_sort_warp_rank(key, rank, wbase, n, pass, s_whist[w], lane);
+    __syncthreads();
+    uint32_t cnt = 0;
+    for (int k = 0; k < CUMEM_SORT_WARPS; k++) { const uint32_t x = s_whist[k][t]; s_whist[k][t] = cnt; cnt += x; }
+    if ((int64_t)cnt == n) s_const[pass] = 1;
+    uint32_t incl = cnt;
+    for (int o = 1; o < 32; o <<= 1) { const uint32_t u = __shfl_up_sync(0xffffffffu, incl, o); if (lane >= o) incl += u; }
+    if (lane == 31) s_wsum[w] = incl;
+    __syncthreads();
+    if (s_const[pass]) continue;                /* (block-uniform; each pass its own flag) */
+    uint32_t lstart = incl - cnt;
+    for (int k = 0; k < w; k++) lstart += s_wsum[k];
+    s_lstart[t] = lstart;
+    __syncthreads();
+    for (int r = 0; r < CUMEM_SORT_ITEMS; r++) {
+      if (wbase + 32 * r + lane < n) {
+        const unsigned d = cumem_digit(key[r], pass);
+        rank[r] += s_lstart[d] + s_whist[w][d];
+        s_buf.k[rank[r]] = key[r];
+      }
+    }
+    __syncthreads();
+    for (int r = 0; r < CUMEM_SORT_ITEMS; r++) { const int64_t i = wbase + 32 * r + lane; if (i < n) key[r] = s_buf.k[i]; }
+    if (hasv) {
+      __syncthreads();
+      for (int r = 0; r < CUMEM_SORT_ITEMS; r++) if (wbase + 32 * r + lane < n) s_buf.v[rank[r]] = val[r];
+      __syncthreads();
+      for (int r = 0; r < CUMEM_SORT_ITEMS; r++) { const int64_t i = wbase + 32 * r + lane; if (i < n) val[r] = s_buf.v[i]; }
+    }
+    __syncthreads();
+  }
+  for (int r = 0; r < CUMEM_SORT_ITEMS; r++) {
+    const int64_t i = wbase + 32 * r + lane;
+    if (i < n) {
+      keys[i] = cumem_from_key((cumem_key_t)(key[r] ^ flip));
+      if (hasv) vals[i] = val[r];
+    }
+  }
+}

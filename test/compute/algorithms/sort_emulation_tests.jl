@@ -1,0 +1,104 @@
+# The onesweep radix sort (julia/cuda/sort.cuh) and the one-pass scan (julia/cuda/scan.cuh)
+# run on the CPU through test/compute/emulation_threads.jl (g++, a host thread per GPU
+# thread; blocks one after another, which decoupled look-back allows: a tile waits only on
+# tiles before it), against Base: every key width, NaN and -0.0 order, rev, by, stability of
+# sortperm, sizes around the tile (4096 keys; scans: 4096 / 2048 / 1024 elements by width),
+# n = 0, 1, 2^k ± 1, dims, init, integer scans exactly. lookback_emulation.cpp walks the
+# look-back through aggregates (what overlapping GPU blocks see).
+using CuMem, Libdl, Test, Random
+CuMem.allowscalar(false)
+
+include(joinpath(@__DIR__, "..", "emulation_threads.jl"))
+
+same(a, b) = (a = a isa CuArray ? Array(a) : a; isequal(a, b) || (println(a[1:min(end, 20)], "\n !=\n", b[1:min(end, 20)]); false))
+
+# keys with many ties and the special values of each type
+function keys_of(T, n)
+    T === Bool && return rand(Bool, n)
+    T === Char && return rand(['a', 'b', 'é', '∀', '\0', '😀'], n)
+    if T <: AbstractFloat
+        h = T.(round.(randn(n) .* 4) ./ 2)           # ties
+        sp = T[NaN, -0.0, 0.0, -Inf, Inf, -NaN, floatmin(T), -floatmax(T)]
+        for k in 1:min(n, 3 * length(sp))
+            h[rand(1:n)] = sp[mod1(k, length(sp))]
+        end
+        return h
+    end
+    return rand(T, n) .>> (rand(Bool) ? 0 : 4)        # sometimes constant high digits
+end
+
+Random.seed!(33)
+const TYPES = (Bool, Char, Int8, UInt8, Int16, UInt16, Float16, Int32, UInt32, Float32, Int64, UInt64, Float64)
+@testset "onesweep radix sort, emulated" begin
+    @testset "$T" for T in TYPES
+        for n in (0, 1, 2, 3, 4095, 4097, 9000)
+            h = keys_of(T, n)
+            @test same(sort(CuArray(h)), sort(h))
+            @test same(sort(CuArray(h); rev = true), sort(h; rev = true))
+            @test same(sortperm(CuArray(h)), sortperm(h))                  # stable: ties in input order
+            @test same(sortperm(CuArray(h); rev = true), sortperm(h; rev = true))
+        end
+    end
+    @testset "equal keys, constant digits" begin
+        @test same(sort(CuArray(fill(7, 5000))), fill(7, 5000))             # every pass skipped
+        @test same(sortperm(CuArray(fill(7f0, 5000))), collect(1:5000))
+        h = rand(UInt32(0):UInt32(255), 10_000) .| 0x12340000          # one active pass (odd: copied back)
+        @test same(sort(CuArray(h)), sort(h))
+        @test same(sortperm(CuArray(h)), sortperm(h))
+        h = Float32[NaN, -NaN, 1, NaN, -0.0, 0.0, -0.0]
+        @test same(sortperm(CuArray(h)), sortperm(h))
+        @test same(sortperm(CuArray(h); rev = true), sortperm(h; rev = true))
+    end
+    @testset "by, order, dims, partialsort" begin
+        h = rand(-50:50, 6000)
+        @test same(sort(CuArray(h); by = abs), sort(h; by = abs, alg = MergeSort))   # stable, as the device sort
+        @test same(sortperm(CuArray(h); by = x -> x % 7), sortperm(h; by = x -> x % 7))
+        @test same(sort(CuArray(h); order = Base.Order.Reverse), sort(h; rev = true))
+        @test same(sort(CuArray(Float32.(h)); by = x -> -x, rev = true), sort(Float32.(h); by = x -> -x, rev = true))
+        A = rand(Float32, 300, 17)
+        @test same(sort(CuArray(A); dims = 1), sort(A; dims = 1))
+        @test same(sort(CuArray(A); dims = 2, rev = true), sort(A; dims = 2, rev = true))
+        B = rand(Int16, 5, 4, 3)
+        @test same(sort(CuArray(B); dims = 3), sort(B; dims = 3))
+        v = rand(Float64, 5000)
+        @test partialsort(CuArray(v), 17) == partialsort(v, 17)
+        @test same(partialsort(CuArray(v), 10:20; rev = true), partialsort(v, 10:20; rev = true))
+        @test same(unique(CuArray(h)), unique(h))
+    end
+end
+
+@testset "one-pass scan, emulated" begin
+    l0 = LAUNCHES[]
+    for n in (0, 1, 2, 33, 2047, 2049, 4095, 4096, 4097, 3 * 4096 + 5)
+        h = rand(-9:9, n)                               # Int64: tiles of 2048
+        @test same(cumsum(CuArray(h)), cumsum(h))
+        h32 = rand(Int32(-9):Int32(9), n)               # Int32 accumulates as Int (add_sum)
+        @test same(cumsum(CuArray(h32)), cumsum(h32))
+        @test same(accumulate(+, CuArray(h32)), accumulate(+, h32))   # Int32 accumulator: tiles of 4096
+        f = rand(Float32, n)
+        r = Array(cumsum(CuArray(f)))
+        @test length(r) == n && (n == 0 || isapprox(r, cumsum(f); rtol = 1e-5))
+    end
+    h = rand(-5:5, 9000)
+    @test same(accumulate(max, CuArray(h); init = 3), accumulate(max, h; init = 3))
+    @test same(accumulate(+, CuArray(h); init = 100), accumulate(+, h; init = 100))
+    M = rand(-5:5, 5000, 3)
+    @test same(cumsum(CuArray(M); dims = 1), cumsum(M; dims = 1))
+    @test same(cumsum(CuArray(M); dims = 2), cumsum(M; dims = 2))
+    @test same(cumprod(CuArray(M .% 2 .+ 1); dims = 1), cumprod(M .% 2 .+ 1; dims = 1))
+    @test same(cumsum(view(CuArray(M), 5000:-3:1, 2)), cumsum(M[5000:-3:1, 2]))
+    @test same(cumsum(CuArray(Int8[100, 100, 100])), cumsum(Int8[100, 100, 100]))
+    c = rand(-3:3, 3000) .+ im .* rand(-3:3, 3000)
+    @test same(cumsum(CuArray(c)), cumsum(c))                                    # 16-byte accumulators
+    @test same(cumsum(CuArray(Float16[1, 2, 3, 4])), cumsum(Float16[1, 2, 3, 4]))
+    @test LAUNCHES[] - l0 > 30   # the GPU path ran
+end
+
+@testset "look-back through aggregates (lookback_emulation.cpp)" begin
+    dir = mktempdir()
+    write(joinpath(dir, "emu_hdr.h"), HDR)
+    cuda = joinpath(@__DIR__, "..", "..", "..", "julia", "cuda")
+    exe = joinpath(dir, "lb")
+    run(`g++ -O1 -std=c++20 -pthread -w -I$dir -I$cuda -o $exe $(joinpath(@__DIR__, "lookback_emulation.cpp"))`)
+    @test split(read(`$exe`, String)) == ["0", "0", "0"]    # wrong elements: sort 9000, sort 20483, scan 40 tiles
+end
