@@ -305,6 +305,8 @@ function dc_invoke(fn::DCFn, i::Int, ex::Expr)
     end
     call = string(name, "(", join(cargs, ", "), ")")
     R = dc_ssatype(fn, i)
+    fast = dc_steprange_fast(fn, sig, fargs, R)
+    fast === nothing || println(fn.io, "  if (", fast, ") { s", i, " = ", dc_val(fn, fargs[2]), "; } else {")
     if R === Union{} || dc_is_ghost(R) || dc_is_ghost(rt) || rt === Union{}
         println(fn.io, "  (void)", call, ";")
     else
@@ -314,4 +316,22 @@ function dc_invoke(fn::DCFn, i::Int, ex::Expr)
         fn.may_throw = true
         println(fn.io, "  if (ctx->thrown) return ", dc_zero(fn), ";")
     end
+    fast === nothing || println(fn.io, "  }")
+end
+
+# `start:step:stop` of Int32/Int64 computes its last element with Base.steprange_last (a
+# division, checks and a throw for step 0). When 0 < step and 0 <= stop - start < step
+# (one element: every thread of a grid-stride loop launched with one thread per element)
+# Base's result is `start` (stop == start returns stop; else the remainder is stop - start,
+# the difference taken unsigned as Base does on overflow), so the C tests that first and
+# calls the compiled Base method otherwise. The condition's C, or nothing for other calls.
+function dc_steprange_fast(fn, @nospecialize(sig), fargs, @nospecialize(R))
+    ps = sig.parameters
+    (length(ps) == 4 && ps[1] === typeof(Base.steprange_last)) || return nothing
+    T = ps[2]
+    (T === Int64 || T === Int32) && ps[3] === T && ps[4] === T && R === T || return nothing
+    U = T === Int64 ? "uint64_t" : "uint32_t"
+    start, step, stop = dc_val(fn, fargs[2]), dc_val(fn, fargs[3]), dc_val(fn, fargs[4])
+    return string("(", step, ") > 0 && (", start, ") <= (", stop, ") && (", U, ")((", U, ")(", stop, ") - (", U,
+                  ")(", start, ")) < (", U, ")(", step, ")")
 end

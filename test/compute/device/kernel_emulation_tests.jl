@@ -251,6 +251,19 @@ struct PQ
     q::Int32
 end
 argk!(out, s::PQ, t, r) = (i = threadIdx().x; out[i] = s.p * i + s.q + t[1] + t[2] + r[]; nothing)
+# one step range per thread: its length, wrapping sum and last element
+function ranges_emu!(len, tot, lst, a, s, b)
+    t = threadIdx().x
+    r = a[t]:s[t]:b[t]
+    n = 0
+    acc = zero(eltype(a))
+    for i in r
+        n += 1
+        acc += i
+    end
+    len[t] = n; tot[t] = acc; lst[t] = isempty(r) ? zero(eltype(a)) : last(r)
+    return nothing
+end
 oob_emu!(a) = (a[threadIdx().x + 1] = 1; nothing)
 div_emu!(a, d) = (a[1] = div(a[1], d); nothing)
 
@@ -303,4 +316,23 @@ div_emu!(a, d) = (a[1] = div(a[1], d); nothing)
     @test_throws BoundsError synchronize()
     emu(div_emu!, CuArray([5]), 0)
     @test_throws DivideError synchronize()
+
+    # step ranges: the one-element fast path of the C (dc_steprange_fast), Base.steprange_last
+    # otherwise (overflowing differences, negative steps, empty ranges), its throw for step 0
+    for T in (Int64, Int32)
+        lo, hi = typemin(T), typemax(T)
+        cs = T[1 1 1; 5 3 7; 5 3 8; 5 3 4; 7 -2 1; 7 -2 8; 1 10 10; 1 9 10; -3 5 1; hi-1 5 hi; lo hi hi;
+               lo 2 lo+3; hi -1 hi-2; lo+2 -5 lo; 0 1 0; 4 1 3; lo hi-1 hi; -1 hi hi]
+        m = size(cs, 1)
+        len, tot, lst = CuArray(zeros(Int, m)), CuArray(zeros(T, m)), CuArray(zeros(T, m))
+        emu(ranges_emu!, len, tot, lst, CuArray(cs[:, 1]), CuArray(cs[:, 2]), CuArray(cs[:, 3]); threads = m)
+        rs = [cs[k, 1]:cs[k, 2]:cs[k, 3] for k in 1:m]
+        @test Array(len) == length.(rs)
+        @test Array(tot) == [foldl(+, r; init = zero(T)) for r in rs]
+        @test Array(lst) == [isempty(r) ? zero(T) : last(r) for r in rs]
+        k = cufunction(ranges_emu!, typeof(map(cudaconvert, (len, tot, lst, lst, lst, lst))))
+        @test occursin(r"\) \{ s\d+ = s\d+; \} else \{", k.fun.source)      # the fast path is in the C
+        emu(ranges_emu!, len, tot, lst, CuArray(T[1]), CuArray(T[0]), CuArray(T[5]); threads = 1)
+        @test_throws ArgumentError synchronize()
+    end
 end

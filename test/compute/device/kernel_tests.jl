@@ -77,6 +77,39 @@ end
     @test Array(y) == fill(6.0f0, N)
 end
 
+# A step range per thread: its length, sum and last element (the compiler's fast path for
+# one-element Int ranges, Base.steprange_last otherwise, and its throw for step 0).
+function ranges!(len, tot, lst, a, s, b)
+    t = threadIdx().x
+    r = a[t]:s[t]:b[t]
+    n = 0
+    acc = zero(eltype(a))
+    for i in r
+        n += 1
+        acc += i
+    end
+    @inbounds len[t] = n
+    @inbounds tot[t] = acc
+    @inbounds lst[t] = isempty(r) ? zero(eltype(a)) : last(r)
+    return nothing
+end
+
+@testset "step ranges (start:step:stop) of $T" for T in (Int64, Int32)
+    lo, hi = typemin(T), typemax(T)
+    cases = T[1 1 1; 5 3 7; 5 3 8; 5 3 4; 7 -2 1; 7 -2 8; 1 10 10; 1 9 10; -3 5 1; hi-1 5 hi; lo hi hi;
+              lo 2 lo+3; hi -1 hi-2; lo+2 -5 lo; 0 1 0; 4 1 3]
+    m = size(cases, 1)
+    a, s, b = CuArray(cases[:, 1]), CuArray(cases[:, 2]), CuArray(cases[:, 3])
+    len, tot, lst = CuArray(zeros(Int, m)), CuArray(zeros(T, m)), CuArray(zeros(T, m))
+    @ck threads=m ranges!(len, tot, lst, a, s, b)
+    rs = [cases[k, 1]:cases[k, 2]:cases[k, 3] for k in 1:m]
+    @test Array(len) == length.(rs)
+    @test Array(tot) == [foldl(+, r; init = zero(T)) for r in rs]
+    @test Array(lst) == [isempty(r) ? zero(T) : last(r) for r in rs]
+    @ck threads=1 ranges!(len, tot, lst, CuArray(T[1]), CuArray(T[0]), CuArray(T[5]))
+    @test_throws ArgumentError synchronize()
+end
+
 function indices!(out)
     i = threadIdx().x + (threadIdx().y - 1) * blockDim().x + (threadIdx().z - 1) * blockDim().x * blockDim().y
     b = blockIdx().x + (blockIdx().y - 1) * gridDim().x
