@@ -2,7 +2,9 @@
    types CUDA.jl supports, warp shuffles of any isbits value (split into 32-bit words, as
    CUDA.jl's shfl_recurse) and votes. Put into every user kernel's source after the
    compiled types (kernel_source's prelude). Needs the typedefs and jl_bitcast of the
-   compiler's prelude (C_PRELUDE_V2). */
+   compiler's prelude (C_PRELUDE_V2), included here for a compile on its own (its guard
+   keeps it once in a kernel). */
+#include "prelude.cuh"
 template <int N> struct jl_uint_of;
 template <> struct jl_uint_of<2> { typedef unsigned short type; };
 template <> struct jl_uint_of<4> { typedef unsigned int type; };

@@ -12,7 +12,7 @@ include_dependency(joinpath(@__DIR__, "..", "..", "cuda", "device.cuh"))
 
 The device helpers of user kernels (julia/cuda/device.cuh): atomics, shuffles, lane id.
 """
-const DV_DEVICE_CUH = read(joinpath(@__DIR__, "..", "..", "cuda", "device.cuh"), String)
+const DV_DEVICE_CUH = cuda_source("device.cuh")      # (an include_dependency: editing it recompiles)
 
 """
     CuFunction

@@ -11,7 +11,8 @@
 //! granules it spans. Nor is there a running count of idle bytes: it would cost a bitmap
 //! count on every index insert and removal (a fifth of a miss's instructions), while only
 //! statistics and unmapping ask, and idle granules can lie only in the free ranges a
-//! granule long or longer ([`Arena::idle_bytes`]).
+//! granule long or longer (`Arena::idle_bytes`; [`Arena::releasable_bytes`] counts the
+//! allocations among them that reclaim can give back).
 
 use super::free_lists::FreeLists;
 use super::node::{NIL, Node};
@@ -257,11 +258,47 @@ impl Arena {
     /// Bytes of idle granules (mapped, wholly inside a free range): counted on demand
     /// over the free ranges a granule long or longer (statistics and reclaim ask; the
     /// alloc and free paths keep no count).
+    #[cfg(test)]
     pub fn idle_bytes(&self) -> u64 {
         if self.mapped_bytes == 0 {
             return 0;
         }
         self.granule_ranges().into_iter().map(|(size, addr)| self.idle_in(addr, size)).sum()
+    }
+
+    /// Bytes of the physical allocations that lie wholly inside free ranges: what
+    /// [`Arena::unmap_idle`] can give back. An idle granule of an allocation that a block
+    /// still touches elsewhere stays mapped (CUDA releases an allocation whole), so it
+    /// counts as an inactive split, not as releasable.
+    pub fn releasable_bytes(&self) -> u64 {
+        if self.mapped_bytes == 0 {
+            return 0;
+        }
+        let mut found = Vec::new();
+        let mut total = 0;
+        for (size, addr) in self.granule_ranges() {
+            found.clear();
+            self.chunks_inside(addr, size, &mut found);
+            total += found.iter().map(|&(cs, ce)| (ce - cs) as u64).sum::<u64>() * self.granule();
+        }
+        total
+    }
+
+    /// The allocations (granules `[start, end)`) wholly inside the free range
+    /// `[at, at + len)`, lowest first, appended to `found`.
+    fn chunks_inside(&self, at: u64, len: u64, found: &mut Vec<(usize, usize)>) {
+        let gran = self.granule();
+        let lo = (at - self.base).div_ceil(gran) as usize;
+        let hi = (((at + len - self.base) >> self.shift) as usize).min(self.top);
+        let mut g = lo;
+        while g < hi {
+            let Some(m) = self.next_with(g, hi, true) else { break };
+            let (cs, ce) = self.chunk_at(m);
+            if cs >= lo && ce <= hi {
+                found.push((cs, ce));
+            }
+            g = ce;
+        }
     }
 
     /// Where a block of `size` bytes goes: the start or the end of a free range, among
@@ -616,18 +653,8 @@ impl Arena {
                 break;
             }
             // The allocations wholly inside this free range's whole granules.
-            let lo = (at - self.base).div_ceil(gran) as usize;
-            let hi = (((at + len - self.base) >> self.shift) as usize).min(self.top);
             found.clear();
-            let mut g = lo;
-            while g < hi {
-                let Some(m) = self.next_with(g, hi, true) else { break };
-                let (cs, ce) = self.chunk_at(m);
-                if cs >= lo && ce <= hi {
-                    found.push((cs, ce));
-                }
-                g = ce;
-            }
+            self.chunks_inside(at, len, &mut found);
             for &(cs, ce) in found.iter().rev() {
                 if done >= target {
                     break;
@@ -663,8 +690,8 @@ impl Arena {
 
     /// Appends the arena's runs of mapped granules as segments to `out`, with the nodes
     /// that lie in them: blocks in use and free ranges, cut where a granule changes
-    /// between idle (wholly inside the free range: cached) and touched by a block
-    /// (inactive split).
+    /// between releasable (its whole allocation inside the free range: cached) and not
+    /// (touched by a block, or in an allocation a block touches: inactive split).
     pub fn snapshot(&self, out: &mut Vec<PoolSegment>) {
         let mut order = Vec::new();
         let mut i = self.tail;
@@ -707,7 +734,12 @@ impl Arena {
                     while at < b {
                         let gi = ((at - self.base) >> self.shift) as usize;
                         let (gs, ge) = (self.granule_addr(gi), self.granule_addr(gi) + gran);
-                        let idle = gs >= n.addr && ge <= n.addr + n.size;
+                        // cached: the granule's whole allocation lies in the free range
+                        // (releasable); otherwise an inactive split, as the statistics say
+                        let idle = gs >= n.addr && ge <= n.addr + n.size && {
+                            let (cs, ce) = self.chunk_at(gi);
+                            self.granule_addr(cs) >= n.addr && self.granule_addr(ce) <= n.addr + n.size
+                        };
                         let state = if idle { BlockState::Cached } else { BlockState::InactiveSplit };
                         let end = ge.min(b);
                         match seg.blocks.last_mut() {

@@ -367,10 +367,12 @@ impl Pool for ExpandablePool {
         self.mapped_bytes() - self.used_bytes
     }
 
-    /// Free bytes in granules that a block touches.
+    /// Free bytes that reclaim cannot give back: in granules a block touches, or in idle
+    /// granules of a physical allocation that a block touches elsewhere (CUDA releases an
+    /// allocation whole).
     fn inactive_split_bytes(&self) -> u64 {
-        let idle: u64 = self.arenas.iter().map(|a| a.idle_bytes()).sum();
-        self.mapped_bytes() - idle - self.used_bytes
+        let releasable: u64 = self.arenas.iter().map(|a| a.releasable_bytes()).sum();
+        self.mapped_bytes() - releasable - self.used_bytes
     }
 
     /// Always: every request searches (there are no lists of freed blocks to miss), and
