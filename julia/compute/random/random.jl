@@ -145,12 +145,10 @@ function fill_random!(a::CuArray{T}, normal::Bool) where {T}
     else
         T in KERNEL_ELTYPES || throw(ArgumentError("CuMem.rand fills arrays of $(join(KERNEL_ELTYPES, ", ")); not $T"))
     end
-    # the stream first: compiling the kernel (temporary file names of the disk cache) can
-    # draw from Julia's generator, which an unseeded stream's key comes from
-    key, ctr = next_stream()
     entry = kernel_entry((:random, T, normal)) do
         (random_source(T, normal), "cumem_random", nothing)
     end
+    key, ctr = next_stream()
     n = length(a)
     n == 0 && return a
     if on_host()

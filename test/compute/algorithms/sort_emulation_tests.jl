@@ -99,6 +99,7 @@ end
     write(joinpath(dir, "emu_hdr.h"), HDR)
     cuda = joinpath(@__DIR__, "..", "..", "..", "julia", "cuda")
     exe = joinpath(dir, "lb")
-    run(`g++ -O1 -std=c++20 -pthread -w -I$dir -I$cuda -o $exe $(joinpath(@__DIR__, "lookback_emulation.cpp"))`)
+    src = joinpath(@__DIR__, "lookback_emulation.cpp")   # (not inside the backticks: there @__DIR__ is the working directory)
+    run(`g++ -O1 -std=c++20 -pthread -w -I$dir -I$cuda -o $exe $src`)
     @test split(read(`$exe`, String)) == ["0", "0", "0"]    # wrong elements: sort 9000, sort 20483, scan 40 tiles
 end
