@@ -75,7 +75,19 @@ CUMEM_KERNEL void cumem_sort_hist(const cumem_key_t* src, uint32_t* hist, int64_
   const int t = threadIdx.x;
   for (int i = t; i < CUMEM_NPASS * 256; i += CUMEM_SORT_THREADS) h[i] = 0;
   __syncthreads();
-  for (int64_t i = (int64_t)blockIdx.x * CUMEM_SORT_THREADS + t; i < n; i += (int64_t)CUMEM_SORT_THREADS * gridDim.x) {
+  /* four keys per thread loaded before any is counted: the loads are in flight together (a
+     load followed by shared-memory atomics would wait for each load in turn) */
+  const int64_t stride = (int64_t)CUMEM_SORT_THREADS * gridDim.x;
+  int64_t i = (int64_t)blockIdx.x * CUMEM_SORT_THREADS + t;
+  for (; i + 3 * stride < n; i += 4 * stride) {
+    cumem_key_t ks[4];
+    for (int u = 0; u < 4; u++) ks[u] = src[i + u * stride];
+    for (int u = 0; u < 4; u++) {
+      const cumem_key_t k = (cumem_key_t)(cumem_to_key(ks[u]) ^ flip);
+      for (int p = 0; p < CUMEM_NPASS; p++) atomicAdd(&h[p * 256 + cumem_digit(k, p)], 1u);
+    }
+  }
+  for (; i < n; i += stride) {
     const cumem_key_t k = (cumem_key_t)(cumem_to_key(src[i]) ^ flip);
     for (int p = 0; p < CUMEM_NPASS; p++) atomicAdd(&h[p * 256 + cumem_digit(k, p)], 1u);
   }
