@@ -316,6 +316,13 @@ function Base.mapreduce(f, op, A::AnyCuArray; dims = :, init = NOINIT)
     return Base.invokelatest(gpu_mapreduce, f, op, A, dims, init)
 end
 
+# The host device's answer: Base's mapreduce on the memory. A barrier specialised on `f` and
+# `op` (gpu_mapreduce takes them unspecialised): Base's reductions called with `Function`-typed
+# arguments are inferred for every function in each process (seconds), concrete ones are not.
+host_mapreduce(f::F, op::O, h, dims, init) where {F,O} =
+    dims === (:) ? (init === NOINIT ? mapreduce(f, op, h) : mapreduce(f, op, h; init = init)) :
+                   (init === NOINIT ? mapreduce(f, op, h; dims = dims) : mapreduce(f, op, h; dims = dims, init = init))
+
 function gpu_mapreduce(f, op, A, dims, init)
     check_devices("mapreduce", A)
     N = ndims(A)
@@ -348,7 +355,7 @@ function gpu_mapreduce(f, op, A, dims, init)
         end
         if on_host()
             GC.@preserve A begin
-                return init === NOINIT ? mapreduce(f, op, host_arg(A)) : mapreduce(f, op, host_arg(A); init = init)
+                return host_mapreduce(f, op, host_arg(A), :, init)
             end
         end
         check_kernel_errors()             # a throw in f or op: Base's exception, here
@@ -362,9 +369,7 @@ function gpu_mapreduce(f, op, A, dims, init)
     gpu_reduce!(out, A, f, op, rdims, init)
     if on_host()
         GC.@preserve A out begin
-            r = init === NOINIT ? mapreduce(f, op, host_arg(A); dims = dims) :
-                                  mapreduce(f, op, host_arg(A); dims = dims, init = init)
-            copyto!(host_view(out), r)
+            copyto!(host_view(out), host_mapreduce(f, op, host_arg(A), dims, init))
         end
     end
     return out
