@@ -77,14 +77,19 @@ end
 # `maximum(A; dims = 1)`, ...) for the common element types. Each first call otherwise infers
 # its whole call tree again in every process (measured on the host device: `sort(x)` 5.2 s of
 # inference, `cumsum(x)` 2.2 s); the statements above name only CuMem's inner methods.
+# A statement that names no method any more is recorded in PRECOMPILE_STALE, as above.
+precompile_entry(f, types::Tuple) = precompile(f, types) || push!(PRECOMPILE_STALE, string(f, types))
 let kwd(f) = Core.kwfunc(f), D = NamedTuple{(:dims,),Tuple{Int}}
     for T in (Float32, Float64, Int32, Int64)
         V, M = CuArray{T,1}, CuArray{T,2}
-        foreach(f -> precompile(f, (V,)), (sort, sort!, sortperm, cumsum, sum, maximum, minimum, copy))
+        foreach(f -> precompile_entry(f, (V,)), (sort, sort!, sortperm, cumsum, sum, maximum, minimum, copy))
         for f in (sum, maximum, minimum, cumsum, sort)
-            precompile(kwd(f), (D, typeof(f), M))
+            precompile_entry(kwd(f), (D, typeof(f), M))
         end
-        T <: AbstractFloat && (precompile(Statistics.mean, (V,)); precompile(kwd(Statistics.mean), (D, typeof(Statistics.mean), M)))
+        if T <: AbstractFloat
+            precompile_entry(Statistics.mean, (V,))
+            precompile_entry(kwd(Statistics.mean), (D, typeof(Statistics.mean), M))
+        end
     end
-    precompile(findall, (CuArray{Bool,1},))
+    precompile_entry(findall, (CuArray{Bool,1},))
 end
