@@ -36,7 +36,7 @@
 #   multigpu     (two GPUs or more) the Rust multidevice tests, test/devices/{multidevice,distributed}
 #                _tests.jl, peer copies through CuMem beside PyTorch
 #   reliability  tests/c/capi_stress.c (built here if cc exists) with and without injected faults
-#   first-result bench/julia/first_result.jl (REPS, default 1) beside bench/anchors/first_result_anchor.py,
+#   first-result bench/julia/first_result.jl (REPS, default 1; FR_ROWS: its rows, default all) beside bench/anchors/first_result_anchor.py,
 #                bench/julia/compiler_translate.jl
 #   kernels      the kernel language: test/compute/device/*_tests.jl, then bench/julia/kernel_bench.jl
 #                (@cuda kernels beside broadcasts and `sum`)
@@ -398,7 +398,9 @@ suite_first_result() {
     need_julia && need_lib || return
     if have bench/julia/first_result.jl; then
         # ~18 fresh processes (6 rows, cold and warm, one untimed priming run each)
-        step "first_result.jl" "$L/first_result.log" jl 450 bench/julia/first_result.jl --reps "${REPS:-1}"
+        # FR_ROWS (e.g. using,sort,ten): only those rows of first_result.jl (default: all)
+        step "first_result.jl" "$L/first_result.log" jl 450 bench/julia/first_result.jl --reps "${REPS:-1}" \
+            ${FR_ROWS:+--rows "$FR_ROWS"}
         jsonl "$L/first_result.log" > "$D/first_result.jsonl"
         if have bench/anchors/first_result_anchor.py; then
             step "first_result_anchor.py" "$L/first_result_anchor.log" py 120 bench/anchors/first_result_anchor.py --reps 2
