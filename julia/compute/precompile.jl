@@ -34,6 +34,22 @@ for T in (Float32, Float64), N in (1, 2)
     precompile(copyto!, (A, A))
 end
 
+# The typed-IR compiler: a few translations at precompilation, so that its
+# methods' inference is cached and a process's first new kernel pays only their native
+# compilation (its caches are emptied again: world ages differ in each process).
+for (f, Ts) in ((+, (Float32, Float32)), (*, (ComplexF64, ComplexF64)), (div, (Int, Int)), (sin, (Float32,)),
+                (x -> x > 0 ? x : zero(x), (Float64,)), (x -> Int8(x), (Int,)), (t -> t[1] + t[2], (Tuple{Int,Int},)),
+                (+, (Float16, Float16)), (x -> x > 0 ? x : nothing, (Int32,)))
+    try
+        df = device_function(f, Ts)
+        kernel_source(df; body = "")
+    catch err
+        @warn "precompiling the kernel compiler failed" f Ts err
+    end
+end
+empty!(DC_CACHE)
+TYPE_MEMO[] = IdDict{Any,Any}()
+empty!(DC_SITES)
 precompile(gpu_broadcast!, (CuArray{Float32,1}, Broadcasted{Nothing,Tuple{Base.OneTo{Int}},typeof(+),Tuple{CuArray{Float32,1},CuArray{Float32,1}}}))
 
 # The kernel index (kernel_index.jl), which a fresh process's first broadcast or sum of a

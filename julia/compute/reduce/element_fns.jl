@@ -99,7 +99,13 @@ end
 # The compiler's tables keyed by types and functions hash object identities: after loading
 # the precompiled image, their entries are inserted again (as Julia's own IdDicts would need
 # if an identity moved).
+# (Base's own rehash of the table, one call, where the running Julia has it; else the entries
+# are copied out and in, which compiles Base's IdDict methods for these types at each load.)
 function rehash_iddict!(d::IdDict)
+    if hasmethod(Base.rehash!, Tuple{typeof(d),Int})
+        Base.rehash!(d, length(d.ht))
+        return d
+    end
     kv = collect(pairs(d))
     empty!(d)
     for (k, v) in kv
