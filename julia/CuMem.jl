@@ -126,6 +126,7 @@ include("compute/linalg/structured.jl")     # triangular and symmetric/Hermitian
 include("compute/linalg/generic.jl")        # mixed/integer/Float16 products, UniformScaling, diagm, kron
 include("compute/linalg/extras.jl")         # normalize, opnorm, rank, cross, tridiagonal products, inv of triangles, pinv, exp, clear errors
 include("compute/linalg/compat.jl")         # pivot arguments of newer LinearAlgebra versions
+include("compute/linalg/blas.jl")           # BLAS.asum/dot/dotc/dotu, rotate!, reflect!, transpose(x) * y of complex vectors
 # compute/: printing, and inference cached at precompilation
 include("compute/show.jl")# show/print of CuArrays, views and wrappers, downloading once
 include("compute/precompile.jl")# inference of the broadcast machinery, cached at precompilation
@@ -133,6 +134,7 @@ include("tools/memtools.jl")       # history, snapshot, leak checks, run-time li
 include("tools/profile.jl")        # @profile_memory, MemoryProfile, save_memory_timeline
 include("tools/info.jl")           # functional, versioninfo
 include("tools/cudanames.jl")      # has_cuda, has_cuda_gpu, capability
+include("tools/driver.jl")         # CUDA.jl's driver API: attribute, warpsize(dev), totalmem, uuid, version, release
 
 # Seconds each step of the last `__init__` took (bench/julia/first_result.jl prints them).
 const INIT_TIMES = Pair{Symbol,Float64}[]

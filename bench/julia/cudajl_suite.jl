@@ -152,6 +152,23 @@ function assigns!(s::Set{Symbol}, ex)
     return s
 end
 
+"""The names a statement changes in place: the last positional argument of each call to a
+function whose name ends in `!`, when it is a name (BLAS's and Base's convention: the
+output comes last, as `gemm!(..., C)`, `axpy!(a, x, y)`, `copyto!(dst, src)` aside)."""
+function mutates!(s::Set{Symbol}, ex)
+    ex isa Expr || return s
+    if ex.head === :call && !isempty(ex.args)
+        f = ex.args[1]
+        fname = f isa Symbol ? f : f isa Expr && f.head === :. && f.args[end] isa QuoteNode ? f.args[end].value : nothing
+        if fname isa Symbol && endswith(string(fname), "!")
+            pos = filter(a -> !(a isa Expr && a.head in (:parameters, :kw)), ex.args[2:end])
+            !isempty(pos) && pos[end] isa Symbol && push!(s, pos[end])
+        end
+    end
+    foreach(a -> mutates!(s, a), ex.args)
+    return s
+end
+
 is_macro(ex, names...) = ex isa Expr && ex.head === :macrocall && string(ex.args[1]) in names
 is_check(ex) = ex isa Expr && ex.head === :macrocall &&
     (n = string(ex.args[1]); occursin(r"(^|\.)@test", n) && !occursin("@testset", n)) ||
@@ -171,6 +188,7 @@ end
 mutable struct SkipState
     tainted::Set{Symbol}
     locals::Set{Symbol}
+    changed::Set{Symbol}    # names a skipped call changed in place (see mutates!)
     counts::Dict{String,Int}
 end
 
@@ -213,6 +231,9 @@ function rewrite(st, S::SkipState)
                 if !is_check(a)
                     assigns!(S.tainted, a)
                     union!(S.tainted, intersect(mentions(a), S.locals))
+                    # what it changes in place stays tainted after this block too
+                    ch = mutates!(Set{Symbol}(), a)
+                    union!(S.tainted, ch); union!(S.changed, ch)
                 end
                 push!(out, nothing)
                 continue
@@ -220,10 +241,11 @@ function rewrite(st, S::SkipState)
             as = assigns!(Set{Symbol}(), a)
             union!(S.locals, as)
             setdiff!(S.tainted, as)    # a name assigned again is no longer tainted
+            setdiff!(S.changed, as)
             push!(out, rewrite(a, S))
         end
+        S.tainted = union!(outer_taint, setdiff(S.changed, S.locals))
         S.locals = outer
-        S.tainted = outer_taint
         return Expr(:block, out...)
     elseif holds_blocks(st)
         # a loop's iteration, a condition or let's bindings stay as they are (skip_reason
@@ -258,10 +280,12 @@ function run_file(root, f, k)
     path = source_path(root, f)
     code = read(path, String)
     top = Base.parse_input_line(code; filename = path)
-    S = SkipState(Set{Symbol}(), Set{Symbol}(), Dict{String,Int}())
+    S = SkipState(Set{Symbol}(), Set{Symbol}(), Set{Symbol}(), Dict{String,Int}())
     stmts = rewrite(Expr(:block, top.args...), S).args
     mod = Module(Symbol("CUDAJL_", k, "_", replace(f, r"[^A-Za-z0-9]" => "_")))
     Core.eval(mod, :(using Test, Random, LinearAlgebra, Main.CUDA, Main.CUDAJLSetup))
+    # what every module made by `module` has (test files call `eval(...)`, `include(...)`)
+    Core.eval(mod, :(eval(x) = Core.eval($mod, x)))
     Core.eval(mod, :(include(p) = Base.include($mod, p)))
     CURRENT_FILE[] = f
     ts = CountingTestSet(f)
