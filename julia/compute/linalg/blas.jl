@@ -1,6 +1,7 @@
 # LinearAlgebra.BLAS's level-1 entry points on CuArrays, as CUDA.jl's lib/cublas/linalg.jl
 # extends them (`BLAS.asum`, `BLAS.dot`, `BLAS.dotc`, `BLAS.dotu`; `rotate!`, `reflect!`),
-# and the complex row-vector product `transpose(x) * y` (a number, as Base). On the host
+# the complex row-vector product `transpose(x) * y` (a number, as Base), and products
+# with views of CuArrays as operands (gathered into a CuArray first). On the host
 # device each runs Base's BLAS on the same memory (`host_view`), so it gives Base's result
 # exactly; on a GPU, one fused broadcast and reduction.
 
@@ -116,4 +117,42 @@ function LinearAlgebra.reflect!(x::CuBlas1{T}, y::CuBlas1{T}, c, s) where {T<:Cu
     copyto!(x, t)
     unsafe_free!(t)
     return x, y
+end
+
+## views as product operands
+
+# A view of a CuArray (any indices: ranges, index arrays, `reshape(1:n, m, k)`) or a
+# reshape of one, which cuBLAS cannot read in place; CuArrays, transposes and adjoints
+# go straight to the products of products.jl/generic.jl.
+const CuViewOperand{T,N} = Union{SubArray{T,N,<:CuArray},Base.ReshapedArray{T,N,<:SubArray{<:Any,<:Any,<:CuArray}}}
+const CuDirectOperand = Union{CuVecOrMat,AnyCuMatOperand}
+
+# the operand as a CuArray (a copy of a view: one gather kernel) and whether it is a copy
+dense_operand(A::CuViewOperand) = (copy(A), true)
+dense_operand(A) = (A, false)
+
+"""
+    mul!(C::CuVecOrMat, A, B, α = true, β = false) (views as operands)
+
+Products whose `A` or `B` is a view of a CuArray (e.g. `@view p[reshape(1:n, m, k)]`,
+`view(A, :, 2:5)`) or a reshape of one: the view is gathered into a new CuArray (one
+kernel) and the product of products.jl/generic.jl runs on it, as CUDA.jl's generic
+products accept such views. `A * B` of such operands allocates `C` and calls this.
+"""
+function LinearAlgebra.mul!(C::CuVecOrMat, A::CuViewOperand{<:Any,2}, B::Union{CuDirectOperand,CuViewOperand},
+                            α::Number, β::Number)
+    return mul_dense!(C, A, B, α, β)
+end
+function LinearAlgebra.mul!(C::CuVecOrMat, A::AnyCuMatOperand, B::CuViewOperand, α::Number, β::Number)
+    return mul_dense!(C, A, B, α, β)
+end
+function mul_dense!(C, A, B, α, β)
+    a, fa = dense_operand(A)
+    b, fb = dense_operand(B)
+    try
+        return mul!(C, a, b, α, β)
+    finally
+        fa && unsafe_free!(a)
+        fb && unsafe_free!(b)
+    end
 end
