@@ -45,7 +45,7 @@ adapt_structure(to, A::Hermitian) = Hermitian(adapt(to, parent(A)), Symbol(A.upl
 adapt_structure(to, A::Bidiagonal) = Bidiagonal(adapt(to, A.dv), adapt(to, A.ev), Symbol(A.uplo))
 adapt_structure(to, A::Tridiagonal) = Tridiagonal(adapt(to, A.dl), adapt(to, A.d), adapt(to, A.du))
 adapt_structure(to, A::SymTridiagonal) = SymTridiagonal(adapt(to, A.dv), adapt(to, A.ev))
-adapt_structure(to, A::SubArray) = view(adapt(to, parent(A)), parentindices(A)...)
+adapt_structure(to, A::SubArray) = SubArray(adapt(to, parent(A)), parentindices(A))   # as Adapt.jl: stays a SubArray
 adapt_structure(to, A::PermutedDimsArray{T,N,perm}) where {T,N,perm} =
     PermutedDimsArray(adapt(to, parent(A)), perm)
 adapt_structure(to, A::Base.ReshapedArray) = reshape(adapt(to, parent(A)), size(A))
