@@ -20,6 +20,7 @@ const R_LLVMPTR = "LLVM address-space pointers (Core.LLVMPtr, AS.*): CuMem's dev
 const R_NVML = "NVML (device management library)"
 const R_BF16 = "BFloat16s.jl is not installed (the package's only use is cuBLAS's BFloat16 gemmEx)"
 const R_CUERR = "CUDA.jl's CuError of driver result codes (CUDA.SUCCESS, name/description of a code): CuMem reports the engine's own status codes (CuMemError)"
+const R_TIMINGS = "CUDA.jl's pool timer outputs (enable_timings/disable_timings; CuMem's allocation statistics are memory_stats())"
 const R_CCALL = "ccall plumbing of CUDA.jl's library wrappers (CuRef, RefOrCuRef, PtrOrCuPtr: primitive pointer types; CuMem's CuPtr is a struct)"
 
 const REFS = Dict{Symbol,String}()
@@ -53,6 +54,8 @@ for n in (:CuRef, :RefOrCuRef, :PtrOrCuPtr, :CuRefArray)
     REFS[n] = R_CCALL
 end
 REFS[:SUCCESS] = R_CUERR
+REFS[:enable_timings] = R_TIMINGS
+REFS[:disable_timings] = R_TIMINGS
 REFS[:Quicksort] = R_QSORT
 REFS[:LLVMPtr] = R_LLVMPTR
 REFS[:AS] = R_LLVMPTR

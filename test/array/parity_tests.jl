@@ -115,6 +115,16 @@
         end
     end
 
+    @testset "@retry_reclaim" begin
+        n = Ref(0)
+        @test CuMem.@retry_reclaim(isequal(42), 42) == 42
+        @test CuMem.@retry_reclaim(isequal(42), (n[] += 1; 41)) == 41 && n[] == 1
+        n[] = 0
+        @test CuMem.@retry_reclaim(x -> x < 3, (n[] += 1)) == 3      # retried until it succeeds
+        n[] = 0
+        @test CuMem.@retry_reclaim(x -> true, (n[] += 1)) == 4       # three retries, then gives up
+    end
+
     @testset "driver API: devices, versions" begin
         d = device()
         @test CuMem.name(d) isa String
