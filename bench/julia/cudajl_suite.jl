@@ -188,7 +188,6 @@ end
 mutable struct SkipState
     tainted::Set{Symbol}
     locals::Set{Symbol}
-    changed::Set{Symbol}    # names a skipped call changed in place (see mutates!)
     counts::Dict{String,Int}
 end
 
@@ -234,9 +233,8 @@ function rewrite(st, S::SkipState)
                 if !is_check(a)
                     assigns!(S.tainted, a)
                     union!(S.tainted, intersect(mentions(a), S.locals))
-                    # what it changes in place stays tainted after this block too
-                    ch = mutates!(Set{Symbol}(), a)
-                    union!(S.tainted, ch); union!(S.changed, ch)
+                    # and what it changes in place (until the end of this block)
+                    mutates!(S.tainted, a)
                 end
                 push!(out, nothing)
                 continue
@@ -244,11 +242,10 @@ function rewrite(st, S::SkipState)
             as = assigns!(Set{Symbol}(), a)
             union!(S.locals, as)
             setdiff!(S.tainted, as)    # a name assigned again is no longer tainted
-            setdiff!(S.changed, as)
             push!(out, rewrite(a, S))
         end
-        S.tainted = union!(outer_taint, setdiff(S.changed, S.locals))
         S.locals = outer
+        S.tainted = outer_taint
         return Expr(:block, out...)
     elseif holds_blocks(st)
         # a loop's iteration, a condition or let's bindings stay as they are (skip_reason
@@ -283,7 +280,7 @@ function run_file(root, f, k)
     path = source_path(root, f)
     code = read(path, String)
     top = Base.parse_input_line(code; filename = path)
-    S = SkipState(Set{Symbol}(), Set{Symbol}(), Set{Symbol}(), Dict{String,Int}())
+    S = SkipState(Set{Symbol}(), Set{Symbol}(), Dict{String,Int}())
     stmts = rewrite(Expr(:block, top.args...), S).args
     mod = Module(Symbol("CUDAJL_", k, "_", replace(f, r"[^A-Za-z0-9]" => "_")))
     Core.eval(mod, :(using Test, Random, LinearAlgebra, Main.CUDA, Main.CUDAJLSetup))

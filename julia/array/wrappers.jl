@@ -76,6 +76,15 @@ function contiguous_view(a::CuArray{T}, J::Tuple) where {T}
     return CuArray{T,length(dims)}(share!(a), Dims(dims); ptr = p)
 end
 
+# Aliasing as CUDA.jl's (its src/array.jl): arrays on one allocation share its data id (the
+# allocation's address), and two CuArrays might alias when their byte ranges overlap.
+Base.dataids(a::CuArray) = (UInt(a.shared === nothing ? a.ptr : a.shared.ptr),)
+Base.unaliascopy(a::CuArray) = copy(a)
+function Base.mightalias(a::CuArray, b::CuArray)
+    ra, rb = (a.ptr, a.ptr + UInt64(sizeof(a))), (b.ptr, b.ptr + UInt64(sizeof(b)))
+    return ra[1] <= rb[1] < ra[2] || rb[1] <= ra[1] < rb[2]
+end
+
 const DenseCuVector{T} = DenseCuArray{T,1}
 const DenseCuMatrix{T} = DenseCuArray{T,2}
 @doc (@doc DenseCuArray) DenseCuVector

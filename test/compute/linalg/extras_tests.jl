@@ -109,8 +109,10 @@ Random.seed!(3)
         W = @view p[reshape(1:16, 4, 4)]
         dW = @view CuArray(p)[reshape(1:16, 4, 4)]
         @test Array(dW * CuArray(b)) ≈ W * b
-        M = rand(Float32, 6, 5)
-        @test Array(view(CuArray(M), 2:4, :) * CuArray(M)) ≈ view(M, 2:4, :) * M
+        M, N = rand(Float32, 6, 5), rand(Float32, 5, 2)
+        @test Array(view(CuArray(M), 2:4, :) * CuArray(N)) ≈ view(M, 2:4, :) * N
+        @test Array(CuArray(N') * view(CuArray(M), 2:4, :)') ≈ N' * view(M, 2:4, :)'
+        @test_throws DimensionMismatch view(CuArray(M), 2:4, :) * CuArray(M)
         for t in (identity, transpose, adjoint), TR in (UpperTriangular, UnitLowerTriangular)
             A, B = TR(rand(ComplexF64, 5, 5)), rand(ComplexF64, 4, 5)
             dC = CuArray(zeros(ComplexF64, 4, 5))
