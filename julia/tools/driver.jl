@@ -195,3 +195,31 @@ macro profile(ex)
         end
     end
 end
+
+## launch dimensions
+
+"""
+    CuMem.CuDim3(x, y = 1, z = 1)
+    CuMem.CuDim3(dims::Union{Integer,Tuple})
+
+Threads or blocks of a launch in three dimensions, as CUDA.jl's `CuDim3` (fields `x`,
+`y`, `z` of type `Cuint`; missing dimensions are 1). A value outside `Cuint` is an
+`InexactError`. [`CuMem.CuDim`](@ref) is what a launch accepts in its place.
+"""
+struct CuDim3
+    x::Cuint
+    y::Cuint
+    z::Cuint
+end
+CuDim3(dims::Integer) = CuDim3(dims, Cuint(1), Cuint(1))
+CuDim3(dims::Tuple{Integer}) = CuDim3(dims[1], Cuint(1), Cuint(1))
+CuDim3(dims::Tuple{Integer,Integer}) = CuDim3(dims[1], dims[2], Cuint(1))
+CuDim3(dims::Tuple{Integer,Integer,Integer}) = CuDim3(dims[1], dims[2], dims[3])
+
+"""
+    CuMem.CuDim
+
+An integer or a tuple of one to three integers: the forms of launch dimensions that
+convert to a [`CuMem.CuDim3`](@ref), as CUDA.jl's `CuDim`.
+"""
+const CuDim = Union{Integer,Tuple{Integer},Tuple{Integer,Integer},Tuple{Integer,Integer,Integer}}

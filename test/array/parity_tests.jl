@@ -157,6 +157,15 @@
         end
     end
 
+    @testset "CuDim3, CuDim" begin
+        @test CuMem.CuDim3((Cuint(4), Cuint(3), Cuint(2))) == CuMem.CuDim3(Cuint(4), Cuint(3), Cuint(2))
+        @test CuMem.CuDim3((3, 2)) == CuMem.CuDim3(Cuint(3), Cuint(2), Cuint(1))
+        @test CuMem.CuDim3(2) == CuMem.CuDim3(Cuint(2), Cuint(1), Cuint(1))
+        @test_throws InexactError CuMem.CuDim3(typemax(Int64))
+        @test all(d -> d isa CuMem.CuDim, (2, (2,), (2, 2), (2, 2, 2), Cuint(2)))
+        @test !((1, 2, 3, 4) isa CuMem.CuDim)
+    end
+
     @testset "driver API: streams, events, @elapsed, Profile" begin
         s = CuStream(; flags = CuMem.STREAM_NON_BLOCKING)
         @test !s.blocking && CuStream(; flags = CuMem.STREAM_DEFAULT).blocking
