@@ -195,9 +195,10 @@ end
 # statement by statement; their headers (a loop's range, a condition) decide like a leaf.
 holds_blocks(st) = st isa Expr && (st.head in (:block, :for, :while, :if, :elseif, :let, :try) ||
     is_macro(st, "@testset", "@not_if_memcheck"))
-# (a `for` over several ranges has them in a block: `for a in x, b in y` is
-# `(for (block (= a x) (= b y)) body)`, so a loop's first argument is its header whatever it is)
-header(st) = st.head === :for ? st.args[1] :
+# (a `for` over several ranges, or a `let` of several bindings, has them in a block:
+# `for a in x, b in y` is `(for (block (= a x) (= b y)) body)`, so the first argument of a
+# loop or `let` is its header whatever it is)
+header(st) = st.head in (:for, :let) ? st.args[1] :
     Expr(:tuple, Any[a isa Expr && a.head === :for ? a.args[1] : a for a in st.args
                      if !(a isa Expr && a.head === :block)]...)
 
