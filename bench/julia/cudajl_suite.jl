@@ -169,6 +169,14 @@ function mutates!(s::Set{Symbol}, ex)
     return s
 end
 
+"""The names a statement assigns anywhere inside it (in its blocks, loops and `do` bodies
+too): what a skipped statement would have set."""
+function assigns_deep!(s::Set{Symbol}, ex)
+    assigns!(s, ex)
+    ex isa Expr && foreach(a -> assigns_deep!(s, a), ex.args)
+    return s
+end
+
 is_macro(ex, names...) = ex isa Expr && ex.head === :macrocall && string(ex.args[1]) in names
 is_check(ex) = ex isa Expr && ex.head === :macrocall &&
     (n = string(ex.args[1]); occursin(r"(^|\.)@test", n) && !occursin("@testset", n)) ||
@@ -232,7 +240,7 @@ function rewrite(st, S::SkipState)
             if why !== nothing
                 S.counts[why] = get(S.counts, why, 0) + count_checks(a)
                 if !is_check(a)
-                    assigns!(S.tainted, a)
+                    assigns_deep!(S.tainted, a)
                     union!(S.tainted, intersect(mentions(a), S.locals))
                     # and what it changes in place (until the end of this block)
                     mutates!(S.tainted, a)
