@@ -10,8 +10,6 @@ c_stream_begin_capture(s::UInt64, pool::UInt64, out::Base.RefValue{UInt64}) =
     (activate(); ccall((:cumem_stream_begin_capture, libcumem), Int32, (UInt64, UInt64, Ptr{UInt64}), s, pool, out))
 c_stream_end_capture(s::UInt64, out::Base.RefValue{UInt64}) =
     (activate(); ccall((:cumem_stream_end_capture, libcumem), Int32, (UInt64, Ptr{UInt64}), s, out))
-c_stream_is_capturing(s::UInt64, out::Base.RefValue{Int32}) =
-    (activate(); ccall((:cumem_stream_is_capturing, libcumem), Int32, (UInt64, Ptr{Int32}), s, out))
 c_graph_instantiate(g::UInt64, out::Base.RefValue{UInt64}) =
     (activate(); ccall((:cumem_graph_instantiate, libcumem), Int32, (UInt64, Ptr{UInt64}), g, out))
 c_graph_launch_async(e::UInt64, s::UInt64) =

@@ -11,6 +11,8 @@ using CuMem: capture, instantiate, launch, update!, graph_pool, graph_pools, Cap
 
 Random.seed!(35)
 
+include(joinpath(@__DIR__, "..", "..", "..", "demo", "mlp.jl"))   # the demo's MLP step, GraphStep
+
 pool_ids() = [p.id for p in graph_pools()]
 
 function saxpy_kernel!(y, a, x)
@@ -229,5 +231,25 @@ end
         @test Array(y) ≈ 201 .* 0.5f0 .* Array(x)
         q = only(filter(r -> r.id == p.id, graph_pools()))
         @test q.reserved_bytes == p.reserved_bytes && q.allocated_bytes == p.allocated_bytes
+    end
+    @testset "the demo's MLP step: replays train the weights eager training does" begin
+        rng = MersenneTwister(3)
+        xs = [CuArray(rand(rng, Float32, 64, 16)) for _ in 1:3]
+        ys = [CuArray(onehot(rand(rng, 0:9, 16))) for _ in 1:3]
+        eager, graphed = MLP(MersenneTwister(42)), MLP(MersenneTwister(42))
+        l1 = train_step!(eager, xs[1], ys[1], 0.1f0)
+        l2 = train_step!(graphed, xs[1], ys[1], 0.1f0)      # the eager warm-up step
+        @test l1 == l2
+        gs = GraphStep(graphed, xs[2], ys[2], 0.1f0)
+        before = only(filter(p -> p.id == gs.exec.pool, graph_pools())).reserved_bytes
+        for i in 1:6
+            le = train_step!(eager, xs[mod1(i, 3)], ys[mod1(i, 3)], 0.1f0)
+            lg = graph_step!(gs, xs[mod1(i, 3)], ys[mod1(i, 3)])
+            @test lg ≈ le
+        end
+        for f in fieldnames(MLP)
+            @test Array(getfield(eager, f)) == Array(getfield(graphed, f))
+        end
+        @test only(filter(p -> p.id == gs.exec.pool, graph_pools())).reserved_bytes == before
     end
 end
