@@ -1338,7 +1338,7 @@ int32_t cumem_graph_pool_create(uint64_t *pool);
 int32_t cumem_graph_pool_release(uint64_t pool);
 
 // Starts capturing `stream` of the current device (`cuStreamBeginCapture`,
-// thread-local mode): its work is recorded into a graph, not run, and its allocations
+// relaxed mode: the engine allocates and loads kernels during the capture): its work is recorded into a graph, not run, and its allocations
 // come from graph pool `pool` (0: a new pool) until `cumem_stream_end_capture`; the pool used
 // is written to `*pool_out`. Returns `CUMEM_ERROR_INVALID_VALUE` for the default stream
 // (0), a stream already captured, an unknown stream or pool, a null `pool_out`;
@@ -1346,7 +1346,9 @@ int32_t cumem_graph_pool_release(uint64_t pool);
 //
 // # Safety
 // `pool_out` must be null or writable for one `uint64_t`.
-int32_t cumem_stream_begin_capture(uint64_t stream, uint64_t pool, uint64_t *pool_out);
+int32_t cumem_stream_begin_capture(uint64_t stream,
+                                   uint64_t pool,
+                                   uint64_t *pool_out);
 
 // Ends the capture of `stream` (`cuStreamEndCapture`) into `*graph`, a graph holding a
 // reference to the capture's pool. Returns `CUMEM_ERROR_INVALID_VALUE` when `stream`

@@ -10,14 +10,17 @@ use crate::error::{Error, Result};
 use cudarc::driver::sys;
 
 impl CudaDevice {
-    /// `cuStreamBeginCapture` of stream `s` in thread-local mode: an unsafe call (a
-    /// synchronisation, a synchronous copy) on this thread during the capture fails
-    /// rather than corrupting it; other threads are not restricted.
+    /// `cuStreamBeginCapture` of stream `s` in relaxed mode: the engine must be able to
+    /// grow the graph's pool (`cuMemAlloc`) and load kernels during the capture, which the
+    /// stricter modes refuse (PyTorch's allocator switches to relaxed mode around its
+    /// `cudaMalloc` for the same reason); the Julia package refuses the calls that would
+    /// conflict with the capture (synchronisations, synchronous copies) before they reach
+    /// the driver, and the driver still refuses those that necessarily conflict with it.
     pub(super) fn graph_capture_begin(&self, s: u64) -> Result<()> {
         let st = self.raw_stream(s)?;
         self.bind()?;
         // SAFETY: a live stream of ours.
-        unsafe { sys::cuStreamBeginCapture_v2(st, sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) }
+        unsafe { sys::cuStreamBeginCapture_v2(st, sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED) }
             .result()
             .map_err(|e| device_err("cuStreamBeginCapture", e))
     }

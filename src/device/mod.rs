@@ -169,7 +169,7 @@ pub trait Device: Send + Sync {
     // compute): a capture is a mark on a stream, graphs and executables are fresh handles
     // and a launch does nothing here. CudaDevice captures with the driver (cuda_graphs.rs).
 
-    /// Starts capturing stream `s` (`cuStreamBeginCapture`, thread-local mode).
+    /// Starts capturing stream `s` (`cuStreamBeginCapture`, relaxed mode).
     fn capture_begin(&self, s: u64) -> Result<()> {
         self.stream_raw(s).map(drop)
     }

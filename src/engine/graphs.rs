@@ -119,7 +119,7 @@ impl Engine {
         self.capture_pool(stream).is_some()
     }
 
-    /// Starts capturing `stream` (`cuStreamBeginCapture`, thread-local mode): its work is
+    /// Starts capturing `stream` (`cuStreamBeginCapture`, relaxed mode): its work is
     /// recorded, not run, and its allocations come from graph pool `pool` (0: a new pool,
     /// held by the capture alone) until [`Engine::capture_end`]. Returns the pool's id.
     /// Errors: [`Error::InvalidValue`] for the default stream (CUDA cannot capture the

@@ -30,7 +30,7 @@ pub extern "C" fn cumem_graph_pool_release(pool: u64) -> i32 {
 }
 
 /// Starts capturing `stream` of the current device (`cuStreamBeginCapture`,
-/// thread-local mode): its work is recorded into a graph, not run, and its allocations
+/// relaxed mode: the engine allocates and loads kernels during the capture): its work is recorded into a graph, not run, and its allocations
 /// come from graph pool `pool` (0: a new pool) until `cumem_stream_end_capture`; the pool used
 /// is written to `*pool_out`. Returns `CUMEM_ERROR_INVALID_VALUE` for the default stream
 /// (0), a stream already captured, an unknown stream or pool, a null `pool_out`;
