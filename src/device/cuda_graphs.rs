@@ -80,11 +80,11 @@ impl CudaDevice {
         unsafe { sys::cuGraphDestroy(g as sys::CUgraph) }.result().map_err(|err| device_err("cuGraphDestroy", err))
     }
 
-    /// `cuGraphExecDestroy(e)` once the device is idle (a launch may still be running).
+    /// `cuGraphExecDestroy(e)`: an executable still running is freed by the driver when
+    /// it completes, so no synchronisation (which would break a capture under way on this
+    /// thread, where a finalizer may run).
     pub(super) fn graph_exec_destroy_raw(&self, e: u64) -> Result<()> {
         self.bind()?;
-        // SAFETY: plain synchronisation of our context.
-        unsafe { sys::cuCtxSynchronize() }.result().map_err(|err| device_err("cuCtxSynchronize", err))?;
         // SAFETY: an executable of ours, no longer reachable through its handle.
         unsafe { sys::cuGraphExecDestroy(e as sys::CUgraphExec) }
             .result()

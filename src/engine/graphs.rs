@@ -79,7 +79,8 @@ impl Engine {
     }
 
     /// Gives back one reference to graph pool `pool`; at the last, the pool's cached
-    /// memory returns to the device and its live blocks do when freed. Errors:
+    /// memory returns to the device (at the next `reclaim` when a capture is under way)
+    /// and its live blocks do when freed. Errors:
     /// [`Error::InvalidValue`] for an unknown or released pool (nothing changes).
     pub fn graph_pool_release(&self, pool: u64) -> Result<()> {
         let last = {
@@ -93,7 +94,12 @@ impl Engine {
                 let mut s = shard.state.lock();
                 if let Some(p) = s.stream_pools.iter_mut().find(|p| p.stream == pool) {
                     p.dead = true;
-                    crate::pool::Pool::reclaim(&mut p.pool, u64::MAX, self.up.shard(i));
+                    // While a capture is under way, returning memory to the device
+                    // (cuMemFree synchronises) would break it: the cache then goes at
+                    // the next `reclaim`, which releases dead pools' caches.
+                    if self.capturing.load(Relaxed) == 0 {
+                        crate::pool::Pool::reclaim(&mut p.pool, u64::MAX, self.up.shard(i));
+                    }
                 }
             }
         }
