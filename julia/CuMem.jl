@@ -43,6 +43,7 @@ export CuArray, CuVector, CuMatrix, CuVecOrMat, CuPtr, CU_NULL, cu, unsafe_free!
 include("lib/header.jl")           # the C ABI's constants and records (include/cumem.h)
 include("lib/errors.jl")           # CuMemError, OutOfGPUMemoryError
 include("lib/libcumem.jl")         # loading the engine, every C call, the task's device pushed to it
+include("lib/graphs.jl")           # the C calls of stream capture, graphs and graph pools
 include("state.jl")                # CuStream and the task's current stream
 include("memory/tracking.jl")      # Buffer, -g2 allocation traces, history origins
 include("memory/status.jl")        # memory_status, memory_stats, memory_summary, reclaim
@@ -74,6 +75,7 @@ include("compute/compiler/translate.jl")  # typed IR -> C: functions, blocks, ph
 include("compute/compiler/device.jl")     # device_function, kernel_source, launch_context (the interface)
 # compute/runtime/: kernel loading, caches, launch, read-back
 include("compute/runtime/kernels.jl")      # NVRTC kernels, launch, cuBLAS gemm!, synchronize, host_view
+include("compute/runtime/graphs.jl")       # CUDA graphs: capture, instantiate, launch, update!, @captured, graph pools
 include("compute/runtime/kernel_cache.jl") # the Julia kernel table (by device and types); the engine's cache on disk
 include("compute/runtime/kernel_index.jl") # the fast paths' kernels on disk by the types that chose them
 include("compute/runtime/eltypes.jl")      # the primitive element types of the fixed kernels

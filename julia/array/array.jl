@@ -378,7 +378,11 @@ function Base.fill!(a::CuArray{T}, x) where {T}
     pattern, elsize = memset_pattern(v)
     if elsize != 0
         count = (n * (sizeof(T) ÷ elsize)) % UInt64
-        check(c_memset_async(ptr, pattern, UInt32(elsize), count, current_handle()))
+        if on_host() && CAPTURES[] != 0 && capture_state() !== nothing
+            host_run(() -> check(c_memset_async(ptr, pattern, UInt32(elsize), count, UInt64(0))))   # replayed
+        else
+            check(c_memset_async(ptr, pattern, UInt32(elsize), count, current_handle()))
+        end
     elseif fill_kernel!(a, v) === nothing
         chunk = min(n, 4096)
         copyto!(a, 1, Base.fill(v, chunk), 1, chunk)

@@ -106,7 +106,11 @@ end
 Waits until the work queued on `s` is done (`cuStreamSynchronize`). A fault of a kernel
 queued on it is reported here as a `CuMemError`.
 """
-synchronize(s::CuStream) = (check(c_stream_synchronize(live_handle(s))); check_kernel_errors())
+function synchronize(s::CuStream)
+    CAPTURES[] == 0 || refuse_in_capture("synchronize(stream)")
+    check(c_stream_synchronize(live_handle(s)))
+    check_kernel_errors()
+end
 
 """
     CuMem.isdone(s::CuStream) -> Bool
@@ -210,7 +214,7 @@ Base.wait(e::CuEvent, s::CuStream = stream()) = check(c_stream_wait_event(live_h
 
 Waits on the host until `e` has completed (`cuEventSynchronize`).
 """
-synchronize(e::CuEvent) = check(c_event_synchronize(live_handle(e)))
+synchronize(e::CuEvent) = (CAPTURES[] == 0 || refuse_in_capture("synchronize(event)"); check(c_event_synchronize(live_handle(e))))
 
 function isdone(e::CuEvent)
     r = Ref{Int32}(0)

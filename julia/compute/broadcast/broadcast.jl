@@ -350,7 +350,8 @@ function gpu_broadcast!(@nospecialize(dest::AbstractArray), @nospecialize(bc::Br
     n == 0 && return dest
     if on_host()
         GC.@preserve leaves dest bc begin
-            Broadcast.materialize!(host_arg(dest), host_arg(bc))
+            hd, hb = host_arg(dest), host_arg(bc)
+            host_run(() -> (Broadcast.materialize!(hd, hb); nothing))
         end
         warn_ref_writes()
         return dest
