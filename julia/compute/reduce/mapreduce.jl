@@ -341,6 +341,7 @@ function gpu_mapreduce(f, op, A, dims, init)
         return mapreduce(f, op, Array(A); kw...)
     end
     if dims === (:)
+        CAPTURES[] == 0 || refuse_in_capture("a whole-array reduction (a scalar read-back of its value)")
         Acc = accumulator_type(op, R)
         known = neutral(op, Acc) !== nothing
         plan = plan_reduce(A, rdims)
@@ -369,7 +370,11 @@ function gpu_mapreduce(f, op, A, dims, init)
     gpu_reduce!(out, A, f, op, rdims, init)
     if on_host()
         GC.@preserve A out begin
-            copyto!(host_view(out), host_mapreduce(f, op, host_arg(A), dims, init))
+            hA, hout = host_arg(A), host_view(out)
+            host_run() do
+                copyto!(hout, host_mapreduce(f, op, hA, dims, init))
+                nothing
+            end
         end
     end
     return out
