@@ -137,38 +137,59 @@ fn compile_and_load(source: &str, cc: i32) -> Result<usize> {
 /// `cuFuncGetParamInfo(func, index, *offset, *size)`: drivers of CUDA 12.4 and later.
 type ParamInfo = unsafe extern "C" fn(sys::CUfunction, usize, *mut usize, *mut usize) -> sys::CUresult;
 
-/// The driver's `cuFuncGetParamInfo`, if it has one. Looked up here rather than through
-/// cudarc, whose bindings at the CUDA 12.0 level lack it.
-fn param_info_fn() -> Option<ParamInfo> {
-    static F: std::sync::OnceLock<Option<(libloading::Library, ParamInfo)>> = std::sync::OnceLock::new();
+/// `cuFuncGetParamCount(func, *count)`: drivers of CUDA 12.9 and later.
+type ParamCount = unsafe extern "C" fn(sys::CUfunction, *mut usize) -> sys::CUresult;
+
+/// The driver's `cuFuncGetParamInfo` and, where it has it, `cuFuncGetParamCount`; `None`
+/// without the first. Looked up here rather than through cudarc, whose bindings at the
+/// CUDA 12.0 level lack them.
+fn param_info_fn() -> Option<(ParamInfo, Option<ParamCount>)> {
+    static F: std::sync::OnceLock<Option<(libloading::Library, ParamInfo, Option<ParamCount>)>> =
+        std::sync::OnceLock::new();
     F.get_or_init(|| {
         // SAFETY: libcuda is already loaded by the device; this takes another reference.
         let lib = ["libcuda.so.1", "libcuda.so"]
             .iter()
             .find_map(|n| unsafe { libloading::Library::new(*n) }.ok())?;
-        // SAFETY: the signature of cuda.h.
+        // SAFETY: the signatures of cuda.h.
         let f: ParamInfo = unsafe { lib.get::<ParamInfo>("cuFuncGetParamInfo") }.ok().map(|s| *s)?;
-        Some((lib, f))
+        let c: Option<ParamCount> = unsafe { lib.get::<ParamCount>("cuFuncGetParamCount") }.ok().map(|s| *s);
+        Some((lib, f, c))
     })
     .as_ref()
-    .map(|(_, f)| *f)
+    .map(|(_, f, c)| (*f, *c))
 }
 
 /// The byte size of each of `func`'s parameters, in order; `None` when the driver
-/// cannot tell (older than CUDA 12.4).
+/// cannot tell (older than CUDA 12.4). With `cuFuncGetParamCount` (CUDA 12.9) it asks
+/// `cuFuncGetParamInfo` for exactly that many parameters, so no call fails (a failing
+/// driver call is a report of compute-sanitizer's memcheck); older drivers are asked
+/// until they answer CUDA_ERROR_INVALID_VALUE past the last one.
 fn param_sizes(func: sys::CUfunction) -> Option<Vec<u64>> {
-    let f = param_info_fn()?;
+    let (f, count) = param_info_fn()?;
+    let n = match count {
+        Some(c) => {
+            let mut n = 0usize;
+            // SAFETY: `func` is a loaded function; a valid out-pointer.
+            match unsafe { c(func, &mut n) } {
+                sys::CUresult::CUDA_SUCCESS => Some(n),
+                _ => return None,
+            }
+        }
+        None => None,
+    };
     let mut sizes = Vec::new();
-    loop {
+    while n.is_none_or(|n| sizes.len() < n) {
         let (mut off, mut size) = (0usize, 0usize);
         // SAFETY: `func` is a loaded function; valid out-pointers. Past the last
         // parameter the driver answers CUDA_ERROR_INVALID_VALUE.
         match unsafe { f(func, sizes.len(), &mut off, &mut size) } {
             sys::CUresult::CUDA_SUCCESS => sizes.push(size as u64),
-            sys::CUresult::CUDA_ERROR_INVALID_VALUE => return Some(sizes),
+            sys::CUresult::CUDA_ERROR_INVALID_VALUE if n.is_none() => return Some(sizes),
             _ => return None,
         }
     }
+    Some(sizes)
 }
 
 /// The byte sizes of kernel `h`'s parameters, in order, or `None` when the driver cannot

@@ -19,7 +19,7 @@ function dc_compile_sig!(st::DCState, @nospecialize(sig), m::Method, sparams::Co
         ci, rt = code
         name = "jlf_" * dc_sanitize(string(m.name)) * "_" * dc_hash(sig)
         argtypes = dc_va_argtypes(m, sig)
-        fn = DCFn(st, ci, ir_widen(rt), argtypes, sparams, IOBuffer(), falses(0), false, 0)
+        fn = DCFn(st, ci, ir_widen(rt), argtypes, sparams, IOBuffer(), falses(0), false, 0, Dict{Any,Any}())
         body = dc_function_body(fn)
         io = IOBuffer()
         print(io, "static __device__ ", dc_zero_type(fn), " ", name, "(jl_ctx_t* ctx")
