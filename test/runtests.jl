@@ -99,6 +99,11 @@ push!(jobs, Job("kernel language (@cuda, intrinsics)", julia(testfile(joinpath("
 # julia/cuda/*.cuh compiled to PTX by NVRTC for the element types the package uses (a
 # message, no compile, without NVRTC), and no CUDA C left in Julia strings
 push!(jobs, Job("fixed CUDA C (julia/cuda/*.cuh)", julia(testfile(joinpath("compute", "runtime", "cuh_tests.jl"))), passed; cost = 60))
+# the differential fuzzer (test/fuzz/): its regression cases, random functions from a fixed
+# seed and from one printed per run; and two threads compiling new functions at once
+push!(jobs, Job("fuzzer (host device)", julia(testfile(joinpath("fuzz", "fuzz_tests.jl"))), passed; cost = 60))
+push!(jobs, Job("concurrent compilation (2 threads)", julia(testfile(joinpath("fuzz", "threads_stress.jl")); JULIA_NUM_THREADS = 2),
+                passed; cost = 30))
 # broadcasting, reductions and random numbers against Base, under one pool: what they
 # test does not depend on the pool (their arrays' memory is the pool tests' subject, under
 # every pool), and a second run was 160 s of CI
@@ -114,6 +119,8 @@ end
 if DEVICE != "cuda" && Sys.which("g++") !== nothing && success(pipeline(`g++ -x c++ -std=c++17 -fsyntax-only -`, stdin = IOBuffer("_Float16 h;"), stderr = devnull))
     push!(jobs, Job("compute kernels emulated on the CPU (g++)", julia(testfile(joinpath("compute", "compiler", "kernel_emulation_tests.jl"))), passed;
                     cost = 150))
+    # the differential fuzzer's regression cases and random functions, run by g++ threads
+    push!(jobs, Job("fuzzer through the g++ emulation", julia(testfile(joinpath("fuzz", "fuzz_tests.jl")), "emu"), passed; cost = 60))
     push!(jobs, Job("user kernels (@cuda) emulated on the CPU (g++)", julia(testfile(joinpath("compute", "device", "kernel_emulation_tests.jl"))),
                     passed; cost = 60))
     push!(jobs, Job("linear-algebra kernels emulated on the CPU (g++)", julia(testfile(joinpath("compute", "linalg", "linalg_kernel_tests.jl"))),

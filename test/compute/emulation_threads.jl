@@ -47,6 +47,12 @@ template <typename T> static inline T __shfl_up_sync(unsigned, T v, int o) {
   T r = v; if (emu_lane() >= (unsigned)o) memcpy(&r, &emu_slot[threadIdx.x - o], sizeof(T));
   emu_warp_sync(); return r; }
 static inline int __popc(unsigned x) { return __builtin_popcount(x); }
+static inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
+static inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz((unsigned)x); }
+static inline int __clzll(long long x) { return x == 0 ? 64 : __builtin_clzll((unsigned long long)x); }
+static inline int __ffs(int x) { return __builtin_ffs(x); }
+static inline int __ffsll(long long x) { return __builtin_ffsll(x); }
+static inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
 static inline unsigned atomicAdd(unsigned* p, unsigned v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
 static inline unsigned long long atomicMin(unsigned long long* p, unsigned long long v) {
   unsigned long long o = __atomic_load_n(p, __ATOMIC_SEQ_CST);
@@ -103,12 +109,15 @@ function emu_source(src)
     return HDR * src * String(take!(io))
 end
 
+# g++'s optimisation level (CUMEM_EMU_OPT, default -O1; the fuzzer's CI job takes -O0, which
+# compiles each kernel faster)
+const EMU_OPT = get(ENV, "CUMEM_EMU_OPT", "-O1")
 const LIBS = Dict{String,Ptr{Cvoid}}()
 function emu_lib(src)
     get!(LIBS, src) do
         dir = mktempdir()
         write(joinpath(dir, "k.cpp"), emu_source(src))
-        run(`g++ -O1 -std=c++20 -shared -fPIC -w -pthread -o $(joinpath(dir, "k.so")) $(joinpath(dir, "k.cpp"))`)
+        run(`g++ $(EMU_OPT) -std=c++20 -shared -fPIC -w -pthread -o $(joinpath(dir, "k.so")) $(joinpath(dir, "k.cpp"))`)
         Libdl.dlopen(joinpath(dir, "k.so"))
     end
 end

@@ -13,14 +13,14 @@ catch e
 end
 
 fz_at1(x) = throw(DomainError(x, "always"))
-fz_at2(x::Float64) = Base.throw_inexacterror(:trunc, UInt8, x)
+fz_at2(x::Float64) = Core.throw_inexacterror(:trunc, UInt8, x)
 fz_ct1(k) = (1f0, 2f0, 3f0)[k]
 fz_ct2(k) = (Int8(1), Int8(2))[k]
 fz_ct3(k) = ((1, 2), (3, 4))[k][1]
 fz_h9(x) = x > 5 ? x : throw(DomainError(x + x + x + x + x + x + x + x + x))
 fz_h10(x) = x > 5 ? x : throw(DomainError(div(x + x + x + x + x + x + x + x + x, x - 1)))
 fz_big(x) = x > 0 ? x : throw(DomainError((x, x + 1, x + 2, x + 3, x + 4, x + 5, x + 6, x + 7, x + 8, x + 9), "ten values"))
-fz_sd(x) = trailing_zeros(Base.checked_neg(ifelse(iszero(x), trunc(UInt64, x), 0x07))) % UInt64
+fz_sd(x) = trailing_zeros(Base.checked_neg(ifelse(iszero(x), trunc(UInt64, x), UInt64(7)))) % UInt64
 fz_order(x) = x < 0 ? throw(DomainError(x)) : x > 100 ? throw(InexactError(:fz_order, Int, x)) : x
 
 function fuzz_regressions()
