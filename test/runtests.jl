@@ -103,7 +103,7 @@ push!(jobs, Job("fixed CUDA C (julia/cuda/*.cuh)", julia(testfile(joinpath("comp
 # seed and from one printed per run; and two threads compiling new functions at once
 push!(jobs, Job("fuzzer (host device)", julia(testfile(joinpath("fuzz", "fuzz_tests.jl"))), passed; cost = 60))
 push!(jobs, Job("concurrent compilation (2 threads)", julia(testfile(joinpath("fuzz", "threads_stress.jl")); JULIA_NUM_THREADS = 2),
-                passed; cost = 30))
+                passed; cost = 60))
 # broadcasting, reductions and random numbers against Base, under one pool: what they
 # test does not depend on the pool (their arrays' memory is the pool tests' subject, under
 # every pool), and a second run was 160 s of CI
@@ -181,7 +181,7 @@ push!(jobs, Job("demo (MLP on the digits)", julia(joinpath(ROOT, "demo", "demo.j
                 (code, out) -> code == 0 && occursin("OK: held-out accuracy", out); cost = 80))
 push!(jobs, Job("method ambiguities",
                 julia("-e", "using CuMem, Test, LinearAlgebra, Random, Statistics; include($(repr(testfile("ambiguity_tests.jl"))))"),
-                passed; cost = 30))
+                passed; cost = 60))
 if get(ENV, "CUMEM_TEST_SKIP_INSTALL", "") != "1"
     push!(jobs, Job("installing (registry, add, dev)", julia(testfile("registrytests.jl")), passed; cost = 95))
 end

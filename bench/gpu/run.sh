@@ -41,10 +41,10 @@
 #   kernels      the kernel language: test/compute/device/*_tests.jl, then bench/julia/kernel_bench.jl
 #                (@cuda kernels beside broadcasts and `sum`)
 #   cudajl       bench/julia/cudajl_suite.jl (if present)
-#   fuzz         the differential fuzzer (test/fuzz/fuzz.jl) on the GPU: the regression cases
-#                (test/fuzz/fuzz_tests.jl), FUZZ_N (default 150) functions from FUZZ_SEED
-#                (default: the clock, printed), the ulps of each transcendental function alone
-#                (--ulps); reproducers of disagreements in its results
+#   fuzz         the differential fuzzer on the GPU: test/fuzz/fuzz_tests.jl (the regression
+#                cases, FUZZ_N functions (default 40) from the fixed seed and FUZZ_N from a
+#                seed of this run, printed), then test/fuzz/fuzz.jl --ulps (ulps.md); the JSON
+#                summaries in fuzz.jsonl, reproducers of disagreements in repro/
 #   sanitize     compute-sanitizer over kernel-running test files: SANITIZE_TESTS (default
 #                test/fuzz/sanitize_workload.jl: sorts, sortperm, scans, dims reductions,
 #                findall, a fused broadcast, a user kernel with shared memory), each under every
@@ -444,13 +444,14 @@ suite_cudajl() {
 }
 
 suite_fuzz() {
-    have test/fuzz/fuzz.jl || return 0
+    have test/fuzz/fuzz_tests.jl || return 0
     need_julia && need_lib || return
-    local seed=${FUZZ_SEED:-$(( $(date +%s) % 1000000000 ))}
-    step "fuzz regressions + seeds" "$L/fuzz_tests.log" jl 60 FUZZ_N="${FUZZ_N_CI:-10}" FUZZ_OUT="$D/repro" test/fuzz/fuzz_tests.jl
-    TAIL=12 step "fuzz seed $seed" "$L/fuzz.log" jl 70 test/fuzz/fuzz.jl --seed "$seed" --n "${FUZZ_N:-150}" --out "$D/repro"
-    jsonl "$L/fuzz.log" > "$D/fuzz.jsonl"
-    step "ulps of each function alone" "$L/ulps.log" jl 40 test/fuzz/fuzz.jl --ulps --seed 1
+    # the regression cases, then FUZZ_N functions from the fixed seed and FUZZ_N from a new
+    # one (printed), in one process; then each transcendental function alone (ulps.md)
+    TAIL=14 step "fuzz (regressions, 2 x ${FUZZ_N:-40} functions)" "$L/fuzz_tests.log" \
+        jl "${FUZZ_LIMIT:-110}" FUZZ_N="${FUZZ_N:-40}" FUZZ_OUT="$D/repro" test/fuzz/fuzz_tests.jl
+    jsonl "$L/fuzz_tests.log" > "$D/fuzz.jsonl"
+    step "ulps of each function alone" "$L/ulps.log" jl 35 test/fuzz/fuzz.jl --ulps --seed 1
     grep '^|' "$L/ulps.log" > "$D/ulps.md" || true
 }
 
