@@ -3,7 +3,7 @@
 # replayed with `make fuzz SEED=...`). `julia test/fuzz/fuzz_tests.jl [emu]`: on the
 # device of CUMEM_DEVICE (host: kernels generated and checked by NVRTC, Base computes), or
 # with `emu` every kernel run through the g++ emulation (test/compute/emulation_threads.jl).
-# FUZZ_N (default 20 host / 3 emu: CI's time; `make fuzz` runs long campaigns) functions per seed; reproducers in FUZZ_OUT (default a
+# FUZZ_N (default 10 host / 3 emu: CI's time; `make fuzz` runs long campaigns) functions per seed; reproducers in FUZZ_OUT (default a
 # temporary folder).
 using Test
 const FUZZ_EMU = "emu" in ARGS
@@ -13,7 +13,7 @@ append!(ARGS, ["--mode", FUZZ_EMU ? "emu" : "host", "--out", get(ENV, "FUZZ_OUT"
 include(joinpath(@__DIR__, "fuzz.jl"))
 include(joinpath(@__DIR__, "regression_cases.jl"))
 
-const FUZZ_N_CI = parse(Int, get(ENV, "FUZZ_N", FUZZ_EMU ? "3" : "20"))
+const FUZZ_N_CI = parse(Int, get(ENV, "FUZZ_N", FUZZ_EMU ? "3" : "10"))
 @testset "differential fuzzer ($(MODE))" begin
     fuzz_regressions()
     @test fuzz_main(seed = 20261128, n = FUZZ_N_CI) == 0
