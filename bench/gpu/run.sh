@@ -41,6 +41,11 @@
 #   kernels      the kernel language: test/compute/device/*_tests.jl, then bench/julia/kernel_bench.jl
 #                (@cuda kernels beside broadcasts and `sum`)
 #   cudajl       bench/julia/cudajl_suite.jl (if present)
+#   graphs       CUDA graphs: the demo's MLP step eager and replayed from a graph
+#                (bench/julia/graph_bench.jl) beside PyTorch eager and torch.cuda.graph replay
+#                (bench/anchors/graph_anchor.py): median µs per step, weights equal to eager,
+#                graph pool memory against the step's peak, growth over 10 000 replays; the
+#                tests: TESTS=test/compute/runtime/graphs_tests.jl with the tests suite
 #   fuzz         the differential fuzzer on the GPU: test/fuzz/fuzz_tests.jl (the regression
 #                cases, FUZZ_N functions (default 40) from the fixed seed and FUZZ_N from a
 #                seed of this run, printed), then test/fuzz/fuzz.jl --ulps (ulps.md); the JSON
@@ -65,8 +70,8 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
 KIT=${KIT:-.kit}
-ALL="tests rust-cuda replay compute-bench smallops bandwidth linalg sort hotpath multigpu reliability first-result kernels cudajl fuzz sanitize"
-BENCH="replay compute-bench smallops bandwidth linalg sort first-result kernels cudajl"
+ALL="tests rust-cuda replay compute-bench smallops bandwidth linalg sort hotpath multigpu reliability first-result kernels cudajl graphs fuzz sanitize"
+BENCH="replay compute-bench smallops bandwidth linalg sort first-result kernels cudajl graphs"
 
 budget_of() { # default seconds of a suite (from the old drivers' measured times, with slack)
     local v="BUDGET_${1//-/_}"
@@ -75,12 +80,12 @@ budget_of() { # default seconds of a suite (from the old drivers' measured times
         tests) echo 560 ;; rust-cuda) echo 420 ;; replay) echo 480 ;; compute-bench) echo 240 ;;
         smallops) echo 300 ;; bandwidth) echo 180 ;; linalg) echo 480 ;; sort) echo 240 ;;
         hotpath) echo 240 ;; multigpu) echo 480 ;; reliability) echo 240 ;; first-result) echo 600 ;;
-        kernels) echo 560 ;; cudajl) echo 540 ;; fuzz) echo 150 ;; sanitize) echo 160 ;; *) echo 0 ;;
+        kernels) echo 560 ;; cudajl) echo 540 ;; graphs) echo 150 ;; fuzz) echo 150 ;; sanitize) echo 160 ;; *) echo 0 ;;
     esac
 }
 needs_of() {
     case $1 in
-        tests|compute-bench|bandwidth|linalg|sort|first-result|kernels|cudajl|fuzz|sanitize) echo "engine julia" ;;
+        tests|compute-bench|bandwidth|linalg|sort|first-result|kernels|cudajl|graphs|fuzz|sanitize) echo "engine julia" ;;
         smallops|hotpath) echo "engine julia bench" ;;
         rust-cuda) echo "engine rust" ;; replay) echo "bench" ;;
         multigpu) echo "engine julia rust" ;; reliability) echo "engine" ;;
@@ -483,6 +488,34 @@ suite_sanitize() {
             { [ "$n" = 0 ] && [ $rc -eq 0 ]; } || status=1
         done
     done
+}
+
+suite_graphs() {
+    have bench/julia/graph_bench.jl || return 0
+    need_julia && need_lib || return
+    step "CuMem graph_bench.jl" "$L/graph_cumem.log" jl 100 bench/julia/graph_bench.jl
+    jsonl "$L/graph_cumem.log" > "$D/graph_cumem.jsonl"
+    step "PyTorch graph_anchor.py" "$L/graph_torch.log" py 45 bench/anchors/graph_anchor.py
+    jsonl "$L/graph_torch.log" > "$D/graph_torch.jsonl"
+    py 30 - "$D/graph_cumem.jsonl" "$D/graph_torch.jsonl" > "$D/graph_table.md" <<'PY'
+import json, sys
+rows, checks = {}, []
+for f in sys.argv[1:]:
+    for line in open(f):
+        if line.startswith("{"):
+            r = json.loads(line)
+            if "mode" in r: rows[(r["impl"], r["mode"])] = r
+            else: checks.append(r)
+print("| step (MLP 64-128-10, batch 64, SGD) | µs per step (median, synchronized) | launch only µs |\n|---|---:|---:|")
+for k in [("cumem", "eager"), ("cumem", "graph"), ("torch", "eager"), ("torch", "graph")]:
+    r = rows.get(k)
+    if r: print(f"| {k[0]} {k[1]} | {r['us']} | {r.get('us_launch_only', '-')} |")
+cg, tg, ce = rows.get(("cumem", "graph")), rows.get(("torch", "graph")), rows.get(("cumem", "eager"))
+if cg and tg and ce:
+    print(f"\nCuMem graph / PyTorch graph: {cg['us'] / tg['us']:.2f} (launch only {cg['us_launch_only'] / tg['us_launch_only']:.2f}); CuMem graph / CuMem eager: {cg['us'] / ce['us']:.2f}")
+for c in checks:
+    print("\n" + ", ".join(f"{k} {v}" for k, v in c.items() if k != "device"))
+PY
 }
 
 # ---------------------------------------------------------------- one suite, in its own process
