@@ -64,11 +64,6 @@ static __device__ __forceinline__ void jl_err_done(jl_err_t* e, uint32_t site, u
   __threadfence_system(); atomicCAS(&e->lock, 1u, 0u); }
 /* the element number of a kernel's 0-based element index i (saturated) */
 static __device__ __forceinline__ uint32_t jl_elem(uint64_t i) { return i < 0xffffffffull ? (uint32_t)i : 0xffffffffu; }
-/* the bytes of x in reverse order (Julia's bswap_int of 64 bits; narrower widths shift) */
-static __device__ __forceinline__ uint64_t jl_bswap64(uint64_t x) {
-  x = ((x & 0x00ff00ff00ff00ffull) << 8) | ((x >> 8) & 0x00ff00ff00ff00ffull);
-  x = ((x & 0x0000ffff0000ffffull) << 16) | ((x >> 16) & 0x0000ffff0000ffffull);
-  return (x << 32) | (x >> 32); }
 /* integer power by squaring, wrapping (a negative exponent is checked by the caller) */
 template <typename T, typename U> static __device__ __forceinline__ T jl_ipow(T x, int64_t p) {
   if (p < 0) return x == 1 ? (T)1 : ((p & 1) ? x : (T)1);
