@@ -189,8 +189,12 @@ function skip_reason(st, S::SkipState)
         end
     end
     ms = mentions(holds_blocks(st) ? header(st) : st)
+    # a local variable that happens to have a listed name (`cudacall = :(@cuda $call)` in
+    # execution.jl) is not the API: names the statement assigns or the block assigned before
+    # are not looked up in REFS
+    own = union(assigns!(Set{Symbol}(), st), S.locals)
     for n in ms
-        haskey(REFS, n) && return REFS[n]
+        haskey(REFS, n) && !(n in own) && return REFS[n]
     end
     for n in ms
         n in S.tainted && return "depends on a skipped statement"
@@ -198,12 +202,13 @@ function skip_reason(st, S::SkipState)
     return nothing
 end
 
-function rewrite(st, S::SkipState)
+function rewrite(st, S::SkipState, bound = Set{Symbol}())
     st isa Expr || return st
     if st.head === :block
         out = Any[]
         outer = S.locals
-        S.locals = Set{Symbol}()     # a skipped call taints the names assigned in its own block
+        S.locals = copy(bound)       # a skipped call taints the names assigned in its own block
+                                     # (and those its `let` binds: `let out = ...; @cuda k(out)`)
         outer_taint = copy(S.tainted)  # and the taint ends with the block
         for a in st.args
             a isa LineNumberNode && (push!(out, a); continue)
@@ -229,18 +234,21 @@ function rewrite(st, S::SkipState)
         # a loop's iteration, a condition or let's bindings stay as they are (skip_reason
         # judged them); the bodies are looked into
         keep = st.head in (:for, :while, :if, :elseif, :let) ? 1 : 0
-        return Expr(st.head, Any[i <= keep ? a : rewrite(a, S) for (i, a) in enumerate(st.args)]...)
+        bound = st.head === :let ? assigns!(Set{Symbol}(), Expr(:block, st.args[1])) : Set{Symbol}()
+        return Expr(st.head, Any[i <= keep ? a : rewrite(a, S, bound) for (i, a) in enumerate(st.args)]...)
     end
     return st
 end
 
-"""`using CUDA` and the stand-ins' `import Adapt` point at the modules of the shim."""
+"""`using CUDA` and the stand-ins' `import Adapt` point at the modules of the shim (also
+inside testsets: `using CUDA: AtomicError`)."""
 function redirect_using(ex)
     ex isa Expr || return ex
     if ex.head in (:using, :import)
         return Expr(ex.head, map(redirect_path, ex.args)...)
     end
-    return ex
+    ex.head === :quote && return ex
+    return Expr(ex.head, map(redirect_using, ex.args)...)
 end
 function redirect_path(p)
     p isa Expr || return p
@@ -248,6 +256,11 @@ function redirect_path(p)
         return Expr(:(:), redirect_path(p.args[1]), p.args[2:end]...)
     elseif p.head === :. && !isempty(p.args) && p.args[1] in (:CUDA, :Adapt, :TestSuite, :DataStructures)
         return Expr(:., :Main, p.args...)
+    elseif p.head === :. && length(p.args) > 2 && p.args[1] === p.args[2] === :.
+        # `import ...KernelModule`: CUDA.jl's runner evaluates the files in Main, whose parent
+        # is Main; here the file's module holds what it defines, so the path starts there
+        i = findfirst(a -> a !== :., p.args)
+        return Expr(:., :., p.args[i:end]...)
     end
     return p
 end
@@ -263,6 +276,7 @@ function run_file(root, f, k)
     mod = Module(Symbol("CUDAJL_", k, "_", replace(f, r"[^A-Za-z0-9]" => "_")))
     Core.eval(mod, :(using Test, Random, LinearAlgebra, Main.CUDA, Main.CUDAJLSetup))
     Core.eval(mod, :(include(p) = Base.include($mod, p)))
+    Core.eval(mod, :(eval(x) = Core.eval($mod, x)))     # as a `module` block defines them
     CURRENT_FILE[] = f
     ts = CountingTestSet(f)
     Random.seed!(1)
