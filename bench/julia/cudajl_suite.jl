@@ -172,7 +172,9 @@ mutable struct SkipState
     tainted::Set{Symbol}
     locals::Set{Symbol}
     counts::Dict{String,Int}
+    sources::Dict{Symbol,Set{Symbol}}   # a block's local => the locals its value came from
 end
+SkipState() = SkipState(Set{Symbol}(), Set{Symbol}(), Dict{String,Int}(), Dict{Symbol,Set{Symbol}}())
 
 # Statements that hold blocks (testsets, loops, conditionals, let, begin) are looked into
 # statement by statement; their headers (a loop's range, a condition) decide like a leaf.
@@ -217,12 +219,20 @@ function rewrite(st, S::SkipState, bound = Set{Symbol}())
                 S.counts[why] = get(S.counts, why, 0) + count_checks(a)
                 if !is_check(a)
                     assigns!(S.tainted, a)
-                    union!(S.tainted, intersect(mentions(a), S.locals))
+                    # the locals it uses, and those they were made from (`ptr = pointer(out)`:
+                    # a skipped `@cuda k(ptr)` leaves `out` unwritten)
+                    used = intersect(mentions(a), S.locals)
+                    union!(S.tainted, used)
+                    for n in used
+                        union!(S.tainted, get(S.sources, n, Set{Symbol}()))
+                    end
                 end
                 push!(out, nothing)
                 continue
             end
             as = assigns!(Set{Symbol}(), a)
+            from = intersect(mentions(a), S.locals)
+            foreach(n -> S.sources[n] = from, as)
             union!(S.locals, as)
             setdiff!(S.tainted, as)    # a name assigned again is no longer tainted
             push!(out, rewrite(a, S))
@@ -271,7 +281,7 @@ function run_file(root, f, k)
     path = source_path(root, f)
     code = read(path, String)
     top = Base.parse_input_line(code; filename = path)
-    S = SkipState(Set{Symbol}(), Set{Symbol}(), Dict{String,Int}())
+    S = SkipState()
     stmts = rewrite(Expr(:block, top.args...), S).args
     mod = Module(Symbol("CUDAJL_", k, "_", replace(f, r"[^A-Za-z0-9]" => "_")))
     Core.eval(mod, :(using Test, Random, LinearAlgebra, Main.CUDA, Main.CUDAJLSetup))
