@@ -88,6 +88,29 @@ with `unsafe_free!` as soon as it is dead, so the pool serves the next step from
 cache. Returns the batch's mean loss (a host Float32: one device-to-host copy).
 """
 function train_step!(m::MLP, x, y, lr::Float32)
+    terms = sgd_step!(m, x, y, lr)
+    loss = sum(terms) / Float32(size(x, 2))
+    unsafe_free!(terms)
+    return loss
+end
+
+"""
+    train_step_loss!(m, x, y, lr, loss) -> loss
+
+[`train_step!`](@ref) with the batch's mean loss written into the 1×1 device array `loss`
+instead of read back: the same kernels update the weights, and nothing waits for the
+device, so the step can be captured as a CUDA graph ([`GraphStep`](@ref)).
+"""
+function train_step_loss!(m::MLP, x, y, lr::Float32, loss)
+    terms = sgd_step!(m, x, y, lr)
+    sum!(loss, terms)
+    loss ./= Float32(size(x, 2))
+    unsafe_free!(terms)
+    return loss
+end
+
+# The step's device work: forward, loss terms (returned, 10×B), backward, SGD update.
+function sgd_step!(m::MLP, x, y, lr::Float32)
     B = Float32(size(x, 2))
     z1, h, z2 = forward(m, x)
     # softmax cross-entropy, stable: loss = logsumexp(z) - z[label]
@@ -95,7 +118,6 @@ function train_step!(m::MLP, x, y, lr::Float32)
     e = exp.(z2 .- zmax)
     s = sum(e; dims = 1)
     terms = y .* (log.(s) .+ zmax .- z2)
-    loss = sum(terms) / B
     # backward: dz2 = (softmax(z2) - y) / B
     dz2 = (e ./ s .- y) ./ B
     dW2 = dz2 * h'
@@ -108,8 +130,44 @@ function train_step!(m::MLP, x, y, lr::Float32)
     m.b1 .-= lr .* db1
     m.W2 .-= lr .* dW2
     m.b2 .-= lr .* db2
-    foreach(unsafe_free!, (z1, h, z2, zmax, e, s, terms, dz2, dW2, db2, dh, dz1, dW1, db1))
-    return loss
+    foreach(unsafe_free!, (z1, h, z2, zmax, e, s, dz2, dW2, db2, dh, dz1, dW1, db1))
+    return terms
+end
+
+"""
+    GraphStep(m, x, y, lr)
+
+The SGD step of `m` on batches of the shape of `x` (64×B) and `y` (10×B), captured once
+as a CUDA graph (`CuMem.capture`) over input arrays of its own: [`graph_step!`](@ref)
+copies a batch in and replays the whole step with one launch. Its temporaries live in the
+graph's private pool. Run one eager [`train_step!`](@ref) first (kernels compiled).
+"""
+mutable struct GraphStep
+    x::CuMatrix{Float32}
+    y::CuMatrix{Float32}
+    loss::CuMatrix{Float32}
+    exec::CuMem.CuGraphExec
+end
+
+function GraphStep(m::MLP, x, y, lr::Float32)
+    xb, yb, loss = copy(x), copy(y), CuMem.zeros(Float32, 1, 1)
+    g = CuMem.capture(() -> train_step_loss!(m, xb, yb, lr, loss))
+    exec = CuMem.instantiate(g)
+    unsafe_free!(g)                  # the executable keeps the graph's pool
+    return GraphStep(xb, yb, loss, exec)
+end
+
+"""
+    graph_step!(gs::GraphStep, x, y) -> loss
+
+Copies the batch into `gs`'s inputs, replays the captured step and returns the batch's
+mean loss (one read-back, which waits for the step).
+"""
+function graph_step!(gs::GraphStep, x, y)
+    copyto!(gs.x, x)
+    copyto!(gs.y, y)
+    CuMem.launch(gs.exec)
+    return Array(gs.loss)[1]
 end
 
 """

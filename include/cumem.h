@@ -203,6 +203,24 @@ typedef struct {
   uint64_t num_reclaim_retries;
 } cumem_stats_t;
 
+// The figures of one graph pool ([`Engine::graph_pool_info`]; C: `cumem_graph_pool_t`).
+typedef struct {
+  // The pool's id (as [`Engine::graph_pool_create`] returned it).
+  uint64_t id;
+  // Bytes of device memory the pool holds: its live blocks and its cache.
+  uint64_t reserved_bytes;
+  // Bytes of its live blocks (block sizes).
+  uint64_t allocated_bytes;
+  // Number of its live blocks.
+  uint64_t active_blocks;
+  // References: the pool handle, captures under way, graphs and executables.
+  uint64_t references;
+  // Whether a capture into the pool is under way (1) or not (0).
+  uint32_t capturing;
+  // Padding (0).
+  uint32_t reserved;
+} cumem_graph_pool_t;
+
 // One allocation-history entry (C: `cumem_event_t`, 80 bytes).
 typedef struct {
   // When the call started, ns since the engine started.
@@ -1323,6 +1341,98 @@ int32_t cumem_memset_async(uint64_t dst,
 // returns without waiting. Checks and stream use as `cumem_memset_async`; for ranges on
 // two devices use `cumem_copy_peer`.
 int32_t cumem_copy_dtod_async(uint64_t dst, uint64_t src, uint64_t bytes, uint64_t stream);
+
+// Creates a graph pool of the current device into `*pool`, holding one reference for
+// the caller (`cumem_graph_pool_release`). Captures given it allocate from it; several
+// graphs may share one pool when their replays do not overlap (PyTorch's
+// `graph_pool_handle`). Returns `CUMEM_ERROR_INVALID_VALUE` for a null `pool`.
+//
+// # Safety
+// `pool` must be null or writable for one `uint64_t`.
+int32_t cumem_graph_pool_create(uint64_t *pool);
+
+// Gives back one reference to graph pool `pool`. When none is left (the handle, every
+// capture, graph and executable of the pool gone) its cached memory returns to the
+// device, and its live blocks return there when freed. Returns
+// `CUMEM_ERROR_INVALID_VALUE` for an unknown or released pool.
+int32_t cumem_graph_pool_release(uint64_t pool);
+
+// Starts capturing `stream` of the current device (`cuStreamBeginCapture`,
+// relaxed mode: the engine allocates and loads kernels during the capture): its work is recorded into a graph, not run, and its allocations
+// come from graph pool `pool` (0: a new pool) until `cumem_stream_end_capture`; the pool used
+// is written to `*pool_out`. Returns `CUMEM_ERROR_INVALID_VALUE` for the default stream
+// (0), a stream already captured, an unknown stream or pool, a null `pool_out`;
+// `CUMEM_ERROR_DEVICE` when the driver refuses. Nothing changes on error.
+//
+// # Safety
+// `pool_out` must be null or writable for one `uint64_t`.
+int32_t cumem_stream_begin_capture(uint64_t stream,
+                                   uint64_t pool,
+                                   uint64_t *pool_out);
+
+// Ends the capture of `stream` (`cuStreamEndCapture`) into `*graph`, a graph holding a
+// reference to the capture's pool. Returns `CUMEM_ERROR_INVALID_VALUE` when `stream`
+// is not being captured or `graph` is null, `CUMEM_ERROR_DEVICE` when the capture was
+// invalidated (the capture is over then, and no graph is made).
+//
+// # Safety
+// `graph` must be null or writable for one `uint64_t`.
+int32_t cumem_stream_end_capture(uint64_t stream, uint64_t *graph);
+
+// Writes 1 to `*capturing` when `stream` of the current device is being captured, else
+// 0. Returns `CUMEM_ERROR_INVALID_VALUE` for a null `capturing`.
+//
+// # Safety
+// `capturing` must be null or writable for one `int32_t`.
+int32_t cumem_stream_is_capturing(uint64_t stream, int32_t *capturing);
+
+// The graph pool of graph `graph` into `*pool`. Returns `CUMEM_ERROR_INVALID_VALUE` for
+// an unknown graph or a null `pool`.
+//
+// # Safety
+// `pool` must be null or writable for one `uint64_t`.
+int32_t cumem_graph_pool_of(uint64_t graph, uint64_t *pool);
+
+// Instantiates graph `graph` into executable `*exec` (`cuGraphInstantiateWithFlags`),
+// which holds a reference to the graph's pool. Returns `CUMEM_ERROR_INVALID_VALUE` for
+// an unknown graph or a null `exec`, `CUMEM_ERROR_DEVICE` when the driver refuses.
+//
+// # Safety
+// `exec` must be null or writable for one `uint64_t`.
+int32_t cumem_graph_instantiate(uint64_t graph, uint64_t *exec);
+
+// Queues executable `exec` on `stream` (`cuGraphLaunch`; 0 is the legacy stream) and
+// returns. Returns `CUMEM_ERROR_INVALID_VALUE` for an unknown executable or stream or a
+// stream under capture, `CUMEM_ERROR_DEVICE` when the launch fails.
+int32_t cumem_graph_launch_async(uint64_t exec, uint64_t stream);
+
+// `cumem_graph_launch_async` on the legacy default stream.
+int32_t cumem_graph_launch(uint64_t exec);
+
+// Updates executable `exec` to the parameters of graph `graph` (`cuGraphExecUpdate`),
+// which must have the same topology and pool. Returns `CUMEM_ERROR_INVALID_VALUE` for
+// unknown handles, another pool or a changed topology (the executable is unchanged).
+int32_t cumem_graph_exec_update(uint64_t exec, uint64_t graph);
+
+// Destroys graph `graph` (`cuGraphDestroy`) and gives back its pool reference;
+// executables made from it stay valid. Returns `CUMEM_ERROR_INVALID_VALUE` for an
+// unknown graph.
+int32_t cumem_graph_destroy(uint64_t graph);
+
+// Destroys executable `exec` once the device's queued work is done
+// (`cuGraphExecDestroy`) and gives back its pool reference. Returns
+// `CUMEM_ERROR_INVALID_VALUE` for an unknown executable.
+int32_t cumem_graph_exec_destroy(uint64_t exec);
+
+// The graph pools of the current device alive, by id: up to `capacity` records into
+// `pools` (`cumem_graph_pool_t`: id, reserved and allocated bytes, live blocks,
+// references, whether a capture fills it) and their number into `*count` (call with
+// `capacity` 0 to size the array). Returns `CUMEM_ERROR_INVALID_VALUE` for a null
+// `count`.
+//
+// # Safety
+// `pools` must be null or writable for `capacity` records; `count` for one `uint64_t`.
+int32_t cumem_graph_pools(cumem_graph_pool_t *pools, uint64_t capacity, uint64_t *count);
 
 // Writes a memory timeline of `n` history events (`cumem_event_t`, in time order, as
 // `cumem_memory_events` returns them, or any slice of them such as a profile's window)

@@ -44,6 +44,7 @@ export CuArray, CuVector, CuMatrix, CuVecOrMat, CuPtr, CU_NULL, cu, unsafe_free!
 include("lib/header.jl")           # the C ABI's constants and records (include/cumem.h)
 include("lib/errors.jl")           # CuMemError, OutOfGPUMemoryError
 include("lib/libcumem.jl")         # loading the engine, every C call, the task's device pushed to it
+include("lib/graphs.jl")           # the C calls of stream capture, graphs and graph pools
 include("state.jl")                # CuStream and the task's current stream
 include("memory/tracking.jl")      # Buffer, -g2 allocation traces, history origins
 include("memory/status.jl")        # memory_status, memory_stats, memory_summary, reclaim
@@ -75,6 +76,7 @@ include("compute/compiler/translate.jl")  # typed IR -> C: functions, blocks, ph
 include("compute/compiler/device.jl")     # device_function, kernel_source, launch_context (the interface)
 # compute/runtime/: kernel loading, caches, launch, read-back
 include("compute/runtime/kernels.jl")      # NVRTC kernels, launch, cuBLAS gemm!, synchronize, host_view
+include("compute/runtime/graphs.jl")       # CUDA graphs: capture, instantiate, launch, update!, @captured, graph pools
 include("compute/runtime/kernel_cache.jl") # the Julia kernel table (by device and types); the engine's cache on disk
 include("compute/runtime/kernel_index.jl") # the fast paths' kernels on disk by the types that chose them
 include("compute/runtime/eltypes.jl")      # the primitive element types of the fixed kernels
@@ -129,6 +131,7 @@ include("compute/linalg/structured.jl")     # triangular and symmetric/Hermitian
 include("compute/linalg/generic.jl")        # mixed/integer/Float16 products, UniformScaling, diagm, kron
 include("compute/linalg/extras.jl")         # normalize, opnorm, rank, cross, tridiagonal products, inv of triangles, pinv, exp, clear errors
 include("compute/linalg/compat.jl")         # pivot arguments of newer LinearAlgebra versions
+include("compute/linalg/blas.jl")           # BLAS.asum/dot/dotc/dotu, rotate!, reflect!, transpose(x) * y of complex vectors
 # compute/: printing, and inference cached at precompilation
 include("compute/show.jl")# show/print of CuArrays, views and wrappers, downloading once
 include("compute/precompile.jl")# inference of the broadcast machinery, cached at precompilation
@@ -136,6 +139,7 @@ include("tools/memtools.jl")       # history, snapshot, leak checks, run-time li
 include("tools/profile.jl")        # @profile_memory, MemoryProfile, save_memory_timeline
 include("tools/info.jl")           # functional, versioninfo
 include("tools/cudanames.jl")      # has_cuda, has_cuda_gpu, capability
+include("tools/driver.jl")         # CUDA.jl's driver API: attribute, warpsize(dev), totalmem, uuid, version, release
 
 # Seconds each step of the last `__init__` took (bench/julia/first_result.jl prints them).
 const INIT_TIMES = Pair{Symbol,Float64}[]

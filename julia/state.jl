@@ -26,8 +26,9 @@ mutable struct CuStream
     handle::UInt64
     blocking::Bool
     dev::Int                       # the device's ordinal; -1 for the default stream (every device's)
+    capturer::Union{Nothing,Task}  # the task capturing the stream into a graph, if any
     function CuStream(handle::UInt64, blocking::Bool, dev::Int; own::Bool = false)
-        s = new(handle, blocking, dev)
+        s = new(handle, blocking, dev, nothing)
         # The engine finds the stream's device by its handle, whatever device is current
         # on the thread that finalizes it.
         own && finalizer(s -> s.handle == 0 || (c_stream_destroy(s.handle); s.handle = 0), s)
@@ -88,17 +89,23 @@ end
 # is never destroyed); `ArgumentError` if the task's stream was destroyed.
 @inline current_handle() = STREAMS_SET[] ? live_handle(task_stream()) : UInt64(0)
 
-# Waits for the current stream unless it is the default one; a status code, never throws
-# (the `ordered_*` copies below call it).
+# Waits for the current stream unless it is the default one; a status code (the
+# `ordered_*` copies below call it). Inside a capture it throws `CaptureError`: a wait
+# would invalidate the capture.
 @inline function sync_current()
     STREAMS_SET[] || return Int32(0)
+    CAPTURES[] == 0 || refuse_in_capture("a synchronous copy or memset (it waits for the stream)")
     s = task_stream()
     s.handle == 0 && return Int32(0)
     return c_stream_synchronize(s.handle)
 end
 
 @noinline throw_destroyed(s) = throw(ArgumentError("this $(nameof(typeof(s))) was destroyed (unsafe_destroy! or its finalizer)"))
-@inline live_handle(s::CuStream) = (s.handle == 0 && s !== DEFAULT_STREAM && throw_destroyed(s); s.handle)
+@inline function live_handle(s::CuStream)
+    s.handle == 0 && s !== DEFAULT_STREAM && throw_destroyed(s)
+    s.capturer === nothing || s.capturer === current_task() || throw_captured_elsewhere(s)
+    return s.handle
+end
 
 
 # The synchronous copies and memset, ordered after the task's current stream: they run
@@ -112,3 +119,62 @@ end
     (code = sync_current(); code == 0 ? c_copy_dtod(dst, src, bytes) : code)
 @inline ordered_memset(dst::UInt64, value::UInt8, bytes::UInt64) =
     (code = sync_current(); code == 0 ? c_memset(dst, value, bytes) : code)
+
+## stream capture (compute/runtime/graphs.jl has the API: capture, instantiate, launch)
+
+"""
+    CuMem.CaptureError(msg)
+
+Thrown, before anything is queued or changed, for what a stream capture
+([`CuMem.capture`](@ref)) cannot record: a synchronization, a scalar read-back, a copy
+between the device and pageable host memory, a `CuIterator` upload, a nested capture, or
+work queued on the capturing stream by another task.
+"""
+struct CaptureError <: Exception
+    msg::String
+end
+Base.showerror(io::IO, e::CaptureError) = print(io, "CaptureError: ", e.msg)
+
+# The capture under way in a task: its stream, its graph pool, and on the host device the
+# operations recorded (closures run in order at each replay).
+mutable struct CaptureState
+    stream::CuStream
+    pool::UInt64
+    ops::Vector{Any}
+end
+
+# Captures under way in the process: while 0, `capture_state()` is one load.
+const CAPTURES = Threads.Atomic{Int}(0)
+
+# The current task's capture, or nothing.
+@inline function capture_state()
+    CAPTURES[] == 0 && return nothing
+    st = current_task().storage
+    st === nothing && return nothing
+    return get(st::IdDict{Any,Any}, :CuMemCapture, nothing)::Union{Nothing,CaptureState}
+end
+
+"""
+    CuMem.is_capturing() -> Bool
+
+Whether the current task is inside [`CuMem.capture`](@ref) (CUDA.jl's `is_capturing`).
+"""
+is_capturing() = capture_state() !== nothing
+
+@noinline refuse_in_capture(what) =
+    capture_state() === nothing ? nothing :
+    throw(CaptureError("$what cannot be recorded in a graph capture; do it before or after CuMem.capture"))
+
+@noinline throw_captured_elsewhere(s) =
+    throw(CaptureError("$s is being captured into a graph by another task; work from other tasks " *
+                       "cannot go on a stream under capture (use a stream of your own)"))
+
+# Host-device compute: `f()` now, or, inside a capture on the host device, `f` recorded to
+# run at each replay (the GPU records its kernels itself). `f` must hold what it needs
+# (host views made at the call, not CuArrays that may be freed before a replay).
+@inline function host_run(f)
+    st = capture_state()
+    st === nothing && return f()
+    push!(st.ops, f)
+    return nothing
+end

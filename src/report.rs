@@ -27,7 +27,8 @@ pub enum Allocations {
 /// the second what CuMem obtained from it (on the host device it reads `Host memory (no
 /// GPU) usage: …`), the third how the pool (its CUDA.jl type name) splits that between
 /// live allocations and cache. `Memory limit: …` follows when `JULIA_CUDA_MEMORY_LIMIT`
-/// is set. With [`Allocations::Listed`] and at `CUMEM_DEBUG` ≥ 1 one `Outstanding memory
+/// is set. One `Graph pool ID: …` line per graph pool alive follows (its memory is part
+/// of the totals above; `src/engine/graphs.rs`). With [`Allocations::Listed`] and at `CUMEM_DEBUG` ≥ 1 one `Outstanding memory
 /// allocation of N bytes at 0x…` line per live allocation follows, with its native
 /// frames at level 2. Byte counts as Julia's `Base.format_bytes` writes them.
 pub fn memory_status(e: &Engine, allocations: Allocations) -> String {
@@ -50,6 +51,19 @@ pub fn memory_status(e: &Engine, allocations: Allocations) -> String {
     );
     if st.limit_bytes > 0 {
         let _ = writeln!(o, "Memory limit: {}", format_bytes(st.limit_bytes));
+    }
+    for p in e.graph_pools() {
+        let _ = writeln!(
+            o,
+            "Graph pool {}: {} ({} allocated in {} blocks, {} cached; {} references{})",
+            p.id,
+            format_bytes(p.reserved_bytes),
+            format_bytes(p.allocated_bytes),
+            p.active_blocks,
+            format_bytes(p.reserved_bytes - p.allocated_bytes),
+            p.references,
+            if p.capturing != 0 { ", capturing" } else { "" }
+        );
     }
     if allocations == Allocations::Listed && e.config().debug > 0 {
         for a in e.outstanding() {

@@ -11,6 +11,7 @@
 #   bad configuration / missing library            `using CuMem` must fail clearly
 #   installing by name, path and dev               test/registrytests.jl
 #   compute: NVRTC, kernels, gemm!                 test/compute/runtime/compute_tests.jl
+#   CUDA graphs, graph-private pools                test/compute/runtime/graphs_tests.jl
 #   the kernel language (@cuda, intrinsics)        test/compute/device/kernel_tests.jl
 #   the kernel language's CUDA.jl names            test/compute/device/kernel_cudajl_tests.jl
 #   user kernels' CUDA C on g++ threads             test/compute/device/kernel_emulation_tests.jl
@@ -94,6 +95,8 @@ for pool in POOLS
                     passed; cost = 75))
 end
 push!(jobs, Job("compute (NVRTC, kernels, gemm!)", interpreted(testfile(joinpath("compute", "runtime", "compute_tests.jl"))), passed; cost = 15))
+# CUDA graphs: capture and replay of each operation family, refusals, graph pools' lifetime
+push!(jobs, Job("graphs (capture, replay, graph pools)", interpreted(testfile(joinpath("compute", "runtime", "graphs_tests.jl"))), passed; cost = 30))
 # the kernel language: @cuda, intrinsics, shared memory, atomics, shuffles (host device: the
 # threads as tasks; every kernel's C compiled to PTX when libnvrtc is there)
 push!(jobs, Job("kernel language (@cuda, intrinsics)", julia(testfile(joinpath("compute", "device", "kernel_tests.jl"))), passed; cost = 120))

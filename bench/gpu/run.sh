@@ -41,6 +41,11 @@
 #   kernels      the kernel language: test/compute/device/*_tests.jl, then bench/julia/kernel_bench.jl
 #                (@cuda kernels beside broadcasts and `sum`)
 #   cudajl       bench/julia/cudajl_suite.jl (if present)
+#   graphs       CUDA graphs: the demo's MLP step eager and replayed from a graph
+#                (bench/julia/graph_bench.jl) beside PyTorch eager and torch.cuda.graph replay
+#                (bench/anchors/graph_anchor.py): median µs per step, weights equal to eager,
+#                graph pool memory against the step's peak, growth over 10 000 replays; the
+#                tests: TESTS=test/compute/runtime/graphs_tests.jl with the tests suite
 # A suite whose script is missing says "missing" and does not fail the run. `bench` names
 # replay compute-bench smallops bandwidth linalg sort first-result kernels cudajl.
 #
@@ -55,8 +60,8 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
 KIT=${KIT:-.kit}
-ALL="tests rust-cuda replay compute-bench smallops bandwidth linalg sort hotpath multigpu reliability first-result kernels cudajl"
-BENCH="replay compute-bench smallops bandwidth linalg sort first-result kernels cudajl"
+ALL="tests rust-cuda replay compute-bench smallops bandwidth linalg sort hotpath multigpu reliability first-result kernels cudajl graphs"
+BENCH="replay compute-bench smallops bandwidth linalg sort first-result kernels cudajl graphs"
 
 budget_of() { # default seconds of a suite (from the old drivers' measured times, with slack)
     local v="BUDGET_${1//-/_}"
@@ -65,12 +70,12 @@ budget_of() { # default seconds of a suite (from the old drivers' measured times
         tests) echo 560 ;; rust-cuda) echo 420 ;; replay) echo 480 ;; compute-bench) echo 240 ;;
         smallops) echo 300 ;; bandwidth) echo 180 ;; linalg) echo 480 ;; sort) echo 240 ;;
         hotpath) echo 240 ;; multigpu) echo 480 ;; reliability) echo 240 ;; first-result) echo 600 ;;
-        kernels) echo 560 ;; cudajl) echo 540 ;; *) echo 0 ;;
+        kernels) echo 560 ;; cudajl) echo 540 ;; graphs) echo 150 ;; *) echo 0 ;;
     esac
 }
 needs_of() {
     case $1 in
-        tests|compute-bench|bandwidth|linalg|sort|first-result|kernels|cudajl) echo "engine julia" ;;
+        tests|compute-bench|bandwidth|linalg|sort|first-result|kernels|cudajl|graphs) echo "engine julia" ;;
         smallops|hotpath) echo "engine julia bench" ;;
         rust-cuda) echo "engine rust" ;; replay) echo "bench" ;;
         multigpu) echo "engine julia rust" ;; reliability) echo "engine" ;;
@@ -431,6 +436,34 @@ suite_cudajl() {
     need_julia && need_lib || return
     step "cudajl_suite.jl" "$L/cudajl_suite.log" jl "$(budget_of cudajl)" bench/julia/cudajl_suite.jl
     jsonl "$L/cudajl_suite.log" > "$D/cudajl_suite.jsonl"
+}
+
+suite_graphs() {
+    have bench/julia/graph_bench.jl || return 0
+    need_julia && need_lib || return
+    step "CuMem graph_bench.jl" "$L/graph_cumem.log" jl 100 bench/julia/graph_bench.jl
+    jsonl "$L/graph_cumem.log" > "$D/graph_cumem.jsonl"
+    step "PyTorch graph_anchor.py" "$L/graph_torch.log" py 45 bench/anchors/graph_anchor.py
+    jsonl "$L/graph_torch.log" > "$D/graph_torch.jsonl"
+    py 30 - "$D/graph_cumem.jsonl" "$D/graph_torch.jsonl" > "$D/graph_table.md" <<'PY'
+import json, sys
+rows, checks = {}, []
+for f in sys.argv[1:]:
+    for line in open(f):
+        if line.startswith("{"):
+            r = json.loads(line)
+            if "mode" in r: rows[(r["impl"], r["mode"])] = r
+            else: checks.append(r)
+print("| step (MLP 64-128-10, batch 64, SGD) | µs per step (median, synchronized) | launch only µs |\n|---|---:|---:|")
+for k in [("cumem", "eager"), ("cumem", "graph"), ("torch", "eager"), ("torch", "graph")]:
+    r = rows.get(k)
+    if r: print(f"| {k[0]} {k[1]} | {r['us']} | {r.get('us_launch_only', '-')} |")
+cg, tg, ce = rows.get(("cumem", "graph")), rows.get(("torch", "graph")), rows.get(("cumem", "eager"))
+if cg and tg and ce:
+    print(f"\nCuMem graph / PyTorch graph: {cg['us'] / tg['us']:.2f} (launch only {cg['us_launch_only'] / tg['us_launch_only']:.2f}); CuMem graph / CuMem eager: {cg['us'] / ce['us']:.2f}")
+for c in checks:
+    print("\n" + ", ".join(f"{k} {v}" for k, v in c.items() if k != "device"))
+PY
 }
 
 # ---------------------------------------------------------------- one suite, in its own process

@@ -19,6 +19,8 @@ const R_QSORT = "CUDA.jl's quicksort internals (CUDA.Quicksort)"
 const R_LLVMPTR = "LLVM address-space pointers (Core.LLVMPtr, AS.*): CuMem's device arrays hold plain addresses"
 const R_NVML = "NVML (device management library)"
 const R_BF16 = "BFloat16s.jl is not installed (the package's only use is cuBLAS's BFloat16 gemmEx)"
+const R_CUERR = "CUDA.jl's CuError of driver result codes (CUDA.SUCCESS, name/description of a code): CuMem reports the engine's own status codes (CuMemError)"
+const R_TIMINGS = "CUDA.jl's pool timer outputs (enable_timings/disable_timings; CuMem's allocation statistics are memory_stats())"
 const R_CCALL = "ccall plumbing of CUDA.jl's library wrappers (CuRef, RefOrCuRef, PtrOrCuPtr: primitive pointer types; CuMem's CuPtr is a struct)"
 
 const REFS = Dict{Symbol,String}()
@@ -40,16 +42,20 @@ for n in (:CUBLAS, :CUSOLVER, :CUSPARSE, :CUFFT, :CUDNN, :CURAND, :CUTENSOR, :ba
 end
 for n in (:CuContext, :CuCurrentContext, :context, :context!, :attaskswitch, :atdeviceswitch,
           :atdevicereset, :CU_CTX_SCHED_YIELD, :CuPrimaryContext, :unsafe_reset!, :isactive,
-          :flags, :setflags!, :CuContextDestroyed)
+          :flags, :setflags!, :CuContextDestroyed, :cache_config, :cache_config!, :shmem_config,
+          :shmem_config!)
     REFS[n] = R_CTX
 end
 for n in (:CuModule, :CuModuleFile, :CuLink, :CuFunction, :cudacall, :CuGlobal, :add_data!,
-          :add_file!, :CuLinkImage, :CuLinkError)
+          :add_file!, :CuLinkImage, :CuLinkError, :CUjit_option)
     REFS[n] = R_DRV
 end
 for n in (:CuRef, :RefOrCuRef, :PtrOrCuPtr, :CuRefArray)
     REFS[n] = R_CCALL
 end
+REFS[:SUCCESS] = R_CUERR
+REFS[:enable_timings] = R_TIMINGS
+REFS[:disable_timings] = R_TIMINGS
 REFS[:Quicksort] = R_QSORT
 REFS[:LLVMPtr] = R_LLVMPTR
 REFS[:AS] = R_LLVMPTR

@@ -152,6 +152,31 @@ function assigns!(s::Set{Symbol}, ex)
     return s
 end
 
+"""The names a statement changes in place: the last positional argument of each call to a
+function whose name ends in `!`, when it is a name (BLAS's and Base's convention: the
+output comes last, as `gemm!(..., C)`, `axpy!(a, x, y)`, `copyto!(dst, src)` aside)."""
+function mutates!(s::Set{Symbol}, ex)
+    ex isa Expr || return s
+    if ex.head === :call && !isempty(ex.args)
+        f = ex.args[1]
+        fname = f isa Symbol ? f : f isa Expr && f.head === :. && f.args[end] isa QuoteNode ? f.args[end].value : nothing
+        if fname isa Symbol && endswith(string(fname), "!")
+            pos = filter(a -> !(a isa Expr && a.head in (:parameters, :kw)), ex.args[2:end])
+            !isempty(pos) && pos[end] isa Symbol && push!(s, pos[end])
+        end
+    end
+    foreach(a -> mutates!(s, a), ex.args)
+    return s
+end
+
+"""The names a statement assigns anywhere inside it (in its blocks, loops and `do` bodies
+too): what a skipped statement would have set."""
+function assigns_deep!(s::Set{Symbol}, ex)
+    assigns!(s, ex)
+    ex isa Expr && foreach(a -> assigns_deep!(s, a), ex.args)
+    return s
+end
+
 is_macro(ex, names...) = ex isa Expr && ex.head === :macrocall && string(ex.args[1]) in names
 is_check(ex) = ex isa Expr && ex.head === :macrocall &&
     (n = string(ex.args[1]); occursin(r"(^|\.)@test", n) && !occursin("@testset", n)) ||
@@ -180,8 +205,12 @@ SkipState() = SkipState(Set{Symbol}(), Set{Symbol}(), Dict{String,Int}(), Dict{S
 # statement by statement; their headers (a loop's range, a condition) decide like a leaf.
 holds_blocks(st) = st isa Expr && (st.head in (:block, :for, :while, :if, :elseif, :let, :try) ||
     is_macro(st, "@testset", "@not_if_memcheck"))
-header(st) = Expr(:tuple, Any[a isa Expr && a.head === :for ? a.args[1] : a for a in st.args
-                              if !(a isa Expr && a.head === :block)]...)
+# (a `for` over several ranges, or a `let` of several bindings, has them in a block:
+# `for a in x, b in y` is `(for (block (= a x) (= b y)) body)`, so the first argument of a
+# loop or `let` is its header whatever it is)
+header(st) = st.head in (:for, :let) ? st.args[1] :
+    Expr(:tuple, Any[a isa Expr && a.head === :for ? a.args[1] : a for a in st.args
+                     if !(a isa Expr && a.head === :block)]...)
 
 function skip_reason(st, S::SkipState)
     if is_macro(st, "@testset")
@@ -218,7 +247,7 @@ function rewrite(st, S::SkipState, bound = Set{Symbol}())
             if why !== nothing
                 S.counts[why] = get(S.counts, why, 0) + count_checks(a)
                 if !is_check(a)
-                    assigns!(S.tainted, a)
+                    assigns_deep!(S.tainted, a)
                     # the locals it uses, and those they were made from (`ptr = pointer(out)`:
                     # a skipped `@cuda k(ptr)` leaves `out` unwritten)
                     used = intersect(mentions(a), S.locals)
@@ -226,6 +255,8 @@ function rewrite(st, S::SkipState, bound = Set{Symbol}())
                     for n in used
                         union!(S.tainted, get(S.sources, n, Set{Symbol}()))
                     end
+                    # and what it changes in place (until the end of this block)
+                    mutates!(S.tainted, a)
                 end
                 push!(out, nothing)
                 continue
@@ -285,8 +316,9 @@ function run_file(root, f, k)
     stmts = rewrite(Expr(:block, top.args...), S).args
     mod = Module(Symbol("CUDAJL_", k, "_", replace(f, r"[^A-Za-z0-9]" => "_")))
     Core.eval(mod, :(using Test, Random, LinearAlgebra, Main.CUDA, Main.CUDAJLSetup))
+    # what every module made by `module` has (test files call `eval(...)`, `include(...)`)
+    Core.eval(mod, :(eval(x) = Core.eval($mod, x)))
     Core.eval(mod, :(include(p) = Base.include($mod, p)))
-    Core.eval(mod, :(eval(x) = Core.eval($mod, x)))     # as a `module` block defines them
     CURRENT_FILE[] = f
     ts = CountingTestSet(f)
     Random.seed!(1)

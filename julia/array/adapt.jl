@@ -45,7 +45,7 @@ adapt_structure(to, A::Hermitian) = Hermitian(adapt(to, parent(A)), Symbol(A.upl
 adapt_structure(to, A::Bidiagonal) = Bidiagonal(adapt(to, A.dv), adapt(to, A.ev), Symbol(A.uplo))
 adapt_structure(to, A::Tridiagonal) = Tridiagonal(adapt(to, A.dl), adapt(to, A.d), adapt(to, A.du))
 adapt_structure(to, A::SymTridiagonal) = SymTridiagonal(adapt(to, A.dv), adapt(to, A.ev))
-adapt_structure(to, A::SubArray) = view(adapt(to, parent(A)), parentindices(A)...)
+adapt_structure(to, A::SubArray) = SubArray(adapt(to, parent(A)), parentindices(A))   # as Adapt.jl: stays a SubArray
 adapt_structure(to, A::PermutedDimsArray{T,N,perm}) where {T,N,perm} =
     PermutedDimsArray(adapt(to, parent(A)), perm)
 adapt_structure(to, A::Base.ReshapedArray) = reshape(adapt(to, parent(A)), size(A))
@@ -82,16 +82,18 @@ function adapt_storage(to::Float32Adaptor, xs::AbstractArray)
     isbits_union(eltype(xs)) && throw_union_eltype(eltype(xs))
     return isbitstype(eltype(xs)) ? convert(CuArray, xs) : map(x -> adapt(to, x), xs)
 end
-adapt_storage(::Float32Adaptor, xs::AbstractArray{<:Real}) = convert(CuArray{Float32}, xs)
-adapt_storage(::Float32Adaptor, xs::AbstractArray{<:Complex}) = convert(CuArray{ComplexF32}, xs)
+# floating-point arrays only (CUDA.jl v2.6's src/array.jl): integers, Bool and Float16 keep their type
+adapt_storage(::Float32Adaptor, xs::AbstractArray{<:AbstractFloat}) = convert(CuArray{Float32}, xs)
+adapt_storage(::Float32Adaptor, xs::AbstractArray{Float16}) = convert(CuArray, xs)
+adapt_storage(::Float32Adaptor, xs::AbstractArray{<:Complex{<:AbstractFloat}}) = convert(CuArray{ComplexF32}, xs)
 
 """
     cu(x)
 
-Uploads `x` to the device as CUDA.jl 2.x's `cu` (`adapt(CuArray{Float32}, x)`) does:
-arrays of real numbers, integers and `Bool` included, become `CuArray{Float32}` (complex
-ones `CuArray{ComplexF32}`), other isbits element types are kept, and structure is kept:
-`cu(Diagonal([1, 2]))` is a `Diagonal{Float32,CuArray{Float32,1}}`; adjoints,
+Uploads `x` to the device as CUDA.jl v2.6's `cu` does: arrays of floating-point numbers
+become `CuArray{Float32}` (complex ones `CuArray{ComplexF32}`; `Float16` is kept), other
+isbits element types (integers, `Bool`, structs) are kept (`cu([1, 2]) isa CuVector{Int}`),
+and structure is kept: `cu(Diagonal([1.0, 2.0]))` is a `Diagonal{Float32,CuArray{Float32,1}}`; adjoints,
 transposes, tuples and named tuples likewise (see [`CuMem.adapt`](@ref)). Ranges, scalars
 and other values are returned unchanged (`cu(1:3) === 1:3`, as CUDA.jl). A CuArray that already has the target type is
 returned as is, not copied. Arrays with `missing` (element type `Union{Missing,T}`) are

@@ -73,11 +73,12 @@ mutable struct CuArray{T,N} <: AbstractArray{T,N}
         return a
     end
 
-    # Shares `buf`, which the caller has retained for this array. `own = false`: the
-    # memory is not the engine's to free (`unsafe_wrap(CuArray, ptr, dims)`), so no
+    # Shares `buf`, which the caller has retained for this array, from address `ptr`
+    # (inside `buf`: a contiguous view starts after the buffer's start). `own = false`:
+    # the memory is not the engine's to free (`unsafe_wrap(CuArray, ptr, dims)`), so no
     # finalizer.
-    function CuArray{T,N}(buf::Buffer, dims::Dims{N}; own::Bool = true) where {T,N}
-        a = new{T,N}(buf.ptr, dims, false, buf, buf.dev)
+    function CuArray{T,N}(buf::Buffer, dims::Dims{N}; own::Bool = true, ptr::UInt64 = buf.ptr) where {T,N}
+        a = new{T,N}(ptr, dims, false, buf, buf.dev)
         own && finalizer(finalizer_ptr(CuArray{T,N}), a)
         return a
     end
@@ -311,7 +312,7 @@ function Base.reshape(a::CuArray{T,M}, dims::Dims{N}) where {T,N,M}
     if prod(dims) != length(a)
         throw(DimensionMismatch("new dimensions $dims must be consistent with array size $(length(a))"))
     end
-    return CuArray{T,N}(share!(a), dims)
+    return CuArray{T,N}(share!(a), dims; ptr = a.ptr)
 end
 
 """
@@ -336,7 +337,7 @@ function Base.reinterpret(::Type{T}, a::CuArray{S,N}) where {T,S,N}
                                 "`$(size(a, 1))`. The resulting array would have non-integral first dimension."))
         dims = (n1 ÷ sizeof(T), Base.tail(dims)...)
     end
-    return CuArray{T,N}(share!(a), dims)
+    return CuArray{T,N}(share!(a), dims; ptr = a.ptr)
 end
 
 # reshape(a, 2, :) and friends: one dimension inferred.
@@ -377,7 +378,11 @@ function Base.fill!(a::CuArray{T}, x) where {T}
     pattern, elsize = memset_pattern(v)
     if elsize != 0
         count = (n * (sizeof(T) ÷ elsize)) % UInt64
-        check(c_memset_async(ptr, pattern, UInt32(elsize), count, current_handle()))
+        if on_host() && CAPTURES[] != 0 && capture_state() !== nothing
+            host_run(() -> check(c_memset_async(ptr, pattern, UInt32(elsize), count, UInt64(0))))   # replayed
+        else
+            check(c_memset_async(ptr, pattern, UInt32(elsize), count, current_handle()))
+        end
     elseif fill_kernel!(a, v) === nothing
         chunk = min(n, 4096)
         copyto!(a, 1, Base.fill(v, chunk), 1, chunk)

@@ -25,6 +25,7 @@ function Base.copyto!(dest::CuArray{T}, doffs::Integer, src::Array{T}, soffs::In
     check_alive(dest)
     check_copy(dest, doffs, src, soffs, n)
     n == 0 && return dest
+    CAPTURES[] == 0 || refuse_in_capture("a copy from host memory (Array) to the device")
     GC.@preserve src check(ordered_copy_htod(offset_addr(dest, doffs),
                                        convert(Ptr{Cvoid}, pointer(src, soffs)), nbytes(T, n)))
     return dest
@@ -36,6 +37,7 @@ function Base.copyto!(dest::Array{T}, doffs::Integer, src::CuArray{T}, soffs::In
     check_alive(src)
     check_copy(dest, doffs, src, soffs, n)
     n == 0 && return dest
+    CAPTURES[] == 0 || refuse_in_capture("a copy from the device to host memory (Array)")
     GC.@preserve dest check(ordered_copy_dtoh(convert(Ptr{Cvoid}, pointer(dest, doffs)),
                                         offset_addr(src, soffs), nbytes(T, n)))
     check_kernel_errors()
@@ -55,8 +57,12 @@ function Base.copyto!(dest::CuArray{T}, doffs::Integer, src::CuArray{T}, soffs::
     n == 0 && return dest
     if dest.dev == task_device()
         # Queued on the task's stream (cuMemcpyDtoDAsync), ordered with its kernels.
-        check(c_copy_dtod_async(offset_addr(dest, doffs), offset_addr(src, soffs), nbytes(T, n),
-                                current_handle()))
+        d, sa, nb = offset_addr(dest, doffs), offset_addr(src, soffs), nbytes(T, n)
+        if on_host() && CAPTURES[] != 0 && capture_state() !== nothing
+            host_run(() -> check(c_copy_dtod_async(d, sa, nb, UInt64(0))))   # replayed in order
+        else
+            check(c_copy_dtod_async(d, sa, nb, current_handle()))
+        end
     else
         check(ordered_copy_dtod(offset_addr(dest, doffs), offset_addr(src, soffs), nbytes(T, n)))
     end

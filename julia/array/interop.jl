@@ -15,7 +15,14 @@ function Base.deepcopy_internal(x::CuArray{T,N}, dict::IdDict) where {T,N}
     check_alive(x)
     src = x.shared
     if src !== nothing && haskey(dict, src)     # another array on the same memory was copied
-        y = CuArray{T,N}(share!(dict[src]::CuArray), size(x))
+        # (the copy covers the whole buffer; x may start inside it: a contiguous view)
+        y0 = dict[src]::CuArray
+        y = CuArray{T,N}(share!(y0), size(x); ptr = y0.ptr + (x.ptr - src.ptr))
+    elseif src !== nothing && (x.ptr != src.ptr || sizeof(x) != src.bytes)
+        # a view of part of the buffer: a copy of its own (arrays on the whole buffer,
+        # copied later, do not share it)
+        y = CuArray{T,N}(undef, size(x))
+        sizeof(x) > 0 && check(ordered_copy_dtod(y.ptr, x.ptr, sizeof(x) % UInt64))
     else
         y = CuArray{T,N}(undef, size(x))
         try

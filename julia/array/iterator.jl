@@ -205,6 +205,7 @@ function stage_next!(c::CuIterator)
 end
 
 function Base.iterate(c::CuIterator, state...)
+    CAPTURES[] == 0 || refuse_in_capture("a CuIterator upload")
     c.prefetch == 0 && return iterate_now(c, state...)
     isempty(state) && restart!(c)
     free_previous!(c)

@@ -147,6 +147,7 @@ Base.@propagate_inbounds function Base.getindex(a::CuArray{T}, i::Int) where {T}
     check_alive(a)
     @boundscheck checkbounds(a, i)
     assertscalar("getindex")
+    CAPTURES[] == 0 || refuse_in_capture("a scalar read-back (getindex)")
     r = Ref{T}()
     sizeof(T) == 0 && return r[]
     GC.@preserve r check(ordered_copy_dtoh(convert(Ptr{Cvoid}, Base.unsafe_convert(Ptr{T}, r)),
@@ -159,6 +160,7 @@ Base.@propagate_inbounds function Base.setindex!(a::CuArray{T}, v, i::Int) where
     check_alive(a)
     @boundscheck checkbounds(a, i)
     assertscalar("setindex!")
+    CAPTURES[] == 0 || refuse_in_capture("a scalar write from the host (setindex!)")
     r = Ref{T}(convert(T, v))
     sizeof(T) == 0 && return a
     GC.@preserve r check(ordered_copy_htod(offset_addr(a, i),

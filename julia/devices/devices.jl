@@ -38,7 +38,9 @@ device's engine if it is not open yet.
 name(d::CuDevice) = device!(device_name, d)
 
 Base.show(io::IO, d::CuDevice) = print(io, "CuDevice(", d.handle, ")")
-Base.show(io::IO, ::MIME"text/plain", d::CuDevice) = print(io, "CuDevice(", d.handle, "): ", name(d))
+# CuDevice(-1) and CuDevice(-2) are CUDA.jl's DEVICE_CPU and DEVICE_INVALID (tools/driver.jl)
+Base.show(io::IO, ::MIME"text/plain", d::CuDevice) =
+    print(io, "CuDevice(", d.handle, "): ", d.handle == -1 ? "CPU" : d.handle == -2 ? "INVALID" : name(d))
 
 """
     ndevices() -> Int

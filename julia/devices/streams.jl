@@ -6,12 +6,62 @@
 
 ## streams
 
-function CuStream(; blocking::Bool = false)
+"""
+    CuMem.STREAM_DEFAULT, CuMem.STREAM_NON_BLOCKING
+
+CUDA's stream flags (`CU_STREAM_DEFAULT` = 0: ordered with the default stream;
+`CU_STREAM_NON_BLOCKING` = 1) for `CuStream(; flags)`, as CUDA.jl's constants.
+"""
+const STREAM_DEFAULT = 0
+const STREAM_NON_BLOCKING = 1
+
+"""
+    CuStream(; flags, priority = nothing)
+
+CUDA.jl's form of [`CuStream`](@ref): `flags` is `STREAM_DEFAULT` (ordered with the
+default stream: `blocking = true`, CUDA.jl's default) or `STREAM_NON_BLOCKING`. The engine
+makes streams of one priority, so `priority` must be `nothing` or in
+[`priority_range`](@ref) (`0:0`); otherwise, and for other flags, `ArgumentError`.
+"""
+function CuStream(; blocking::Union{Nothing,Bool} = nothing, flags::Union{Nothing,Integer} = nothing,
+                  priority::Union{Nothing,Integer} = nothing)
+    if flags !== nothing
+        flags in (STREAM_DEFAULT, STREAM_NON_BLOCKING) ||
+            throw(ArgumentError("CuStream: flags must be STREAM_DEFAULT (0) or STREAM_NON_BLOCKING (1), not $flags"))
+        blocking === nothing || blocking == (flags == STREAM_DEFAULT) ||
+            throw(ArgumentError("CuStream: blocking = $blocking contradicts flags = $flags"))
+        blocking = flags == STREAM_DEFAULT
+    end
+    priority === nothing || priority in priority_range() ||
+        throw(ArgumentError("CuStream: priority $priority is out of range $(priority_range())"))
+    blocking = something(blocking, false)
     dev = task_device()                      # made on the task's device (c_stream_create switches to it)
     out = Ref{UInt64}(0)
     check(c_stream_create(blocking ? CUMEM_STREAM_BLOCKING : UInt32(0), out))
     return CuStream(out[], blocking, dev; own = true)
 end
+
+"""
+    priority_range() -> StepRange{Int32}
+
+The stream priorities one may ask for, least to greatest, as CUDA.jl's: `0:0`, since the
+engine makes every stream with the default priority.
+"""
+priority_range() = Int32(0):Int32(1):Int32(0)
+
+"""
+    priority(s::CuStream) -> Int32
+
+The stream's priority, as CUDA.jl's: 0 (the engine's streams have the default priority).
+"""
+priority(s::CuStream) = (s === DEFAULT_STREAM || live_handle(s); Int32(0))
+
+"""
+    CuDefaultStream() -> CuStream
+
+The default stream, [`CuMem.default_stream()`](@ref), by CUDA.jl's name.
+"""
+CuDefaultStream() = default_stream()
 
 
 """
@@ -56,7 +106,11 @@ end
 Waits until the work queued on `s` is done (`cuStreamSynchronize`). A fault of a kernel
 queued on it is reported here as a `CuMemError`.
 """
-synchronize(s::CuStream) = (check(c_stream_synchronize(live_handle(s))); check_kernel_errors())
+function synchronize(s::CuStream)
+    CAPTURES[] == 0 || refuse_in_capture("synchronize(stream)")
+    check(c_stream_synchronize(live_handle(s)))
+    check_kernel_errors()
+end
 
 """
     CuMem.isdone(s::CuStream) -> Bool
@@ -111,6 +165,28 @@ mutable struct CuEvent
     end
 end
 
+"""
+    CuMem.EVENT_DEFAULT, CuMem.EVENT_BLOCKING_SYNC, CuMem.EVENT_DISABLE_TIMING
+
+CUDA's event flags (0, 1, 2, combined with `|`) for `CuEvent(flags)`, as CUDA.jl's.
+"""
+const EVENT_DEFAULT = 0
+const EVENT_BLOCKING_SYNC = 1
+const EVENT_DISABLE_TIMING = 2
+
+"""
+    CuEvent(flags::Integer)
+
+CUDA.jl's form of [`CuEvent`](@ref): `EVENT_DISABLE_TIMING` makes an event without
+timing; `EVENT_BLOCKING_SYNC` is accepted (how the host waits in `synchronize(e)` is the
+engine's choice); other bits are an `ArgumentError`.
+"""
+function CuEvent(flags::Integer)
+    flags & ~(EVENT_BLOCKING_SYNC | EVENT_DISABLE_TIMING) == 0 ||
+        throw(ArgumentError("CuEvent: flags must combine EVENT_BLOCKING_SYNC (1) and EVENT_DISABLE_TIMING (2), not $flags"))
+    return CuEvent(; timing = flags & EVENT_DISABLE_TIMING == 0)
+end
+
 Base.show(io::IO, e::CuEvent) = print(io, "CuEvent(", e.handle == 0 ? "destroyed" : e.handle, ")")
 
 @inline live_handle(e::CuEvent) = (e.handle == 0 && throw_destroyed(e); e.handle)
@@ -138,7 +214,7 @@ Base.wait(e::CuEvent, s::CuStream = stream()) = check(c_stream_wait_event(live_h
 
 Waits on the host until `e` has completed (`cuEventSynchronize`).
 """
-synchronize(e::CuEvent) = check(c_event_synchronize(live_handle(e)))
+synchronize(e::CuEvent) = (CAPTURES[] == 0 || refuse_in_capture("synchronize(event)"); check(c_event_synchronize(live_handle(e))))
 
 function isdone(e::CuEvent)
     r = Ref{Int32}(0)
@@ -185,4 +261,36 @@ function sleep_on(s::CuStream, seconds::Real)
     (isfinite(ns) && 0 <= ns < 2.0^64) ||
         throw(ArgumentError("CuMem.sleep_on: cannot sleep for $seconds seconds (from 0 to about 584 years)"))
     return check(c_stream_sleep(live_handle(s), round(UInt64, ns)))
+end
+
+"""
+    CuMem.query(s::CuStream) -> Bool
+    CuMem.query(e::CuEvent) -> Bool
+
+Whether the work queued on `s` (before `e`) is done, without waiting: CUDA.jl's name for
+[`CuMem.isdone`](@ref).
+"""
+query(s::CuStream) = isdone(s)
+query(e::CuEvent) = isdone(e)
+
+"""
+    CuMem.@elapsed [stream] ex -> Float64
+
+Seconds the work `ex` queues on `stream` (default: the default stream) takes on the
+device: two timing events recorded on `stream` around `ex`, the second waited for, as
+CUDA.jl's `CUDA.@elapsed`. Work `ex` queues on other streams is not timed; host time
+spent in `ex` is, on the host device, where work runs as it is queued.
+"""
+macro elapsed(stream, ex)
+    quote
+        t0, t1 = CuEvent(), CuEvent()
+        record(t0, $(esc(stream)))
+        $(esc(ex))
+        record(t1, $(esc(stream)))
+        synchronize(t1)
+        elapsed(t0, t1)
+    end
+end
+macro elapsed(ex)
+    :(@elapsed(default_stream(), $(esc(ex))))
 end

@@ -159,3 +159,15 @@ struct CCompact
     fragmentation_before::Float64
     fragmentation_after::Float64
 end
+
+# `cumem_graph_pool_t` (48 bytes): one graph pool's figures (src/engine/graphs.rs).
+struct CGraphPool
+    id::UInt64
+    reserved_bytes::UInt64
+    allocated_bytes::UInt64
+    active_blocks::UInt64
+    references::UInt64
+    capturing::UInt32
+    reserved::UInt32
+end
+@assert sizeof(CGraphPool) == 48

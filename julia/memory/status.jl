@@ -344,3 +344,27 @@ function print_time_report(seconds, bytes, gcseconds, nalloc, a, b, gpubytes)
             plural(d(:num_device_allocations), "device allocation"),
             Base.format_bytes(b.requested_bytes))
 end
+
+"""
+    CuMem.@retry_reclaim isfailed ex
+
+Evaluates `ex`; while `isfailed(result)` is true, frees memory in growing steps and
+evaluates `ex` again: a young-generation `GC.gc(false)`, a full `GC.gc(true)`, then
+[`reclaim`](@ref) (the pool's cache back to the device), after which the last result is
+returned whatever it is. As CUDA.jl 2.x's `CUDA.@retry_reclaim`, for code that calls an
+allocating library function that reports failure by its result (CuMem's own allocations
+go through this ladder already).
+"""
+macro retry_reclaim(isfailed, ex)
+    quote
+        ret = $(esc(ex))
+        if $(esc(isfailed))(ret)
+            for phase in 1:3
+                phase == 1 ? GC.gc(false) : phase == 2 ? GC.gc(true) : reclaim()
+                ret = $(esc(ex))
+                $(esc(isfailed))(ret) || break
+            end
+        end
+        ret
+    end
+end

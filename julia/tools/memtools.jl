@@ -123,8 +123,10 @@ end
     MemorySegment
 
 A segment of [`memory_snapshot`]: `addr::UInt64`, `size::Int` (all reserved), `pool::Symbol`
-(the pool holding it: `:binned`, `:split`, `:expandable`, `:simple` or `:none`),
-`stream::UInt64` (the stream whose pool holds it, 0 for the default stream) and `device::Int` (the device's ordinal), `shard::Int` (the engine shard owning it) and
+(the pool holding it: `:binned`, `:split`, `:expandable`, `:simple` or `:none`, or
+`:graph` for a graph-private pool of [`CuMem.capture`](@ref)),
+`stream::UInt64` (the stream whose pool holds it, 0 for the default stream; for a graph
+pool the pool's id, as [`CuMem.graph_pools`](@ref) lists it) and `device::Int` (the device's ordinal), `shard::Int` (the engine shard owning it) and
 `blocks::Vector{MemoryBlock}`, tiling the segment in address order. For the expandable pool
 a segment is a run of mapped granules.
 """
@@ -162,7 +164,8 @@ their `requested` `requested_bytes`; `:inactive_split` blocks `inactive_split_by
 function memory_snapshot()
     segs, blocks = c_snapshot()
     pool = Symbol(pool_name())
-    return [MemorySegment(s.addr, s.size % Int, pool, s.stream, Int(s.device), Int(s.shard),
+    gp = Set(p.id for p in graph_pools())
+    return [MemorySegment(s.addr, s.size % Int, s.stream in gp ? :graph : pool, s.stream, Int(s.device), Int(s.shard),
                           [MemoryBlock(b.addr, b.size % Int, b.requested % Int, BLOCK_STATES[b.state + 1],
                                        b.state == 0 ? block_origin(b.addr, b.origin) : nothing)
                            for b in blocks[s.first_block+1:s.first_block+s.num_blocks]])

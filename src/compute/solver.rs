@@ -264,11 +264,23 @@ fn run(
     // [device workspace | extra scratch | devInfo], each part 16-byte aligned
     let ws = (dev_bytes as u64).div_ceil(16) * 16;
     let xs = extra.div_ceil(16) * 16;
+    // Under stream capture (src/engine/graphs.rs) the call is recorded, not run: devInfo
+    // is zeroed by a captured memset and not read back (info 0 is returned; the workspace
+    // comes from the graph's pool), and a host workspace, which would not outlive this
+    // call, is refused.
+    let capturing = engine.is_capturing(stream);
+    if capturing && host_bytes > 0 {
+        return Err(Error::InvalidValue(format!("{fname} needs a host workspace and cannot be captured in a graph")));
+    }
     let block = engine.alloc_on(ws + xs + 16, stream, true)?;
     let mut host = vec![0u8; host_bytes];
     let info_addr = block + ws + xs;
     let queued = (|| -> Result<()> {
-        engine.memset(info_addr, 0, 4)?;
+        if capturing {
+            engine.memset_async(info_addr, 0, 4, 1, stream)?;
+        } else {
+            engine.memset(info_addr, 0, 4)?;
+        }
         let work = Work {
             dev: block as M,
             dev_bytes,
@@ -282,6 +294,9 @@ fn run(
     drop(handles);
     let mut info: i32 = 0;
     let read = queued.and_then(|()| {
+        if capturing {
+            return Ok(());
+        }
         // SAFETY: `info` outlives the copy: the stream is synchronised right after.
         unsafe { engine.copy_dtoh_async(&mut info as *mut i32 as *mut u8, info_addr, 4, stream) }?;
         engine.device().stream_synchronize(stream)

@@ -78,7 +78,7 @@ impl CudaDevice {
     /// cudarc does, rather than trusting a cache of our own: another library in the
     /// process (CUDA.jl, cuBLAS, a user's code) may have made its own context current on
     /// this thread since our last call.
-    fn bind(&self) -> Result<()> {
+    pub(super) fn bind(&self) -> Result<()> {
         let current = result::ctx::get_current().map_err(|e| device_err("cuCtxGetCurrent", e))?;
         if current != Some(self.ctx) {
             // SAFETY: `ctx` is a retained primary context, valid for the process.
@@ -208,7 +208,7 @@ impl CudaDevice {
 }
 
 impl CudaDevice {
-    fn raw_stream(&self, s: u64) -> Result<sys::CUstream> {
+    pub(super) fn raw_stream(&self, s: u64) -> Result<sys::CUstream> {
         if s == 0 {
             return Ok(std::ptr::null_mut());
         }
@@ -375,6 +375,28 @@ impl Device for CudaDevice {
     fn synchronize_all(&self) -> Result<()> {
         self.bind()?;
         result::ctx::synchronize().map_err(|e| device_err("cuCtxSynchronize", e))
+    }
+
+    fn capture_begin(&self, s: u64) -> Result<()> {
+        self.graph_capture_begin(s)
+    }
+    fn capture_end(&self, s: u64) -> Result<u64> {
+        self.graph_capture_end(s)
+    }
+    fn graph_instantiate(&self, g: u64) -> Result<u64> {
+        self.graph_instantiate_raw(g)
+    }
+    fn graph_launch(&self, e: u64, s: u64) -> Result<()> {
+        self.graph_launch_raw(e, s)
+    }
+    fn graph_exec_update(&self, e: u64, g: u64) -> Result<()> {
+        self.graph_exec_update_raw(e, g)
+    }
+    fn graph_destroy(&self, g: u64) -> Result<()> {
+        self.graph_destroy_raw(g)
+    }
+    fn graph_exec_destroy(&self, e: u64) -> Result<()> {
+        self.graph_exec_destroy_raw(e)
     }
 
     fn stream_create(&self, blocking: bool) -> Result<u64> {

@@ -87,6 +87,27 @@ impl Device for FaultyDevice {
     fn stream_raw(&self, s: u64) -> Result<u64> {
         self.inner.stream_raw(s)
     }
+    fn capture_begin(&self, s: u64) -> Result<()> {
+        self.inner.capture_begin(s)
+    }
+    fn capture_end(&self, s: u64) -> Result<u64> {
+        self.inner.capture_end(s)
+    }
+    fn graph_instantiate(&self, g: u64) -> Result<u64> {
+        self.inner.graph_instantiate(g)
+    }
+    fn graph_launch(&self, e: u64, s: u64) -> Result<()> {
+        self.inner.graph_launch(e, s)
+    }
+    fn graph_exec_update(&self, e: u64, g: u64) -> Result<()> {
+        self.inner.graph_exec_update(e, g)
+    }
+    fn graph_destroy(&self, g: u64) -> Result<()> {
+        self.inner.graph_destroy(g)
+    }
+    fn graph_exec_destroy(&self, e: u64) -> Result<()> {
+        self.inner.graph_exec_destroy(e)
+    }
     fn stream_wait_event(&self, s: u64, e: u64) -> Result<()> {
         self.stream_fault("stream wait")?;
         self.inner.stream_wait_event(s, e)

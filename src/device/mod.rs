@@ -3,6 +3,7 @@
 
 mod chunks;
 mod cuda;
+mod cuda_graphs;
 mod faulty;
 mod host;
 mod host_stream;
@@ -162,6 +163,45 @@ pub trait Device: Send + Sync {
     fn stream_sleep(&self, s: u64, ns: u64) -> Result<()> {
         let _ = (s, ns);
         Err(no_streams(self.name()))
+    }
+    // Graphs (stream capture). The defaults are those of a device whose operations are
+    // recorded above it (the host device: the Julia package records and replays host
+    // compute): a capture is a mark on a stream, graphs and executables are fresh handles
+    // and a launch does nothing here. CudaDevice captures with the driver (cuda_graphs.rs).
+
+    /// Starts capturing stream `s` (`cuStreamBeginCapture`, relaxed mode).
+    fn capture_begin(&self, s: u64) -> Result<()> {
+        self.stream_raw(s).map(drop)
+    }
+    /// Ends the capture of `s` (`cuStreamEndCapture`) and returns the device's graph.
+    fn capture_end(&self, s: u64) -> Result<u64> {
+        self.stream_raw(s).map(|_| new_handle())
+    }
+    /// Instantiates graph `g` (`cuGraphInstantiateWithFlags`, no flags).
+    fn graph_instantiate(&self, g: u64) -> Result<u64> {
+        let _ = g;
+        Ok(new_handle())
+    }
+    /// Queues executable `e` on stream `s` (`cuGraphLaunch`).
+    fn graph_launch(&self, e: u64, s: u64) -> Result<()> {
+        let _ = e;
+        self.stream_raw(s).map(drop)
+    }
+    /// Updates executable `e` from graph `g` (`cuGraphExecUpdate`): [`Error::InvalidValue`]
+    /// when the topology differs.
+    fn graph_exec_update(&self, e: u64, g: u64) -> Result<()> {
+        let _ = (e, g);
+        Ok(())
+    }
+    /// Destroys graph `g` (`cuGraphDestroy`).
+    fn graph_destroy(&self, g: u64) -> Result<()> {
+        let _ = g;
+        Ok(())
+    }
+    /// Destroys executable `e` (`cuGraphExecDestroy`).
+    fn graph_exec_destroy(&self, e: u64) -> Result<()> {
+        let _ = e;
+        Ok(())
     }
     /// Creates an event (`cuEventCreate`), with timing (for [`Device::event_elapsed_ms`])
     /// or without (`CU_EVENT_DISABLE_TIMING`, cheaper: the engine's own events).

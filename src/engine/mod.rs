@@ -31,6 +31,7 @@
 //! out-of-memory retry, reclaim and the statistics:
 //! - `streams.rs`: per-stream pools, pending frees, `record_stream`, the async copies;
 //! - `copies.rs`: pins, range checks, the copies and memset, [`copy_between`] devices;
+//! - `graphs.rs`: graph-private pools, stream capture, graphs and their executables;
 //! - `caches.rs`: the thread caches' hits and frees and the claims of all caches;
 //! - [`tools`]: the memory tools (history, snapshot, leaks, limits, compaction).
 
@@ -53,12 +54,14 @@ use std::time::Instant;
 
 mod caches;
 mod copies;
+mod graphs;
 mod stream_ops;
 mod streams;
 pub mod tools;
 
 use copies::Pin;
 pub use copies::{CopyPath, STAGING_CHUNK, copy_between};
+pub use graphs::GraphPoolInfo;
 use streams::{PendingFree, StreamPool, StreamUse};
 
 struct ShardState {
@@ -125,6 +128,10 @@ pub struct Engine {
     /// beyond allocating and freeing. One relaxed load per call decides, so the memory
     /// tools cost a predictable branch while off.
     hooks: AtomicU32,
+    /// Graph pools, captures, graphs and executables (`graphs.rs`).
+    graphs: parking_lot::Mutex<graphs::Graphs>,
+    /// Number of captures under way: allocations look for a capture only when it is not 0.
+    capturing: AtomicU64,
 }
 
 /// [`Engine`]'s `hooks`: the history records.
@@ -271,6 +278,8 @@ impl Engine {
             marks: parking_lot::Mutex::new(vec![vec![0; n].into_boxed_slice()]),
             checkpoint: parking_lot::Mutex::new((0, 0, 0)),
             hooks: AtomicU32::new(0),
+            graphs: parking_lot::Mutex::new(graphs::Graphs::default()),
+            capturing: AtomicU64::new(0),
         })
     }
 

@@ -15,6 +15,9 @@ pub(super) struct StreamPool {
     pub(super) pool: AnyPool,
     /// The stream was destroyed: its pool serves no one and keeps no cache.
     pub(super) dead: bool,
+    /// The pool is a graph pool (`graphs.rs`): while it lives its cache holds memory a
+    /// graph's kernels use at every replay, so `reclaim` leaves it alone.
+    pub(super) graph: bool,
 }
 
 /// The stream a block belongs to and the other streams it was used on.
@@ -38,13 +41,21 @@ impl Engine {
     /// that stream's pool, and once freed is reused by that stream at once and by no
     /// other (PyTorch's per-stream pools). Work queued on `stream` may use it in stream
     /// order without synchronising; use on another stream must be declared with
-    /// [`Engine::record_stream`]. Errors: those of `alloc`, and [`Error::InvalidValue`]
-    /// for an unknown stream.
+    /// [`Engine::record_stream`]. While `stream` is captured ([`Engine::capture_begin`])
+    /// the block comes from the capture's graph pool instead. Errors: those of `alloc`,
+    /// and [`Error::InvalidValue`] for an unknown stream.
     pub fn alloc_on(&self, bytes: u64, stream: u64, retry: bool) -> Result<u64> {
         if stream == 0 {
             return if retry { self.alloc(bytes) } else { self.try_alloc(bytes) };
         }
-        self.up.device().stream_raw(stream)?;
+        // While `stream` is captured, its allocations come from the capture's graph pool.
+        let stream = match self.capture_pool(stream) {
+            Some(pool) => pool,
+            None => {
+                self.up.device().stream_raw(stream)?;
+                stream
+            }
+        };
         if self.hooks.load(Relaxed) & HOOK_RECORD != 0 {
             return self.alloc_recorded(bytes, retry, stream);
         }
@@ -88,6 +99,9 @@ impl Engine {
         for p in s.stream_pools.iter_mut() {
             if released >= bytes {
                 break;
+            }
+            if p.graph && !p.dead {
+                continue;
             }
             if p.pool.cached_bytes() > 0 {
                 if !p.dead {
@@ -155,7 +169,8 @@ impl Engine {
         let k = match s.stream_pools.iter().position(|p| p.stream == stream) {
             Some(k) => k,
             None => {
-                s.stream_pools.push(StreamPool { stream, pool: AnyPool::new(self.cfg.pool), dead: false });
+                let graph = self.is_graph_pool(stream);
+                s.stream_pools.push(StreamPool { stream, pool: AnyPool::new(self.cfg.pool), dead: false, graph });
                 s.stream_pools.len() - 1
             }
         };
@@ -202,6 +217,11 @@ impl Engine {
 
     /// Records that `stream` uses the block at `base` of shard `i` (pinned by the caller).
     fn note_use(&self, i: usize, base: u64, stream: u64) {
+        // Work recorded in a capture runs at replays, ordered by the graph's own stream;
+        // no event may be recorded on a stream under capture.
+        if self.capture_pool(stream).is_some() {
+            return;
+        }
         let mut s = self.shards[i].state.lock();
         let u = s.stream_blocks.entry(base).or_default();
         if u.stream != stream && !u.uses.contains(&stream) {

@@ -21,6 +21,7 @@
 //! - `devices.rs`: the device count, the current device, peer access;
 //! - `streams.rs`: streams, events, stream-ordered allocation and the async copies;
 //! - `stream_ops.rs`: memsets and device-to-device copies queued on a stream;
+//! - `graphs.rs`: stream capture, CUDA graphs and graph-private pools;
 //! - `timeline.rs`: memory timeline pictures ([`crate::timeline`]);
 //! - `pinned.rs`: the pinned host pool and registered host memory ([`crate::pinned`]);
 //! - `tools.rs`: the memory tools (history, snapshot, leaks, limits, compaction).
@@ -46,6 +47,8 @@ mod streams;
 pub use streams::*;
 mod stream_ops;
 pub use stream_ops::*;
+mod graphs;
+pub use graphs::*;
 mod timeline;
 pub use crate::timeline::{
     CUMEM_TIMELINE_CHROME, CUMEM_TIMELINE_HTML, CUMEM_TIMELINE_JSON, CUMEM_TIMELINE_SVG,

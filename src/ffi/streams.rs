@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 /// is synchronised, queried, recorded or destroyed on its own device whatever the calling
 /// thread's current device is (a GC finalizer may run anywhere). The current device's
 /// error is returned when no device knows the handle.
-fn on_handle_owner(f: impl Fn(&'static Engine) -> Result<()>) -> i32 {
+pub(super) fn on_handle_owner(f: impl Fn(&'static Engine) -> Result<()>) -> i32 {
     guard(|e| match f(e) {
         Err(Error::InvalidValue(m)) if several_open() => open_engines()
             .filter(|o| !std::ptr::eq(*o, e))

@@ -3,10 +3,12 @@
 @testset "cu" begin
     x = cu([1.0, 2.0])
     @test x isa CuVector{Float32} && Array(x) == Float32[1, 2]
-    @test cu(Float16[1, 2]) isa CuVector{Float32}
-    @test cu([1, 2]) isa CuVector{Float32}             # CUDA.jl 2.x: every real becomes Float32
-    @test Array(cu([1, 2])) == Float32[1, 2]
-    @test cu([true, false]) isa CuVector{Float32}
+    # CUDA.jl v2.6: floating-point arrays become Float32, Float16 and other types are kept
+    @test cu(Float16[1, 2]) isa CuVector{Float16}
+    @test cu([1, 2]) isa CuVector{Int}
+    @test Array(cu([1, 2])) == [1, 2]
+    @test cu([true, false]) isa CuVector{Bool}
+    @test cu(BigFloat[1]) isa CuVector{Float32}
     @test cu(ComplexF64[1 + 2im]) isa CuVector{ComplexF32}
     @test cu(rand(2, 3)) isa CuMatrix{Float32}
     @test cu(x) === x                                  # already on the device: no copy
@@ -17,7 +19,7 @@
     d = cu(Diagonal([1.0, 2.0]))
     @test d isa Diagonal{Float32,<:CuArray{Float32,1}}
     @test Array(d.diag) == Float32[1, 2]
-    @test cu(Diagonal([1, 2])) isa Diagonal{Float32,<:CuArray{Float32,1}}
+    @test cu(Diagonal([1, 2])) isa Diagonal{Int,<:CuArray{Int,1}}
     a = cu(adjoint([1.0 2.0; 3.0 4.0]))
     @test a isa Adjoint{Float32,<:CuArray{Float32,2}}
     @test Array(parent(a)) == Float32[1 2; 3 4]
@@ -38,7 +40,7 @@
     @test r isa Base.ReshapedArray{Float32,2,<:SubArray{Float32,1,<:CuVector{Float32}}}
     # containers
     tup = cu(([1.0], [1], 3, "s"))
-    @test tup isa Tuple{CuVector{Float32},CuVector{Float32},Int,String}
+    @test tup isa Tuple{CuVector{Float32},CuVector{Int},Int,String}
     nt = cu((a = [1.0, 2.0], b = (c = [1f0],), n = 2))
     @test nt.a isa CuVector{Float32} && nt.b.c isa CuVector{Float32} && nt.n === 2
     vv = cu([[1.0], [2.0, 3.0]])

@@ -139,15 +139,19 @@ end
 
 `v` with `n` elements, as Base's: the first `min(n, length(v))` elements kept, new ones
 undefined. The elements move to a new allocation (one device copy; the old memory goes
-back to the pool). A vector that shares its memory with a `reshape` of it is an
-`ArgumentError` (the other array would keep pointing at the old memory).
+back to the pool). A vector that shares its memory with a `reshape` or contiguous `view`
+of it, and one wrapping memory it does not own (`unsafe_wrap(...; own = false)`), is an
+`ArgumentError` (the other array would keep pointing at the old memory; the wrapped
+memory is not CuMem's to reallocate).
 """
 function Base.resize!(v::CuArray{T,1}, n::Integer) where {T}
     check_alive(v)
     n >= 0 || throw(ArgumentError("new length must be ≥ 0"))
     s = getfield(v, :shared)
+    s === nothing || s.owned ||
+        throw(ArgumentError("resize!: this CuVector wraps memory it does not own (unsafe_wrap with own = false); resize a copy instead"))
     s === nothing || s.refs[] == 1 ||
-        throw(ArgumentError("resize!: this CuVector shares its memory with reshaped arrays of it; resize a copy instead"))
+        throw(ArgumentError("resize!: this CuVector shares its memory with reshapes or views of it; resize a copy instead"))
     n == length(v) && return v
     new = CuArray{T,1}(undef, (Int(n),))
     m = min(n, length(v))

@@ -293,7 +293,10 @@ ref_arrays!(acc, r::Base.RefValue{<:CuArray}) = push!(acc, r[])
 ref_arrays!(acc, t::Tuple) = (foreach(a -> a isa CuArray && push!(acc, a), t); acc)
 ref_arrays!(acc, @nospecialize(x)) = acc
 
-function gpu_broadcast!(@nospecialize(dest::Union{AnyCuArray,CuReshaped}), @nospecialize(bc::Broadcasted))
+# `dest` is a CuArray, a wrapper of one (AnyCuArray) or a reshape of one (CuReshaped); it is
+# declared `AbstractArray` so that a stack trace through here prints a short frame
+# (`gpu_broadcast!(::AbstractArray, ::Broadcasted)`) rather than the Union of every wrapper.
+function gpu_broadcast!(@nospecialize(dest::AbstractArray), @nospecialize(bc::Broadcasted))
     bc_tuples(bc) && return gpu_broadcast!(dest, bc_upload(bc))
     D = eltype(dest)
     dsz = size(dest)
@@ -347,7 +350,8 @@ function gpu_broadcast!(@nospecialize(dest::Union{AnyCuArray,CuReshaped}), @nosp
     n == 0 && return dest
     if on_host()
         GC.@preserve leaves dest bc begin
-            Broadcast.materialize!(host_arg(dest), host_arg(bc))
+            hd, hb = host_arg(dest), host_arg(bc)
+            host_run(() -> (Broadcast.materialize!(hd, hb); nothing))
         end
         warn_ref_writes()
         return dest

@@ -120,7 +120,12 @@ end
 function run_fast!(e::FastBroadcast, dest::CuArray, bc::Broadcasted)
     k = e.kernel
     if k === nothing                       # the host device
-        host_run!(dest, bc)
+        if CAPTURES[] != 0 && capture_state() !== nothing   # recorded as the general path is
+            hd, hb = host_arg(dest), host_arg(bc)
+            host_run(() -> (Broadcast.materialize!(hd, hb); nothing))
+        else
+            host_run!(dest, bc)
+        end
         return nothing
     end
     blocks, threads = launch_shape(length(dest))

@@ -136,6 +136,15 @@ function dc_intrinsic(fn, i::Int, f, args)
                 string("(((", u, ")(", a(1), ")) == 0 ? $w : __ffs((int)(uint32_t)(", u, ")(", a(1), ")) - 1)")
         end
         return dc_cast(fn, t, e)
+    elseif name === :bswap_int
+        # the bytes reversed, by shifts and masks (plain C: NVRTC and the g++ emulation alike)
+        t = T(1)
+        nb = sizeof(t)
+        nb == 1 && return a(1)
+        u = dc_uns(nb)
+        x = string("((", u, ")(", a(1), "))")
+        e = join((string("((", u, ")((", x, " >> ", 8k, ") & 0xff) << ", 8 * (nb - 1 - k), ")") for k in 0:nb-1), " | ")
+        return dc_cast(fn, t, "(" * e * ")")
     elseif name in (:checked_sadd_int, :checked_ssub_int, :checked_smul_int, :checked_uadd_int,
                     :checked_usub_int, :checked_umul_int)
         return dc_checked_arith(fn, i, name, args)

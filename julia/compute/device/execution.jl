@@ -208,6 +208,11 @@ end
     kern = fun.kernel
     if kern === nothing
         st = s === nothing ? stream() : s
+        if capture_state() !== nothing      # recorded: the arguments are device arrays (addresses)
+            f, tasks = k.f, fun.tasks
+            host_run(() -> host_launch(f, args, t, b, shmem, tasks))
+            return nothing
+        end
         st.handle == 0 || synchronize(st)
         host_launch(k.f, args, t, b, shmem, fun.tasks)
         return nothing

@@ -73,6 +73,7 @@ end
 """
     lmul!(A::CuMem.CuTriangular{T}, B::CuVecOrMat{T}) -> B
     rmul!(B::CuMatrix{T}, A::CuMem.CuTriangular{T}) -> B
+    mul!(C, A::CuMem.CuTriangular{T}, B) -> C, mul!(C, B, A::CuMem.CuTriangular{T}) -> C
     ldiv!(A::CuMem.CuTriangular{T}, B::CuVecOrMat{T}) -> B
     rdiv!(B::CuMatrix{T}, A::CuMem.CuTriangular{T}) -> B
 
@@ -143,6 +144,12 @@ function LinearAlgebra.mul!(C::CuVecOrMat{T}, A::CuTriangular{T}, B::CuVecOrMat{
     size(C) == (size(A, 1), size(B)[2:end]...) ||
         throw(DimensionMismatch("C has dimensions $(size(C)), should have $((size(A, 1), size(B)[2:end]...))"))
     return lmul!(A, copyto!(C, B))
+end
+function LinearAlgebra.mul!(C::CuMatrix{T}, B::CuMatrix{T}, A::CuTriangular{T}) where {T<:BlasFloat}
+    tri_check_right(B, A)
+    size(C) == (size(B, 1), size(A, 2)) ||
+        throw(DimensionMismatch("C has dimensions $(size(C)), should have $((size(B, 1), size(A, 2)))"))
+    return rmul!(copyto!(C, B), A)
 end
 
 ## Symmetric and Hermitian

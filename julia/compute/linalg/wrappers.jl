@@ -361,6 +361,11 @@ function potrf!(uplo::Char, A::CuMatrix{T}) where {T<:BlasFloat}
     activate()
     n == 0 && return A, 0
     if on_host()
+        if capture_state() !== nothing     # recorded; info is not known at capture (0, as on a GPU)
+            hA = host_view(A)
+            host_run(() -> (LinearAlgebra.LAPACK.potrf!(uplo, hA); nothing))
+            return A, 0
+        end
         _, info = GC.@preserve A LinearAlgebra.LAPACK.potrf!(uplo, host_view(A))
         return A, Int(info)
     end
@@ -382,7 +387,10 @@ function potrs!(uplo::Char, A::CuMatrix{T}, B::CuVecOrMat{T}) where {T<:BlasFloa
     activate()
     (n == 0 || size(B, 2) == 0) && return B
     if on_host()
-        GC.@preserve A B LinearAlgebra.LAPACK.potrs!(uplo, host_view(A), host_mat(B))
+        GC.@preserve A B begin
+            hA, hB = host_view(A), host_mat(B)
+            host_run(() -> (LinearAlgebra.LAPACK.potrs!(uplo, hA, hB); nothing))
+        end
         return B
     end
     GC.@preserve A B solver_call(c_potrs_async, blas_dtype(T), u, n, size(B, 2), devaddr(A), ld(A), devaddr(B), ld(B))

@@ -334,6 +334,7 @@ function gpu_mapreduce(f, op, A, dims, init)
         return mapreduce(f, op, Array(A); kw...)
     end
     if dims === (:)
+        CAPTURES[] == 0 || refuse_in_capture("a whole-array reduction (a scalar read-back of its value)")
         Acc = accumulator_type(op, R)
         known = neutral(op, Acc) !== nothing
         plan = plan_reduce(A, rdims)
@@ -362,9 +363,12 @@ function gpu_mapreduce(f, op, A, dims, init)
     gpu_reduce!(out, A, f, op, rdims, init)
     if on_host()
         GC.@preserve A out begin
-            r = init === NOINIT ? mapreduce(f, op, host_arg(A); dims = dims) :
-                                  mapreduce(f, op, host_arg(A); dims = dims, init = init)
-            copyto!(host_view(out), r)
+            hA, hout = host_arg(A), host_view(out)
+            host_run() do
+                r = init === NOINIT ? mapreduce(f, op, hA; dims = dims) : mapreduce(f, op, hA; dims = dims, init = init)
+                copyto!(hout, r)
+                nothing
+            end
         end
     end
     return out

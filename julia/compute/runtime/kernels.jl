@@ -27,7 +27,7 @@ function host_view(a::CuArray{T,N}) where {T,N}
     on_host() || throw(CuMemError(CUMEM_ERROR_NOT_SUPPORTED,
                                   "host_view needs the host device; the engine runs on $(device_name())"))
     s = stream()
-    s.handle == 0 || synchronize(s)
+    s.handle == 0 || capture_state() !== nothing || synchronize(s)   # (a capture on the host records)
     length(a) == 0 && return Array{T,N}(undef, size(a))
     return unsafe_wrap(Array, Ptr{T}(p), size(a); own = false)
 end
@@ -43,7 +43,11 @@ kernel (e.g. an out-of-bounds address) is reported here as a `CuMemError`; an ex
 thrown inside a compiled kernel (`DivideError`, `InexactError`, ...) is thrown here as
 Julia's exception ([`CuMem.check_kernel_errors`](@ref)).
 """
-synchronize() = (check(c_synchronize()); check_kernel_errors())
+function synchronize()
+    CAPTURES[] == 0 || refuse_in_capture("synchronize()")
+    check(c_synchronize())
+    check_kernel_errors()
+end
 
 """
     CuMem.@sync expr
@@ -309,8 +313,10 @@ function gemm!(tA::Char, tB::Char, alpha, A::CuMatrix{T}, B::CuVecOrMat{T}, beta
     end
     check_devices("gemm!", A, B, C)
     if on_host()
-        GC.@preserve A B C LinearAlgebra.BLAS.gemm!(tA, tB, convert(T, alpha), host_view(A), host_view(B),
-                                                    convert(T, beta), host_view(C))
+        GC.@preserve A B C begin
+            hA, hB, hC, a, b = host_view(A), host_view(B), host_view(C), convert(T, alpha), convert(T, beta)
+            host_run(() -> (LinearAlgebra.BLAS.gemm!(tA, tB, a, hA, hB, b, hC); nothing))
+        end
         return C
     end
     a, b = Ref{T}(convert(T, alpha)), Ref{T}(convert(T, beta))

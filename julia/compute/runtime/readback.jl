@@ -36,6 +36,7 @@ for an empty one.
 """
 function read_scalar(a::CuArray{T}) where {T}
     length(a) == 0 && throw(ArgumentError("read_scalar of an empty array"))
+    CAPTURES[] == 0 || refuse_in_capture("a scalar read-back (a whole-array reduction, dot, ...)")
     sizeof(T) <= READBACK_BYTES || return Array(a)[1]
     p = devaddr(a)
     buf = readback_buffer()

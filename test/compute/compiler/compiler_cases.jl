@@ -48,6 +48,14 @@ end
     @test same(early.(CuArray([-3.0, 4.0, 12.5])), early.([-3.0, 4.0, 12.5]))
     @test same(andor.(a, CuArray(reverse(x))), andor.(x, reverse(x)))
     @test same(maybe.(a), maybe.(x))
+    # bswap_int (Char code points go through it)
+    for v in (UInt16[0x1234, 0xff00], Int32[0x01020304, -2], UInt64[0x0102030405060708, 1])
+        @test same(bswap.(CuArray(v)), bswap.(v))
+    end
+    cs = collect("hello, World")
+    @test same(map(c -> codepoint(c) + 1, CuArray(cs)), map(c -> codepoint(c) + 1, cs))
+    # Base's uppercase(::Char) calls libutf8proc for non-ASCII characters: refused, naming it
+    @test_throws CuMem.KernelCompileError uppercase.(CuArray(cs))
     # structs in and out, tuples, NamedTuples, Complex
     ps = [Particle(Float32(i), Float32(2i), Float32(-i)) for i in 1:5]
     dps = CuArray(ps)

@@ -80,4 +80,43 @@ Random.seed!(3)
         @test_throws ArgumentError dot(x, dx)
         @test_throws ArgumentError A * dA
     end
+
+    @testset "BLAS level 1, transpose(x) * y, rotate!, reflect!" begin
+        for T in (Float32, Float64, ComplexF32, ComplexF64)
+            x, y = rand(T, 20), rand(T, 20)
+            dx, dy = CuArray(x), CuArray(y)
+            @test BLAS.asum(dx) ≈ BLAS.asum(x)
+            @test transpose(dx) * dy ≈ transpose(x) * y
+            if T <: Complex
+                @test BLAS.dotu(dx, dy) ≈ BLAS.dotu(x, y)
+                @test BLAS.dotc(dx, dy) ≈ BLAS.dotc(x, y)
+                @test BLAS.dot(dx, dy) ≈ BLAS.dotc(x, y)
+            else
+                @test BLAS.dot(dx, dy) ≈ BLAS.dot(x, y)
+            end
+            @test_throws DimensionMismatch BLAS.dot(dx, CuArray(rand(T, 3)))
+            c, s = rand(real(T)), rand(T)
+            rotate!(dx, dy, c, s); rotate!(x, y, c, s)
+            @test Array(dx) ≈ x && Array(dy) ≈ y
+            reflect!(dx, dy, c, s); reflect!(x, y, c, s)
+            @test Array(dx) ≈ x && Array(dy) ≈ y
+            @test_throws DimensionMismatch rotate!(dx, CuArray(rand(T, 3)), c, s)
+        end
+    end
+
+    @testset "products with views as operands, B * triangular" begin
+        p, b = rand(16), rand(4)
+        W = @view p[reshape(1:16, 4, 4)]
+        dW = @view CuArray(p)[reshape(1:16, 4, 4)]
+        @test Array(dW * CuArray(b)) ≈ W * b
+        M, N = rand(Float32, 6, 5), rand(Float32, 5, 2)
+        @test Array(view(CuArray(M), 2:4, :) * CuArray(N)) ≈ view(M, 2:4, :) * N
+        @test_throws DimensionMismatch view(CuArray(M), 2:4, :) * CuArray(M)
+        for t in (identity, transpose, adjoint), TR in (UpperTriangular, UnitLowerTriangular)
+            A, B = TR(rand(ComplexF64, 5, 5)), rand(ComplexF64, 4, 5)
+            dC = CuArray(zeros(ComplexF64, 4, 5))
+            mul!(dC, CuArray(B), t(TR(CuArray(parent(A)))))
+            @test Array(dC) ≈ B * t(A)
+        end
+    end
 end

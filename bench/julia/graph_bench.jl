@@ -1,0 +1,98 @@
+# The demo's MLP step (64 -> 128 -> 10, batch 64, SGD; demo/mlp.jl) eager against its
+# replay from a CUDA graph (`CuMem.capture`, demo/mlp.jl's GraphStep), on the GPU
+# (`bench/gpu/run.sh graphs`, beside bench/anchors/graph_anchor.py: PyTorch eager and
+# `torch.cuda.graph` replay of the same step) or the host device. Prints one JSON line per
+# figure:
+#   {"impl":"cumem","mode":"eager"|"graph","us":median µs per step, "steps":n, ...}
+#     every step timed alone, `synchronize()` before the clock stops;
+#   {"check":"weights", "equal":true|false, "max_abs_diff":...}: a model trained eagerly and one
+#     trained by replays (same seed, same batches) end with the same weights;
+#   {"check":"memory", "graph_reserved_bytes", "graph_allocated_bytes", "step_peak_bytes",
+#     "growth_bytes", "replays"}: the graph pool's memory against the eager step's peak live
+#     memory (allocated bytes above those before the step), and the growth of the pool and of
+#     reserved memory over `replays` replays (expected 0).
+#
+#   julia --project=. bench/julia/graph_bench.jl [--steps N] [--replays N]
+
+using CuMem, Random, Printf, LinearAlgebra
+
+include(joinpath(@__DIR__, "..", "..", "demo", "mlp.jl"))
+
+opt(name, default) = (i = findfirst(==(name), ARGS); i === nothing ? default : parse(Int, ARGS[i+1]))
+const STEPS = opt("--steps", CuMem.on_host() ? 200 : 2000)
+const REPLAYS = opt("--replays", CuMem.on_host() ? 1000 : 10_000)
+const BATCH, LR = 64, 0.05f0
+const DEVICE = CuMem.device_name()
+
+rng = MersenneTwister(1)
+xs = [CuArray(rand(rng, Float32, 64, BATCH)) for _ in 1:8]
+ys = [CuArray(onehot(rand(rng, 0:9, BATCH))) for _ in 1:8]
+
+function time_steps(f, n)
+    ts = Vector{Float64}(undef, n)
+    for i in 1:n
+        t0 = time_ns()
+        f(i)
+        CuMem.synchronize()
+        ts[i] = (time_ns() - t0) / 1e3
+    end
+    return median_of(ts)
+end
+
+json(pairs...) = println("{", join(("\"$k\":" * (v isa AbstractString ? "\"$v\"" : string(v)) for (k, v) in pairs), ","), "}")
+
+# eager: the step as the demo runs it without --graph (the loss stays on the device)
+m_eager = MLP(MersenneTwister(42))
+loss = CuMem.zeros(Float32, 1, 1)
+train_step_loss!(m_eager, xs[1], ys[1], LR, loss)      # compile
+CuMem.synchronize()
+# the eager step's peak live memory
+base = memory_stats().allocated_bytes
+reset_memory_stats!()
+train_step_loss!(m_eager, xs[2], ys[2], LR, loss)
+CuMem.synchronize()
+step_peak = memory_stats().peak_allocated_bytes - base
+us_eager = time_steps(i -> train_step_loss!(m_eager, xs[mod1(i, 8)], ys[mod1(i, 8)], LR, loss), STEPS)
+json("impl" => "cumem", "mode" => "eager", "us" => round(us_eager; digits = 2), "steps" => STEPS, "device" => DEVICE)
+
+# graph: one eager step (compiles), then the captured step replayed
+m_graph = MLP(MersenneTwister(42))
+m_ref = MLP(MersenneTwister(42))
+train_step_loss!(m_graph, xs[1], ys[1], LR, loss)
+train_step_loss!(m_ref, xs[1], ys[1], LR, loss)
+gs = GraphStep(m_graph, xs[2], ys[2], LR)
+pool = CuMem.graph_pools()[end]              # the step's pool (the newest)
+copyto!(gs.x, xs[2]); copyto!(gs.y, ys[2])
+us_graph = time_steps(STEPS) do i
+    copyto!(gs.x, xs[mod1(i + 1, 8)])
+    copyto!(gs.y, ys[mod1(i + 1, 8)])
+    CuMem.launch(gs.exec)
+end
+# the same batches eagerly on the reference model
+for i in 1:STEPS
+    train_step_loss!(m_ref, xs[mod1(i + 1, 8)], ys[mod1(i + 1, 8)], LR, loss)
+end
+# the launch alone (inputs in place), for the target against PyTorch's replay
+us_launch = time_steps(i -> CuMem.launch(gs.exec), STEPS)
+json("impl" => "cumem", "mode" => "graph", "us" => round(us_graph; digits = 2), "us_launch_only" => round(us_launch; digits = 2),
+     "steps" => STEPS, "device" => DEVICE)
+for i in 1:STEPS                     # the reference catches up with the launch-only replays
+    train_step_loss!(m_ref, gs.x, gs.y, LR, loss)
+end
+diffs = [maximum(abs.(Array(getfield(m_graph, f)) .- Array(getfield(m_ref, f)))) for f in fieldnames(MLP)]
+json("check" => "weights", "equal" => all(==(0), diffs), "max_abs_diff" => maximum(diffs), "steps" => 2 * STEPS + 1,
+     "device" => DEVICE)
+
+# the pool: its memory against the eager step's peak, and no growth over REPLAYS replays
+p0 = only(filter(p -> p.id == pool.id, CuMem.graph_pools()))
+r0 = memory_stats().reserved_bytes
+for _ in 1:REPLAYS
+    CuMem.launch(gs.exec)
+end
+CuMem.synchronize()
+p1 = only(filter(p -> p.id == pool.id, CuMem.graph_pools()))
+growth = (p1.reserved_bytes - p0.reserved_bytes) + (memory_stats().reserved_bytes - r0)
+json("check" => "memory", "graph_reserved_bytes" => p1.reserved_bytes, "graph_allocated_bytes" => p1.allocated_bytes,
+     "step_peak_bytes" => step_peak, "growth_bytes" => growth, "replays" => REPLAYS, "device" => DEVICE)
+@printf(stderr, "eager %.1f µs, graph %.1f µs (launch only %.1f µs) per step; weights equal: %s; graph pool %d bytes, step peak %d bytes, growth %d\n",
+        us_eager, us_graph, us_launch, all(==(0), diffs), p1.reserved_bytes, step_peak, growth)

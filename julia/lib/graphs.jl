@@ -1,0 +1,23 @@
+# The C functions of stream capture, CUDA graphs and graph-private pools
+# (src/ffi/graphs.rs): the calls that make something act on the task's device (A, as in
+# libcumem.jl); those taking a graph, executable or pool handle find its device (they run
+# in finalizers).
+
+c_graph_pool_create(out::Base.RefValue{UInt64}) =
+    (activate(); ccall((:cumem_graph_pool_create, libcumem), Int32, (Ptr{UInt64},), out))
+c_graph_pool_release(p::UInt64) = ccall((:cumem_graph_pool_release, libcumem), Int32, (UInt64,), p)
+c_stream_begin_capture(s::UInt64, pool::UInt64, out::Base.RefValue{UInt64}) =
+    (activate(); ccall((:cumem_stream_begin_capture, libcumem), Int32, (UInt64, UInt64, Ptr{UInt64}), s, pool, out))
+c_stream_end_capture(s::UInt64, out::Base.RefValue{UInt64}) =
+    (activate(); ccall((:cumem_stream_end_capture, libcumem), Int32, (UInt64, Ptr{UInt64}), s, out))
+c_graph_instantiate(g::UInt64, out::Base.RefValue{UInt64}) =
+    (activate(); ccall((:cumem_graph_instantiate, libcumem), Int32, (UInt64, Ptr{UInt64}), g, out))
+c_graph_launch_async(e::UInt64, s::UInt64) =
+    (activate(); ccall((:cumem_graph_launch_async, libcumem), Int32, (UInt64, UInt64), e, s))
+c_graph_exec_update(e::UInt64, g::UInt64) =
+    (activate(); ccall((:cumem_graph_exec_update, libcumem), Int32, (UInt64, UInt64), e, g))
+c_graph_destroy(g::UInt64) = ccall((:cumem_graph_destroy, libcumem), Int32, (UInt64,), g)
+c_graph_exec_destroy(e::UInt64) = ccall((:cumem_graph_exec_destroy, libcumem), Int32, (UInt64,), e)
+c_graph_pools(out::Vector{CGraphPool}, count::Base.RefValue{UInt64}) =
+    (activate(); ccall((:cumem_graph_pools, libcumem), Int32, (Ptr{CGraphPool}, UInt64, Ptr{UInt64}),
+                       out, UInt64(length(out)), count))

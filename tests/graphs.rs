@@ -1,0 +1,146 @@
+//! Graph-private pools and stream capture (src/engine/graphs.rs), on the host device
+//! (and with `CUMEM_TEST_CUDA=1` on GPU 0, where the capture is the driver's): where
+//! allocations made during a capture come from, that their memory is never handed to
+//! other code while the pool lives, that it returns to the device when the last
+//! reference goes, and every refusal.
+
+mod common;
+
+use common::{MIB, engine};
+use cumem::{Error, PoolKind};
+
+const POOLS: [PoolKind; 4] = [PoolKind::Binned, PoolKind::Split, PoolKind::Simple, PoolKind::Expandable];
+
+fn invalid<T: std::fmt::Debug>(r: cumem::Result<T>) -> String {
+    match r {
+        Err(Error::InvalidValue(m)) => m,
+        other => panic!("expected InvalidValue, got {other:?}"),
+    }
+}
+
+#[test]
+fn capture_allocates_from_the_graph_pool_and_reuses_inside_it() {
+    for kind in POOLS {
+        let e = engine(kind, 1);
+        let s = e.stream_create(false).unwrap();
+        let pool = e.capture_begin(s, 0).unwrap();
+        assert!(e.is_capturing(s));
+        let a = e.alloc_on(MIB, s, true).unwrap();
+        assert_eq!(e.block_stream(a).unwrap(), pool, "{kind:?}: the block belongs to the graph pool");
+        let info = e.graph_pool_info(pool).unwrap();
+        assert_eq!((info.active_blocks, info.capturing), (1, 1), "{kind:?}");
+        assert!(info.allocated_bytes >= MIB && info.reserved_bytes >= info.allocated_bytes);
+        e.free(a).unwrap();
+        // freed inside the capture: the next request of the capture reuses it
+        let b = e.alloc_on(MIB, s, true).unwrap();
+        assert_eq!(a, b, "{kind:?}: a block freed in the capture is reused by the capture");
+        let g = e.capture_end(s).unwrap();
+        assert!(!e.is_capturing(s));
+        assert_eq!(e.graph_pool_of(g).unwrap(), pool);
+        e.free(b).unwrap();
+        // after the capture the stream's own allocations and the default stream's never
+        // get the pool's cached block
+        let c = e.alloc_on(MIB, s, true).unwrap();
+        let d = e.alloc(MIB).unwrap();
+        assert!(c != b && d != b, "{kind:?}: the graph pool's block went to other code");
+        assert_eq!(e.block_stream(c).unwrap(), s);
+        // reclaim leaves a live pool's cache alone
+        e.reclaim(u64::MAX);
+        let held = e.graph_pool_info(pool).unwrap().reserved_bytes;
+        assert!(held >= MIB, "{kind:?}: reclaim released a live graph pool's memory");
+        let before = e.stats().reserved_bytes;
+        let x = e.graph_instantiate(g).unwrap();
+        e.graph_launch(x, s).unwrap();
+        e.graph_destroy(g).unwrap();
+        assert!(e.graph_pool_info(pool).is_ok(), "{kind:?}: the executable keeps the pool");
+        e.graph_exec_destroy(x).unwrap();
+        invalid(e.graph_pool_info(pool));
+        assert!(e.graph_pools().is_empty());
+        assert!(e.stats().reserved_bytes <= before - held, "{kind:?}: the pool's memory did not return");
+        e.free(c).unwrap();
+        e.free(d).unwrap();
+        e.stream_destroy(s).unwrap();
+    }
+}
+
+#[test]
+fn blocks_live_after_the_pool_goes_return_to_the_device_when_freed() {
+    let e = engine(PoolKind::Split, 1);
+    let s = e.stream_create(false).unwrap();
+    let pool = e.graph_pool_create();
+    assert_eq!(e.capture_begin(s, pool).unwrap(), pool);
+    let out = e.alloc_on(4 * MIB, s, true).unwrap();
+    let g = e.capture_end(s).unwrap();
+    e.graph_destroy(g).unwrap();
+    assert_eq!(e.graph_pool_info(pool).unwrap().references, 1);
+    e.graph_pool_release(pool).unwrap();
+    let before = e.stats().reserved_bytes;
+    e.free(out).unwrap();
+    assert!(e.stats().reserved_bytes < before, "a block of a released pool must go back to the device");
+    e.stream_destroy(s).unwrap();
+}
+
+#[test]
+fn several_graphs_share_one_pool() {
+    let e = engine(PoolKind::Binned, 1);
+    let s = e.stream_create(false).unwrap();
+    let pool = e.graph_pool_create();
+    e.capture_begin(s, pool).unwrap();
+    let a = e.alloc_on(MIB, s, true).unwrap();
+    e.free(a).unwrap();
+    let g1 = e.capture_end(s).unwrap();
+    e.capture_begin(s, pool).unwrap();
+    let b = e.alloc_on(MIB, s, true).unwrap();
+    assert_eq!(a, b, "the second graph of the pool reuses the first one's freed block");
+    e.free(b).unwrap();
+    let g2 = e.capture_end(s).unwrap();
+    assert_eq!(e.graph_pool_info(pool).unwrap().references, 3);
+    let x = e.graph_instantiate(g1).unwrap();
+    e.graph_exec_update(x, g2).unwrap();
+    // a graph of another pool cannot update it
+    e.capture_begin(s, 0).unwrap();
+    let g3 = e.capture_end(s).unwrap();
+    assert!(invalid(e.graph_exec_update(x, g3)).contains("pool"));
+    for g in [g1, g2, g3] {
+        e.graph_destroy(g).unwrap();
+    }
+    e.graph_exec_destroy(x).unwrap();
+    e.graph_pool_release(pool).unwrap();
+    assert!(e.graph_pools().is_empty());
+    e.stream_destroy(s).unwrap();
+}
+
+#[test]
+fn refusals_change_nothing() {
+    let e = engine(PoolKind::Split, 1);
+    let s = e.stream_create(false).unwrap();
+    assert!(invalid(e.capture_begin(0, 0)).contains("default stream"));
+    invalid(e.capture_begin(s, 12345));
+    invalid(e.capture_begin(987_654, 0));
+    assert!(!e.is_capturing(s));
+    let pool = e.capture_begin(s, 0).unwrap();
+    assert!(invalid(e.capture_begin(s, 0)).contains("already"));
+    let x0 = {
+        // an executable cannot be launched on the stream under capture
+        let s2 = e.stream_create(false).unwrap();
+        e.capture_begin(s2, 0).unwrap();
+        let g = e.capture_end(s2).unwrap();
+        let x = e.graph_instantiate(g).unwrap();
+        e.graph_destroy(g).unwrap();
+        e.stream_destroy(s2).unwrap();
+        x
+    };
+    assert!(invalid(e.graph_launch(x0, s)).contains("captured"));
+    e.graph_exec_destroy(x0).unwrap();
+    let g = e.capture_end(s).unwrap();
+    invalid(e.capture_end(s));
+    invalid(e.graph_instantiate(g + 1_000_000));
+    invalid(e.graph_launch(777_777, s));
+    invalid(e.graph_exec_destroy(777_777));
+    invalid(e.graph_pool_release(777_777));
+    e.graph_destroy(g).unwrap();
+    invalid(e.graph_destroy(g));
+    invalid(e.graph_pool_info(pool));
+    assert_eq!(e.stats().allocated_bytes, 0);
+    e.stream_destroy(s).unwrap();
+}
