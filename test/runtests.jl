@@ -13,6 +13,7 @@
 #   compute: NVRTC, kernels, gemm!                 test/compute/runtime/compute_tests.jl
 #   CUDA graphs, graph-private pools                test/compute/runtime/graphs_tests.jl
 #   the kernel language (@cuda, intrinsics)        test/compute/device/kernel_tests.jl
+#   the kernel language's CUDA.jl names            test/compute/device/kernel_cudajl_tests.jl
 #   user kernels' CUDA C on g++ threads             test/compute/device/kernel_emulation_tests.jl
 #   the fixed CUDA C (julia/cuda/*.cuh) to PTX      test/compute/runtime/cuh_tests.jl
 #   indexing, linear algebra, show                  test/compute/{algorithms/indexing,linalg/linalg,show}_tests.jl
@@ -99,6 +100,9 @@ push!(jobs, Job("graphs (capture, replay, graph pools)", interpreted(testfile(jo
 # the kernel language: @cuda, intrinsics, shared memory, atomics, shuffles (host device: the
 # threads as tasks; every kernel's C compiled to PTX when libnvrtc is there)
 push!(jobs, Job("kernel language (@cuda, intrinsics)", julia(testfile(joinpath("compute", "device", "kernel_tests.jl"))), passed; cost = 120))
+# CUDA.jl's kernel API beyond that: type arguments, closures over CuArrays, launch bounds, a
+# kernel's resources, >48 KiB dynamic shared memory, clock, pow, @atomic's errors
+push!(jobs, Job("kernel language, CUDA.jl names", julia(testfile(joinpath("compute", "device", "kernel_cudajl_tests.jl"))), passed; cost = 90))
 # julia/cuda/*.cuh compiled to PTX by NVRTC for the element types the package uses (a
 # message, no compile, without NVRTC), and no CUDA C left in Julia strings
 push!(jobs, Job("fixed CUDA C (julia/cuda/*.cuh)", julia(testfile(joinpath("compute", "runtime", "cuh_tests.jl"))), passed; cost = 60))

@@ -336,6 +336,66 @@ pub fn occupancy(dev: &dyn Device, h: u64, shmem: usize, max_threads: i32) -> Re
     Ok((grid, block))
 }
 
+/// The driver's `CUfunction_attribute` for its number (0 to 9), or
+/// [`Error::InvalidValue`].
+fn func_attribute(attr: i32) -> Result<sys::CUfunction_attribute> {
+    use sys::CUfunction_attribute as A;
+    Ok(match attr {
+        0 => A::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+        1 => A::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+        2 => A::CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES,
+        3 => A::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES,
+        4 => A::CU_FUNC_ATTRIBUTE_NUM_REGS,
+        5 => A::CU_FUNC_ATTRIBUTE_PTX_VERSION,
+        6 => A::CU_FUNC_ATTRIBUTE_BINARY_VERSION,
+        7 => A::CU_FUNC_ATTRIBUTE_CACHE_MODE_CA,
+        8 => A::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+        9 => A::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+        _ => return Err(Error::InvalidValue(format!("{attr} is not a CUfunction_attribute (0 to 9)"))),
+    })
+}
+
+/// Attribute `attr` of kernel `h` (`cuFuncGetAttribute`; `attr` is the driver's
+/// `CUfunction_attribute` number: 0 max threads per block, 1 static shared bytes, 2
+/// constant bytes, 3 local bytes per thread, 4 registers per thread, 5 PTX version ×10,
+/// 6 binary version ×10, 8 max dynamic shared bytes, ...). Errors:
+/// [`Error::NotSupported`] on the host device, [`Error::InvalidValue`] for an unknown
+/// handle or attribute, [`Error::Device`].
+pub fn attribute(dev: &dyn Device, h: u64, attr: i32) -> Result<i32> {
+    if dev.is_host() {
+        return Err(Error::NotSupported("kernel attributes on the host device".into()));
+    }
+    let a = func_attribute(attr)?;
+    let func = function(h, dev.ordinal())?;
+    gpu::bind(dev, "reading a kernel attribute")?;
+    let mut v = 0;
+    // SAFETY: `func` is a loaded function; a valid out-pointer.
+    unsafe { sys::cuFuncGetAttribute(&mut v, a, func) }
+        .result()
+        .map_err(|e| device_err("cuFuncGetAttribute", e))?;
+    Ok(v)
+}
+
+/// Sets attribute `attr` of kernel `h` to `value` (`cuFuncSetAttribute`; settable: 8
+/// max dynamic shared bytes, which a launch with more than 48 KiB of dynamic shared
+/// memory needs, and 9 the preferred shared memory carveout in percent). Errors:
+/// [`Error::NotSupported`] on the host device, [`Error::InvalidValue`] for an unknown
+/// handle or attribute, or a value the driver refuses (e.g. more shared memory than
+/// the GPU has), [`Error::Device`].
+pub fn set_attribute(dev: &dyn Device, h: u64, attr: i32, value: i32) -> Result<()> {
+    if dev.is_host() {
+        return Err(Error::NotSupported("kernel attributes on the host device".into()));
+    }
+    let a = func_attribute(attr)?;
+    let func = function(h, dev.ordinal())?;
+    gpu::bind(dev, "setting a kernel attribute")?;
+    // SAFETY: `func` is a loaded function.
+    unsafe { sys::cuFuncSetAttribute(func, a, value) }.result().map_err(|e| {
+        let msg = format!("cuFuncSetAttribute({attr}, {value}) failed: {e}");
+        if e.0 == sys::CUresult::CUDA_ERROR_INVALID_VALUE { Error::InvalidValue(msg) } else { Error::Device(msg) }
+    })
+}
+
 /// The number of distinct kernels loaded so far (handles handed out).
 pub fn loaded_kernels() -> usize {
     REGISTRY.read().as_ref().map_or(0, |r| r.kernels.len())

@@ -43,8 +43,9 @@ function dc_tree(fn::DCFn, @nospecialize(x))
 end
 
 function dc_has_unavailable(tree)
-    tree isa Tuple || return false
+    (tree isa Tuple && !isempty(tree)) || return false
     tree[1] === :unavailable && return true
+    tree[1] === :const && return false           # a value (maybe a tuple, e.g. `()`), not a tree
     return any(dc_has_unavailable, tree)
 end
 
