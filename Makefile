@@ -12,7 +12,7 @@ export CUMEM_DEVICE ?= auto
 NVRTC_LOCAL = $(firstword $(wildcard $(CURDIR)/.nvrtc-local/nvidia/*/lib/libnvrtc.so.[0-9]*))
 NVRTC_ENV   = CUMEM_NVRTC_LIBRARY="$${CUMEM_NVRTC_LIBRARY:-$(NVRTC_LOCAL)}"
 
-.PHONY: all build julia nvrtc test rust-test julia-test sanitize demo bench bench-julia bench-compute docs-img header clean
+.PHONY: all build julia nvrtc test rust-test julia-test sanitize fuzz demo bench bench-julia bench-compute docs-img header clean
 
 all: build
 
@@ -45,6 +45,15 @@ julia-test: julia build nvrtc
 # well over ten minutes on a small machine; see docs/reliability.md.
 sanitize:
 	bash scripts/sanitize.sh
+
+# A long campaign of the differential fuzzer (test/fuzz/fuzz.jl): N random functions from
+# SEED (default: the clock, printed) on the device of CUMEM_DEVICE, or MODE=emu through the
+# g++ emulation; reproducers of disagreements in fuzz-failures/.
+SEED ?=
+N    ?= 1000
+MODE ?= host
+fuzz: julia build nvrtc
+	$(NVRTC_ENV) $(JULIA) --project=$(CURDIR) test/fuzz/fuzz.jl --mode $(MODE) --n $(N) $(if $(SEED),--seed $(SEED),) --out fuzz-failures
 
 # The main job: train an MLP on the digits data set with CuArrays and report.
 demo: julia build

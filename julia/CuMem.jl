@@ -30,13 +30,14 @@ export CuArray, CuVector, CuMatrix, CuVecOrMat, CuPtr, CU_NULL, cu, unsafe_free!
        rand_logn!, rand_poisson!,
        # the kernel language (compute/device/)
        @cuda, cufunction, cudaconvert, launch_configuration, CuFunction, HostKernel, CuDeviceArray,
+       CuDeviceVector, CuDeviceMatrix,
        threadIdx, blockIdx, blockDim, gridDim, warpsize, laneid,
        sync_threads, sync_threads_count, sync_threads_and, sync_threads_or, sync_warp,
        threadfence, threadfence_block, threadfence_system,
        CuStaticSharedArray, CuDynamicSharedArray, @cuStaticSharedMem, @cuDynamicSharedMem,
        shfl_sync, shfl_up_sync, shfl_down_sync, shfl_xor_sync, FULL_MASK,
        vote_all_sync, vote_any_sync, vote_ballot_sync, vote_all, vote_any, vote_ballot,
-       @cuprintf, @cuprint, @cuprintln, @cushow, @cuassert
+       @cuprintf, @cuprint, @cuprintln, @cushow, @cuassert, clock, nanosleep
 
 # In dependency order: each file uses only what the files above it define
 # (test/layers_tests.jl checks it), so the list reads bottom up.
@@ -92,6 +93,8 @@ include("compute/device/intrinsics/memory_shared.jl") # CuStaticSharedArray, CuD
 include("compute/device/intrinsics/atomics.jl")       # atomic_add! ... atomic_cas!, @atomic
 include("compute/device/intrinsics/warp.jl")          # shfl_*sync, vote_*, sync_warp
 include("compute/device/intrinsics/output.jl")        # @cuprintf, @cuprint(ln), @cushow, @cuassert
+include("compute/device/intrinsics/misc.jl")         # clock, nanosleep
+include("compute/device/intrinsics/math.jl")         # CUDA.jl's extra device math: pow
 # compute/broadcast/: the broadcast path, its fast path, layouts and strided copies
 include("compute/broadcast/bcfunction.jl") # a broadcast expression as one isbits callable of its elements
 include("compute/broadcast/layout.jl")     # strided_operand, layout: the strided description of CuArrays and wrappers

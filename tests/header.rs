@@ -88,6 +88,8 @@ const DESIGN_FUNCTIONS: &[&str] = &[
     "int32_t cumem_kernel_launch(uint64_t kernel, uint32_t gx, uint32_t gy, uint32_t gz, uint32_t bx, uint32_t by, uint32_t bz, uint32_t shared_bytes, void **args);",
     "int32_t cumem_kernel_block_size(uint64_t kernel, int32_t *threads);",
     "int32_t cumem_kernel_params(uint64_t kernel, int32_t *count, uint64_t *sizes, int32_t cap);",
+    "int32_t cumem_kernel_attribute(uint64_t kernel, int32_t attr, int32_t *value);",
+    "int32_t cumem_kernel_set_attribute(uint64_t kernel, int32_t attr, int32_t value);",
     "int32_t cumem_device_info(int32_t *cc_major, int32_t *cc_minor, int32_t *sm_count, int32_t *max_threads);",
     "int32_t cumem_synchronize(void);",
     "int32_t cumem_gemm(int32_t dtype, int32_t transa, int32_t transb, int64_t m, int64_t n, int64_t k, const void *alpha, uint64_t A, int64_t lda, uint64_t B, int64_t ldb, const void *beta, uint64_t C, int64_t ldc);",

@@ -46,6 +46,16 @@
 #                (bench/anchors/graph_anchor.py): median µs per step, weights equal to eager,
 #                graph pool memory against the step's peak, growth over 10 000 replays; the
 #                tests: TESTS=test/compute/runtime/graphs_tests.jl with the tests suite
+#   fuzz         the differential fuzzer on the GPU: test/fuzz/fuzz_tests.jl (the regression
+#                cases, FUZZ_N functions (default 40) from the fixed seed and FUZZ_N from a
+#                seed of this run, printed), then test/fuzz/fuzz.jl --ulps (ulps.md); the JSON
+#                summaries in fuzz.jsonl, reproducers of disagreements in repro/
+#   sanitize     compute-sanitizer over kernel-running test files: SANITIZE_TESTS (default
+#                test/fuzz/sanitize_workload.jl: sorts, sortperm, scans, dims reductions,
+#                findall, a fused broadcast, a user kernel with shared memory), each under every
+#                tool of SANITIZE_TOOLS (default memcheck; one tool per call keeps a call within
+#                its budget: racecheck, synccheck, initcheck in the next ones); sanitize.md: the
+#                error count of each file and tool
 # A suite whose script is missing says "missing" and does not fail the run. `bench` names
 # replay compute-bench smallops bandwidth linalg sort first-result kernels cudajl.
 #
@@ -60,7 +70,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
 KIT=${KIT:-.kit}
-ALL="tests rust-cuda replay compute-bench smallops bandwidth linalg sort hotpath multigpu reliability first-result kernels cudajl graphs"
+ALL="tests rust-cuda replay compute-bench smallops bandwidth linalg sort hotpath multigpu reliability first-result kernels cudajl graphs fuzz sanitize"
 BENCH="replay compute-bench smallops bandwidth linalg sort first-result kernels cudajl graphs"
 
 budget_of() { # default seconds of a suite (from the old drivers' measured times, with slack)
@@ -70,12 +80,12 @@ budget_of() { # default seconds of a suite (from the old drivers' measured times
         tests) echo 560 ;; rust-cuda) echo 420 ;; replay) echo 480 ;; compute-bench) echo 240 ;;
         smallops) echo 300 ;; bandwidth) echo 180 ;; linalg) echo 480 ;; sort) echo 240 ;;
         hotpath) echo 240 ;; multigpu) echo 480 ;; reliability) echo 240 ;; first-result) echo 600 ;;
-        kernels) echo 560 ;; cudajl) echo 540 ;; graphs) echo 150 ;; *) echo 0 ;;
+        kernels) echo 560 ;; cudajl) echo 540 ;; graphs) echo 150 ;; fuzz) echo 150 ;; sanitize) echo 160 ;; *) echo 0 ;;
     esac
 }
 needs_of() {
     case $1 in
-        tests|compute-bench|bandwidth|linalg|sort|first-result|kernels|cudajl|graphs) echo "engine julia" ;;
+        tests|compute-bench|bandwidth|linalg|sort|first-result|kernels|cudajl|graphs|fuzz|sanitize) echo "engine julia" ;;
         smallops|hotpath) echo "engine julia bench" ;;
         rust-cuda) echo "engine rust" ;; replay) echo "bench" ;;
         multigpu) echo "engine julia rust" ;; reliability) echo "engine" ;;
@@ -438,6 +448,48 @@ suite_cudajl() {
     need_julia && need_lib || return
     step "cudajl_suite.jl" "$L/cudajl_suite.log" jl "$(budget_of cudajl)" bench/julia/cudajl_suite.jl
     jsonl "$L/cudajl_suite.log" > "$D/cudajl_suite.jsonl"
+}
+
+suite_fuzz() {
+    have test/fuzz/fuzz_tests.jl || return 0
+    need_julia && need_lib || return
+    # the regression cases, then FUZZ_N functions from the fixed seed and FUZZ_N from a new
+    # one (printed), in one process; then each transcendental function alone (ulps.md)
+    TAIL=14 step "fuzz (regressions, 2 x ${FUZZ_N:-40} functions)" "$L/fuzz_tests.log" \
+        jl "${FUZZ_LIMIT:-110}" FUZZ_N="${FUZZ_N:-40}" FUZZ_OUT="$D/repro" test/fuzz/fuzz_tests.jl
+    jsonl "$L/fuzz_tests.log" > "$D/fuzz.jsonl"
+    step "ulps of each function alone" "$L/ulps.log" jl 35 test/fuzz/fuzz.jl --ulps --seed 1
+    grep '^|' "$L/ulps.log" > "$D/ulps.md" || true
+}
+
+# compute-sanitizer over test files that run kernels: one process per tool and file, each
+# within SANITIZE_LIMIT seconds (default 140); the error summary line of each is tabulated.
+suite_sanitize() {
+    need_julia && need_lib || return
+    local cs=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}
+    [ -x "$cs" ] || { log "no compute-sanitizer"; status=1; return; }
+    local files=${SANITIZE_TESTS:-test/fuzz/sanitize_workload.jl}
+    local tools=${SANITIZE_TOOLS:-memcheck}
+    echo "| file | tool | errors | exit | seconds |" > "$D/sanitize.md"
+    echo "|---|---|---:|---:|---:|" >> "$D/sanitize.md"
+    local f t n rc t0
+    for f in $files; do
+        have "$f" || continue
+        for t in $tools; do
+            t0=$SECONDS
+            local lf="$L/$(basename "$f" .jl)_$t.log"
+            # (Julia's own signals and the driver's pinned-memory probes are not kernel errors)
+            env LD_LIBRARY_PATH="${JL_LDLP-${LD_LIBRARY_PATH-}}" LD_PRELOAD="${JL_PRELOAD-}" \
+                timeout "${SANITIZE_LIMIT:-140}" "$cs" --tool "$t" --target-processes all --error-exitcode 97 \
+                --print-limit 50 julia --startup-file=no --project=. "$f" > "$lf" 2>&1
+            rc=$?
+            n=$(grep -Eo 'ERROR SUMMARY: [0-9]+' "$lf" | tail -1 | grep -Eo '[0-9]+' || echo "?")
+            [ -n "$n" ] || n="?"
+            log "sanitize $t $f: $n errors, exit $rc, $((SECONDS - t0)) s"
+            echo "| $f | $t | $n | $rc | $((SECONDS - t0)) |" >> "$D/sanitize.md"
+            { [ "$n" = 0 ] && [ $rc -eq 0 ]; } || status=1
+        done
+    done
 }
 
 suite_graphs() {

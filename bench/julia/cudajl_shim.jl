@@ -16,11 +16,16 @@ module CUDA
 
 using CuMem, LinearAlgebra, Random
 
+# CuMem's internal names that mean something else in CUDA.jl (CuMem.release frees a buffer;
+# CUDA.release() is the toolkit's version): not forwarded, CUDA.jl's meaning is defined below.
+const CUDAJL_OTHER_MEANING = (:release,)
+
 # Every name CuMem defines, as the same binding (methods added through CUDA.f extend CuMem.f).
 const FORWARDED = Symbol[]
 for n in names(CuMem; all = true)
     s = string(n)
     (startswith(s, "#") || n in (:eval, :include, :CuMem, :__init__)) && continue
+    n in CUDAJL_OTHER_MEANING && continue
     isdefined(CuMem, n) || continue
     Core.eval(@__MODULE__, Expr(:import, Expr(:(:), Expr(:., :CuMem), Expr(:., n))))
     push!(FORWARDED, n)
@@ -61,6 +66,12 @@ for n in (:rand_logn, :rand_logn!, :rand_poisson, :rand_poisson!, :CuRef, :conte
     @eval $n(args...; kwargs...) = missing_api($(QuoteNode(n)))
     @eval export $n
 end
+
+# The CUDA toolkit's release (CUDA.jl: the toolkit it uses; here NVRTC's version, v"0" without
+# NVRTC) and the PTX ISA versions it can emit (those of PTX ISA 6.0 to 7.0 from CUDA 10 on,
+# the ones CUDA.jl's tests ask about).
+release() = CuMem.nvrtc_available() ? CuMem.nvrtc_version() : v"0"
+has(:ptx_support) || (ptx_support() = release() >= v"10.0" ? [v"6.0", v"6.2", v"6.3", v"6.4", v"7.0"] : VersionNumber[])
 
 # The kernel language (julia/compute/device/ once it lands); until then each throws.
 const KERNEL_NAMES = (:threadIdx, :blockIdx, :blockDim, :gridDim, :warpsize, :laneid,
@@ -243,8 +254,9 @@ macro on_device(ex)
     end)
 end
 
-"""Keeps a value from being optimised away (setup.jl uses an LLVM volatile store)."""
-sink(i) = Base.inferencebarrier(i)
+"""Keeps a value from being optimised away (setup.jl uses an LLVM volatile store; here a
+call that is not inlined, which kernels can compile)."""
+@noinline sink(i) = i
 
 const SHIM = @__FILE__
 """`julia_script(code, args)`: runs `code` in a fresh Julia with CuMem and this shim

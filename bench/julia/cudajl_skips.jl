@@ -71,6 +71,9 @@ const TESTSETS = [
     r"^reflection$" => R_LLVM,
     r"^llvm ir barrier" => R_LLVM,
     r"^range metadata$" => R_LLVM,
+    # its script (a string, so the names are not seen) builds `CuDeviceArray{Int,1,AS.Global}`
+    # from a `Core.LLVMPtr{Int,AS.Global}`
+    r"^#329$" => R_LLVMPTR,
 ]
 
 """The array-side files and the kernel files, in the order they run."""

@@ -197,7 +197,9 @@ mutable struct SkipState
     tainted::Set{Symbol}
     locals::Set{Symbol}
     counts::Dict{String,Int}
+    sources::Dict{Symbol,Set{Symbol}}   # a block's local => the locals its value came from
 end
+SkipState() = SkipState(Set{Symbol}(), Set{Symbol}(), Dict{String,Int}(), Dict{Symbol,Set{Symbol}}())
 
 # Statements that hold blocks (testsets, loops, conditionals, let, begin) are looked into
 # statement by statement; their headers (a loop's range, a condition) decide like a leaf.
@@ -218,8 +220,12 @@ function skip_reason(st, S::SkipState)
         end
     end
     ms = mentions(holds_blocks(st) ? header(st) : st)
+    # a local variable that happens to have a listed name (`cudacall = :(@cuda $call)` in
+    # execution.jl) is not the API: names the statement assigns or the block assigned before
+    # are not looked up in REFS
+    own = union(assigns!(Set{Symbol}(), st), S.locals)
     for n in ms
-        haskey(REFS, n) && return REFS[n]
+        haskey(REFS, n) && !(n in own) && return REFS[n]
     end
     for n in ms
         n in S.tainted && return "depends on a skipped statement"
@@ -227,12 +233,13 @@ function skip_reason(st, S::SkipState)
     return nothing
 end
 
-function rewrite(st, S::SkipState)
+function rewrite(st, S::SkipState, bound = Set{Symbol}())
     st isa Expr || return st
     if st.head === :block
         out = Any[]
         outer = S.locals
-        S.locals = Set{Symbol}()     # a skipped call taints the names assigned in its own block
+        S.locals = copy(bound)       # a skipped call taints the names assigned in its own block
+                                     # (and those its `let` binds: `let out = ...; @cuda k(out)`)
         outer_taint = copy(S.tainted)  # and the taint ends with the block
         for a in st.args
             a isa LineNumberNode && (push!(out, a); continue)
@@ -241,7 +248,13 @@ function rewrite(st, S::SkipState)
                 S.counts[why] = get(S.counts, why, 0) + count_checks(a)
                 if !is_check(a)
                     assigns_deep!(S.tainted, a)
-                    union!(S.tainted, intersect(mentions(a), S.locals))
+                    # the locals it uses, and those they were made from (`ptr = pointer(out)`:
+                    # a skipped `@cuda k(ptr)` leaves `out` unwritten)
+                    used = intersect(mentions(a), S.locals)
+                    union!(S.tainted, used)
+                    for n in used
+                        union!(S.tainted, get(S.sources, n, Set{Symbol}()))
+                    end
                     # and what it changes in place (until the end of this block)
                     mutates!(S.tainted, a)
                 end
@@ -249,6 +262,8 @@ function rewrite(st, S::SkipState)
                 continue
             end
             as = assigns!(Set{Symbol}(), a)
+            from = intersect(mentions(a), S.locals)
+            foreach(n -> S.sources[n] = from, as)
             union!(S.locals, as)
             setdiff!(S.tainted, as)    # a name assigned again is no longer tainted
             push!(out, rewrite(a, S))
@@ -260,18 +275,21 @@ function rewrite(st, S::SkipState)
         # a loop's iteration, a condition or let's bindings stay as they are (skip_reason
         # judged them); the bodies are looked into
         keep = st.head in (:for, :while, :if, :elseif, :let) ? 1 : 0
-        return Expr(st.head, Any[i <= keep ? a : rewrite(a, S) for (i, a) in enumerate(st.args)]...)
+        bound = st.head === :let ? assigns!(Set{Symbol}(), Expr(:block, st.args[1])) : Set{Symbol}()
+        return Expr(st.head, Any[i <= keep ? a : rewrite(a, S, bound) for (i, a) in enumerate(st.args)]...)
     end
     return st
 end
 
-"""`using CUDA` and the stand-ins' `import Adapt` point at the modules of the shim."""
+"""`using CUDA` and the stand-ins' `import Adapt` point at the modules of the shim (also
+inside testsets: `using CUDA: AtomicError`)."""
 function redirect_using(ex)
     ex isa Expr || return ex
     if ex.head in (:using, :import)
         return Expr(ex.head, map(redirect_path, ex.args)...)
     end
-    return ex
+    ex.head === :quote && return ex
+    return Expr(ex.head, map(redirect_using, ex.args)...)
 end
 function redirect_path(p)
     p isa Expr || return p
@@ -279,6 +297,11 @@ function redirect_path(p)
         return Expr(:(:), redirect_path(p.args[1]), p.args[2:end]...)
     elseif p.head === :. && !isempty(p.args) && p.args[1] in (:CUDA, :Adapt, :TestSuite, :DataStructures)
         return Expr(:., :Main, p.args...)
+    elseif p.head === :. && length(p.args) > 2 && p.args[1] === p.args[2] === :.
+        # `import ...KernelModule`: CUDA.jl's runner evaluates the files in Main, whose parent
+        # is Main; here the file's module holds what it defines, so the path starts there
+        i = findfirst(a -> a !== :., p.args)
+        return Expr(:., :., p.args[i:end]...)
     end
     return p
 end
@@ -289,7 +312,7 @@ function run_file(root, f, k)
     path = source_path(root, f)
     code = read(path, String)
     top = Base.parse_input_line(code; filename = path)
-    S = SkipState(Set{Symbol}(), Set{Symbol}(), Dict{String,Int}())
+    S = SkipState()
     stmts = rewrite(Expr(:block, top.args...), S).args
     mod = Module(Symbol("CUDAJL_", k, "_", replace(f, r"[^A-Za-z0-9]" => "_")))
     Core.eval(mod, :(using Test, Random, LinearAlgebra, Main.CUDA, Main.CUDAJLSetup))

@@ -18,8 +18,8 @@
 # `@allowscalar`, `@disallowscalar` and `default_rng` are CuMem's), Adapt onto CuMem's own
 # adapt, FillArrays' `Fill` and `Eye` are small lazy arrays. Every testset starts under
 # `allowscalar(false)`.
-# `gpu_call` (kernels written as Julia functions over device arrays) has no CuMem
-# counterpart: it throws, so the checks that use it count as errors.
+# `gpu_call` (kernels written as Julia functions over device arrays) runs on CuMem's `@cuda`
+# (where CuMem has the kernel language; before it, it throws and its checks count as errors).
 # Output: one line per testset (pass / fail / error / broken), then the totals and the share
 # of checks that pass. Set GPUARRAYS_VERBOSE=1 to print each failure as Test does.
 
@@ -60,7 +60,7 @@ end
 module GPUArrays
 using CuMem, Random
 export AbstractGPUArray, allowscalar, @allowscalar, @disallowscalar, gpu_call,
-       linear_index, global_size, threadidx, blockidx, blockdim, default_rng
+       linear_index, global_size, threadidx, blockidx, blockdim, griddim, default_rng
 const AbstractGPUArray = CuMem.CuArray
 default_rng(::Type{<:CuMem.CuArray}) = CuMem.default_rng()
 const allowscalar = CuMem.allowscalar
@@ -72,10 +72,34 @@ else    # older CuMem: the checks that use it fail at run time
         :(error("CuMem has no @disallowscalar"))
     end
 end
-gpu_call(args...; kwargs...) =
-    error("gpu_call: CuMem has no kernels written as Julia functions over device arrays")
-for f in (:linear_index, :global_size, :threadidx, :blockidx, :blockdim)
-    @eval $f(ctx) = error("no gpu_call kernel context in CuMem")
+if isdefined(CuMem, Symbol("@cuda"))
+    # GPUArrays 6.4's gpu_call over CuMem's kernel language: `kernel(ctx, args...)` on
+    # `total_threads` threads (default `length(target)`; at most 256 per block) or on the
+    # `threads` and `blocks` given; the context answers GPUArrays' index queries.
+    struct KernelContext end
+    gpu_call_kernel(kernel, args...) = (kernel(KernelContext(), args...); nothing)
+    function gpu_call(kernel, args...; target = first(args), total_threads = nothing,
+                      threads = nothing, blocks = nothing, name = nothing)
+        if threads === nothing || blocks === nothing
+            n = total_threads === nothing ? length(target) : total_threads
+            threads = max(1, min(n, 256))
+            blocks = max(1, cld(n, threads))
+        end
+        CuMem.@cuda threads=threads blocks=blocks gpu_call_kernel(kernel, args...)
+        return
+    end
+    @inline threadidx(::KernelContext) = CuMem.threadIdx().x
+    @inline blockidx(::KernelContext) = CuMem.blockIdx().x
+    @inline blockdim(::KernelContext) = CuMem.blockDim().x
+    @inline griddim(::KernelContext) = CuMem.gridDim().x
+    @inline global_size(ctx::KernelContext) = griddim(ctx) * blockdim(ctx)
+    @inline linear_index(ctx::KernelContext) = (blockidx(ctx) - 1) * blockdim(ctx) + threadidx(ctx)
+else    # older CuMem: no kernel language
+    gpu_call(args...; kwargs...) =
+        error("gpu_call: CuMem has no kernels written as Julia functions over device arrays")
+    for f in (:linear_index, :global_size, :threadidx, :blockidx, :blockdim, :griddim)
+        @eval $f(ctx) = error("no gpu_call kernel context in CuMem")
+    end
 end
 end
 

@@ -89,3 +89,11 @@ template <typename T> static __device__ __forceinline__ T jl_shfl(int mode, uint
   return r; }
 /* the thread's lane, 1-based */
 static __device__ __forceinline__ int32_t jl_laneid() { unsigned r; asm volatile("mov.u32 %0, %%laneid;" : "=r"(r)); return (int32_t)r + 1; }
+/* __nanosleep where the GPU has it (sm_70 and later), else nothing */
+static __device__ __forceinline__ void jl_nanosleep(uint32_t t) {
+#if __CUDA_ARCH__ >= 700
+  __nanosleep(t);
+#else
+  (void)t;
+#endif
+}

@@ -15,7 +15,9 @@ typedef int int32_t; typedef unsigned int uint32_t;
 typedef long long int64_t; typedef unsigned long long uint64_t;
 typedef unsigned short half_t;
 struct jl_ghost_t {};
-struct jl_err_t { uint32_t flag; uint32_t site; uint64_t payload[8]; };
+/* the error record: a flag (0: none), the throw site, a lock, the element number, then the
+ * site's values (as many bytes as the largest site needs: julia/memory/kernel_errors.jl) */
+struct jl_err_t { uint32_t flag; uint32_t site; uint32_t lock; uint32_t elem; uint64_t payload[1]; };
 struct jl_ctx_t;
 static __device__ __forceinline__ float jl_h2f(half_t h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
 static __device__ __forceinline__ half_t jl_f2h(float f) { half_t h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
@@ -45,11 +47,23 @@ template <typename T, typename U> static __device__ __forceinline__ T jl_lshr(T 
   return n >= 8 * sizeof(T) ? (T)0 : (T)(U)((uint64_t)(U)x >> n); }
 template <typename T, typename U> static __device__ __forceinline__ T jl_ashr(T x, uint64_t n) {
   return n >= 8 * sizeof(T) ? (x < 0 ? (T)-1 : (T)0) : (T)(x >> n); }
-/* a throw site: the first thread to throw claims the record (flag 0 -> 1) */
-static __device__ __forceinline__ bool jl_err_claim(jl_err_t* e) { return atomicCAS(&e->flag, 0u, 1u) == 0u; }
+/* a throw site: the record keeps the throw of the lowest element number (ctx->elem: the
+ * kernel's element index, as Base would have thrown first; equal numbers: the first to
+ * claim). Claiming takes the record's lock (a spin lock: sm_70+ schedules the threads of
+ * a warp independently), which jl_err_done releases after the site's values are stored. */
+static __device__ __forceinline__ bool jl_err_claim(jl_err_t* e, uint32_t elem) {
+  volatile jl_err_t* v = e;
+  if (v->flag != 0u && v->elem <= elem) return false;
+  while (atomicCAS(&e->lock, 0u, 1u) != 0u) { }
+  if (v->flag != 0u && v->elem <= elem) { __threadfence_system(); atomicCAS(&e->lock, 1u, 0u); return false; }
+  return true; }
 static __device__ __forceinline__ void jl_err_put(jl_err_t* e, int off, const void* p, int n) {
   const char* s = (const char*)p; char* d = (char*)e->payload + off; for (int i = 0; i < n; i++) d[i] = s[i]; }
-static __device__ __forceinline__ void jl_err_done(jl_err_t* e, uint32_t site) { e->site = site; __threadfence_system(); }
+static __device__ __forceinline__ void jl_err_done(jl_err_t* e, uint32_t site, uint32_t elem) {
+  volatile jl_err_t* v = e; v->site = site; v->elem = elem; v->flag = 1u;
+  __threadfence_system(); atomicCAS(&e->lock, 1u, 0u); }
+/* the element number of a kernel's 0-based element index i (saturated) */
+static __device__ __forceinline__ uint32_t jl_elem(uint64_t i) { return i < 0xffffffffull ? (uint32_t)i : 0xffffffffu; }
 /* integer power by squaring, wrapping (a negative exponent is checked by the caller) */
 template <typename T, typename U> static __device__ __forceinline__ T jl_ipow(T x, int64_t p) {
   if (p < 0) return x == 1 ? (T)1 : ((p & 1) ? x : (T)1);

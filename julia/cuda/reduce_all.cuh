@@ -18,6 +18,8 @@
 
 /* a = op(a, f(elements...)), in a's type */
 #define CUMEM_ACC(a, ...) { const decltype(a) b_ = CUMEM_F(__VA_ARGS__); a = CUMEM_OP(a, b_); }
+/* the same for element number i_ (0-based): a throw of a lower one wins (jl_err_claim) */
+#define CUMEM_ACC_AT(i_, a, ...) { ctx.elem = jl_elem(i_); CUMEM_ACC(a, __VA_ARGS__) }
 
 /* the end of the kernel: the four accumulators combined ((acc op acc1) op (acc2 op acc3)),
    reduced over the warp, then over the block's warps (neut for the missing ones), and the

@@ -278,11 +278,11 @@ c_kernel_load(source, name, out) =
     (activate(); ccall((:cumem_kernel_launch_async, libcumem), Int32,
           (UInt64, UInt64, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, Ptr{Ptr{Cvoid}}),
           s, k, gx, gy, gz, bx, by, bz, shmem, args))
-c_kernel_block_size(k, out) =
-    (activate(); ccall((:cumem_kernel_block_size, libcumem), Int32, (UInt64, Ptr{Int32}), k, out))
+c_kernel_block_size(k, out) = (activate(); ccall((:cumem_kernel_block_size, libcumem), Int32, (UInt64, Ptr{Int32}), k, out))
 c_kernel_occupancy(k, shmem, maxt, b, t) = (activate(); ccall((:cumem_kernel_occupancy, libcumem), Int32, (UInt64, UInt64, Int32, Ptr{Int32}, Ptr{Int32}), k, shmem, maxt, b, t))
-c_kernel_params(k, count, sizes, cap) =
-    ccall((:cumem_kernel_params, libcumem), Int32, (UInt64, Ptr{Int32}, Ptr{UInt64}, Int32), k, count, sizes, cap)
+c_kernel_attribute(k, attr, out) = (activate(); ccall((:cumem_kernel_attribute, libcumem), Int32, (UInt64, Int32, Ptr{Int32}), k, attr, out))
+c_kernel_set_attribute(k, attr, v) = (activate(); ccall((:cumem_kernel_set_attribute, libcumem), Int32, (UInt64, Int32, Int32), k, attr, v))
+c_kernel_params(k, count, sizes, cap) = ccall((:cumem_kernel_params, libcumem), Int32, (UInt64, Ptr{Int32}, Ptr{UInt64}, Int32), k, count, sizes, cap)
 c_device_info(a, b, c, d) =
     (activate(); ccall((:cumem_device_info, libcumem), Int32, (Ptr{Int32}, Ptr{Int32}, Ptr{Int32}, Ptr{Int32}), a, b, c, d))
 c_synchronize() = (activate(); ccall((:cumem_synchronize, libcumem), Int32, ()))

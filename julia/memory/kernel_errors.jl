@@ -1,7 +1,7 @@
 # Julia's exceptions from compiled kernels (the compiler is compute/compiler/). A throw site in compiled code (a call that
 # never returns, `throw`, an integer division's divide check, a bounds-checked field of a
-# tuple, a mapped math function's domain check) becomes: claim the error record (the first
-# thread wins), store the site's number and the run-time values its exception is built
+# tuple, a mapped math function's domain check) becomes: claim the error record (the throw of
+# the lowest element number wins), store the site's number and the run-time values its exception is built
 # from, return. The record lives in page-locked host memory that kernels write directly;
 # the host reads it at the next point that waits for the stream (`synchronize`, a
 # download, a scalar result) in `check_kernel_errors`, and rebuilds the exception by
@@ -20,9 +20,12 @@ end
 const DC_SITES = KernelErrorSite[]
 const DC_SITES_LOCK = ReentrantLock()
 
-function dc_register_site(tree, where_::String)
+# Registers a throw site whose values take `nbytes` bytes of the record's payload (the
+# record grows to hold them before the next launch, see dc_err_record); its number.
+function dc_register_site(tree, where_::String, nbytes::Integer = 0)
     lock(DC_SITES_LOCK) do
         push!(DC_SITES, KernelErrorSite(tree, where_))
+        nbytes > DC_ERR_CAP[] && (DC_ERR_CAP[] = (Int(nbytes) + 63) & -64)
         return length(DC_SITES)
     end
 end
@@ -51,22 +54,34 @@ function dc_eval_site(tree, payload::Vector{UInt8})
 end
 
 # The error record: one per process, in page-locked host memory that kernels write (the
-# same address on the device under unified addressing), 80 bytes: flag (0: none),
-# site number, 64 bytes of payload.
+# same address on the device under unified addressing): flag (0: none), site number, a lock,
+# the element number of the throw (prelude.cuh's jl_err_claim keeps the lowest), then the
+# payload: DC_ERR_CAP[] bytes, at least the largest registered site's. When a site needs
+# more, the next launch gets a new, larger record; the old ones stay (kernels still running
+# may write them) and are checked too.
 const DC_ERR = Ref{Vector{UInt64}}(UInt64[])
-const DC_ERR_WORDS = 10
+const DC_ERR_CAP = Ref(64)
+const DC_ERR_OLD = Vector{UInt64}[]
+const DC_ERR_HEADER = 16          # bytes before the payload
 
 function dc_err_record()
     r = DC_ERR[]
-    length(r) == DC_ERR_WORDS && return r
-    r = try
-        pinned(UInt64, DC_ERR_WORDS)
-    catch
-        Vector{UInt64}(undef, DC_ERR_WORDS)       # no engine pinned pool: plain memory (host device)
+    need = (DC_ERR_HEADER + DC_ERR_CAP[]) >> 3
+    length(r) >= need && return r
+    return lock(DC_SITES_LOCK) do
+        r = DC_ERR[]
+        need = (DC_ERR_HEADER + DC_ERR_CAP[]) >> 3
+        length(r) >= need && return r
+        n = try
+            pinned(UInt64, need)
+        catch
+            Vector{UInt64}(undef, need)       # no engine pinned pool: plain memory (host device)
+        end
+        fill!(n, 0)
+        isempty(r) || push!(DC_ERR_OLD, r)
+        DC_ERR[] = n
+        return n
     end
-    fill!(r, 0)
-    DC_ERR[] = r
-    return r
 end
 
 """
@@ -84,7 +99,8 @@ const DC_HOST_ERROR = Ref{Any}(nothing)
 """
     CuMem.check_kernel_errors()
 
-Throws the exception the first throwing thread of a kernel recorded since the last check,
+Throws the exception that a kernel recorded since the last check (the throw of the lowest
+element index, where the kernel numbers its elements, as Base would have thrown first),
 as Julia would have thrown it (`DivideError()`, `InexactError(:trunc, Int8, 300)`,
 `DomainError(x, msg)`, `BoundsError(t, i)`, `OverflowError(msg)`, ...), and clears the
 record. Called by every point that waits for the stream: [`synchronize`](@ref), downloads
@@ -95,11 +111,19 @@ trusted). Cheap when nothing threw: one load from host memory.
 """
 @inline function check_kernel_errors()
     DC_HOST_ERROR[] === nothing || dc_raise_host()
+    isempty(DC_ERR_OLD) || dc_check_old()
     r = DC_ERR[]
-    length(r) == DC_ERR_WORDS || return nothing
+    isempty(r) && return nothing
     flag = unsafe_load(Ptr{UInt32}(pointer(r)))
     flag == 0 && return nothing
     dc_raise(r)
+end
+
+# The records replaced by larger ones (kernels launched before may have written them).
+@noinline function dc_check_old()
+    for r in DC_ERR_OLD
+        unsafe_load(Ptr{UInt32}(pointer(r))) == 0 || dc_raise(r)
+    end
 end
 
 @noinline function dc_raise_host()
@@ -110,8 +134,9 @@ end
 
 @noinline function dc_raise(r::Vector{UInt64})
     site = Int(unsafe_load(Ptr{UInt32}(pointer(r)) + 4))
-    payload = Vector{UInt8}(undef, 64)
-    GC.@preserve r payload unsafe_copyto!(pointer(payload), Ptr{UInt8}(pointer(r) + 8), 64)
+    nb = 8 * length(r) - DC_ERR_HEADER
+    payload = Vector{UInt8}(undef, nb)
+    GC.@preserve r payload unsafe_copyto!(pointer(payload), Ptr{UInt8}(pointer(r) + DC_ERR_HEADER), nb)
     fill!(r, 0)
     s = lock(() -> 1 <= site <= length(DC_SITES) ? DC_SITES[site] : nothing, DC_SITES_LOCK)
     s === nothing && error("a GPU kernel threw an exception at an unknown site ($site)")

@@ -137,38 +137,59 @@ fn compile_and_load(source: &str, cc: i32) -> Result<usize> {
 /// `cuFuncGetParamInfo(func, index, *offset, *size)`: drivers of CUDA 12.4 and later.
 type ParamInfo = unsafe extern "C" fn(sys::CUfunction, usize, *mut usize, *mut usize) -> sys::CUresult;
 
-/// The driver's `cuFuncGetParamInfo`, if it has one. Looked up here rather than through
-/// cudarc, whose bindings at the CUDA 12.0 level lack it.
-fn param_info_fn() -> Option<ParamInfo> {
-    static F: std::sync::OnceLock<Option<(libloading::Library, ParamInfo)>> = std::sync::OnceLock::new();
+/// `cuFuncGetParamCount(func, *count)`: drivers of CUDA 12.9 and later.
+type ParamCount = unsafe extern "C" fn(sys::CUfunction, *mut usize) -> sys::CUresult;
+
+/// The driver's `cuFuncGetParamInfo` and, where it has it, `cuFuncGetParamCount`; `None`
+/// without the first. Looked up here rather than through cudarc, whose bindings at the
+/// CUDA 12.0 level lack them.
+fn param_info_fn() -> Option<(ParamInfo, Option<ParamCount>)> {
+    static F: std::sync::OnceLock<Option<(libloading::Library, ParamInfo, Option<ParamCount>)>> =
+        std::sync::OnceLock::new();
     F.get_or_init(|| {
         // SAFETY: libcuda is already loaded by the device; this takes another reference.
         let lib = ["libcuda.so.1", "libcuda.so"]
             .iter()
             .find_map(|n| unsafe { libloading::Library::new(*n) }.ok())?;
-        // SAFETY: the signature of cuda.h.
+        // SAFETY: the signatures of cuda.h.
         let f: ParamInfo = unsafe { lib.get::<ParamInfo>("cuFuncGetParamInfo") }.ok().map(|s| *s)?;
-        Some((lib, f))
+        let c: Option<ParamCount> = unsafe { lib.get::<ParamCount>("cuFuncGetParamCount") }.ok().map(|s| *s);
+        Some((lib, f, c))
     })
     .as_ref()
-    .map(|(_, f)| *f)
+    .map(|(_, f, c)| (*f, *c))
 }
 
 /// The byte size of each of `func`'s parameters, in order; `None` when the driver
-/// cannot tell (older than CUDA 12.4).
+/// cannot tell (older than CUDA 12.4). With `cuFuncGetParamCount` (CUDA 12.9) it asks
+/// `cuFuncGetParamInfo` for exactly that many parameters, so no call fails (a failing
+/// driver call is a report of compute-sanitizer's memcheck); older drivers are asked
+/// until they answer CUDA_ERROR_INVALID_VALUE past the last one.
 fn param_sizes(func: sys::CUfunction) -> Option<Vec<u64>> {
-    let f = param_info_fn()?;
+    let (f, count) = param_info_fn()?;
+    let n = match count {
+        Some(c) => {
+            let mut n = 0usize;
+            // SAFETY: `func` is a loaded function; a valid out-pointer.
+            match unsafe { c(func, &mut n) } {
+                sys::CUresult::CUDA_SUCCESS => Some(n),
+                _ => return None,
+            }
+        }
+        None => None,
+    };
     let mut sizes = Vec::new();
-    loop {
+    while n.is_none_or(|n| sizes.len() < n) {
         let (mut off, mut size) = (0usize, 0usize);
         // SAFETY: `func` is a loaded function; valid out-pointers. Past the last
         // parameter the driver answers CUDA_ERROR_INVALID_VALUE.
         match unsafe { f(func, sizes.len(), &mut off, &mut size) } {
             sys::CUresult::CUDA_SUCCESS => sizes.push(size as u64),
-            sys::CUresult::CUDA_ERROR_INVALID_VALUE => return Some(sizes),
+            sys::CUresult::CUDA_ERROR_INVALID_VALUE if n.is_none() => return Some(sizes),
             _ => return None,
         }
     }
+    Some(sizes)
 }
 
 /// The byte sizes of kernel `h`'s parameters, in order, or `None` when the driver cannot
@@ -313,6 +334,66 @@ pub fn occupancy(dev: &dyn Device, h: u64, shmem: usize, max_threads: i32) -> Re
         .result()
         .map_err(|e| device_err("cuOccupancyMaxPotentialBlockSize", e))?;
     Ok((grid, block))
+}
+
+/// The driver's `CUfunction_attribute` for its number (0 to 9), or
+/// [`Error::InvalidValue`].
+fn func_attribute(attr: i32) -> Result<sys::CUfunction_attribute> {
+    use sys::CUfunction_attribute as A;
+    Ok(match attr {
+        0 => A::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+        1 => A::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+        2 => A::CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES,
+        3 => A::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES,
+        4 => A::CU_FUNC_ATTRIBUTE_NUM_REGS,
+        5 => A::CU_FUNC_ATTRIBUTE_PTX_VERSION,
+        6 => A::CU_FUNC_ATTRIBUTE_BINARY_VERSION,
+        7 => A::CU_FUNC_ATTRIBUTE_CACHE_MODE_CA,
+        8 => A::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+        9 => A::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+        _ => return Err(Error::InvalidValue(format!("{attr} is not a CUfunction_attribute (0 to 9)"))),
+    })
+}
+
+/// Attribute `attr` of kernel `h` (`cuFuncGetAttribute`; `attr` is the driver's
+/// `CUfunction_attribute` number: 0 max threads per block, 1 static shared bytes, 2
+/// constant bytes, 3 local bytes per thread, 4 registers per thread, 5 PTX version ×10,
+/// 6 binary version ×10, 8 max dynamic shared bytes, ...). Errors:
+/// [`Error::NotSupported`] on the host device, [`Error::InvalidValue`] for an unknown
+/// handle or attribute, [`Error::Device`].
+pub fn attribute(dev: &dyn Device, h: u64, attr: i32) -> Result<i32> {
+    if dev.is_host() {
+        return Err(Error::NotSupported("kernel attributes on the host device".into()));
+    }
+    let a = func_attribute(attr)?;
+    let func = function(h, dev.ordinal())?;
+    gpu::bind(dev, "reading a kernel attribute")?;
+    let mut v = 0;
+    // SAFETY: `func` is a loaded function; a valid out-pointer.
+    unsafe { sys::cuFuncGetAttribute(&mut v, a, func) }
+        .result()
+        .map_err(|e| device_err("cuFuncGetAttribute", e))?;
+    Ok(v)
+}
+
+/// Sets attribute `attr` of kernel `h` to `value` (`cuFuncSetAttribute`; settable: 8
+/// max dynamic shared bytes, which a launch with more than 48 KiB of dynamic shared
+/// memory needs, and 9 the preferred shared memory carveout in percent). Errors:
+/// [`Error::NotSupported`] on the host device, [`Error::InvalidValue`] for an unknown
+/// handle or attribute, or a value the driver refuses (e.g. more shared memory than
+/// the GPU has), [`Error::Device`].
+pub fn set_attribute(dev: &dyn Device, h: u64, attr: i32, value: i32) -> Result<()> {
+    if dev.is_host() {
+        return Err(Error::NotSupported("kernel attributes on the host device".into()));
+    }
+    let a = func_attribute(attr)?;
+    let func = function(h, dev.ordinal())?;
+    gpu::bind(dev, "setting a kernel attribute")?;
+    // SAFETY: `func` is a loaded function.
+    unsafe { sys::cuFuncSetAttribute(func, a, value) }.result().map_err(|e| {
+        let msg = format!("cuFuncSetAttribute({attr}, {value}) failed: {e}");
+        if e.0 == sys::CUresult::CUDA_ERROR_INVALID_VALUE { Error::InvalidValue(msg) } else { Error::Device(msg) }
+    })
 }
 
 /// The number of distinct kernels loaded so far (handles handed out).

@@ -272,6 +272,40 @@ pub unsafe extern "C" fn cumem_kernel_occupancy(
     })
 }
 
+/// Writes into `*value` attribute `attr` of `kernel` (`cuFuncGetAttribute`; `attr` is the
+/// driver's `CUfunction_attribute`: 0 max threads per block, 1 static shared memory in
+/// bytes, 2 constant memory in bytes, 3 local memory per thread in bytes, 4 registers per
+/// thread, 5 PTX version (major × 10 + minor), 6 binary version (likewise), 7 cache mode,
+/// 8 max dynamic shared memory in bytes, 9 preferred shared memory carveout in percent).
+/// Returns `CUMEM_ERROR_INVALID_VALUE` for an unknown handle, an attribute outside 0 to 9
+/// or a null `value`, `CUMEM_ERROR_NOT_SUPPORTED` on the host device.
+///
+/// # Safety
+/// `value` must be null or writable for one `int32_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cumem_kernel_attribute(kernel: u64, attr: i32, value: *mut i32) -> i32 {
+    guard(|e| {
+        if value.is_null() {
+            return Err(null_err("value"));
+        }
+        let v = module::attribute(e.device(), kernel, attr)?;
+        // SAFETY: checked non-null.
+        unsafe { *value = v };
+        Ok(())
+    })
+}
+
+/// Sets attribute `attr` of `kernel` to `value` (`cuFuncSetAttribute`; attributes as
+/// `cumem_kernel_attribute`; the driver lets 8, the max dynamic shared memory in bytes,
+/// and 9, the carveout, be set: a launch with more than 48 KiB of dynamic shared memory
+/// needs 8 raised first, up to the GPU's opt-in limit, 227 KiB on an H100). Returns
+/// `CUMEM_ERROR_INVALID_VALUE` for an unknown handle, an attribute outside 0 to 9 or a
+/// value the driver refuses, `CUMEM_ERROR_NOT_SUPPORTED` on the host device.
+#[unsafe(no_mangle)]
+pub extern "C" fn cumem_kernel_set_attribute(kernel: u64, attr: i32, value: i32) -> i32 {
+    guard(|e| module::set_attribute(e.device(), kernel, attr, value))
+}
+
 /// The byte size of each of `kernel`'s parameters, so a caller can check its arguments
 /// before `cumem_kernel_launch` (which cannot: `kernelParams` carries no sizes). Writes
 /// the number of parameters into `*count` (-1 when the driver cannot tell: drivers older

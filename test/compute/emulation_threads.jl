@@ -1,9 +1,13 @@
 # The CUDA C of generated kernels run on the CPU: each source is compiled by g++ (C++20) with
-# the CUDA built-ins it uses emulated - every thread of a block is a host thread, `__shared__`
-# memory is shared by them, `__syncthreads` is a barrier of the block,
-# `__match_any_sync`/`__shfl_down_sync` go through a barrier of the warp, atomics are the
-# compiler's - and launched with the arguments the GPU path marshals. Blocks run one after
-# another. Included by test/compute/algorithms/arraylib_emulation_tests.jl and
+# the CUDA built-ins it uses emulated - every thread of a block is a fiber (its own stack) of
+# the calling thread, `__shared__` memory is shared by them, `__syncthreads` is a barrier of
+# the block, `__match_any_sync`/`__shfl_down_sync` go through a barrier of the warp, atomics
+# are the compiler's - and launched with the arguments the GPU path marshals. Blocks run one
+# after another. A thread runs until it reaches a barrier, then the next one runs (in thread
+# order, and in reverse order on alternate rounds, so that a missing barrier shows whichever
+# thread writes first); switching fibers costs nanoseconds where a block of OS threads cost a
+# thread start per GPU thread and a futex wake-up per barrier. Included by
+# test/compute/algorithms/{arraylib,sort}_emulation_tests.jl and
 # test/compute/reduce/reduce_emulation_tests.jl, which pretend not to be on the host device (the
 # GPU path runs, with these stand-in kernels).
 using CuMem, Libdl
@@ -14,24 +18,57 @@ CuMem.FAST_BROADCAST[] = false
 const HDR = raw"""
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
-#include <barrier>
-#include <thread>
-#include <vector>
+#include <sys/mman.h>
 #define __global__
 #define __device__
 #define __forceinline__ inline
 #define __shared__ static
 #define __align__(n) alignas(n)
 struct dim3_ { unsigned x, y, z; };
-static thread_local dim3_ threadIdx = {0,0,0};
+static dim3_ threadIdx = {0,0,0};       /* the running thread's: set before each switch to it */
 static dim3_ blockIdx = {0,0,0}, blockDim = {1,1,1}, gridDim = {1,1,1};
-static std::barrier<>* emu_block_bar;
-static std::vector<std::barrier<>*> emu_warp_bar;
+/* The threads of a block are fibers of the calling OS thread: each has its own stack, and a
+   thread waiting at a barrier switches back to the scheduler (emu_run), which resumes the
+   threads in turn, in thread order and in reverse order on alternate rounds. emu_switch
+   saves the callee-saved registers (x86-64 System V) on the current stack, stores the stack
+   pointer in *save and continues on the stack `to`. */
+extern "C" __attribute__((visibility("hidden"))) void emu_switch(void** save, void* to);
+__asm__(".pushsection .text\n.globl emu_switch\n.hidden emu_switch\n.type emu_switch,@function\nemu_switch:\n"
+        "pushq %rbp\npushq %rbx\npushq %r12\npushq %r13\npushq %r14\npushq %r15\n"
+        "movq %rsp, (%rdi)\nmovq %rsi, %rsp\n"
+        "popq %r15\npopq %r14\npopq %r13\npopq %r12\npopq %rbx\npopq %rbp\nret\n"
+        ".size emu_switch, .-emu_switch\n.popsection\n");
+struct emu_bar { unsigned n; volatile unsigned count, gen; };
+static emu_bar emu_block_bar, emu_warp_bar[32];
+static void* emu_main_sp;
+static void** emu_sp;                    /* each thread's saved stack pointer */
+static unsigned char* emu_done;
+static unsigned emu_cur;
+static volatile unsigned long emu_progress;
+static void (*emu_fn)(void*);
+static void* emu_fn_arg;
 static uint64_t emu_slot[1024];
-static inline void __syncthreads() { emu_block_bar->arrive_and_wait(); }
+static inline void emu_yield() { emu_switch(&emu_sp[emu_cur], emu_main_sp); }
+static void emu_arrive(emu_bar* b) {
+  emu_progress = emu_progress + 1;
+  if (b->count + 1 == b->n) { b->count = 0; b->gen = b->gen + 1; return; }
+  b->count = b->count + 1;
+  const unsigned g = b->gen;
+  do emu_yield(); while (b->gen == g);
+}
+static void emu_fiber_main() {
+  emu_fn(emu_fn_arg);
+  emu_done[emu_cur] = 1;
+  emu_progress = emu_progress + 1;
+  emu_yield();                            /* never resumed */
+  __builtin_trap();
+}
+static inline void __syncthreads() { emu_arrive(&emu_block_bar); }
 static inline unsigned emu_lane() { return threadIdx.x % 32; }
-static inline void emu_warp_sync() { emu_warp_bar[threadIdx.x / 32]->arrive_and_wait(); }
+static inline void emu_warp_sync() { emu_arrive(&emu_warp_bar[threadIdx.x / 32]); }
 static inline unsigned __match_any_sync(unsigned, unsigned v) {
   emu_slot[threadIdx.x] = v; emu_warp_sync();
   unsigned base = threadIdx.x - emu_lane(), n = blockDim.x - base < 32 ? blockDim.x - base : 32, m = 0;
@@ -54,6 +91,12 @@ static inline unsigned __ballot_sync(unsigned, int p) {
 /* sort.cuh's warp match by __match_any_sync (one warp barrier, not nine ballots) */
 #define CUMEM_EMU_MATCH_ANY 1
 static inline int __popc(unsigned x) { return __builtin_popcount(x); }
+static inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
+static inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz((unsigned)x); }
+static inline int __clzll(long long x) { return x == 0 ? 64 : __builtin_clzll((unsigned long long)x); }
+static inline int __ffs(int x) { return __builtin_ffs(x); }
+static inline int __ffsll(long long x) { return __builtin_ffsll(x); }
+static inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
 static inline unsigned atomicAdd(unsigned* p, unsigned v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
 static inline unsigned long long atomicMin(unsigned long long* p, unsigned long long v) {
   unsigned long long o = __atomic_load_n(p, __ATOMIC_SEQ_CST);
@@ -71,19 +114,50 @@ static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f
 static inline int __float_as_int(float f) { int i; memcpy(&i, &f, 4); return i; }
 static inline double __longlong_as_double(long long i) { double f; memcpy(&f, &i, 8); return f; }
 static inline long long __double_as_longlong(double f) { long long i; memcpy(&i, &f, 8); return i; }
-template <typename F> static void emu_grid(unsigned gx, unsigned gy, unsigned gz, unsigned bx, F body) {
+/* the grid's blocks one after another, each block's bx threads as fibers (256 KiB stacks, a
+   guard page below each); a round in which no thread reaches a barrier or its end is a
+   deadlock (a barrier that some threads never reach): reported, then abort */
+static void emu_run(unsigned gx, unsigned gy, unsigned gz, unsigned bx, void (*fn)(void*), void* arg) {
+  const size_t SZ = 256 << 10;
+  if (bx == 0 || bx > 1024) { fprintf(stderr, "emulation: %u threads per block\n", bx); abort(); }
   gridDim = {gx, gy, gz}; blockDim = {bx, 1, 1};
-  std::barrier<> bar(bx); emu_block_bar = &bar;
-  std::vector<std::barrier<>*> wb;
-  for (unsigned w = 0; w < (bx + 31) / 32; w++) wb.push_back(new std::barrier<>(bx - 32 * w < 32 ? bx - 32 * w : 32));
-  emu_warp_bar = wb;
+  emu_fn = fn; emu_fn_arg = arg;
+  unsigned char* stacks = (unsigned char*)mmap(0, bx * SZ, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (stacks == (unsigned char*)MAP_FAILED) { perror("emulation: thread stacks"); abort(); }
+  for (unsigned t = 0; t < bx; t++) mprotect(stacks + t * SZ, 4096, PROT_NONE);
+  void** sp = (void**)malloc(bx * sizeof(void*));
+  unsigned char* done = (unsigned char*)malloc(bx);
+  emu_sp = sp; emu_done = done;
+  emu_block_bar.n = bx; emu_block_bar.count = 0;
+  for (unsigned w = 0; w < (bx + 31) / 32; w++) { emu_warp_bar[w].n = bx - 32 * w < 32 ? bx - 32 * w : 32; emu_warp_bar[w].count = 0; }
   for (unsigned z = 0; z < gz; z++) for (unsigned y = 0; y < gy; y++) for (unsigned x = 0; x < gx; x++) {
     blockIdx = {x, y, z};
-    std::vector<std::thread> ts;
-    for (unsigned t = 0; t < bx; t++) ts.emplace_back([t, &body] { threadIdx = {t, 0, 0}; body(); });
-    for (auto& th : ts) th.join();
+    for (unsigned t = 0; t < bx; t++) {
+      uint64_t* s = (uint64_t*)(stacks + (t + 1) * SZ) - 8;    /* 6 registers, the entry, a null return address */
+      for (int k = 0; k < 8; k++) s[k] = 0;
+      s[6] = (uint64_t)(void*)&emu_fiber_main;
+      sp[t] = s; done[t] = 0;
+    }
+    unsigned left = bx;
+    for (unsigned round = 0; left > 0; round++) {
+      const unsigned long before = emu_progress;
+      for (unsigned k = 0; k < bx; k++) {
+        const unsigned t = (round & 1) ? bx - 1 - k : k;
+        if (done[t]) continue;
+        emu_cur = t; threadIdx = {t, 0, 0};
+        emu_switch(&emu_main_sp, sp[t]);
+        if (done[t]) left--;
+      }
+      if (left > 0 && emu_progress == before) {
+        fprintf(stderr, "emulation: block (%u, %u, %u): %u of %u threads wait at a barrier that the others never reach\n", x, y, z, left, bx);
+        abort();
+      }
+    }
   }
-  for (auto b : wb) delete b;
+  munmap(stacks, bx * SZ); free(sp); free(done);
+}
+template <typename F> static void emu_grid(unsigned gx, unsigned gy, unsigned gz, unsigned bx, F body) {
+  emu_run(gx, gy, gz, bx, [](void* p) { (*(F*)p)(); }, (void*)&body);
 }
 """
 
@@ -110,12 +184,15 @@ function emu_source(src)
     return HDR * src * String(take!(io))
 end
 
+# g++'s optimisation level (CUMEM_EMU_OPT, default -O1; the fuzzer's CI job takes -O0, which
+# compiles each kernel faster)
+const EMU_OPT = get(ENV, "CUMEM_EMU_OPT", "-O1")
 const LIBS = Dict{String,Ptr{Cvoid}}()
 function emu_lib(src)
     get!(LIBS, src) do
         dir = mktempdir()
         write(joinpath(dir, "k.cpp"), emu_source(src))
-        run(`g++ -O1 -std=c++20 -shared -fPIC -w -pthread -o $(joinpath(dir, "k.so")) $(joinpath(dir, "k.cpp"))`)
+        run(`g++ $(EMU_OPT) -std=c++20 -shared -fPIC -w -o $(joinpath(dir, "k.so")) $(joinpath(dir, "k.cpp"))`)
         Libdl.dlopen(joinpath(dir, "k.so"))
     end
 end
@@ -128,14 +205,19 @@ end
     load_kernel(source::String, name::String) = Main.EmuKernel(Main.emu_lib(source), name)
 end
 const LAUNCHES = Ref(0)
+const CALLERS = Dict{Any,Function}()
 function CuMem.launch(k::EmuKernel, args...; blocks, threads, shmem = 0)
     b = blocks isa Tuple ? (blocks..., 1, 1) : (blocks, 1, 1)
     f = Libdl.dlsym(k.lib, "emu_" * k.name)
     vals = map(CuMem.kernel_value, args)
     types = map(typeof, vals)
     LAUNCHES[] += 1
-    Core.eval(Main, :(ccall($f, Cvoid, (UInt32, UInt32, UInt32, UInt32, $(types...)),
-                            $(UInt32(b[1])), $(UInt32(b[2])), $(UInt32(b[3])), $(UInt32(threads)), $(vals...))))
+    # one caller per list of argument types (an `eval` per launch compiled a new ccall each time)
+    call = get!(CALLERS, types) do
+        vs = [:(vs[$i]) for i in 1:length(types)]
+        Core.eval(Main, :((f, gx, gy, gz, bx, vs) -> ccall(f, Cvoid, (UInt32, UInt32, UInt32, UInt32, $(types...)), gx, gy, gz, bx, $(vs...))))
+    end
+    Base.invokelatest(call, f, UInt32(b[1]), UInt32(b[2]), UInt32(b[3]), UInt32(threads), vals)
     return nothing
 end
 CuMem.sm_count() = 1       # few blocks: the emulation runs them one after another

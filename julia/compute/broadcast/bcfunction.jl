@@ -111,16 +111,9 @@ bc_leaves!(leaves, @nospecialize(x)) = nothing
 leaf_eltype(@nospecialize(a)) = is_byvalue_array(a) ? Int : eltype(a)
 
 # The compiled element function of a broadcast whose leaves have element types `Ts`, and
-# its result type.
-function bc_device_function(@nospecialize(obj), Ts::Tuple)
-    df = device_function(obj, Ts)
-    R = df.rettype
-    if R === Union{}
-        throw(KernelCompileError("cannot compile for the GPU: the broadcast function always throws for " *
-                                 "elements of types $(join(Ts, ", ")) (its result type is Union{})"))
-    end
-    return df
-end
+# its result type. A function that always throws (result type `Union{}`) compiles too: its
+# kernel throws Base's exception for the first element (gpu_broadcast! raises it at once).
+bc_device_function(@nospecialize(obj), Ts::Tuple) = device_function(obj, Ts)
 
 """
     CuMem.bc_eltype(bc::Broadcasted) -> Type

@@ -86,7 +86,7 @@ function bcast_source(df::DeviceFunction, cdf, @nospecialize(D::Type), dest_line
         start = "i0"
         print_unrolled(io, IDX, [dc_is_ghost(T) ? "jl_ghost_t" : c_type(T) for (T, _) in leafinfo],
                        [l[3] for l in leafinfo],
-                       dc_is_ghost(D) ? nothing : c_type(D),
+                       dc_is_ghost(D) || df.rettype === Union{} ? nothing : c_type(D),
                        xs -> conv(string(df.name, "(&ctx, f", join([", " * x for x in xs]), ")")))
     end
     print(io, "  for ($IDX i = $start; i < n; i += ($IDX)blockDim.x * gridDim.x) {\n")
@@ -100,13 +100,14 @@ function bcast_source(df::DeviceFunction, cdf, @nospecialize(D::Type), dest_line
     offset(prefix, lin) = lin ? "i" : (N == 0 ? "0" : join(["c$d * $(prefix)_s$d" for d in 1:N], " + "))
     elem(k, lin, byv) = byv ? "(int64_t)($(offset("a$k", lin))) + 1" : "a$k[$(offset("a$k", lin))]"
     call = conv(string(df.name, "(&ctx, f", join([", " * elem(k, lin, byv) for (k, (T, lin, byv)) in enumerate(leafinfo)]), ")"))
-    if dc_is_ghost(D)
+    print(io, "    ctx.elem = jl_elem(i);\n")
+    if dc_is_ghost(D) || df.rettype === Union{}
         print(io, "    (void)", call, ";\n")
     else
         print(io, "    const $(c_type(D)) v = ", call, ";\n")
     end
     print(io, "    if (ctx.thrown) return;\n")
-    dc_is_ghost(D) || print(io, "    dst[$(offset("dst", dest_linear))] = v;\n")
+    dc_is_ghost(D) || df.rettype === Union{} || print(io, "    dst[$(offset("dst", dest_linear))] = v;\n")
     print(io, "  }\n}\n")
     body = String(take!(io))
     return cdf === nothing ? kernel_source(df; body = body) : kernel_source(df, cdf; body = body)
@@ -151,7 +152,8 @@ function print_unrolled(io, IDX, TCs, byv, DC, call)
         end
     end
     for u in 0:3
-        c = call(["l$(k)_$u" for k in eachindex(TCs)])
+        # (the element's number first: a throw of a lower one wins, see jl_err_claim)
+        c = string("(ctx.elem = jl_elem($(ix(u))), ", call(["l$(k)_$u" for k in eachindex(TCs)]), ")")
         if DC === nothing
             print(io, "    (void)", c, ";\n")
         else
@@ -284,6 +286,7 @@ bc_upload(x) = x
 # Compiled element functions whose objects were replaced in the cache: kept, so that
 # their object ids (part of the kernel cache's keys) are never reused.
 const BC_OLD_FUNCTIONS = Set{Any}()
+const BC_OLD_FUNCTIONS_LOCK = ReentrantLock()
 
 
 # The CuArrays a broadcast reaches through `Ref(A)` or a tuple `(A, B)` (element functions
@@ -321,7 +324,8 @@ function gpu_broadcast!(@nospecialize(dest::AbstractArray), @nospecialize(bc::Br
     end
     df = bc_function(bc)
     R = df.rettype
-    cdf = R === D ? nothing : device_function(convert, (Type{D}, R))
+    # (a function that always throws stores nothing: no conversion)
+    cdf = R === D || R === Union{} ? nothing : device_function(convert, (Type{D}, R))
     n = prod(dsz)
     maxlen = max(n, length(dleaf.base))
     for l in lvs
@@ -341,8 +345,10 @@ function gpu_broadcast!(@nospecialize(dest::AbstractArray), @nospecialize(bc::Br
     unroll = BCAST_UNROLL[]
     key = (:bcast, objectid(df), cdf === nothing ? UInt(0) : objectid(cdf), typeof(dest), dleaf.linear, linkey, idx64, unroll)
     entry = cached_kernel(key) do
-        push!(BC_OLD_FUNCTIONS, df)
-        cdf === nothing || push!(BC_OLD_FUNCTIONS, cdf)
+        lock(BC_OLD_FUNCTIONS_LOCK) do
+            push!(BC_OLD_FUNCTIONS, df)
+            cdf === nothing || push!(BC_OLD_FUNCTIONS, cdf)
+        end
         src = bcast_source(df, cdf, D, dleaf.linear, [(l.eltype, l.linear, l.byvalue) for l in lvs], N, idx64, unroll)
         (src, "cumem_bcast", cdf === nothing ? (df,) : (df, cdf), Tuple{GlobalRef,DataType}[])
     end
@@ -372,6 +378,8 @@ function gpu_broadcast!(@nospecialize(dest::AbstractArray), @nospecialize(bc::Br
     dc_is_ghost(df.argtypes[1]) || push!(args, bc_object(bc))
     blocks, threads = launch_shape(n)
     GC.@preserve leaves dest launch(entry.kernel, args...; blocks = blocks, threads = threads)
+    # a function that always throws: its exception now, as Base throws it from the broadcast
+    R === Union{} && synchronize()
     return dest
 end
 

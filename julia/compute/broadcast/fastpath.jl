@@ -265,6 +265,9 @@ function Base.copy(bc::Broadcasted{CuArrayStyle{N}}) where {N}
     T = index_copy_eltype(bc)
     T === nothing || return broadcast_into!(CuArray{T}(undef, size(bc)), bc)
     T = Base.invokelatest(bc_eltype, bc)
+    # a function that always throws (Base's exception comes from the broadcast; an empty
+    # result holds `nothing`s)
+    T === Union{} && return broadcast_into!(CuArray{Nothing}(undef, size(bc)), bc)
     # GPUArrays.jl's error (CUDA.jl 2.x): no array of a non-concrete element type is made
     isconcretetype(T) || error("GPU broadcast resulted in non-concrete element type $T.\n" *
                                "This probably means that the function you are broadcasting contains an error or type instability.")

@@ -73,8 +73,10 @@ function dc_getfield(fn, i::Int, args)
     check && dc_bounds_site(fn, i, args, string("(uint64_t)((int64_t)(", idx, ") - 1) >= ", n, "ULL"))
     dc_is_ghost(E) && return DC_GHOST
     ct = dc_ct(fn, E)
-    # elements of an isbits tuple are stored at a stride of their size
-    return string("((const ", ct, "*)&(", x, "))[(int64_t)(", idx, ") - 1]")
+    # elements of an isbits tuple are stored at a stride of their size; the tuple is bound
+    # to a reference first, as it may be an rvalue (a constant tuple's literal)
+    return string("([&](const ", dc_ct(fn, X), "& t_) { return ((const ", ct, "*)&t_)[(int64_t)(", idx,
+                  ") - 1]; }(", x, "))")
 end
 
 function dc_bounds_site(fn, i, args, cond)

@@ -244,7 +244,8 @@ dc_merged_globals(dfs) = sort!(unique(x -> x[1], reduce(vcat, [d.ctx.globals for
     CuMem.kernel_source(dfs::DeviceFunction...; body::String) -> String
 
 The CUDA C of a kernel: [`C_PRELUDE_V2`](@ref), the type definitions of `dfs` (each
-once), the context type `jl_ctx_t` (the error record's address, a flag, the launch-time
+once), the context type `jl_ctx_t` (the error record's address, a flag, the number of the
+element being computed (`elem`, see `jl_elem`: a throw of a lower one wins), the launch-time
 values of the constant bindings the functions read), `prelude` (helpers the functions call,
 e.g. the kernel language's device helpers), every `__device__` function (each
 once), then `body`: the kernel family's `extern "C" __global__` function, which takes
@@ -268,7 +269,7 @@ function kernel_source(dfs::DeviceFunction...; body::AbstractString, prelude::Ab
     for (_, v) in types
         print(io, v)
     end
-    print(io, "struct jl_ctx_t { jl_err_t* err; uint32_t thrown; uint32_t _pad;")
+    print(io, "struct jl_ctx_t { jl_err_t* err; uint32_t thrown; uint32_t elem;")
     tt = DCTypes()
     for (field, _, _, T) in dc_merged_globals(dfs)
         print(io, " ", dc_ctype!(tt, T), " ", field, ";")

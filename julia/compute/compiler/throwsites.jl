@@ -1,6 +1,7 @@
 # Throw sites of the typed-IR compiler. A statement that cannot return
-# (`throw`, a call typed `Union{}`) becomes: claim the error record, store the run-time
-# values its exception is built from, return (memory/kernel_errors.jl rebuilds the
+# (`throw`, a call typed `Union{}`) becomes: claim the error record (kept by the throw of the
+# lowest element number), store the run-time values its exception is built from (each
+# once, any number of bytes: the record grows to the largest site's), return (memory/kernel_errors.jl rebuilds the
 # exception on the host). Statements that only build exceptions (messages, exception
 # objects) are not translated: the host evaluates them again from the recorded values.
 
@@ -30,16 +31,21 @@ function dc_tree(fn::DCFn, @nospecialize(x))
     T = ir_widen(t)
     dc_is_ghost(T) && isdefined(T, :instance) && return (:const, T.instance)
     (T isa DataType && isbitstype(T)) || return (:unavailable, T)
+    # each run-time value once (`x + x + ... + x` records x once)
+    key = x isa Core.SSAValue ? (:ssa, x.id) : (:arg, ir_argument_index(x))
+    key[2] isa Int && key[2] > 0 && haskey(fn.payload_vals, key) && return fn.payload_vals[key]
     off = (fn.payload + Base.datatype_alignment(T) - 1) & -Base.datatype_alignment(T)
-    off + sizeof(T) <= 64 || return (:unavailable, T)
     fn.payload = off + sizeof(T)
     println(fn.io, "      { ", dc_ct(fn, T), " v = ", dc_val(fn, x), "; jl_err_put(e, ", off, ", &v, sizeof(v)); }")
-    return (:payload, T, off)
+    t = (:payload, T, off)
+    key[2] isa Int && key[2] > 0 && (fn.payload_vals[key] = t)
+    return t
 end
 
 function dc_has_unavailable(tree)
-    tree isa Tuple || return false
+    (tree isa Tuple && !isempty(tree)) || return false
     tree[1] === :unavailable && return true
+    tree[1] === :const && return false           # a value (maybe a tuple, e.g. `()`), not a tree
     return any(dc_has_unavailable, tree)
 end
 
@@ -48,8 +54,9 @@ function dc_throw_if(fn::DCFn, i::Int, cond::String, tree_of)
     fn.may_throw = true
     println(fn.io, "  if (", cond, ") {")
     println(fn.io, "    jl_err_t* e = ctx->err;")
-    println(fn.io, "    if (jl_err_claim(e)) {")
+    println(fn.io, "    if (jl_err_claim(e, ctx->elem)) {")
     fn.payload = 0
+    empty!(fn.payload_vals)
     tree = tree_of isa Function ? tree_of() : tree_of
     name, file, line = dc_line(fn, i)
     where_ = string(name, " at ", file, ":", line)
@@ -57,8 +64,8 @@ function dc_throw_if(fn::DCFn, i::Int, cond::String, tree_of)
         tree = (:call, (:const, error), (:const, "a GPU kernel threw an exception in $where_ whose values " *
                                                   "could not be recorded"))
     end
-    site = dc_register_site(tree, where_)
-    println(fn.io, "      jl_err_done(e, ", site, ");")
+    site = dc_register_site(tree, where_, fn.payload)
+    println(fn.io, "      jl_err_done(e, ", site, ", ctx->elem);")
     println(fn.io, "    }")
     println(fn.io, "    ctx->thrown = 1; return ", dc_zero(fn), ";")
     println(fn.io, "  }")

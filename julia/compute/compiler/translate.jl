@@ -19,7 +19,7 @@ function dc_compile_sig!(st::DCState, @nospecialize(sig), m::Method, sparams::Co
         ci, rt = code
         name = "jlf_" * dc_sanitize(string(m.name)) * "_" * dc_hash(sig)
         argtypes = dc_va_argtypes(m, sig)
-        fn = DCFn(st, ci, ir_widen(rt), argtypes, sparams, IOBuffer(), falses(0), false, 0)
+        fn = DCFn(st, ci, ir_widen(rt), argtypes, sparams, IOBuffer(), falses(0), false, 0, Dict{Any,Any}())
         body = dc_function_body(fn)
         io = IOBuffer()
         print(io, "static __device__ ", dc_zero_type(fn), " ", name, "(jl_ctx_t* ctx")
@@ -280,11 +280,11 @@ end
 
 function dc_invoke(fn::DCFn, i::Int, ex::Expr)
     mi = ex.args[1]::Core.MethodInstance
-    sig = mi.specTypes
     fargs = ex.args[2:end]
+    sig, sparams = dc_type_specialize(fn, mi, fargs)
     e = dc_math(fn, i, sig, fargs[2:end])
     e === nothing || return dc_assign(fn, i, e)
-    name, rt, mt = dc_compile_sig!(fn.st, sig, mi.def::Method, mi.sparam_vals)
+    name, rt, mt = dc_compile_sig!(fn.st, sig, mi.def::Method, sparams)
     ps = sig.parameters
     cargs = String["ctx"]
     m = mi.def::Method
@@ -317,6 +317,34 @@ function dc_invoke(fn::DCFn, i::Int, ex::Expr)
         println(fn.io, "  if (ctx->thrown) return ", dc_zero(fn), ";")
     end
     fast === nothing || println(fn.io, "  }")
+end
+
+# Julia does not specialise a method on a type argument it only calls or passes on (its
+# `Type{T} where T`, `DataType`), where the GPU needs the type known: CUDA.jl's kernels such
+# as `kernel(a, T) = (a[1] = T(1); ...)` get `Type{Int32}` as GPUCompiler compiles the
+# kernel for its exact argument types. The invoke's signature with such an argument
+# narrowed to the caller's `Type{X}` (and the method's static parameters for it).
+function dc_type_specialize(fn::DCFn, mi::Core.MethodInstance, fargs)
+    sig = mi.specTypes
+    ps = sig.parameters
+    m = mi.def::Method
+    (m.isva || length(ps) != length(fargs)) && return sig, mi.sparam_vals
+    narrowed = false
+    ts = Any[]
+    for (k, a) in enumerate(fargs)
+        P = ps[k]
+        A = dc_argtype(fn, a)
+        if !dc_is_ghost(P) && dc_is_ghost(A) && A <: Type && A <: P
+            push!(ts, A); narrowed = true
+        else
+            push!(ts, P)
+        end
+    end
+    narrowed || return sig, mi.sparam_vals
+    sig2 = Tuple{ts...}
+    ti, env = ccall(:jl_type_intersection_with_env, Any, (Any, Any), sig2, m.sig)::Core.SimpleVector
+    ti === Union{} && return sig, mi.sparam_vals
+    return sig2, env
 end
 
 # `start:step:stop` of Int32/Int64 computes its last element with Base.steprange_last (a

@@ -27,6 +27,7 @@ mutable struct DCFn
     errorly::BitVector
     may_throw::Bool
     payload::Int          # bytes of the error payload used by the current site
+    payload_vals::Dict{Any,Any}   # the current site's recorded values: (:ssa | :arg, n) => (:payload, T, off)
 end
 
 dc_ct(fn::DCFn, @nospecialize(T)) = dc_ctype!(fn.st.tt, T)

@@ -20,6 +20,14 @@ The `adapt` target of [`cudaconvert`](@ref): CuArrays become CuDeviceArrays.
 """
 struct KernelAdaptor end
 
+"""
+    CuMem.Adaptor
+
+CUDA.jl's name of the `adapt` target of `cudaconvert`: [`CuMem.KernelAdaptor`](@ref)
+(extend `CuMem.adapt_storage(::CuMem.Adaptor, x)` for your own argument types).
+"""
+const Adaptor = KernelAdaptor
+
 adapt_storage(::KernelAdaptor, a::CuArray{T,N}) where {T,N} = CuDeviceArray(a)
 adapt_structure(to::KernelAdaptor, r::Base.RefValue) = CuRefValue(adapt(to, r[]))
 function adapt_structure(to::KernelAdaptor, v::Base.FastContiguousSubArray{T,N,<:CuArray}) where {T,N}
@@ -33,6 +41,22 @@ function adapt_structure(to::KernelAdaptor, r::Base.ReshapedArray{T,N,<:CuArray}
     return CuDeviceArray{T,N}(devaddr(p), size(r))
 end
 
+# Closures passed to @cuda (as the kernel or as an argument) that capture CuArrays: their
+# captured values converted, as Adapt.jl does for closures. A closure's type has one
+# parameter per captured variable (its type), so the converted closure is the same
+# function with the converted values' types; other callables stay as they are.
+@inline function adapt_structure(to::KernelAdaptor, f::F) where {F<:Function}
+    fieldcount(F) == 0 && return f
+    dv_is_closure(F) || return f
+    return dv_new_closure(F, map(x -> adapt(to, x), ntuple(i -> getfield(f, i), Val(fieldcount(F)))))
+end
+dv_is_closure(@nospecialize(F)) = F isa DataType && startswith(string(F.name.name), "#") &&
+    length(F.parameters) == fieldcount(F) && all(i -> F.parameters[i] === fieldtype(F, i), 1:fieldcount(F))
+@generated function dv_new_closure(::Type{F}, fields::Tuple) where {F}
+    T = F.name.wrapper{fields.parameters...}
+    return Expr(:new, T, [:(fields[$i]) for i in 1:length(fields.parameters)]...)
+end
+
 """
     cudaconvert(x)
 
@@ -40,8 +64,8 @@ The value a kernel receives for the host value `x` (`@cuda` calls it on each arg
 on the function): a `CuArray` (any dimensions) becomes a [`CuDeviceArray`](@ref CuMem.CuDeviceArray)
 (its address and size), a contiguous view or reshape of one a CuDeviceArray of its
 elements, other views a `SubArray` of one, `Ref(x)` a [`CuMem.CuRefValue`](@ref),
-tuples and NamedTuples element by element (structs through `CuMem.adapt_structure`);
-isbits values stay as they are. As CUDA.jl's `cudaconvert` (through Adapt).
+tuples and NamedTuples element by element (structs through `CuMem.adapt_structure`),
+closures their captured values; isbits values stay as they are. As CUDA.jl's `cudaconvert` (through Adapt).
 """
 cudaconvert(x) = adapt(KernelAdaptor(), x)
 
@@ -68,3 +92,13 @@ adapt_storage(::KernelAdaptor, p::CuPtr{T}) where {T} = reinterpret(Core.LLVMPtr
 # CUDA.jl's kernels use; LLVM.jl is not a dependency)
 Base.unsafe_load(p::Core.LLVMPtr{T}, i::Integer = 1) where {T} = unsafe_load(reinterpret(Ptr{T}, p), i)
 Base.unsafe_store!(p::Core.LLVMPtr{T}, x, i::Integer = 1) where {T} = unsafe_store!(reinterpret(Ptr{T}, p), x, i)
+
+"""
+    CuDeviceVector{T} = CuDeviceArray{T,1}
+    CuDeviceMatrix{T} = CuDeviceArray{T,2}
+
+A kernel's vectors and matrices (CUDA.jl's aliases).
+"""
+const CuDeviceVector{T} = CuDeviceArray{T,1}
+const CuDeviceMatrix{T} = CuDeviceArray{T,2}
+@doc (@doc CuDeviceVector) CuDeviceMatrix

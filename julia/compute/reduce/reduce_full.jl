@@ -95,7 +95,7 @@ function full_reduce_source(header::String, TCs::Vector{String}, AC::String, W::
             print(io, "      const vec$(q)_t w$(q)_$u = vs$q[i + $u * stride];\n")
         end
         for u in 0:3, e in 0:W-1
-            print(io, "      CUMEM_ACC($(accs[mod(u * W + e, 4) + 1]), ", args("w", "_$u.x[$e]"), ");\n")
+            print(io, "      CUMEM_ACC_AT((uint64_t)(i + $u * stride) * $W + $e, $(accs[mod(u * W + e, 4) + 1]), ", args("w", "_$u.x[$e]"), ");\n")
         end
         print(io, "    }\n")
         print(io, "    for (; i < nv; i += stride) {\n")
@@ -103,7 +103,7 @@ function full_reduce_source(header::String, TCs::Vector{String}, AC::String, W::
             print(io, "      const vec$(q)_t w$q = vs$q[i];\n")
         end
         for e in 0:W-1
-            print(io, "      CUMEM_ACC($(accs[e % 4 + 1]), ", args("w", ".x[$e]"), ");\n")
+            print(io, "      CUMEM_ACC_AT((uint64_t)i * $W + $e, $(accs[e % 4 + 1]), ", args("w", ".x[$e]"), ");\n")
         end
         print(io, "    }\n")
         print(io, "    k += nv * $W;\n")
@@ -115,10 +115,10 @@ function full_reduce_source(header::String, TCs::Vector{String}, AC::String, W::
         print(io, "    const $(TCs[q]) v$(q)_$u = src$q[k + $u * stride];\n")
     end
     for u in 0:3
-        print(io, "    CUMEM_ACC($(accs[u+1]), ", args("v", "_$u"), ");\n")
+        print(io, "    CUMEM_ACC_AT(k + $u * stride, $(accs[u+1]), ", args("v", "_$u"), ");\n")
     end
     print(io, "  }\n")
-    print(io, "  for (; k < n; k += stride) CUMEM_ACC(acc, ", args("src", "[k]"), ");\n")
+    print(io, "  for (; k < n; k += stride) CUMEM_ACC_AT(k, acc, ", args("src", "[k]"), ");\n")
     print(io, "  cumem_reduce_all_finish(ctx, op, acc, acc1, acc2, acc3, $neut_ex, part);\n}\n")
 
     return String(take!(io))

@@ -107,6 +107,8 @@ const CachedKernel = KernelEntry
 
 const KERNEL_TABLE = Dict{Any,KernelEntry}()
 const KERNEL_TABLE_LOCK = ReentrantLock()
+# Held while a missing entry is built (kernel_entry): the builds are serialised.
+const KERNEL_BUILD_LOCK = ReentrantLock()
 
 """
     CuMem.kernel_entry(make, key, fns::Tuple = ()) -> KernelEntry
@@ -130,6 +132,21 @@ function kernel_entry(make, key, fns::Tuple = ())
     finally
         unlock(KERNEL_TABLE_LOCK)
     end
+    # One builder at a time: two tasks missing the same key must not both build it (the
+    # builders register compiled functions and sites), so the second waits and finds it.
+    lock(KERNEL_BUILD_LOCK)
+    try
+        e = lock(() -> get(KERNEL_TABLE, k, nothing), KERNEL_TABLE_LOCK)
+        if e !== nothing && e.fns === fns
+            lock(() -> KERNEL_TABLE_STATS.hits += 1, KERNEL_TABLE_LOCK)
+            return e
+        end
+        return kernel_build(make, k, fns)
+    finally
+        unlock(KERNEL_BUILD_LOCK)
+    end
+end
+function kernel_build(make, k, fns::Tuple)
     source, names, extra = make()
     names = names isa AbstractString ? [String(names)] : String[n for n in names]
     kernels = Any[]

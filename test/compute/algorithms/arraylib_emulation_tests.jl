@@ -1,6 +1,6 @@
 # The GPU path of issue 24's kernels (scans, radix and bitonic sorts, compaction, gathers,
 # scatters, and the reductions they call) run on the CPU: each CUDA C source is compiled by
-# g++ with the CUDA built-ins it uses emulated - every thread of a block is a host thread,
+# g++ with the CUDA built-ins it uses emulated - every thread of a block is a fiber,
 # `__shared__` memory is shared by them, `__syncthreads` is a barrier of the block,
 # `__match_any_sync`/`__shfl_down_sync` go through a barrier of the warp - and launched with
 # the arguments the GPU path marshals. Blocks run one after another. This checks the

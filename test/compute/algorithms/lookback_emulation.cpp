@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 typedef uint32_t cumem_key_t; typedef uint32_t cumem_val_t; typedef uint32_t cumem_status_t;
 typedef uint32_t jl_ctx_t;
 #define CUMEM_KEY_KIND 0

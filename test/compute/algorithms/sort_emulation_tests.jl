@@ -1,6 +1,6 @@
 # The onesweep radix sort (julia/cuda/sort.cuh) and the one-pass scan (julia/cuda/scan.cuh)
-# run on the CPU through test/compute/emulation_threads.jl (g++, a host thread per GPU
-# thread; blocks one after another, which decoupled look-back allows: a tile waits only on
+# run on the CPU through test/compute/emulation_threads.jl (g++, a fiber per GPU thread;
+# blocks one after another, which decoupled look-back allows: a tile waits only on
 # tiles before it), against Base: every key width, NaN and -0.0 order, rev, by, stability of
 # sortperm, sizes around the tile (4096 keys; scans: 4096 / 2048 / 1024 elements by width),
 # n = 0, 1, 2^k ± 1, dims, init, integer scans exactly. lookback_emulation.cpp walks the

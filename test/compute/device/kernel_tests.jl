@@ -349,7 +349,7 @@ end
     x = CuArray(ones(Float32, 4))
     @test_throws ArgumentError @cuda threads=1025 gpu_add2!(x, x)
     @test_throws ArgumentError @cuda threads=(32, 32, 2) gpu_add2!(x, x)
-    @test_throws ArgumentError @cuda threads=32 shmem=100_000 gpu_add2!(x, x)
+    @test_throws ArgumentError @cuda threads=32 shmem=300_000 gpu_add2!(x, x)
     @test_throws ArgumentError @cuda gpu_add2!(x, [1f0])
     @test Array(x) == ones(Float32, 4)
     bad(a) = (a[1] = 1; 1)

@@ -93,26 +93,39 @@ const DV_INPLACE_OPS = Dict(:(+=) => :(+), :(-=) => :(-), :(*=) => :(*), :(/=) =
                             :(|=) => :(|), :(⊻=) => :(⊻))
 
 """
+    CuMem.AtomicError(msg)
+
+What [`CuMem.@atomic`](@ref) throws, when it is expanded, for an expression it cannot
+make atomic (CUDA.jl's `AtomicError`, with its messages).
+"""
+struct AtomicError <: Exception
+    msg::String
+end
+Base.showerror(io::IO, err::AtomicError) = print(io, "AtomicError: ", err.msg)
+
+"""
     CuMem.@atomic a[I...] op= val
     CuMem.@atomic a[I...] = op(a[I...], val)
 
-Atomically applies `op` (`+ - * / & | ⊻ max min`) to the element `a[I...]` of a kernel's
-array and `val` (converted to the element type), as CUDA.jl's `@atomic`; returns the old
-value. Bounds-checked unless `@inbounds`. Other operations throw an `ArgumentError` when the
-macro is expanded.
+Atomically applies `op` to the element `a[I...]` of a kernel's array and `val` (converted
+to the element type), as CUDA.jl's `@atomic`; returns the old value. `+ - * / & | ⊻ max
+min` use CUDA's atomics, any other function a compare-and-swap loop. Bounds-checked unless
+`@inbounds`. Other expressions throw a [`CuMem.AtomicError`](@ref) when the macro is
+expanded (CUDA.jl's messages).
 """
 macro atomic(ex)
     if Meta.isexpr(ex, :(=))
         ref, rhs = ex.args[1], ex.args[2]
-        (Meta.isexpr(rhs, :call) && length(rhs.args) == 3 && rhs.args[2] == ref) ||
-            throw(ArgumentError("@atomic a[i] = op(a[i], v): the right-hand side must apply op to the left-hand side and a value"))
+        Meta.isexpr(rhs, :call) || throw(AtomicError("right-hand side of an @atomic assignment should be a call"))
+        (length(rhs.args) == 3 && rhs.args[2] == ref) ||
+            throw(AtomicError("right-hand side of a non-inplace @atomic assignment should reference the left-hand side"))
         op, val = rhs.args[1], rhs.args[3]
     elseif ex isa Expr && haskey(DV_INPLACE_OPS, ex.head)
         op, ref, val = DV_INPLACE_OPS[ex.head], ex.args[1], ex.args[2]
     else
-        throw(ArgumentError("@atomic takes `a[i] op= v` or `a[i] = op(a[i], v)`"))
+        throw(AtomicError("unknown @atomic expression"))
     end
-    Meta.isexpr(ref, :ref) || throw(ArgumentError("@atomic must be applied to an array element `a[i]`"))
+    Meta.isexpr(ref, :ref) || throw(AtomicError("@atomic should be applied to an array reference expression"))
     return :(atomic_arrayset($(esc(ref.args[1])), ($(map(esc, ref.args[2:end])...),), $(esc(op)), $(esc(val))))
 end
 

@@ -19,6 +19,8 @@ function host_format1(spec::String, x)
         ccall(:snprintf, Cint, (Ptr{UInt8}, Csize_t, Cstring, Float64...), buf, length(buf), spec, x)
     elseif x isa Ptr
         ccall(:snprintf, Cint, (Ptr{UInt8}, Csize_t, Cstring, Ptr{Cvoid}...), buf, length(buf), spec, x)
+    elseif x isa Union{Int8,Int16,UInt8,UInt16}      # C's promotion to int
+        ccall(:snprintf, Cint, (Ptr{UInt8}, Csize_t, Cstring, Int32...), buf, length(buf), spec, Int32(x))
     elseif x isa Union{Int32,UInt32}
         ccall(:snprintf, Cint, (Ptr{UInt8}, Csize_t, Cstring, Int32...), buf, length(buf), spec, reinterpret(Int32, x))
     elseif x isa Union{Int64,UInt64}
@@ -119,11 +121,11 @@ const DV_PRINT_SPECS = Dict{Type,String}(Int16 => "%hd", Int32 => "%d", Int64 =>
         end
         if T === Float32 || T === Float16
             ex, T = :(Float64($ex)), Float64
-        elseif T === Bool || T === Int8 || T === UInt8
+        elseif T === Bool || T === UInt8
             ex, T = :(Int32($ex)), Int32
         elseif T <: Ptr
             ex, T = :(convert(Ptr{Cvoid}, $ex)), Ptr{Cvoid}
-        elseif T === Char
+        elseif T === Char || T === Int8    # Cchar prints as a character, as CUDA.jl
             fmt *= "%c"
             push!(args, :(Int32($ex)))
             continue
@@ -148,6 +150,8 @@ function dv_print_parts(parts)
             append!(out, dv_print_parts(p.args))
         elseif p isa Char
             push!(out, Val(Symbol(string(p))))
+        elseif p isa QuoteNode && p.value isa Symbol      # @cuprint(:name) prints `name`
+            push!(out, Val(p.value))
         else
             push!(out, esc(p))
         end
@@ -159,8 +163,8 @@ end
     @cuprint(xs...)
     @cuprintln(xs...)
 
-Prints `xs` from a kernel (string literals, interpolation `"i = \$i"`, integers of 16 to
-64 bits, floats, `Bool`, `Char`, pointers), `@cuprintln` with a newline; built on
+Prints `xs` from a kernel (string and symbol literals, interpolation `"i = \$i"`, integers
+of 16 to 64 bits, floats, `Bool`, `Char` and `Cchar` (`Int8`, as a character), pointers), `@cuprintln` with a newline; built on
 [`@cuprintf`](@ref), as CUDA.jl.
 """
 macro cuprint(parts...)

@@ -1,0 +1,206 @@
+# CuMem's differential fuzzer: random type-stable element functions (test/fuzz/generator.jl)
+# run through broadcast, `map`, `mapreduce` and `sum` on CuArrays and compared with Base
+# on the same inputs (special values first): values with `isequal` (a transcendental
+# function at the result's root within its documented ulps, test/fuzz/ulps.jl), exceptions
+# by type and message. Every disagreement is written as a reproducer (a Julia file that
+# defines the function, its inputs and both results).
+#
+#   julia --project=. test/fuzz/fuzz.jl [--mode host|emu] [--seed S] [--n N] [--len L]
+#                                       [--out DIR] [--ulps]
+#
+# --mode host (default): the device of CUMEM_DEVICE (host: Base runs the elements, every
+#   kernel is still generated and, with libnvrtc, compiled to PTX; cuda: the GPU runs it);
+# --mode emu: every generated kernel compiled by g++ and run on CPU threads
+#   (test/compute/emulation_threads.jl);
+# --seed (default: from the clock, printed), --n functions (default 100), --len elements
+#   per input (default 24), --out the reproducers' folder (default fuzz-failures/);
+# --ulps: instead, measure each mapped transcendental function alone on this device (max
+#   ulp difference from Base over special and random inputs) and print the table.
+# Prints one JSON line per run: mode, seed, functions, checks, disagreements by kind.
+# Exit status 1 when a value, an exception or a crash disagreed.
+
+const ARGS_D = Dict{String,String}()
+let i = 1
+    while i <= length(ARGS)
+        a = ARGS[i]
+        if a in ("--ulps", "--quiet")
+            ARGS_D[a[3:end]] = "1"; i += 1
+        else
+            startswith(a, "--") && i < length(ARGS) || error("usage: fuzz.jl [--mode host|emu] [--seed S] [--n N] [--len L] [--out DIR] [--ulps]")
+            ARGS_D[a[3:end]] = ARGS[i+1]; i += 2
+        end
+    end
+end
+const MODE = get(ARGS_D, "mode", "host")
+MODE in ("host", "emu") || error("--mode is host or emu")
+if MODE == "emu"
+    include(joinpath(@__DIR__, "..", "compute", "emulation_threads.jl"))
+end
+using CuMem, Random, Printf
+include(joinpath(@__DIR__, "generator.jl"))
+include(joinpath(@__DIR__, "ulps.jl"))
+using .FuzzGen
+
+const SEED = Ref(parse(Int, get(ARGS_D, "seed", string(time_ns() % 1_000_000_000))))
+const N = parse(Int, get(ARGS_D, "n", "100"))
+const LEN = parse(Int, get(ARGS_D, "len", "24"))
+const OUTDIR = get(ARGS_D, "out", "fuzz-failures")
+const DEVICE_NAME = MODE == "emu" ? "emu" : CuMem.on_host() ? "host" : "cuda"
+
+struct Ok; v::Any; end
+struct Err; e::Any; end
+run_(f) = try
+    Ok(f())
+catch e
+    Err(e)
+end
+
+# ulps between two floats of one type (Inf when one is NaN or infinite and they differ)
+function ulps(a::T, b::T) where {T<:AbstractFloat}
+    isequal(a, b) && return 0.0
+    (isnan(a) || isnan(b) || isinf(a) || isinf(b)) && return Inf
+    a == b && return 0.0     # ±0
+    return Float64(abs(big(a) - big(b)) / eps(b == 0 ? floatmin(T) : abs(b)))
+end
+
+# Whether the GPU's result `got` agrees with Base's `want`; tol: ulps allowed (0: isequal).
+function agree(got, want, tol)
+    if got isa Err || want isa Err
+        (got isa Err && want isa Err) || return false
+        typeof(got.e) === typeof(want.e) || return false
+        return sprint(showerror, got.e) == sprint(showerror, want.e)
+    end
+    g, w = got.v, want.v
+    w isa BitArray && (w = Array(w))      # (Base's broadcast of a Bool result)
+    typeof(g) === typeof(w) || return false
+    g isa AbstractArray && size(g) != size(w) && return false
+    isequal(g, w) && return true
+    tol > 0 || return false
+    gs, ws = g isa AbstractArray ? (g, w) : ([g], [w])
+    return all(ulps(x, y) <= tol for (x, y) in zip(gs, ws))
+end
+
+show_result(r::Ok) = repr(r.v)
+show_result(r::Err) = "throws " * sprint(showerror, r.e)
+
+const COUNTS = Dict{String,Int}("wrong value" => 0, "exception mismatch" => 0, "crash" => 0, "refused" => 0)
+const CHECKS = Ref(0)
+
+function write_repro(k, src, xs, what, got, want, kind)
+    mkpath(OUTDIR)
+    path = joinpath(OUTDIR, "fuzz_$(DEVICE_NAME)_$(SEED[])_$(k)_$(replace(what, r"\W" => "_")).jl")
+    open(path, "w") do io
+        println(io, "# CuMem fuzzer reproducer: $kind in `$what` (mode $MODE, seed $(SEED[]), function $k)")
+        println(io, "# Base: ", replace(show_result(want), "\n" => "\n#   "))
+        println(io, "# CuMem: ", replace(show_result(got), "\n" => "\n#   "))
+        println(io, "using CuMem")
+        println(io, FuzzGen.STRUCT_DEF)
+        println(io, src)
+        for (i, x) in enumerate(xs)
+            println(io, "x$i = ", repr(x))
+        end
+        fname = match(r"function (\w+)", src).captures[1]
+        args = join(["x$i" for i in 1:length(xs)], ", ")
+        cargs = join(["CuArray(x$i)" for i in 1:length(xs)], ", ")
+        ex = what == "broadcast" ? ("$fname.($args)", "Array($fname.($cargs))") :
+             what == "map" ? ("map($fname, $args)", "Array(map($fname, $cargs))") :
+             (replace(what, "CA" => "x1"), replace(what, "CA" => "CuArray(x1)"))
+        println(io, "want = try; ", ex[1], "; catch e; e; end")
+        println(io, "got = try; ", ex[2], "; catch e; e; end")
+        println(io, "println(\"Base:  \", want)\nprintln(\"CuMem: \", got)")
+    end
+    return path
+end
+
+function check!(k, src, xs, what, want, gotf, tol)
+    CHECKS[] += 1
+    got = run_(gotf)
+    if got isa Err && got.e isa CuMem.KernelCompileError
+        kind = "refused"
+    elseif agree(got, want, tol)
+        return true
+    elseif got isa Err && !(want isa Err) || want isa Err && !(got isa Err) || (got isa Err && want isa Err)
+        kind = got isa Err && !(got.e isa Exception) ? "crash" : "exception mismatch"
+        got isa Err && !(want isa Err) && !(got.e isa Exception) && (kind = "crash")
+    else
+        kind = "wrong value"
+    end
+    COUNTS[kind] += 1
+    p = write_repro(k, src, xs, what, got, want, kind)
+    get(ARGS_D, "quiet", "0") == "1" || println("  $kind: $what of function $k -> $p")
+    return false
+end
+
+function fuzz_one(rng, k)
+    name = "fz$k"
+    src, ats, R, tr = FuzzGen.gen_function(rng, name)
+    M = Module(:FuzzFns)
+    Core.eval(M, Meta.parse(FuzzGen.STRUCT_DEF))
+    f = Core.eval(M, Meta.parse(src))
+    xs = Any[FuzzGen.inputs(rng, T, LEN) for T in ats]
+    tol = tr === nothing ? 0 : ulp_tolerance(tr, R, DEVICE_NAME)
+    cxs = Any[CuArray(x) for x in xs]
+    want = Base.invokelatest(() -> run_(() -> f.(xs...)))
+    check!(k, src, xs, "broadcast", want, () -> Base.invokelatest(() -> Array(f.(cxs...))), tol)
+    check!(k, src, xs, "map", Base.invokelatest(() -> run_(() -> map(f, xs...))), () -> Base.invokelatest(() -> Array(map(f, cxs...))), tol)
+    if length(xs) == 1 && R !== ComplexF32
+        op = R === Bool ? (|) : R <: Integer ? (+) : max
+        opn = R === Bool ? "|" : R <: Integer ? "+" : "max"
+        want = Base.invokelatest(() -> run_(() -> mapreduce(f, op, xs[1])))
+        check!(k, src, xs, "mapreduce($(name), $opn, CA)", want, () -> Base.invokelatest(() -> mapreduce(f, op, cxs[1])), tol)
+        if R <: Integer
+            want = Base.invokelatest(() -> run_(() -> sum(f, xs[1])))
+            check!(k, src, xs, "sum($name, CA)", want, () -> Base.invokelatest(() -> sum(f, cxs[1])), 0)
+        end
+    end
+    return nothing
+end
+
+function measure_ulps(rng)
+    println("| function | type | max ulps ($(DEVICE_NAME)) | inputs |")
+    println("|---|---|---:|---:|")
+    for fn in FuzzGen.TRANSCENDENTAL, T in (Float32, Float64)
+        f = getfield(Base, fn)
+        x = vcat(FuzzGen.special_values(T), FuzzGen.inputs(rng, T, 4000), T.(randn(rng, 2000) .* 100))
+        fn in (:log, :sqrt, :log2) && (x = abs.(x))
+        want = f.(x)
+        got = Array(f.(CuArray(x)))
+        m = maximum(ulps(g, w) for (g, w) in zip(got, want))
+        @printf("| %s | %s | %s | %d |\n", fn, T, m == Inf ? "Inf" : string(round(m; digits = 2)), length(x))
+    end
+end
+
+"""
+    fuzz_main(; seed, n) -> Int
+
+Runs `n` random functions from `seed` (or, with --ulps, the ulp measurement); prints the
+JSON summary; 0 when nothing disagreed (refusals are counted, not failures), else 1.
+"""
+function fuzz_main(; seed::Int = SEED[], n::Int = N)
+    SEED[] = seed
+    foreach(k -> COUNTS[k] = 0, collect(keys(COUNTS)))
+    CHECKS[] = 0
+    rng = MersenneTwister(seed)
+    println("fuzz: mode $MODE, device $(DEVICE_NAME), seed $seed, $n functions, $LEN elements")
+    if get(ARGS_D, "ulps", "0") == "1"
+        measure_ulps(rng)
+        return 0
+    end
+    t0 = time()
+    for k in 1:n
+        try
+            fuzz_one(rng, k)
+        catch e
+            # the fuzzer's own failure (a generated function Base cannot even define): a crash
+            COUNTS["crash"] += 1
+            println("  crash in function $k: ", first(sprint(showerror, e), 500))
+        end
+    end
+    bad = COUNTS["wrong value"] + COUNTS["exception mismatch"] + COUNTS["crash"]
+    @printf("{\"mode\":\"%s\",\"device\":\"%s\",\"seed\":%d,\"functions\":%d,\"checks\":%d,\"wrong_values\":%d,\"exception_mismatches\":%d,\"crashes\":%d,\"refused\":%d,\"seconds\":%.1f}\n",
+            MODE, DEVICE_NAME, seed, n, CHECKS[], COUNTS["wrong value"], COUNTS["exception mismatch"], COUNTS["crash"],
+            COUNTS["refused"], time() - t0)
+    return bad == 0 ? 0 : 1
+end
+
+abspath(PROGRAM_FILE) == abspath(@__FILE__()) && exit(fuzz_main())
