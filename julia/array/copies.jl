@@ -101,7 +101,12 @@ download(src::CuArray{T}, soffs::Integer, n::Integer) where {T} =
 # `collect` them first.
 const HostDense = Union{Array,AbstractRange,SubArray{<:Any,<:Any,<:Array},
                         Base.ReshapedArray{<:Any,<:Any,<:Array}}
-Base.copyto!(dest::CuArray, src::CuArray) = copy_all!(dest, src)
+# (a destination too short is a BoundsError, as Base's copyto! of two Arrays and CUDA.jl's)
+function Base.copyto!(dest::CuArray, src::CuArray)
+    n = length(src)
+    n > length(dest) && throw(BoundsError(dest, n))
+    return copyto!(dest, 1, src, 1, n)
+end
 
 """
     copyto!(dest::CuArray, src::Array; async = false)

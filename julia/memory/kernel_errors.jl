@@ -66,8 +66,13 @@ const DC_ERR_HEADER = 16          # bytes before the payload
 
 function dc_err_record()
     r = DC_ERR[]
-    need = (DC_ERR_HEADER + DC_ERR_CAP[]) >> 3
-    length(r) >= need && return r
+    length(r) >= (DC_ERR_HEADER + DC_ERR_CAP[]) >> 3 && return r
+    return dc_err_grow()
+end
+
+# (apart from dc_err_record, whose every launch would otherwise box the variables this
+# closure captures: 64 bytes per broadcast)
+@noinline function dc_err_grow()
     return lock(DC_SITES_LOCK) do
         r = DC_ERR[]
         need = (DC_ERR_HEADER + DC_ERR_CAP[]) >> 3

@@ -116,7 +116,7 @@ function uuid(dev::CuDevice)
     device!(is_host_device, dev) &&
         throw(ArgumentError("uuid($dev): the host device (no GPU) has no UUID"))
     f = libcuda_sym(:cuDeviceGetUuid)
-    bytes = zeros(UInt8, 16)
+    bytes = Base.zeros(UInt8, 16)      # (a host buffer: CuMem.zeros makes a CuArray)
     r = ccall(f, Cint, (Ptr{UInt8}, Cint), bytes, cu_device_handle(dev))
     r == 0 || throw(CuMemError(CUMEM_ERROR_DEVICE, "cuDeviceGetUuid failed with CUDA error $r"))
     return Base.UUID(foldl((a, b) -> (a << 8) | b, UInt128.(bytes)))

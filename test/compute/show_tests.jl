@@ -51,7 +51,8 @@ summary_line(x) = split(sprint(show, MIME"text/plain"(), x), '\n')[1]
     # the summary names the device types
     @test occursin("Diagonal{Float32,CuArray{Float32,1}}", summary_line(Diagonal(dv))) ||
           occursin("Diagonal{Float32, CuArray{Float32, 1", summary_line(Diagonal(dv)))
-    @test occursin("view(::CuArray{Float32", summary_line(view(dA, :, 2)))
+    @test occursin("view(::CuArray{Float32", summary_line(view(dA, 2, :)))
+    @test occursin("CuArray{Float32", summary_line(view(dA, :, 2)))    # contiguous: a CuArray
     @test occursin("CuArray", summary_line(dA'))
     # freed arrays say so
     x = CuArray(rand(3)); unsafe_free!(x)

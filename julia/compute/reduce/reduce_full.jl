@@ -139,6 +139,8 @@ the host, in block order.
 """
 @inline function full_reduce_run(k, op::OP, ctx, srcs::NTuple{K,UInt64}, n::Union{UInt32,UInt64}, ::Type{Acc},
                                  extra::Vararg{Any,M}) where {OP,K,Acc,M}
+    # (a capture cannot wait for the value: refused before anything is launched, as mapreduce does)
+    CAPTURES[] == 0 || refuse_in_capture("a whole-array reduction (a scalar read-back of its value)")
     nb = full_blocks(Int(n), sizeof(Acc))
     buf = readback_buffer()
     GC.@preserve buf begin

@@ -243,9 +243,11 @@ end
 end
 
 @testset "freed arrays" begin
-    d = CuArray(rand(4, 4)); v = view(d, :, 1); unsafe_free!(d)
+    h = rand(4, 4); d = CuArray(h); v = view(d, :, 1); unsafe_free!(d)
     @test_throws AssertionError d[:, 1]
-    @test_throws AssertionError copy(v)
+    # a contiguous view is a CuArray sharing d's memory (CUDA.jl's rule): its hold keeps the
+    # memory, as a reshape's does
+    @test Array(copy(v)) == h[:, 1]
     @test_throws AssertionError (d[:, 1] = rand(4))
 end
 
