@@ -10,7 +10,7 @@
 #   tests        Pkg.test with CUMEM_DEVICE=cuda, CUMEM_TEST_SKIP_INSTALL=1; with
 #                TESTS="test/a.jl test/b.jl" only those files, each in a process of its own;
 #                with GPUARRAYS_TEST=<GPUArrays.jl v6.4.1's test/ folder> also that suite
-#                (bench/julia/gpuarrays_suite.jl)
+#                (bench/julia/gpuarrays_suite.jl; GPUARRAYS_SETS="statistics;uniformscaling" only those testsets)
 #   rust-cuda    every Rust test binary of the kit with CUMEM_TEST_CUDA=1, one test thread
 #                (RUST_TESTS="compute ffi" narrows them; the binaries named in RUST_PER_TEST,
 #                default "linalg", run one process per test: a cuSOLVER fault poisons its context)
@@ -40,7 +40,7 @@
 #                bench/julia/compiler_translate.jl
 #   kernels      the kernel language: test/compute/device/*_tests.jl, then bench/julia/kernel_bench.jl
 #                (@cuda kernels beside broadcasts and `sum`)
-#   cudajl       bench/julia/cudajl_suite.jl (if present)
+#   cudajl       bench/julia/cudajl_suite.jl (if present; CUDAJL_ARGS="--kernels" or "--array" for one half)
 #   graphs       CUDA graphs: the demo's MLP step eager and replayed from a graph
 #                (bench/julia/graph_bench.jl) beside PyTorch eager and torch.cuda.graph replay
 #                (bench/anchors/graph_anchor.py): median µs per step, weights equal to eager,
@@ -173,7 +173,9 @@ suite_tests() {
             jl "$(budget_of tests)" CUMEM_TEST_SKIP_INSTALL=1 -e 'using Pkg; Pkg.test()'
     fi
     if [ -n "${GPUARRAYS_TEST:-}" ]; then   # GPUArrays.jl v6.4.1's test folder, copied there (never into the checkout)
-        step "GPUArrays.jl test suite" "$L/gpuarrays_suite.log" jl 1500 bench/julia/gpuarrays_suite.jl "$GPUARRAYS_TEST"
+        local sets=()
+        IFS=';' read -r -a sets <<< "${GPUARRAYS_SETS:-}"     # testset names, ';'-separated (default: all)
+        step "GPUArrays.jl test suite" "$L/gpuarrays_suite.log" jl 1500 bench/julia/gpuarrays_suite.jl "$GPUARRAYS_TEST" "${sets[@]}"
         grep -v '^    ' "$L/gpuarrays_suite.log" | head -40 > "$D/gpuarrays_suite.txt"
     fi
     find "$L" -name '*.log' ! -name run.log -exec grep -h -E 'Test Summary|^ *[A-Za-z].*\| +[0-9]+ +[0-9]' {} + | grep -v '^\s*$' > "$D/test_summary.txt" || true
@@ -446,7 +448,8 @@ suite_kernels() {
 suite_cudajl() {
     have bench/julia/cudajl_suite.jl || return 0
     need_julia && need_lib || return
-    step "cudajl_suite.jl" "$L/cudajl_suite.log" jl "$(budget_of cudajl)" bench/julia/cudajl_suite.jl
+    # CUDAJL_ARGS: the script's options and files (e.g. `--kernels`, `--array`, `execution`)
+    step "cudajl_suite.jl" "$L/cudajl_suite.log" jl "$(budget_of cudajl)" bench/julia/cudajl_suite.jl ${CUDAJL_ARGS:-}
     jsonl "$L/cudajl_suite.log" > "$D/cudajl_suite.jsonl"
 }
 
