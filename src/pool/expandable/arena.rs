@@ -310,99 +310,8 @@ impl Arena {
     pub fn place(&mut self, size: u64) -> Option<(u32, u64, usize)> {
         // The common case first: the best fit's start is mapped (the scan below would
         // stop there too).
-        let pol = super::knob("E_POLICY", 0);
-        if pol == 6 {
-            let i = self.free.best_fit(&self.nodes, size)?;
-            let a = self.nodes[i as usize].addr;
-            if self.all_mapped(a, size) {
-                return Some((i, a, 0));
-            }
-        }
-        if pol == 4 || pol == 5 || pol == 6 {
-            let mut fits = Vec::new();
-            self.free.for_each_fit(&self.nodes, size, |i| fits.push(i));
-            let ao = |v: &mut Vec<u32>| v.sort_by_key(|&i| self.nodes[i as usize].addr);
-            let bf = |v: &mut Vec<u32>| v.sort_by_key(|&i| (self.nodes[i as usize].size, self.nodes[i as usize].addr));
-            if pol == 4 { ao(&mut fits) } else { bf(&mut fits) }
-            let kk = super::knob("E_K", 0);
-            if kk > 0 {
-                let mut near: Vec<u32> = fits.iter().copied().filter(|&i| self.nodes[i as usize].size <= size.saturating_mul(kk)).collect();
-                near.sort_by_key(|&i| self.nodes[i as usize].addr);
-                for &i in &near {
-                    let Node { addr: at, size: have, .. } = self.nodes[i as usize];
-                    if self.all_mapped(at, size) { return Some((i, at, 0)); }
-                    if self.all_mapped(at + have - size, size) { return Some((i, at + have - size, 0)); }
-                    if let Some(g) = self.mapped_run(at, have, size) { return Some((i, self.granule_addr(g), 0)); }
-                }
-            }
-            for &i in &fits {
-                let Node { addr: at, size: have, .. } = self.nodes[i as usize];
-                if self.all_mapped(at, size) { return Some((i, at, 0)); }
-                if self.all_mapped(at + have - size, size) { return Some((i, at + have - size, 0)); }
-                if let Some(g) = self.mapped_run(at, have, size) { return Some((i, self.granule_addr(g), 0)); }
-            }
-            if pol == 4 { bf(&mut fits) } else { ao(&mut fits) }
-            let mut best: Option<(u32, u64, usize)> = None;
-            for &i in &fits {
-                let Node { addr: at, size: have, .. } = self.nodes[i as usize];
-                for addr in [at, at + have - size] {
-                    let n = self.unmapped_in(addr, size);
-                    if best.is_none_or(|b| n < b.2) { best = Some((i, addr, n)); }
-                }
-                if let Some((addr, n)) = self.mapped_window(at, have, size) && best.is_none_or(|b| n < b.2) { best = Some((i, addr, n)); }
-            }
-            return best;
-        }
-        if pol == 1 && size >= super::knob("E_P1MIN", 0) && size <= super::knob("E_P1MAX", u64::MAX) {
-            let mut fits = Vec::new();
-            self.free.for_each_fit(&self.nodes, size, |i| fits.push(i));
-            fits.sort_by_key(|&i| self.nodes[i as usize].addr);
-            let mut best: Option<(u32, u64, usize)> = None;
-            for &i in &fits {
-                let Node { addr: at, size: have, .. } = self.nodes[i as usize];
-                for addr in [at, at + have - size] {
-                    let n = self.unmapped_in(addr, size);
-                    if best.is_none_or(|b| n < b.2) { best = Some((i, addr, n)); }
-                    if n == 0 { return best; }
-                }
-                if let Some(g) = self.mapped_run(at, have, size) { return Some((i, self.granule_addr(g), 0)); }
-            }
-            return best;
-        }
         let i = self.free.best_fit(&self.nodes, size)?;
         let a = self.nodes[i as usize].addr;
-        if pol == 3 {
-            let lim = self.nodes[i as usize].size.saturating_add(self.nodes[i as usize].size / 1000 * super::knob("E_EPS", 125));
-            let mut fits = Vec::new();
-            self.free.for_each_fit(&self.nodes, size, |j| if self.nodes[j as usize].size <= lim { fits.push(j) });
-            fits.sort_by_key(|&j| self.nodes[j as usize].addr);
-            for &j in &fits {
-                let Node { addr: at, size: have, .. } = self.nodes[j as usize];
-                if self.all_mapped(at, size) { return Some((j, at, 0)); }
-                if self.all_mapped(at + have - size, size) { return Some((j, at + have - size, 0)); }
-                if let Some(g) = self.mapped_run(at, have, size) { return Some((j, self.granule_addr(g), 0)); }
-            }
-            if super::knob("E_P3FB", 0) == 1 {
-                let mut fits = Vec::new();
-                self.free.for_each_fit(&self.nodes, size, |i| fits.push(i));
-                fits.sort_by_key(|&i| self.nodes[i as usize].addr);
-                let mut best: Option<(u32, u64, usize)> = None;
-                for &i in &fits {
-                    let Node { addr: at, size: have, .. } = self.nodes[i as usize];
-                    for addr in [at, at + have - size] {
-                        let n = self.unmapped_in(addr, size);
-                        if best.is_none_or(|b| n < b.2) { best = Some((i, addr, n)); }
-                        if n == 0 { return best; }
-                    }
-                    if let Some(g) = self.mapped_run(at, have, size) { return Some((i, self.granule_addr(g), 0)); }
-                }
-                return best;
-            }
-        }
-        if pol == 2 && size >= super::knob("E_BIG", 4 << 20) {
-            let Node { addr: at, size: have, .. } = self.nodes[i as usize];
-            if self.all_mapped(at + have - size, size) { return Some((i, at + have - size, 0)); }
-        }
         if self.all_mapped(a, size) {
             return Some((i, a, 0));
         }
@@ -420,9 +329,8 @@ impl Arena {
     /// (`std::iter::successors`) they cost encoder 503 → 522 warm instructions per event.
     #[inline(never)]
     fn place_further(&self, i: u32, size: u64) -> Option<(u32, u64, usize)> {
-        let cand = super::knob("E_CAND", CANDIDATES as u64) as usize;
         let mut j = i;
-        for k in 0..cand {
+        for k in 0..CANDIDATES {
             if k > 0 {
                 let Some(next) = self.free.next_fit(&self.nodes, size, j) else { break };
                 j = next;
@@ -439,7 +347,7 @@ impl Arena {
             }
         }
         let (mut best, mut j) = (None, i);
-        for k in 0..cand {
+        for k in 0..CANDIDATES {
             if k > 0 {
                 let Some(next) = self.free.next_fit(&self.nodes, size, j) else { break };
                 j = next;

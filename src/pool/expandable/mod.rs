@@ -92,18 +92,6 @@
 //! list on placement's slow path, 503 now (bench/results/host-2026-11-27-expandable);
 //! binned's 255.
 
-/// TEMPORARY experiment knobs (env), removed before commit.
-pub(crate) fn knob(name: &'static str, default: u64) -> u64 {
-    use std::sync::OnceLock;
-    static K: OnceLock<std::sync::Mutex<Vec<(&'static str, u64)>>> = OnceLock::new();
-    let m = K.get_or_init(|| std::sync::Mutex::new(Vec::new()));
-    let mut v = m.lock().unwrap();
-    if let Some(&(_, x)) = v.iter().find(|e| e.0 == name) { return x; }
-    let x = std::env::var(name).ok().and_then(|s| s.parse().ok()).unwrap_or(default);
-    v.push((name, x));
-    x
-}
-
 mod arena;
 mod free_lists;
 mod node;
@@ -253,7 +241,7 @@ impl ExpandablePool {
         // memory may first grow to 1/HEADROOM above the most bytes this pool ever had in
         // use, so that a workload whose layout moves (sizes that change from batch to
         // batch) keeps the granules it keeps coming back to, with no device calls.
-        let room = (self.peak_used + self.peak_used * knob("E_HEAD", 1000 / HEADROOM) / 1000).saturating_sub(self.mapped_bytes());
+        let room = (self.peak_used + self.peak_used / HEADROOM).saturating_sub(self.mapped_bytes());
         let over = up.growth_excess(need);
         let excess = over.saturating_sub(room);
         let mut idle: Vec<(u64, u64)> = Vec::new();
@@ -288,7 +276,7 @@ impl ExpandablePool {
         let gran = self.arenas[k].granule();
         let mut fresh: Vec<(u64, u64)> = Vec::new();
         for (addr, bytes) in rest {
-            let piece = (knob("E_MINCHUNK", MIN_CHUNK) * gran).max(self.mapped_bytes() / knob("E_SHARE", CHUNK_SHARE) / gran * gran);
+            let piece = (MIN_CHUNK * gran).max(self.mapped_bytes() / CHUNK_SHARE / gran * gran);
             let mut at = addr;
             while at < addr + bytes {
                 let n = piece.min(addr + bytes - at);
