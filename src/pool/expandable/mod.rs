@@ -34,23 +34,19 @@
 //! - Granules no block touches stay mapped (cached). They are unmapped (their memory
 //!   returned to the device) only at `reclaim` and when the device or
 //!   `JULIA_CUDA_MEMORY_LIMIT` refuses a mapping. Before mapping more would lift
-//!   reserved memory above its all-time high-water mark *and* above 1⅛ × the most bytes
+//!   reserved memory above its all-time high-water mark *and* above 1½ × the most bytes
 //!   the pool ever had in use ([`HEADROOM`], a release threshold relative to the
 //!   workload, where cudaMallocAsync's is absolute), idle granules' memory is *moved*
 //!   to where it is needed ([`crate::device::Device::vm_move`]: on CUDA `cuMemUnmap` and
 //!   `cuMemMap` of the same physical allocation, no `cuMemRelease` / `cuMemCreate`),
-//!   lowest free range first ([`arena::Arena::unmap_idle`] says why). So the peak is at
-//!   most 1⅛ × the peak in use unless the blocks themselves touch more granules, cached
-//!   memory in the wrong place never raises the peak beyond that, and the pool creates
-//!   physical memory only while its reserved peak grows: in the replays of `data/`, a
-//!   warm pass creates none. A warm pass whose layout moves (inference with batch shapes
-//!   that change) finds the granules it comes back to still mapped and makes no device
-//!   calls while its fragmentation stays within the headroom; on encoder_infer_varlen and
-//!   random_seed1 it does not (about 55 granules moved per warm pass, host device):
-//!   best fit's layout over a pass touches more granules (1.17 × live on encoder) than
-//!   the peak allows, and neither the order of the granules given up nor the placement
-//!   among free ranges removes that (bench/results/host-2026-11-27-memory2,
-//!   host-2026-11-27-expandable).
+//!   lowest free range first ([`arena::Arena::unmap_idle`] says why). So cached memory
+//!   in the wrong place never lifts the peak above that bound, and the pool creates
+//!   physical memory only while its reserved peak grows. The bound is a guard against a
+//!   layout that drifts through the address space, not a target: on every replay trace
+//!   in `data/` and on freshly generated ones, best fit's layout settles within 1.18 ×
+//!   live, so after the first warm pass no pass calls the device (an eighth, the bound
+//!   until 2026-11-28, made encoder_infer_varlen and random_seed1 move about 19 and 33
+//!   allocations every warm pass on the H100; [`HEADROOM`] gives the figures).
 //!
 //! # Why no deferred frees
 //!
@@ -67,10 +63,10 @@
 //!   several granules, one device call each ([`MIN_CHUNK`], [`CHUNK_SHARE`]; on CUDA one
 //!   `cuMemCreate`, one `cuMemMap` and one `cuMemSetAccess` per allocation, where one
 //!   allocation per granule took two calls per granule: gpt2_train's first pass 4 155
-//!   mappings → 769). CUDA unmaps and releases only whole allocations, so the pool gives
-//!   back or moves an allocation only when all of its granules are idle; the allocations
-//!   are kept small enough that this costs no peak on the traces (an allocation per
-//!   whole run did: see [`CHUNK_SHARE`]). Failed mappings leave nothing mapped
+//!   mappings → 365). CUDA unmaps and releases only whole allocations, so the pool gives
+//!   back or moves an allocation only when all of its granules are idle; allocations are
+//!   kept to a bounded share of the mapped memory so that one small block cannot pin much
+//!   of it against `reclaim`. Failed mappings leave nothing mapped
 //!   ([`crate::device::Device::vm_map`]).
 //!
 //! Reserved bytes are mapped bytes: the reserved address space costs no memory.
@@ -107,32 +103,36 @@ use crate::upstream::ShardUpstream;
 use arena::Arena;
 
 /// Mapped memory may grow to 1/`HEADROOM` above the pool's peak of bytes in use before
-/// idle granules are unmapped to make room for new ones (as cudaMallocAsync's release
-/// threshold, but relative): 1/8 is above the fragmentation that best fit leaves on
-/// bertlike_infer_varlen (1.058 × live with no unmapping, host device), so its warm
-/// passes make no device calls, and below the memory of PyTorch's expandable segments
-/// and of cudaMallocAsync on the inference traces (1.08–1.18 × live on the H100).
-/// encoder_infer_varlen, whose best fit reaches 1.17 × live unbounded, is held at 1.13
-/// by it, at the cost of remapping in every warm pass.
-const HEADROOM: u64 = 8;
+/// idle granules are moved to make room for new ones (as cudaMallocAsync's release
+/// threshold, but relative). A half: a guard against layouts that drift, above the
+/// fragmentation best fit settles into on the traces (host device, `cumem-bench replay`,
+/// bench/results/host-2026-11-28-expandable2; peak reserved ÷ peak live over the warm
+/// passes / device calls in the last warm pass): with an eighth, encoder_infer_varlen
+/// 1.1385 / 27 and random_seed1 1.1303 / 44 (memory moved every pass, the layout never
+/// settles); with a half, 1.1812 / 0 and 1.1365 / 0, every other trace (training, varlen
+/// inference with four length distributions and fresh seeds) unchanged within 0.0003 and
+/// 0 calls. Between the two (1.14) encoder still moved 5 allocations a pass and random_seed1
+/// rose to 1.1437: moves under a tight bound reshuffle the layout. What an eighth bought,
+/// encoder's 1.1385 against the best anchor's 1.138 (cudaMallocAsync on the H100), is not
+/// kept: no placement order measured (best fit, address order over mapped memory, or
+/// mixtures) held every trace at or below its best anchor with no device calls.
+const HEADROOM: u64 = 2;
 
 /// Mappings are cut into physical allocations of at most 1/`CHUNK_SHARE` of the pool's
 /// mapped memory, and at most [`MIN_CHUNK`] granules below that: growth in bulk (one
 /// device call per allocation, each on CUDA one `cuMemCreate` of its granules, one
-/// `cuMemMap`, one `cuMemSetAccess`, where one granule per call used to take two calls per
-/// granule), while idle memory stays in pieces small enough to be given up or moved (an
-/// allocation goes only whole, and one that a block still touches stays). Host device,
-/// `cumem-bench replay` (bench/results/host-2026-11-28-expandable): whole runs as one
-/// allocation cost encoder_infer_varlen 1.130 → 1.153 and random_seed1 1.127 → 1.151
-/// peak reserved ÷ peak live (idle granules pinned by a block in their allocation); 4
-/// granules keep them at 1.133 and 1.129, below every anchor, with gpt2_train's cold
-/// mappings 4 155 → 769 calls; 1/128 of the mapped memory instead of 1/256 raised
-/// random_seed1's warm calls.
-const CHUNK_SHARE: u64 = 256;
+/// `cuMemMap`, one `cuMemSetAccess`), while an allocation that a small block keeps in use
+/// pins at most that share against `reclaim` (an allocation goes only whole). With the
+/// half [`HEADROOM`] idle memory is seldom moved, so allocations no longer need to be small
+/// for that. Host device, first pass (bench/results/host-2026-11-28-expandable2): device
+/// calls gpt2_train 769 → 365, resnet50_train 616 → 204, random_seed1 726 → 115,
+/// encoder_infer_varlen 168 → 78 against 4 granules or 1/256; one allocation per mapped
+/// run would give 340 / 145 / 91 / 73 with no bound on what a block pins. Peaks unchanged.
+const CHUNK_SHARE: u64 = 32;
 
 /// The largest physical allocation while 1/[`CHUNK_SHARE`] of the mapped memory is less:
-/// 4 granules (8 MiB).
-const MIN_CHUNK: u64 = 4;
+/// 16 granules (32 MiB; PyTorch's expandable segments map 20 MiB pages for large blocks).
+const MIN_CHUNK: u64 = 16;
 
 /// The pool on reserved address ranges with lazily mapped granules.
 pub struct ExpandablePool {
@@ -237,10 +237,10 @@ impl ExpandablePool {
     fn map(&mut self, k: usize, runs: &[(u64, u64)], up: ShardUpstream<'_>) -> Result<()> {
         let need: u64 = runs.iter().map(|r| r.1).sum();
         // Growth above the all-time peak of reserved memory first takes idle granules,
-        // so that cached memory in the wrong place does not raise the peak; but mapped
-        // memory may first grow to 1/HEADROOM above the most bytes this pool ever had in
-        // use, so that a workload whose layout moves (sizes that change from batch to
-        // batch) keeps the granules it keeps coming back to, with no device calls.
+        // so that cached memory in the wrong place does not raise the peak without bound;
+        // but mapped memory may first grow to 1/HEADROOM above the most bytes this pool
+        // ever had in use, so that a workload whose layout moves (sizes that change from
+        // batch to batch) keeps the granules it keeps coming back to, with no device calls.
         let room = (self.peak_used + self.peak_used / HEADROOM).saturating_sub(self.mapped_bytes());
         let over = up.growth_excess(need);
         let excess = over.saturating_sub(room);
