@@ -99,10 +99,20 @@ static __device__ __forceinline__ void cumem_scan_onepass(int64_t n, int64_t nti
   line(j, &ib, &ob);
   const int64_t base = tile * TILE;
   const int cnt = n - base < TILE ? (int)(n - base) : TILE;
-  /* coalesced load, then each thread takes ITEMS consecutive elements */
-  for (int r = 0; r < ITEMS; r++) {
-    const int i = r * CUMEM_SCAN_THREADS + t;
-    if (i < cnt) s_items[CUMEM_SCAN_PAD(i)] = ld(ib, base + i);
+  /* coalesced loads into registers, all in flight at once, then into shared memory (a load
+     stored to shared memory at once would wait for each load in turn: the compiler cannot tell
+     that src does not point into shared memory); each thread then takes ITEMS consecutive
+     elements */
+  {
+    Acc in[ITEMS];
+    for (int r = 0; r < ITEMS; r++) {
+      const int i = r * CUMEM_SCAN_THREADS + t;
+      if (i < cnt) in[r] = ld(ib, base + i);
+    }
+    for (int r = 0; r < ITEMS; r++) {
+      const int i = r * CUMEM_SCAN_THREADS + t;
+      if (i < cnt) s_items[CUMEM_SCAN_PAD(i)] = in[r];
+    }
   }
   __syncthreads();
   const int mine = cnt - t * ITEMS <= 0 ? 0 : (cnt - t * ITEMS < ITEMS ? cnt - t * ITEMS : ITEMS);

@@ -75,7 +75,19 @@ CUMEM_KERNEL void cumem_sort_hist(const cumem_key_t* src, uint32_t* hist, int64_
   const int t = threadIdx.x;
   for (int i = t; i < CUMEM_NPASS * 256; i += CUMEM_SORT_THREADS) h[i] = 0;
   __syncthreads();
-  for (int64_t i = (int64_t)blockIdx.x * CUMEM_SORT_THREADS + t; i < n; i += (int64_t)CUMEM_SORT_THREADS * gridDim.x) {
+  /* four keys per thread loaded before any is counted: the loads are in flight together (a
+     load followed by shared-memory atomics would wait for each load in turn) */
+  const int64_t stride = (int64_t)CUMEM_SORT_THREADS * gridDim.x;
+  int64_t i = (int64_t)blockIdx.x * CUMEM_SORT_THREADS + t;
+  for (; i + 3 * stride < n; i += 4 * stride) {
+    cumem_key_t ks[4];
+    for (int u = 0; u < 4; u++) ks[u] = src[i + u * stride];
+    for (int u = 0; u < 4; u++) {
+      const cumem_key_t k = (cumem_key_t)(cumem_to_key(ks[u]) ^ flip);
+      for (int p = 0; p < CUMEM_NPASS; p++) atomicAdd(&h[p * 256 + cumem_digit(k, p)], 1u);
+    }
+  }
+  for (; i < n; i += stride) {
     const cumem_key_t k = (cumem_key_t)(cumem_to_key(src[i]) ^ flip);
     for (int p = 0; p < CUMEM_NPASS; p++) atomicAdd(&h[p * 256 + cumem_digit(k, p)], 1u);
   }
@@ -122,10 +134,30 @@ CUMEM_KERNEL void cumem_sort_offsets(uint32_t* hist, uint32_t* info, int64_t n)
 static __device__ __forceinline__ cumem_status_t cumem_vload(const cumem_status_t* p) { return *(const volatile cumem_status_t*)p; }
 static __device__ __forceinline__ void cumem_vstore(cumem_status_t* p, cumem_status_t v) { *(volatile cumem_status_t*)p = v; }
 
+/* The lanes of the warp whose label (0 .. 511) equals this lane's: one ballot per bit of the
+ * label, as CUB's MatchAny does. `__match_any_sync` gives the same mask, but its cost grows with
+ * the number of distinct labels in the warp (about 27 of 32 lanes differ for random 8-bit
+ * digits), and the onesweep pass calls it once per key. */
+static __device__ __forceinline__ unsigned cumem_sort_match(unsigned label) {
+#ifdef CUMEM_EMU_MATCH_ANY
+  /* the g++ emulation (test/compute/emulation_threads.jl): one warp barrier instead of nine;
+     sort_emulation_tests.jl checks the ballots below against it */
+  return __match_any_sync(0xffffffffu, label);
+#endif
+  unsigned peers = 0xffffffffu;
+#pragma unroll
+  for (int b = 0; b < 9; b++) {
+    const bool bit = (label >> b) & 1u;
+    const unsigned m = __ballot_sync(0xffffffffu, bit);
+    peers &= bit ? m : ~m;
+  }
+  return peers;
+}
+
 /* The rank of each of a lane's items (warp-striped from wbase; those at n or later are not
  * counted) among the warp's items of the same digit, in item order; whist (the warp's 256
  * counters, zeroed) ends with the warp's count of each digit. Equal digits are found by
- * __match_any_sync. */
+ * cumem_sort_match (invalid items carry the label 256, equal only to each other). */
 static __device__ __forceinline__ void cumem_sort_warp_rank(const cumem_key_t* key, uint32_t* rank, int64_t wbase, int64_t n,
                                                             int pass, uint32_t* whist, int lane)
 {
@@ -133,7 +165,7 @@ static __device__ __forceinline__ void cumem_sort_warp_rank(const cumem_key_t* k
   for (int r = 0; r < CUMEM_SORT_ITEMS; r++) {
     const bool valid = wbase + 32 * r + lane < n;
     const unsigned d = valid ? cumem_digit(key[r], pass) : 256u;
-    const unsigned peers = __match_any_sync(0xffffffffu, d);
+    const unsigned peers = cumem_sort_match(d);
     const unsigned below = (unsigned)__popc(peers & below_mask);
     const uint32_t b = valid ? whist[d] : 0u;
     __syncwarp();
@@ -237,10 +269,16 @@ CUMEM_KERNEL void cumem_sort_onesweep(const cumem_key_t* src, cumem_key_t* kA, c
   }
   if (hasv) {
     __syncthreads();
+    /* the payload into registers first, then into shared memory: a load followed at once by a
+       store to shared memory would wait for each load in turn (the compiler cannot tell that
+       vin does not point into shared memory) */
+    cumem_val_t val[CUMEM_SORT_ITEMS];
     for (int r = 0; r < CUMEM_SORT_ITEMS; r++) {
       const int64_t i = wbase + 32 * r + lane;
-      if (i < n) s_vals[rank[r]] = (first && iota) ? (cumem_val_t)i : vin[i];
+      val[r] = i < n ? ((first && iota) ? (cumem_val_t)i : vin[i]) : (cumem_val_t)0;
     }
+    for (int r = 0; r < CUMEM_SORT_ITEMS; r++)
+      if (wbase + 32 * r + lane < n) s_vals[rank[r]] = val[r];
     __syncthreads();
     for (int k = 0; k < CUMEM_SORT_ITEMS; k++) {
       const int i = k * CUMEM_SORT_THREADS + t;

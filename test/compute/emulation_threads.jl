@@ -46,6 +46,13 @@ template <typename T> static inline T __shfl_up_sync(unsigned, T v, int o) {
   uint64_t u = 0; memcpy(&u, &v, sizeof(T)); emu_slot[threadIdx.x] = u; emu_warp_sync();
   T r = v; if (emu_lane() >= (unsigned)o) memcpy(&r, &emu_slot[threadIdx.x - o], sizeof(T));
   emu_warp_sync(); return r; }
+static inline unsigned __ballot_sync(unsigned, int p) {
+  emu_slot[threadIdx.x] = p != 0; emu_warp_sync();
+  unsigned base = threadIdx.x - emu_lane(), n = blockDim.x - base < 32 ? blockDim.x - base : 32, m = 0;
+  for (unsigned l = 0; l < n; l++) if (emu_slot[base + l]) m |= 1u << l;
+  emu_warp_sync(); return m; }
+/* sort.cuh's warp match by __match_any_sync (one warp barrier, not nine ballots) */
+#define CUMEM_EMU_MATCH_ANY 1
 static inline int __popc(unsigned x) { return __builtin_popcount(x); }
 static inline unsigned atomicAdd(unsigned* p, unsigned v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
 static inline unsigned long long atomicMin(unsigned long long* p, unsigned long long v) {

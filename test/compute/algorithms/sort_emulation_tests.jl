@@ -94,6 +94,25 @@ end
     @test LAUNCHES[] - l0 > 30   # the GPU path ran
 end
 
+# The onesweep ranks keys with cumem_sort_match (nine ballots); the emulated sorts above use
+# __match_any_sync in its place (CUMEM_EMU_MATCH_ANY): here the ballots' masks on two warps of
+# labels 0..256 (256: a key past the end) against the lanes with an equal label.
+@testset "sort.cuh's warp match by ballots" begin
+    cuh = read(joinpath(@__DIR__, "..", "..", "..", "julia", "cuda", "sort.cuh"), String)
+    fn = match(r"static __device__ __forceinline__ unsigned cumem_sort_match\(unsigned label\) \{\n.*?\n\}\n"s, cuh).match
+    src = "#undef CUMEM_EMU_MATCH_ANY\n" * fn *
+          "extern \"C\" __global__ void match_test(const unsigned* labels, unsigned* masks) " *
+          "{ masks[threadIdx.x] = cumem_sort_match(labels[threadIdx.x]); }\n"
+    labels = UInt32.(vcat(rand(0:7, 32), rand(0:256, 32)))
+    labels[40] = 256; labels[41] = 256
+    masks = zeros(UInt32, 64)
+    f = Libdl.dlsym(emu_lib(src), "emu_match_test")
+    GC.@preserve labels masks ccall(f, Cvoid, (UInt32, UInt32, UInt32, UInt32, Ptr{UInt32}, Ptr{UInt32}),
+                                    1, 1, 1, 64, pointer(labels), pointer(masks))
+    want = [UInt32(sum(UInt32(1) << (l - 1) for l in 1:32 if labels[32 * ((i - 1) ÷ 32) + l] == labels[i])) for i in 1:64]
+    @test masks == want
+end
+
 @testset "look-back through aggregates (lookback_emulation.cpp)" begin
     dir = mktempdir()
     write(joinpath(dir, "emu_hdr.h"), HDR)
