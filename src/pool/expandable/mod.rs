@@ -43,7 +43,7 @@
 //!   in the wrong place never lifts the peak above that bound, and the pool creates
 //!   physical memory only while its reserved peak grows. The bound is a guard against a
 //!   layout that drifts through the address space, not a target: on every replay trace
-//!   in `data/` and on freshly generated ones, best fit's layout settles within 1.18 ×
+//!   in `data/` and on freshly generated ones, best fit's layout settles within 1.19 ×
 //!   live, so after the first warm pass no pass calls the device (an eighth, the bound
 //!   until 2026-11-28, made encoder_infer_varlen and random_seed1 move about 19 and 33
 //!   allocations every warm pass on the H100; [`HEADROOM`] gives the figures).
