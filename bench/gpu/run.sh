@@ -4,6 +4,9 @@
 # machine), each beside its anchors, and packs what they wrote into at most four files.
 #
 #   OUT=<dir> bash bench/gpu/run.sh SUITE...        (from the repository root)
+#   OUT=<dir> bash bench/gpu/run.sh --lanes 'a: tests' 'b: RUST_TESTS=pools rust-cuda' ...
+#                                                   (runs side by side, all ended and packed
+#                                                    by DEADLINE seconds, default 570)
 #   bash bench/gpu/run.sh --list                    (the suites, their budgets and needs)
 #
 # Suites (budget in seconds; `needs`: the kit parts, see kit.sh):
@@ -529,6 +532,55 @@ if [ "${1:-}" = --inner ]; then
     setup_kit
     "suite_${s//-/_}"
     exit $status
+fi
+
+# ---------------------------------------------------------------- lanes side by side
+# --lanes 'NAME: [VAR=value ...] SUITE...' ...: each lane a run of this script of its own,
+# all at once (on one GPU: correctness suites beside each other; keep timed suites alone),
+# within DEADLINE seconds of the call's start (default 570) whatever each lane's budgets say:
+# every lane gets RUN_LIMIT = what is left, so a suite is cut at the deadline rather than
+# the call at 600 s (a lane's suites start no later than that and end by it). The lanes'
+# summaries, results and logs are packed into the usual three files under $OUT.
+if [ "${1:-}" = --lanes ]; then
+    shift
+    : "${OUT:?set OUT to the output folder}"
+    DEADLINE=${DEADLINE:-570}
+    LD=$(mktemp -d /tmp/cumem-lanes.XXXXXX)
+    mkdir -p "$OUT"
+    # the kit unpacked once, before the lanes (each would otherwise unpack it at the same time)
+    OUT="$LD/.warm" TESTS=test/layers_tests.jl bash "$ROOT/bench/gpu/run.sh" tests > "$LD/warm-up.txt" 2>&1
+    pids=()
+    for spec in "$@"; do
+        name=${spec%%:*}; envs=(); suites=()
+        read -r -a words <<< "${spec#*:}"
+        for w in "${words[@]}"; do if [[ $w == [A-Z]*=* ]]; then envs+=("$w"); else suites+=("$w"); fi; done
+        left=$((DEADLINE - SECONDS - 25))        # (packing this lane and all lanes)
+        echo "[$(date -u +%T)] lane $name: ${envs[*]} ${suites[*]} (RUN_LIMIT $left s)" >&2
+        env OUT="$LD/$name" "${envs[@]}" RUN_LIMIT=$left bash "$ROOT/bench/gpu/run.sh" "${suites[@]}" > "$LD/$name.txt" 2>&1 &
+        pids+=($!)
+    done
+    overall=0
+    for p in "${pids[@]}"; do wait "$p" || overall=1; done
+    { echo "# CuMem GPU run: lanes ($*)"
+      for d in "$LD"/*/; do
+          n=$(basename "$d"); [ -f "$d/summary.md" ] || continue
+          printf '\n# lane %s\n\n' "$n"; cat "$d/summary.md"
+      done; } > "$OUT/summary.md"
+    mkdir -p "$LD/pack/results" "$LD/pack/logs"
+    for d in "$LD"/*/; do
+        n=$(basename "$d"); [ "$n" = pack ] && continue
+        mkdir -p "$LD/pack/results/$n" "$LD/pack/logs/$n"
+        [ -f "$d/results.tar.xz" ] && tar -C "$LD/pack/results/$n" -xJf "$d/results.tar.xz"
+        [ -f "$d/logs.tar.xz" ] && tar -C "$LD/pack/logs/$n" -xJf "$d/logs.tar.xz"
+        cp "$LD/$n.txt" "$LD/pack/logs/$n/" 2>/dev/null || true
+    done
+    cp "$LD/warm-up.txt" "$LD/pack/logs/" 2>/dev/null || true
+    tar -C "$LD/pack/results" -cJf "$OUT/results.tar.xz" .
+    tar -C "$LD/pack/logs" -cJf "$OUT/logs.tar.xz" .
+    rm -rf "$LD"
+    grep -E '^# lane|^\| [a-z-]+ \|' "$OUT/summary.md" >&2
+    echo "lanes: $SECONDS s" >&2
+    exit $overall
 fi
 
 # ---------------------------------------------------------------- the run
