@@ -392,7 +392,11 @@ pub fn set_attribute(dev: &dyn Device, h: u64, attr: i32, value: i32) -> Result<
     // SAFETY: `func` is a loaded function.
     unsafe { sys::cuFuncSetAttribute(func, a, value) }.result().map_err(|e| {
         let msg = format!("cuFuncSetAttribute({attr}, {value}) failed: {e}");
-        if e.0 == sys::CUresult::CUDA_ERROR_INVALID_VALUE { Error::InvalidValue(msg) } else { Error::Device(msg) }
+        if e.0 == sys::CUresult::CUDA_ERROR_INVALID_VALUE {
+            Error::InvalidValue(msg)
+        } else {
+            Error::Device(msg)
+        }
     })
 }
 

@@ -270,7 +270,9 @@ fn run(
     // call, is refused.
     let capturing = engine.is_capturing(stream);
     if capturing && host_bytes > 0 {
-        return Err(Error::InvalidValue(format!("{fname} needs a host workspace and cannot be captured in a graph")));
+        return Err(Error::InvalidValue(format!(
+            "{fname} needs a host workspace and cannot be captured in a graph"
+        )));
     }
     let block = engine.alloc_on(ws + xs + 16, stream, true)?;
     let mut host = vec![0u8; host_bytes];

@@ -53,7 +53,9 @@ impl CudaDevice {
         let st = self.raw_stream(s)?;
         self.bind()?;
         // SAFETY: an executable of ours and a live stream.
-        unsafe { sys::cuGraphLaunch(e as sys::CUgraphExec, st) }.result().map_err(|err| device_err("cuGraphLaunch", err))
+        unsafe { sys::cuGraphLaunch(e as sys::CUgraphExec, st) }
+            .result()
+            .map_err(|err| device_err("cuGraphLaunch", err))
     }
 
     /// `cuGraphExecUpdate_v2(e, g)`; a refused update (another topology) is
@@ -77,7 +79,9 @@ impl CudaDevice {
     pub(super) fn graph_destroy_raw(&self, g: u64) -> Result<()> {
         self.bind()?;
         // SAFETY: a graph of ours, no longer reachable through its handle.
-        unsafe { sys::cuGraphDestroy(g as sys::CUgraph) }.result().map_err(|err| device_err("cuGraphDestroy", err))
+        unsafe { sys::cuGraphDestroy(g as sys::CUgraph) }
+            .result()
+            .map_err(|err| device_err("cuGraphDestroy", err))
     }
 
     /// `cuGraphExecDestroy(e)`: an executable still running is freed by the driver when

@@ -218,9 +218,17 @@ impl Engine {
     /// Errors: [`Error::InvalidValue`] for an unknown executable or stream, or a stream
     /// being captured; [`Error::Device`].
     pub fn graph_launch(&self, exec: u64, stream: u64) -> Result<()> {
-        let de = self.graphs.lock().execs.get(&exec).map(|e| e.0).ok_or_else(|| unknown("graph executable", exec))?;
+        let de = self
+            .graphs
+            .lock()
+            .execs
+            .get(&exec)
+            .map(|e| e.0)
+            .ok_or_else(|| unknown("graph executable", exec))?;
         if self.is_capturing(stream) {
-            return Err(Error::InvalidValue(format!("cannot launch a graph on stream {stream} while it is captured")));
+            return Err(Error::InvalidValue(format!(
+                "cannot launch a graph on stream {stream} while it is captured"
+            )));
         }
         self.up.device().graph_launch(de, stream)
     }
@@ -259,7 +267,8 @@ impl Engine {
     /// device is done) and gives back its pool reference. Errors:
     /// [`Error::InvalidValue`] for an unknown executable.
     pub fn graph_exec_destroy(&self, exec: u64) -> Result<()> {
-        let (de, pool) = self.graphs.lock().execs.remove(&exec).ok_or_else(|| unknown("graph executable", exec))?;
+        let (de, pool) =
+            self.graphs.lock().execs.remove(&exec).ok_or_else(|| unknown("graph executable", exec))?;
         let r = self.up.device().graph_exec_destroy(de);
         self.graph_pool_release(pool)?;
         r
@@ -271,7 +280,10 @@ impl Engine {
         let (mut out, capturing): (Vec<GraphPoolInfo>, Vec<u64>) = {
             let g = self.graphs.lock();
             (
-                g.pools.iter().map(|(&id, &r)| GraphPoolInfo { id, references: r, ..Default::default() }).collect(),
+                g.pools
+                    .iter()
+                    .map(|(&id, &r)| GraphPoolInfo { id, references: r, ..Default::default() })
+                    .collect(),
                 g.captures.iter().map(|c| c.1).collect(),
             )
         };

@@ -170,7 +170,12 @@ impl Engine {
             Some(k) => k,
             None => {
                 let graph = self.is_graph_pool(stream);
-                s.stream_pools.push(StreamPool { stream, pool: AnyPool::new(self.cfg.pool), dead: false, graph });
+                s.stream_pools.push(StreamPool {
+                    stream,
+                    pool: AnyPool::new(self.cfg.pool),
+                    dead: false,
+                    graph,
+                });
                 s.stream_pools.len() - 1
             }
         };
