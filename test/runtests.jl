@@ -48,6 +48,11 @@ struct Job
 end
 Job(name, cmd, check; cost = 5) = Job(name, cmd, check, cost)
 
+# The g++ emulation tests' libraries and precompiled headers (test/compute/gxx.jl), one
+# directory for all the processes of this run: a kernel that two test files generate is
+# compiled once.
+const EMU_CACHE = get(ENV, "CUMEM_EMU_CACHE", "") == "" ? mktempdir() : ENV["CUMEM_EMU_CACHE"]
+
 # The environment of a subprocess: ours, with CUMEM_DEVICE defaulted and the
 # configuration variables that the job does not set removed.
 function job_env(pairs...)
@@ -57,6 +62,7 @@ function job_env(pairs...)
         delete!(env, k)
     end
     env["CUMEM_DEVICE"] = DEVICE
+    env["CUMEM_EMU_CACHE"] = EMU_CACHE
     for (k, v) in pairs
         env[k] = v
     end
