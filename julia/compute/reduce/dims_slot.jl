@@ -44,13 +44,15 @@ end
 `mapreduce(f, op, A; dims = d)` without `init` through the slot of (f, op, eltype, shape
 class) when one is filled and valid: singleton `f` and `op`, dimension `d` of size > 1,
 fewer than 2^31 elements, one block per output (mapreduce.jl's `blocks_per_output`), one
-device in use, a GPU. `nothing` otherwise (nothing done): mapreduce.jl then takes its
+device in use, a GPU, no capture under way. `nothing` otherwise (nothing done): mapreduce.jl then takes its
 general path, which fills the slot. The result is what the general path returns (same
 kernel, same launch shape); a throw in `f` or `op` is raised at the next download or
 `synchronize`, as there.
 """
 @inline function fast_dims_reduce(f::F, op::OP, A::CuArray{T,N}, d::Int) where {F,OP,T,N}
-    (FULL_REDUCE[] && !MULTI[] && full_singletons(f, op) && !A.freed && 1 <= d <= N && !on_host()) || return nothing
+    # (inside a capture the general path records the operation's reads and writes)
+    (FULL_REDUCE[] && !MULTI[] && CAPTURES[] == 0 && full_singletons(f, op) && !A.freed && 1 <= d <= N && !on_host()) ||
+        return nothing
     sz = size(A)
     n = length(A)
     nred = sz[d]
