@@ -71,6 +71,7 @@ include("compute/compiler/kernelcalls.jl") # the kernel language's intrinsics as
 include("compute/compiler/intrinsics.jl") # Core.Intrinsics as C
 include("compute/compiler/builtins.jl")   # getfield, ===, ifelse, isa, tuple, ... as C
 include("compute/compiler/devmem.jl")     # CuDeviceArray's loads and stores as C pointer accesses
+include("compute/compiler/unicode.jl")    # utf8proc's Char tables (case, category, width) for kernels
 include("compute/compiler/mathlib.jl")    # Base math mapped to CUDA's library, with domain checks
 include("compute/compiler/translate.jl")  # typed IR -> C: functions, blocks, phis, statements, calls
 include("compute/compiler/device.jl")     # device_function, kernel_source, launch_context (the interface)
