@@ -22,6 +22,7 @@
 #   array library its kernels on g++ threads   test/compute/algorithms/arraylib{,_emulation}_tests.jl
 #   reductions/scans/findmax/sorts on g++ threads     test/compute/reduce/reduce_emulation_tests.jl
 #   onesweep sort, one-pass scan on g++ threads; PTX  test/compute/algorithms/sort_{emulation,ptx}_tests.jl
+#   the CUDA.jl user checklist (host:2)            test/compute/parity_tests.jl
 #   several devices (host:2 stand-ins)              test/devices/multidevice_tests.jl
 #   Distributed, 2 workers, one device each         test/devices/distributed_tests.jl
 #   the demo (an MLP trained on the digits)         demo/demo.jl
@@ -173,6 +174,9 @@ if DEVICE != "cuda" && Sys.which("g++") !== nothing &&
 end
 # Several devices: two host devices standing in for GPUs (two GPUs with CUMEM_DEVICE=cuda).
 const MULTI_DEVICE = DEVICE == "cuda" ? "cuda" : "host:2"
+# the CUDA.jl user's checklist, item by item (its device-rule items need two devices)
+push!(jobs, Job("CUDA.jl user parity checklist ($MULTI_DEVICE)",
+                julia(testfile(joinpath("compute", "parity_tests.jl")); CUMEM_DEVICE = MULTI_DEVICE), passed; cost = 60))
 push!(jobs, Job("several devices ($MULTI_DEVICE)",
                 julia(testfile(joinpath("devices", "multidevice_tests.jl")); CUMEM_DEVICE = MULTI_DEVICE, JULIA_CUDA_MEMORY_LIMIT = "1GiB"),
                 passed; cost = 19))
