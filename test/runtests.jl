@@ -27,6 +27,7 @@
 #   Distributed, 2 workers, one device each         test/devices/distributed_tests.jl
 #   the demo (an MLP trained on the digits)         demo/demo.jl
 #   include order, file sizes, C bindings            test/layers_tests.jl, test/lib/header_tests.jl
+#   README's Julia session (split pool)             test/tools/readme_tests.jl
 #
 # The processes run in parallel (CUMEM_TEST_JOBS, default: the number of CPU threads).
 # CUMEM_DEVICE defaults to `host` (set it to `cuda` to test on a GPU); CUMEM_TEST_POOLS
@@ -310,6 +311,8 @@ push!(jobs, Job("engine log silenced by Logging",
                                occursin("LOG_DONE", out)))
 push!(jobs, Job("docs/api.md matches the docstrings",
                 julia(joinpath(ROOT, "scripts", "gen-api-docs.jl"), "--check"), passed))
+push!(jobs, Job("README.md's Julia session prints what it shows",
+                julia(testfile(joinpath("tools", "readme_tests.jl")); JULIA_CUDA_MEMORY_POOL = "split"), passed; cost = 8))
 # The Julia package's structure: include order = dependency order, file sizes, and the
 # bindings (every ccall, constant and record) against include/cumem.h.
 push!(jobs, Job("julia/ layering and the C bindings",
