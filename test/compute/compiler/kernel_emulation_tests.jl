@@ -197,6 +197,20 @@ const ELTYPES = (Bool, Int8, Int16, Int32, Int64, UInt8, UInt16, UInt32, UInt64,
     end
 end
 
+# Base's Char functions, which call utf8proc, through the tables built at precompile time
+# (julia/compute/compiler/unicode.jl): every code point 0 .. 0x10FFFF (surrogates
+# included) and Chars past Unicode's range, against Base.
+@testset "Char functions (utf8proc tables) over every code point" begin
+    chars = vcat(Char.(UInt32(0):UInt32(0x10ffff)), Char(0x110000), Char(0x1fffff))
+    dc = CuArray(chars)
+    for f in (uppercase, lowercase, titlecase, isletter, isuppercase, islowercase, Base.Unicode.iscased, isnumeric,
+              ispunct, isprint, isspace, textwidth, Base.Unicode.category_code)
+        @test Array(f.(dc)) == f.(chars)
+    end
+    # a malformed Char: Base's InvalidCharError, raised by the kernel
+    @test_throws Base.InvalidCharError Array(uppercase.(CuArray([reinterpret(Char, 0xc0800000)])))
+end
+
 # The typed-IR compiler (issue 23): every form against Base, through the generated C.
 include(joinpath(@__DIR__, "compiler_cases.jl"))
 
