@@ -95,7 +95,8 @@ static __device__ __forceinline__ void cumem_scan_serial(int64_t nlines, int64_t
  * 4 bytes use 64-bit status words instead (cumem_scan_pack; `flags` then points to
  * nlines * ntiles zeroed uint64_t words, aggs and incs are unused). A tile waits only on
  * earlier tiles of its line, which are running or done: forward progress on any GPU. The
- * look-back reads 32 tiles at once, one per lane of warp 0, and combines them with shuffles. */
+ * look-back reads CUMEM_SCAN_THREADS tiles at once, one per thread, and combines them with
+ * warp shuffles and the warps' totals. */
 template <typename Acc, int ITEMS, bool HAS_INIT, typename Op, typename Line, typename Ld, typename St>
 static __device__ __forceinline__ void cumem_scan_onepass(int64_t n, int64_t ntiles, Acc p0, Op op, Line line, Ld ld, St st,
                                                           uint32_t* flags, Acc* aggs, Acc* incs, uint32_t* counter)
@@ -108,6 +109,8 @@ static __device__ __forceinline__ void cumem_scan_onepass(int64_t n, int64_t nti
   __shared__ Acc s_wtot[CUMEM_SCAN_THREADS / 32];
   __shared__ Acc s_excl;
   __shared__ int s_have;
+  __shared__ uint32_t s_lbm[CUMEM_SCAN_THREADS / 32];
+  __shared__ Acc s_lbagg[CUMEM_SCAN_THREADS / 32];
   __shared__ uint32_t s_id;
   const int t = threadIdx.x, lane = t & 31, w = t >> 5;
   if (t == 0) s_id = atomicAdd(counter, 1u);
@@ -179,14 +182,16 @@ static __device__ __forceinline__ void cumem_scan_onepass(int64_t n, int64_t nti
     }
     s_wtot[0] = agg;     /* (warp 0 has no prefix: the slot carries the total to the look-back) */
   }
-  __syncwarp();
-  if (tile > 0 && w == 0) {
-    /* decoupled look-back, 32 tiles at a time: lane l reads tile q = jt - l */
-    bool have = false;
+  if (tile > 0) {
+    /* decoupled look-back, CUMEM_SCAN_THREADS tiles at a time: thread u reads tile q = jt - u.
+       (A window of one warp's 32 tiles bounded the scan: a prefix published by one tile reached
+       only the 32 after it per round trip to L2, about 30 tiles per microsecond whatever the
+       bandwidth, 0.85 ms for 10^8 Float32 on the H200.) */
+    bool have = false;                   /* (thread 0's) */
     Acc excl{};
     int64_t jt = tile - 1;
     while (true) {
-      const int64_t q = jt - lane;
+      const int64_t q = jt - t;
       uint32_t f = 2u;
       Acc a{};
       if constexpr (PACK) {
@@ -201,20 +206,34 @@ static __device__ __forceinline__ void cumem_scan_onepass(int64_t n, int64_t nti
         __threadfence();
         if (q >= 0) a = cumem_scan_vload((f == 2u ? incs : aggs) + j * ntiles + q);
       }
-      /* the window: lanes 0..kmax (kmax the first lane whose tile has its prefix, else 31; a
-         lane past tile 0 is never below it), combined earlier tile first: after the step of o,
-         lane l holds lanes l .. min(l + 2o - 1, kmax) */
+      /* the window: threads 0..kmax (kmax the first thread whose tile has its prefix, else the
+         last; a thread past tile 0 is never below it), combined earlier tile first: in each
+         warp, after the step of o, lane l holds lanes l .. min(l + 2o - 1, the warp's last in
+         the window); then thread 0 combines the warps' */
       const uint32_t m = __ballot_sync(0xffffffffu, f == 2u);
-      const int kmax = m != 0u ? __ffs((int)m) - 1 : 31;
+      if (lane == 0) s_lbm[w] = m;
+      __syncthreads();
+      int kmax = CUMEM_SCAN_THREADS - 1;
+      bool found = false;
+      for (int k = 0; k < CUMEM_SCAN_THREADS / 32; k++)
+        if (s_lbm[k] != 0u) { kmax = 32 * k + __ffs((int)s_lbm[k]) - 1; found = true; break; }
+      const int lmax = kmax - 32 * w;
       for (int o = 1; o < 32; o <<= 1) {
         const Acc u = cumem_shfl_down(a, o);
-        if (lane + o <= kmax) a = op(u, a);
+        if (lane + o <= lmax) a = op(u, a);
       }
-      if (lane == 0) { excl = have ? op(a, excl) : a; have = true; }
-      if (m != 0u) break;
-      jt -= 32;
+      if (lane == 0 && lmax >= 0) s_lbagg[w] = a;
+      __syncthreads();
+      if (t == 0) {
+        Acc win = s_lbagg[kmax >> 5];
+        for (int k = (kmax >> 5) - 1; k >= 0; k--) win = op(win, s_lbagg[k]);
+        excl = have ? op(win, excl) : win;
+        have = true;
+      }
+      if (found) break;
+      jt -= CUMEM_SCAN_THREADS;
     }
-    if (lane == 0) {
+    if (t == 0) {
       const Acc inc = op(excl, s_wtot[0]);
       if constexpr (PACK) {
         *(volatile uint64_t*)(words + id) = cumem_scan_pack(2u, inc);
