@@ -83,5 +83,5 @@ int scan_test64(int64_t n) {
   return bad;
 }
 int main(){
-  printf("%d %d %d %d\n", sort_test(9000), sort_test(5 * 4096 + 3), scan_test(300 * 4096 + 7), scan_test64(300 * 2048 + 5));
+  printf("%d %d %d %d\n", sort_test(9000), sort_test(20 * 4096 + 3), scan_test(300 * 4096 + 7), scan_test64(300 * 2048 + 5));
 }
