@@ -188,11 +188,21 @@ end
 # compiles each kernel faster)
 const EMU_OPT = get(ENV, "CUMEM_EMU_OPT", "-O1")
 const LIBS = Dict{String,Ptr{Cvoid}}()
+# g++ runs in the machine's environment rather than a Julia bundle's: where
+# CUMEM_EMU_LD_LIBRARY_PATH is set (bench/gpu/run.sh, whose Julia runs with the bundle's
+# libraries first on LD_LIBRARY_PATH and its libunwind preloaded), it is g++'s
+# LD_LIBRARY_PATH and LD_PRELOAD is dropped.
+function emu_env(cmd::Cmd)
+    haskey(ENV, "CUMEM_EMU_LD_LIBRARY_PATH") || return cmd
+    env = Dict(k => v for (k, v) in ENV if k != "LD_PRELOAD")
+    env["LD_LIBRARY_PATH"] = ENV["CUMEM_EMU_LD_LIBRARY_PATH"]
+    return setenv(cmd, env)
+end
 function emu_lib(src)
     get!(LIBS, src) do
         dir = mktempdir()
         write(joinpath(dir, "k.cpp"), emu_source(src))
-        run(`g++ $(EMU_OPT) -std=c++20 -shared -fPIC -w -o $(joinpath(dir, "k.so")) $(joinpath(dir, "k.cpp"))`)
+        run(emu_env(`g++ $(EMU_OPT) -std=c++20 -shared -fPIC -w -o $(joinpath(dir, "k.so")) $(joinpath(dir, "k.cpp"))`))
         Libdl.dlopen(joinpath(dir, "k.so"))
     end
 end
