@@ -533,8 +533,13 @@ sanitize_one() {
     rc=$?
     n=$(grep -Eo 'ERROR SUMMARY: [0-9]+' "$lf" | grep -Eo '[0-9]+' | awk '{s+=$1} END {print (NR ? s : "null")}')
     local tests; tests=$(grep -E '^Test Summary|^[^|]+\| +[0-9]+' "$lf" | tail -1 | tr -s ' ' | sed 's/"//g')
-    printf '{"file":"%s","tool":"%s","gpu":"%s","errors":%s,"exit":%d,"seconds":%d,"tests":"%s"}\n' \
-        "$f" "$t" "$gpu" "$n" "$rc" $((SECONDS - t0)) "$tests" > "$L/${base}_$t.json"
+    # failing driver calls (a test's deliberate bad input among them) apart from the kernels' errors
+    local api; api=$(grep -c 'Program hit CUDA_ERROR' "$lf")
+    local calls; calls=$(grep -Eo 'Program hit CUDA_ERROR_[A-Z_]+ \(error [0-9]+\) (due to "[^"]*" )?on CUDA API call to [A-Za-z0-9_]+' "$lf" \
+        | sed -E 's/Program hit (CUDA_ERROR_[A-Z_]+).*call to ([A-Za-z0-9_]+)/\2: \1/' | sort | uniq -c | sort -rn | head -4 \
+        | awk '{c=$1; $1=""; printf "%s%s x%d", (NR>1?"; ":""), substr($0,2), c}')
+    printf '{"file":"%s","tool":"%s","gpu":"%s","errors":%s,"api_errors":%d,"api_calls":"%s","exit":%d,"seconds":%d,"tests":"%s"}\n' \
+        "$f" "$t" "$gpu" "$n" "$api" "$calls" "$rc" $((SECONDS - t0)) "$tests" > "$L/${base}_$t.json"
 }
 export -f sanitize_one
 
@@ -573,15 +578,18 @@ tools = sys.argv[2].split()
 by = {}
 for r in rows: by.setdefault(r["file"], {})[r["tool"]] = r
 cell = lambda r: "-" if r is None else ("missing" if r.get("missing") else "not run (time)" if r.get("not_run") else
-    f"{'?' if r['errors'] is None else r['errors']} (exit {r['exit']}, {r['seconds']} s)")
-print("Errors reported by each tool (ERROR SUMMARY), the process's exit status (97: the tool found errors; "
-      "124: SANITIZE_LIMIT) and seconds.\n")
+    f"{'?' if r['errors'] is None else r['errors']}{' (' + str(r['api_errors']) + ' API)' if r.get('api_errors') else ''} (exit {r['exit']}, {r['seconds']} s)")
+print("Errors reported by each tool (ERROR SUMMARY; of them failing driver calls: API), the process's exit status "
+      "(97: the tool found errors; 124: SANITIZE_LIMIT) and seconds.\n")
 print("| file | " + " | ".join(tools) + " |\n|---|" + "---|" * len(tools))
 for f, d in by.items():
     print(f"| {f} | " + " | ".join(cell(d.get(t)) for t in tools) + " |")
 tot = {t: sum((by[f].get(t) or {}).get("errors") or 0 for f in by) for t in tools}
 bad = [f"{r['file']} {r['tool']}" for r in rows if r.get("errors") != 0 or r.get("exit") != 0]
 print("\n| all files | " + " | ".join(str(tot[t]) for t in tools) + " |")
+api = sorted({c for r in rows for c in (r.get("api_calls") or "").split("; ") if c})
+if api:
+    print("\nFailing driver calls (counted among the errors; a test's deliberate bad input is one): " + "; ".join(api[:12]))
 print(f"\n{len(rows)} runs; not clean (errors, no summary, or a non-zero exit): {len(bad)}" + (": " + "; ".join(bad) if bad else ""))
 PY
     grep -q 'not clean (errors, no summary, or a non-zero exit): 0$' "$D/sanitize.md" || status=1

@@ -30,11 +30,16 @@ if [ -z "${JULIA:-}" ]; then
     if command -v julia >/dev/null 2>&1; then JULIA="julia --startup-file=no"; else JULIA=".julia-local/bin/julia --startup-file=no"; fi
 fi
 mkdir -p "$OUTD/repro"
+if [ "$MODE" = emu ] && ! echo '_Float16 h;' | env ${CUMEM_EMU_LD_LIBRARY_PATH+LD_LIBRARY_PATH="$CUMEM_EMU_LD_LIBRARY_PATH"} \
+        g++ -x c++ -std=c++20 -fsyntax-only - 2>/dev/null; then
+    echo "campaign: FUZZ_MODE=emu needs g++ with C++20 and _Float16 (GCC 12 or later on x86-64)" >&2
+    exit 2
+fi
 ngpu=1
 if [ "$MODE" = cuda ]; then
     ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU'); [ "$ngpu" -ge 1 ] || ngpu=1
 fi
-echo "campaign: mode $MODE, $PROCS processes, seeds $SEED+1..$SEED+$PROCS, $SECS s each after loading"
+echo "campaign: mode $MODE, $PROCS processes, seeds $((SEED + 1))..$((SEED + PROCS)) (FUZZ_SEED=$SEED), $SECS s each after loading"
 pids=()
 for i in $(seq 1 "$PROCS"); do
     envs=(CUMEM_DEVICE=host)
@@ -57,7 +62,7 @@ for p in "${pids[@]}"; do wait "$p"; rcs+=($?); done
 for i in $(seq 1 "$PROCS"); do
     line=$(grep -h '^{"mode"' "$OUTD/proc_$i.log" | tail -1)
     if [ -z "$line" ]; then
-        line="{\"mode\":\"$MODE\",\"seed\":$((SEED + i)),\"functions\":0,\"checks\":0,\"wrong_values\":0,\"exception_mismatches\":0,\"crashes\":1,\"refused\":0,\"seconds\":0,\"startup_s\":0,\"died\":${rcs[$((i - 1))]}}"
+        line="{\"mode\":\"$MODE\",\"seed\":$((SEED + i)),\"functions\":0,\"checks\":0,\"wrong_values\":0,\"exception_mismatches\":0,\"crashes\":1,\"refused\":0,\"seconds\":0,\"startup_s\":0,\"no_summary_exit\":${rcs[$((i - 1))]}}"
     fi
     echo "$line" >> "$OUTD/campaign.jsonl"
 done
@@ -66,8 +71,8 @@ awk -v mode="$MODE" -v procs="$PROCS" -v secs="$SECS" -v seed="$SEED" '
     { f += num("functions"); c += num("checks"); w += num("wrong_values"); x += num("exception_mismatches")
       cr += num("crashes"); r += num("refused"); s += num("seconds"); cpu += num("cpu_s"); st += num("startup_s") }
     END {
-        printf "{\"total\":true,\"mode\":\"%s\",\"processes\":%d,\"seeds\":\"%d+1..%d\",\"seconds_each\":%s,\"functions\":%d,\"checks\":%d,\"wrong_values\":%d,\"exception_mismatches\":%d,\"crashes\":%d,\"refused\":%d,\"functions_per_s_per_process\":%.3f,\"cpu_s_per_function\":%.2f,\"mean_startup_s\":%.1f}\n",
-            mode, procs, seed, seed + procs, secs, f, c, w, x, cr, r, (s > 0 ? f / s : 0), (f > 0 ? cpu / f : 0), st / NR
+        printf "{\"total\":true,\"mode\":\"%s\",\"processes\":%d,\"seeds\":\"%d..%d\",\"seconds_each\":%s,\"functions\":%d,\"checks\":%d,\"wrong_values\":%d,\"exception_mismatches\":%d,\"crashes\":%d,\"refused\":%d,\"functions_per_s_per_process\":%.3f,\"cpu_s_per_function\":%.2f,\"mean_startup_s\":%.1f}\n",
+            mode, procs, seed + 1, seed + procs, secs, f, c, w, x, cr, r, (s > 0 ? f / s : 0), (f > 0 ? cpu / f : 0), st / NR
     }' "$OUTD/campaign.jsonl" > "$OUTD/total.json"
 cat "$OUTD/total.json" >> "$OUTD/campaign.jsonl"
 {
