@@ -480,8 +480,10 @@ suite_fuzz() {
 suite_fuzz_campaign() {
     have test/fuzz/campaign.sh || return 0
     need_julia && need_lib || return
-    local mode=${FUZZ_MODE:-cuda}
-    local secs=${FUZZ_SECONDS:-$(( ${SUITE_BUDGET:-$(budget_of fuzz-campaign)} - 120 ))}
+    local mode=${FUZZ_MODE:-cuda} t0=$SECONDS
+    step "precompile CuMem" "$L/precompile.log" jl 300 -e 'using CuMem'
+    # (by default: what is left of the budget, less loading, the last function and the table)
+    local secs=${FUZZ_SECONDS:-$(( ${SUITE_BUDGET:-$(budget_of fuzz-campaign)} - (SECONDS - t0) - 120 ))}
     # Julia with the bundle's environment; g++ (emu) with this machine's
     TAIL=6 step "fuzz campaign ($mode, ${FUZZ_PROCS:-$(nproc)} processes, $secs s each)" "$L/campaign.log" \
         env FUZZ_MODE="$mode" FUZZ_SECONDS="$secs" FUZZ_GRACE="${FUZZ_GRACE:-90}" FUZZ_OUT="$L/campaign" \
@@ -494,7 +496,6 @@ suite_fuzz_campaign() {
         find "$L/campaign/repro" -name '*.jl' | head -n 200 | xargs -r cp -t "$D/repro"
     fi
 }
-
 # The test files of the CUDA suite (test/runtests.jl's jobs on CUMEM_DEVICE=cuda) that run
 # kernels, with an environment where their job has one, longest first (seconds of a plain
 # run on the 2-core CI machine: the order in which the sanitize suite starts them).
@@ -564,6 +565,8 @@ suite_sanitize() {
     # each process ends by the suite's budget (what the run has left), less the table's time
     SANITIZE_DEADLINE=$(( $(date +%s) + ${SUITE_BUDGET:-$(budget_of sanitize)} - 25 ))
     export cs L SANITIZE_LIMIT SANITIZE_POOL SANITIZE_DEADLINE JL_LDLP JL_PRELOAD
+    # the package precompiled once, outside the tool, before processes start side by side
+    step "precompile CuMem" "$L/precompile.log" jl 300 -e 'using CuMem'
     log "sanitize: ${#specs[@]} files x tools ($tools), $procs processes at once over $g GPU(s)"
     # the job list: longest file first, its tools one after another; GPUs in turn
     local i=0
