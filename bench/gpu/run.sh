@@ -66,8 +66,9 @@
 #                SANITIZE_TOOLS (default memcheck racecheck synccheck initcheck) in a process of
 #                its own, SANITIZE_PROCS at once (default: the CPU count, at most 24) spread
 #                over the GPUs, each within SANITIZE_LIMIT s (default 420), SANITIZE_POOL: the
-#                pool of every file (default its own); sanitize.md: errors, exit status and
-#                seconds of each file and tool, sanitize.jsonl
+#                pool of every file (default its own), SANITIZE_OPTS: more options of the tool
+#                (e.g. --report-api-errors no); sanitize.md: errors (failing driver calls
+#                among them counted apart), exit status and seconds of each file and tool
 # A suite whose script is missing says "missing" and does not fail the run. `bench` names
 # replay compute-bench smallops bandwidth linalg sort first-result kernels cudajl.
 #
@@ -530,7 +531,7 @@ sanitize_one() {
     env LD_LIBRARY_PATH="${JL_LDLP-${LD_LIBRARY_PATH-}}" LD_PRELOAD="${JL_PRELOAD-}" CUDA_VISIBLE_DEVICES="$gpu" \
         ${SANITIZE_POOL:+JULIA_CUDA_MEMORY_POOL=$SANITIZE_POOL} "${envs[@]}" \
         timeout -k 10 "$lim" "$cs" --tool "$t" --target-processes all --error-exitcode 97 \
-        --print-limit 100 julia --startup-file=no --project=. "$f" > "$lf" 2>&1
+        --print-limit 100 ${SANITIZE_OPTS:-} julia --startup-file=no --project=. "$f" > "$lf" 2>&1
     rc=$?
     n=$(grep -Eo 'ERROR SUMMARY: [0-9]+' "$lf" | grep -Eo '[0-9]+' | awk '{s+=$1} END {print (NR ? s : "null")}')
     local tests; tests=$(grep -E '^Test Summary|^[^|]+\| +[0-9]+' "$lf" | tail -1 | tr -s ' ' | sed 's/"//g')
@@ -564,7 +565,7 @@ suite_sanitize() {
     local procs=${SANITIZE_PROCS:-$(nproc)}; [ "$procs" -le 24 ] || procs=24
     # each process ends by the suite's budget (what the run has left), less the table's time
     SANITIZE_DEADLINE=$(( $(date +%s) + ${SUITE_BUDGET:-$(budget_of sanitize)} - 25 ))
-    export cs L SANITIZE_LIMIT SANITIZE_POOL SANITIZE_DEADLINE JL_LDLP JL_PRELOAD
+    export cs L SANITIZE_LIMIT SANITIZE_POOL SANITIZE_OPTS SANITIZE_DEADLINE JL_LDLP JL_PRELOAD
     # the package precompiled once, outside the tool, before processes start side by side
     step "precompile CuMem" "$L/precompile.log" jl 300 -e 'using CuMem'
     log "sanitize: ${#specs[@]} files x tools ($tools), $procs processes at once over $g GPU(s)"
