@@ -51,7 +51,7 @@ for i in $(seq 1 "$PROCS"); do
     esac
     # the outer limit: the fuzzing time, the loading, and one slow function at the end
     env "${envs[@]}" timeout $((SECS + ${FUZZ_GRACE:-240})) $JULIA --project=. test/fuzz/fuzz.jl --mode "$fmode" \
-        --seed $((SEED + i)) --n "${FUZZ_N:-0}" --seconds "$SECS" --len "${FUZZ_LEN:-24}" --quiet \
+        --seed $((SEED + i)) --n "${FUZZ_N:-0}" --seconds "$SECS" --len "${FUZZ_LEN:-24}" --quiet --profile \
         --out "$OUTD/repro" > "$OUTD/proc_$i.log" 2>&1 &
     pids+=($!)
 done

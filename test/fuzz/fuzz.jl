@@ -6,7 +6,7 @@
 # defines the function, its inputs and both results).
 #
 #   julia --project=. test/fuzz/fuzz.jl [--mode host|emu] [--seed S] [--n N] [--len L]
-#                                       [--seconds T] [--out DIR] [--ulps]
+#                                       [--seconds T] [--out DIR] [--ulps] [--profile]
 #
 # --mode host (default): the device of CUMEM_DEVICE (host: Base runs the elements, every
 #   kernel is still generated and, with libnvrtc, compiled to PTX; cuda: the GPU runs it);
@@ -16,7 +16,8 @@
 #   per input (default 24), --out the reproducers' folder (default fuzz-failures/);
 # --seconds: stop starting new functions after T seconds of fuzzing (the loading before
 #   it not counted), whichever of --n and --seconds comes first (--n 0: no count limit);
-#   test/fuzz/campaign.sh runs many such processes side by side;
+#   test/fuzz/campaign.sh runs many such processes side by side; --profile: also print the
+#   CPU seconds per function of each part (generating, Base's calls, CuMem's calls);
 # --ulps: instead, measure each mapped transcendental function alone on this device (max
 #   ulp difference from Base over special and random inputs) and print the table.
 # Prints one JSON line per run: mode, seed, functions, checks, disagreements by kind, the
@@ -47,10 +48,10 @@ const ARGS_D = Dict{String,String}()
 let i = 1
     while i <= length(ARGS)
         a = ARGS[i]
-        if a in ("--ulps", "--quiet")
+        if a in ("--ulps", "--quiet", "--profile")
             ARGS_D[a[3:end]] = "1"; i += 1
         else
-            startswith(a, "--") && i < length(ARGS) || error("usage: fuzz.jl [--mode host|emu] [--seed S] [--n N] [--len L] [--seconds T] [--out DIR] [--ulps]")
+            startswith(a, "--") && i < length(ARGS) || error("usage: fuzz.jl [--mode host|emu] [--seed S] [--n N] [--len L] [--seconds T] [--out DIR] [--ulps] [--profile]")
             ARGS_D[a[3:end]] = ARGS[i+1]; i += 2
         end
     end
@@ -137,9 +138,22 @@ function write_repro(k, src, xs, what, got, want, kind)
     return path
 end
 
+# CPU seconds by part of the work (--profile): generating the function, Base's and CuMem's
+# call of each kind; /proc's clock ticks of 10 ms add up over many functions
+const CPU_BY = Dict{String,Float64}()
+function cpu!(f, key)
+    c = cpu_seconds()
+    try
+        return f()
+    finally
+        CPU_BY[key] = get(CPU_BY, key, 0.0) + cpu_seconds() - c
+    end
+end
+call_kind(what) = first(split(what, '('))
+
 function check!(k, src, xs, what, want, gotf, tol)
     CHECKS[] += 1
-    got = run_(gotf)
+    got = cpu!(() -> run_(gotf), "CuMem " * call_kind(what))
     if got isa Err && got.e isa CuMem.KernelCompileError
         kind = "refused"
     elseif agree(got, want, tol)
@@ -160,25 +174,28 @@ inflight_path() = (mkpath(OUTDIR); joinpath(OUTDIR, "inflight_$(DEVICE_NAME)_$(S
 
 function fuzz_one(rng, k)
     name = "fz$k"
-    src, ats, R, tr = FuzzGen.gen_function(rng, name)
-    # the function being run, kept if the process dies in it (removed at fuzz_main's end)
-    write(inflight_path(), "# fuzz.jl: the function that was running (mode $MODE, seed $(SEED[]), function $k)\n", src, "\n")
-    M = Module(:FuzzFns)
-    Core.eval(M, Meta.parse(FuzzGen.STRUCT_DEF))
-    f = Core.eval(M, Meta.parse(src))
-    xs = Any[FuzzGen.inputs(rng, T, LEN) for T in ats]
+    src, ats, R, tr, f, xs = cpu!("generating and defining the function") do
+        src, ats, R, tr = FuzzGen.gen_function(rng, name)
+        # the function being run, kept if the process dies in it (removed at fuzz_main's end)
+        write(inflight_path(), "# fuzz.jl: the function that was running (mode $MODE, seed $(SEED[]), function $k)\n", src, "\n")
+        M = Module(:FuzzFns)
+        Core.eval(M, Meta.parse(FuzzGen.STRUCT_DEF))
+        f = Core.eval(M, Meta.parse(src))
+        src, ats, R, tr, f, Any[FuzzGen.inputs(rng, T, LEN) for T in ats]
+    end
     tol = tr === nothing ? 0 : ulp_tolerance(tr, R, DEVICE_NAME)
     cxs = Any[CuArray(x) for x in xs]
-    want = Base.invokelatest(() -> run_(() -> f.(xs...)))
+    want = cpu!(() -> Base.invokelatest(() -> run_(() -> f.(xs...))), "Base broadcast")
     check!(k, src, xs, "broadcast", want, () -> Base.invokelatest(() -> Array(f.(cxs...))), tol)
-    check!(k, src, xs, "map", Base.invokelatest(() -> run_(() -> map(f, xs...))), () -> Base.invokelatest(() -> Array(map(f, cxs...))), tol)
+    want = cpu!(() -> Base.invokelatest(() -> run_(() -> map(f, xs...))), "Base map")
+    check!(k, src, xs, "map", want, () -> Base.invokelatest(() -> Array(map(f, cxs...))), tol)
     if length(xs) == 1 && R !== ComplexF32
         op = R === Bool ? (|) : R <: Integer ? (+) : max
         opn = R === Bool ? "|" : R <: Integer ? "+" : "max"
-        want = Base.invokelatest(() -> run_(() -> mapreduce(f, op, xs[1])))
+        want = cpu!(() -> Base.invokelatest(() -> run_(() -> mapreduce(f, op, xs[1]))), "Base mapreduce")
         check!(k, src, xs, "mapreduce($(name), $opn, CA)", want, () -> Base.invokelatest(() -> mapreduce(f, op, cxs[1])), tol)
         if R <: Integer
-            want = Base.invokelatest(() -> run_(() -> sum(f, xs[1])))
+            want = cpu!(() -> Base.invokelatest(() -> run_(() -> sum(f, xs[1]))), "Base sum")
             check!(k, src, xs, "sum($name, CA)", want, () -> Base.invokelatest(() -> sum(f, cxs[1])), 0)
         end
     end
@@ -212,6 +229,7 @@ function fuzz_main(; seed::Int = SEED[], n::Int = N, seconds::Float64 = SECONDS)
     SEED[] = seed
     foreach(k -> COUNTS[k] = 0, collect(keys(COUNTS)))
     CHECKS[] = 0
+    empty!(CPU_BY)
     rng = MersenneTwister(seed)
     println("fuzz: mode $MODE, device $(DEVICE_NAME), seed $seed, ", n == 0 ? "no count limit" : "$n functions",
             isfinite(seconds) ? ", $seconds s" : "", ", $LEN elements")
@@ -238,6 +256,10 @@ function fuzz_main(; seed::Int = SEED[], n::Int = N, seconds::Float64 = SECONDS)
     @printf("{\"mode\":\"%s\",\"device\":\"%s\",\"seed\":%d,\"functions\":%d,\"checks\":%d,\"wrong_values\":%d,\"exception_mismatches\":%d,\"crashes\":%d,\"refused\":%d,\"seconds\":%.1f,\"cpu_s\":%.1f,\"startup_s\":%.1f}\n",
             MODE, DEVICE_NAME, seed, done, CHECKS[], COUNTS["wrong value"], COUNTS["exception mismatch"], COUNTS["crash"],
             COUNTS["refused"], time() - t0, cpu_seconds() - c0, startup)
+    if get(ARGS_D, "profile", "0") == "1" && done > 0
+        println("fuzz: CPU s per function by part (", done, " functions, the first one's compilation included): ",
+                join(("$k $(round(v / done; digits = 3))" for (k, v) in sort(collect(CPU_BY); by = last, rev = true)), ", "))
+    end
     return bad == 0 ? 0 : 1
 end
 
