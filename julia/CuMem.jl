@@ -106,6 +106,7 @@ include("compute/broadcast/fastpath.jl")   # broadcasts of a type seen before: a
 # compute/reduce/: reductions: whole-array, with dims, in place, findmax
 include("compute/reduce/element_fns.jl")    # element functions of the reduction-like families, from the compiler
 include("compute/reduce/reduce_full.jl")    # whole-array reductions: one kernel, partials to the pinned buffer
+include("compute/reduce/dims_slot.jl")      # reductions over one dimension of a type seen before: a typed slot
 include("compute/reduce/mapreduce.jl")      # reductions: mapreduce, sum, prod, any, all, count, ...
 include("compute/reduce/findext.jl")        # findmax, findmin, argmax, argmin
 include("compute/reduce/reduce_inplace.jl") # mapreducedim!: sum!, prod!, maximum!, minimum!, any!, all!, count!
