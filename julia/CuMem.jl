@@ -77,6 +77,7 @@ include("compute/compiler/mathlib.jl")    # Base math mapped to CUDA's library, 
 include("compute/compiler/translate.jl")  # typed IR -> C: functions, blocks, phis, statements, calls
 include("compute/compiler/device.jl")     # device_function, kernel_source, launch_context (the interface)
 # compute/runtime/: kernel loading, caches, launch, read-back
+include("compute/runtime/capture_edges.jl") # edges of captured graphs from the data each operation reads and writes
 include("compute/runtime/kernels.jl")      # NVRTC kernels, launch, cuBLAS gemm!, synchronize, host_view
 include("compute/runtime/graphs.jl")       # CUDA graphs: capture, instantiate, launch, update!, @captured, graph pools
 include("compute/runtime/kernel_cache.jl") # the Julia kernel table (by device and types); the engine's cache on disk

@@ -379,6 +379,14 @@ function gpu_mapreduce(f, op, A, dims, init)
     Out = reduce_out_type(f, op, T, init)
     isbitstype(Out) || (Out = accumulator_type(op, R))
     out = CuArray{Out}(undef, reduced_size(size(A), rdims))
+    # one operation of a capture, reading A and writing out (capture_edges.jl)
+    CAPTURES[] == 0 ? reduce_dims!(out, A, f, op, rdims, dims, init) :
+                      captured_op(() -> reduce_dims!(out, A, f, op, rdims, dims, init), A, out)
+    return out
+end
+
+# `out` = the reduction of `A` over `rdims` (the GPU's kernels, or the host's Base call).
+function reduce_dims!(out, A, f, op, rdims, dims, init)
     gpu_reduce!(out, A, f, op, rdims, init; slot = dims isa Int && init === NOINIT)
     if on_host()
         GC.@preserve A out begin
