@@ -171,6 +171,9 @@ have() { [ -f "$1" ] || { log "missing: $1 (skipped)"; echo "missing: $1" >> "$D
 need_julia() { command -v julia >/dev/null 2>&1 || { log "no julia: carry the kit's julia part ($KIT/julia)"; status=1; return 1; }; }
 need_lib() { [ -n "${CUMEM_LIBRARY:-}" ] || { log "no libcumem.so: carry the kit's engine part ($KIT/engine)"; status=1; return 1; }; }
 ngpu() { nvidia-smi -L 2>/dev/null | grep -c '^GPU'; }
+# the GPU indices a suite may use: CUDA_VISIBLE_DEVICES's list when set, else 0 .. ngpu-1
+gpu_list() { if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then echo "${CUDA_VISIBLE_DEVICES//,/ }";
+             else local n; n=$(ngpu); [ "$n" -ge 1 ] || n=1; seq -s ' ' 0 $((n - 1)); fi; }
 quick() { [ "${QUICK:-0}" = 1 ] && echo --quick; }
 
 suite_tests() {
@@ -561,7 +564,10 @@ suite_sanitize() {
         for s in $SANITIZE_SUITE; do specs+=("$s"); done
     fi
     local tools=${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}
-    local g; g=$(ngpu); [ "$g" -ge 1 ] || g=1
+    # the GPUs to spread over: CUDA_VISIBLE_DEVICES's when set (a lane kept off a GPU that
+    # another lane times on), else every GPU
+    local gl; read -r -a gl <<< "$(gpu_list)"
+    local g=${#gl[@]}
     local procs=${SANITIZE_PROCS:-$(nproc)}; [ "$procs" -le 24 ] || procs=24
     # each process ends by the suite's budget (what the run has left), less the table's time
     SANITIZE_DEADLINE=$(( $(date +%s) + ${SUITE_BUDGET:-$(budget_of sanitize)} - 25 ))
@@ -572,7 +578,7 @@ suite_sanitize() {
     # the job list: longest file first, its tools one after another; GPUs in turn
     local i=0
     for s in "${specs[@]}"; do
-        for t in $tools; do echo "$t $((i % g)) $s"; i=$((i + 1)); done
+        for t in $tools; do echo "$t ${gl[$((i % g))]} $s"; i=$((i + 1)); done
     done | xargs -P "$procs" -L 1 bash -c 'sanitize_one "$0" "$1" "$2"'
     cat "$L"/*.json > "$D/sanitize.jsonl" 2>/dev/null
     py 30 - "$D/sanitize.jsonl" "$tools" > "$D/sanitize.md" <<'PY'

@@ -35,10 +35,13 @@ if [ "$MODE" = emu ] && ! echo '_Float16 h;' | env ${CUMEM_EMU_LD_LIBRARY_PATH+L
     echo "campaign: FUZZ_MODE=emu needs g++ with C++20 and _Float16 (GCC 12 or later on x86-64)" >&2
     exit 2
 fi
-ngpu=1
+# the GPUs (cuda mode): CUDA_VISIBLE_DEVICES's list when set, else every GPU
+gpus=(0)
 if [ "$MODE" = cuda ]; then
-    ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU'); [ "$ngpu" -ge 1 ] || ngpu=1
+    if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then read -r -a gpus <<< "${CUDA_VISIBLE_DEVICES//,/ }"
+    else n=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU'); [ "$n" -ge 1 ] || n=1; read -r -a gpus <<< "$(seq -s ' ' 0 $((n - 1)))"; fi
 fi
+ngpu=${#gpus[@]}
 echo "campaign: mode $MODE, $PROCS processes, seeds $((SEED + 1))..$((SEED + PROCS)) (FUZZ_SEED=$SEED), $SECS s each after loading"
 pids=()
 for i in $(seq 1 "$PROCS"); do
@@ -47,7 +50,7 @@ for i in $(seq 1 "$PROCS"); do
     case $MODE in
         emu) fmode=emu; envs+=(CUMEM_EMU_OPT="${CUMEM_EMU_OPT:--O0}") ;;
         cuda) envs=(CUMEM_DEVICE=cuda)
-              [ "$ngpu" -gt 1 ] && envs+=(CUDA_VISIBLE_DEVICES=$(( (i - 1) % ngpu ))) ;;
+              envs+=(CUDA_VISIBLE_DEVICES=${gpus[$(( (i - 1) % ngpu ))]}) ;;
     esac
     # the outer limit: the fuzzing time, the loading, and one slow function at the end
     env "${envs[@]}" timeout $((SECS + ${FUZZ_GRACE:-240})) $JULIA --project=. test/fuzz/fuzz.jl --mode "$fmode" \
