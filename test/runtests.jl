@@ -22,10 +22,12 @@
 #   array library its kernels on g++ threads   test/compute/algorithms/arraylib{,_emulation}_tests.jl
 #   reductions/scans/findmax/sorts on g++ threads     test/compute/reduce/reduce_emulation_tests.jl
 #   onesweep sort, one-pass scan on g++ threads; PTX  test/compute/algorithms/sort_{emulation,ptx}_tests.jl
+#   the CUDA.jl user checklist (host:2)            test/compute/parity_tests.jl
 #   several devices (host:2 stand-ins)              test/devices/multidevice_tests.jl
 #   Distributed, 2 workers, one device each         test/devices/distributed_tests.jl
 #   the demo (an MLP trained on the digits)         demo/demo.jl
 #   include order, file sizes, C bindings            test/layers_tests.jl, test/lib/header_tests.jl
+#   README's Julia session (split pool)             test/tools/readme_tests.jl
 #
 # The processes run in parallel (CUMEM_TEST_JOBS, default: the number of CPU threads).
 # CUMEM_DEVICE defaults to `host` (set it to `cuda` to test on a GPU); CUMEM_TEST_POOLS
@@ -188,6 +190,9 @@ if DEVICE != "cuda" && Sys.which("g++") !== nothing &&
 end
 # Several devices: two host devices standing in for GPUs (two GPUs with CUMEM_DEVICE=cuda).
 const MULTI_DEVICE = DEVICE == "cuda" ? "cuda" : "host:2"
+# the CUDA.jl user's checklist, item by item (its device-rule items need two devices)
+push!(jobs, Job("CUDA.jl user parity checklist ($MULTI_DEVICE)",
+                julia(testfile(joinpath("compute", "parity_tests.jl")); CUMEM_DEVICE = MULTI_DEVICE), passed; cost = 60))
 push!(jobs, Job("several devices ($MULTI_DEVICE)",
                 shortopt(testfile(joinpath("devices", "multidevice_tests.jl")); CUMEM_DEVICE = MULTI_DEVICE, JULIA_CUDA_MEMORY_LIMIT = "1GiB"),
                 passed; cost = 19))
@@ -321,6 +326,8 @@ push!(jobs, Job("engine log silenced by Logging",
                                occursin("LOG_DONE", out)))
 push!(jobs, Job("docs/api.md matches the docstrings",
                 julia(joinpath(ROOT, "scripts", "gen-api-docs.jl"), "--check"), passed))
+push!(jobs, Job("README.md's Julia session prints what it shows",
+                julia(testfile(joinpath("tools", "readme_tests.jl")); JULIA_CUDA_MEMORY_POOL = "split"), passed; cost = 8))
 # The Julia package's structure: include order = dependency order, file sizes, and the
 # bindings (every ccall, constant and record) against include/cumem.h.
 push!(jobs, Job("julia/ layering and the C bindings",

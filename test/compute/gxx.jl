@@ -29,6 +29,17 @@ gxx_key(parts...) = join((string(foldl((h, p) -> hash(p, h), parts; init = seed)
 
 # `from` renamed to `to` unless `to` exists (another process made it first): then `from`
 # is removed. Returns `to`.
+# g++ runs in the machine's environment rather than a Julia bundle's: where
+# CUMEM_EMU_LD_LIBRARY_PATH is set (bench/gpu/run.sh, whose Julia runs with the bundle's
+# libraries first on LD_LIBRARY_PATH and its libunwind preloaded), it is g++'s
+# LD_LIBRARY_PATH and LD_PRELOAD is dropped.
+function emu_env(cmd::Cmd)
+    haskey(ENV, "CUMEM_EMU_LD_LIBRARY_PATH") || return cmd
+    env = Dict(k => v for (k, v) in ENV if k != "LD_PRELOAD")
+    env["LD_LIBRARY_PATH"] = ENV["CUMEM_EMU_LD_LIBRARY_PATH"]
+    return setenv(cmd, env)
+end
+
 function gxx_place(from, to)
     if ispath(to)
         rm(from; recursive = true, force = true)
@@ -49,7 +60,7 @@ function gxx_pch(header::String, flags::Vector{String})
     if !isdir(dir)
         tmp = mktempdir(GXX_DIR)
         write(joinpath(tmp, "hdr.h"), header)
-        run(`g++ $flags -fPIC -w -x c++-header -o $(joinpath(tmp, "hdr.h.gch")) $(joinpath(tmp, "hdr.h"))`)
+        run(emu_env(`g++ $flags -fPIC -w -x c++-header -o $(joinpath(tmp, "hdr.h.gch")) $(joinpath(tmp, "hdr.h"))`))
         gxx_place(tmp, dir)
     end
     return joinpath(dir, "hdr.h")
@@ -69,7 +80,7 @@ function gxx_library(header::String, body::String, flags::Vector{String})
     hdr = gxx_pch(header, flags)
     tmp = mktempdir(GXX_DIR)
     write(joinpath(tmp, "k.cpp"), body)
-    run(`g++ $flags -shared -fPIC -w -include $hdr -o $(joinpath(tmp, "k.so")) $(joinpath(tmp, "k.cpp"))`)
+    run(emu_env(`g++ $flags -shared -fPIC -w -include $hdr -o $(joinpath(tmp, "k.so")) $(joinpath(tmp, "k.cpp"))`))
     gxx_place(joinpath(tmp, "k.so"), so)
     rm(tmp; recursive = true, force = true)
     return so
