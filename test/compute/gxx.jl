@@ -27,8 +27,6 @@ end
 gxx_key(parts...) = join((string(foldl((h, p) -> hash(p, h), parts; init = seed), base = 16, pad = 16)
                           for seed in (UInt(0x243f6a8885a308d3), UInt(0x13198a2e03707344))))
 
-# `from` renamed to `to` unless `to` exists (another process made it first): then `from`
-# is removed. Returns `to`.
 # g++ runs in the machine's environment rather than a Julia bundle's: where
 # CUMEM_EMU_LD_LIBRARY_PATH is set (bench/gpu/run.sh, whose Julia runs with the bundle's
 # libraries first on LD_LIBRARY_PATH and its libunwind preloaded), it is g++'s
@@ -40,6 +38,8 @@ function emu_env(cmd::Cmd)
     return setenv(cmd, env)
 end
 
+# `from` renamed to `to` unless `to` exists (another process made it first): then `from`
+# is removed. Returns `to`.
 function gxx_place(from, to)
     if ispath(to)
         rm(from; recursive = true, force = true)
