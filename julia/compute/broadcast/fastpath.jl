@@ -169,6 +169,16 @@ end
 # Runs `dest .= bc`, on the fast path when it applies; after a slow-path broadcast,
 # remembers its kernel for the type.
 @inline function broadcast_into!(dest, bc)
+    CAPTURES[] == 0 || return capture_broadcast!(dest, bc)
+    return run_broadcast!(dest, bc)
+end
+# Inside a capture: one operation reading `bc`'s arrays and writing `dest` (its graph
+# edges follow those, capture_edges.jl).
+@noinline function capture_broadcast!(dest, bc)
+    captured_op(() -> run_broadcast!(dest, bc), bc, dest)
+    return dest
+end
+@inline function run_broadcast!(dest, bc)
     fast_broadcast!(dest, bc) && return dest
     index_fast!(dest, bc) && fast_broadcast!(dest, bc) && return dest
     Base.invokelatest(slow_broadcast!, dest, bc)

@@ -11,6 +11,7 @@ CuMem.allowscalar(false)
 # launches it directly: it cannot hold this file's stand-in kernels, so the emulation runs the
 # general path, which every broadcast takes on its first call anyway.
 CuMem.FAST_BROADCAST[] = false
+isdefined(@__MODULE__, :gxx_library) || include(joinpath(@__DIR__, "..", "gxx.jl"))
 const HDR = raw"""
 #include <math.h>
 #include <stdint.h>
@@ -46,11 +47,7 @@ function emu_compile(src)
     src = replace(src, r"static __device__ __forceinline__ half_t jl_d2h.*\n" => "static inline half_t jl_d2h(double x) { _Float16 f = (_Float16)x; half_t h; memcpy(&h, &f, 2); return h; }\n")
     # the system's int64_t (long) replaces the prelude's (long long): the same 64 bits
     src = replace(src, "typedef long long int64_t; typedef unsigned long long uint64_t;" => "")
-    dir = mktempdir()
-    write(joinpath(dir, "k.cpp"), HDR * src)
-    run(`g++ -O1 -std=c++17 -shared -fPIC -w -o $(joinpath(dir, "k.so")) $(joinpath(dir, "k.cpp"))`)
-    h = Libdl.dlopen(joinpath(dir, "k.so"))
-    return h
+    return Libdl.dlopen(gxx_library(HDR, src, ["-O1", "-std=c++17"]))
 end
 struct EmuKernel
     f::Ptr{Cvoid}
@@ -59,9 +56,15 @@ end
     on_host() = false
     load_kernel(source::String, name::String) = Main.EmuKernel(Libdl.dlsym(Main.emu_compile(source), name))
 end
+# one caller per list of argument types (an `eval` per launch compiled a new ccall each time)
+const CALLERS = Dict{Any,Function}()
 function CuMem.launch(k::EmuKernel, args...; blocks, threads, shmem = 0)
     types = map(typeof, args)
-    Core.eval(Main, :(ccall($(k.f), Cvoid, ($(types...),), $(args...))))
+    call = get!(CALLERS, types) do
+        vs = [:(vs[$i]) for i in 1:length(types)]
+        Core.eval(Main, :((f, vs) -> ccall(f, Cvoid, ($(types...),), $(vs...))))
+    end
+    Base.invokelatest(call, k.f, args)
     return nothing
 end
 
@@ -222,6 +225,20 @@ const ELTYPES = (Bool, Int8, Int16, Int32, Int64, UInt8, UInt16, UInt32, UInt64,
         h = CuMem.host_random!(Array{T}(undef, 1001), UInt64(9), UInt64(0), true)
         @test all(isapprox.(r, h; rtol = 1e-2, atol = 1e-3))
     end
+end
+
+# Base's Char functions, which call utf8proc, through the tables built at precompile time
+# (julia/compute/compiler/unicode.jl): every code point 0 .. 0x10FFFF (surrogates
+# included) and Chars past Unicode's range, against Base.
+@testset "Char functions (utf8proc tables) over every code point" begin
+    chars = vcat(Char.(UInt32(0):UInt32(0x10ffff)), Char(0x110000), Char(0x1fffff))
+    dc = CuArray(chars)
+    for f in (uppercase, lowercase, titlecase, isletter, isuppercase, islowercase, Base.Unicode.iscased, isnumeric,
+              ispunct, isprint, isspace, textwidth, Base.Unicode.category_code)
+        @test Array(f.(dc)) == f.(chars)
+    end
+    # a malformed Char: Base's InvalidCharError, raised by the kernel
+    @test_throws Base.InvalidCharError Array(uppercase.(CuArray([reinterpret(Char, 0xc0800000)])))
 end
 
 # The typed-IR compiler (issue 23): every form against Base, through the generated C.
