@@ -146,26 +146,30 @@ function sgd_step!(m::MLP, x, y, lr::Float32, loss = nothing)
 end
 
 """
-    GraphStep(m, x, y, lr)
+    GraphStep(m, x, y, lr; edges = true)
 
 The SGD step of `m` on batches of the shape of `x` (64×B) and `y` (10×B), captured once
 as a CUDA graph (`CuMem.capture`) over input arrays of its own: [`graph_step!`](@ref)
 copies a batch in and replays the whole step with one launch. Its temporaries live in the
 graph's private pool. Run one eager [`train_step!`](@ref) first (kernels compiled).
+`edges = false` captures the step as one chain of kernels (the stream's order) instead of
+edges that follow the data; `gs.info` is the graph's `CuMem.graph_info`.
 """
 mutable struct GraphStep
     x::CuMatrix{Float32}
     y::CuMatrix{Float32}
     loss::CuMatrix{Float32}
     exec::CuMem.CuGraphExec
+    info::NamedTuple                 # CuMem.graph_info of the captured graph
 end
 
-function GraphStep(m::MLP, x, y, lr::Float32)
+function GraphStep(m::MLP, x, y, lr::Float32; edges::Bool = true)
     xb, yb, loss = copy(x), copy(y), CuMem.zeros(Float32, 1, 1)
-    g = CuMem.capture(() -> train_step_loss!(m, xb, yb, lr, loss))
+    g = CuMem.capture(() -> train_step_loss!(m, xb, yb, lr, loss); edges = edges)
     exec = CuMem.instantiate(g)
+    info = CuMem.graph_info(g)
     unsafe_free!(g)                  # the executable keeps the graph's pool
-    return GraphStep(xb, yb, loss, exec)
+    return GraphStep(xb, yb, loss, exec, info)
 end
 
 """
