@@ -294,6 +294,11 @@ end
         @test l1 == l2
         gs = GraphStep(graphed, xs[2], ys[2], 0.1f0)
         @test gs.info.depth < gs.info.nodes          # the gradients and updates run side by side
+        ps, st = graph_pools(), memory_stats()       # memory_stats counts the graph pools apart
+        @test st.num_graph_pools == length(ps) >= 1
+        @test st.graph_pool_reserved_bytes == sum(p -> p.reserved_bytes, ps) > 0
+        @test st.graph_pool_allocated_bytes == sum(p -> p.allocated_bytes, ps)
+        @test st.graph_pool_reserved_bytes <= st.reserved_bytes
         before = only(filter(p -> p.id == gs.exec.pool, graph_pools())).reserved_bytes
         for i in 1:6
             le = train_step!(eager, xs[mod1(i, 3)], ys[mod1(i, 3)], 0.1f0)
