@@ -283,6 +283,14 @@ end
         launch(instantiate(p))
         @test Array(C) ≈ Array(A) * Array(B) && Array(r) ≈ 2 .* sum(Array(B); dims = 1)
         @test_throws ArgumentError (unsafe_free!(g); CuMem.graph_info(g))
+        # the leak check names the graph pool of an array a capture returned
+        CuMem.memory_checkpoint()
+        res = Ref{Any}(nothing)
+        g2 = capture(() -> (res[] = a .+ 1f0; nothing))
+        ls = CuMem.check_memory_leaks()
+        @test any(l -> l.graph_pool == g2.pool && l.addr == UInt64(pointer(res[])), ls)
+        @test occursin("in graph pool $(g2.pool)", sprint(showerror, CuMem.MemoryLeakError(ls)))
+        @test all(l -> l.graph_pool == 0 || l.graph_pool == g2.pool, ls)
     end
     @testset "the demo's MLP step: replays train the weights eager training does" begin
         rng = MersenneTwister(3)
