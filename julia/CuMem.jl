@@ -14,7 +14,7 @@ using Serialization
 using Random
 using Statistics
 
-export CuArray, CuVector, CuMatrix, CuVecOrMat, CuPtr, CU_NULL, cu, unsafe_free!,
+export CuArray, CuVector, CuMatrix, CuVecOrMat, CuPtr, CU_NULL, CuRef, RefOrCuRef, PtrOrCuPtr, cu, unsafe_free!,
        DenseCuArray, DenseCuVector, DenseCuMatrix, StridedCuArray, StridedCuVector, StridedCuMatrix,
        AnyCuArray,
        allowscalar, @allowscalar, @disallowscalar,
@@ -60,6 +60,7 @@ include("array/scalar.jl")         # scalar indexing policy (allowscalar)
 include("array/adapt.jl")          # adapt (a stand-in for Adapt.jl) and cu
 include("array/iterator.jl")       # CuIterator
 include("array/interop.jl")        # deepcopy, serialize, unsafe_wrap
+include("array/refs.jl")           # CuRef, CuRefArray, RefOrCuRef, PtrOrCuPtr: device references for ccall and kernels
 include("compute/compiler/irversion.jl")  # the typed IR's spellings in each Julia version (the only such file)
 include("compute/compiler/refusals.jl")   # KernelCompileError for what cannot run on a GPU
 include("compute/compiler/ctypes.jl")     # C types of isbits Julia types with Julia's layout; literals
@@ -71,6 +72,7 @@ include("compute/compiler/kernelcalls.jl") # the kernel language's intrinsics as
 include("compute/compiler/intrinsics.jl") # Core.Intrinsics as C
 include("compute/compiler/builtins.jl")   # getfield, ===, ifelse, isa, tuple, ... as C
 include("compute/compiler/devmem.jl")     # CuDeviceArray's loads and stores as C pointer accesses
+include("compute/compiler/unicode.jl")    # utf8proc's Char tables (case, category, width) for kernels
 include("compute/compiler/mathlib.jl")    # Base math mapped to CUDA's library, with domain checks
 include("compute/compiler/translate.jl")  # typed IR -> C: functions, blocks, phis, statements, calls
 include("compute/compiler/device.jl")     # device_function, kernel_source, launch_context (the interface)
@@ -107,6 +109,7 @@ include("compute/broadcast/fastpath.jl")   # broadcasts of a type seen before: a
 # compute/reduce/: reductions: whole-array, with dims, in place, findmax
 include("compute/reduce/element_fns.jl")    # element functions of the reduction-like families, from the compiler
 include("compute/reduce/reduce_full.jl")    # whole-array reductions: one kernel, partials to the pinned buffer
+include("compute/reduce/dims_slot.jl")      # reductions over one dimension of a type seen before: a typed slot
 include("compute/reduce/mapreduce.jl")      # reductions: mapreduce, sum, prod, any, all, count, ...
 include("compute/reduce/findext.jl")        # findmax, findmin, argmax, argmin
 include("compute/reduce/reduce_inplace.jl") # mapreducedim!: sum!, prod!, maximum!, minimum!, any!, all!, count!

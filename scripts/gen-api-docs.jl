@@ -24,7 +24,9 @@ const INTERNAL = Set{Symbol}([:STRIDED_COPY_SOURCE,
                               :converted_function, :result_type, :KernelEntry, :kernel_entry,
                               # the kernel language's plumbing (compute/device/, compiler/kernelcalls.jl)
                               :DC_DEVICE_CALLS, :DV_DEVICE_CUH, :KernelAdaptor, :host_launch, :shfl_prim,
-                              :vote_prim, :cuprintf, :shmem_static, :shmem_dynamic, :throw_cuassert])
+                              :vote_prim, :cuprintf, :shmem_static, :shmem_dynamic, :throw_cuassert,
+                              # the typed-IR compiler's utf8proc tables (compute/compiler/unicode.jl)
+                              :UC_TABLES])
 
 function docstrings(binding)
     md = Base.Docs.meta(CuMem)[binding]

@@ -21,7 +21,8 @@ const R_NVML = "NVML (device management library)"
 const R_BF16 = "BFloat16s.jl is not installed (the package's only use is cuBLAS's BFloat16 gemmEx)"
 const R_CUERR = "CUDA.jl's CuError of driver result codes (CUDA.SUCCESS, name/description of a code): CuMem reports the engine's own status codes (CuMemError)"
 const R_TIMINGS = "CUDA.jl's pool timer outputs (enable_timings/disable_timings; CuMem's allocation statistics are memory_stats())"
-const R_CCALL = "ccall plumbing of CUDA.jl's library wrappers (CuRef, RefOrCuRef, PtrOrCuPtr: primitive pointer types; CuMem's CuPtr is a struct)"
+const R_BITCAST = "Base.bitcast of a CuPtr or Ptr into CuRef/RefOrCuRef: primitive types in CUDA.jl; CuMem's CuPtr, CuRef and RefOrCuRef are structs of the address (the same bits in a ccall)"
+const R_UNMANAGED = "ccalls with CuArray{T,N}(CU_NULL, dims), an unmanaged array at address 0: CuMem wraps only memory of its engine (unsafe_wrap)"
 
 const REFS = Dict{Symbol,String}()
 for n in (Symbol("@device_code_llvm"), Symbol("@device_code_ptx"), Symbol("@device_code_sass"),
@@ -50,9 +51,7 @@ for n in (:CuModule, :CuModuleFile, :CuLink, :CuFunction, :cudacall, :CuGlobal, 
           :add_file!, :CuLinkImage, :CuLinkError, :CUjit_option)
     REFS[n] = R_DRV
 end
-for n in (:CuRef, :RefOrCuRef, :PtrOrCuPtr, :CuRefArray)
-    REFS[n] = R_CCALL
-end
+REFS[:bitcast] = R_BITCAST
 REFS[:SUCCESS] = R_CUERR
 REFS[:enable_timings] = R_TIMINGS
 REFS[:disable_timings] = R_TIMINGS
@@ -74,6 +73,8 @@ const TESTSETS = [
     # its script (a string, so the names are not seen) builds `CuDeviceArray{Int,1,AS.Global}`
     # from a `Core.LLVMPtr{Int,AS.Global}`
     r"^#329$" => R_LLVMPTR,
+    # pointer.jl's testset: its device half is `CuArray{Int,1}(CU_NULL, (1,))`
+    r"^GPU or CPU integration$" => R_UNMANAGED,
 ]
 
 """The array-side files and the kernel files, in the order they run."""

@@ -164,3 +164,32 @@ function Base.resize!(v::CuArray{T,1}, n::Integer) where {T}
     unsafe_free!(new)
     return v
 end
+
+"""
+    push!(v::CuVector, items...) -> v
+    append!(v::CuVector, items) -> v
+
+`v` with `items` added at its end, as Base's: through [`resize!`](@ref) (each call moves
+the elements to a new allocation: build long vectors on the host, or `vcat` once, rather
+than growing one element at a time) and one upload of `items` (a device copy for a
+CuArray). Items are converted to `eltype(v)` (an `InexactError` and so on before `v`
+changes). The `resize!` errors apply.
+"""
+function Base.push!(v::CuArray{T,1}, items...) where {T}
+    isempty(items) && return v
+    return bf_append!(v, T[convert(T, x) for x in items])
+end
+Base.append!(v::CuArray{T,1}, items::AbstractVector) where {T} =
+    bf_append!(v, items isa AnyCuArray ? items : T[convert(T, x) for x in items])
+Base.append!(v::CuArray{T,1}, items) where {T} = bf_append!(v, T[convert(T, x) for x in items])
+
+function bf_append!(v::CuArray{T,1}, items::AbstractVector) where {T}
+    m = length(items)
+    m == 0 && return v
+    # a device copy first: v's own memory moves in resize! (append!(v, v))
+    items isa AnyCuArray && (items = items isa CuArray{T} ? copy(items) : CuArray{T}(items))
+    n = length(v)
+    resize!(v, n + m)
+    copyto!(v, n + 1, items isa CuArray ? items : convert(Vector{T}, items), 1, m)
+    return v
+end

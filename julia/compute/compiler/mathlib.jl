@@ -109,6 +109,10 @@ function dc_foreigncall(fn, i::Int, ex::Expr)
     name isa Expr && name.head === :call && length(name.args) >= 2 && (name = name.args[2])
     name isa QuoteNode && (name = name.value)
     s = name isa Symbol || name isa String ? String(name) : string(name)
+    argtys = ex.args[3]
+    nargs = length(argtys)
+    # utf8proc (Base's Char functions): tables built at precompile time (unicode.jl)
+    haskey(UC_TABLES, s) && nargs == 1 && return dc_unicode_call(fn.st, s, dc_val(fn, ex.args[6]))
     cname = get(DC_FOREIGN, s, nothing)
     if cname === nothing
         what = s in ("jl_threadid", "jl_get_current_task") ? " (process state, e.g. `rand()` without an RNG argument)" :
@@ -116,8 +120,6 @@ function dc_foreigncall(fn, i::Int, ex::Expr)
                s in ("jl_clock_now", "jl_hrtime") ? " (the clock)" : ""
         dc_refuse(fn.st, "the call `ccall($(repr(s)))`$what cannot run in a kernel"; line = dc_line(fn, i))
     end
-    argtys = ex.args[3]
-    nargs = length(argtys)
     args = [dc_val(fn, ex.args[5 + k]) for k in 1:nargs]
     return string(cname, "(", join(args, ", "), ")")
 end

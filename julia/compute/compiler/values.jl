@@ -104,6 +104,11 @@ function dc_global(fn::DCFn, g::GlobalRef)
     isdefined(g.mod, g.name) || dc_refuse(fn.st, "the global $(g.mod).$(g.name) is not defined")
     # the module that owns the binding: an imported one (`Main` seen from a bare Module())
     # is constant where it is defined
+    if g.mod === Base && g.name in (:stdout, :stderr, :stdin)
+        # printing: the standard streams are host objects (a `const ... = Ref(x)` cannot help)
+        dc_refuse(fn.st, "printing or reading $(g.name) (`print`, `println`, `show`, `@show`, ...) cannot run in " *
+                         "a kernel: print the results on the host (`Array(x)`), or use `@cuprintln` in a `@cuda` kernel")
+    end
     if !isconst(Base.binding_module(g.mod, g.name), g.name)
         dc_refuse(fn.st, "the global variable $(g.mod).$(g.name) is not constant, so its type is unknown when " *
                          "compiling; use a constant binding to a Ref (`const $(g.name) = Ref(x)`, read as " *

@@ -30,6 +30,8 @@ const Adaptor = KernelAdaptor
 
 adapt_storage(::KernelAdaptor, a::CuArray{T,N}) where {T,N} = CuDeviceArray(a)
 adapt_structure(to::KernelAdaptor, r::Base.RefValue) = CuRefValue(adapt(to, r[]))
+# CuRef(x): the same device element, read and written in the kernel with r[]
+adapt_structure(to::KernelAdaptor, r::CuRefArray{T,<:CuArray}) where {T} = (a = adapt(to, r.x); CuRefArray{T,typeof(a)}(a, r.i))
 function adapt_structure(to::KernelAdaptor, v::Base.FastContiguousSubArray{T,N,<:CuArray}) where {T,N}
     p = parent(v)
     check_alive(p)

@@ -80,6 +80,23 @@ LinearAlgebra_like_sum(a) = (s = zero(eltype(a)); for i in eachindex(a); s += a[
         @test Array(w) == [1, 2, 3]
     end
 
+    @testset "push!, append!" begin
+        v = CuArray([1, 2, 3])
+        @test push!(v, 4) === v && Array(v) == [1, 2, 3, 4]
+        @test Array(push!(v, 5, 6.0)) == 1:6
+        @test Array(append!(v, [7, 8])) == 1:8
+        @test Array(append!(v, CuArray([9]))) == 1:9
+        @test Array(append!(v, CuArray(Int32[10]))) == 1:10                 # converted
+        @test Array(append!(v, view(CuArray(11:14), 1:2))) == 1:12
+        @test Array(append!(v, (13, 14))) == 1:14
+        w = CuArray([1, 2]); @test Array(append!(w, w)) == [1, 2, 1, 2]
+        @test_throws InexactError push!(v, 1.5)
+        @test length(v) == 14                                               # unchanged
+        @test Array(append!(CuArray(Float32[]), 1:3)) == Float32[1, 2, 3]
+        s = CuArray([1, 2]); r = reshape(s, 2, 1)
+        @test_throws ArgumentError push!(s, 3)                              # shared memory: resize!'s rule
+    end
+
     @testset "the scalar error names the function and the ways out" begin
         msg(f) = try f(); "" catch e; sprint(showerror, e) end
         m = msg(() -> x[1])

@@ -118,13 +118,15 @@ const COMPUTE_SCALE = Ref(2.0)
             bad = "extern \"C\" __global__ void k(float *x) {\n    x[0] = not_declared;\n}\n"
             # a representative set of the typed-IR compiler's output (issue 23) through NVRTC
             # for the H100's architecture: control flow, structs, Complex, Float16, math with
-            # domain checks, throw sites, a const Ref read at launch, varargs and tuples
+            # domain checks, throw sites, a const Ref read at launch, varargs and tuples, Char case maps
             for (f, Ts) in ((v -> v > 0f0 ? v : 0f0, (Float32,)), ((p, q) -> div(p, q), (Int32, Int32)),
                             (x -> Int8(x), (Int64,)), (x -> (s = 0; while x > 1; x = iseven(x) ? x >> 1 : 3x + 1; s += 1; end; s), (Int,)),
                             (*, (ComplexF64, ComplexF64)), (exp, (ComplexF32,)), (+, (Float16, Float16)),
                             (x -> sin(x) + log(x) ^ 2.5f0 + hypot(x, 2f0) + atan(x, 1f0), (Float32,)),
                             (t -> t[1] + t[2], (Tuple{Int,Float64},)), (x -> (a = x, b = x + 1), (UInt8,)),
-                            (v -> v * COMPUTE_SCALE[], (Float64,)), (x -> x > 0 ? x : nothing, (Int16,)))
+                            (v -> v * COMPUTE_SCALE[], (Float64,)), (x -> x > 0 ? x : nothing, (Int16,)),
+                            # Base's Char functions: utf8proc's tables (compiler/unicode.jl)
+                            (c -> (uppercase(c), lowercase(c), titlecase(c), isletter(c), textwidth(c), isuppercase(c)), (Char,)))
                 df = CuMem.device_function(f, Ts)
                 body = "extern \"C\" __global__ void k(jl_ctx_t ctx) { }\n"
                 @test occursin(".target sm_90", CuMem.compile_ptx(CuMem.kernel_source(df; body = body); arch = "compute_90"))
