@@ -12,7 +12,7 @@ export CUMEM_DEVICE ?= auto
 NVRTC_LOCAL = $(firstword $(wildcard $(CURDIR)/.nvrtc-local/nvidia/*/lib/libnvrtc.so.[0-9]*))
 NVRTC_ENV   = CUMEM_NVRTC_LIBRARY="$${CUMEM_NVRTC_LIBRARY:-$(NVRTC_LOCAL)}"
 
-.PHONY: all build julia nvrtc test rust-test julia-test sanitize fuzz demo bench bench-julia bench-compute docs-img header clean
+.PHONY: all build julia nvrtc test rust-test julia-test sanitize fuzz fuzz-campaign demo bench bench-julia bench-compute docs-img header clean
 
 all: build
 
@@ -54,6 +54,14 @@ N    ?= 1000
 MODE ?= host
 fuzz: julia build nvrtc
 	$(NVRTC_ENV) $(JULIA) --project=$(CURDIR) test/fuzz/fuzz.jl --mode $(MODE) --n $(N) $(if $(SEED),--seed $(SEED),) --out fuzz-failures
+
+# PROCS fuzzer processes side by side for SECS seconds each (after loading), seeds SEED+1...
+# (test/fuzz/campaign.sh; MODE=host, emu or cuda): totals in fuzz-campaign/campaign.md.
+PROCS   ?= $(shell nproc)
+SECS    ?= 300
+fuzz-campaign: julia build nvrtc
+	$(NVRTC_ENV) FUZZ_MODE=$(MODE) FUZZ_PROCS=$(PROCS) FUZZ_SECONDS=$(SECS) $(if $(SEED),FUZZ_SEED=$(SEED),) \
+	    JULIA="$(JULIA) --startup-file=no" bash test/fuzz/campaign.sh
 
 # The main job: train an MLP on the digits data set with CuArrays and report.
 demo: julia build

@@ -221,6 +221,28 @@ typedef struct {
   uint32_t reserved;
 } cumem_graph_pool_t;
 
+// The shape of a captured graph ([`Device::graph_info`]; C: `cumem_graph_info_t`, 64
+// bytes): what one replay runs and how much of it must run one after another.
+typedef struct {
+  // Nodes in all.
+  uint64_t nodes;
+  // Kernel nodes (CuMem's kernels and the libraries', e.g. cuBLAS's).
+  uint64_t kernels;
+  // Memory-copy nodes.
+  uint64_t memcpys;
+  // Memset nodes.
+  uint64_t memsets;
+  // Nodes of every other kind (host, empty, event, child-graph, memory nodes).
+  uint64_t others;
+  // Dependency edges.
+  uint64_t edges;
+  // Nodes on the longest dependency chain: the ones a replay runs one after another
+  // (equal to `nodes` for a graph captured as one chain).
+  uint64_t depth;
+  // Padding (0).
+  uint64_t reserved;
+} cumem_graph_info_t;
+
 // One allocation-history entry (C: `cumem_event_t`, 80 bytes).
 typedef struct {
   // When the call started, ns since the engine started.
@@ -1433,6 +1455,44 @@ int32_t cumem_graph_exec_destroy(uint64_t exec);
 // # Safety
 // `pools` must be null or writable for `capacity` records; `count` for one `uint64_t`.
 int32_t cumem_graph_pools(cumem_graph_pool_t *pools, uint64_t capacity, uint64_t *count);
+
+// The nodes that the next operation queued on `stream` (under capture) will depend on
+// (`cuStreamGetCaptureInfo`): up to `capacity` node handles into `nodes` and their
+// number into `*count` (right after an operation: its last nodes; none on the host
+// device). With `cumem_stream_set_capture_dependencies` a capture's edges can follow the data
+// each operation reads and writes instead of the stream's order. Returns
+// `CUMEM_ERROR_INVALID_VALUE` for a stream not under capture or a null `count`,
+// `CUMEM_ERROR_DEVICE` when the driver refuses.
+//
+// # Safety
+// `nodes` must be null or writable for `capacity` values; `count` for one `uint64_t`.
+int32_t cumem_stream_capture_dependencies(uint64_t stream,
+                                          uint64_t *nodes,
+                                          uint64_t capacity,
+                                          uint64_t *count);
+
+// Makes the `count` nodes at `nodes` (of `cumem_stream_capture_dependencies` during the same
+// capture) the dependencies of the next operation queued on `stream`
+// (`cuStreamUpdateCaptureDependencies`, `CU_STREAM_SET_CAPTURE_DEPENDENCIES`); `count`
+// 0 makes it a root of the graph. Returns `CUMEM_ERROR_INVALID_VALUE` for a stream not
+// under capture or a null `nodes` with `count` > 0, `CUMEM_ERROR_DEVICE` for nodes the
+// driver refuses (nothing changes then).
+//
+// # Safety
+// `nodes` must be null (with `count` 0) or readable for `count` values.
+int32_t cumem_stream_set_capture_dependencies(uint64_t stream,
+                                              const uint64_t *nodes,
+                                              uint64_t count);
+
+// Writes graph `graph`'s shape into `*info` (`cumem_graph_info_t`: nodes in all, kernel,
+// memcpy, memset and other nodes, edges, and the nodes on its longest dependency chain,
+// which a replay runs one after another; `cuGraphGetNodes`, `cuGraphNodeGetType`,
+// `cuGraphGetEdges`). All 0 on the host device, whose graphs are recorded above the
+// engine. Returns `CUMEM_ERROR_INVALID_VALUE` for an unknown graph or a null `info`.
+//
+// # Safety
+// `info` must be null or writable for one `cumem_graph_info_t`.
+int32_t cumem_graph_info(uint64_t graph, cumem_graph_info_t *info);
 
 // Writes a memory timeline of `n` history events (`cumem_event_t`, in time order, as
 // `cumem_memory_events` returns them, or any slice of them such as a profile's window)

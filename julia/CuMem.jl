@@ -77,6 +77,7 @@ include("compute/compiler/mathlib.jl")    # Base math mapped to CUDA's library, 
 include("compute/compiler/translate.jl")  # typed IR -> C: functions, blocks, phis, statements, calls
 include("compute/compiler/device.jl")     # device_function, kernel_source, launch_context (the interface)
 # compute/runtime/: kernel loading, caches, launch, read-back
+include("compute/runtime/capture_edges.jl") # edges of captured graphs from the data each operation reads and writes
 include("compute/runtime/kernels.jl")      # NVRTC kernels, launch, cuBLAS gemm!, synchronize, host_view
 include("compute/runtime/graphs.jl")       # CUDA graphs: capture, instantiate, launch, update!, @captured, graph pools
 include("compute/runtime/kernel_cache.jl") # the Julia kernel table (by device and types); the engine's cache on disk
@@ -108,6 +109,7 @@ include("compute/broadcast/fastpath.jl")   # broadcasts of a type seen before: a
 # compute/reduce/: reductions: whole-array, with dims, in place, findmax
 include("compute/reduce/element_fns.jl")    # element functions of the reduction-like families, from the compiler
 include("compute/reduce/reduce_full.jl")    # whole-array reductions: one kernel, partials to the pinned buffer
+include("compute/reduce/dims_slot.jl")      # reductions over one dimension of a type seen before: a typed slot
 include("compute/reduce/mapreduce.jl")      # reductions: mapreduce, sum, prod, any, all, count, ...
 include("compute/reduce/findext.jl")        # findmax, findmin, argmax, argmin
 include("compute/reduce/reduce_inplace.jl") # mapreducedim!: sum!, prod!, maximum!, minimum!, any!, all!, count!

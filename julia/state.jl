@@ -135,12 +135,47 @@ struct CaptureError <: Exception
 end
 Base.showerror(io::IO, e::CaptureError) = print(io, "CaptureError: ", e.msg)
 
-# The capture under way in a task: its stream, its graph pool, and on the host device the
-# operations recorded (closures run in order at each replay).
+# One operation of a capture whose edges follow its data (compute/runtime/capture_edges.jl):
+# its id, the byte ranges [lo, hi) it reads and writes, and its last nodes (GPU: the
+# driver's nodes; host device: the id itself).
+struct CapturedOp
+    id::Int
+    reads::Vector{NTuple{2,UInt64}}
+    writes::Vector{NTuple{2,UInt64}}
+    tail::Vector{UInt64}
+end
+
+# The capture under way in a task: its stream, its graph pool, on the host device the
+# operations recorded (closures, run in the order of `groups` at each replay), and the
+# bookkeeping that gives operations edges from the memory they read and write
+# (capture_edges.jl): `open` > 0 while an operation runs (its allocations are added to
+# its writes), `recs` the operations since the last one of unknown access (a barrier),
+# `leaves` those no later one depends on, `frontier` the nodes set on the stream after the
+# last operation, `seen` the host closures grouped so far, `groups` (host device) each
+# operation's closures and the ids it depends on.
 mutable struct CaptureState
     stream::CuStream
     pool::UInt64
     ops::Vector{Any}
+    open::Int
+    writes::Vector{NTuple{2,UInt64}}
+    nops::Int
+    recs::Vector{CapturedOp}
+    leaves::Vector{CapturedOp}
+    frontier::Vector{UInt64}
+    seen::Int
+    groups::Vector{Tuple{UnitRange{Int},Vector{Int}}}
+end
+CaptureState(s::CuStream, pool::UInt64, ops::Vector{Any}) =
+    CaptureState(s, pool, ops, 0, NTuple{2,UInt64}[], 0, CapturedOp[], CapturedOp[], UInt64[], 0,
+                 Tuple{UnitRange{Int},Vector{Int}}[])
+
+# An allocation during a capture: written by the operation under way (a temporary it
+# frees may go to a later operation of the capture, which must then wait for it).
+@noinline function note_capture_alloc(ptr::UInt64, bytes::Int)
+    st = capture_state()
+    st === nothing || st.open <= 0 || push!(st.writes, (ptr, ptr + UInt64(bytes)))
+    return nothing
 end
 
 # Captures under way in the process: while 0, `capture_state()` is one load.

@@ -50,6 +50,11 @@ struct Job
 end
 Job(name, cmd, check; cost = 5) = Job(name, cmd, check, cost)
 
+# The g++ emulation tests' libraries and precompiled headers (test/compute/gxx.jl), one
+# directory for all the processes of this run: a kernel that two test files generate is
+# compiled once.
+const EMU_CACHE = get(ENV, "CUMEM_EMU_CACHE", "") == "" ? mktempdir() : ENV["CUMEM_EMU_CACHE"]
+
 # The environment of a subprocess: ours, with CUMEM_DEVICE defaulted and the
 # configuration variables that the job does not set removed.
 function job_env(pairs...)
@@ -59,6 +64,7 @@ function job_env(pairs...)
         delete!(env, k)
     end
     env["CUMEM_DEVICE"] = DEVICE
+    env["CUMEM_EMU_CACHE"] = EMU_CACHE
     for (k, v) in pairs
         env[k] = v
     end
@@ -83,6 +89,15 @@ testfile(name) = joinpath(@__DIR__, name)
 interpreted(args...; env...) =
     DEVICE == "cuda" ? julia(args...; env...) : julia("--compile=min", args...; env...)
 
+# Jobs that check results only (no allocation, timing or inference checks) but run too
+# much code to be interpreted: Julia's -O1 (LLVM's short pass pipeline instead of -O2's)
+# compiles their many methods faster; the same package code with the same results (no
+# fast-math either way). Not for jobs that count allocations (the pools, memory, the
+# broadcast suite's typed fast path): -O1 leaves out the pass that removes allocations.
+# Measured on this 2-core machine under load, CPU seconds (user+sys) of one job:
+# linalg_kernel_tests.jl 46.1 at -O2, 31.2 at -O1. On a GPU (CUMEM_DEVICE=cuda) as usual.
+shortopt(args...; env...) = DEVICE == "cuda" ? julia(args...; env...) : julia("-O1", args...; env...)
+
 passed(code, out) = code == 0
 
 function failed_with(msgs...)
@@ -101,17 +116,17 @@ push!(jobs, Job("compute (NVRTC, kernels, gemm!)", interpreted(testfile(joinpath
 push!(jobs, Job("graphs (capture, replay, graph pools)", interpreted(testfile(joinpath("compute", "runtime", "graphs_tests.jl"))), passed; cost = 30))
 # the kernel language: @cuda, intrinsics, shared memory, atomics, shuffles (host device: the
 # threads as tasks; every kernel's C compiled to PTX when libnvrtc is there)
-push!(jobs, Job("kernel language (@cuda, intrinsics)", julia(testfile(joinpath("compute", "device", "kernel_tests.jl"))), passed; cost = 22))
+push!(jobs, Job("kernel language (@cuda, intrinsics)", shortopt(testfile(joinpath("compute", "device", "kernel_tests.jl"))), passed; cost = 22))
 # CUDA.jl's kernel API beyond that: type arguments, closures over CuArrays, launch bounds, a
 # kernel's resources, >48 KiB dynamic shared memory, clock, pow, @atomic's errors
-push!(jobs, Job("kernel language, CUDA.jl names", julia(testfile(joinpath("compute", "device", "kernel_cudajl_tests.jl"))), passed; cost = 90))
+push!(jobs, Job("kernel language, CUDA.jl names", shortopt(testfile(joinpath("compute", "device", "kernel_cudajl_tests.jl"))), passed; cost = 90))
 # julia/cuda/*.cuh compiled to PTX by NVRTC for the element types the package uses (a
 # message, no compile, without NVRTC), and no CUDA C left in Julia strings
-push!(jobs, Job("fixed CUDA C (julia/cuda/*.cuh)", julia(testfile(joinpath("compute", "runtime", "cuh_tests.jl"))), passed; cost = 20))
+push!(jobs, Job("fixed CUDA C (julia/cuda/*.cuh)", shortopt(testfile(joinpath("compute", "runtime", "cuh_tests.jl"))), passed; cost = 20))
 # the differential fuzzer (test/fuzz/): its regression cases, random functions from a fixed
 # seed and from one printed per run; and two threads compiling new functions at once
-push!(jobs, Job("fuzzer (host device)", julia(testfile(joinpath("fuzz", "fuzz_tests.jl"))), passed; cost = 60))
-push!(jobs, Job("concurrent compilation (2 threads)", julia(testfile(joinpath("fuzz", "threads_stress.jl")); JULIA_NUM_THREADS = 2),
+push!(jobs, Job("fuzzer (host device)", shortopt(testfile(joinpath("fuzz", "fuzz_tests.jl"))), passed; cost = 60))
+push!(jobs, Job("concurrent compilation (2 threads)", shortopt(testfile(joinpath("fuzz", "threads_stress.jl")); JULIA_NUM_THREADS = 2),
                 passed; cost = 60))
 # broadcasting, reductions and random numbers against Base, under one pool: what they
 # test does not depend on the pool (their arrays' memory is the pool tests' subject, under
@@ -126,13 +141,13 @@ end
 # the generated CUDA C of broadcasts and random numbers compiled by g++ and run on the CPU
 # (host device only: the emulation stands in for the GPU)
 if DEVICE != "cuda" && Sys.which("g++") !== nothing && success(pipeline(`g++ -x c++ -std=c++17 -fsyntax-only -`, stdin = IOBuffer("_Float16 h;"), stderr = devnull))
-    push!(jobs, Job("compute kernels emulated on the CPU (g++)", julia(testfile(joinpath("compute", "compiler", "kernel_emulation_tests.jl"))), passed;
+    push!(jobs, Job("compute kernels emulated on the CPU (g++)", shortopt(testfile(joinpath("compute", "compiler", "kernel_emulation_tests.jl"))), passed;
                     cost = 310))
     # the differential fuzzer's regression cases and random functions, run by g++ threads
-    push!(jobs, Job("fuzzer through the g++ emulation", julia(testfile(joinpath("fuzz", "fuzz_tests.jl")), "emu"), passed; cost = 60))
-    push!(jobs, Job("user kernels (@cuda) emulated on the CPU (g++)", julia(testfile(joinpath("compute", "device", "kernel_emulation_tests.jl"))),
+    push!(jobs, Job("fuzzer through the g++ emulation", shortopt(testfile(joinpath("fuzz", "fuzz_tests.jl")), "emu"), passed; cost = 60))
+    push!(jobs, Job("user kernels (@cuda) emulated on the CPU (g++)", shortopt(testfile(joinpath("compute", "device", "kernel_emulation_tests.jl"))),
                     passed; cost = 25))
-    push!(jobs, Job("linear-algebra kernels emulated on the CPU (g++)", julia(testfile(joinpath("compute", "linalg", "linalg_kernel_tests.jl"))),
+    push!(jobs, Job("linear-algebra kernels emulated on the CPU (g++)", shortopt(testfile(joinpath("compute", "linalg", "linalg_kernel_tests.jl"))),
                     passed; cost = 35))
 else
     @info "g++ with _Float16 not found: the emulated-kernel tests are skipped"
@@ -148,29 +163,29 @@ if DEVICE == "cuda"
     push!(jobs, Job("large sorts and scans against Base", julia(testfile(joinpath("compute", "algorithms", "sort_large_tests.jl"))),
                     passed; cost = 60))
 end
-push!(jobs, Job("sort.cuh and scan.cuh to sm_90 PTX (NVRTC)", julia(testfile(joinpath("compute", "algorithms", "sort_ptx_tests.jl"))),
+push!(jobs, Job("sort.cuh and scan.cuh to sm_90 PTX (NVRTC)", shortopt(testfile(joinpath("compute", "algorithms", "sort_ptx_tests.jl"))),
                 passed; cost = 30))
 push!(jobs, Job("indexing and copies", interpreted(testfile(joinpath("compute", "algorithms", "indexing_tests.jl"))), passed; cost = 12))
 # CUDA.jl parity: Base/Statistics/LinearAlgebra functions without scalar indexing, the
 # scalar error's text, broadcasts of Symbols, Chars and writes through Ref(A)
 push!(jobs, Job("Base and LinearAlgebra without scalar indexing",
-                julia("-e", "for f in ARGS; Base.include(Module(), f); end",
+                shortopt("-e", "for f in ARGS; Base.include(Module(), f); end",
                       testfile(joinpath("compute", "algorithms", "basefuncs_tests.jl")),
                       testfile(joinpath("compute", "linalg", "extras_tests.jl")),
                       testfile(joinpath("compute", "broadcast", "bcparity_tests.jl"))), passed; cost = 55))
 # issue 24's array library (statistics, sorts, scans, searching, masks, random) against
 # Base; its block-level kernels (tile scans, radix ranks, bitonic steps) run by g++ threads
 push!(jobs, Job("array library (statistics, sorting, scans, searching, masks)",
-                julia(testfile(joinpath("compute", "algorithms", "arraylib_tests.jl"))), passed; cost = 170))
+                shortopt(testfile(joinpath("compute", "algorithms", "arraylib_tests.jl"))), passed; cost = 170))
 if DEVICE != "cuda" && Sys.which("g++") !== nothing &&
    success(pipeline(`g++ -x c++ -std=c++20 -fsyntax-only -`, stdin = IOBuffer("#include <barrier>\n_Float16 h;"), stderr = devnull))
-    push!(jobs, Job("array-library kernels emulated on CPU threads (g++)", julia(testfile(joinpath("compute", "algorithms", "arraylib_emulation_tests.jl"))),
+    push!(jobs, Job("array-library kernels emulated on CPU threads (g++)", shortopt(testfile(joinpath("compute", "algorithms", "arraylib_emulation_tests.jl"))),
                     passed; cost = 70))
     # the onesweep sort and one-pass scan (julia/cuda/sort.cuh, scan.cuh), look-back included
     push!(jobs, Job("onesweep sort and one-pass scan emulated on CPU threads (g++)",
-                    julia(testfile(joinpath("compute", "algorithms", "sort_emulation_tests.jl"))), passed; cost = 75))
+                    shortopt(testfile(joinpath("compute", "algorithms", "sort_emulation_tests.jl"))), passed; cost = 75))
     # reductions, scans, findmax and sorts with compiled element functions, on g++ threads
-    push!(jobs, Job("reduction kernels emulated on CPU threads (g++)", julia(testfile(joinpath("compute", "reduce", "reduce_emulation_tests.jl"))),
+    push!(jobs, Job("reduction kernels emulated on CPU threads (g++)", shortopt(testfile(joinpath("compute", "reduce", "reduce_emulation_tests.jl"))),
                     passed; cost = 150))
 end
 # Several devices: two host devices standing in for GPUs (two GPUs with CUMEM_DEVICE=cuda).
@@ -179,7 +194,7 @@ const MULTI_DEVICE = DEVICE == "cuda" ? "cuda" : "host:2"
 push!(jobs, Job("CUDA.jl user parity checklist ($MULTI_DEVICE)",
                 julia(testfile(joinpath("compute", "parity_tests.jl")); CUMEM_DEVICE = MULTI_DEVICE), passed; cost = 60))
 push!(jobs, Job("several devices ($MULTI_DEVICE)",
-                julia(testfile(joinpath("devices", "multidevice_tests.jl")); CUMEM_DEVICE = MULTI_DEVICE, JULIA_CUDA_MEMORY_LIMIT = "1GiB"),
+                shortopt(testfile(joinpath("devices", "multidevice_tests.jl")); CUMEM_DEVICE = MULTI_DEVICE, JULIA_CUDA_MEMORY_LIMIT = "1GiB"),
                 passed; cost = 19))
 push!(jobs, Job("Distributed, one device per worker ($MULTI_DEVICE)",
                 julia(testfile(joinpath("devices", "distributed_tests.jl")); CUMEM_DEVICE = MULTI_DEVICE), passed; cost = 17))
@@ -195,7 +210,7 @@ push!(jobs, Job("method ambiguities",
                 julia("-e", "using CuMem, Test, LinearAlgebra, Random, Statistics; include($(repr(testfile("ambiguity_tests.jl"))))"),
                 passed; cost = 21))
 if get(ENV, "CUMEM_TEST_SKIP_INSTALL", "") != "1"
-    push!(jobs, Job("installing (registry, add, dev)", julia(testfile("registrytests.jl")), passed; cost = 150))
+    push!(jobs, Job("installing (registry, add, dev)", shortopt(testfile("registrytests.jl")), passed; cost = 150))
 end
 for pool in POOLS[1:min(2, end)]
     push!(jobs, Job("out of memory, pool $pool",

@@ -10,8 +10,9 @@ a + b; torch.add(a, b, out=r) / cupy.add(a, b, out=r); r.fill_(1) / r.fill(1); r
 / cupy.copyto(r, a); a.sum().item() (and max, dot, norm, any, all); A.sum(0) on 4x4;
 torch.empty_like + del; CuPy's empty RawKernel launch.
 --bandwidth ("bench":"bandwidth"): 2^28 float32, y.copy_(x), y.add_(x, alpha=a), the
-unfused z = x * 2 + y / 3 (torch.add(x * 2, y / 3, out=z)), x.sum(), torch.dot(x, y) (not read
-back): GB/s counting the
+unfused z = x * 2 + y / 3 (torch.add(x * 2, y / 3, out=z)), torch.add(x, y, out=z),
+z.fill_(1.5), x.sum(), torch.dot(x, y) (not read back), then float64 axpy and an int64 add on
+2^27 elements: GB/s counting the
 bytes as the Julia side does, and each as a fraction of the copy's.
 """
 import argparse
@@ -117,10 +118,23 @@ if args.bandwidth:
         ("copy (copyto!)", lambda: y.copy_(x), 8),
         ("axpy y .= a .* x .+ y", lambda: y.add_(x, alpha=0.5), 12),
         ("fused z .= x .* 2f0 .+ y ./ 3f0", lambda: torch.add(x * 2, y / 3, out=z), 12),
+        ("map!(+, z, x, y)", lambda: torch.add(x, y, out=z), 12),
+        ("fill!(z, 1.5f0)", lambda: z.fill_(1.5), 4),
         ("sum(x)", lambda: x.sum(), 4),
         ("dot(x, y)", lambda: torch.dot(x, y), 8),
     ]:
         gbps = nb * n / per(f) / 1e9
         print(json.dumps({"bench": "bandwidth", "impl": impl, "build": impl, "row": name, "n": n,
+                          "gbps": round(gbps, 1), "of_copy": round(gbps / copy_gbps, 3), "device": DEVICE}),
+              flush=True)
+    # the same bytes in 8-byte elements (2^27): float64 axpy, int64 sum of two tensors
+    m = n // 2
+    xd, yd = torch.ones(m, device=dev, dtype=torch.float64), torch.full((m,), 2.0, device=dev, dtype=torch.float64)
+    xi, yi = torch.ones(m, device=dev, dtype=torch.int64), torch.full((m,), 2, device=dev, dtype=torch.int64)
+    zi = torch.zeros(m, device=dev, dtype=torch.int64)
+    for name, f in [("Float64 axpy yd .= 0.5 .* xd .+ yd (2^27)", lambda: yd.add_(xd, alpha=0.5)),
+                    ("Int64 zi .= xi .+ yi (2^27)", lambda: torch.add(xi, yi, out=zi))]:
+        gbps = 24 * m / per(f) / 1e9
+        print(json.dumps({"bench": "bandwidth", "impl": impl, "build": impl, "row": name, "n": m,
                           "gbps": round(gbps, 1), "of_copy": round(gbps / copy_gbps, 3), "device": DEVICE}),
               flush=True)

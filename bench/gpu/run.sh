@@ -53,12 +53,22 @@
 #                cases, FUZZ_N functions (default 40) from the fixed seed and FUZZ_N from a
 #                seed of this run, printed), then test/fuzz/fuzz.jl --ulps (ulps.md); the JSON
 #                summaries in fuzz.jsonl, reproducers of disagreements in repro/
-#   sanitize     compute-sanitizer over kernel-running test files: SANITIZE_TESTS (default
-#                test/fuzz/sanitize_workload.jl: sorts, sortperm, scans, dims reductions,
-#                findall, a fused broadcast, a user kernel with shared memory), each under every
-#                tool of SANITIZE_TOOLS (default memcheck; one tool per call keeps a call within
-#                its budget: racecheck, synccheck, initcheck in the next ones); sanitize.md: the
-#                error count of each file and tool
+#   fuzz-campaign  a campaign of the differential fuzzer (test/fuzz/campaign.sh): FUZZ_PROCS
+#                processes (default: the CPU count) side by side, seeds FUZZ_SEED+1... (default:
+#                the clock, printed), each fuzzing FUZZ_SECONDS (default: the budget less 120 s)
+#                after its loading, in FUZZ_MODE cuda (default; with two GPUs the processes
+#                alternate), host or emu (CUMEM_DEVICE=host, no GPU: kernels to PTX, or through
+#                g++ on CPU threads); campaign.jsonl (a line per process and the total) and
+#                campaign.md: functions, checks, wrong values, exception mismatches, crashes,
+#                refused; reproducers in repro/ (the first 200)
+#   sanitize     compute-sanitizer over the CUDA suite's kernel-running test files (SANITIZE_SUITE
+#                below; SANITIZE_TESTS="a.jl b.jl" instead), each file under every tool of
+#                SANITIZE_TOOLS (default memcheck racecheck synccheck initcheck) in a process of
+#                its own, SANITIZE_PROCS at once (default: the CPU count, at most 24) spread
+#                over the GPUs, each within SANITIZE_LIMIT s (default 420), SANITIZE_POOL: the
+#                pool of every file (default its own), SANITIZE_OPTS: more options of the tool
+#                (e.g. --report-api-errors no); sanitize.md: errors (failing driver calls
+#                among them counted apart), exit status and seconds of each file and tool
 # A suite whose script is missing says "missing" and does not fail the run. `bench` names
 # replay compute-bench smallops bandwidth linalg sort first-result kernels cudajl.
 #
@@ -73,7 +83,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
 KIT=${KIT:-.kit}
-ALL="tests rust-cuda replay compute-bench smallops bandwidth linalg sort hotpath multigpu reliability first-result kernels cudajl graphs fuzz sanitize"
+ALL="tests rust-cuda replay compute-bench smallops bandwidth linalg sort hotpath multigpu reliability first-result kernels cudajl graphs fuzz fuzz-campaign sanitize"
 BENCH="replay compute-bench smallops bandwidth linalg sort first-result kernels cudajl graphs"
 
 budget_of() { # default seconds of a suite (from the old drivers' measured times, with slack)
@@ -83,12 +93,12 @@ budget_of() { # default seconds of a suite (from the old drivers' measured times
         tests) echo 560 ;; rust-cuda) echo 420 ;; replay) echo 480 ;; compute-bench) echo 240 ;;
         smallops) echo 300 ;; bandwidth) echo 180 ;; linalg) echo 480 ;; sort) echo 240 ;;
         hotpath) echo 240 ;; multigpu) echo 480 ;; reliability) echo 240 ;; first-result) echo 600 ;;
-        kernels) echo 560 ;; cudajl) echo 540 ;; graphs) echo 150 ;; fuzz) echo 150 ;; sanitize) echo 160 ;; *) echo 0 ;;
+        kernels) echo 560 ;; cudajl) echo 540 ;; graphs) echo 150 ;; fuzz) echo 150 ;; fuzz-campaign) echo 540 ;; sanitize) echo 560 ;; *) echo 0 ;;
     esac
 }
 needs_of() {
     case $1 in
-        tests|compute-bench|bandwidth|linalg|sort|first-result|kernels|cudajl|graphs|fuzz|sanitize) echo "engine julia" ;;
+        tests|compute-bench|bandwidth|linalg|sort|first-result|kernels|cudajl|graphs|fuzz|fuzz-campaign|sanitize) echo "engine julia" ;;
         smallops|hotpath) echo "engine julia bench" ;;
         rust-cuda) echo "engine rust" ;; replay) echo "bench" ;;
         multigpu) echo "engine julia rust" ;; reliability) echo "engine" ;;
@@ -161,6 +171,9 @@ have() { [ -f "$1" ] || { log "missing: $1 (skipped)"; echo "missing: $1" >> "$D
 need_julia() { command -v julia >/dev/null 2>&1 || { log "no julia: carry the kit's julia part ($KIT/julia)"; status=1; return 1; }; }
 need_lib() { [ -n "${CUMEM_LIBRARY:-}" ] || { log "no libcumem.so: carry the kit's engine part ($KIT/engine)"; status=1; return 1; }; }
 ngpu() { nvidia-smi -L 2>/dev/null | grep -c '^GPU'; }
+# the GPU indices a suite may use: CUDA_VISIBLE_DEVICES's list when set, else 0 .. ngpu-1
+gpu_list() { if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then echo "${CUDA_VISIBLE_DEVICES//,/ }";
+             else local n; n=$(ngpu); [ "$n" -ge 1 ] || n=1; seq -s ' ' 0 $((n - 1)); fi; }
 quick() { [ "${QUICK:-0}" = 1 ] && echo --quick; }
 
 suite_tests() {
@@ -468,34 +481,129 @@ suite_fuzz() {
     grep '^|' "$L/ulps.log" > "$D/ulps.md" || true
 }
 
-# compute-sanitizer over test files that run kernels: one process per tool and file, each
-# within SANITIZE_LIMIT seconds (default 140); the error summary line of each is tabulated.
+suite_fuzz_campaign() {
+    have test/fuzz/campaign.sh || return 0
+    need_julia && need_lib || return
+    local mode=${FUZZ_MODE:-cuda} t0=$SECONDS
+    step "precompile CuMem" "$L/precompile.log" jl 300 -e 'using CuMem'
+    # (by default: what is left of the budget, less loading, the last function and the table)
+    local secs=${FUZZ_SECONDS:-$(( ${SUITE_BUDGET:-$(budget_of fuzz-campaign)} - (SECONDS - t0) - 120 ))}
+    # Julia with the bundle's environment; g++ (emu) with this machine's
+    TAIL=6 step "fuzz campaign ($mode, ${FUZZ_PROCS:-$(nproc)} processes, $secs s each)" "$L/campaign.log" \
+        env FUZZ_MODE="$mode" FUZZ_SECONDS="$secs" FUZZ_GRACE="${FUZZ_GRACE:-90}" FUZZ_OUT="$L/campaign" \
+        CUMEM_EMU_LD_LIBRARY_PATH="${LD_LIBRARY_PATH-}" \
+        JULIA="env LD_LIBRARY_PATH=${JL_LDLP-${LD_LIBRARY_PATH-}} LD_PRELOAD=${JL_PRELOAD-} julia --startup-file=no" \
+        bash test/fuzz/campaign.sh
+    cp "$L/campaign/campaign.jsonl" "$L/campaign/campaign.md" "$D/" 2>/dev/null
+    if [ -d "$L/campaign/repro" ]; then
+        mkdir -p "$D/repro"
+        find "$L/campaign/repro" -name '*.jl' | head -n 200 | xargs -r cp -t "$D/repro"
+    fi
+}
+# The test files of the CUDA suite (test/runtests.jl's jobs on CUMEM_DEVICE=cuda) that run
+# kernels, with an environment where their job has one, longest first (seconds of a plain
+# run on the 2-core CI machine: the order in which the sanitize suite starts them).
+SANITIZE_SUITE="370:test/compute/broadcast/broadcast_tests.jl 170:test/compute/algorithms/arraylib_tests.jl
+90:test/compute/device/kernel_cudajl_tests.jl 90:test/compute/reduce/mapreduce_tests.jl
+60:test/compute/algorithms/sort_large_tests.jl 60:test/fuzz/fuzz_tests.jl 60:JULIA_NUM_THREADS=2:test/fuzz/threads_stress.jl
+60:JULIA_NUM_THREADS=2:test/pooltests.jl 55:test/compute/algorithms/basefuncs_tests.jl 40:test/compute/random/random_tests.jl
+30:test/compute/runtime/graphs_tests.jl 26:demo/demo.jl 25:test/compute/linalg/linalg_factor_tests.jl
+22:test/compute/device/kernel_tests.jl 20:test/compute/broadcast/bcparity_tests.jl 20:test/compute/linalg/extras_tests.jl
+19:JULIA_CUDA_MEMORY_LIMIT=4GiB:test/devices/multidevice_tests.jl 17:test/devices/distributed_tests.jl
+16:test/compute/runtime/compute_tests.jl 15:test/compute/random/draws_tests.jl 12:test/compute/algorithms/indexing_tests.jl
+9:CUMEM_PINNED_LIMIT=64MiB:JULIA_NUM_THREADS=2:test/memory/pinned_tests.jl 7:test/compute/linalg/linalg_tests.jl
+5:test/compute/show_tests.jl 5:test/fuzz/sanitize_workload.jl"
+
+# One (file, tool) job of the sanitize suite: `sanitize_one TOOL GPU SPEC` (SPEC: the
+# list's cost:VAR=value:...:file); writes its log and one JSON line.
+sanitize_one() {
+    local t=$1 gpu=$2 spec=$3 f envs=() rest t0=$SECONDS rc n
+    rest=${spec#*:}; f=${rest##*:}
+    while [[ $rest == *:* ]]; do envs+=("${rest%%:*}"); rest=${rest#*:}; done
+    local base; base=$(echo "${f%.jl}" | tr '/' '_')
+    local lf="$L/${base}_$t.log"
+    [ -f "$f" ] || { echo "{\"file\":\"$f\",\"tool\":\"$t\",\"errors\":null,\"exit\":null,\"seconds\":0,\"missing\":true}" > "$L/${base}_$t.json"; return; }
+    # (no process outlives the suite: the limit is what is left before SANITIZE_DEADLINE)
+    local lim=${SANITIZE_LIMIT:-420} left=$(( SANITIZE_DEADLINE - $(date +%s) ))
+    [ "$left" -ge "$lim" ] || lim=$left
+    if [ "$lim" -lt 30 ]; then
+        echo "{\"file\":\"$f\",\"tool\":\"$t\",\"errors\":null,\"exit\":null,\"seconds\":0,\"not_run\":true}" > "$L/${base}_$t.json"; return
+    fi
+    # (SANITIZE_POOL: the pool of every file, e.g. `none`, where each array is a cuMemAlloc of
+    # its own and memcheck sees an access past its end; default: the file's own)
+    env LD_LIBRARY_PATH="${JL_LDLP-${LD_LIBRARY_PATH-}}" LD_PRELOAD="${JL_PRELOAD-}" CUDA_VISIBLE_DEVICES="$gpu" \
+        ${SANITIZE_POOL:+JULIA_CUDA_MEMORY_POOL=$SANITIZE_POOL} "${envs[@]}" \
+        timeout -k 10 "$lim" "$cs" --tool "$t" --target-processes all --error-exitcode 97 \
+        --print-limit 100 ${SANITIZE_OPTS:-} julia --startup-file=no --project=. "$f" > "$lf" 2>&1
+    rc=$?
+    n=$(grep -Eo 'ERROR SUMMARY: [0-9]+' "$lf" | grep -Eo '[0-9]+' | awk '{s+=$1} END {print (NR ? s : "null")}')
+    local tests; tests=$(grep -E '^Test Summary|^[^|]+\| +[0-9]+' "$lf" | tail -1 | tr -s ' ' | sed 's/"//g')
+    # failing driver calls (a test's deliberate bad input among them) apart from the kernels' errors
+    local api; api=$(grep -c 'Program hit CUDA_ERROR' "$lf")
+    local calls; calls=$(grep -Eo 'Program hit CUDA_ERROR_[A-Z_]+ \(error [0-9]+\) (due to "[^"]*" )?on CUDA API call to [A-Za-z0-9_]+' "$lf" \
+        | sed -E 's/Program hit (CUDA_ERROR_[A-Z_]+).*call to ([A-Za-z0-9_]+)/\2: \1/' | sort | uniq -c | sort -rn | head -4 \
+        | awk '{c=$1; $1=""; printf "%s%s x%d", (NR>1?"; ":""), substr($0,2), c}')
+    printf '{"file":"%s","tool":"%s","gpu":"%s","errors":%s,"api_errors":%d,"api_calls":"%s","exit":%d,"seconds":%d,"tests":"%s"}\n' \
+        "$f" "$t" "$gpu" "$n" "$api" "$calls" "$rc" $((SECONDS - t0)) "$tests" > "$L/${base}_$t.json"
+}
+export -f sanitize_one
+
+# compute-sanitizer (memcheck, racecheck, synccheck, initcheck) over the CUDA suite's
+# kernel-running test files: one process per file and tool, SANITIZE_PROCS at once (default:
+# the CPU count, at most 24), spread over the GPUs (CUDA_VISIBLE_DEVICES), longest first, each
+# within SANITIZE_LIMIT seconds (default 420); the error summary of each is tabulated
+# (sanitize.md, sanitize.jsonl: file, tool, errors, exit, seconds).
 suite_sanitize() {
     need_julia && need_lib || return
-    local cs=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}
+    cs=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}
     [ -x "$cs" ] || { log "no compute-sanitizer"; status=1; return; }
-    local files=${SANITIZE_TESTS:-test/fuzz/sanitize_workload.jl}
-    local tools=${SANITIZE_TOOLS:-memcheck}
-    echo "| file | tool | errors | exit | seconds |" > "$D/sanitize.md"
-    echo "|---|---|---:|---:|---:|" >> "$D/sanitize.md"
-    local f t n rc t0
-    for f in $files; do
-        have "$f" || continue
-        for t in $tools; do
-            t0=$SECONDS
-            local lf="$L/$(basename "$f" .jl)_$t.log"
-            # (Julia's own signals and the driver's pinned-memory probes are not kernel errors)
-            env LD_LIBRARY_PATH="${JL_LDLP-${LD_LIBRARY_PATH-}}" LD_PRELOAD="${JL_PRELOAD-}" \
-                timeout "${SANITIZE_LIMIT:-140}" "$cs" --tool "$t" --target-processes all --error-exitcode 97 \
-                --print-limit 50 julia --startup-file=no --project=. "$f" > "$lf" 2>&1
-            rc=$?
-            n=$(grep -Eo 'ERROR SUMMARY: [0-9]+' "$lf" | tail -1 | grep -Eo '[0-9]+' || echo "?")
-            [ -n "$n" ] || n="?"
-            log "sanitize $t $f: $n errors, exit $rc, $((SECONDS - t0)) s"
-            echo "| $f | $t | $n | $rc | $((SECONDS - t0)) |" >> "$D/sanitize.md"
-            { [ "$n" = 0 ] && [ $rc -eq 0 ]; } || status=1
-        done
-    done
+    local specs=() s f t
+    if [ -n "${SANITIZE_TESTS:-}" ]; then
+        for f in $SANITIZE_TESTS; do specs+=("0:$f"); done
+    else
+        for s in $SANITIZE_SUITE; do specs+=("$s"); done
+    fi
+    local tools=${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}
+    # the GPUs to spread over: CUDA_VISIBLE_DEVICES's when set (a lane kept off a GPU that
+    # another lane times on), else every GPU
+    local gl; read -r -a gl <<< "$(gpu_list)"
+    local g=${#gl[@]}
+    local procs=${SANITIZE_PROCS:-$(nproc)}; [ "$procs" -le 24 ] || procs=24
+    # each process ends by the suite's budget (what the run has left), less the table's time
+    SANITIZE_DEADLINE=$(( $(date +%s) + ${SUITE_BUDGET:-$(budget_of sanitize)} - 25 ))
+    export cs L SANITIZE_LIMIT SANITIZE_POOL SANITIZE_OPTS SANITIZE_DEADLINE JL_LDLP JL_PRELOAD
+    # the package precompiled once, outside the tool, before processes start side by side
+    step "precompile CuMem" "$L/precompile.log" jl 300 -e 'using CuMem'
+    log "sanitize: ${#specs[@]} files x tools ($tools), $procs processes at once over $g GPU(s)"
+    # the job list: longest file first, its tools one after another; GPUs in turn
+    local i=0
+    for s in "${specs[@]}"; do
+        for t in $tools; do echo "$t ${gl[$((i % g))]} $s"; i=$((i + 1)); done
+    done | xargs -P "$procs" -L 1 bash -c 'sanitize_one "$0" "$1" "$2"'
+    cat "$L"/*.json > "$D/sanitize.jsonl" 2>/dev/null
+    py 30 - "$D/sanitize.jsonl" "$tools" > "$D/sanitize.md" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+tools = sys.argv[2].split()
+by = {}
+for r in rows: by.setdefault(r["file"], {})[r["tool"]] = r
+cell = lambda r: "-" if r is None else ("missing" if r.get("missing") else "not run (time)" if r.get("not_run") else
+    f"{'?' if r['errors'] is None else r['errors']}{' (' + str(r['api_errors']) + ' API)' if r.get('api_errors') else ''} (exit {r['exit']}, {r['seconds']} s)")
+print("Errors reported by each tool (ERROR SUMMARY; of them failing driver calls: API), the process's exit status "
+      "(97: the tool found errors; 124: SANITIZE_LIMIT) and seconds.\n")
+print("| file | " + " | ".join(tools) + " |\n|---|" + "---|" * len(tools))
+for f, d in by.items():
+    print(f"| {f} | " + " | ".join(cell(d.get(t)) for t in tools) + " |")
+tot = {t: sum((by[f].get(t) or {}).get("errors") or 0 for f in by) for t in tools}
+bad = [f"{r['file']} {r['tool']}" for r in rows if r.get("errors") != 0 or r.get("exit") != 0]
+print("\n| all files | " + " | ".join(str(tot[t]) for t in tools) + " |")
+api = sorted({c for r in rows for c in (r.get("api_calls") or "").split("; ") if c})
+if api:
+    print("\nFailing driver calls (counted among the errors; a test's deliberate bad input is one): " + "; ".join(api[:12]))
+print(f"\n{len(rows)} runs; not clean (errors, no summary, or a non-zero exit): {len(bad)}" + (": " + "; ".join(bad) if bad else ""))
+PY
+    grep -q 'not clean (errors, no summary, or a non-zero exit): 0$' "$D/sanitize.md" || status=1
+    tail -n 3 "$D/sanitize.md" | tee -a "$L/run.log" >&2
 }
 
 suite_graphs() {
@@ -624,7 +732,7 @@ for s in $SUITES; do
     [ "$b" -le "$left" ] || b=$left
     echo "[$(date -u +%T)] == $s (budget $b s)" >&2
     t0=$SECONDS
-    timeout -k 5 "$b" bash "$ROOT/bench/gpu/run.sh" --inner "$s" "$D" "$L"
+    SUITE_BUDGET=$b timeout -k 5 "$b" bash "$ROOT/bench/gpu/run.sh" --inner "$s" "$D" "$L"
     rc=$?
     note=""
     [ $rc -eq 124 ] || [ $rc -eq 137 ] && note=" (budget)"

@@ -8,8 +8,9 @@
 # operations with Base on `Array`s in the same process are the rows of "impl":"Base"
 # (the host device's in-place broadcast against Base's).
 # --bandwidth ("bench":"bandwidth"): on 2^28 Float32, copyto! between CuArrays, axpy
-# `y .= a .* x .+ y`, a fused `z .= x .* 2f0 .+ y ./ 3f0`, sum(x) and dot(x, y) (each returned
-# to the host; PyTorch's rows are not): GB/s counting each
+# `y .= a .* x .+ y`, a fused `z .= x .* 2f0 .+ y ./ 3f0`, map!(+, z, x, y), fill!(z, 1.5f0),
+# sum(x) and dot(x, y) (each returned to the host; PyTorch's rows are not), then Float64 axpy
+# and an Int64 sum of two arrays on 2^27 elements (the same bytes): GB/s counting each
 # array read or written once, and each as a fraction of the copy's bandwidth.
 # --mlp ("bench":"mlp_step"): one SGD step of demo/mlp.jl's model on a 64-image batch.
 # It uses only the API that main had before issue 26, so the same file measures both
@@ -108,18 +109,26 @@ if "--bandwidth" in ARGS
     tc = per(() -> (copyto!(y, x); nothing))
     copy_gbps = 2 * 4 * n / tc / 1e9
     # one JSON line: `bytes` moved per element, GB/s and the fraction of the copy's
-    function bandwidth_row(name, f, bytes)
-        gbps = bytes * n / per(f) / 1e9
-        json("bench" => "bandwidth", "impl" => "CuMem", "build" => BUILD, "row" => name, "n" => n,
+    function bandwidth_row(name, f, bytes, m = n)
+        gbps = bytes * m / per(f) / 1e9
+        json("bench" => "bandwidth", "impl" => "CuMem", "build" => BUILD, "row" => name, "n" => m,
              "gbps" => round(gbps; digits = 1), "of_copy" => round(gbps / copy_gbps; digits = 3),
              "device" => DEVICE)
     end
     for (name, f, bytes) in (("copy (copyto!)", () -> (copyto!(y, x); nothing), 8),
                              ("axpy y .= a .* x .+ y", () -> (y .= a .* x .+ y; nothing), 12),
                              ("fused z .= x .* 2f0 .+ y ./ 3f0", () -> (z .= x .* 2f0 .+ y ./ 3f0; nothing), 12),
+                             ("map!(+, z, x, y)", () -> (map!(+, z, x, y); nothing), 12),
+                             ("fill!(z, 1.5f0)", () -> (fill!(z, 1.5f0); nothing), 4),
                              ("sum(x)", () -> (sum(x); nothing), 4),
                              ("dot(x, y)", () -> (dot(x, y); nothing), 8))
         bandwidth_row(name, f, bytes)
+    end
+    # the same bytes in 8-byte elements (2^27 of them): Float64 axpy, Int64 sum of two arrays
+    let m = n ÷ 2, xd = CuMem.fill(1.0, m), yd = CuMem.fill(2.0, m), xi = CuMem.fill(1, m), yi = CuMem.fill(2, m), zi = CuMem.fill(0, m)
+        bandwidth_row("Float64 axpy yd .= 0.5 .* xd .+ yd (2^27)", () -> (yd .= 0.5 .* xd .+ yd; nothing), 24, m)
+        bandwidth_row("Int64 zi .= xi .+ yi (2^27)", () -> (zi .= xi .+ yi; nothing), 24, m)
+        foreach(unsafe_free!, (xd, yd, xi, yi, zi))
     end
     # the broadcast kernels' 4x unrolled loop (CuMem.BCAST_UNROLL, off by default since the
     # compiler branch's host-side review) in the same process, where the build has the switch

@@ -11,7 +11,7 @@
  * julia/compute/compiler/prelude.jl typedefs int64_t and friends itself). g++ compiles the
  * same text in the emulation tests with __device__/__forceinline__/... defined away and
  * the CUDA built-ins emulated, so nothing here may need more than the built-ins used below
- * (blockIdx, blockDim, gridDim, threadIdx, __shfl_down_sync).
+ * (blockIdx, blockDim, gridDim, threadIdx, __shfl_down_sync, __shfl_up_sync).
  */
 #ifndef CUMEM_COMMON_CUH
 #define CUMEM_COMMON_CUH
@@ -37,6 +37,15 @@ template <typename T> static __device__ __forceinline__ T cumem_shfl_down(T v, i
   union U { T v; unsigned w[(sizeof(T) + 3) / 4]; __device__ U() {} } u, r;
   u.v = v;
   for (int i = 0; i < (int)((sizeof(T) + 3) / 4); i++) r.w[i] = __shfl_down_sync(0xffffffffu, u.w[i], o);
+  return r.v;
+}
+
+/* __shfl_up_sync over the full warp for a value of any trivially copyable type T, moved 32
+   bits at a time: lane l gets lane l - o's v (lanes below o their own). */
+template <typename T> static __device__ __forceinline__ T cumem_shfl_up(T v, int o) {
+  union U { T v; unsigned w[(sizeof(T) + 3) / 4]; __device__ U() {} } u, r;
+  u.v = v;
+  for (int i = 0; i < (int)((sizeof(T) + 3) / 4); i++) r.w[i] = __shfl_up_sync(0xffffffffu, u.w[i], o);
   return r.v;
 }
 

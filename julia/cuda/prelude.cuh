@@ -69,5 +69,10 @@ template <typename T, typename U> static __device__ __forceinline__ T jl_ipow(T 
   if (p < 0) return x == 1 ? (T)1 : ((p & 1) ? x : (T)1);
   U r = 1, b = (U)x; while (p) { if (p & 1) r = (U)(r * b); b = (U)(b * b); p >>= 1; } return (T)r; }
 template <typename T> static __device__ __forceinline__ T jl_sq(T x) { return x * x; }
+/* V elements of T as one aligned chunk (V * sizeof(T) a power of two, at most 16 bytes): a
+ * contiguous kernel loads and stores a chunk with one vector instruction (ld.global.v4 ...)
+ * where every array's address is a multiple of the chunk's size (jl_aligned). */
+template <typename T, int V> struct alignas(sizeof(T) * V) jl_vec { T v[V]; };
+static __device__ __forceinline__ bool jl_aligned(const void* p, uint64_t a) { return ((uint64_t)p & (a - 1u)) == 0u; }
 
 #endif /* CUMEM_PRELUDE_CUH */

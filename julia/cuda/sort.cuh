@@ -32,6 +32,7 @@
 #define CUMEM_SORT_ITEMS 16
 #endif
 #define CUMEM_SORT_TILE (CUMEM_SORT_THREADS * CUMEM_SORT_ITEMS)
+#define CUMEM_SORT_LOOKBACK 8        /* tiles a digit's look-back reads per round trip */
 #define CUMEM_SORT_WARPS (CUMEM_SORT_THREADS / 32)
 #define CUMEM_NPASS ((int)sizeof(cumem_key_t))
 #define CUMEM_ST_SHIFT (8 * (int)sizeof(cumem_status_t) - 2)
@@ -229,15 +230,29 @@ CUMEM_KERNEL void cumem_sort_onesweep(const cumem_key_t* src, cumem_key_t* kA, c
   for (int o = 1; o < 32; o <<= 1) { const uint32_t u = __shfl_up_sync(0xffffffffu, incl, o); if (lane >= o) incl += u; }
   if (lane == 31) s_wsum[w] = incl;
   /* decoupled look-back: the count of digit t in the tiles before this one */
+  /* CUMEM_SORT_LOOKBACK tiles j, j - 1, ... read at once (one round trip to L2 where one tile at a
+     time cost one each: a tile far from the last published prefix walked back one tile per
+     round trip), then taken nearest first up to the first prefix; the walk goes on from the
+     first tile not yet published (spinning there) or past the window */
   uint32_t excl = 0;
   if (tile > 0) {
     int64_t j = (int64_t)tile - 1;
-    while (true) {
-      const cumem_status_t x = cumem_vload(status + j * 256 + t);
-      if ((x >> CUMEM_ST_SHIFT) == 0) continue;              /* not yet published: spin */
-      excl += (uint32_t)CUMEM_ST_VAL(x);
-      if ((x >> CUMEM_ST_SHIFT) == 2) break;
-      j--;
+    bool done = false;
+    while (!done) {
+      cumem_status_t x[CUMEM_SORT_LOOKBACK];
+#pragma unroll
+      for (int u = 0; u < CUMEM_SORT_LOOKBACK; u++) x[u] = j - u >= 0 ? cumem_vload(status + (j - u) * 256 + t) : (cumem_status_t)0;
+      int used = 0;
+#pragma unroll
+      for (int u = 0; u < CUMEM_SORT_LOOKBACK; u++) {
+        if (done || used < u) continue;                      /* (past a prefix or a tile not yet published) */
+        const unsigned f = (unsigned)(x[u] >> CUMEM_ST_SHIFT);
+        if (f == 0u) continue;                               /* not yet published: read again from here */
+        excl += (uint32_t)CUMEM_ST_VAL(x[u]);
+        used = u + 1;
+        done = f == 2u;
+      }
+      j -= used;
     }
     cumem_vstore(st, CUMEM_ST_PRE | (cumem_status_t)(excl + cnt));
   }

@@ -21,3 +21,11 @@ c_graph_exec_destroy(e::UInt64) = ccall((:cumem_graph_exec_destroy, libcumem), I
 c_graph_pools(out::Vector{CGraphPool}, count::Base.RefValue{UInt64}) =
     (activate(); ccall((:cumem_graph_pools, libcumem), Int32, (Ptr{CGraphPool}, UInt64, Ptr{UInt64}),
                        out, UInt64(length(out)), count))
+c_capture_dependencies(s::UInt64, out::Vector{UInt64}, count::Base.RefValue{UInt64}) =
+    (activate(); ccall((:cumem_stream_capture_dependencies, libcumem), Int32, (UInt64, Ptr{UInt64}, UInt64, Ptr{UInt64}),
+                       s, out, UInt64(length(out)), count))
+c_capture_set_dependencies(s::UInt64, nodes::Vector{UInt64}) =
+    (activate(); ccall((:cumem_stream_set_capture_dependencies, libcumem), Int32, (UInt64, Ptr{UInt64}, UInt64),
+                       s, nodes, UInt64(length(nodes))))
+c_graph_info(g::UInt64, out::Base.RefValue{CGraphInfo}) =
+    ccall((:cumem_graph_info, libcumem), Int32, (UInt64, Ptr{CGraphInfo}), g, out)

@@ -171,3 +171,17 @@ struct CGraphPool
     reserved::UInt32
 end
 @assert sizeof(CGraphPool) == 48
+
+# `cumem_graph_info_t` (64 bytes): a captured graph's nodes by kind, edges and longest
+# chain (src/device/mod.rs, GraphInfo).
+struct CGraphInfo
+    nodes::UInt64
+    kernels::UInt64
+    memcpys::UInt64
+    memsets::UInt64
+    others::UInt64
+    edges::UInt64
+    depth::UInt64
+    reserved::UInt64
+end
+@assert sizeof(CGraphInfo) == 64

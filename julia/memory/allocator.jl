@@ -223,8 +223,9 @@ end
     out = Ref{UInt64}(0)
     s = current_handle()
     code = alloc_on(bytes % UInt64, out, s, CUMEM_ALLOC_NO_RECLAIM)
-    code == CUMEM_SUCCESS && return out[]
-    return alloc_failed(bytes, code, s)
+    p = code == CUMEM_SUCCESS ? out[] : alloc_failed(bytes, code, s)
+    CAPTURES[] == 0 || note_capture_alloc(p, bytes)
+    return p
 end
 
 # -g2 while the history records (memtools.jl): the engine's alloc event carries the id of

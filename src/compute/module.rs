@@ -21,6 +21,8 @@ use std::ffi::{CString, c_void};
 struct Module {
     module: usize, // sys::CUmodule
     funcs: FxHashMap<String, u64>,
+    /// Parameter count of each `.entry` of the module's PTX (see [`ptx_param_counts`]).
+    entries: FxHashMap<String, usize>,
 }
 
 /// A kernel a handle stands for.
@@ -73,12 +75,12 @@ pub fn load(dev: &dyn Device, source: &str, name: &str) -> Result<u64> {
     let mut guard = REGISTRY.write();
     let reg = guard.get_or_insert_with(Registry::default);
     let mods = reg.by_source.entry(ord).or_default();
-    if let Some(module) = fresh {
+    if let Some((module, entries)) = fresh {
         if mods.contains_key(source) {
             // SAFETY: our own module, never handed out.
             let _ = unsafe { result::module::unload(module as sys::CUmodule) };
         } else {
-            mods.insert(source.to_owned(), Module { module, funcs: FxHashMap::default() });
+            mods.insert(source.to_owned(), Module { module, funcs: FxHashMap::default(), entries });
         }
     }
     let m = mods.get_mut(source).expect("loaded above or by another thread");
@@ -95,7 +97,7 @@ pub fn load(dev: &dyn Device, source: &str, name: &str) -> Result<u64> {
             device_err("cuModuleGetFunction", e)
         }
     })?;
-    let params = param_sizes(func);
+    let params = param_sizes(func, m.entries.get(name).copied());
     reg.kernels.push(Kernel { func: func as usize, name: name.to_owned(), device: ord, params });
     let h = reg.kernels.len() as u64;
     m.funcs.insert(name.to_owned(), h);
@@ -103,11 +105,13 @@ pub fn load(dev: &dyn Device, source: &str, name: &str) -> Result<u64> {
 }
 
 /// Compiles `source` for a GPU of compute capability `cc` and loads it into the
-/// current context; returns the `CUmodule`.
-fn compile_and_load(source: &str, cc: i32) -> Result<usize> {
+/// current context; returns the `CUmodule` and the parameter count of each kernel
+/// (from the PTX, [`ptx_param_counts`]).
+fn compile_and_load(source: &str, cc: i32) -> Result<(usize, FxHashMap<String, usize>)> {
     let nv = nvrtc()?;
     let target = nv.target_for(cc)?;
     let out = nv.compile_cached(source, &target.arch())?;
+    let entries = ptx_param_counts(&out.ptx);
     let image: Vec<u8> = match (target, out.cubin) {
         (Target::Real(_), Some(cubin)) => cubin,
         _ => {
@@ -131,7 +135,25 @@ fn compile_and_load(source: &str, cc: i32) -> Result<usize> {
             }
         ))
     })?;
-    Ok(module as usize)
+    Ok((module as usize, entries))
+}
+
+/// The number of parameters of each `.entry NAME( .param ..., .param ... )` of a PTX
+/// text, by name. PTX declares every kernel parameter as one `.param` in the entry's
+/// parenthesised list, so this is the count `cuFuncGetParamInfo` accepts indices below.
+fn ptx_param_counts(ptx: &str) -> FxHashMap<String, usize> {
+    let mut out = FxHashMap::default();
+    let mut rest = ptx;
+    while let Some(i) = rest.find(".entry") {
+        rest = &rest[i + ".entry".len()..];
+        let Some(open) = rest.find('(') else { break };
+        let name = rest[..open].trim();
+        let Some(close) = rest[open..].find(')') else { break };
+        let list = &rest[open + 1..open + close];
+        out.insert(name.to_owned(), list.matches(".param").count());
+        rest = &rest[open + close..];
+    }
+    out
 }
 
 /// `cuFuncGetParamInfo(func, index, *offset, *size)`: drivers of CUDA 12.4 and later.
@@ -161,13 +183,15 @@ fn param_info_fn() -> Option<(ParamInfo, Option<ParamCount>)> {
 }
 
 /// The byte size of each of `func`'s parameters, in order; `None` when the driver
-/// cannot tell (older than CUDA 12.4). With `cuFuncGetParamCount` (CUDA 12.9) it asks
-/// `cuFuncGetParamInfo` for exactly that many parameters, so no call fails (a failing
-/// driver call is a report of compute-sanitizer's memcheck); older drivers are asked
-/// until they answer CUDA_ERROR_INVALID_VALUE past the last one.
-fn param_sizes(func: sys::CUfunction) -> Option<Vec<u64>> {
+/// cannot tell (older than CUDA 12.4). It asks `cuFuncGetParamInfo` for exactly as many
+/// parameters as `cuFuncGetParamCount` (CUDA 12.9) or else the PTX (`ptx_count`) says,
+/// so no call fails (a failing driver call is a report of compute-sanitizer's memcheck);
+/// without either it asks until the driver answers CUDA_ERROR_INVALID_VALUE past the
+/// last one.
+fn param_sizes(func: sys::CUfunction, ptx_count: Option<usize>) -> Option<Vec<u64>> {
     let (f, count) = param_info_fn()?;
     let n = match count {
+        None => ptx_count,
         Some(c) => {
             let mut n = 0usize;
             // SAFETY: `func` is a loaded function; a valid out-pointer.
@@ -176,7 +200,6 @@ fn param_sizes(func: sys::CUfunction) -> Option<Vec<u64>> {
                 _ => return None,
             }
         }
-        None => None,
     };
     let mut sizes = Vec::new();
     while n.is_none_or(|n| sizes.len() < n) {
@@ -430,4 +453,20 @@ pub fn sleep(dev: &dyn Device, stream: u64, ns: u64) -> Result<()> {
     let geometry = Launch { grid: (1, 1, 1), block: (1, 1, 1), shared_bytes: 0 };
     // SAFETY: one `unsigned long long` parameter, passed by pointer to its value.
     unsafe { launch(dev, h, stream, geometry, args.as_mut_ptr()) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ptx_param_counts;
+
+    #[test]
+    fn ptx_entries_and_their_parameter_counts() {
+        let ptx = "\n.version 8.0\n.target sm_90\n.visible .entry k_two(\n\t.param .u64 k_two_param_0,\n\t.param .align 8 .b8 k_two_param_1[16]\n)\n{\n\tret;\n}\n.visible .entry k_none()\n{\n\tret;\n}\n.entry k_one(.param .u32 p)\n{ ret; }\n";
+        let m = ptx_param_counts(ptx);
+        assert_eq!(m.get("k_two"), Some(&2));
+        assert_eq!(m.get("k_none"), Some(&0));
+        assert_eq!(m.get("k_one"), Some(&1));
+        assert_eq!(m.len(), 3);
+        assert!(ptx_param_counts("no entries here").is_empty());
+    }
 }

@@ -398,6 +398,15 @@ impl Device for CudaDevice {
     fn graph_exec_destroy(&self, e: u64) -> Result<()> {
         self.graph_exec_destroy_raw(e)
     }
+    fn capture_dependencies(&self, s: u64) -> Result<Vec<u64>> {
+        self.capture_dependencies_raw(s)
+    }
+    fn capture_set_dependencies(&self, s: u64, nodes: &[u64]) -> Result<()> {
+        self.capture_set_dependencies_raw(s, nodes)
+    }
+    fn graph_info(&self, g: u64) -> Result<super::GraphInfo> {
+        self.graph_info_raw(g)
+    }
 
     fn stream_create(&self, blocking: bool) -> Result<u64> {
         self.bind()?;

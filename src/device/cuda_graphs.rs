@@ -5,6 +5,7 @@
 //! (`src/engine/graphs.rs`) keeps them behind handles of its own.
 
 use super::CudaDevice;
+use super::GraphInfo;
 use crate::device::device_err;
 use crate::error::{Error, Result};
 use cudarc::driver::sys;
@@ -94,4 +95,257 @@ impl CudaDevice {
             .result()
             .map_err(|err| device_err("cuGraphExecDestroy", err))
     }
+}
+
+/// `cuStreamGetCaptureInfo_v2`: (stream, status, id, graph, dependencies, count).
+type CaptureInfoV2 = unsafe extern "C" fn(
+    sys::CUstream,
+    *mut i32,
+    *mut u64,
+    *mut sys::CUgraph,
+    *mut *const sys::CUgraphNode,
+    *mut usize,
+) -> sys::CUresult;
+/// `cuStreamGetCaptureInfo_v3` (CUDA 12.3): v2 with the edges' data (asked as null).
+type CaptureInfoV3 = unsafe extern "C" fn(
+    sys::CUstream,
+    *mut i32,
+    *mut u64,
+    *mut sys::CUgraph,
+    *mut *const sys::CUgraphNode,
+    *mut *const std::ffi::c_void,
+    *mut usize,
+) -> sys::CUresult;
+/// `cuStreamUpdateCaptureDependencies`: (stream, nodes, count, flags).
+type UpdateDepsV1 = unsafe extern "C" fn(sys::CUstream, *mut sys::CUgraphNode, usize, u32) -> sys::CUresult;
+/// `cuStreamUpdateCaptureDependencies_v2` (CUDA 12.3): with the edges' data (null: default edges).
+type UpdateDepsV2 = unsafe extern "C" fn(
+    sys::CUstream,
+    *mut sys::CUgraphNode,
+    *const std::ffi::c_void,
+    usize,
+    u32,
+) -> sys::CUresult;
+/// `cuGraphGetEdges`: (graph, from, to, count).
+type GetEdgesV1 = unsafe extern "C" fn(
+    sys::CUgraph,
+    *mut sys::CUgraphNode,
+    *mut sys::CUgraphNode,
+    *mut usize,
+) -> sys::CUresult;
+/// `cuGraphGetEdges_v2` (CUDA 12.3): with the edges' data (asked as null).
+type GetEdgesV2 = unsafe extern "C" fn(
+    sys::CUgraph,
+    *mut sys::CUgraphNode,
+    *mut sys::CUgraphNode,
+    *mut std::ffi::c_void,
+    *mut usize,
+) -> sys::CUresult;
+/// `cuGraphGetNodes`: (graph, nodes, count).
+type GetNodes = unsafe extern "C" fn(sys::CUgraph, *mut sys::CUgraphNode, *mut usize) -> sys::CUresult;
+/// `cuGraphNodeGetType`: (node, type as the C enum's int).
+type NodeType = unsafe extern "C" fn(sys::CUgraphNode, *mut i32) -> sys::CUresult;
+
+/// The driver's entry points for capture dependencies and graph inspection, looked up by
+/// name here: their signatures changed in CUDA 12.3 (edge data) and CUDA 13 drops
+/// nothing but renames the defaults, so the oldest form the driver exports is taken and
+/// the newer one otherwise, and an enum the driver writes is read as an `int` (cudarc's
+/// bindings at the CUDA 12.0 level do not know CUDA 13's node types).
+struct GraphFns {
+    _lib: libloading::Library,
+    info_v2: Option<CaptureInfoV2>,
+    info_v3: Option<CaptureInfoV3>,
+    update_v1: Option<UpdateDepsV1>,
+    update_v2: Option<UpdateDepsV2>,
+    edges_v1: Option<GetEdgesV1>,
+    edges_v2: Option<GetEdgesV2>,
+    nodes: Option<GetNodes>,
+    node_type: Option<NodeType>,
+}
+
+fn graph_fns() -> Result<&'static GraphFns> {
+    static F: std::sync::OnceLock<Option<GraphFns>> = std::sync::OnceLock::new();
+    F.get_or_init(|| {
+        // SAFETY: libcuda is already loaded by the device; this takes another reference.
+        let lib = ["libcuda.so.1", "libcuda.so"]
+            .iter()
+            .find_map(|n| unsafe { libloading::Library::new(*n) }.ok())?;
+        // SAFETY: each symbol is looked up with the signature of cuda.h for that name.
+        unsafe {
+            Some(GraphFns {
+                info_v2: lib.get::<CaptureInfoV2>("cuStreamGetCaptureInfo_v2").ok().map(|s| *s),
+                info_v3: lib.get::<CaptureInfoV3>("cuStreamGetCaptureInfo_v3").ok().map(|s| *s),
+                update_v1: lib.get::<UpdateDepsV1>("cuStreamUpdateCaptureDependencies").ok().map(|s| *s),
+                update_v2: lib.get::<UpdateDepsV2>("cuStreamUpdateCaptureDependencies_v2").ok().map(|s| *s),
+                edges_v1: lib.get::<GetEdgesV1>("cuGraphGetEdges").ok().map(|s| *s),
+                edges_v2: lib.get::<GetEdgesV2>("cuGraphGetEdges_v2").ok().map(|s| *s),
+                nodes: lib.get::<GetNodes>("cuGraphGetNodes").ok().map(|s| *s),
+                node_type: lib.get::<NodeType>("cuGraphNodeGetType").ok().map(|s| *s),
+                _lib: lib,
+            })
+        }
+    })
+    .as_ref()
+    .ok_or_else(|| Error::NotSupported("libcuda could not be opened for the graph entry points".into()))
+}
+
+fn missing(name: &str) -> Error {
+    Error::NotSupported(format!("the driver has no {name} (CUDA 11.3 or later needed)"))
+}
+
+impl CudaDevice {
+    /// The nodes that work queued next on `s`, under capture, will depend on
+    /// (`cuStreamGetCaptureInfo`): right after an operation, its last nodes.
+    pub(super) fn capture_dependencies_raw(&self, s: u64) -> Result<Vec<u64>> {
+        let st = self.raw_stream(s)?;
+        self.bind()?;
+        let f = graph_fns()?;
+        let mut status = 0i32;
+        let mut id = 0u64;
+        let mut g: sys::CUgraph = std::ptr::null_mut();
+        let mut deps: *const sys::CUgraphNode = std::ptr::null();
+        let mut n = 0usize;
+        // SAFETY: a live stream of ours; valid out-pointers (edge data not asked).
+        let r = unsafe {
+            if let Some(v2) = f.info_v2 {
+                v2(st, &mut status, &mut id, &mut g, &mut deps, &mut n)
+            } else if let Some(v3) = f.info_v3 {
+                v3(st, &mut status, &mut id, &mut g, &mut deps, std::ptr::null_mut(), &mut n)
+            } else {
+                return Err(missing("cuStreamGetCaptureInfo"));
+            }
+        };
+        r.result().map_err(|e| device_err("cuStreamGetCaptureInfo", e))?;
+        // CU_STREAM_CAPTURE_STATUS_ACTIVE = 1
+        if status != 1 {
+            return Err(Error::InvalidValue(format!(
+                "stream {s} is not being captured (capture status {status})"
+            )));
+        }
+        if n == 0 || deps.is_null() {
+            return Ok(Vec::new());
+        }
+        // SAFETY: the driver's array of `n` nodes, valid until the next call on the stream.
+        Ok(unsafe { std::slice::from_raw_parts(deps, n) }.iter().map(|&p| p as u64).collect())
+    }
+
+    /// Makes `nodes` the dependencies of the work queued next on `s` under capture
+    /// (`cuStreamUpdateCaptureDependencies`, `CU_STREAM_SET_CAPTURE_DEPENDENCIES`).
+    pub(super) fn capture_set_dependencies_raw(&self, s: u64, nodes: &[u64]) -> Result<()> {
+        let st = self.raw_stream(s)?;
+        self.bind()?;
+        let f = graph_fns()?;
+        let mut v: Vec<sys::CUgraphNode> = nodes.iter().map(|&p| p as sys::CUgraphNode).collect();
+        let p = if v.is_empty() { std::ptr::null_mut() } else { v.as_mut_ptr() };
+        const SET: u32 = 1; // CU_STREAM_SET_CAPTURE_DEPENDENCIES
+        // SAFETY: a live stream under capture; nodes of its graph (the caller's, from
+        // `capture_dependencies_raw` of the same capture).
+        let r = unsafe {
+            if let Some(v1) = f.update_v1 {
+                v1(st, p, v.len(), SET)
+            } else if let Some(v2) = f.update_v2 {
+                v2(st, p, std::ptr::null(), v.len(), SET)
+            } else {
+                return Err(missing("cuStreamUpdateCaptureDependencies"));
+            }
+        };
+        r.result().map_err(|e| device_err("cuStreamUpdateCaptureDependencies", e))
+    }
+
+    /// The nodes of graph `g` by kind, its edges and its longest chain
+    /// (`cuGraphGetNodes`, `cuGraphNodeGetType`, `cuGraphGetEdges`).
+    pub(super) fn graph_info_raw(&self, g: u64) -> Result<GraphInfo> {
+        self.bind()?;
+        let f = graph_fns()?;
+        let graph = g as sys::CUgraph;
+        let (get_nodes, node_type) = match (f.nodes, f.node_type) {
+            (Some(a), Some(b)) => (a, b),
+            _ => return Err(missing("cuGraphGetNodes")),
+        };
+        let mut n = 0usize;
+        // SAFETY: a graph of ours; a count query.
+        unsafe { get_nodes(graph, std::ptr::null_mut(), &mut n) }
+            .result()
+            .map_err(|e| device_err("cuGraphGetNodes", e))?;
+        let mut nodes: Vec<sys::CUgraphNode> = vec![std::ptr::null_mut(); n];
+        // SAFETY: room for `n` nodes.
+        unsafe { get_nodes(graph, nodes.as_mut_ptr(), &mut n) }
+            .result()
+            .map_err(|e| device_err("cuGraphGetNodes", e))?;
+        nodes.truncate(n);
+        let mut info = GraphInfo { nodes: n as u64, ..Default::default() };
+        for &node in &nodes {
+            let mut t = -1i32;
+            // SAFETY: a node of the graph; an int out-pointer.
+            unsafe { node_type(node, &mut t) }.result().map_err(|e| device_err("cuGraphNodeGetType", e))?;
+            match t {
+                0 => info.kernels += 1, // CU_GRAPH_NODE_TYPE_KERNEL
+                1 => info.memcpys += 1, // CU_GRAPH_NODE_TYPE_MEMCPY
+                2 => info.memsets += 1, // CU_GRAPH_NODE_TYPE_MEMSET
+                _ => info.others += 1,
+            }
+        }
+        let mut m = 0usize;
+        let (mut from, mut to): (Vec<sys::CUgraphNode>, Vec<sys::CUgraphNode>) = (Vec::new(), Vec::new());
+        for pass in 0..2 {
+            if pass == 1 {
+                from = vec![std::ptr::null_mut(); m];
+                to = vec![std::ptr::null_mut(); m];
+            }
+            let (pf, pt) = if pass == 0 {
+                (std::ptr::null_mut(), std::ptr::null_mut())
+            } else {
+                (from.as_mut_ptr(), to.as_mut_ptr())
+            };
+            // SAFETY: a graph of ours; a count query, then room for `m` edges.
+            let r = unsafe {
+                if let Some(v1) = f.edges_v1 {
+                    v1(graph, pf, pt, &mut m)
+                } else if let Some(v2) = f.edges_v2 {
+                    v2(graph, pf, pt, std::ptr::null_mut(), &mut m)
+                } else {
+                    return Err(missing("cuGraphGetEdges"));
+                }
+            };
+            r.result().map_err(|e| device_err("cuGraphGetEdges", e))?;
+        }
+        from.truncate(m);
+        to.truncate(m);
+        let index: rustc_hash::FxHashMap<u64, usize> =
+            nodes.iter().enumerate().map(|(i, &p)| (p as u64, i)).collect();
+        let edges: Vec<(usize, usize)> = from
+            .iter()
+            .zip(&to)
+            .filter_map(|(a, b)| Some((*index.get(&(*a as u64))?, *index.get(&(*b as u64))?)))
+            .collect();
+        info.edges = edges.len() as u64;
+        info.depth = longest_chain(n, &edges);
+        Ok(info)
+    }
+}
+
+/// The number of nodes on the longest path of a DAG of `n` nodes with `edges` (from, to):
+/// the length of the chain a replay cannot run side by side. 0 for no nodes; a cycle
+/// (which a CUDA graph cannot have) counts each node once.
+pub(crate) fn longest_chain(n: usize, edges: &[(usize, usize)]) -> u64 {
+    let mut indeg = vec![0usize; n];
+    let mut out: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for &(a, b) in edges {
+        out[a].push(b);
+        indeg[b] += 1;
+    }
+    let mut depth = vec![1u64; n];
+    let mut ready: Vec<usize> = (0..n).filter(|&i| indeg[i] == 0).collect();
+    let mut best = 0u64;
+    while let Some(i) = ready.pop() {
+        best = best.max(depth[i]);
+        for &j in &out[i] {
+            depth[j] = depth[j].max(depth[i] + 1);
+            indeg[j] -= 1;
+            if indeg[j] == 0 {
+                ready.push(j);
+            }
+        }
+    }
+    if n > 0 { best.max(1) } else { 0 }
 }

@@ -108,6 +108,15 @@ impl Device for FaultyDevice {
     fn graph_exec_destroy(&self, e: u64) -> Result<()> {
         self.inner.graph_exec_destroy(e)
     }
+    fn capture_dependencies(&self, s: u64) -> Result<Vec<u64>> {
+        self.inner.capture_dependencies(s)
+    }
+    fn capture_set_dependencies(&self, s: u64, nodes: &[u64]) -> Result<()> {
+        self.inner.capture_set_dependencies(s, nodes)
+    }
+    fn graph_info(&self, g: u64) -> Result<super::GraphInfo> {
+        self.inner.graph_info(g)
+    }
     fn stream_wait_event(&self, s: u64, e: u64) -> Result<()> {
         self.stream_fault("stream wait")?;
         self.inner.stream_wait_event(s, e)

@@ -10,6 +10,31 @@ mod host_stream;
 mod pinned;
 
 pub use crate::config::FaultSpec;
+
+/// The shape of a captured graph ([`Device::graph_info`]; C: `cumem_graph_info_t`, 64
+/// bytes): what one replay runs and how much of it must run one after another.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GraphInfo {
+    /// Nodes in all.
+    pub nodes: u64,
+    /// Kernel nodes (CuMem's kernels and the libraries', e.g. cuBLAS's).
+    pub kernels: u64,
+    /// Memory-copy nodes.
+    pub memcpys: u64,
+    /// Memset nodes.
+    pub memsets: u64,
+    /// Nodes of every other kind (host, empty, event, child-graph, memory nodes).
+    pub others: u64,
+    /// Dependency edges.
+    pub edges: u64,
+    /// Nodes on the longest dependency chain: the ones a replay runs one after another
+    /// (equal to `nodes` for a graph captured as one chain).
+    pub depth: u64,
+    /// Padding (0).
+    pub reserved: u64,
+}
+
 pub use cuda::CudaDevice;
 pub use faulty::FaultyDevice;
 pub use host::{HOST_VM_GRANULE, HostDevice};
@@ -202,6 +227,26 @@ pub trait Device: Send + Sync {
     fn graph_exec_destroy(&self, e: u64) -> Result<()> {
         let _ = e;
         Ok(())
+    }
+    /// The nodes that work queued next on `s`, which is being captured, will depend on
+    /// (`cuStreamGetCaptureInfo`): right after an operation, its last nodes. Devices
+    /// whose graphs are recorded above them (the host device) have no nodes: empty.
+    fn capture_dependencies(&self, s: u64) -> Result<Vec<u64>> {
+        self.stream_raw(s).map(|_| Vec::new())
+    }
+    /// Makes `nodes` (of [`Device::capture_dependencies`] of the same capture) the
+    /// dependencies of the work queued next on `s` (`cuStreamUpdateCaptureDependencies`,
+    /// `CU_STREAM_SET_CAPTURE_DEPENDENCIES`); nothing on the host device.
+    fn capture_set_dependencies(&self, s: u64, nodes: &[u64]) -> Result<()> {
+        let _ = nodes;
+        self.stream_raw(s).map(drop)
+    }
+    /// Graph `g`'s nodes by kind, its edges and its longest chain (`cuGraphGetNodes`,
+    /// `cuGraphNodeGetType`, `cuGraphGetEdges`); all 0 on the host device, whose graphs
+    /// hold no nodes here.
+    fn graph_info(&self, g: u64) -> Result<GraphInfo> {
+        let _ = g;
+        Ok(GraphInfo::default())
     }
     /// Creates an event (`cuEventCreate`), with timing (for [`Device::event_elapsed_ms`])
     /// or without (`CU_EVENT_DISABLE_TIMING`, cheaper: the engine's own events).

@@ -19,6 +19,7 @@
 //! records and replays, since host compute runs in Julia).
 
 use super::Engine;
+pub use crate::device::GraphInfo;
 use crate::error::{Error, Result};
 use rustc_hash::FxHashMap;
 use std::sync::atomic::Ordering::Relaxed;
@@ -312,6 +313,41 @@ impl Engine {
             info.capturing = capturing.contains(&info.id) as u32;
         }
         out
+    }
+
+    /// The nodes that the next operation queued on `stream`, which must be under capture,
+    /// will depend on (`cuStreamGetCaptureInfo`): right after an operation, its last
+    /// nodes. With [`Engine::capture_set_dependencies`] the Julia package rebuilds a
+    /// capture's edges from the arrays each operation reads and writes, so independent
+    /// operations of one stream become branches that a replay runs side by side. Empty
+    /// on the host device (its graphs are recorded above the engine). Errors:
+    /// [`Error::InvalidValue`] when `stream` is not being captured; [`Error::Device`].
+    pub fn capture_dependencies(&self, stream: u64) -> Result<Vec<u64>> {
+        if !self.is_capturing(stream) {
+            return Err(Error::InvalidValue(format!("stream {stream} is not being captured")));
+        }
+        self.up.device().capture_dependencies(stream)
+    }
+
+    /// Makes `nodes` (nodes of the capture under way, from
+    /// [`Engine::capture_dependencies`]) the dependencies of the next operation queued on
+    /// `stream` (`cuStreamUpdateCaptureDependencies`, `CU_STREAM_SET_CAPTURE_DEPENDENCIES`);
+    /// an empty list makes it a root of the graph. Errors: [`Error::InvalidValue`] when
+    /// `stream` is not being captured; [`Error::Device`] for nodes the driver refuses
+    /// (the dependencies are then unchanged).
+    pub fn capture_set_dependencies(&self, stream: u64, nodes: &[u64]) -> Result<()> {
+        if !self.is_capturing(stream) {
+            return Err(Error::InvalidValue(format!("stream {stream} is not being captured")));
+        }
+        self.up.device().capture_set_dependencies(stream, nodes)
+    }
+
+    /// Graph `graph`'s nodes by kind, edges and longest chain ([`GraphInfo`]; all 0 on
+    /// the host device). Errors: [`Error::InvalidValue`] for an unknown graph;
+    /// [`Error::Device`].
+    pub fn graph_info(&self, graph: u64) -> Result<GraphInfo> {
+        let dg = self.graphs.lock().graphs.get(&graph).map(|g| g.0).ok_or_else(|| unknown("graph", graph))?;
+        self.up.device().graph_info(dg)
     }
 
     /// The figures of graph pool `pool`. Errors: [`Error::InvalidValue`] for an unknown

@@ -61,7 +61,7 @@ pub mod tools;
 
 use copies::Pin;
 pub use copies::{CopyPath, STAGING_CHUNK, copy_between};
-pub use graphs::GraphPoolInfo;
+pub use graphs::{GraphInfo, GraphPoolInfo};
 use streams::{PendingFree, StreamPool, StreamUse};
 
 struct ShardState {

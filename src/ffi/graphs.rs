@@ -6,7 +6,7 @@
 
 use super::streams::on_handle_owner;
 use super::{guard, null_err, out_flag, out_u64};
-use crate::engine::GraphPoolInfo;
+use crate::engine::{GraphInfo, GraphPoolInfo};
 
 /// Creates a graph pool of the current device into `*pool`, holding one reference for
 /// the caller (`cumem_graph_pool_release`). Captures given it allocate from it; several
@@ -151,6 +151,90 @@ pub unsafe extern "C" fn cumem_graph_pools(pools: *mut GraphPoolInfo, capacity: 
         }
         // SAFETY: checked non-null; the caller guarantees it is writable.
         unsafe { *count = all.len() as u64 };
+        Ok(())
+    })
+}
+
+/// The nodes that the next operation queued on `stream` (under capture) will depend on
+/// (`cuStreamGetCaptureInfo`): up to `capacity` node handles into `nodes` and their
+/// number into `*count` (right after an operation: its last nodes; none on the host
+/// device). With `cumem_stream_set_capture_dependencies` a capture's edges can follow the data
+/// each operation reads and writes instead of the stream's order. Returns
+/// `CUMEM_ERROR_INVALID_VALUE` for a stream not under capture or a null `count`,
+/// `CUMEM_ERROR_DEVICE` when the driver refuses.
+///
+/// # Safety
+/// `nodes` must be null or writable for `capacity` values; `count` for one `uint64_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cumem_stream_capture_dependencies(
+    stream: u64,
+    nodes: *mut u64,
+    capacity: u64,
+    count: *mut u64,
+) -> i32 {
+    guard(|e| {
+        if count.is_null() {
+            return Err(null_err("count"));
+        }
+        let all = e.capture_dependencies(stream)?;
+        if !nodes.is_null() {
+            let n = all.len().min(usize::try_from(capacity).unwrap_or(usize::MAX));
+            // SAFETY: the caller guarantees room for `capacity` >= n values.
+            unsafe { std::ptr::copy_nonoverlapping(all.as_ptr(), nodes, n) };
+        }
+        // SAFETY: checked non-null; the caller guarantees it is writable.
+        unsafe { *count = all.len() as u64 };
+        Ok(())
+    })
+}
+
+/// Makes the `count` nodes at `nodes` (of `cumem_stream_capture_dependencies` during the same
+/// capture) the dependencies of the next operation queued on `stream`
+/// (`cuStreamUpdateCaptureDependencies`, `CU_STREAM_SET_CAPTURE_DEPENDENCIES`); `count`
+/// 0 makes it a root of the graph. Returns `CUMEM_ERROR_INVALID_VALUE` for a stream not
+/// under capture or a null `nodes` with `count` > 0, `CUMEM_ERROR_DEVICE` for nodes the
+/// driver refuses (nothing changes then).
+///
+/// # Safety
+/// `nodes` must be null (with `count` 0) or readable for `count` values.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cumem_stream_set_capture_dependencies(
+    stream: u64,
+    nodes: *const u64,
+    count: u64,
+) -> i32 {
+    guard(|e| {
+        let v: &[u64] = if count == 0 {
+            &[]
+        } else if nodes.is_null() {
+            return Err(null_err("nodes"));
+        } else {
+            let n = usize::try_from(count)
+                .map_err(|_| crate::error::Error::InvalidValue("count is too large".into()))?;
+            // SAFETY: the caller guarantees `count` readable values.
+            unsafe { std::slice::from_raw_parts(nodes, n) }
+        };
+        e.capture_set_dependencies(stream, v)
+    })
+}
+
+/// Writes graph `graph`'s shape into `*info` (`cumem_graph_info_t`: nodes in all, kernel,
+/// memcpy, memset and other nodes, edges, and the nodes on its longest dependency chain,
+/// which a replay runs one after another; `cuGraphGetNodes`, `cuGraphNodeGetType`,
+/// `cuGraphGetEdges`). All 0 on the host device, whose graphs are recorded above the
+/// engine. Returns `CUMEM_ERROR_INVALID_VALUE` for an unknown graph or a null `info`.
+///
+/// # Safety
+/// `info` must be null or writable for one `cumem_graph_info_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cumem_graph_info(graph: u64, info: *mut GraphInfo) -> i32 {
+    on_handle_owner(|e| {
+        if info.is_null() {
+            return Err(null_err("info"));
+        }
+        let v = e.graph_info(graph)?;
+        // SAFETY: checked non-null; the caller guarantees it is writable.
+        unsafe { *info = v };
         Ok(())
     })
 }

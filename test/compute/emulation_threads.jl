@@ -15,6 +15,7 @@ using CuMem, Libdl
 # the emulation runs the general path, which every broadcast takes on its first call.
 CuMem.FAST_BROADCAST[] = false
 
+isdefined(@__MODULE__, :gxx_library) || include(joinpath(@__DIR__, "gxx.jl"))
 const HDR = raw"""
 #include <math.h>
 #include <stdint.h>
@@ -162,7 +163,8 @@ template <typename F> static void emu_grid(unsigned gx, unsigned gy, unsigned gz
 """
 
 # The kernels' sources use half_t conversions through PTX asm: replace them, and the
-# prelude's 64-bit typedefs (the system's are used).
+# prelude's 64-bit typedefs (the system's are used). HDR comes first, added by
+# gxx_library (test/compute/gxx.jl) as a precompiled header.
 function emu_source(src)
     src = replace(src, r"static __device__ __forceinline__ float jl_h2f.*\n" => "static inline float jl_h2f(half_t h) { _Float16 f; memcpy(&f, &h, 2); return (float)f; }\n")
     src = replace(src, r"static __device__ __forceinline__ half_t jl_f2h.*\n" => "static inline half_t jl_f2h(float x) { _Float16 f = (_Float16)x; half_t h; memcpy(&h, &f, 2); return h; }\n")
@@ -181,21 +183,14 @@ function emu_source(src)
         print(io, "extern \"C\" void emu_$name(unsigned emu_gx, unsigned emu_gy, unsigned emu_gz, unsigned emu_bx, ", join(ps, ", "),
               ") { emu_grid(emu_gx, emu_gy, emu_gz, emu_bx, [&] { $name(", join(names, ", "), "); }); }\n")
     end
-    return HDR * src * String(take!(io))
+    return src * String(take!(io))
 end
 
 # g++'s optimisation level (CUMEM_EMU_OPT, default -O1; the fuzzer's CI job takes -O0, which
 # compiles each kernel faster)
 const EMU_OPT = get(ENV, "CUMEM_EMU_OPT", "-O1")
 const LIBS = Dict{String,Ptr{Cvoid}}()
-function emu_lib(src)
-    get!(LIBS, src) do
-        dir = mktempdir()
-        write(joinpath(dir, "k.cpp"), emu_source(src))
-        run(`g++ $(EMU_OPT) -std=c++20 -shared -fPIC -w -o $(joinpath(dir, "k.so")) $(joinpath(dir, "k.cpp"))`)
-        Libdl.dlopen(joinpath(dir, "k.so"))
-    end
-end
+emu_lib(src) = get!(() -> Libdl.dlopen(gxx_library(HDR, emu_source(src), [EMU_OPT, "-std=c++20"])), LIBS, src)
 struct EmuKernel
     lib::Ptr{Cvoid}
     name::String

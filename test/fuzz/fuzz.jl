@@ -6,7 +6,7 @@
 # defines the function, its inputs and both results).
 #
 #   julia --project=. test/fuzz/fuzz.jl [--mode host|emu] [--seed S] [--n N] [--len L]
-#                                       [--out DIR] [--ulps]
+#                                       [--seconds T] [--out DIR] [--ulps] [--profile]
 #
 # --mode host (default): the device of CUMEM_DEVICE (host: Base runs the elements, every
 #   kernel is still generated and, with libnvrtc, compiled to PTX; cuda: the GPU runs it);
@@ -14,19 +14,44 @@
 #   (test/compute/emulation_threads.jl);
 # --seed (default: from the clock, printed), --n functions (default 100), --len elements
 #   per input (default 24), --out the reproducers' folder (default fuzz-failures/);
+# --seconds: stop starting new functions after T seconds of fuzzing (the loading before
+#   it not counted), whichever of --n and --seconds comes first (--n 0: no count limit);
+#   test/fuzz/campaign.sh runs many such processes side by side; --profile: also print the
+#   CPU seconds per function of each part (generating, Base's calls, CuMem's calls);
 # --ulps: instead, measure each mapped transcendental function alone on this device (max
 #   ulp difference from Base over special and random inputs) and print the table.
-# Prints one JSON line per run: mode, seed, functions, checks, disagreements by kind.
+# Prints one JSON line per run: mode, seed, functions, checks, disagreements by kind, the
+# seconds of fuzzing and of loading before it (startup_s: from the process's start).
 # Exit status 1 when a value, an exception or a crash disagreed.
 
+# When this process started (Linux's /proc/self/stat; elsewhere when this file began to
+# run): the JSON summary's startup_s is the loading before the first function.
+const STARTED = try
+    fields = split(split(read("/proc/self/stat", String), ')')[end])   # fields 3... of proc(5)
+    up = parse(Float64, split(read("/proc/uptime", String))[1])
+    time() - (up - parse(Int, fields[20]) / 100)                          # field 22, clock ticks
+catch
+    time()
+end
+# CPU seconds of this process and its finished children so far (all threads, NVRTC's and
+# the emulation's g++ included): utime + stime + cutime + cstime of /proc/self/stat (clock
+# ticks of 1/100 s), elsewhere the C library's clock() (this process only)
+function cpu_seconds()
+    try
+        f = split(split(read("/proc/self/stat", String), ')')[end])
+        return sum(parse(Int, f[i]) for i in 12:15) / 100
+    catch
+        return ccall(:clock, Clong, ()) / 1e6
+    end
+end
 const ARGS_D = Dict{String,String}()
 let i = 1
     while i <= length(ARGS)
         a = ARGS[i]
-        if a in ("--ulps", "--quiet")
+        if a in ("--ulps", "--quiet", "--profile")
             ARGS_D[a[3:end]] = "1"; i += 1
         else
-            startswith(a, "--") && i < length(ARGS) || error("usage: fuzz.jl [--mode host|emu] [--seed S] [--n N] [--len L] [--out DIR] [--ulps]")
+            startswith(a, "--") && i < length(ARGS) || error("usage: fuzz.jl [--mode host|emu] [--seed S] [--n N] [--len L] [--seconds T] [--out DIR] [--ulps] [--profile]")
             ARGS_D[a[3:end]] = ARGS[i+1]; i += 2
         end
     end
@@ -43,6 +68,7 @@ using .FuzzGen
 
 const SEED = Ref(parse(Int, get(ARGS_D, "seed", string(time_ns() % 1_000_000_000))))
 const N = parse(Int, get(ARGS_D, "n", "100"))
+const SECONDS = parse(Float64, get(ARGS_D, "seconds", "Inf"))
 const LEN = parse(Int, get(ARGS_D, "len", "24"))
 const OUTDIR = get(ARGS_D, "out", "fuzz-failures")
 const DEVICE_NAME = MODE == "emu" ? "emu" : CuMem.on_host() ? "host" : "cuda"
@@ -112,9 +138,22 @@ function write_repro(k, src, xs, what, got, want, kind)
     return path
 end
 
+# CPU seconds by part of the work (--profile): generating the function, Base's and CuMem's
+# call of each kind; /proc's clock ticks of 10 ms add up over many functions
+const CPU_BY = Dict{String,Float64}()
+function cpu!(f, key)
+    c = cpu_seconds()
+    try
+        return f()
+    finally
+        CPU_BY[key] = get(CPU_BY, key, 0.0) + cpu_seconds() - c
+    end
+end
+call_kind(what) = first(split(what, '('))
+
 function check!(k, src, xs, what, want, gotf, tol)
     CHECKS[] += 1
-    got = run_(gotf)
+    got = cpu!(() -> run_(gotf), "CuMem " * call_kind(what))
     if got isa Err && got.e isa CuMem.KernelCompileError
         kind = "refused"
     elseif agree(got, want, tol)
@@ -131,25 +170,32 @@ function check!(k, src, xs, what, want, gotf, tol)
     return false
 end
 
+inflight_path() = (mkpath(OUTDIR); joinpath(OUTDIR, "inflight_$(DEVICE_NAME)_$(SEED[]).jl"))
+
 function fuzz_one(rng, k)
     name = "fz$k"
-    src, ats, R, tr = FuzzGen.gen_function(rng, name)
-    M = Module(:FuzzFns)
-    Core.eval(M, Meta.parse(FuzzGen.STRUCT_DEF))
-    f = Core.eval(M, Meta.parse(src))
-    xs = Any[FuzzGen.inputs(rng, T, LEN) for T in ats]
+    src, ats, R, tr, f, xs = cpu!("generating and defining the function") do
+        src, ats, R, tr = FuzzGen.gen_function(rng, name)
+        # the function being run, kept if the process dies in it (removed at fuzz_main's end)
+        write(inflight_path(), "# fuzz.jl: the function that was running (mode $MODE, seed $(SEED[]), function $k)\n", src, "\n")
+        M = Module(:FuzzFns)
+        Core.eval(M, Meta.parse(FuzzGen.STRUCT_DEF))
+        f = Core.eval(M, Meta.parse(src))
+        src, ats, R, tr, f, Any[FuzzGen.inputs(rng, T, LEN) for T in ats]
+    end
     tol = tr === nothing ? 0 : ulp_tolerance(tr, R, DEVICE_NAME)
     cxs = Any[CuArray(x) for x in xs]
-    want = Base.invokelatest(() -> run_(() -> f.(xs...)))
+    want = cpu!(() -> Base.invokelatest(() -> run_(() -> f.(xs...))), "Base broadcast")
     check!(k, src, xs, "broadcast", want, () -> Base.invokelatest(() -> Array(f.(cxs...))), tol)
-    check!(k, src, xs, "map", Base.invokelatest(() -> run_(() -> map(f, xs...))), () -> Base.invokelatest(() -> Array(map(f, cxs...))), tol)
+    want = cpu!(() -> Base.invokelatest(() -> run_(() -> map(f, xs...))), "Base map")
+    check!(k, src, xs, "map", want, () -> Base.invokelatest(() -> Array(map(f, cxs...))), tol)
     if length(xs) == 1 && R !== ComplexF32
         op = R === Bool ? (|) : R <: Integer ? (+) : max
         opn = R === Bool ? "|" : R <: Integer ? "+" : "max"
-        want = Base.invokelatest(() -> run_(() -> mapreduce(f, op, xs[1])))
+        want = cpu!(() -> Base.invokelatest(() -> run_(() -> mapreduce(f, op, xs[1]))), "Base mapreduce")
         check!(k, src, xs, "mapreduce($(name), $opn, CA)", want, () -> Base.invokelatest(() -> mapreduce(f, op, cxs[1])), tol)
         if R <: Integer
-            want = Base.invokelatest(() -> run_(() -> sum(f, xs[1])))
+            want = cpu!(() -> Base.invokelatest(() -> run_(() -> sum(f, xs[1]))), "Base sum")
             check!(k, src, xs, "sum($name, CA)", want, () -> Base.invokelatest(() -> sum(f, cxs[1])), 0)
         end
     end
@@ -171,23 +217,32 @@ function measure_ulps(rng)
 end
 
 """
-    fuzz_main(; seed, n) -> Int
+    fuzz_main(; seed, n, seconds) -> Int
 
-Runs `n` random functions from `seed` (or, with --ulps, the ulp measurement); prints the
-JSON summary; 0 when nothing disagreed (refusals are counted, not failures), else 1.
+Runs `n` random functions from `seed` (`n == 0`: no limit), starting no new one after
+`seconds` of fuzzing (or, with --ulps, the ulp measurement); prints the JSON summary (the
+functions that ran, which is fewer than `n` when the time ran out); 0 when nothing
+disagreed (refusals are counted, not failures), else 1.
 """
-function fuzz_main(; seed::Int = SEED[], n::Int = N)
+function fuzz_main(; seed::Int = SEED[], n::Int = N, seconds::Float64 = SECONDS)
+    n == 0 && !isfinite(seconds) && throw(ArgumentError("fuzz_main: n = 0 (no count limit) needs a finite number of seconds"))
     SEED[] = seed
     foreach(k -> COUNTS[k] = 0, collect(keys(COUNTS)))
     CHECKS[] = 0
+    empty!(CPU_BY)
     rng = MersenneTwister(seed)
-    println("fuzz: mode $MODE, device $(DEVICE_NAME), seed $seed, $n functions, $LEN elements")
+    println("fuzz: mode $MODE, device $(DEVICE_NAME), seed $seed, ", n == 0 ? "no count limit" : "$n functions",
+            isfinite(seconds) ? ", $seconds s" : "", ", $LEN elements")
     if get(ARGS_D, "ulps", "0") == "1"
         measure_ulps(rng)
         return 0
     end
-    t0 = time()
-    for k in 1:n
+    t0, c0 = time(), cpu_seconds()
+    startup = t0 - STARTED
+    done = 0
+    for k in 1:(n == 0 ? typemax(Int) : n)
+        time() - t0 >= seconds && break
+        done += 1
         try
             fuzz_one(rng, k)
         catch e
@@ -196,10 +251,15 @@ function fuzz_main(; seed::Int = SEED[], n::Int = N)
             println("  crash in function $k: ", first(sprint(showerror, e), 500))
         end
     end
+    rm(inflight_path(); force = true)
     bad = COUNTS["wrong value"] + COUNTS["exception mismatch"] + COUNTS["crash"]
-    @printf("{\"mode\":\"%s\",\"device\":\"%s\",\"seed\":%d,\"functions\":%d,\"checks\":%d,\"wrong_values\":%d,\"exception_mismatches\":%d,\"crashes\":%d,\"refused\":%d,\"seconds\":%.1f}\n",
-            MODE, DEVICE_NAME, seed, n, CHECKS[], COUNTS["wrong value"], COUNTS["exception mismatch"], COUNTS["crash"],
-            COUNTS["refused"], time() - t0)
+    @printf("{\"mode\":\"%s\",\"device\":\"%s\",\"seed\":%d,\"functions\":%d,\"checks\":%d,\"wrong_values\":%d,\"exception_mismatches\":%d,\"crashes\":%d,\"refused\":%d,\"seconds\":%.1f,\"cpu_s\":%.1f,\"startup_s\":%.1f}\n",
+            MODE, DEVICE_NAME, seed, done, CHECKS[], COUNTS["wrong value"], COUNTS["exception mismatch"], COUNTS["crash"],
+            COUNTS["refused"], time() - t0, cpu_seconds() - c0, startup)
+    if get(ARGS_D, "profile", "0") == "1" && done > 0
+        println("fuzz: CPU s per function by part (", done, " functions, the first one's compilation included): ",
+                join(("$k $(round(v / done; digits = 3))" for (k, v) in sort(collect(CPU_BY); by = last, rev = true)), ", "))
+    end
     return bad == 0 ? 0 : 1
 end
 

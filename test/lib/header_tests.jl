@@ -19,7 +19,7 @@ const BINDING_FILES = [BINDINGS, joinpath(ROOT, "julia", "lib", "graphs.jl")]
 const RECORDS = Dict("cumem_stats_t" => CuMem.CStats, "cumem_event_t" => CuMem.CEvent,
                      "cumem_segment_t" => CuMem.CSegment, "cumem_block_t" => CuMem.CBlock,
                      "cumem_leak_t" => CuMem.CLeak, "cumem_compact_t" => CuMem.CCompact,
-                     "cumem_graph_pool_t" => CuMem.CGraphPool)
+                     "cumem_graph_pool_t" => CuMem.CGraphPool, "cumem_graph_info_t" => CuMem.CGraphInfo)
 const SCALARS = Dict("int32_t" => Int32, "uint32_t" => UInt32, "int64_t" => Int64, "uint64_t" => UInt64,
                      "uint8_t" => UInt8, "double" => Float64, "float" => Float32, "size_t" => Csize_t,
                      "void" => Cvoid, "char" => UInt8)
@@ -88,7 +88,8 @@ const NO_DEVICE = Set(["cumem_init", "cumem_version", "cumem_log_capture", "cume
                        "cumem_host_free", "cumem_host_unregister", "cumem_is_pinned",
                        "cumem_set_next_origin", "cumem_nvrtc_version", "cumem_kernel_params",
                        "cumem_kernel_cache_config", "cumem_kernel_cache_stats",
-                       "cumem_graph_pool_release", "cumem_graph_destroy", "cumem_graph_exec_destroy"])
+                       "cumem_graph_pool_release", "cumem_graph_destroy", "cumem_graph_exec_destroy",
+                       "cumem_graph_info"])
 
 # Header functions Julia does not call, each with its reason.
 const UNUSED = Dict("cumem_memory_status" => "cumem_memory_status_ex with flags 0 is the same",

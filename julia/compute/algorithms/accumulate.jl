@@ -19,6 +19,9 @@ scan_items(Acc) = clamp(64 ÷ max(sizeof(Acc), 1), 1, 16)
 scan_tile(Acc) = SCAN_THREADS * scan_items(Acc)
 # Accumulators up to 64 bytes fit the one-pass kernel's shared memory; larger ones scan serially.
 scan_onepass_ok(Acc) = sizeof(Acc) <= 64
+# Whether the one-pass kernel's look-back status is one 64-bit word per tile (flag and value
+# together: accumulators of up to 4 bytes, `PACK` in scan.cuh).
+scan_packed(Acc) = sizeof(Acc) <= 4
 
 # fns: the compiled op (two Acc -> Acc), load (T -> Acc) and store (Acc -> Out); has_init:
 # whether p0 (the init, as Acc) is a parameter. Two kernels, each the launch context first and
@@ -120,16 +123,27 @@ function gpu_accumulate!(op, dst::CuArray, A, d, init)
             launch(k, ctx, srcp, devaddr(dst), Int64(nlines), Int64(n), Int64(ist), Int64(ost), dims..., tail...;
                    blocks = blocks, threads = 128)
         else
-            # look-back state: flags and the tile counter (zeroed), then aggregates and prefixes
+            # look-back state (zeroed): the tiles' status and the tile counter after them;
+            # accumulators of up to 4 bytes: 64-bit words holding flag and value (scan.cuh's
+            # cumem_scan_pack), larger ones: 32-bit flags, then aggregates and prefixes
             total = nlines * ntiles
-            flags = CuArray{UInt32}(undef, total + 1)
-            fill!(flags, 0x0)
-            part = CuArray{Acc}(undef, 2 * total)
             k = entry_kernel(entry, "cumem_scan_onepass")
-            launch(k, ctx, srcp, devaddr(dst), Int64(n), Int64(ntiles), Int64(ist), Int64(ost), dims...,
-                   devaddr(flags), devaddr(part), devaddr(part) + total * sizeof(Acc), devaddr(flags) + 4 * total,
-                   tail...; blocks = total, threads = SCAN_THREADS)
-            unsafe_free!(flags); unsafe_free!(part)
+            if scan_packed(Acc)
+                words = CuArray{UInt64}(undef, total + 1)
+                fill!(words, 0x0)
+                launch(k, ctx, srcp, devaddr(dst), Int64(n), Int64(ntiles), Int64(ist), Int64(ost), dims...,
+                       devaddr(words), UInt64(0), UInt64(0), devaddr(words) + 8 * total,
+                       tail...; blocks = total, threads = SCAN_THREADS)
+                unsafe_free!(words)
+            else
+                flags = CuArray{UInt32}(undef, total + 1)
+                fill!(flags, 0x0)
+                part = CuArray{Acc}(undef, 2 * total)
+                launch(k, ctx, srcp, devaddr(dst), Int64(n), Int64(ntiles), Int64(ist), Int64(ost), dims...,
+                       devaddr(flags), devaddr(part), devaddr(part) + total * sizeof(Acc), devaddr(flags) + 4 * total,
+                       tail...; blocks = total, threads = SCAN_THREADS)
+                unsafe_free!(flags); unsafe_free!(part)
+            end
         end
     end
     return dst

@@ -82,12 +82,17 @@ function bcast_source(df::DeviceFunction, cdf, @nospecialize(D::Type), dest_line
     dc_is_ghost(F) && print(io, "  jl_ghost_t f{};\n")
     start = "($IDX)blockIdx.x * blockDim.x + threadIdx.x"
     conv(c) = cdf === nothing ? c : string(cdf.name, "(&ctx, jl_ghost_t{}, jl_ghost_t{}, ", c, ")")
+    V = cart || unroll ? 1 : bcast_vec_width(D, df.rettype, leafinfo)
     if !cart && unroll
         start = "i0"
         print_unrolled(io, IDX, [dc_is_ghost(T) ? "jl_ghost_t" : c_type(T) for (T, _) in leafinfo],
                        [l[3] for l in leafinfo],
                        dc_is_ghost(D) || df.rettype === Union{} ? nothing : c_type(D),
                        xs -> conv(string(df.name, "(&ctx, f", join([", " * x for x in xs]), ")")))
+    elseif V > 1
+        start = "i0 + " * start
+        print_vectorized(io, IDX, V, [(c_type(T), byv) for (T, _, byv) in leafinfo], c_type(D),
+                         xs -> conv(string(df.name, "(&ctx, f", join([", " * x for x in xs]), ")")))
     end
     print(io, "  for ($IDX i = $start; i < n; i += ($IDX)blockDim.x * gridDim.x) {\n")
     if cart
@@ -169,10 +174,70 @@ function print_unrolled(io, IDX, TCs, byv, DC, call)
     print(io, "  }\n")
 end
 
+# The number of elements a contiguous broadcast kernel moves as one chunk per array
+# (`print_vectorized`): 16 bytes of the widest array's elements, or 1 (no vector loop) when
+# the kernel stores nothing, an array's elements are ghosts, or an element size is not a
+# power of two up to 8 bytes (16-byte elements are one load already).
+function bcast_vec_width(@nospecialize(D::Type), @nospecialize(R), leafinfo)
+    (dc_is_ghost(D) || R === Union{}) && return 1
+    w = sizeof(D)
+    for (T, _, byv) in leafinfo
+        byv && continue
+        dc_is_ghost(T) && return 1
+        w = vec_widest(w, sizeof(T))
+    end
+    return vec_width(w)
+end
+# (the widest of two element sizes, 0 when either is not 1, 2, 4 or 8 bytes; V from it)
+@inline vec_widest(w, s) = (w in (1, 2, 4, 8) && s in (1, 2, 4, 8)) ? max(w, s) : 0
+@inline vec_width(w) = w in (1, 2, 4, 8) ? 16 ÷ w : 1
+
+# The vector loop of a kernel whose arrays are all contiguous (as PyTorch's and CUB's
+# elementwise kernels do): where every array's address is a multiple of its chunk's size
+# (V elements, `jl_vec` in julia/cuda/prelude.cuh), each step of the grid-stride loop loads
+# one chunk of every array with one vector instruction (16 bytes of the widest type), computes
+# the V elements, and stores the destination's chunk with one instruction. A thread then keeps
+# 16 bytes per array in flight, where the plain loop's scalar loads (4 bytes of a Float32)
+# left a copy's bandwidth unreached (0.86 of it on the H200), and the loads precede all of
+# the step's arithmetic (the unrolled loop's did not, `BCAST_UNROLL`). A throw in any of the
+# V elements stores none of them (the record keeps the lowest element's throw). Leaves in
+# `i0` the first element not done (V × the chunks, or 0 when an address is not aligned) for
+# the plain loop, which finishes the n mod V elements left. `leaves`: (C type, passed by
+# value) per leaf (leaf k is `ak`; a by-value leaf's "load" is its 1-based index); `DC`: the
+# destination's C type; `call(loads)`: the C expression of the element's result.
+function print_vectorized(io, IDX, V::Int, leaves, DC, call)
+    vt(CT) = "jl_vec<$CT, $V>"
+    print(io, "  $IDX i0 = 0;\n")
+    conds = ["jl_aligned(dst, sizeof($(vt(DC))))"]
+    for (k, (CT, byv)) in enumerate(leaves)
+        byv || push!(conds, "jl_aligned(a$k, sizeof($(vt(CT))))")
+    end
+    print(io, "  if (", join(conds, " && "), ") {\n")
+    print(io, "    const $IDX nv = n / $V;\n")
+    print(io, "    for ($IDX j = ($IDX)blockIdx.x * blockDim.x + threadIdx.x; j < nv; j += ($IDX)blockDim.x * gridDim.x) {\n")
+    for (k, (CT, byv)) in enumerate(leaves)
+        byv || print(io, "      const $(vt(CT)) l$k = ((const $(vt(CT))*)a$k)[j];\n")
+    end
+    print(io, "      $(vt(DC)) v;\n")
+    for u in 0:V-1
+        ix = "j * $V + $u"
+        xs = [byv ? "(int64_t)($ix) + 1" : "l$k.v[$u]" for (k, (CT, byv)) in enumerate(leaves)]
+        # (the element's number first: a throw of a lower one wins, see jl_err_claim)
+        print(io, "      ctx.elem = jl_elem($ix);\n")
+        print(io, "      v.v[$u] = ", call(xs), ";\n")
+    end
+    print(io, "      if (ctx.thrown) return;\n")
+    print(io, "      (($(vt(DC))*)dst)[j] = v;\n")
+    print(io, "    }\n")
+    print(io, "    i0 = nv * $V;\n")
+    print(io, "  }\n")
+end
+
 sm_count() = max(1, device_info().sm_count)
 
-# Blocks and threads for a grid-stride loop over n elements.
-launch_shape(n) = (max(1, min(cld(n, 256), 32 * sm_count())), 256)
+# Blocks and threads for a grid-stride loop over n elements, V at a time (the vector loop's
+# chunk, `bcast_vec_width`): one thread per chunk, at most 32 blocks per SM.
+launch_shape(n, V = 1) = (max(1, min(cld(n, 256 * V), 32 * sm_count())), 256)
 
 leaf_of(@nospecialize(a), dsz) = is_byvalue_array(a) ? leaf_of_value(a, dsz) : leaf_of_layout(a, dsz)
 leaf_of_layout(@nospecialize(a), dsz) = (l = layout(a); (st, lin) = leaf_strides(l[3], l[4], dsz);
@@ -370,13 +435,14 @@ function gpu_broadcast!(@nospecialize(dest::AbstractArray), @nospecialize(bc::Br
         l.byvalue || push!(args, devaddr(l.base) + UInt64(l.offset * sizeof(l.eltype)))
         l.linear || append!(args, map(OT, l.strides))
     end
-    if !dleaf.linear || any(l -> !l.linear, lvs)
+    cart = !dleaf.linear || any(l -> !l.linear, lvs)
+    if cart
         for d in 1:N-1
             push!(args, IT(dsz[d]))
         end
     end
     dc_is_ghost(df.argtypes[1]) || push!(args, bc_object(bc))
-    blocks, threads = launch_shape(n)
+    blocks, threads = launch_shape(n, cart ? 1 : bcast_vec_width(D, R, [(l.eltype, l.linear, l.byvalue) for l in lvs]))
     GC.@preserve leaves dest launch(entry.kernel, args...; blocks = blocks, threads = threads)
     # a function that always throws: its exception now, as Base throws it from the broadcast
     R === Union{} && synchronize()

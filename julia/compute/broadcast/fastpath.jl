@@ -83,6 +83,15 @@ end
 @inline fast_leaf(a::CuArray) = (a.ptr,)
 @inline fast_leaf(a::Broadcasted) = fast_leaves(a)
 @inline fast_leaf(x) = ()
+# The vector loop's chunk (`bcast_vec_width`) from the arrays' element sizes: a constant of
+# the compiled code. (A kernel whose function always throws has no vector loop: launched
+# with fewer threads, its grid-stride loop still covers every element.)
+@inline fast_vec_width(dest::CuArray{T}, bc::Broadcasted) where {T} = vec_width(fast_widest(sizeof(T), bc.args))
+@inline fast_widest(w, ::Tuple{}) = w
+@inline fast_widest(w, args::Tuple) = fast_widest(fast_widest(w, args[1]), Base.tail(args))
+@inline fast_widest(w, a::Broadcasted) = fast_widest(w, a.args)
+@inline fast_widest(w, a::CuArray{T}) where {T} = vec_widest(w, sizeof(T))     # (a ghost's 0: none)
+@inline fast_widest(w, x) = w
 @inline fast_object(obj::O) where {O} = Base.issingletontype(O) ? () : (obj,)
 
 """
@@ -128,7 +137,7 @@ function run_fast!(e::FastBroadcast, dest::CuArray, bc::Broadcasted)
         end
         return nothing
     end
-    blocks, threads = launch_shape(length(dest))
+    blocks, threads = launch_shape(length(dest), fast_vec_width(dest, bc))
     GC.@preserve dest bc launch(k, fast_launch_args(dest, bc)...; blocks = blocks, threads = threads)
     return nothing
 end
@@ -160,6 +169,16 @@ end
 # Runs `dest .= bc`, on the fast path when it applies; after a slow-path broadcast,
 # remembers its kernel for the type.
 @inline function broadcast_into!(dest, bc)
+    CAPTURES[] == 0 || return capture_broadcast!(dest, bc)
+    return run_broadcast!(dest, bc)
+end
+# Inside a capture: one operation reading `bc`'s arrays and writing `dest` (its graph
+# edges follow those, capture_edges.jl).
+@noinline function capture_broadcast!(dest, bc)
+    captured_op(() -> run_broadcast!(dest, bc), bc, dest)
+    return dest
+end
+@inline function run_broadcast!(dest, bc)
     fast_broadcast!(dest, bc) && return dest
     index_fast!(dest, bc) && fast_broadcast!(dest, bc) && return dest
     Base.invokelatest(slow_broadcast!, dest, bc)

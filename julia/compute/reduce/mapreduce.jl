@@ -163,7 +163,10 @@ init_key(init) = init === NOINIT ? Val{:noinit} : typeof(init)
 
 # One reduction kernel launch: input described by `plan` (or a contiguous partials array),
 # `gy` blocks per output.
-function reduce_pass!(out::CuArray, plan::ReducePlan, T, f, op, Acc, neut, Out, final::Bool, init, gy::Int)
+# `slot`: fill dims_slot.jl's slot of this reduction (over one dimension of a CuArray, no
+# `init`) when the pass qualifies.
+function reduce_pass!(out::CuArray, plan::ReducePlan, T, f, op, Acc, neut, Out, final::Bool, init, gy::Int;
+                      slot::Bool = false)
     idx64 = max(length(plan.base), length(out)) >= typemax(Int32)
     fns, objs = reduce_fns(f, op, T, Acc, Out, final, init)
     key = (:reduce, typeof(f), typeof(op), T, Acc, Out, length(plan.ksz), length(plan.rsz), plan.linear,
@@ -188,8 +191,13 @@ function reduce_pass!(out::CuArray, plan::ReducePlan, T, f, op, Acc, neut, Out, 
             push!(args, IT(plan.rsz[d]), OT(plan.rst[d]))
         end
     end
+    nargs = length(args)
     fn_values!(args, objs...)
-    GC.@preserve plan out launch(entry_kernel(entry), args...; blocks = gx * gy, threads = threads)
+    k = entry_kernel(entry)
+    GC.@preserve plan out launch(k, args...; blocks = gx * gy, threads = threads)
+    # (a slot's launch passes no function values: only for functions that take none)
+    slot && final && gy == 1 && !idx64 && length(args) == nargs && length(plan.rsz) == 1 &&
+        dims_slot_fill!(f, op, T, length(plan.ksz), plan.linear, k, Acc, Out, neut, fns)
     return out
 end
 
@@ -202,7 +210,7 @@ function blocks_per_output(plan::ReducePlan)
 end
 
 # Reduces `A` (an AnyCuArray) over `rdims` into the contiguous `out` (Out eltype, nout elements).
-function gpu_reduce!(out::CuArray, A, f, op, rdims::Vector{Int}, init)
+function gpu_reduce!(out::CuArray, A, f, op, rdims::Vector{Int}, init; slot::Bool = false)
     T = eltype(A)
     plan = plan_reduce(A, rdims)
     Acc = accumulator_type(op, result_type(f, T))
@@ -216,7 +224,8 @@ function gpu_reduce!(out::CuArray, A, f, op, rdims::Vector{Int}, init)
     Out = eltype(out)
     gy = blocks_per_output(plan)
     if gy == 1
-        reduce_pass!(out, plan, T, f, op, Acc, neut, Out, true, init, 1)
+        reduce_pass!(out, plan, T, f, op, Acc, neut, Out, true, init, 1;
+                     slot = slot && A isa CuArray && init === NOINIT && plan.base === A)
     else
         part = CuArray{Acc}(undef, plan.nout * gy)
         reduce_pass!(part, plan, T, f, op, Acc, neut, Acc, false, NOINIT, gy)
@@ -311,6 +320,9 @@ function Base.mapreduce(f, op, A::AnyCuArray; dims = :, init = NOINIT)
     if dims === (:) && A isa CuArray          # a reduction run before: its typed slot (reduce_full.jl)
         v = fast_full_reduce(f, op, A)
         v === nothing || return init === NOINIT ? v : op(init, v)
+    elseif dims isa Int && init === NOINIT && A isa CuArray   # one dimension, a slot (dims_slot.jl)
+        r = fast_dims_reduce(f, op, A, Int(dims))
+        r === nothing || return r
     end
     # the general path, hidden from the inference of this entry point (as fastpath.jl's)
     return Base.invokelatest(gpu_mapreduce, f, op, A, dims, init)
@@ -367,7 +379,15 @@ function gpu_mapreduce(f, op, A, dims, init)
     Out = reduce_out_type(f, op, T, init)
     isbitstype(Out) || (Out = accumulator_type(op, R))
     out = CuArray{Out}(undef, reduced_size(size(A), rdims))
-    gpu_reduce!(out, A, f, op, rdims, init)
+    # one operation of a capture, reading A and writing out (capture_edges.jl)
+    CAPTURES[] == 0 ? reduce_dims!(out, A, f, op, rdims, dims, init) :
+                      captured_op(() -> reduce_dims!(out, A, f, op, rdims, dims, init), A, out)
+    return out
+end
+
+# `out` = the reduction of `A` over `rdims` (the GPU's kernels, or the host's Base call).
+function reduce_dims!(out, A, f, op, rdims, dims, init)
+    gpu_reduce!(out, A, f, op, rdims, init; slot = dims isa Int && init === NOINIT)
     if on_host()
         GC.@preserve A out begin
             hA, hout = host_arg(A), host_view(out)

@@ -51,8 +51,9 @@ mutable struct CuGraph
     handle::UInt64
     pool::UInt64
     ops::Vector{Any}
-    function CuGraph(handle::UInt64, pool::UInt64, ops::Vector{Any})
-        g = new(handle, pool, ops)
+    host_shape::NamedTuple{(:nodes, :edges, :depth),NTuple{3,Int}}   # the host device's graph_info
+    function CuGraph(handle::UInt64, pool::UInt64, ops::Vector{Any}, shape = (nodes = 0, edges = 0, depth = 0))
+        g = new(handle, pool, ops, shape)
         finalizer(g -> g.handle == 0 || (c_graph_destroy(g.handle); g.handle = 0), g)
         return g
     end
@@ -83,7 +84,7 @@ live_graph(g::Union{CuGraph,CuGraphExec}) =
     (g.handle == 0 && throw(ArgumentError("this $(nameof(typeof(g))) was freed (unsafe_free! or its finalizer)")); g.handle)
 
 """
-    CuMem.capture(f; pool = nothing, stream = nothing) -> CuGraph
+    CuMem.capture(f; pool = nothing, stream = nothing, edges = true) -> CuGraph
 
 Runs `f()` under stream capture and returns the graph of what it queued, as CUDA.jl's
 `capture`: every kernel, broadcast, reduction with `dims`, matrix product, cuSOLVER call,
@@ -103,13 +104,22 @@ own).
 runs). Run `f` once outside the capture first (as PyTorch asks), so kernels are compiled
 and libraries initialised.
 
+`edges`: with `true` (the default) the graph's edges follow the data: a broadcast, a
+reduction with `dims` or a matrix product depends only on the earlier operations that
+wrote what it reads or touched what it writes ([`CuMem.captured_op`](@ref)), so
+independent ones (a step's gradient products, bias sums and weight updates) run side by
+side at each replay; everything else (`@cuda` kernels, copies, fills, library calls)
+keeps the stream's order with all before and after it. With `false` the graph is the
+stream's order, one chain. [`CuMem.graph_info`](@ref) shows the result.
+
 Throws [`CuMem.CaptureError`](@ref), with nothing recorded, for a synchronization, a scalar
 read-back, a copy to or from pageable host memory, a `CuIterator` upload or a nested
 capture inside `f`, for work queued on the capturing stream by another task, and
 `ArgumentError` for the default stream. An exception in `f` ends the capture and is
 rethrown. On the host device the operations are recorded in Julia and replayed in order.
 """
-function capture(f; pool::Union{Nothing,GraphPool} = nothing, stream::Union{Nothing,CuStream} = nothing)
+function capture(f; pool::Union{Nothing,GraphPool} = nothing, stream::Union{Nothing,CuStream} = nothing,
+                 edges::Bool = true)
     capture_state() === nothing || throw(CaptureError("captures cannot be nested"))
     s = stream === nothing ? CuStream() : stream
     s === DEFAULT_STREAM && throw(ArgumentError("the default stream cannot be captured; capture on a stream of your own"))
@@ -119,12 +129,14 @@ function capture(f; pool::Union{Nothing,GraphPool} = nothing, stream::Union{Noth
     out = Ref{UInt64}(0)
     check(c_stream_begin_capture(live_handle(s), pid, out))
     st = CaptureState(s, out[], Any[])
+    edges || (st.open = -1)                  # captured_op passes everything through
     s.capturer = current_task()
     task_local_storage(:CuMemCapture, st)
     Threads.atomic_add!(CAPTURES, 1)
     failure = nothing
     try
         stream!(f, s)
+        finish_edges!(st)                    # the host device's replay order
     catch err
         failure = err
     finally
@@ -139,7 +151,7 @@ function capture(f; pool::Union{Nothing,GraphPool} = nothing, stream::Union{Noth
         throw(failure)
     end
     check(code)
-    return CuGraph(g[], st.pool, st.ops)
+    return CuGraph(g[], st.pool, st.ops, on_host() ? host_graph_info(st.groups) : (nodes = 0, edges = 0, depth = 0))
 end
 
 """
@@ -267,4 +279,29 @@ function graph_pools()
     return [(id = p.id, reserved_bytes = Int(p.reserved_bytes), allocated_bytes = Int(p.allocated_bytes),
              active_blocks = Int(p.active_blocks), references = Int(p.references), capturing = p.capturing != 0)
             for p in buf[1:n[]]]
+end
+
+"""
+    CuMem.graph_info(g::CuGraph) -> NamedTuple
+
+What a replay of `g` runs: `(nodes, kernels, memcpys, memsets, others, edges, depth)`, the
+graph's nodes in all and by kind (kernels include the libraries', e.g. cuBLAS's), its
+dependency edges, and `depth`, the nodes on its longest chain of dependencies, which a
+replay runs one after another (`nodes` for a graph that is one chain; fewer when
+independent operations run side by side). On a GPU from the driver (`cuGraphGetNodes`,
+`cuGraphNodeGetType`, `cuGraphGetEdges`); on the host device from the recorded
+operations (each counts as one node of kind `others`; an operation's closures are a
+chain). Throws `ArgumentError` for a freed graph.
+"""
+function graph_info(g::CuGraph)
+    h = live_graph(g)
+    if on_host()
+        s = g.host_shape
+        return (nodes = s.nodes, kernels = 0, memcpys = 0, memsets = 0, others = s.nodes, edges = s.edges, depth = s.depth)
+    end
+    out = Ref{CGraphInfo}()
+    check(c_graph_info(h, out))
+    i = out[]
+    return (nodes = Int(i.nodes), kernels = Int(i.kernels), memcpys = Int(i.memcpys), memsets = Int(i.memsets),
+            others = Int(i.others), edges = Int(i.edges), depth = Int(i.depth))
 end

@@ -312,6 +312,16 @@ function gemm!(tA::Char, tB::Char, alpha, A::CuMatrix{T}, B::CuVecOrMat{T}, beta
         throw(DimensionMismatch("gemm!: op(A) is $am×$ak, op(B) $bk×$bn, C $m×$n"))
     end
     check_devices("gemm!", A, B, C)
+    # one operation of a capture: reads A, B, C, writes C and cuBLAS's workspace
+    CAPTURES[] == 0 || return captured_op(() -> gemm_queue!(tA, tB, alpha, A, B, beta, C), (A, B, C),
+                                          (C, CUBLAS_WORKSPACE))
+    return gemm_queue!(tA, tB, alpha, A, B, beta, C)
+end
+function gemm_queue!(tA::Char, tB::Char, alpha, A::CuMatrix{T}, B::CuVecOrMat{T}, beta,
+                     C::CuVecOrMat{T}) where {T<:LinearAlgebra.BlasFloat}
+    opa, opb = blas_op(tA), blas_op(tB)
+    m, n = size(C, 1), size(C, 2)
+    ak = tA == 'N' ? size(A, 2) : size(A, 1)
     if on_host()
         GC.@preserve A B C begin
             hA, hB, hC, a, b = host_view(A), host_view(B), host_view(C), convert(T, alpha), convert(T, beta)

@@ -42,22 +42,46 @@ int sort_test(int64_t n) {
   int bad=0; for(int i=0;i<n;i++){ if (vA[i]!=perm[i]) bad++; if (kA[i]!=h[perm[i]]) bad++; }
   return bad;
 }
+/* 4-byte accumulators: one 64-bit status word per tile (flag << 32 | value). Each published
+   prefix is turned back into the tile's aggregate (prefix minus the previous tile's) but those
+   of tiles 0, 10, 20, 30, 40: the look-back's windows of 256 tiles then hold a prefix among
+   aggregates (tiles up to 296) or none (later tiles walk back a second window) */
 int scan_test(int64_t n) {
   int64_t ntiles = (n + 4095)/4096;
-  std::vector<int> src(n), dst(n), part(2*ntiles); std::vector<uint32_t> flags(ntiles+1,0);
+  std::vector<int> src(n), dst(n); std::vector<uint64_t> words(ntiles+1,0);
   for (auto& x: src) x = rand()%7-3;
   auto op = [&](int a, int b) -> int { return a + b; };
   auto line = [&](int64_t j, int64_t* ibp, int64_t* obp) { *ibp = 0; *obp = 0; };
   auto ld = [&](int64_t ib, int64_t k) -> int { return src[ib + k]; };
   auto st = [&](int64_t ob, int64_t k, int a) { dst[ob + k] = a; };
+  int prev = 0;
   for (int64_t b = 0; b < ntiles; b++) {
-    emu_grid(1,1,1,256,[&]{cumem_scan_onepass<int, 16, true>(n, ntiles, 5, op, line, ld, st, flags.data(), part.data(), part.data() + ntiles, flags.data() + ntiles);});
-    if (flags[b] != 2) return -1;
-    if (b > 0) flags[b] = 1;
+    emu_grid(1,1,1,256,[&]{cumem_scan_onepass<int, 16, true>(n, ntiles, 5, op, line, ld, st, (uint32_t*)words.data(), (int*)0, (int*)0, (uint32_t*)(words.data() + ntiles));});
+    if ((words[b] >> 32) != 2) return -1;
+    const int inc = (int)(uint32_t)words[b];
+    if (b % 10 != 0 || b > 40) words[b] = (1ull << 32) | (uint32_t)(inc - prev);
+    prev = inc;
   }
   int acc = 5, bad=0; for (int i=0;i<n;i++){ acc+=src[i]; if (dst[i]!=acc) bad++; }
   return bad;
 }
+/* 8-byte accumulators: 32-bit flags, aggregates and prefixes apart (tiles of 2048), the same walk */
+int scan_test64(int64_t n) {
+  int64_t ntiles = (n + 2047)/2048;
+  std::vector<long long> src(n), dst(n), part(2*ntiles); std::vector<uint32_t> flags(ntiles+1,0);
+  for (auto& x: src) x = rand()%7-3;
+  auto op = [&](long long a, long long b) -> long long { return a + b; };
+  auto line = [&](int64_t j, int64_t* ibp, int64_t* obp) { *ibp = 0; *obp = 0; };
+  auto ld = [&](int64_t ib, int64_t k) -> long long { return src[ib + k]; };
+  auto st = [&](int64_t ob, int64_t k, long long a) { dst[ob + k] = a; };
+  for (int64_t b = 0; b < ntiles; b++) {
+    emu_grid(1,1,1,256,[&]{cumem_scan_onepass<long long, 8, true>(n, ntiles, 5, op, line, ld, st, flags.data(), part.data(), part.data() + ntiles, flags.data() + ntiles);});
+    if (flags[b] != 2) return -1;
+    if (b % 10 != 0 || b > 40) flags[b] = 1;
+  }
+  long long acc = 5; int bad=0; for (int i=0;i<n;i++){ acc+=src[i]; if (dst[i]!=acc) bad++; }
+  return bad;
+}
 int main(){
-  printf("%d %d %d\n", sort_test(9000), sort_test(5 * 4096 + 3), scan_test(40 * 4096 + 7));
+  printf("%d %d %d %d\n", sort_test(9000), sort_test(20 * 4096 + 3), scan_test(300 * 4096 + 7), scan_test64(300 * 2048 + 5));
 }

@@ -11,6 +11,7 @@ CuMem.allowscalar(false)
 # launches it directly: it cannot hold this file's stand-in kernels, so the emulation runs the
 # general path, which every broadcast takes on its first call anyway.
 CuMem.FAST_BROADCAST[] = false
+isdefined(@__MODULE__, :gxx_library) || include(joinpath(@__DIR__, "..", "gxx.jl"))
 const HDR = raw"""
 #include <math.h>
 #include <stdint.h>
@@ -46,11 +47,7 @@ function emu_compile(src)
     src = replace(src, r"static __device__ __forceinline__ half_t jl_d2h.*\n" => "static inline half_t jl_d2h(double x) { _Float16 f = (_Float16)x; half_t h; memcpy(&h, &f, 2); return h; }\n")
     # the system's int64_t (long) replaces the prelude's (long long): the same 64 bits
     src = replace(src, "typedef long long int64_t; typedef unsigned long long uint64_t;" => "")
-    dir = mktempdir()
-    write(joinpath(dir, "k.cpp"), HDR * src)
-    run(`g++ -O1 -std=c++17 -shared -fPIC -w -o $(joinpath(dir, "k.so")) $(joinpath(dir, "k.cpp"))`)
-    h = Libdl.dlopen(joinpath(dir, "k.so"))
-    return h
+    return Libdl.dlopen(gxx_library(HDR, src, ["-O1", "-std=c++17"]))
 end
 struct EmuKernel
     f::Ptr{Cvoid}
@@ -59,9 +56,15 @@ end
     on_host() = false
     load_kernel(source::String, name::String) = Main.EmuKernel(Libdl.dlsym(Main.emu_compile(source), name))
 end
+# one caller per list of argument types (an `eval` per launch compiled a new ccall each time)
+const CALLERS = Dict{Any,Function}()
 function CuMem.launch(k::EmuKernel, args...; blocks, threads, shmem = 0)
     types = map(typeof, args)
-    Core.eval(Main, :(ccall($(k.f), Cvoid, ($(types...),), $(args...))))
+    call = get!(CALLERS, types) do
+        vs = [:(vs[$i]) for i in 1:length(types)]
+        Core.eval(Main, :((f, vs) -> ccall(f, Cvoid, ($(types...),), $(vs...))))
+    end
+    Base.invokelatest(call, k.f, args)
     return nothing
 end
 
@@ -181,6 +184,36 @@ const ELTYPES = (Bool, Int8, Int16, Int32, Int64, UInt8, UInt16, UInt32, UInt64,
     CuMem.BCAST_UNROLL[] = false
     @test !occursin("i0 + 3 * stride", CuMem.bcast_source(CuMem.device_function(+, (Float32, Float32)), nothing, Float32,
                                                           true, [(Float32, true), (Float32, true)], 1, false))
+    # the vector loop of contiguous kernels (print_vectorized): chunks of 16 bytes of the
+    # widest type where every address is a multiple of its chunk, the plain loop for the
+    # n mod V elements left and for arrays at other addresses (views from the second element)
+    for T in (Bool, UInt8, Int16, Float16, Int32, Float32, Int64, Float64)
+        for n in (1, 7, 16, 35)
+            x, y = testvals(T, n + 1), testvals(T, n + 1)
+            a, b = CuArray(x), CuArray(y)
+            @test same(a .+ b, x .+ y)
+            @test same(view(a, 2:n+1) .+ view(b, 1:n), view(x, 2:n+1) .+ view(y, 1:n))
+            @test same(a .* 2 .+ Float64.(b), x .* 2 .+ Float64.(y))
+            @test same(ifelse.(a .> b, a, b), ifelse.(x .> y, x, y))
+            @test same(a .== b, x .== y)
+            @test same(a .+ (1:n+1), x .+ (1:n+1))
+            c, z = CuArray(x), copy(x)
+            view(c, 2:n+1) .= view(b, 1:n) .* one(T); view(z, 2:n+1) .= view(y, 1:n) .* one(T)
+            @test same(c, z)
+            @test same(fill!(CuArray{T}(undef, n), one(T)), fill(one(T), n))
+        end
+    end
+    src = CuMem.bcast_source(CuMem.device_function(+, (Float32, Float32)), nothing, Float32, true,
+                             [(Float32, true), (Float32, true)], 1, false)
+    @test occursin("jl_vec<float, 4>", src) && occursin("i0 = nv * 4", src)
+    @test CuMem.bcast_vec_width(Float64, Float64, [(Float32, true, false), (Int16, true, false)]) == 2
+    @test CuMem.bcast_vec_width(Float32, Float32, [(NTuple{3,Float32}, true, false)]) == 1
+    @test CuMem.bcast_vec_width(Float32, Union{}, [(Float32, true, false)]) == 1
+    # a throw in a chunk and in the tail: Base's exception, nothing of the chunk stored
+    for k in (3, 37)
+        d = ones(Int, 38); d[k] = 0
+        @test_throws DivideError Array(div.(CuArray(collect(1:38)), CuArray(d)))
+    end
     # random: same bits as the host generator
     for T in (Float16, Float32, Float64, Int8, Int64, UInt32, Bool)
         CuMem.seed!(9); r = Array(CuMem.rand(T, 1001))

@@ -17,6 +17,7 @@ if !CuMem.on_host() || Sys.which("g++") === nothing
     exit(0)
 end
 
+isdefined(@__MODULE__, :gxx_library) || include(joinpath(@__DIR__, "..", "gxx.jl"))
 const HDR = raw"""
 #include <math.h>
 #include <stdint.h>
@@ -147,18 +148,11 @@ function emu_source(src)
         print(io, "  ", T, " a", k, " = *(", T, "*)args[", k - 1, "];\n")
     end
     print(io, "  emu_grid(gx, gy, gz, bx, by, bz, shmem, [&] { ", name, "(", join(("a$k" for k in 1:length(types)), ", "), "); });\n}\n")
-    return HDR * src * String(take!(io))
+    return src * String(take!(io))
 end
 
 const LIBS = Dict{String,Ptr{Cvoid}}()
-function emu_lib(src)
-    get!(LIBS, src) do
-        dir = mktempdir()
-        write(joinpath(dir, "k.cpp"), emu_source(src))
-        run(`g++ -O1 -std=c++20 -shared -fPIC -w -pthread -o $(joinpath(dir, "k.so")) $(joinpath(dir, "k.cpp"))`)
-        Libdl.dlopen(joinpath(dir, "k.so"))
-    end
-end
+emu_lib(src) = get!(() -> Libdl.dlopen(gxx_library(HDR, emu_source(src), ["-O1", "-std=c++20", "-pthread"])), LIBS, src)
 
 # `@cuda threads blocks shmem f(args...)` through the generated C on g++ threads
 function emu(f, args...; threads = 1, blocks = 1, shmem = 0)

@@ -11,6 +11,7 @@ using CuMem, Libdl, Test, Random, LinearAlgebra
 CuMem.allowscalar(false)
 Random.seed!(7)
 
+isdefined(@__MODULE__, :gxx_library) || include(joinpath(@__DIR__, "..", "gxx.jl"))
 const HDR = raw"""
 #include <string.h>
 #define __global__
@@ -32,10 +33,7 @@ function emu_compile(src)
     src = replace(src, r"static __device__ __forceinline__ float jl_h2f.*\n" => "static inline float jl_h2f(half_t h) { _Float16 f; memcpy(&f, &h, 2); return (float)f; }\n")
     src = replace(src, r"static __device__ __forceinline__ half_t jl_f2h.*\n" => "static inline half_t jl_f2h(float x) { _Float16 f = (_Float16)x; half_t h; memcpy(&h, &f, 2); return h; }\n")
     src = replace(src, r"static __device__ __forceinline__ half_t jl_d2h.*\n" => "static inline half_t jl_d2h(double x) { _Float16 f = (_Float16)x; half_t h; memcpy(&h, &f, 2); return h; }\n")
-    dir = mktempdir()
-    write(joinpath(dir, "k.cpp"), HDR * src)
-    run(`g++ -O1 -std=c++17 -shared -fPIC -w -o $(joinpath(dir, "k.so")) $(joinpath(dir, "k.cpp"))`)
-    return Libdl.dlopen(joinpath(dir, "k.so"))
+    return Libdl.dlopen(gxx_library(HDR, src, ["-O1", "-std=c++17"]))
 end
 const LIBS = Dict{String,Ptr{Cvoid}}()
 struct EmuKernel
@@ -46,9 +44,15 @@ end
     load_kernel(source::String, name::String) =
         Main.EmuKernel(Libdl.dlsym(get!(() -> Main.emu_compile(source), Main.LIBS, source), name))
 end
+# one caller per list of argument types (an `eval` per launch compiled a new ccall each time)
+const CALLERS = Dict{Any,Function}()
 function CuMem.launch(k::EmuKernel, args...; blocks, threads, shmem = 0)
     types = map(typeof, args)
-    Core.eval(Main, :(ccall($(k.f), Cvoid, ($(types...),), $(args...))))
+    call = get!(CALLERS, types) do
+        vs = [:(vs[$i]) for i in 1:length(types)]
+        Core.eval(Main, :((f, vs) -> ccall(f, Cvoid, ($(types...),), $(vs...))))
+    end
+    Base.invokelatest(call, k.f, args)
     return nothing
 end
 

@@ -163,6 +163,8 @@ end
         end
     end
 
+    dims_slot_cases()
+
     @testset "wrappers: one strided description with the copies (compute/broadcast/layout.jl)" begin
         x = Base.rand(Float32, 6, 8)
         a = CuArray(x)

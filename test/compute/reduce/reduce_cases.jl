@@ -197,3 +197,40 @@ function reduce_redefinition_case(mod::Module)
         @test r1 == 9 && r2 == 51
     end
 end
+
+# Reductions over one dimension: every shape class (kept dimensions, contiguous or strided
+# reduced elements), each reduced twice (the general path, then, on a GPU or the emulation,
+# dims_slot.jl's typed slot); both equal Base's.
+function dims_slot_cases()
+    @testset "one dimension of a type seen before: a typed slot (dims_slot.jl)" begin
+        for sz in ((4, 4), (1, 7), (7, 1, 3), (3, 5, 2), (2, 1, 4, 3), (5, 2100)), d in 1:length(sz)
+            h = Base.rand(Float32, sz...)
+            a = CuArray(h)
+            for _ in 1:2
+                @test Array(sum(a; dims = d)) ≈ sum(h; dims = d)
+                @test Array(maximum(a; dims = d)) == maximum(h; dims = d)
+            end
+        end
+        hi = Base.rand(Int16(-9):Int16(9), 3, 5, 2)
+        ai = CuArray(hi)
+        for d in 1:3, _ in 1:2
+            r = sum(ai; dims = d)
+            @test eltype(r) === Int && Array(r) == sum(hi; dims = d)       # Base widens Int16 sums
+        end
+        @test Array(sum(CuArray(Float32[1 2; 3 4]); dims = 3)) == Float32[1 2; 3 4]   # dims > ndims: a copy
+        @test_throws ArgumentError sum(CuArray(Float32[1 2; 3 4]); dims = 0)
+        if !CuMem.on_host()
+            key = (Tuple{typeof(identity),typeof(Base.add_sum),Float32}, 1, true)
+            @test CuMem.DIMS_TABLE[][key] isa CuMem.DimsReduce
+            a = CuArray(Float32[1 2; 3 4])
+            @test Array(sum(a; dims = 1)) == Float32[4 6]   # (fills the slot again if a method was defined since)
+            s = CuMem.kernel_cache_stats()
+            @test Array(sum(a; dims = 1)) == Float32[4 6]
+            @test CuMem.kernel_cache_stats() == s           # the slot: nothing looked up
+            f = x -> x * 2f0                                 # a new closure type: the general path again
+            @test Array(mapreduce(f, +, a; dims = 2)) == reshape(Float32[6, 14], 2, 1)
+        else
+            @test isempty(CuMem.DIMS_TABLE[])               # the host device runs Base: no slot
+        end
+    end
+end

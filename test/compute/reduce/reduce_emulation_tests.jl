@@ -13,6 +13,7 @@ include(joinpath(@__DIR__, "reduce_cases.jl"))
 
 @testset "reductions, scans, findmax, sorts: emulated" begin
     reduce_cases()
+    dims_slot_cases()
     reduce_redefinition_case(@__MODULE__)
     @testset "known operators over every layout" begin
         for T in (Int8, Int32, UInt64, Float16, Float32, Float64, Bool)

@@ -1,0 +1,125 @@
+# Reductions over one dimension of a type seen before (`sum(A; dims = 1)` in a loop): a
+# typed slot, as reduce_full.jl's for whole arrays. The general path (mapreduce.jl) infers
+# result and accumulator types, builds the compiled functions and a plan of vectors, and
+# looks the kernel up by a tuple of types: about 10 µs of Julia per call, more than the
+# launch. A slot keeps what that path found for (f, op, eltype, kept dimensions, whether
+# the reduced elements are contiguous) and the next call only computes sizes, allocates the
+# result and launches.
+
+# A slot's content: the kernel of reduce.cuh's `cumem_reduce` for that shape, the
+# accumulator and result element types, the neutral element (a kernel parameter), and the
+# world age it was made in (a method defined since sends the call back to mapreduce.jl).
+struct DimsReduce
+    kernel::Any         # a Kernel (the g++ emulation of the tests has its own type)
+    acc::Type
+    out::Type
+    neut::Any
+    world::UInt
+end
+
+# Slots by `(Tuple{typeof(f), typeof(op), eltype}, kept dimensions, linear)`, published as
+# reduce_full.jl's: readers take the current table without a lock.
+const DIMS_TABLE = Ref(IdDict{Any,Any}())
+const DIMS_LOCK = ReentrantLock()
+
+# The shape class of reducing dimension `d` of a contiguous array of size `sz`: the number
+# of kept dimensions of size > 1, and whether the reduced elements are contiguous (every
+# dimension before `d` has size 1): the `nk`, `linear` of mapreduce.jl's plan.
+@inline function dims_shape(sz::Dims{N}, d::Int) where {N}
+    nk = 0
+    linear = true
+    for i in 1:N
+        i == d && continue
+        if sz[i] > 1
+            nk += 1
+            i < d && (linear = false)
+        end
+    end
+    return nk, linear
+end
+
+"""
+    CuMem.fast_dims_reduce(f, op, A::CuArray, d::Int) -> Union{Nothing,CuArray}
+
+`mapreduce(f, op, A; dims = d)` without `init` through the slot of (f, op, eltype, shape
+class) when one is filled and valid: singleton `f` and `op`, dimension `d` of size > 1,
+fewer than 2^31 elements, one block per output (mapreduce.jl's `blocks_per_output`), one
+device in use, a GPU, no capture under way. `nothing` otherwise (nothing done): mapreduce.jl then takes its
+general path, which fills the slot. The result is what the general path returns (same
+kernel, same launch shape); a throw in `f` or `op` is raised at the next download or
+`synchronize`, as there.
+"""
+@inline function fast_dims_reduce(f::F, op::OP, A::CuArray{T,N}, d::Int) where {F,OP,T,N}
+    # (inside a capture the general path records the operation's reads and writes)
+    (FULL_REDUCE[] && !MULTI[] && CAPTURES[] == 0 && full_singletons(f, op) && !A.freed && 1 <= d <= N && !on_host()) ||
+        return nothing
+    sz = size(A)
+    n = length(A)
+    nred = sz[d]
+    (nred > 1 && n < typemax(Int32)) || return nothing
+    nout = n ÷ nred
+    (nred <= 2048 || nout >= 8 * sm_count()) || return nothing      # one block per output
+    nk, linear = dims_shape(sz, d)
+    e = get(DIMS_TABLE[], (Tuple{F,OP,T}, nk, linear), nothing)
+    e === nothing && return nothing
+    e = e::DimsReduce
+    e.world == world_counter() || return nothing
+    out = CuArray{e.out}(undef, ntuple(i -> i == d ? 1 : sz[i], Val(N)))
+    dims_reduce_run(e, A, out, sz, d, nout, nred, Val(nk), Val(linear))
+    return out
+end
+
+# The launch of mapreduce.jl's `reduce_pass!` (final pass, one block per output, 32-bit
+# indices) with the slot's kernel: context, source, result, sizes, neutral element, then
+# (size, stride) of each kept dimension and, when not linear, of the reduced one. `NK` and
+# `LIN` as type parameters keep the argument tuple concrete (one dynamic dispatch a call).
+function dims_reduce_run(e::DimsReduce, A::CuArray{T,N}, out::CuArray, sz::Dims{N}, d::Int, nout::Int,
+                         nred::Int, ::Val{NK}, ::Val{LIN}) where {T,N,NK,LIN}
+    ks = flat_pairs(ntuple(k -> dim_pair(sz, kept_dim(sz, d, k)), Val(NK)))
+    tail = LIN ? () : dim_pair(sz, d)
+    gx = min(nout, 65535)
+    threads = nred >= 256 ? 256 : max(32, nextpow(2, nred))
+    ctx = DCContext0(kernel_error_address(), UInt64(0))
+    GC.@preserve A out launch(e.kernel, ctx, devaddr(A), devaddr(out), UInt32(nout), UInt32(nred), UInt32(gx),
+                              e.neut, ks..., tail...; blocks = gx, threads = threads)
+    return nothing
+end
+# The index of the k-th dimension of size > 1 other than `d`; its (size, stride) in a
+# contiguous array of size `sz`; a tuple of such pairs flattened.
+@inline function kept_dim(sz::Dims{N}, d::Int, k::Int) where {N}
+    c = 0
+    for i in 1:N
+        if i != d && sz[i] > 1
+            c += 1
+            c == k && return i
+        end
+    end
+    return d
+end
+@inline function dim_pair(sz::Dims{N}, i::Int) where {N}
+    st = 1
+    for j in 1:i-1
+        st *= sz[j]
+    end
+    return (UInt32(sz[i]), Int32(st))
+end
+flat_pairs(::Tuple{}) = ()
+flat_pairs(t::Tuple) = (t[1]..., flat_pairs(Base.tail(t))...)
+
+# Fills the slot after mapreduce.jl ran a one-block-per-output final pass of `kernel` over
+# one dimension of a CuArray, for singleton `f`, `op` and compiled functions that read no
+# global binding (their launch context is the error record's address alone), without `init`.
+function dims_slot_fill!(f, op, ::Type{T}, nk::Int, linear::Bool, kernel, ::Type{Acc}, ::Type{Out},
+                         neut, fns::Tuple) where {T,Acc,Out}
+    (FULL_REDUCE[] && !MULTI[] && full_singletons(f, op) && all(d -> isempty(d.ctx.globals), fns)) || return nothing
+    key = (Tuple{typeof(f),typeof(op),T}, nk, linear)
+    lock(DIMS_LOCK)
+    try
+        t = copy(DIMS_TABLE[])
+        t[key] = DimsReduce(kernel, Acc, Out, convert(Acc, neut), world_counter())
+        DIMS_TABLE[] = t
+    finally
+        unlock(DIMS_LOCK)
+    end
+    return nothing
+end
