@@ -104,17 +104,17 @@ instead of read back: the same kernels update the weights, and nothing waits for
 device, so the step can be captured as a CUDA graph ([`GraphStep`](@ref)).
 """
 function train_step_loss!(m::MLP, x, y, lr::Float32, loss)
-    terms = sgd_step!(m, x, y, lr)
-    t = sum(terms; dims = (1, 2))     # one reduction kernel, then one broadcast
-    loss .= t ./ Float32(size(x, 2))
-    foreach(unsafe_free!, (terms, t))
+    sgd_step!(m, x, y, lr, loss)
     return loss
 end
 
-# The step's device work: forward, loss terms (returned, 10×B), backward, SGD update. The
-# weight updates are cuBLAS products added into the weights (`mul!(W, dz, a', -lr, 1)`:
-# `W .-= lr .* (dz * a')` without the gradient array), so the step is 17 kernels (19 with the loss of `train_step_loss!`).
-function sgd_step!(m::MLP, x, y, lr::Float32)
+# The step's device work: forward, loss terms, backward, SGD update. Returns the loss
+# terms (10×B), or with `loss` (a 1×1 array) writes their mean there first (one reduction
+# and one broadcast, queued before the backward pass so that in a captured graph they run
+# beside it) and returns nothing. The weight updates are cuBLAS products added into the
+# weights (`mul!(W, dz, a', -lr, 1)`: `W .-= lr .* (dz * a')` without the gradient
+# array), so the step is 17 kernels (19 with the loss).
+function sgd_step!(m::MLP, x, y, lr::Float32, loss = nothing)
     B = Float32(size(x, 2))
     h, z2 = forward(m, x)
     # softmax cross-entropy, stable: loss = logsumexp(z) - z[label]
@@ -122,6 +122,11 @@ function sgd_step!(m::MLP, x, y, lr::Float32)
     e = exp.(z2 .- zmax)
     s = sum(e; dims = 1)
     terms = y .* (log.(s) .+ zmax .- z2)
+    t = nothing
+    if loss !== nothing
+        t = sum(terms; dims = (1, 2))
+        loss .= t ./ B
+    end
     # backward: dz2 = (softmax(z2) - y) / B
     dz2 = (e ./ s .- y) ./ B
     db2 = sum(dz2; dims = 2)
@@ -133,30 +138,38 @@ function sgd_step!(m::MLP, x, y, lr::Float32)
     m.b1 .-= lr .* db1
     m.b2 .-= lr .* db2
     foreach(unsafe_free!, (h, z2, zmax, e, s, dz2, db2, dh, dz1, db1))
-    return terms
+    # (the loss's arrays freed last: memory freed in a capture goes to the next allocation,
+    # which would then wait for the loss kernels)
+    loss === nothing && return terms
+    foreach(unsafe_free!, (terms, t))
+    return nothing
 end
 
 """
-    GraphStep(m, x, y, lr)
+    GraphStep(m, x, y, lr; edges = true)
 
 The SGD step of `m` on batches of the shape of `x` (64×B) and `y` (10×B), captured once
 as a CUDA graph (`CuMem.capture`) over input arrays of its own: [`graph_step!`](@ref)
 copies a batch in and replays the whole step with one launch. Its temporaries live in the
 graph's private pool. Run one eager [`train_step!`](@ref) first (kernels compiled).
+`edges = false` captures the step as one chain of kernels (the stream's order) instead of
+edges that follow the data; `gs.info` is the graph's `CuMem.graph_info`.
 """
 mutable struct GraphStep
     x::CuMatrix{Float32}
     y::CuMatrix{Float32}
     loss::CuMatrix{Float32}
     exec::CuMem.CuGraphExec
+    info::NamedTuple                 # CuMem.graph_info of the captured graph
 end
 
-function GraphStep(m::MLP, x, y, lr::Float32)
+function GraphStep(m::MLP, x, y, lr::Float32; edges::Bool = true)
     xb, yb, loss = copy(x), copy(y), CuMem.zeros(Float32, 1, 1)
-    g = CuMem.capture(() -> train_step_loss!(m, xb, yb, lr, loss))
+    g = CuMem.capture(() -> train_step_loss!(m, xb, yb, lr, loss); edges = edges)
     exec = CuMem.instantiate(g)
+    info = CuMem.graph_info(g)
     unsafe_free!(g)                  # the executable keeps the graph's pool
-    return GraphStep(xb, yb, loss, exec)
+    return GraphStep(xb, yb, loss, exec, info)
 end
 
 """

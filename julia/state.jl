@@ -136,13 +136,14 @@ end
 Base.showerror(io::IO, e::CaptureError) = print(io, "CaptureError: ", e.msg)
 
 # One operation of a capture whose edges follow its data (compute/runtime/capture_edges.jl):
-# its id, the byte ranges [lo, hi) it reads and writes, and its last nodes (GPU: the
-# driver's nodes; host device: the id itself).
+# its id, the byte ranges [lo, hi) it reads and writes, its last nodes (GPU: the driver's
+# nodes; host device: the id itself) and the operations it follows.
 struct CapturedOp
     id::Int
     reads::Vector{NTuple{2,UInt64}}
     writes::Vector{NTuple{2,UInt64}}
     tail::Vector{UInt64}
+    anc::BitSet          # the ids of the operations it follows, directly or not
 end
 
 # The capture under way in a task: its stream, its graph pool, on the host device the

@@ -29,8 +29,8 @@ pub enum Allocations {
 /// live allocations and cache. `Memory limit: …` follows when `JULIA_CUDA_MEMORY_LIMIT`
 /// is set. One `Graph pool ID: …` line per graph pool alive follows (its memory is part
 /// of the totals above; `src/engine/graphs.rs`). With [`Allocations::Listed`] and at `CUMEM_DEBUG` ≥ 1 one `Outstanding memory
-/// allocation of N bytes at 0x…` line per live allocation follows, with its native
-/// frames at level 2. Byte counts as Julia's `Base.format_bytes` writes them.
+/// allocation of N bytes at 0x…` line per live allocation follows (ending `in graph
+/// pool ID` for a block of a graph pool alive), with its native frames at level 2. Byte counts as Julia's `Base.format_bytes` writes them.
 pub fn memory_status(e: &Engine, allocations: Allocations) -> String {
     let st = e.stats();
     let (free, total) = e.device_memory().unwrap_or((0, 0));
@@ -66,8 +66,14 @@ pub fn memory_status(e: &Engine, allocations: Allocations) -> String {
         );
     }
     if allocations == Allocations::Listed && e.config().debug > 0 {
+        let pools: Vec<u64> = e.graph_pools().iter().map(|p| p.id).collect();
         for a in e.outstanding() {
-            let _ = writeln!(o, "Outstanding memory allocation of {} bytes at {:#x}", a.requested, a.ptr);
+            let pool = match e.block_stream(a.ptr) {
+                Ok(s) if pools.contains(&s) => format!(" in graph pool {s}"),
+                _ => String::new(),
+            };
+            let _ =
+                writeln!(o, "Outstanding memory allocation of {} bytes at {:#x}{pool}", a.requested, a.ptr);
             for f in &a.frames {
                 let _ = writeln!(o, "  {f}");
             }

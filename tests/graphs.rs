@@ -144,3 +144,50 @@ fn refusals_change_nothing() {
     assert_eq!(e.stats().allocated_bytes, 0);
     e.stream_destroy(s).unwrap();
 }
+
+/// The capture's dependency set (`cuStreamGetCaptureInfo` / `cuStreamUpdateCaptureDependencies`)
+/// and the graph's shape (`cuGraphGetNodes`, node kinds, edges, longest chain): two
+/// memsets made independent roots and a copy joining them is 3 nodes, 2 edges, depth 2 on
+/// a GPU; on the host device (graphs recorded above the engine) the set is empty and the
+/// shape all 0. Refused for a stream not being captured and an unknown graph.
+#[test]
+fn capture_dependencies_shape_the_graph() {
+    let e = engine(PoolKind::Binned, 1);
+    let s = e.stream_create(false).unwrap();
+    invalid(e.capture_dependencies(s));
+    invalid(e.capture_set_dependencies(s, &[]));
+    let a = e.alloc_on(MIB, s, true).unwrap();
+    let b = e.alloc_on(MIB, s, true).unwrap();
+    e.device().stream_synchronize(s).unwrap();
+    e.capture_begin(s, 0).unwrap();
+    assert!(e.capture_dependencies(s).unwrap().is_empty(), "nothing queued yet");
+    e.memset_async(a, 1, 1, MIB, s).unwrap();
+    let after_a = e.capture_dependencies(s).unwrap();
+    e.capture_set_dependencies(s, &[]).unwrap(); // the next memset is a root too
+    e.memset_async(b, 2, 1, MIB, s).unwrap();
+    let after_b = e.capture_dependencies(s).unwrap();
+    let both: Vec<u64> = after_a.iter().chain(&after_b).copied().collect();
+    e.capture_set_dependencies(s, &both).unwrap();
+    e.copy_dtod_async(a, b, MIB, s).unwrap();
+    let g = e.capture_end(s).unwrap();
+    invalid(e.capture_dependencies(s));
+    let info = e.graph_info(g).unwrap();
+    if common::cuda() {
+        assert_eq!((after_a.len(), after_b.len()), (1, 1));
+        assert_ne!(after_a, after_b, "the second memset is a node of its own");
+        assert_eq!((info.nodes, info.memsets, info.memcpys, info.kernels, info.others), (3, 2, 1, 0, 0));
+        assert_eq!((info.edges, info.depth), (2, 2), "two roots joined by the copy");
+        let x = e.graph_instantiate(g).unwrap();
+        e.graph_launch(x, s).unwrap();
+        e.device().stream_synchronize(s).unwrap();
+        assert_eq!(common::read(&e, a, 4), vec![1; 4]);
+        e.graph_exec_destroy(x).unwrap();
+    } else {
+        assert!(after_a.is_empty() && after_b.is_empty());
+        assert_eq!(info, cumem::engine::GraphInfo::default());
+    }
+    invalid(e.graph_info(u64::MAX));
+    e.graph_destroy(g).unwrap();
+    e.free(a).unwrap();
+    e.free(b).unwrap();
+}

@@ -157,23 +157,20 @@ lr = 0.01
 def step_manual():
     # the same operations as demo/mlp.jl's train_step!
     B = X.shape[1]
-    z1 = W1 @ X + b1
-    h = torch.clamp_min(z1, 0.0)
-    z2 = W2 @ h + b2
+    h = torch.clamp_min(W1 @ X + b1, 0.0)
+    z2 = torch.addmm(b2, W2, h)              # mul!(z2 .= b2, W2, h, 1, 1)
     zmax = z2.max(dim=0, keepdim=True).values
     e = torch.exp(z2 - zmax)
     s = e.sum(dim=0, keepdim=True)
     loss = (Y * (torch.log(s) + zmax - z2)).sum() / B
     dz2 = (e / s - Y) / B
-    dW2 = dz2 @ h.T
     db2 = dz2.sum(dim=1, keepdim=True)
     dh = W2.T @ dz2
-    dz1 = torch.where(z1 > 0, dh, torch.zeros((), device=dev))
-    dW1 = dz1 @ X.T
+    W2.addmm_(dz2, h.T, alpha=-lr)           # mul!(W2, dz2, h', -lr, 1)
+    dz1 = torch.where(h > 0, dh, torch.zeros((), device=dev))
     db1 = dz1.sum(dim=1, keepdim=True)
-    W1.sub_(lr * dW1)
+    W1.addmm_(dz1, X.T, alpha=-lr)
     b1.sub_(lr * db1)
-    W2.sub_(lr * dW2)
     b2.sub_(lr * db2)
     return loss.item()
 

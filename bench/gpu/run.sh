@@ -622,13 +622,17 @@ for f in sys.argv[1:]:
             r = json.loads(line)
             if "mode" in r: rows[(r["impl"], r["mode"])] = r
             else: checks.append(r)
-print("| step (MLP 64-128-10, batch 64, SGD) | µs per step (median, synchronized) | launch only µs |\n|---|---:|---:|")
-for k in [("cumem", "eager"), ("cumem", "graph"), ("torch", "eager"), ("torch", "graph")]:
+print("| step (MLP 64-128-10, batch 64, SGD) | µs per step (median, synchronized) | launch only µs | graph nodes (kernels, memcpy, memset, other) | edges | depth |\n|---|---:|---:|---|---:|---:|")
+for k in [("cumem", "eager"), ("cumem", "graph"), ("cumem", "graph_chain"), ("torch", "eager"), ("torch", "graph")]:
     r = rows.get(k)
-    if r: print(f"| {k[0]} {k[1]} | {r['us']} | {r.get('us_launch_only', '-')} |")
+    if r:
+        shape = f"{r['nodes']} ({r['kernels']}, {r['memcpys']}, {r['memsets']}, {r['others']}) | {r['edges']} | {r['depth']}" if "nodes" in r else "- | - | -"
+        print(f"| {k[0]} {k[1]} | {r['us']} | {r.get('us_launch_only', '-')} | {shape} |")
 cg, tg, ce = rows.get(("cumem", "graph")), rows.get(("torch", "graph")), rows.get(("cumem", "eager"))
 if cg and tg and ce:
-    print(f"\nCuMem graph / PyTorch graph: {cg['us'] / tg['us']:.2f} (launch only {cg['us_launch_only'] / tg['us_launch_only']:.2f}); CuMem graph / CuMem eager: {cg['us'] / ce['us']:.2f}")
+    print(f"\nCuMem graph / PyTorch graph: {cg['us'] / tg['us']:.2f} (launch only {cg['us_launch_only'] / tg['us_launch_only']:.2f}); CuMem graph / CuMem eager: {cg['us'] / ce['us']:.3f}")
+    ok = cg['us'] <= 0.5 * tg['us'] and cg['us'] <= 0.1 * ce['us']
+    print(f"\ntarget (graph <= 0.5 x PyTorch graph and <= 0.1 x CuMem eager): {'met' if ok else 'NOT met'}")
 for c in checks:
     print("\n" + ", ".join(f"{k} {v}" for k, v in c.items() if k != "device"))
 PY

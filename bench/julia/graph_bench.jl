@@ -3,8 +3,12 @@
 # (`bench/gpu/run.sh graphs`, beside bench/anchors/graph_anchor.py: PyTorch eager and
 # `torch.cuda.graph` replay of the same step) or the host device. Prints one JSON line per
 # figure:
-#   {"impl":"cumem","mode":"eager"|"graph","us":median µs per step, "steps":n, ...}
-#     every step timed alone, `synchronize()` before the clock stops;
+#   {"impl":"cumem","mode":"eager"|"graph"|"graph_chain","us":median µs per step, "steps":n, ...}
+#     every step timed alone, `synchronize()` before the clock stops; "graph" has edges that
+#     follow the data (the default), "graph_chain" is the same step captured as one chain
+#     (`edges = false`); both carry the graph's shape (CuMem.graph_info): "nodes",
+#     "kernels", "memcpys", "memsets", "others", "edges", "depth" (nodes on the longest
+#     dependency chain);
 #   {"check":"weights", "equal":true|false, "max_abs_diff":...}: a model trained eagerly and one
 #     trained by replays (same seed, same batches) end with the same weights;
 #   {"check":"memory", "graph_reserved_bytes", "graph_allocated_bytes", "step_peak_bytes",
@@ -75,13 +79,31 @@ end
 # the launch alone (inputs in place), for the target against PyTorch's replay
 us_launch = time_steps(i -> CuMem.launch(gs.exec), STEPS)
 json("impl" => "cumem", "mode" => "graph", "us" => round(us_graph; digits = 2), "us_launch_only" => round(us_launch; digits = 2),
-     "steps" => STEPS, "device" => DEVICE)
+     "steps" => STEPS, (string(k) => v for (k, v) in pairs(gs.info))..., "device" => DEVICE)
 for i in 1:STEPS                     # the reference catches up with the launch-only replays
     train_step_loss!(m_ref, gs.x, gs.y, LR, loss)
 end
 diffs = [maximum(abs.(Array(getfield(m_graph, f)) .- Array(getfield(m_ref, f)))) for f in fieldnames(MLP)]
 json("check" => "weights", "equal" => all(==(0), diffs), "max_abs_diff" => maximum(diffs), "steps" => 2 * STEPS + 1,
      "device" => DEVICE)
+
+# the same step captured as one chain (the stream's order), on a model of its own
+m_chain = MLP(MersenneTwister(42))
+train_step_loss!(m_chain, xs[1], ys[1], LR, loss)
+gc = GraphStep(m_chain, xs[2], ys[2], LR; edges = false)
+us_chain = time_steps(STEPS) do i
+    copyto!(gc.x, xs[mod1(i + 1, 8)])
+    copyto!(gc.y, ys[mod1(i + 1, 8)])
+    CuMem.launch(gc.exec)
+end
+us_chain_launch = time_steps(i -> CuMem.launch(gc.exec), STEPS)
+json("impl" => "cumem", "mode" => "graph_chain", "us" => round(us_chain; digits = 2),
+     "us_launch_only" => round(us_chain_launch; digits = 2), "steps" => STEPS,
+     (string(k) => v for (k, v) in pairs(gc.info))..., "device" => DEVICE)
+diffs_chain = [maximum(abs.(Array(getfield(m_chain, f)) .- Array(getfield(m_graph, f)))) for f in fieldnames(MLP)]
+json("check" => "weights_chain", "equal" => all(==(0), diffs_chain), "max_abs_diff" => maximum(diffs_chain),
+     "steps" => 2 * STEPS + 1, "device" => DEVICE)
+unsafe_free!(gc.exec)
 
 # the pool: its memory against the eager step's peak, and no growth over REPLAYS replays
 p0 = only(filter(p -> p.id == pool.id, CuMem.graph_pools()))
@@ -94,5 +116,6 @@ p1 = only(filter(p -> p.id == pool.id, CuMem.graph_pools()))
 growth = (p1.reserved_bytes - p0.reserved_bytes) + (memory_stats().reserved_bytes - r0)
 json("check" => "memory", "graph_reserved_bytes" => p1.reserved_bytes, "graph_allocated_bytes" => p1.allocated_bytes,
      "step_peak_bytes" => step_peak, "growth_bytes" => growth, "replays" => REPLAYS, "device" => DEVICE)
-@printf(stderr, "eager %.1f µs, graph %.1f µs (launch only %.1f µs) per step; weights equal: %s; graph pool %d bytes, step peak %d bytes, growth %d\n",
-        us_eager, us_graph, us_launch, all(==(0), diffs), p1.reserved_bytes, step_peak, growth)
+@printf(stderr, "eager %.1f µs, graph %.1f µs (launch only %.1f µs; %d nodes, depth %d), one chain %.1f µs (launch only %.1f µs) per step; weights equal: %s; graph pool %d bytes, step peak %d bytes, growth %d\n",
+        us_eager, us_graph, us_launch, gs.info.nodes, gs.info.depth, us_chain, us_chain_launch, all(==(0), diffs),
+        p1.reserved_bytes, step_peak, growth)

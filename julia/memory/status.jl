@@ -31,6 +31,9 @@ A snapshot of the current task's device's statistics (`memory_stats(dev)` for de
 | `num_device_free_errors` | device frees that reported an error (the memory counts as released) |
 | `num_gc_retries` | allocations retried after the out-of-memory ladder ran `GC.gc` |
 | `num_reclaim_retries` | allocations retried in the ladder's last rung (the engine releases its cache and retries; once per ladder) |
+| `num_graph_pools` | graph-private pools alive ([`CuMem.capture`](@ref), [`CuMem.graph_pool`](@ref)) |
+| `graph_pool_reserved_bytes` | device memory those pools hold (live blocks and their caches), part of `reserved_bytes` |
+| `graph_pool_allocated_bytes` | their live blocks' bytes, part of `allocated_bytes` |
 
 The last two answer "why is my loop slow?": each GC retry is a garbage collection forced
 by device memory running out (keep fewer arrays alive, or free them with `unsafe_free!`).
@@ -38,7 +41,8 @@ by device memory running out (keep fewer arrays alive, or free them with `unsafe
 `memory_stats(:host)` gives the same fields for the pinned host pool (page-locked host
 memory of [`CuMem.pinned`](@ref); "device" calls are `cuMemHostAlloc`/`cuMemFreeHost`,
 `limit_bytes` is `CUMEM_PINNED_LIMIT`'s), as PyTorch's `torch.cuda.host_memory_stats()`;
-`memory_stats(:device)` is `memory_stats()`. Other symbols are an `ArgumentError`.
+`memory_stats(:device)` is `memory_stats()` (the graph-pool fields are 0 for the host pool).
+Other symbols are an `ArgumentError`.
 """
 function memory_stats(which::Symbol = :device)
     r = Ref{CStats}()
@@ -51,7 +55,20 @@ function memory_stats(which::Symbol = :device)
     end
     s = r[]
     vals = ntuple(i -> (v = getfield(s, i); v isa UInt64 ? v % Int : v), fieldcount(CStats))
-    return NamedTuple{STAT_FIELDS}(vals)
+    n, res, alloc = which === :device ? graph_pool_totals() : (0, 0, 0)
+    return NamedTuple{(STAT_FIELDS..., :num_graph_pools, :graph_pool_reserved_bytes, :graph_pool_allocated_bytes)}(
+        (vals..., n, res, alloc))
+end
+
+# The device's graph pools alive: (count, reserved bytes, allocated bytes) over all of them.
+function graph_pool_totals()
+    n = Ref{UInt64}(0)
+    check(c_graph_pools(CGraphPool[], n))
+    n[] == 0 && return (0, 0, 0)
+    buf = Vector{CGraphPool}(undef, n[] + 4)
+    check(c_graph_pools(buf, n))
+    ps = buf[1:min(n[], length(buf))]
+    return (length(ps), Int(sum(p -> p.reserved_bytes, ps)), Int(sum(p -> p.allocated_bytes, ps)))
 end
 
 """

@@ -180,18 +180,31 @@ block_origin(addr, id) = (o = tracked_origin(addr); o === nothing ? origin_text(
     MemoryLeak
 
 An outstanding allocation of [`check_memory_leaks`]: `addr::UInt64`, `bytes::Int`
-(asked for), `size::Int` (block size) and `origin` (the allocation's Julia stack under
-`-g2`, the native one under `CUMEM_DEBUG=2`, else `nothing`).
+(asked for), `size::Int` (block size), `origin` (the allocation's Julia stack under
+`-g2`, the native one under `CUMEM_DEBUG=2`, else `nothing`) and `graph_pool::UInt64`
+(the id of the graph-private pool holding it, as [`CuMem.graph_pools`](@ref) lists it:
+an array a capture made; 0 for other memory).
 """
 struct MemoryLeak
     addr::UInt64
     bytes::Int
     size::Int
     origin::Union{Nothing,String}
+    graph_pool::UInt64
 end
+MemoryLeak(addr, bytes, size, origin) = MemoryLeak(addr, bytes, size, origin, UInt64(0))
+
+graph_pool_note(l::MemoryLeak) = l.graph_pool == 0 ? "" : " in graph pool $(l.graph_pool)"
 
 function Base.show(io::IO, l::MemoryLeak)
-    print(io, "MemoryLeak(", l.bytes, " bytes at 0x", string(l.addr, base = 16), ")")
+    print(io, "MemoryLeak(", l.bytes, " bytes at 0x", string(l.addr, base = 16), graph_pool_note(l), ")")
+end
+
+# The graph pool (alive) holding the live block at `addr`, or 0.
+function graph_pool_of_block(addr::UInt64, pools)
+    isempty(pools) && return UInt64(0)
+    s = Ref{UInt64}(0)
+    return c_block_stream(addr, s) == CUMEM_SUCCESS && s[] in pools ? s[] : UInt64(0)
 end
 
 function c_leaks(f)
@@ -201,8 +214,11 @@ function c_leaks(f)
         buf = Vector{CLeak}(undef, n[])
         cap = length(buf)
         check(f(pointer(buf), UInt64(cap), n))
-        n[] <= cap && return [MemoryLeak(l.addr, l.requested_bytes % Int, l.size_bytes % Int,
-                                         block_origin(l.addr, l.origin)) for l in resize!(buf, n[])]
+        if n[] <= cap
+            gp = Set(p.id for p in graph_pools())
+            return [MemoryLeak(l.addr, l.requested_bytes % Int, l.size_bytes % Int, block_origin(l.addr, l.origin),
+                               graph_pool_of_block(l.addr, gp)) for l in resize!(buf, n[])]
+        end
     end
 end
 
@@ -232,7 +248,7 @@ function Base.showerror(io::IO, e::MemoryLeakError)
     print(io, "MemoryLeakError: ", n, " allocation", n == 1 ? "" : "s", " (",
           Base.format_bytes(mapreduce(l -> l.bytes, +, e.leaks; init = 0)), ") still live")
     for l in e.leaks
-        print(io, "\n  ", l.bytes, " bytes at 0x", string(l.addr, base = 16))
+        print(io, "\n  ", l.bytes, " bytes at 0x", string(l.addr, base = 16), graph_pool_note(l))
         l.origin === nothing || print(io, "\n    ", replace(l.origin, "\n" => "\n    "))
     end
 end

@@ -236,7 +236,7 @@ impl CudaDevice {
         self.bind()?;
         let f = graph_fns()?;
         let mut v: Vec<sys::CUgraphNode> = nodes.iter().map(|&p| p as sys::CUgraphNode).collect();
-        let p = if v.is_empty() { std::ptr::null_mut() } else { v.as_mut_ptr() };
+        let p = v.as_mut_ptr(); // (non-null even when empty: count 0 makes the next node a root)
         const SET: u32 = 1; // CU_STREAM_SET_CAPTURE_DEPENDENCIES
         // SAFETY: a live stream under capture; nodes of its graph (the caller's, from
         // `capture_dependencies_raw` of the same capture).

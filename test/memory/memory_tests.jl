@@ -22,7 +22,8 @@ end
                       :num_device_frees, :device_alloc_ns, :device_free_ns,
                       :num_alloc_retries, :num_ooms, :limit_bytes, :cache_hit_rate,
                       :fragmentation_ratio, :num_device_free_errors, :num_gc_retries,
-                      :num_reclaim_retries)
+                      :num_reclaim_retries, :num_graph_pools, :graph_pool_reserved_bytes,
+                      :graph_pool_allocated_bytes)
     @test all(v -> v isa Int, values(s)[1:20]) && s.num_device_free_errors isa Int
     @test s.num_gc_retries isa Int && s.num_reclaim_retries isa Int
     @test s.cache_hit_rate isa Float64 && s.fragmentation_ratio isa Float64

@@ -123,7 +123,8 @@ end
 
 Whether broadcast kernels over contiguous arrays run their grid-stride loop four steps at a
 time, loading every leaf's four elements before storing (`print_unrolled`); default
-`false`: one element per step, as the kernels before the unrolled loop did. On the H100
+`false`: the vector loop (`print_vectorized`: one 16-byte chunk of every array per step
+where the addresses allow, one element per step otherwise). On the H100
 (2026-11-27, 2^28 Float32, the smallops suite of bench/gpu/run.sh) the build with the unrolled loop
 gave 0.82 of the copy's bandwidth for `z .= x .* 2f0 .+ y ./ 3f0` where the plain loop gave
 0.92, and axpy 0.90 where it gave 0.92: NVVM puts each step's loads next to its

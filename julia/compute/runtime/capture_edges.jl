@@ -38,13 +38,17 @@ overlaps(a::Vector{NTuple{2,UInt64}}, b::Vector{NTuple{2,UInt64}}) =
 
 # The operations a new one that reads `reads` and writes `writes` must follow: those that
 # wrote what it reads or writes, and those that read what it writes.
+# Those another of them follows already are left out (an edge to them would add nothing).
 function dependencies(st::CaptureState, reads, writes)
     deps = CapturedOp[]
     for r in st.recs
         (overlaps(r.writes, reads) || overlaps(r.writes, writes) || overlaps(r.reads, writes)) && push!(deps, r)
     end
-    return deps
+    return filter(d -> !any(o -> d.id in o.anc, deps), deps)
 end
+
+# The operations one with dependencies `deps` follows.
+ancestors(deps) = (a = BitSet(); for d in deps; push!(a, d.id); union!(a, d.anc); end; a)
 
 tails(ops) = sort!(unique!(UInt64[n for o in ops for n in o.tail]))
 
@@ -75,7 +79,7 @@ function close_unknown!(st::CaptureState)
         tail == st.frontier && return nothing
         st.nops += 1
     end
-    b = CapturedOp(st.nops, NTuple{2,UInt64}[], [(UInt64(0), typemax(UInt64))], tail)
+    b = CapturedOp(st.nops, NTuple{2,UInt64}[], [(UInt64(0), typemax(UInt64))], tail, ancestors(st.leaves))
     empty!(st.recs); push!(st.recs, b)
     empty!(st.leaves); push!(st.leaves, b)
     st.frontier = tail
@@ -178,7 +182,7 @@ function captured_op(f, reads, writes)
     else
         tail = capture_tail(st)
     end
-    op = CapturedOp(st.nops, r, w, tail)
+    op = CapturedOp(st.nops, r, w, tail, ancestors(deps))
     push!(st.recs, op)
     filter!(l -> !any(d -> d === l, deps), st.leaves)
     push!(st.leaves, op)

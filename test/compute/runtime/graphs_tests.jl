@@ -232,6 +232,66 @@ end
         q = only(filter(r -> r.id == p.id, graph_pools()))
         @test q.reserved_bytes == p.reserved_bytes && q.allocated_bytes == p.allocated_bytes
     end
+    @testset "edges follow the data; graph_info" begin
+        a0, b0 = rand(Float32, 64), rand(Float32, 64)
+        a, b = CuArray(a0), CuArray(b0)
+        c, d, e = CuMem.zeros(Float32, 64), CuMem.zeros(Float32, 64), CuMem.zeros(Float32, 64)
+        c .= a .+ 1f0; d .= b .* 2f0; c .= c .* d; a .= b .* 0f0; e .= b .* 3f0   # eager once
+        copyto!(a, a0); fill!(c, 0); fill!(d, 0); fill!(e, 0)
+        step() = (c .= a .+ 1f0;          # 1: reads a, writes c
+                  d .= b .* 2f0;          # 2: independent of 1
+                  c .= c .* d;            # 3: after 1 and 2
+                  a .= b .* 0f0)          # 4: overwrites what 1 reads: after 1 only
+        g = capture(step)
+        i = CuMem.graph_info(g)
+        @test (i.edges, i.depth) == (3, 2)
+        @test i.nodes == 4 && i.nodes == i.kernels + i.memcpys + i.memsets + i.others
+        CuMem.on_host() || @test i.kernels == 4
+        chain = capture(step; edges = false)
+        j = CuMem.graph_info(chain)
+        @test j.nodes == i.nodes && j.depth == j.nodes      # one chain
+        @test (i.nodes, i.edges, i.depth) != (j.nodes, j.edges, j.depth)
+        # the host device replays in another order the edges allow: results as in order
+        launch(instantiate(g))
+        @test Array(c) == (a0 .+ 1f0) .* (b0 .* 2f0) && Array(d) == b0 .* 2f0 && Array(a) == zeros(Float32, 64)
+        copyto!(a, a0)
+        launch(instantiate(chain))
+        @test Array(c) == (a0 .+ 1f0) .* (b0 .* 2f0) && Array(a) == zeros(Float32, 64)
+        # work of unknown access (a @cuda kernel) keeps the stream's order both ways
+        copyto!(a, a0)
+        k = capture() do
+            c .= a .+ 1f0
+            @cuda threads = 64 saxpy_kernel!(d, 2f0, a)   # d = 2a + d
+            e .= b .* 3f0                                 # independent of both, yet after the kernel
+        end
+        ik = CuMem.graph_info(k)
+        @test ik.depth == ik.nodes
+        d0 = Array(d)
+        launch(instantiate(k))
+        @test Array(d) == 2f0 .* a0 .+ d0 && Array(e) == b0 .* 3f0
+        # a product and a reduction with dims are operations of known access too
+        A, B, C = CuArray(rand(Float32, 8, 8)), CuArray(rand(Float32, 8, 8)), CuMem.zeros(Float32, 8, 8)
+        r = CuMem.zeros(Float32, 1, 8)
+        mul!(C, A, B); sum!(r, A)
+        p = capture() do
+            mul!(C, A, B)                 # 1
+            t = sum(B; dims = 1)          # 2: independent of 1
+            r .= t .* 2f0                 # 3: after 2
+        end
+        ip = CuMem.graph_info(p)
+        @test ip.depth < ip.nodes
+        launch(instantiate(p))
+        @test Array(C) ≈ Array(A) * Array(B) && Array(r) ≈ 2 .* sum(Array(B); dims = 1)
+        @test_throws ArgumentError (unsafe_free!(g); CuMem.graph_info(g))
+        # the leak check names the graph pool of an array a capture returned
+        CuMem.memory_checkpoint()
+        res = Ref{Any}(nothing)
+        g2 = capture(() -> (res[] = a .+ 1f0; nothing))
+        ls = CuMem.check_memory_leaks()
+        @test any(l -> l.graph_pool == g2.pool && l.addr == UInt64(pointer(res[])), ls)
+        @test occursin("in graph pool $(g2.pool)", sprint(showerror, CuMem.MemoryLeakError(ls)))
+        @test all(l -> l.graph_pool == 0 || l.graph_pool == g2.pool, ls)
+    end
     @testset "the demo's MLP step: replays train the weights eager training does" begin
         rng = MersenneTwister(3)
         xs = [CuArray(rand(rng, Float32, 64, 16)) for _ in 1:3]
@@ -241,6 +301,12 @@ end
         l2 = train_step!(graphed, xs[1], ys[1], 0.1f0)      # the eager warm-up step
         @test l1 == l2
         gs = GraphStep(graphed, xs[2], ys[2], 0.1f0)
+        @test gs.info.depth < gs.info.nodes          # the gradients and updates run side by side
+        ps, st = graph_pools(), memory_stats()       # memory_stats counts the graph pools apart
+        @test st.num_graph_pools == length(ps) >= 1
+        @test st.graph_pool_reserved_bytes == sum(p -> p.reserved_bytes, ps) > 0
+        @test st.graph_pool_allocated_bytes == sum(p -> p.allocated_bytes, ps)
+        @test st.graph_pool_reserved_bytes <= st.reserved_bytes
         before = only(filter(p -> p.id == gs.exec.pool, graph_pools())).reserved_bytes
         for i in 1:6
             le = train_step!(eager, xs[mod1(i, 3)], ys[mod1(i, 3)], 0.1f0)
