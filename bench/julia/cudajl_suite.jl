@@ -223,14 +223,44 @@ function skip_reason(st, S::SkipState)
     # a local variable that happens to have a listed name (`cudacall = :(@cuda $call)` in
     # execution.jl) is not the API: names the statement assigns or the block assigned before
     # are not looked up in REFS
-    own = union(assigns!(Set{Symbol}(), st), S.locals)
+    # (names a `using`/`import` brings in are the API itself: `using CUDA.CUBLAS: band` is
+    # judged by REFS)
+    own = union(is_import(st) ? Set{Symbol}() : assigns!(Set{Symbol}(), st), S.locals)
     for n in ms
         haskey(REFS, n) && !(n in own) && return REFS[n]
     end
+    # a function definition depends on the names it uses free, not on its arguments and
+    # locals (`function init_case(T, f, N) a = ...; c = CuArray(a) end` does not use an
+    # `a` or `c` that a skipped statement left unset)
+    bound = is_fundef(st) ? fundef_bound(st) : Set{Symbol}()
     for n in ms
-        n in S.tainted && return "depends on a skipped statement"
+        n in S.tainted && !(n in bound) && return "depends on a skipped statement"
     end
     return nothing
+end
+
+is_import(st) = st isa Expr && st.head in (:using, :import)
+is_fundef(st) = st isa Expr && (st.head === :function ||
+    (st.head === :(=) && st.args[1] isa Expr && st.args[1].head in (:call, :where)))
+"""The names a function definition binds: its arguments and the locals its body assigns."""
+function fundef_bound(st)
+    s = Set{Symbol}()
+    sig = st.args[1]
+    while sig isa Expr && sig.head in (:where, :(::))
+        sig = sig.args[1]
+    end
+    sig isa Expr && sig.head === :call && foreach(a -> arg_names!(s, a), sig.args[2:end])
+    length(st.args) >= 2 && assigns_deep!(s, st.args[2])
+    return s
+end
+function arg_names!(s::Set{Symbol}, a)
+    if a isa Symbol
+        push!(s, a)
+    elseif a isa Expr && a.head in (:(::), :kw, :(=), :..., :parameters)
+        a.head === :parameters ? foreach(b -> arg_names!(s, b), a.args) :
+            (isempty(a.args) || (a.head === :(::) && length(a.args) == 1) || arg_names!(s, a.args[1]))
+    end
+    return s
 end
 
 function rewrite(st, S::SkipState, bound = Set{Symbol}())
@@ -246,7 +276,10 @@ function rewrite(st, S::SkipState, bound = Set{Symbol}())
             why = skip_reason(a, S)
             if why !== nothing
                 S.counts[why] = get(S.counts, why, 0) + count_checks(a)
-                if !is_check(a)
+                if is_fundef(a)
+                    # a skipped definition leaves its name undefined; its locals are its own
+                    assigns!(S.tainted, a)
+                elseif !is_check(a)
                     assigns_deep!(S.tainted, a)
                     # the locals it uses, and those they were made from (`ptr = pointer(out)`:
                     # a skipped `@cuda k(ptr)` leaves `out` unwritten)
@@ -264,7 +297,7 @@ function rewrite(st, S::SkipState, bound = Set{Symbol}())
             as = assigns!(Set{Symbol}(), a)
             from = intersect(mentions(a), S.locals)
             foreach(n -> S.sources[n] = from, as)
-            union!(S.locals, as)
+            is_import(a) || union!(S.locals, as)
             setdiff!(S.tainted, as)    # a name assigned again is no longer tainted
             push!(out, rewrite(a, S))
         end

@@ -54,9 +54,12 @@ end
     end
     cs = collect("hello, World")
     @test same(map(c -> codepoint(c) + 1, CuArray(cs)), map(c -> codepoint(c) + 1, cs))
-    # Base's uppercase(::Char) calls libutf8proc for non-ASCII characters: the kernel has
-    # the case tables instead (julia/compute/compiler/unicode.jl)
-    @test same(uppercase.(CuArray(cs)), uppercase.(cs))
+    # Base's uppercase(::Char) calls utf8proc for non-ASCII characters: its tables
+    # (compiler/unicode.jl); a utf8proc call without a table (grapheme breaks) is refused
+    cs2 = vcat(cs, collect("éßǅΣж"))
+    @test same(uppercase.(CuArray(cs2)), uppercase.(cs2))
+    @test same(isletter.(CuArray(cs2)), isletter.(cs2))
+    @test_throws CuMem.KernelCompileError Base.Unicode.isgraphemebreak.(CuArray(cs), CuArray(cs))
     # structs in and out, tuples, NamedTuples, Complex
     ps = [Particle(Float32(i), Float32(2i), Float32(-i)) for i in 1:5]
     dps = CuArray(ps)
