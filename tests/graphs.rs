@@ -180,7 +180,9 @@ fn capture_dependencies_shape_the_graph() {
         let x = e.graph_instantiate(g).unwrap();
         e.graph_launch(x, s).unwrap();
         e.device().stream_synchronize(s).unwrap();
-        assert_eq!(common::read(&e, a, 4), vec![1; 4]);
+        // the copy (b into a) ran after both memsets: a holds b's bytes
+        assert_eq!(common::read(&e, a, 4), vec![2; 4]);
+        assert_eq!(common::read(&e, b, 4), vec![2; 4]);
         e.graph_exec_destroy(x).unwrap();
     } else {
         assert!(after_a.is_empty() && after_b.is_empty());

@@ -63,9 +63,24 @@ kernel, same launch shape); a throw in `f` or `op` is raised at the next downloa
     e = get(DIMS_TABLE[], (Tuple{F,OP,T}, nk, linear), nothing)
     e === nothing && return nothing
     e = e::DimsReduce
-    e.world == world_counter() || return nothing
-    out = CuArray{e.out}(undef, ntuple(i -> i == d ? 1 : sz[i], Val(N)))
-    dims_reduce_run(e, A, out, sz, d, nout, nred, Val(nk), Val(linear))
+    R, Acc = full_types(f, op, T)           # (inferred: concrete types below)
+    (e.world == world_counter() && e.acc === Acc && e.out === R) || return nothing
+    out = CuArray{R}(undef, ntuple(i -> i == d ? 1 : sz[i], Val(N)))
+    k = e.kernel
+    neut = e.neut::Acc
+    # `Val(nk)` of a run-time `nk` costs microseconds (a type made per call): the usual
+    # counts are constants here
+    if k isa Kernel
+        nk == 0 ? (linear ? dims_reduce_run(k, neut, A, out, sz, d, nout, nred, Val(0), Val(true)) :
+                            dims_reduce_run(k, neut, A, out, sz, d, nout, nred, Val(0), Val(false))) :
+        nk == 1 ? (linear ? dims_reduce_run(k, neut, A, out, sz, d, nout, nred, Val(1), Val(true)) :
+                            dims_reduce_run(k, neut, A, out, sz, d, nout, nred, Val(1), Val(false))) :
+        nk == 2 ? (linear ? dims_reduce_run(k, neut, A, out, sz, d, nout, nred, Val(2), Val(true)) :
+                            dims_reduce_run(k, neut, A, out, sz, d, nout, nred, Val(2), Val(false))) :
+                  dims_reduce_run(k, neut, A, out, sz, d, nout, nred, Val(nk), Val(linear))
+    else                                    # (the g++ emulation of the tests)
+        dims_reduce_run(k, neut, A, out, sz, d, nout, nred, Val(nk), Val(linear))
+    end
     return out
 end
 
@@ -73,15 +88,15 @@ end
 # indices) with the slot's kernel: context, source, result, sizes, neutral element, then
 # (size, stride) of each kept dimension and, when not linear, of the reduced one. `NK` and
 # `LIN` as type parameters keep the argument tuple concrete (one dynamic dispatch a call).
-function dims_reduce_run(e::DimsReduce, A::CuArray{T,N}, out::CuArray, sz::Dims{N}, d::Int, nout::Int,
+function dims_reduce_run(k, neut, A::CuArray{T,N}, out::CuArray, sz::Dims{N}, d::Int, nout::Int,
                          nred::Int, ::Val{NK}, ::Val{LIN}) where {T,N,NK,LIN}
     ks = flat_pairs(ntuple(k -> dim_pair(sz, kept_dim(sz, d, k)), Val(NK)))
     tail = LIN ? () : dim_pair(sz, d)
     gx = min(nout, 65535)
     threads = nred >= 256 ? 256 : max(32, nextpow(2, nred))
     ctx = DCContext0(kernel_error_address(), UInt64(0))
-    GC.@preserve A out launch(e.kernel, ctx, devaddr(A), devaddr(out), UInt32(nout), UInt32(nred), UInt32(gx),
-                              e.neut, ks..., tail...; blocks = gx, threads = threads)
+    GC.@preserve A out launch(k, ctx, devaddr(A), devaddr(out), UInt32(nout), UInt32(nred), UInt32(gx),
+                              neut, ks..., tail...; blocks = gx, threads = threads)
     return nothing
 end
 # The index of the k-th dimension of size > 1 other than `d`; its (size, stride) in a
