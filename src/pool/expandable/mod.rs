@@ -169,6 +169,7 @@ impl ExpandablePool {
     /// none fits.
     /// Returns the arena, the node, the address and the number of granules to map (0: the
     /// place is mapped already).
+    #[inline]
     fn place(&mut self, size: u64, large: bool, up: ShardUpstream<'_>) -> Result<(usize, u32, u64, usize)> {
         // The arena whose place needs the fewest granules mapped (the first among equals).
         let mut best: Option<(usize, u32, u64, usize)> = None;
@@ -186,6 +187,19 @@ impl ExpandablePool {
         if let Some(b) = best {
             return Ok(b);
         }
+        self.new_arena(size, large, up)
+    }
+
+    /// A new arena for a block of `size` that no arena's free ranges hold ([`ExpandablePool::place`]'s
+    /// rare path, out of line).
+    #[cold]
+    #[inline(never)]
+    fn new_arena(
+        &mut self,
+        size: u64,
+        large: bool,
+        up: ShardUpstream<'_>,
+    ) -> Result<(usize, u32, u64, usize)> {
         let gran = up.vm_granularity()?;
         let total = up.device_total()?;
         // 1⅛ × the device's memory, as PyTorch: room for fragmentation of the addresses
@@ -197,6 +211,7 @@ impl ExpandablePool {
     }
 
     /// Returns block `ptr` to its arena's free ranges.
+    #[inline]
     fn release(&mut self, ptr: u64) {
         let (k, i) = self.used.remove(ptr).expect("a block of this pool");
         self.arenas[k as usize].give_back(i);
