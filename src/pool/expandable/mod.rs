@@ -128,8 +128,9 @@ const HEADROOM: u64 = 8;
 /// granules keep them at 1.133 and 1.129, below every anchor, with gpt2_train's cold
 /// mappings 4 155 → 769 calls. 1/64 instead of 1/256 (bench/results/host-2026-11-28-exp10):
 /// first-pass device calls gpt2_train 769 → 454, resnet50_train 616 → 323, random_seed1
-/// 726 → 685; random_seed1's warm calls 34.8 → 26.2 per pass at 1.1324 (was 1.1303; best
-/// anchor 1.143); every other trace's peaks and calls unchanged. 1/32 raised
+/// 726 → 685, at 1.1324 warm (was 1.1303; best anchor 1.143), its warm calls 34.8 → 26.2
+/// per pass (33.6 with a 16 GiB host device: they follow the arena's size, not a gain to
+/// count on); every other trace's peaks and calls unchanged. 1/32 raised
 /// encoder_infer_varlen to 1.141 (best anchor 1.138), 8 granules or 1/128 to 1.147
 /// warm, 16 granules or 1/32 to 1.158.
 const CHUNK_SHARE: u64 = 64;
