@@ -6,6 +6,12 @@
 # from bench/anchors/sort_anchor.py in the same call (impl "torch"/"cupy"; bench/gpu/run.sh's
 # `sort` suite runs the anchor itself, after this). Run on a GPU:
 #   CUMEM_DEVICE=cuda [CUMEM_SORT_ANCHOR=1] julia --project=. bench/julia/sort_bench.jl [n ...]
+# Tuning variants, measured after the default rows at the largest n, each row's op suffixed
+# with its tuning (e.g. "sort_f32@items=24,blocks=2,lookback=8"):
+#   CUMEM_SORT_VARIANTS="items,blocks_per_sm,lookback ..." (CuMem.RadixTuning: sort!, sortperm)
+#   CUMEM_SCAN_VARIANTS="threads,items,blocks_per_sm ..."  (CuMem.ScanTuning: cumsum)
+# e.g. CUMEM_SORT_VARIANTS="16,2,8 16,4,8 24,2,8" CUMEM_SCAN_VARIANTS="128,24,0 256,16,4".
+# The default rows use the tuning of the CUMEM_SORT_* / CUMEM_SCAN_* variables (or the defaults).
 using CuMem, Random, Printf, Statistics
 CuMem.allowscalar(false)
 
@@ -41,6 +47,39 @@ for n in sizes
     println("{\"op\": \"copy_f32\", \"impl\": \"cumem\", \"n\": $n, \"ms\": $(round(ms; digits = 3)), \"gbps\": $(round(8n / ms / 1e6; digits = 1))}")
     CuMem.unsafe_free!(dst)
     CuMem.unsafe_free!(src)
+    flush(stdout)
+end
+
+# the variants: "a,b,c a,b,c ..." (spaces or semicolons between them) as integer triples
+variants(name) = [parse.(Int, split(v, ',')) for v in split(get(ENV, name, ""), r"[;\s]+"; keepempty = false)]
+nmax = maximum(sizes)
+function sort_rows(n, tag)
+    for (name, T) in (("sort_f32", Float32), ("sort_i64", Int64), ("sort_u32", UInt32))
+        src = CuMem.rand(T, n)
+        ms = timed(x -> sort!(x), () -> copy(src))
+        println("{\"op\": \"$name$tag\", \"impl\": \"cumem\", \"n\": $n, \"ms\": $(round(ms; digits = 3))}")
+        CuMem.unsafe_free!(src)
+    end
+    src = CuMem.rand(Float32, n)
+    ms = timed(x -> CuMem.unsafe_free!(sortperm(x)), () -> copy(src))
+    println("{\"op\": \"sortperm_f32$tag\", \"impl\": \"cumem\", \"n\": $n, \"ms\": $(round(ms; digits = 3))}")
+    CuMem.unsafe_free!(src)
+    flush(stdout)
+end
+for (items, blocks, lookback) in variants("CUMEM_SORT_VARIANTS")
+    t0 = CuMem.sort_tuning()
+    CuMem.sort_tuning(CuMem.RadixTuning(items, blocks, lookback))
+    sort_rows(nmax, "@items=$items,blocks=$blocks,lookback=$lookback")
+    CuMem.sort_tuning(t0)
+end
+for (threads, items, blocks) in variants("CUMEM_SCAN_VARIANTS")
+    t0 = CuMem.scan_tuning()
+    CuMem.scan_tuning(CuMem.ScanTuning(threads, items, blocks))
+    src = CuMem.rand(Float32, nmax)
+    ms = timed(x -> CuMem.unsafe_free!(cumsum(x)), () -> copy(src))
+    println("{\"op\": \"cumsum_f32@threads=$threads,items=$items,blocks=$blocks\", \"impl\": \"cumem\", \"n\": $nmax, \"ms\": $(round(ms; digits = 3)), \"gbps\": $(round(8nmax / ms / 1e6; digits = 1))}")
+    CuMem.unsafe_free!(src)
+    CuMem.scan_tuning(t0)
     flush(stdout)
 end
 

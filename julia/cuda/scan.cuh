@@ -17,7 +17,21 @@
  * applications are regrouped (associativity assumed, as CUB, CuPy and CUDA.jl do). */
 #include "prelude.cuh"   /* already in the kernel source: skipped there (its guard) */
 
+/* Tuning (accumulate.jl's scan_kernels_source defines them from CuMem.scan_tuning(); these are
+ * the defaults): threads per block of the one-pass kernel (a multiple of 32; also the tiles its
+ * look-back reads per round trip), and its __launch_bounds__ minimum of resident blocks per SM
+ * (0: none). Elements per thread are the template's ITEMS. */
+#ifndef CUMEM_SCAN_THREADS
 #define CUMEM_SCAN_THREADS 256
+#endif
+#ifndef CUMEM_SCAN_BLOCKS_PER_SM
+#define CUMEM_SCAN_BLOCKS_PER_SM 0
+#endif
+#if defined(__CUDACC__) && CUMEM_SCAN_BLOCKS_PER_SM > 0
+#define CUMEM_SCAN_BOUNDS __launch_bounds__(CUMEM_SCAN_THREADS, CUMEM_SCAN_BLOCKS_PER_SM)
+#else
+#define CUMEM_SCAN_BOUNDS
+#endif
 #define CUMEM_SCAN_PAD(i) ((i) + ((i) >> 5))     /* one pad word per 32: no bank conflicts */
 
 /* a value written by another block: read through volatile words (no stale L1 line) */

@@ -27,12 +27,27 @@
  * tiles follow input order). Scratch (hist/info/counters and status) must be zero before 1. */
 #include "prelude.cuh"   /* already in the kernel source: skipped there (its guard) */
 
+/* Tuning (sorting.jl's radix_source defines them from CuMem.sort_tuning(); these are the
+ * defaults): keys per thread of a tile, the onesweep kernel's __launch_bounds__ minimum of
+ * resident blocks per SM (0: none; 3 caps the kernel at 80 registers where it used 96 for
+ * 4-byte keys, 3 blocks of 256 threads per SM instead of 2), tiles a digit's look-back reads
+ * per round trip. */
 #define CUMEM_SORT_THREADS 256
 #ifndef CUMEM_SORT_ITEMS
 #define CUMEM_SORT_ITEMS 16
 #endif
+#ifndef CUMEM_SORT_BLOCKS_PER_SM
+#define CUMEM_SORT_BLOCKS_PER_SM 3
+#endif
+#ifndef CUMEM_SORT_LOOKBACK
+#define CUMEM_SORT_LOOKBACK 8
+#endif
+#if defined(__CUDACC__) && CUMEM_SORT_BLOCKS_PER_SM > 0
+#define CUMEM_SORT_BOUNDS __launch_bounds__(CUMEM_SORT_THREADS, CUMEM_SORT_BLOCKS_PER_SM)
+#else
+#define CUMEM_SORT_BOUNDS
+#endif
 #define CUMEM_SORT_TILE (CUMEM_SORT_THREADS * CUMEM_SORT_ITEMS)
-#define CUMEM_SORT_LOOKBACK 8        /* tiles a digit's look-back reads per round trip */
 #define CUMEM_SORT_WARPS (CUMEM_SORT_THREADS / 32)
 #define CUMEM_NPASS ((int)sizeof(cumem_key_t))
 #define CUMEM_ST_SHIFT (8 * (int)sizeof(cumem_status_t) - 2)
@@ -156,15 +171,16 @@ static __device__ __forceinline__ unsigned cumem_sort_match(unsigned label) {
 }
 
 /* The rank of each of a lane's items (warp-striped from wbase; those at n or later are not
- * counted) among the warp's items of the same digit, in item order; whist (the warp's 256
+ * counted; FULL: the whole tile is in range) among the warp's items of the same digit, in item order; whist (the warp's 256
  * counters, zeroed) ends with the warp's count of each digit. Equal digits are found by
  * cumem_sort_match (invalid items carry the label 256, equal only to each other). */
+template <bool FULL>
 static __device__ __forceinline__ void cumem_sort_warp_rank(const cumem_key_t* key, uint32_t* rank, int64_t wbase, int64_t n,
                                                             int pass, uint32_t* whist, int lane)
 {
   const unsigned below_mask = (1u << lane) - 1u;
   for (int r = 0; r < CUMEM_SORT_ITEMS; r++) {
-    const bool valid = wbase + 32 * r + lane < n;
+    const bool valid = FULL || wbase + 32 * r + lane < n;
     const unsigned d = valid ? cumem_digit(key[r], pass) : 256u;
     const unsigned peers = cumem_sort_match(d);
     const unsigned below = (unsigned)__popc(peers & below_mask);
@@ -176,36 +192,29 @@ static __device__ __forceinline__ void cumem_sort_warp_rank(const cumem_key_t* k
   }
 }
 
-/* One pass: keys from (first active pass) src, else the A (parity 0) or B buffers, to the
- * other buffers. status: this pass's ntiles * 256 zeroed look-back words; counter: this pass's
- * zeroed tile counter. iota: the payload is the input position (made on the first pass). */
-CUMEM_KERNEL void cumem_sort_onesweep(const cumem_key_t* src, cumem_key_t* kA, cumem_key_t* kB,
-                                               cumem_val_t* vA, cumem_val_t* vB, const uint32_t* offs,
-                                               const uint32_t* info, cumem_status_t* status, uint32_t* counter,
-                                               int64_t n, int pass, cumem_key_t flip, int hasv, int iota)
+/* The onesweep kernel's shared memory (declared once in the kernel: the full-tile and partial
+ * tile instantiations of cumem_sort_onesweep_tile share it). */
+struct cumem_sort_smem_t {
+  uint32_t whist[CUMEM_SORT_WARPS][256];
+  uint32_t lstart[256];
+  uint32_t gbase[256];
+  uint32_t wsum[CUMEM_SORT_WARPS];
+  uint32_t tile;
+  union { cumem_key_t k[CUMEM_SORT_TILE]; cumem_val_t v[CUMEM_SORT_TILE]; } buf;   /* keys, then payload */
+};
+
+/* Tile `tile` of one pass (s.whist zeroed): FULL when all its CUMEM_SORT_TILE keys are below
+ * n, so that no load, rank or store tests its index (fewer instructions and registers on
+ * every tile but the last). */
+template <bool FULL>
+static __device__ __forceinline__ void cumem_sort_onesweep_tile(cumem_sort_smem_t& s, const cumem_key_t* kin, cumem_key_t* kout,
+                                                                const cumem_val_t* vin, cumem_val_t* vout, const uint32_t* offs,
+                                                                cumem_status_t* status, uint32_t tile, int64_t n, int pass,
+                                                                cumem_key_t flip, bool first, bool last, int hasv, int iota)
 {
-  __shared__ uint32_t s_whist[CUMEM_SORT_WARPS][256];
-  __shared__ uint32_t s_lstart[256];
-  __shared__ uint32_t s_gbase[256];
-  __shared__ uint32_t s_wsum[CUMEM_SORT_WARPS];
-  __shared__ uint32_t s_tile;
-  __shared__ union { cumem_key_t k[CUMEM_SORT_TILE]; cumem_val_t v[CUMEM_SORT_TILE]; } s_buf;   /* keys, then payload */
-  cumem_key_t* s_keys = s_buf.k;
-  cumem_val_t* s_vals = s_buf.v;
-
-  const uint32_t inf = info[pass];
-  if (!(inf & 1u)) return;
-  const bool parity = (inf >> 1) & 1u, first = (inf >> 2) & 1u, last = (inf >> 3) & 1u;
-  const cumem_key_t* kin = first ? src : (parity ? kB : kA);
-  cumem_key_t* kout = parity ? kA : kB;
-  const cumem_val_t* vin = parity ? vB : vA;
-  cumem_val_t* vout = parity ? vA : vB;
+  cumem_key_t* s_keys = s.buf.k;
+  cumem_val_t* s_vals = s.buf.v;
   const int t = threadIdx.x, lane = t & 31, w = t >> 5;
-
-  for (int k = 0; k < CUMEM_SORT_WARPS; k++) s_whist[k][t] = 0;
-  if (t == 0) s_tile = atomicAdd(counter, 1u);
-  __syncthreads();
-  const uint32_t tile = s_tile;
   const int64_t base = (int64_t)tile * CUMEM_SORT_TILE;
   const int64_t wbase = base + (int64_t)w * 32 * CUMEM_SORT_ITEMS;
 
@@ -214,21 +223,21 @@ CUMEM_KERNEL void cumem_sort_onesweep(const cumem_key_t* src, cumem_key_t* kA, c
   uint32_t rank[CUMEM_SORT_ITEMS];
   for (int r = 0; r < CUMEM_SORT_ITEMS; r++) {
     const int64_t i = wbase + 32 * r + lane;
-    cumem_key_t k = i < n ? kin[i] : (cumem_key_t)0;
+    cumem_key_t k = (FULL || i < n) ? kin[i] : (cumem_key_t)0;
     if (first) k = (cumem_key_t)(cumem_to_key(k) ^ flip);
     key[r] = k;
   }
-  cumem_sort_warp_rank(key, rank, wbase, n, pass, s_whist[w], lane);
+  cumem_sort_warp_rank<FULL>(key, rank, wbase, n, pass, s.whist[w], lane);
   __syncthreads();
   /* thread t owns digit t: the warps' exclusive offsets and the tile's count */
   uint32_t cnt = 0;
-  for (int k = 0; k < CUMEM_SORT_WARPS; k++) { const uint32_t x = s_whist[k][t]; s_whist[k][t] = cnt; cnt += x; }
+  for (int k = 0; k < CUMEM_SORT_WARPS; k++) { const uint32_t x = s.whist[k][t]; s.whist[k][t] = cnt; cnt += x; }
   cumem_status_t* st = status + (int64_t)tile * 256 + t;
   cumem_vstore(st, (tile == 0 ? CUMEM_ST_PRE : CUMEM_ST_AGG) | (cumem_status_t)cnt);
   /* exclusive scan of the counts over digits: warp shuffles, then the warps' sums */
   uint32_t incl = cnt;
   for (int o = 1; o < 32; o <<= 1) { const uint32_t u = __shfl_up_sync(0xffffffffu, incl, o); if (lane >= o) incl += u; }
-  if (lane == 31) s_wsum[w] = incl;
+  if (lane == 31) s.wsum[w] = incl;
   /* decoupled look-back: the count of digit t in the tiles before this one */
   /* CUMEM_SORT_LOOKBACK tiles j, j - 1, ... read at once (one round trip to L2 where one tile at a
      time cost one each: a tile far from the last published prefix walked back one tile per
@@ -258,27 +267,27 @@ CUMEM_KERNEL void cumem_sort_onesweep(const cumem_key_t* src, cumem_key_t* kA, c
   }
   __syncthreads();
   uint32_t lstart = incl - cnt;
-  for (int k = 0; k < w; k++) lstart += s_wsum[k];
-  s_lstart[t] = lstart;
-  s_gbase[t] = offs[pass * 256 + t] + excl - lstart;     /* (mod 2^32) global place of local slot 0 */
+  for (int k = 0; k < w; k++) lstart += s.wsum[k];
+  s.lstart[t] = lstart;
+  s.gbase[t] = offs[pass * 256 + t] + excl - lstart;     /* (mod 2^32) global place of local slot 0 */
   __syncthreads();
   /* regroup the keys in shared memory by their rank in the tile */
   for (int r = 0; r < CUMEM_SORT_ITEMS; r++) {
-    if (wbase + 32 * r + lane < n) {
+    if (FULL || wbase + 32 * r + lane < n) {
       const unsigned d = cumem_digit(key[r], pass);
-      rank[r] += s_lstart[d] + s_whist[w][d];
+      rank[r] += s.lstart[d] + s.whist[w][d];
       s_keys[rank[r]] = key[r];
     }
   }
   __syncthreads();
   const int64_t left = n - base;
-  const int nvalid = left < CUMEM_SORT_TILE ? (int)left : CUMEM_SORT_TILE;
+  const int nvalid = FULL ? CUMEM_SORT_TILE : (left < CUMEM_SORT_TILE ? (int)left : CUMEM_SORT_TILE);
   uint32_t pos[CUMEM_SORT_ITEMS];
   for (int k = 0; k < CUMEM_SORT_ITEMS; k++) {
     const int i = k * CUMEM_SORT_THREADS + t;
-    if (i < nvalid) {
+    if (FULL || i < nvalid) {
       const cumem_key_t kk = s_keys[i];
-      pos[k] = s_gbase[cumem_digit(kk, pass)] + (uint32_t)i;
+      pos[k] = s.gbase[cumem_digit(kk, pass)] + (uint32_t)i;
       kout[pos[k]] = last ? cumem_from_key((cumem_key_t)(kk ^ flip)) : kk;
     }
   }
@@ -290,16 +299,44 @@ CUMEM_KERNEL void cumem_sort_onesweep(const cumem_key_t* src, cumem_key_t* kA, c
     cumem_val_t val[CUMEM_SORT_ITEMS];
     for (int r = 0; r < CUMEM_SORT_ITEMS; r++) {
       const int64_t i = wbase + 32 * r + lane;
-      val[r] = i < n ? ((first && iota) ? (cumem_val_t)i : vin[i]) : (cumem_val_t)0;
+      val[r] = (FULL || i < n) ? ((first && iota) ? (cumem_val_t)i : vin[i]) : (cumem_val_t)0;
     }
     for (int r = 0; r < CUMEM_SORT_ITEMS; r++)
-      if (wbase + 32 * r + lane < n) s_vals[rank[r]] = val[r];
+      if (FULL || wbase + 32 * r + lane < n) s_vals[rank[r]] = val[r];
     __syncthreads();
     for (int k = 0; k < CUMEM_SORT_ITEMS; k++) {
       const int i = k * CUMEM_SORT_THREADS + t;
-      if (i < nvalid) vout[pos[k]] = s_vals[i];
+      if (FULL || i < nvalid) vout[pos[k]] = s_vals[i];
     }
   }
+}
+
+/* One pass: keys from (first active pass) src, else the A (parity 0) or B buffers, to the
+ * other buffers. status: this pass's ntiles * 256 zeroed look-back words; counter: this pass's
+ * zeroed tile counter. iota: the payload is the input position (made on the first pass). */
+CUMEM_KERNEL void CUMEM_SORT_BOUNDS cumem_sort_onesweep(const cumem_key_t* src, cumem_key_t* kA, cumem_key_t* kB,
+                                                        cumem_val_t* vA, cumem_val_t* vB, const uint32_t* offs,
+                                                        const uint32_t* info, cumem_status_t* status, uint32_t* counter,
+                                                        int64_t n, int pass, cumem_key_t flip, int hasv, int iota)
+{
+  __shared__ cumem_sort_smem_t s;
+  const uint32_t inf = info[pass];
+  if (!(inf & 1u)) return;
+  const bool parity = (inf >> 1) & 1u, first = (inf >> 2) & 1u, last = (inf >> 3) & 1u;
+  const cumem_key_t* kin = first ? src : (parity ? kB : kA);
+  cumem_key_t* kout = parity ? kA : kB;
+  const cumem_val_t* vin = parity ? vB : vA;
+  cumem_val_t* vout = parity ? vA : vB;
+  const int t = threadIdx.x;
+
+  for (int k = 0; k < CUMEM_SORT_WARPS; k++) s.whist[k][t] = 0;
+  if (t == 0) s.tile = atomicAdd(counter, 1u);
+  __syncthreads();
+  const uint32_t tile = s.tile;
+  if (((int64_t)tile + 1) * CUMEM_SORT_TILE <= n)
+    cumem_sort_onesweep_tile<true>(s, kin, kout, vin, vout, offs, status, tile, n, pass, flip, first, last, hasv, iota);
+  else
+    cumem_sort_onesweep_tile<false>(s, kin, kout, vin, vout, offs, status, tile, n, pass, flip, first, last, hasv, iota);
 }
 
 /* After the passes: an odd number of them left the result in the B buffers (copied to A); none
@@ -340,7 +377,7 @@ CUMEM_KERNEL void cumem_sort_small(const cumem_key_t* src, cumem_key_t* keys, cu
   for (int pass = 0; pass < CUMEM_NPASS; pass++) {
     for (int k = 0; k < CUMEM_SORT_WARPS; k++) s_whist[k][t] = 0;
     __syncthreads();
-    cumem_sort_warp_rank(key, rank, wbase, n, pass, s_whist[w], lane);
+    cumem_sort_warp_rank<false>(key, rank, wbase, n, pass, s_whist[w], lane);
     __syncthreads();
     uint32_t cnt = 0;
     for (int k = 0; k < CUMEM_SORT_WARPS; k++) { const uint32_t x = s_whist[k][t]; s_whist[k][t] = cnt; cnt += x; }

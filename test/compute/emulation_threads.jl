@@ -175,7 +175,8 @@ function emu_source(src)
     src = replace(src, "typedef int int32_t; typedef unsigned int uint32_t;" => "")
     # a launcher per kernel: emu_<name>(gx, gy, gz, bx, the kernel's parameters...)
     io = IOBuffer()
-    for m in eachmatch(r"(?:extern \"C\" __global__|CUMEM_KERNEL) void (\w+)\(([^)]*)\)", src)
+    # (sort.cuh's and scan.cuh's kernels carry their __launch_bounds__ macro before the name)
+    for m in eachmatch(r"(?:extern \"C\" __global__|CUMEM_KERNEL) void (?:CUMEM_SORT_BOUNDS |CUMEM_SCAN_BOUNDS )?(\w+)\(([^)]*)\)", src)
         name, params = m.captures
         name == "NAME" && continue          # a macro's template
         ps = [strip(p) for p in split(params, ',')]
