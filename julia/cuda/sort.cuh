@@ -29,18 +29,32 @@
 
 /* Tuning (sorting.jl's radix_source defines them from CuMem.sort_tuning(); these are the
  * defaults): keys per thread of a tile, the onesweep kernel's __launch_bounds__ minimum of
- * resident blocks per SM (0: none; 3 caps the kernel at 80 registers where it used 96 for
- * 4-byte keys, 3 blocks of 256 threads per SM instead of 2), tiles a digit's look-back reads
- * per round trip. */
+ * resident blocks per SM (0: none; 4: at most 64 registers, which 4-byte keys without payload
+ * fit without spilling; the GPU's compile without bounds took 75, 3 blocks of 256 threads per
+ * SM, and NVRTC's 93), tiles a digit's look-back reads
+ * per round trip, and its pause in ns (__nanosleep; 0: none) before it reads a tile that was
+ * not yet published again (a thread polling L2 in a loop takes issue slots from the warps
+ * still ranking keys). */
 #define CUMEM_SORT_THREADS 256
 #ifndef CUMEM_SORT_ITEMS
 #define CUMEM_SORT_ITEMS 16
 #endif
 #ifndef CUMEM_SORT_BLOCKS_PER_SM
-#define CUMEM_SORT_BLOCKS_PER_SM 3
+#define CUMEM_SORT_BLOCKS_PER_SM 4
 #endif
 #ifndef CUMEM_SORT_LOOKBACK
 #define CUMEM_SORT_LOOKBACK 8
+#endif
+#ifndef CUMEM_SORT_SLEEP_NS
+#define CUMEM_SORT_SLEEP_NS 100
+#endif
+#ifndef CUMEM_SORT_MATCH                 /* the onesweep's warp match: 1 shared atomicOr, 0 ballots */
+#define CUMEM_SORT_MATCH 1
+#endif
+/* 0 when the source is for keys only (cumem_val_t then a placeholder): the kernels' `hasv` is
+   then known false at compile time, and the onesweep keeps no payload positions in registers */
+#ifndef CUMEM_SORT_HAS_PAYLOAD
+#define CUMEM_SORT_HAS_PAYLOAD 1
 #endif
 #if defined(__CUDACC__) && CUMEM_SORT_BLOCKS_PER_SM > 0
 #define CUMEM_SORT_BOUNDS __launch_bounds__(CUMEM_SORT_THREADS, CUMEM_SORT_BLOCKS_PER_SM)
@@ -80,6 +94,7 @@ static __device__ __forceinline__ cumem_key_t cumem_from_key(cumem_key_t u) {
 #endif
 }
 static __device__ __forceinline__ unsigned cumem_digit(cumem_key_t k, int pass) {
+  if (sizeof(cumem_key_t) <= 4) return ((unsigned)k >> (8 * pass)) & 255u;     /* (a 32-bit shift) */
   return (unsigned)((unsigned long long)k >> (8 * pass)) & 255u;
 }
 
@@ -150,11 +165,11 @@ CUMEM_KERNEL void cumem_sort_offsets(uint32_t* hist, uint32_t* info, int64_t n)
 static __device__ __forceinline__ cumem_status_t cumem_vload(const cumem_status_t* p) { return *(const volatile cumem_status_t*)p; }
 static __device__ __forceinline__ void cumem_vstore(cumem_status_t* p, cumem_status_t v) { *(volatile cumem_status_t*)p = v; }
 
-/* The lanes of the warp whose label (0 .. 511) equals this lane's: one ballot per bit of the
- * label, as CUB's MatchAny does. `__match_any_sync` gives the same mask, but its cost grows with
+/* The lanes of the warp whose label (below 2^bits, bits <= 9) equals this lane's: one ballot
+ * per bit of the label, as CUB's MatchAny does. `__match_any_sync` gives the same mask, but its cost grows with
  * the number of distinct labels in the warp (about 27 of 32 lanes differ for random 8-bit
  * digits), and the onesweep pass calls it once per key. */
-static __device__ __forceinline__ unsigned cumem_sort_match(unsigned label) {
+static __device__ __forceinline__ unsigned cumem_sort_match(unsigned label, int bits) {
 #ifdef CUMEM_EMU_MATCH_ANY
   /* the g++ emulation (test/compute/emulation_threads.jl): one warp barrier instead of nine;
      sort_emulation_tests.jl checks the ballots below against it */
@@ -163,6 +178,7 @@ static __device__ __forceinline__ unsigned cumem_sort_match(unsigned label) {
   unsigned peers = 0xffffffffu;
 #pragma unroll
   for (int b = 0; b < 9; b++) {
+    if (b >= bits) break;                 /* (bits: a constant where it is inlined) */
     const bool bit = (label >> b) & 1u;
     const unsigned m = __ballot_sync(0xffffffffu, bit);
     peers &= bit ? m : ~m;
@@ -171,24 +187,41 @@ static __device__ __forceinline__ unsigned cumem_sort_match(unsigned label) {
 }
 
 /* The rank of each of a lane's items (warp-striped from wbase; those at n or later are not
- * counted; FULL: the whole tile is in range) among the warp's items of the same digit, in item order; whist (the warp's 256
- * counters, zeroed) ends with the warp's count of each digit. Equal digits are found by
- * cumem_sort_match (invalid items carry the label 256, equal only to each other). */
-template <bool FULL>
+ * counted; FULL: the whole tile is in range) among the warp's items of the same digit, in item
+ * order; whist (the warp's 256 counters, zeroed) ends with the warp's count of each digit.
+ * Equal digits are found (CUMEM_SORT_MATCH, when ATOMIC) by each lane setting its bit in
+ * wmatch[digit] (the warp's 256 words, zeroed; left zeroed) with a shared-memory atomicOr, as
+ * CUB's WARP_MATCH_ATOMIC_OR: about 15 instructions per key; otherwise by cumem_sort_match's
+ * ballots (8 for a full tile; 9 for a partial one, whose invalid items carry the label 256,
+ * equal only to each other): 50 to 60 instructions per key. */
+template <bool FULL, bool ATOMIC>
 static __device__ __forceinline__ void cumem_sort_warp_rank(const cumem_key_t* key, uint32_t* rank, int64_t wbase, int64_t n,
-                                                            int pass, uint32_t* whist, int lane)
+                                                            int pass, uint32_t* whist, uint32_t* wmatch, int lane)
 {
   const unsigned below_mask = (1u << lane) - 1u;
   for (int r = 0; r < CUMEM_SORT_ITEMS; r++) {
     const bool valid = FULL || wbase + 32 * r + lane < n;
-    const unsigned d = valid ? cumem_digit(key[r], pass) : 256u;
-    const unsigned peers = cumem_sort_match(d);
-    const unsigned below = (unsigned)__popc(peers & below_mask);
-    const uint32_t b = valid ? whist[d] : 0u;
-    __syncwarp();
-    if (valid && below == 0) whist[d] = b + (uint32_t)__popc(peers);
-    __syncwarp();
-    rank[r] = b + below;
+    if (ATOMIC) {
+      const unsigned d = cumem_digit(key[r], pass);
+      if (valid) atomicOr(&wmatch[d], 1u << lane);
+      __syncwarp();
+      const unsigned peers = valid ? wmatch[d] : 0u;
+      const uint32_t b = valid ? whist[d] : 0u;
+      const unsigned below = (unsigned)__popc(peers & below_mask);
+      __syncwarp();
+      if (valid && below == 0) { whist[d] = b + (uint32_t)__popc(peers); wmatch[d] = 0u; }
+      __syncwarp();
+      rank[r] = b + below;
+    } else {
+      const unsigned d = valid ? cumem_digit(key[r], pass) : 256u;
+      const unsigned peers = cumem_sort_match(d, FULL ? 8 : 9);
+      const unsigned below = (unsigned)__popc(peers & below_mask);
+      const uint32_t b = valid ? whist[d] : 0u;
+      __syncwarp();
+      if (valid && below == 0) whist[d] = b + (uint32_t)__popc(peers);
+      __syncwarp();
+      rank[r] = b + below;
+    }
   }
 }
 
@@ -200,7 +233,9 @@ struct cumem_sort_smem_t {
   uint32_t gbase[256];
   uint32_t wsum[CUMEM_SORT_WARPS];
   uint32_t tile;
-  union { cumem_key_t k[CUMEM_SORT_TILE]; cumem_val_t v[CUMEM_SORT_TILE]; } buf;   /* keys, then payload */
+  union {                                 /* the match words while ranking, then keys, then payload */
+    uint32_t m[CUMEM_SORT_WARPS][256]; cumem_key_t k[CUMEM_SORT_TILE]; cumem_val_t v[CUMEM_SORT_TILE];
+  } buf;
 };
 
 /* Tile `tile` of one pass (s.whist zeroed): FULL when all its CUMEM_SORT_TILE keys are below
@@ -227,8 +262,8 @@ static __device__ __forceinline__ void cumem_sort_onesweep_tile(cumem_sort_smem_
     if (first) k = (cumem_key_t)(cumem_to_key(k) ^ flip);
     key[r] = k;
   }
-  cumem_sort_warp_rank<FULL>(key, rank, wbase, n, pass, s.whist[w], lane);
-  __syncthreads();
+  cumem_sort_warp_rank<FULL, CUMEM_SORT_MATCH == 1>(key, rank, wbase, n, pass, s.whist[w], s.buf.m[w], lane);
+  __syncthreads();                        /* (also: the match words become the keys' shared memory) */
   /* thread t owns digit t: the warps' exclusive offsets and the tile's count */
   uint32_t cnt = 0;
   for (int k = 0; k < CUMEM_SORT_WARPS; k++) { const uint32_t x = s.whist[k][t]; s.whist[k][t] = cnt; cnt += x; }
@@ -262,6 +297,9 @@ static __device__ __forceinline__ void cumem_sort_onesweep_tile(cumem_sort_smem_
         done = f == 2u;
       }
       j -= used;
+#if defined(__CUDACC__) && CUMEM_SORT_SLEEP_NS > 0
+      if (!done && used < CUMEM_SORT_LOOKBACK) __nanosleep(CUMEM_SORT_SLEEP_NS);
+#endif
     }
     cumem_vstore(st, CUMEM_ST_PRE | (cumem_status_t)(excl + cnt));
   }
@@ -291,7 +329,7 @@ static __device__ __forceinline__ void cumem_sort_onesweep_tile(cumem_sort_smem_
       kout[pos[k]] = last ? cumem_from_key((cumem_key_t)(kk ^ flip)) : kk;
     }
   }
-  if (hasv) {
+  if (CUMEM_SORT_HAS_PAYLOAD && hasv) {
     __syncthreads();
     /* the payload into registers first, then into shared memory: a load followed at once by a
        store to shared memory would wait for each load in turn (the compiler cannot tell that
@@ -329,7 +367,7 @@ CUMEM_KERNEL void CUMEM_SORT_BOUNDS cumem_sort_onesweep(const cumem_key_t* src, 
   cumem_val_t* vout = parity ? vA : vB;
   const int t = threadIdx.x;
 
-  for (int k = 0; k < CUMEM_SORT_WARPS; k++) s.whist[k][t] = 0;
+  for (int k = 0; k < CUMEM_SORT_WARPS; k++) { s.whist[k][t] = 0; s.buf.m[k][t] = 0; }
   if (t == 0) s.tile = atomicAdd(counter, 1u);
   __syncthreads();
   const uint32_t tile = s.tile;
@@ -377,7 +415,7 @@ CUMEM_KERNEL void cumem_sort_small(const cumem_key_t* src, cumem_key_t* keys, cu
   for (int pass = 0; pass < CUMEM_NPASS; pass++) {
     for (int k = 0; k < CUMEM_SORT_WARPS; k++) s_whist[k][t] = 0;
     __syncthreads();
-    cumem_sort_warp_rank<false>(key, rank, wbase, n, pass, s_whist[w], lane);
+    cumem_sort_warp_rank<false, false>(key, rank, wbase, n, pass, s_whist[w], (uint32_t*)0, lane);
     __syncthreads();
     uint32_t cnt = 0;
     for (int k = 0; k < CUMEM_SORT_WARPS; k++) { const uint32_t x = s_whist[k][t]; s_whist[k][t] = cnt; cnt += x; }

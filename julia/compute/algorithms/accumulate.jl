@@ -24,21 +24,24 @@ function tuning_env(name::String, default::Int, lo::Int, hi::Int)
 end
 
 """
-    CuMem.ScanTuning(threads, items, blocks_per_sm)
+    CuMem.ScanTuning(threads, items, blocks_per_sm, sleep_ns)
 
 The one-pass scan's tuning: threads per block (64 to 256, a multiple of 32; also the tiles
 its look-back reads per round trip; scan.cuh's CUMEM_SCAN_THREADS), elements per thread for
 accumulators of up to 4 bytes (1 to 32; larger accumulators take proportionally fewer, a
 tile at most 32 KiB), and the kernel's `__launch_bounds__` minimum of resident blocks per SM
-(0: none, up to 16; CUMEM_SCAN_BLOCKS_PER_SM). [`CuMem.scan_tuning`](@ref) gives the one in use.
+(0: none, up to 16; CUMEM_SCAN_BLOCKS_PER_SM; accumulators of up to 8 bytes), and the look-back's pause (`__nanosleep`, 0 to
+10000 ns; 0: none) before it reads a tile that was not yet published again.
+[`CuMem.scan_tuning`](@ref) gives the one in use.
 """
 struct ScanTuning
     threads::Int
     items::Int
     blocks_per_sm::Int
+    sleep_ns::Int
 end
-const SCAN_DEFAULT = ScanTuning(256, 16, 0)
-const SCAN_TUNING = Ref(ScanTuning(0, 0, 0))     # threads 0: not yet read from ENV
+const SCAN_DEFAULT = ScanTuning(256, 16, 6, 0)
+const SCAN_TUNING = Ref(ScanTuning(0, 0, 0, 0))     # threads 0: not yet read from ENV
 
 """
     CuMem.scan_tuning() -> ScanTuning
@@ -46,7 +49,8 @@ const SCAN_TUNING = Ref(ScanTuning(0, 0, 0))     # threads 0: not yet read from 
 
 The one-pass scan's tuning in use, read on first use from the environment variables
 `CUMEM_SCAN_THREADS` (64-256, a multiple of 32, default 256), `CUMEM_SCAN_ITEMS` (1-32,
-default 16) and `CUMEM_SCAN_BLOCKS_PER_SM` (0-16, default 0); the second form sets it for the
+default 16), `CUMEM_SCAN_BLOCKS_PER_SM` (0-16, default 6) and `CUMEM_SCAN_SLEEP_NS` (0-10000,
+default 0); the second form sets it for the
 scans that follow (bench/julia/sort_bench.jl compares variants in one process). Each tuning
 compiles its own kernels. Throws `ArgumentError` for a value out of range (the tuning is then
 unchanged).
@@ -56,12 +60,13 @@ function scan_tuning()
     t.threads != 0 && return t
     return SCAN_TUNING[] = scan_tuning_check(ScanTuning(tuning_env("CUMEM_SCAN_THREADS", SCAN_DEFAULT.threads, 64, 256),
                                                         tuning_env("CUMEM_SCAN_ITEMS", SCAN_DEFAULT.items, 1, 32),
-                                                        tuning_env("CUMEM_SCAN_BLOCKS_PER_SM", SCAN_DEFAULT.blocks_per_sm, 0, 16)))
+                                                        tuning_env("CUMEM_SCAN_BLOCKS_PER_SM", SCAN_DEFAULT.blocks_per_sm, 0, 16),
+                                                        tuning_env("CUMEM_SCAN_SLEEP_NS", SCAN_DEFAULT.sleep_ns, 0, 10000)))
 end
 scan_tuning(t::ScanTuning) = (SCAN_TUNING[] = scan_tuning_check(t))
 function scan_tuning_check(t::ScanTuning)
-    (64 <= t.threads <= 256 && t.threads % 32 == 0 && 1 <= t.items <= 32 && 0 <= t.blocks_per_sm <= 16) ||
-        throw(ArgumentError("scan tuning out of range: $t (threads 64-256 in steps of 32, items 1-32, blocks_per_sm 0-16)"))
+    (64 <= t.threads <= 256 && t.threads % 32 == 0 && 1 <= t.items <= 32 && 0 <= t.blocks_per_sm <= 16 && 0 <= t.sleep_ns <= 10000) ||
+        throw(ArgumentError("scan tuning out of range: $t (threads 64-256 in steps of 32, items 1-32, blocks_per_sm 0-16, sleep_ns 0-10000)"))
     return t
 end
 # Elements per thread of the one-pass scan: `items` for accumulators of up to 4 bytes, fewer
@@ -83,7 +88,9 @@ function scan_kernels_source(fns, T::Type, Acc::Type, Out::Type, nk::Int, has_in
     odf, ldf, sdf = fns
     AC, TC, OC = c_type(Acc), c_type(T), c_type(Out)
     io = IOBuffer()
-    print(io, "#define CUMEM_SCAN_THREADS ", tune.threads, "\n#define CUMEM_SCAN_BLOCKS_PER_SM ", tune.blocks_per_sm, "\n")
+    # (the launch bounds for accumulators of up to 8 bytes: larger ones would spill under them)
+    print(io, "#define CUMEM_SCAN_THREADS ", tune.threads, "\n#define CUMEM_SCAN_BLOCKS_PER_SM ", sizeof(Acc) <= 8 ? tune.blocks_per_sm : 0,
+          "\n#define CUMEM_SCAN_SLEEP_NS ", tune.sleep_ns, "\n")
     print(io, "#define CUMEM_SCAN_OP(a, b) ", fn_call(odf, "op", "a", "b"), "\n")
     print(io, "#define CUMEM_SCAN_LD(x) ", fn_call(ldf, "ld", "x"), "\n")
     print(io, "#define CUMEM_SCAN_ST(a) ", fn_call(sdf, "st", "a"), "\n")
@@ -104,7 +111,7 @@ function scan_kernels_source(fns, T::Type, Acc::Type, Out::Type, nk::Int, has_in
     if scan_onepass_ok(Acc)
         print(io, "CUMEM_KERNEL void CUMEM_SCAN_BOUNDS cumem_scan_onepass(jl_ctx_t ctx, const $TC* src, $OC* dst, int64_t n, int64_t ntiles, int64_t ist, int64_t ost",
               dims, ", uint32_t* flags, $AC* aggs, $AC* incs, uint32_t* counter", tail)
-        body("cumem_scan_onepass<$AC, $(scan_items(Acc, tune)), $has_init>(n, ntiles, $p0, s_op, s_line, s_ld, s_st, flags, aggs, incs, counter);")
+        body("cumem_scan_onepass<$AC, $(scan_items(Acc, tune)), $has_init>(n, ntiles, $p0, s_op, s_line, s_ld, s_st, s_ld1, s_st1, ist == 1 && ost == 1, flags, aggs, incs, counter);")
     end
     return kernel_source(unique_fns(fns)...; body = String(take!(io)))
 end

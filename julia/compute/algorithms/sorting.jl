@@ -39,21 +39,26 @@ const RADIX_THREADS = 256                   # CUMEM_SORT_THREADS
 const RADIX_WIDE = 1 << 30                  # from n = 2^30 on, 64-bit look-back words
 
 """
-    CuMem.RadixTuning(items, blocks_per_sm, lookback)
+    CuMem.RadixTuning(items, blocks_per_sm, lookback, sleep_ns, match)
 
 The onesweep sort's tuning (sort.cuh's CUMEM_SORT_ITEMS, CUMEM_SORT_BLOCKS_PER_SM,
 CUMEM_SORT_LOOKBACK): keys per thread (tiles of 256 × `items` keys, 1 to 32), the onesweep
-kernel's `__launch_bounds__` minimum of resident blocks per SM (0: none, up to 8), and the
-tiles a digit's look-back reads per round trip (1 to 32). [`CuMem.sort_tuning`](@ref) gives
-the one in use.
+kernel's `__launch_bounds__` minimum of resident blocks per SM (0: none, up to 8), the
+tiles a digit's look-back reads per round trip (1 to 32), and the look-back's pause
+(`__nanosleep`, 0 to 10000 ns; 0: none) before it reads a tile that was not yet published
+again (CUMEM_SORT_SLEEP_NS), and how a warp finds its keys of equal digits (CUMEM_SORT_MATCH;
+1: a shared-memory `atomicOr` per key, 0: eight ballots per key).
+[`CuMem.sort_tuning`](@ref) gives the one in use.
 """
 struct RadixTuning
     items::Int
     blocks_per_sm::Int
     lookback::Int
+    sleep_ns::Int
+    match::Int
 end
-const RADIX_DEFAULT = RadixTuning(16, 3, 8)
-const SORT_TUNING = Ref(RadixTuning(0, 0, 0))     # items 0: not yet read from ENV
+const RADIX_DEFAULT = RadixTuning(16, 4, 8, 100, 1)
+const SORT_TUNING = Ref(RadixTuning(0, 0, 0, 0, 0))     # items 0: not yet read from ENV
 
 """
     CuMem.sort_tuning() -> RadixTuning
@@ -61,8 +66,10 @@ const SORT_TUNING = Ref(RadixTuning(0, 0, 0))     # items 0: not yet read from E
 
 The onesweep radix sort's tuning in use, read on first use from the environment variables
 `CUMEM_SORT_ITEMS` (keys per thread, 1-32, default 16), `CUMEM_SORT_BLOCKS_PER_SM`
-(`__launch_bounds__` blocks per SM, 0-8, default 3) and `CUMEM_SORT_LOOKBACK` (look-back
-tiles per round trip, 1-32, default 8); the second form sets it for the sorts that follow
+(`__launch_bounds__` blocks per SM, 0-8, default 4), `CUMEM_SORT_LOOKBACK` (look-back
+tiles per round trip, 1-32, default 8), `CUMEM_SORT_SLEEP_NS` (the look-back's pause,
+0-10000, default 100) and `CUMEM_SORT_MATCH` (1 atomicOr, 0 ballots; default 1); the second
+form sets it for the sorts that follow
 (bench/julia/sort_bench.jl compares variants in one process). Each tuning compiles its own
 kernels. Throws `ArgumentError` for a value out of range (the tuning is then unchanged).
 """
@@ -71,12 +78,14 @@ function sort_tuning()
     t.items != 0 && return t
     return SORT_TUNING[] = sort_tuning_check(RadixTuning(tuning_env("CUMEM_SORT_ITEMS", RADIX_DEFAULT.items, 1, 32),
                                                          tuning_env("CUMEM_SORT_BLOCKS_PER_SM", RADIX_DEFAULT.blocks_per_sm, 0, 8),
-                                                         tuning_env("CUMEM_SORT_LOOKBACK", RADIX_DEFAULT.lookback, 1, 32)))
+                                                         tuning_env("CUMEM_SORT_LOOKBACK", RADIX_DEFAULT.lookback, 1, 32),
+                                                         tuning_env("CUMEM_SORT_SLEEP_NS", RADIX_DEFAULT.sleep_ns, 0, 10000),
+                                                         tuning_env("CUMEM_SORT_MATCH", RADIX_DEFAULT.match, 0, 1)))
 end
 sort_tuning(t::RadixTuning) = (SORT_TUNING[] = sort_tuning_check(t))
 function sort_tuning_check(t::RadixTuning)
-    (1 <= t.items <= 32 && 0 <= t.blocks_per_sm <= 8 && 1 <= t.lookback <= 32) ||
-        throw(ArgumentError("sort tuning out of range: $t (items 1-32, blocks_per_sm 0-8, lookback 1-32)"))
+    (1 <= t.items <= 32 && 0 <= t.blocks_per_sm <= 8 && 1 <= t.lookback <= 32 && 0 <= t.sleep_ns <= 10000 && 0 <= t.match <= 1) ||
+        throw(ArgumentError("sort tuning out of range: $t (items 1-32, blocks_per_sm 0-8, lookback 1-32, sleep_ns 0-10000, match 0-1)"))
     return t
 end
 radix_tile(t::RadixTuning) = RADIX_THREADS * t.items      # CUMEM_SORT_TILE
@@ -93,7 +102,8 @@ function radix_source(T::Type, vbytes::Int, wide::Bool, tune::RadixTuning = sort
                   "typedef ", wide ? "uint64_t" : "uint32_t", " cumem_status_t;\n",
                   "#define CUMEM_KEY_KIND ", kind, "\n#define CUMEM_KEY_BITS ", 8 * sizeof(T), "\n#define CUMEM_MANT ", mant, "\n",
                   "#define CUMEM_SORT_ITEMS ", tune.items, "\n#define CUMEM_SORT_BLOCKS_PER_SM ", tune.blocks_per_sm,
-                  "\n#define CUMEM_SORT_LOOKBACK ", tune.lookback, "\n",
+                  "\n#define CUMEM_SORT_LOOKBACK ", tune.lookback, "\n#define CUMEM_SORT_SLEEP_NS ", tune.sleep_ns, "\n#define CUMEM_SORT_MATCH ", tune.match,
+                  "\n#define CUMEM_SORT_HAS_PAYLOAD ", vbytes == 0 ? 0 : 1, "\n",
                   SORT_CUH)
 end
 
