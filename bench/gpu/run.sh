@@ -544,7 +544,9 @@ sanitize_one() {
         timeout -k 10 "$lim" "$cs" --tool "$t" --target-processes all --error-exitcode 97 \
         --print-limit 100 ${SANITIZE_OPTS:-} julia --startup-file=no --project=. "$f" > "$lf" 2>&1
     rc=$?
-    n=$(grep -Eo 'ERROR SUMMARY: [0-9]+' "$lf" | grep -Eo '[0-9]+' | awk '{s+=$1} END {print (NR ? s : "null")}')
+    # memcheck, synccheck and initcheck end with "ERROR SUMMARY: N errors"; racecheck with
+    # "RACECHECK SUMMARY: N hazards displayed (E errors, W warnings)": its errors are E
+    n=$(grep -Eo 'ERROR SUMMARY: [0-9]+|RACECHECK SUMMARY: [0-9]+ hazards? displayed \([0-9]+' "$lf" | grep -Eo '[0-9]+$' | awk '{s+=$1} END {print (NR ? s : "null")}')
     local tests; tests=$(grep -E '^Test Summary|^[^|]+\| +[0-9]+' "$lf" | tail -1 | tr -s ' ' | sed 's/"//g')
     # failing driver calls (a test's deliberate bad input among them) apart from the kernels' errors
     local api; api=$(grep -c 'Program hit CUDA_ERROR' "$lf")
