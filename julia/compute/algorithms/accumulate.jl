@@ -29,10 +29,10 @@ end
 The one-pass scan's tuning: threads per block (64 to 256, a multiple of 32; also the tiles
 its look-back reads per round trip; scan.cuh's CUMEM_SCAN_THREADS), elements per thread for
 accumulators of up to 4 bytes (1 to 32; larger accumulators take proportionally fewer, a
-tile at most 32 KiB), and the kernel's `__launch_bounds__` minimum of resident blocks per SM
-(0: none, up to 16; CUMEM_SCAN_BLOCKS_PER_SM; accumulators of up to 8 bytes), and the look-back's pause (`__nanosleep`, 0 to
-10000 ns; 0: none) before it reads a tile that was not yet published again.
-[`CuMem.scan_tuning`](@ref) gives the one in use.
+tile at most 32 KiB), the kernel's `__launch_bounds__` minimum of resident blocks per SM
+(0: none, up to 16; CUMEM_SCAN_BLOCKS_PER_SM; for accumulators of up to 8 bytes), and the
+look-back's pause (`__nanosleep`, 0 to 10000 ns; 0: none) before it reads a tile that was
+not yet published again. [`CuMem.scan_tuning`](@ref) gives the one in use.
 """
 struct ScanTuning
     threads::Int
@@ -50,10 +50,9 @@ const SCAN_TUNING = Ref(ScanTuning(0, 0, 0, 0))     # threads 0: not yet read fr
 The one-pass scan's tuning in use, read on first use from the environment variables
 `CUMEM_SCAN_THREADS` (64-256, a multiple of 32, default 256), `CUMEM_SCAN_ITEMS` (1-32,
 default 16), `CUMEM_SCAN_BLOCKS_PER_SM` (0-16, default 6) and `CUMEM_SCAN_SLEEP_NS` (0-10000,
-default 0); the second form sets it for the
-scans that follow (bench/julia/sort_bench.jl compares variants in one process). Each tuning
-compiles its own kernels. Throws `ArgumentError` for a value out of range (the tuning is then
-unchanged).
+default 0); the second form sets it for the scans that follow (bench/julia/sort_bench.jl
+compares variants in one process). Each tuning compiles its own kernels. Throws
+`ArgumentError` for a value out of range (the tuning is then unchanged).
 """
 function scan_tuning()
     t = SCAN_TUNING[]

@@ -42,13 +42,13 @@ const RADIX_WIDE = 1 << 30                  # from n = 2^30 on, 64-bit look-back
     CuMem.RadixTuning(items, blocks_per_sm, lookback, sleep_ns, match)
 
 The onesweep sort's tuning (sort.cuh's CUMEM_SORT_ITEMS, CUMEM_SORT_BLOCKS_PER_SM,
-CUMEM_SORT_LOOKBACK): keys per thread (tiles of 256 × `items` keys, 1 to 32), the onesweep
-kernel's `__launch_bounds__` minimum of resident blocks per SM (0: none, up to 8), the
-tiles a digit's look-back reads per round trip (1 to 32), and the look-back's pause
-(`__nanosleep`, 0 to 10000 ns; 0: none) before it reads a tile that was not yet published
-again (CUMEM_SORT_SLEEP_NS), and how a warp finds its keys of equal digits (CUMEM_SORT_MATCH;
-1: a shared-memory `atomicOr` per key, 0: eight ballots per key).
-[`CuMem.sort_tuning`](@ref) gives the one in use.
+CUMEM_SORT_LOOKBACK, CUMEM_SORT_SLEEP_NS, CUMEM_SORT_MATCH): keys per thread (tiles of
+256 × `items` keys, 1 to 32), the onesweep kernel's `__launch_bounds__` minimum of resident
+blocks per SM (0: none, up to 8), the tiles a digit's look-back reads per round trip (1 to
+32), the look-back's pause (`__nanosleep`, 0 to 10000 ns; 0: none) before it reads a tile
+that was not yet published again, and how a warp finds its keys of equal digits (1: a
+shared-memory `atomicOr` per key, 0: eight ballots per key). [`CuMem.sort_tuning`](@ref)
+gives the one in use.
 """
 struct RadixTuning
     items::Int
