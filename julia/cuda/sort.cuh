@@ -48,8 +48,11 @@
 #ifndef CUMEM_SORT_SLEEP_NS
 #define CUMEM_SORT_SLEEP_NS 100
 #endif
-#ifndef CUMEM_SORT_MATCH                 /* the onesweep's warp match: 1 shared atomicOr, 0 ballots */
-#define CUMEM_SORT_MATCH 1
+/* the onesweep's warp match: 1 a shared-memory atomicOr per key, 0 ballots, 2 each pass its own:
+   ballots where one digit holds more than 1/8 of the keys (lanes of equal digit serialize the
+   atomicOr: the top byte of uniform floats in [0, 1) takes about three values), else atomicOr */
+#ifndef CUMEM_SORT_MATCH
+#define CUMEM_SORT_MATCH 2
 #endif
 /* 0 when the source is for keys only (cumem_val_t then a placeholder): the kernels' `hasv` is
    then known false at compile time, and the onesweep keeps no payload positions in registers */
@@ -128,19 +131,22 @@ CUMEM_KERNEL void cumem_sort_hist(const cumem_key_t* src, uint32_t* hist, int64_
 }
 
 /* One block of 256 threads. hist[p * 256 + d] becomes the exclusive prefix over digits < d;
- * info[p] = active | parity << 1 | first << 2 | last << 3 (parity: the number of active passes
- * before p, mod 2: 0 reads the A buffers); info[NPASS] = the number of active passes. */
+ * info[p] = active | parity << 1 | first << 2 | last << 3 | skewed << 4 (parity: the number of
+ * active passes before p, mod 2: 0 reads the A buffers; skewed: a digit holds more than 1/8 of
+ * the keys); info[NPASS] = the number of active passes. */
 CUMEM_KERNEL void cumem_sort_offsets(uint32_t* hist, uint32_t* info, int64_t n)
 {
   __shared__ uint32_t s[256];
   __shared__ uint32_t constant[8];
+  __shared__ uint32_t skewed[8];
   const int t = threadIdx.x;
   for (int p = 0; p < CUMEM_NPASS; p++) {
     const uint32_t c = hist[p * 256 + t];
-    if (t == 0) constant[p] = 0;
+    if (t == 0) { constant[p] = 0; skewed[p] = 0; }
     s[t] = c;
     __syncthreads();
     if ((int64_t)c == n) constant[p] = 1;
+    if (8 * (int64_t)c > n) skewed[p] = 1;
     for (int o = 1; o < 256; o <<= 1) {
       const uint32_t u = t >= o ? s[t - o] : 0u;
       __syncthreads();
@@ -155,7 +161,8 @@ CUMEM_KERNEL void cumem_sort_offsets(uint32_t* hist, uint32_t* info, int64_t n)
     for (int p = 0; p < CUMEM_NPASS; p++) if (!constant[p]) { if (firstp < 0) firstp = p; lastp = p; }
     for (int p = 0; p < CUMEM_NPASS; p++) {
       const uint32_t a = constant[p] ? 0u : 1u;
-      info[p] = a | ((uint32_t)(na & 1) << 1) | ((uint32_t)(p == firstp) << 2) | ((uint32_t)(p == lastp) << 3);
+      info[p] = a | ((uint32_t)(na & 1) << 1) | ((uint32_t)(p == firstp) << 2) | ((uint32_t)(p == lastp) << 3) |
+                ((uint32_t)skewed[p] << 4);
       na += (int)a;
     }
     info[CUMEM_NPASS] = (uint32_t)na;
@@ -240,12 +247,12 @@ struct cumem_sort_smem_t {
 
 /* Tile `tile` of one pass (s.whist zeroed): FULL when all its CUMEM_SORT_TILE keys are below
  * n, so that no load, rank or store tests its index (fewer instructions and registers on
- * every tile but the last). */
+ * every tile but the last); `atomic`: the warp match by atomicOr, else by ballots. */
 template <bool FULL>
 static __device__ __forceinline__ void cumem_sort_onesweep_tile(cumem_sort_smem_t& s, const cumem_key_t* kin, cumem_key_t* kout,
                                                                 const cumem_val_t* vin, cumem_val_t* vout, const uint32_t* offs,
                                                                 cumem_status_t* status, uint32_t tile, int64_t n, int pass,
-                                                                cumem_key_t flip, bool first, bool last, int hasv, int iota)
+                                                                cumem_key_t flip, bool first, bool last, bool atomic, int hasv, int iota)
 {
   cumem_key_t* s_keys = s.buf.k;
   cumem_val_t* s_vals = s.buf.v;
@@ -262,7 +269,8 @@ static __device__ __forceinline__ void cumem_sort_onesweep_tile(cumem_sort_smem_
     if (first) k = (cumem_key_t)(cumem_to_key(k) ^ flip);
     key[r] = k;
   }
-  cumem_sort_warp_rank<FULL, CUMEM_SORT_MATCH == 1>(key, rank, wbase, n, pass, s.whist[w], s.buf.m[w], lane);
+  if (atomic) cumem_sort_warp_rank<FULL, true>(key, rank, wbase, n, pass, s.whist[w], s.buf.m[w], lane);
+  else cumem_sort_warp_rank<FULL, false>(key, rank, wbase, n, pass, s.whist[w], s.buf.m[w], lane);
   __syncthreads();                        /* (also: the match words become the keys' shared memory) */
   /* thread t owns digit t: the warps' exclusive offsets and the tile's count */
   uint32_t cnt = 0;
@@ -361,6 +369,7 @@ CUMEM_KERNEL void CUMEM_SORT_BOUNDS cumem_sort_onesweep(const cumem_key_t* src, 
   const uint32_t inf = info[pass];
   if (!(inf & 1u)) return;
   const bool parity = (inf >> 1) & 1u, first = (inf >> 2) & 1u, last = (inf >> 3) & 1u;
+  const bool atomic = CUMEM_SORT_MATCH == 1 || (CUMEM_SORT_MATCH == 2 && !((inf >> 4) & 1u));
   const cumem_key_t* kin = first ? src : (parity ? kB : kA);
   cumem_key_t* kout = parity ? kA : kB;
   const cumem_val_t* vin = parity ? vB : vA;
@@ -372,9 +381,9 @@ CUMEM_KERNEL void CUMEM_SORT_BOUNDS cumem_sort_onesweep(const cumem_key_t* src, 
   __syncthreads();
   const uint32_t tile = s.tile;
   if (((int64_t)tile + 1) * CUMEM_SORT_TILE <= n)
-    cumem_sort_onesweep_tile<true>(s, kin, kout, vin, vout, offs, status, tile, n, pass, flip, first, last, hasv, iota);
+    cumem_sort_onesweep_tile<true>(s, kin, kout, vin, vout, offs, status, tile, n, pass, flip, first, last, atomic, hasv, iota);
   else
-    cumem_sort_onesweep_tile<false>(s, kin, kout, vin, vout, offs, status, tile, n, pass, flip, first, last, hasv, iota);
+    cumem_sort_onesweep_tile<false>(s, kin, kout, vin, vout, offs, status, tile, n, pass, flip, first, last, atomic, hasv, iota);
 }
 
 /* After the passes: an odd number of them left the result in the B buffers (copied to A); none

@@ -47,8 +47,9 @@ CUMEM_SORT_LOOKBACK, CUMEM_SORT_SLEEP_NS, CUMEM_SORT_MATCH): keys per thread (ti
 blocks per SM (0: none, up to 8), the tiles a digit's look-back reads per round trip (1 to
 32), the look-back's pause (`__nanosleep`, 0 to 10000 ns; 0: none) before it reads a tile
 that was not yet published again, and how a warp finds its keys of equal digits (1: a
-shared-memory `atomicOr` per key, 0: eight ballots per key). [`CuMem.sort_tuning`](@ref)
-gives the one in use.
+shared-memory `atomicOr` per key, 0: eight ballots per key, 2: each pass the ballots where
+one digit holds more than 1/8 of the keys, whose lanes would serialize the `atomicOr`, else
+the `atomicOr`). [`CuMem.sort_tuning`](@ref) gives the one in use.
 """
 struct RadixTuning
     items::Int
@@ -57,7 +58,7 @@ struct RadixTuning
     sleep_ns::Int
     match::Int
 end
-const RADIX_DEFAULT = RadixTuning(16, 4, 8, 100, 1)
+const RADIX_DEFAULT = RadixTuning(16, 4, 8, 100, 2)
 const SORT_TUNING = Ref(RadixTuning(0, 0, 0, 0, 0))     # items 0: not yet read from ENV
 
 """
@@ -68,7 +69,7 @@ The onesweep radix sort's tuning in use, read on first use from the environment 
 `CUMEM_SORT_ITEMS` (keys per thread, 1-32, default 16), `CUMEM_SORT_BLOCKS_PER_SM`
 (`__launch_bounds__` blocks per SM, 0-8, default 4), `CUMEM_SORT_LOOKBACK` (look-back
 tiles per round trip, 1-32, default 8), `CUMEM_SORT_SLEEP_NS` (the look-back's pause,
-0-10000, default 100) and `CUMEM_SORT_MATCH` (1 atomicOr, 0 ballots; default 1); the second
+0-10000, default 100) and `CUMEM_SORT_MATCH` (1 atomicOr, 0 ballots, 2 by pass; default 2); the second
 form sets it for the sorts that follow
 (bench/julia/sort_bench.jl compares variants in one process). Each tuning compiles its own
 kernels. Throws `ArgumentError` for a value out of range (the tuning is then unchanged).
@@ -80,12 +81,12 @@ function sort_tuning()
                                                          tuning_env("CUMEM_SORT_BLOCKS_PER_SM", RADIX_DEFAULT.blocks_per_sm, 0, 8),
                                                          tuning_env("CUMEM_SORT_LOOKBACK", RADIX_DEFAULT.lookback, 1, 32),
                                                          tuning_env("CUMEM_SORT_SLEEP_NS", RADIX_DEFAULT.sleep_ns, 0, 10000),
-                                                         tuning_env("CUMEM_SORT_MATCH", RADIX_DEFAULT.match, 0, 1)))
+                                                         tuning_env("CUMEM_SORT_MATCH", RADIX_DEFAULT.match, 0, 2)))
 end
 sort_tuning(t::RadixTuning) = (SORT_TUNING[] = sort_tuning_check(t))
 function sort_tuning_check(t::RadixTuning)
-    (1 <= t.items <= 32 && 0 <= t.blocks_per_sm <= 8 && 1 <= t.lookback <= 32 && 0 <= t.sleep_ns <= 10000 && 0 <= t.match <= 1) ||
-        throw(ArgumentError("sort tuning out of range: $t (items 1-32, blocks_per_sm 0-8, lookback 1-32, sleep_ns 0-10000, match 0-1)"))
+    (1 <= t.items <= 32 && 0 <= t.blocks_per_sm <= 8 && 1 <= t.lookback <= 32 && 0 <= t.sleep_ns <= 10000 && 0 <= t.match <= 2) ||
+        throw(ArgumentError("sort tuning out of range: $t (items 1-32, blocks_per_sm 0-8, lookback 1-32, sleep_ns 0-10000, match 0-2)"))
     return t
 end
 radix_tile(t::RadixTuning) = RADIX_THREADS * t.items      # CUMEM_SORT_TILE

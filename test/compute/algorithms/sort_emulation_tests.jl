@@ -102,8 +102,8 @@ end
     st0, sc0 = CuMem.sort_tuning(), CuMem.scan_tuning()
     try
         for T in (Float32, Int64, UInt8), n in (1279, 1280, 1281, 2 * 1280, 9 * 1280 + 7)
-            # (keys of one byte: one pass, by ballots; the others by atomicOr)
-            CuMem.sort_tuning(CuMem.RadixTuning(5, 0, 3, 50, T === UInt8 ? 0 : 1))
+            # (keys of one byte: by ballots; Float32 (ties: skewed digits): each pass its own; Int64: atomicOr)
+            CuMem.sort_tuning(CuMem.RadixTuning(5, 0, 3, 50, T === UInt8 ? 0 : T === Float32 ? 2 : 1))
             @test CuMem.radix_tile(CuMem.sort_tuning()) == 1280
             h = keys_of(T, n)
             @test same(sort(CuArray(h)), sort(h))
@@ -133,9 +133,10 @@ end
     CuMem.sort_tuning(st0); CuMem.scan_tuning(sc0)
 end
 
-# The onesweep ranks keys with a shared-memory atomicOr per key (CUMEM_SORT_MATCH 1, the
-# default) or with cumem_sort_match's ballots (CUMEM_SORT_MATCH 0, and the one-block sort); the
-# emulated sorts above use __match_any_sync in place of the ballots (CUMEM_EMU_MATCH_ANY): here the ballots' masks on two warps of
+# The onesweep ranks keys with a shared-memory atomicOr per key or with cumem_sort_match's
+# ballots (CUMEM_SORT_MATCH; by default each pass its own, and the one-block sort's ballots);
+# the emulated sorts above use __match_any_sync in place of the ballots (CUMEM_EMU_MATCH_ANY):
+# here the ballots' masks on two warps of
 # labels 0..256 (256: a key past the end) against the lanes with an equal label.
 @testset "sort.cuh's warp match by ballots" begin
     cuh = read(joinpath(@__DIR__, "..", "..", "..", "julia", "cuda", "sort.cuh"), String)
