@@ -32,7 +32,8 @@
 # The processes run in parallel (CUMEM_TEST_JOBS, default: the number of CPU threads).
 # CUMEM_DEVICE defaults to `host` (set it to `cuda` to test on a GPU); CUMEM_TEST_POOLS
 # narrows the pools (e.g. "binned split"); CUMEM_TEST_SKIP_INSTALL=1 skips the install
-# tests.
+# tests; CUMEM_TEST_ONLY=<regex> runs only the jobs whose names it matches;
+# CUMEM_TEST_CPU=1 prints each job's CPU seconds beside its wall time.
 
 using Test
 
@@ -382,14 +383,41 @@ push!(jobs, Job("compute_bench --quick", julia(joinpath(@__DIR__, "..", "bench",
 # figures from a CI log of 2026-11-28, the emulated kernels' after their threads became
 # fibers; each job's time is printed below for updating them).
 sort!(jobs, by = j -> -j.cost)
+# CUMEM_TEST_ONLY=<regex>: only the jobs whose name it matches (to time or rerun a few)
+const ONLY = get(ENV, "CUMEM_TEST_ONLY", "")
+isempty(ONLY) || filter!(j -> occursin(Regex(ONLY), j.name), jobs)
+
+# CUMEM_TEST_CPU=1: each job runs under `sh`, whose `times` gives the CPU seconds (user +
+# sys) of the job's process and the processes it waited for (g++, cargo, workers), printed
+# beside its wall time; the sum over the jobs is printed at the end. Wall times on a busy
+# machine are noise; CPU seconds are what two cores have to share.
+const REPORT_CPU = get(ENV, "CUMEM_TEST_CPU", "") == "1"
+
+# The CPU seconds of the children of a shell from its `times` output (second line: the
+# children's user and system time, as `1m2.345s 0m0.678s`); NaN if it cannot be read.
+function children_cpu(text)
+    lines = split(strip(text), '\n')
+    length(lines) >= 2 || return NaN
+    secs = [parse(Int, m[1]) * 60 + parse(Float64, m[2]) for m in eachmatch(r"(\d+)m([\d.]+)s", lines[2])]
+    return length(secs) == 2 ? sum(secs) : NaN
+end
 
 function run_job(job::Job)
     out = IOBuffer()
-    t = @elapsed p = run(pipeline(ignorestatus(job.cmd), stdout = out, stderr = out))
+    cmd, timesfile = job.cmd, ""
+    if REPORT_CPU
+        timesfile = tempname()
+        cmd = Cmd(Cmd(["sh", "-c", "\"\$@\"; rc=\$?; times > '$timesfile'; exit \$rc", "sh", job.cmd.exec...]);
+                  env = job.cmd.env, dir = job.cmd.dir)
+    end
+    t = @elapsed p = run(pipeline(ignorestatus(cmd), stdout = out, stderr = out))
+    cpu = REPORT_CPU && isfile(timesfile) ? children_cpu(read(timesfile, String)) : NaN
+    REPORT_CPU && rm(timesfile, force = true)
     # as it ends, so that a CI log shows progress and which job is slow
-    println("  [$(round(Int, time() - t0)) s] $(job.name): $(round(t, digits = 1)) s")
+    println("  [$(round(Int, time() - t0)) s] $(job.name): $(round(t, digits = 1)) s",
+            REPORT_CPU ? ", $(round(cpu, digits = 1)) s CPU" : "")
     flush(stdout)
-    return (code = p.exitcode, out = String(take!(out)), time = t)
+    return (code = p.exitcode, out = String(take!(out)), time = t, cpu = cpu)
 end
 
 # Precompile once, before processes start in parallel (each would otherwise compile
@@ -430,4 +458,5 @@ failed = []
         end
     end
 end
-println("CuMem tests: $(round(time() - t0, digits = 1)) s in all")
+println("CuMem tests: $(round(time() - t0, digits = 1)) s in all",
+        REPORT_CPU ? ", $(round(sum(r.cpu for r in results), digits = 1)) s CPU in the jobs" : "")
