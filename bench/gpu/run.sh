@@ -33,7 +33,9 @@
 #   linalg       test/compute/linalg/linalg{_factor,}_tests.jl, bench/julia/linalg_bench.jl beside
 #                bench/anchors/linalg_anchor.py (LINALG=tests or LINALG=bench: one half; the
 #                Rust tests/linalg.rs is in rust-cuda)
-#   sort         bench/julia/sort_bench.jl beside bench/anchors/sort_anchor.py (torch, CuPy)
+#   sort         bench/julia/sort_bench.jl beside bench/anchors/sort_anchor.py (torch, CuPy);
+#                CUMEM_SORT_VARIANTS / CUMEM_SCAN_VARIANTS: tunings measured in the same call
+#                (sort_bench.jl's header; rows "op@tuning" in sort_table.md)
 #   hotpath      bench/julia/julia_bench.jl for every caching pool, julia_breakdown.jl, and the
 #                engine's pair (examples hotloop, capi_hotloop, if in the kit)
 #   multigpu     (two GPUs or more) the Rust multidevice tests, test/devices/{multidevice,distributed}
@@ -99,7 +101,7 @@ budget_of() { # default seconds of a suite (from the old drivers' measured times
     if [ -n "${!v:-}" ]; then echo "${!v}"; return; fi
     case $1 in
         tests) echo 560 ;; rust-cuda) echo 420 ;; replay) echo 480 ;; compute-bench) echo 240 ;;
-        smallops) echo 300 ;; bandwidth) echo 180 ;; linalg) echo 480 ;; sort) echo 240 ;;
+        smallops) echo 300 ;; bandwidth) echo 180 ;; linalg) echo 480 ;; sort) echo 360 ;;
         hotpath) echo 240 ;; multigpu) echo 480 ;; reliability) echo 240 ;; first-result) echo 600 ;;
         kernels) echo 560 ;; cudajl) echo 540 ;; graphs) echo 150 ;; fuzz) echo 150 ;; fuzz-campaign) echo 540 ;; sanitize) echo 560 ;; profile) echo 300 ;; *) echo 0 ;;
     esac
@@ -347,7 +349,7 @@ suite_linalg() {
 suite_sort() {
     have bench/julia/sort_bench.jl || return 0
     need_julia && need_lib || return
-    step "CuMem sort_bench.jl" "$L/sort_cumem.log" jl 150 bench/julia/sort_bench.jl
+    step "CuMem sort_bench.jl" "$L/sort_cumem.log" jl 270 bench/julia/sort_bench.jl
     jsonl "$L/sort_cumem.log" > "$D/sort_cumem.jsonl"
     step "torch/CuPy sort_anchor.py" "$L/sort_anchor.log" py 120 bench/anchors/sort_anchor.py
     jsonl "$L/sort_anchor.log" > "$D/sort_anchor.jsonl"
