@@ -1174,7 +1174,9 @@ int32_t cumem_copy_dtoh(void *dst, uint64_t src, uint64_t bytes);
 
 // Copies `bytes` between device addresses (overlap allowed); both ranges must lie inside
 // live allocations, else `CUMEM_ERROR_INVALID_VALUE` and nothing is written. The ranges
-// may lie on two devices: the copy then goes as `cumem_copy_peer` with no flags.
+// may lie on two devices: the copy then goes as `cumem_copy_peer` with no flags. A copy
+// of a range onto itself (`dst == src`) only checks the range (no device call, no byte
+// read), so it checks that a range lies inside one live allocation.
 int32_t cumem_copy_dtod(uint64_t dst, uint64_t src, uint64_t bytes);
 
 // Sets `bytes` bytes at device address `dst` to `value`; the range must lie inside one
