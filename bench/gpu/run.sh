@@ -359,7 +359,7 @@ rows, device = {}, "?"
 for f in sys.argv[1:]:
     for line in open(f):
         if line.startswith("{"):
-            r = json.loads(line); rows.setdefault((r["op"], r["n"]), {})[r["impl"]] = r["ms"]
+            r = json.loads(line); rows.setdefault((r["op"], r["n"]), {})[r["impl"]] = r.get("ms", "failed")
             device = r.get("device", device)
 print("| op | n | CuMem ms | torch ms | CuPy ms |\n|---|---|---:|---:|---:|")
 for (op, n), v in sorted(rows.items(), key=lambda kv: (kv[0][1], kv[0][0])):

@@ -30,6 +30,20 @@ function timed(f, setup)
     return median(ts)
 end
 
+# A row whose measurement `f` threw (a variant that cannot compile, say): "ok": false and the
+# error's first line, and the benchmark goes on.
+function guarded(f, op, n)
+    try
+        f()
+    catch e
+        e isa InterruptException && rethrow()
+        msg = filter(c -> ' ' <= c <= '~', first(split(sprint(showerror, e), '\n')))     # (as a JSON string)
+        msg = replace(replace(msg, '\\' => "\\\\"), '"' => "\\\"")
+        println("{\"op\": \"$op\", \"impl\": \"cumem\", \"n\": $n, \"ok\": false, \"error\": \"$msg\"}")
+        flush(stdout)
+    end
+end
+
 sizes = isempty(ARGS) ? (10^6, 10^8) : map(s -> parse(Int, s), ARGS)
 for n in sizes
     for (name, T) in (("sort_f32", Float32), ("sort_i64", Int64), ("sort_u32", UInt32))
@@ -59,37 +73,61 @@ fields(t) = [getfield(t, f) for f in fieldnames(typeof(t))]
 nmax = maximum(sizes)
 # (each variant's row says whether its result was right: "ok", from issorted on the device; a
 # scan's from an exact Int32 accumulate against Base's)
+# ("items": the keys per thread the sort used, CuMem.radix_fit's: fewer than the tuning's for
+# 8-byte keys where its shared memory would pass 48 KiB)
 function sort_rows(n, tag)
     for (name, T) in (("sort_f32", Float32), ("sort_i64", Int64), ("sort_u32", UInt32))
-        src = CuMem.rand(T, n)
-        ms = timed(x -> sort!(x), () -> copy(src))
-        x = sort!(copy(src)); ok = issorted(x); CuMem.unsafe_free!(x)
-        println("{\"op\": \"$name$tag\", \"impl\": \"cumem\", \"n\": $n, \"ms\": $(round(ms; digits = 3)), \"ok\": $ok}")
-        CuMem.unsafe_free!(src)
+        guarded("$name$tag", n) do
+            src = CuMem.rand(T, n)
+            try
+                ms = timed(x -> sort!(x), () -> copy(src))
+                x = sort!(copy(src)); ok = issorted(x); CuMem.unsafe_free!(x)
+                println("{\"op\": \"$name$tag\", \"impl\": \"cumem\", \"n\": $n, \"ms\": $(round(ms; digits = 3)), \"ok\": $ok, \"items\": $(CuMem.radix_fit(T, 0).items)}")
+            finally
+                CuMem.unsafe_free!(src)
+            end
+        end
+        flush(stdout)
     end
-    src = CuMem.rand(Float32, n)
-    ms = timed(x -> CuMem.unsafe_free!(sortperm(x)), () -> copy(src))
-    p = sortperm(src); s = src[p]; ok = issorted(s); foreach(CuMem.unsafe_free!, (p, s))
-    println("{\"op\": \"sortperm_f32$tag\", \"impl\": \"cumem\", \"n\": $n, \"ms\": $(round(ms; digits = 3)), \"ok\": $ok}")
-    CuMem.unsafe_free!(src)
+    guarded("sortperm_f32$tag", n) do
+        src = CuMem.rand(Float32, n)
+        try
+            ms = timed(x -> CuMem.unsafe_free!(sortperm(x)), () -> copy(src))
+            p = sortperm(src); s = src[p]; ok = issorted(s); foreach(CuMem.unsafe_free!, (p, s))
+            println("{\"op\": \"sortperm_f32$tag\", \"impl\": \"cumem\", \"n\": $n, \"ms\": $(round(ms; digits = 3)), \"ok\": $ok, \"items\": $(CuMem.radix_fit(Float32, 4).items)}")
+        finally
+            CuMem.unsafe_free!(src)
+        end
+    end
     flush(stdout)
 end
 for (items, blocks, lookback, sleep, match) in variants("CUMEM_SORT_VARIANTS", fields(CuMem.RADIX_DEFAULT))
+    tag = "@items=$items,blocks=$blocks,lookback=$lookback,sleep=$sleep,match=$match"
     t0 = CuMem.sort_tuning()
-    CuMem.sort_tuning(CuMem.RadixTuning(items, blocks, lookback, sleep, match))
-    sort_rows(nmax, "@items=$items,blocks=$blocks,lookback=$lookback,sleep=$sleep,match=$match")
-    CuMem.sort_tuning(t0)
+    try
+        guarded(() -> CuMem.sort_tuning(CuMem.RadixTuning(items, blocks, lookback, sleep, match)), "sort$tag", nmax) === nothing && continue
+        sort_rows(nmax, tag)
+    finally
+        CuMem.sort_tuning(t0)
+    end
 end
-for (threads, items, blocks, sleep) in variants("CUMEM_SCAN_VARIANTS", fields(CuMem.SCAN_DEFAULT))
+# (the scan variants at every size: the one-pass scan's small sizes are latency-bound, its large ones bandwidth-bound)
+for (threads, items, blocks, sleep) in variants("CUMEM_SCAN_VARIANTS", fields(CuMem.SCAN_DEFAULT)), n in sizes
+    tag = "@threads=$threads,items=$items,blocks=$blocks,sleep=$sleep"
     t0 = CuMem.scan_tuning()
-    CuMem.scan_tuning(CuMem.ScanTuning(threads, items, blocks, sleep))
-    src = CuMem.rand(Float32, nmax)
-    ms = timed(x -> CuMem.unsafe_free!(cumsum(x)), () -> copy(src))
-    h = rand(Int32(-100):Int32(100), nmax)
-    ok = Array(accumulate(+, CuArray(h))) == accumulate(+, h)
-    println("{\"op\": \"cumsum_f32@threads=$threads,items=$items,blocks=$blocks,sleep=$sleep\", \"impl\": \"cumem\", \"n\": $nmax, \"ms\": $(round(ms; digits = 3)), \"gbps\": $(round(8nmax / ms / 1e6; digits = 1)), \"ok\": $ok}")
-    CuMem.unsafe_free!(src)
-    CuMem.scan_tuning(t0)
+    try
+        guarded("cumsum_f32$tag", n) do
+            CuMem.scan_tuning(CuMem.ScanTuning(threads, items, blocks, sleep))
+            src = CuMem.rand(Float32, n)
+            ms = timed(x -> CuMem.unsafe_free!(cumsum(x)), () -> copy(src))
+            h = rand(Int32(-100):Int32(100), n)
+            ok = Array(accumulate(+, CuArray(h))) == accumulate(+, h)
+            println("{\"op\": \"cumsum_f32$tag\", \"impl\": \"cumem\", \"n\": $n, \"ms\": $(round(ms; digits = 3)), \"gbps\": $(round(8n / ms / 1e6; digits = 1)), \"ok\": $ok}")
+            CuMem.unsafe_free!(src)
+        end
+    finally
+        CuMem.scan_tuning(t0)
+    end
     flush(stdout)
 end
 

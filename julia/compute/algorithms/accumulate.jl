@@ -23,13 +23,27 @@ function tuning_env(name::String, default::Int, lo::Int, hi::Int)
     return v
 end
 
+# CUDA's limit on a block's static (`__shared__`) shared memory: 48 KiB, whatever the GPU
+# (ptxas: "uses too much shared data (..., 0xc000 max)"). The sort's and the scan's tunings
+# are checked against it before any compile.
+const STATIC_SMEM_LIMIT = 48 * 1024
+
+# `ArgumentError` unless `bytes` of static shared memory per block (what `what` needs) fit.
+check_static_smem(what, bytes::Int) = bytes <= STATIC_SMEM_LIMIT ? bytes :
+    throw(ArgumentError("$what need $bytes bytes of static shared memory per block, above CUDA's limit of $STATIC_SMEM_LIMIT (48 KiB)"))
+
+# The bytes of a list of (size, alignment) declarations laid out one after the other, each at
+# its alignment (as ptxas places a kernel's __shared__ variables; a struct's fields likewise).
+smem_layout(decls) = foldl((o, (sz, al)) -> cld(o, al) * al + sz, decls; init = 0)
+
 """
     CuMem.ScanTuning(threads, items, blocks_per_sm, sleep_ns)
 
 The one-pass scan's tuning: threads per block (64 to 256, a multiple of 32; also the tiles
 its look-back reads per round trip; scan.cuh's CUMEM_SCAN_THREADS), elements per thread for
 accumulators of up to 4 bytes (1 to 32; larger accumulators take proportionally fewer, a
-tile at most 32 KiB), the kernel's `__launch_bounds__` minimum of resident blocks per SM
+tile at most 32 KiB and its shared memory within CUDA's 48 KiB of static shared memory per
+block), the kernel's `__launch_bounds__` minimum of resident blocks per SM
 (0: none, up to 16; CUMEM_SCAN_BLOCKS_PER_SM; for accumulators of up to 8 bytes), and the
 look-back's pause (`__nanosleep`, 0 to 10000 ns; 0: none) before it reads a tile that was
 not yet published again. [`CuMem.scan_tuning`](@ref) gives the one in use.
@@ -66,12 +80,28 @@ scan_tuning(t::ScanTuning) = (SCAN_TUNING[] = scan_tuning_check(t))
 function scan_tuning_check(t::ScanTuning)
     (64 <= t.threads <= 256 && t.threads % 32 == 0 && 1 <= t.items <= 32 && 0 <= t.blocks_per_sm <= 16 && 0 <= t.sleep_ns <= 10000) ||
         throw(ArgumentError("scan tuning out of range: $t (threads 64-256 in steps of 32, items 1-32, blocks_per_sm 0-16, sleep_ns 0-10000)"))
+    check_static_smem("the one-pass scan of Float32 with $t would", scan_smem(Float32, t.threads, t.items))
     return t
 end
 # Elements per thread of the one-pass scan: `items` for accumulators of up to 4 bytes, fewer
-# for larger ones, the tile at most 32 KiB (the defaults: 4096 Float32s, 16 KiB).
-scan_items(Acc, t::ScanTuning = scan_tuning()) =
-    clamp(min(4 * t.items ÷ max(sizeof(Acc), 1), 32768 ÷ (t.threads * max(sizeof(Acc), 1))), 1, t.items)
+# for larger ones, the tile at most 32 KiB (the defaults: 4096 Float32s, 16 KiB), and at most
+# what fits the 48 KiB of static shared memory (scan_smem; e.g. 64-byte accumulators with 256
+# threads: 1 where items >= 32 would give 2).
+function scan_items(Acc, t::ScanTuning = scan_tuning())
+    k = clamp(min(4 * t.items ÷ max(sizeof(Acc), 1), 32768 ÷ (t.threads * max(sizeof(Acc), 1))), 1, t.items)
+    while k > 1 && scan_smem(Acc, t.threads, k) > STATIC_SMEM_LIMIT
+        k -= 1
+    end
+    return k
+end
+# Bytes of static shared memory of cumem_scan_onepass (scan.cuh's __shared__ declarations in
+# their order) for accumulators of type Acc, `threads` per block and `items` per thread.
+function scan_smem(Acc, threads::Int, items::Int)
+    sa, al, w = sizeof(Acc), Base.datatype_alignment(Acc), threads ÷ 32
+    n = threads * items
+    return smem_layout(((sa * (n + n >> 5), al), (sa * threads, al), (sa * w, al), (sa, al), (4, 4), (4w, 4), (4w, 4),
+                        (sa * w, al), (8, 8), (8, 8), (8, 8)))
+end
 scan_tile(Acc, t::ScanTuning = scan_tuning()) = t.threads * scan_items(Acc, t)
 # Accumulators up to 64 bytes fit the one-pass kernel's shared memory; larger ones scan serially.
 scan_onepass_ok(Acc) = sizeof(Acc) <= 64
@@ -160,6 +190,8 @@ function gpu_accumulate!(op, dst::CuArray, A, d, init)
     sdf, so = converted_function(Out, identity, Acc)
     fns = (odf, ldf, sdf)
     tune = scan_tuning()
+    scan_onepass_ok(Acc) &&     # (before any compile: ptxas would refuse it)
+        check_static_smem("the one-pass scan of $Acc with $tune would", scan_smem(Acc, tune.threads, scan_items(Acc, tune)))
     key = (:scan1, typeof(op), T, Acc, Out, length(ksz), has_init, tune)
     names = scan_onepass_ok(Acc) ? ("cumem_scan_lines", "cumem_scan_onepass") : ("cumem_scan_lines",)
     entry = kernel_entry(key, fns) do

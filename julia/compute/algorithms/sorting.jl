@@ -66,7 +66,8 @@ const SORT_TUNING = Ref(RadixTuning(0, 0, 0, 0, 0))     # items 0: not yet read 
     CuMem.sort_tuning(t::RadixTuning) -> t
 
 The onesweep radix sort's tuning in use, read on first use from the environment variables
-`CUMEM_SORT_ITEMS` (keys per thread, 1-32, default 16), `CUMEM_SORT_BLOCKS_PER_SM`
+`CUMEM_SORT_ITEMS` (keys per thread, 1-32, default 16; 8-byte keys or payload take at most 18,
+the most whose shared memory fits CUDA's 48 KiB per block: `CuMem.radix_fit`), `CUMEM_SORT_BLOCKS_PER_SM`
 (`__launch_bounds__` blocks per SM, 0-8, default 4), `CUMEM_SORT_LOOKBACK` (look-back
 tiles per round trip, 1-32, default 8), `CUMEM_SORT_SLEEP_NS` (the look-back's pause,
 0-10000, default 100) and `CUMEM_SORT_MATCH` (1 atomicOr, 0 ballots, 2 by pass; default 2); the second
@@ -87,9 +88,36 @@ sort_tuning(t::RadixTuning) = (SORT_TUNING[] = sort_tuning_check(t))
 function sort_tuning_check(t::RadixTuning)
     (1 <= t.items <= 32 && 0 <= t.blocks_per_sm <= 8 && 1 <= t.lookback <= 32 && 0 <= t.sleep_ns <= 10000 && 0 <= t.match <= 2) ||
         throw(ArgumentError("sort tuning out of range: $t (items 1-32, blocks_per_sm 0-8, lookback 1-32, sleep_ns 0-10000, match 0-2)"))
+    # (every tuning must fit 4-byte keys with a 4-byte payload, sortperm's; 8-byte ones take fewer items: radix_fit)
+    check_static_smem("the sort kernels for 4-byte keys and payload with $t would", maximum(radix_smem(4, 4, t.items)))
     return t
 end
 radix_tile(t::RadixTuning) = RADIX_THREADS * t.items      # CUMEM_SORT_TILE
+
+# Bytes of static shared memory of sort.cuh's kernels (hist, offsets, onesweep, small; their
+# __shared__ declarations in order) for keys of `kb` bytes, a payload of `vb` (0: none, a
+# uint8_t placeholder) and `items` keys per thread. 4-byte keys fit every items of 1 to 32;
+# 8-byte keys (or payload) up to 18 (onesweep: 10280 + 2048 items bytes).
+function radix_smem(kb::Int, vb::Int, items::Int)
+    W, tile, vs = RADIX_THREADS ÷ 32, RADIX_THREADS * items, max(vb, 1)
+    a, buf = max(kb, vs), max(tile * kb, tile * vs)     # the key/payload union's alignment and size
+    onesweep = smem_layout(((4 * (W * 256 + 256 + 256 + W + 1), 4), (max(4 * W * 256, buf), max(a, 4)), (0, max(a, 4))))
+    small = smem_layout(((4 * W * 256, 4), (4 * 256, 4), (4 * W, 4), (4 * kb, 4), (buf, a)))
+    return (hist = 4 * kb * 256, offsets = 4 * (256 + 8 + 8), onesweep = onesweep, small = small)
+end
+
+# `t` for keys of type T and a payload of `vbytes`: its items per thread lowered to the largest
+# whose kernels fit CUDA's 48 KiB of static shared memory per block (8-byte keys or payload:
+# at most 18 with 256 threads; e.g. items = 24, valid for Float32, sorts Int64 with 18). The
+# sorts use it; ArgumentError if even 1 would not fit (not with sort.cuh's arrays as they are).
+function radix_fit(::Type{T}, vbytes::Int, t::RadixTuning = sort_tuning()) where {T}
+    items = t.items
+    while items > 1 && maximum(radix_smem(sizeof(T), vbytes, items)) > STATIC_SMEM_LIMIT
+        items -= 1
+    end
+    check_static_smem("the sort kernels for $T keys and a $vbytes-byte payload would", maximum(radix_smem(sizeof(T), vbytes, items)))
+    return items == t.items ? t : RadixTuning(items, t.blocks_per_sm, t.lookback, t.sleep_ns, t.match)
+end
 
 # The source for keys of type T (their bits), a payload of `vbytes` bytes (0: none) and
 # look-back words of 64 bits (wide) or 32: sort.cuh after its typedefs and tuning.
@@ -131,7 +159,7 @@ function radix_sort!(::Type{T}, keys::CuArray, vals, rev::Bool; src::CuArray = k
     vals === nothing || length(vals) == n || throw(DimensionMismatch("radix_sort!: $(length(vals)) values for $n keys"))
     vbytes = vals === nothing ? 0 : sizeof(eltype(vals))
     wide = n >= RADIX_WIDE
-    tune = sort_tuning()
+    tune = radix_fit(T, vbytes)        # (items lowered where the shared memory would not fit)
     entry = radix_entry(T, vbytes, wide, tune)
     on_host() && return keys
     n == 0 && return keys

@@ -122,6 +122,24 @@ end
     finally
         CuMem.sort_tuning(st0); CuMem.scan_tuning(sc0)
     end
+    # 24 keys per thread: Float32 sorts with 24 (a tile of 6144), 8-byte keys with 18 (4608),
+    # the most whose 48 KiB of static shared memory fit (ptxas refused 24: 59432 bytes)
+    try
+        CuMem.sort_tuning(CuMem.RadixTuning(24, 3, 8, 100, 2))
+        @test CuMem.radix_fit(Float32, 4).items == 24 && CuMem.radix_fit(Int64, 0).items == 18 && CuMem.radix_fit(UInt32, 8).items == 18
+        for T in (Float32, Int64), n in (6143, 4608 * 2 + 3)
+            h = keys_of(T, n)
+            @test same(sort(CuArray(h)), sort(h))
+            @test same(sortperm(CuArray(h)), sortperm(h))
+        end
+        used = [k[2][5].items for (k, e) in CuMem.KERNEL_TABLE if k[2] isa Tuple && k[2][1] === :onesweep && k[2][5].lookback == 8 && k[2][5].sleep_ns == 100 && k[2][5].blocks_per_sm == 3]
+        @test sort(unique(used)) == [18, 24]          # (the kernels compiled: 18 for Int64, 24 for Float32)
+    finally
+        CuMem.sort_tuning(st0)
+    end
+    err = try CuMem.check_static_smem("the test kernels would", 49153) catch e e end
+    @test err isa ArgumentError && occursin("49153 bytes", err.msg) && occursin("48 KiB", err.msg)
+    @test CuMem.check_static_smem("fits", 49152) == 49152
     @test_throws ArgumentError CuMem.sort_tuning(CuMem.RadixTuning(33, 3, 8, 0, 1))
     @test_throws ArgumentError CuMem.scan_tuning(CuMem.ScanTuning(100, 16, 0, 0))
     @test CuMem.sort_tuning() == st0 && CuMem.scan_tuning() == sc0               # unchanged by the errors

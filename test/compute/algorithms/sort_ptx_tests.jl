@@ -4,6 +4,22 @@
 # without libnvrtc (CUMEM_NVRTC_LIBRARY).
 using CuMem, Test
 
+# Each kernel's static shared memory from the PTX: its `.shared` declarations (sizes and
+# alignments) laid out in order, as ptxas does (ptxas' "uses too much shared data (0xe828
+# bytes, 0xc000 max)" for Int64 keys with 24 keys per thread is this sum for cumem_sort_onesweep).
+function ptx_smem(ptx)
+    bytes, kernel = Dict{String,Vector{Tuple{Int,Int}}}(), ""
+    for l in split(ptx, '\n')
+        m = match(r"\.entry (\w+)\(", l)
+        m === nothing || (kernel = m.captures[1]; bytes[kernel] = Tuple{Int,Int}[])
+        m = match(r"^\s*\.shared \.align (\d+) \.(?:b8 \S+\[(\d+)\]|[usfb](\d+) \S+);", l)
+        m === nothing && continue
+        sz = m.captures[2] !== nothing ? parse(Int, m.captures[2]) : parse(Int, m.captures[3]) ÷ 8
+        push!(bytes[kernel], (sz, parse(Int, m.captures[1])))
+    end
+    return Dict(k => CuMem.smem_layout(v) for (k, v) in bytes)
+end
+
 @testset "sort.cuh and scan.cuh through NVRTC" begin
     if !CuMem.nvrtc_available()
         @test_skip "libnvrtc not found"
@@ -20,6 +36,17 @@ using CuMem, Test
             @test occursin("nanosleep", ptx) == (tune.sleep_ns > 0)
             @test occursin("atom.shared.or", ptx) == (tune.match != 0)      # (the one-block sort: ballots)
         end
+        # the shared memory the sort's tunings are checked against (radix_smem) is the PTX's:
+        # Int64 keys with 24 per thread need 59432 bytes (ptxas' 0xe828) and 18 is the most that fits
+        for (T, vbytes, items) in ((Int64, 0, 24), (Int64, 4, 19), (Int64, 8, 18), (Float32, 4, 32), (UInt8, 0, 5), (Float16, 8, 16))
+            sm = ptx_smem(CuMem.compile_ptx(CuMem.radix_source(T, vbytes, false, CuMem.RadixTuning(items, 4, 8, 0, 2)); arch = "compute_90"))
+            want = CuMem.radix_smem(sizeof(T), vbytes, items)
+            @test sm["cumem_sort_hist"] == want.hist && sm["cumem_sort_offsets"] == want.offsets
+            @test sm["cumem_sort_onesweep"] == want.onesweep && sm["cumem_sort_small"] == want.small
+        end
+        @test CuMem.radix_smem(8, 0, 24).onesweep == 0xe828 && CuMem.radix_smem(8, 0, 24).small == 0xe440   # (ptxas' figures on the H200)
+        @test CuMem.radix_fit(Int64, 0, CuMem.RadixTuning(24, 3, 8, 100, 2)) == CuMem.RadixTuning(18, 3, 8, 100, 2)
+        @test maximum(CuMem.radix_smem(8, 0, 18)) <= CuMem.STATIC_SMEM_LIMIT < maximum(CuMem.radix_smem(8, 0, 19))
         # the scans: kernel_entry compiles each generated source to PTX on the host device;
         # here again for sm_90, taken from the kernel table
         x = CuArray(rand(Float32, 10))
@@ -31,7 +58,24 @@ using CuMem, Test
             k[2] isa Tuple && k[2][1] === :scan1 || continue
             ptx = CuMem.compile_ptx(e.source; arch = "compute_90")
             @test occursin("cumem_scan_onepass", ptx) && occursin("cumem_scan_lines", ptx)
+            Acc, tune = k[2][4], k[2][end]          # (the accumulator and the tuning: the key's)
+            @test ptx_smem(ptx)["cumem_scan_onepass"] == CuMem.scan_smem(Acc, tune.threads, CuMem.scan_items(Acc, tune))
             n += 1
+        end
+        # 64-byte accumulators under 32 items per thread: 2 per thread (a 32 KiB tile) would need
+        # 52,464 bytes; scan_items takes 1, and the kernel compiles within 48 KiB
+        t0 = CuMem.scan_tuning()
+        try
+            CuMem.scan_tuning(CuMem.ScanTuning(256, 32, 0, 0))
+            A8 = NTuple{8,Float64}
+            @test CuMem.scan_smem(A8, 256, 2) > CuMem.STATIC_SMEM_LIMIT && CuMem.scan_items(A8) == 1
+            h = [ntuple(i -> Float64(i * k), 8) for k in 1:50]
+            @test Array(accumulate((a, b) -> map(+, a, b), CuArray(h))) == accumulate((a, b) -> map(+, a, b), h)
+            srcs = [(k[2][4], e.source) for (k, e) in CuMem.KERNEL_TABLE if k[2] isa Tuple && k[2][1] === :scan1 && k[2][4] === A8]
+            @test length(srcs) == 1
+            @test ptx_smem(CuMem.compile_ptx(srcs[1][2]; arch = "compute_90"))["cumem_scan_onepass"] == CuMem.scan_smem(A8, 256, 1) <= CuMem.STATIC_SMEM_LIMIT
+        finally
+            CuMem.scan_tuning(t0)
         end
         @test n >= 6
         # a scan of another tuning (128 threads, 24 Float32s each, launch bounds of 4 blocks per SM)
