@@ -10,7 +10,8 @@
 # with its tuning (e.g. "sort_f32@items=24,blocks=2,lookback=8"):
 #   CUMEM_SORT_VARIANTS="items,blocks_per_sm,lookback[,sleep_ns[,match]] ..." (CuMem.RadixTuning:
 #                       sort!, sortperm; fields left out: the defaults')
-#   CUMEM_SCAN_VARIANTS="threads,items,blocks_per_sm[,sleep_ns] ..."  (CuMem.ScanTuning: cumsum)
+#   CUMEM_SCAN_VARIANTS="threads,items,blocks_per_sm[,sleep_ns[,spin]] ..."  (CuMem.ScanTuning: cumsum,
+#                       at every size)
 # e.g. CUMEM_SORT_VARIANTS="16,3,8,0,0 16,4,8 24,2,8,200" CUMEM_SCAN_VARIANTS="128,24,0 256,16,0,100".
 # The default rows use the tuning of the CUMEM_SORT_* / CUMEM_SCAN_* variables (or the defaults).
 using CuMem, Random, Printf, Statistics
@@ -112,12 +113,12 @@ for (items, blocks, lookback, sleep, match) in variants("CUMEM_SORT_VARIANTS", f
     end
 end
 # (the scan variants at every size: the one-pass scan's small sizes are latency-bound, its large ones bandwidth-bound)
-for (threads, items, blocks, sleep) in variants("CUMEM_SCAN_VARIANTS", fields(CuMem.SCAN_DEFAULT)), n in sizes
-    tag = "@threads=$threads,items=$items,blocks=$blocks,sleep=$sleep"
+for (threads, items, blocks, sleep, spin) in variants("CUMEM_SCAN_VARIANTS", fields(CuMem.SCAN_DEFAULT)), n in sizes
+    tag = "@threads=$threads,items=$items,blocks=$blocks,sleep=$sleep,spin=$spin"
     t0 = CuMem.scan_tuning()
     try
         guarded("cumsum_f32$tag", n) do
-            CuMem.scan_tuning(CuMem.ScanTuning(threads, items, blocks, sleep))
+            CuMem.scan_tuning(CuMem.ScanTuning(threads, items, blocks, sleep, spin))
             src = CuMem.rand(Float32, n)
             ms = timed(x -> CuMem.unsafe_free!(cumsum(x)), () -> copy(src))
             h = rand(Int32(-100):Int32(100), n)

@@ -33,6 +33,13 @@
 #ifndef CUMEM_SCAN_SLEEP_NS          /* the look-back's pause before reading an unpublished tile again */
 #define CUMEM_SCAN_SLEEP_NS 0
 #endif
+/* the look-back's wait (CUMEM_SCAN_SPIN): 1 each thread nearer than the window's nearest
+   published prefix waits on its own tile (the others neither wait nor read again), then one
+   combine; 0 rounds of the whole block, each reading the window again from the nearest
+   unpublished tile */
+#ifndef CUMEM_SCAN_SPIN
+#define CUMEM_SCAN_SPIN 1
+#endif
 #if defined(__CUDACC__) && CUMEM_SCAN_BLOCKS_PER_SM > 0
 #define CUMEM_SCAN_BOUNDS __launch_bounds__(CUMEM_SCAN_THREADS, CUMEM_SCAN_BLOCKS_PER_SM)
 #else
@@ -140,6 +147,11 @@ static __device__ __forceinline__ void cumem_scan_onepass(int64_t n, int64_t nti
   __shared__ int s_have;
   __shared__ uint32_t s_lbm[CUMEM_SCAN_THREADS / 32];
   __shared__ uint32_t s_lbz[CUMEM_SCAN_THREADS / 32];
+#if CUMEM_SCAN_SPIN
+  __shared__ uint32_t s_lbm2[CUMEM_SCAN_THREADS / 32];
+#else
+  uint32_t* const s_lbm2 = s_lbm;
+#endif
   __shared__ Acc s_lbagg[CUMEM_SCAN_THREADS / 32];
   __shared__ int64_t s_id, s_j, s_tile;
   const int t = threadIdx.x, lane = t & 31, w = t >> 5;
@@ -251,14 +263,35 @@ static __device__ __forceinline__ void cumem_scan_onepass(int64_t n, int64_t nti
       const int64_t q = jt - t;
       uint32_t f = 2u;
       Acc a{};
+      uint64_t x = 0;
       if constexpr (PACK) {
-        if (q >= 0) {
-          const uint64_t x = *(volatile uint64_t*)(words + j * ntiles + q);
-          f = (uint32_t)(x >> 32);
-          a = cumem_scan_unpack<Acc>(x);
-        }
+        if (q >= 0) { x = *(volatile uint64_t*)(words + j * ntiles + q); f = (uint32_t)(x >> 32); }
       } else {
         if (q >= 0) f = *(volatile uint32_t*)(flags + j * ntiles + q);
+      }
+#if CUMEM_SCAN_SPIN
+      {
+        /* the nearest published prefix read (CUMEM_SCAN_THREADS: none); the threads nearer
+           than it wait each on its own tile (published by a block that runs or ran: a tile
+           waits only on earlier ones), so that none of 0..kp is unpublished after */
+        const uint32_t m0 = __ballot_sync(0xffffffffu, f == 2u);
+        if (lane == 0) s_lbm[w] = m0;
+        __syncthreads();
+        int kp = CUMEM_SCAN_THREADS;
+        for (int k = CUMEM_SCAN_THREADS / 32 - 1; k >= 0; k--)
+          if (s_lbm[k] != 0u) kp = 32 * k + __ffs((int)s_lbm[k]) - 1;
+        while (t < kp && f == 0u) {
+#if defined(__CUDACC__) && CUMEM_SCAN_SLEEP_NS > 0
+          __nanosleep(CUMEM_SCAN_SLEEP_NS);
+#endif
+          if constexpr (PACK) { x = *(volatile uint64_t*)(words + j * ntiles + q); f = (uint32_t)(x >> 32); }
+          else f = *(volatile uint32_t*)(flags + j * ntiles + q);
+        }
+      }
+#endif
+      if constexpr (PACK) {
+        if (q >= 0) a = cumem_scan_unpack<Acc>(x);
+      } else {
         __threadfence();
         if (q >= 0 && f != 0u) a = cumem_scan_vload((f == 2u ? incs : aggs) + j * ntiles + q);
       }
@@ -268,11 +301,13 @@ static __device__ __forceinline__ void cumem_scan_onepass(int64_t n, int64_t nti
          combines the warps' */
       const uint32_t mp = __ballot_sync(0xffffffffu, f == 2u);
       const uint32_t mz = __ballot_sync(0xffffffffu, f == 0u);
-      if (lane == 0) { s_lbm[w] = mp; s_lbz[w] = mz; }
+      /* (SPIN: s_lbm was read before the waits, s_lbagg and s_lbz take these two) */
+      uint32_t* const lbm = CUMEM_SCAN_SPIN ? s_lbm2 : s_lbm;
+      if (lane == 0) { lbm[w] = mp; s_lbz[w] = mz; }
       __syncthreads();
       int kp = CUMEM_SCAN_THREADS, kz = CUMEM_SCAN_THREADS;
       for (int k = CUMEM_SCAN_THREADS / 32 - 1; k >= 0; k--) {
-        if (s_lbm[k] != 0u) kp = 32 * k + __ffs((int)s_lbm[k]) - 1;
+        if (lbm[k] != 0u) kp = 32 * k + __ffs((int)lbm[k]) - 1;
         if (s_lbz[k] != 0u) kz = 32 * k + __ffs((int)s_lbz[k]) - 1;
       }
       const bool found = kp < kz;

@@ -37,7 +37,7 @@ check_static_smem(what, bytes::Int) = bytes <= STATIC_SMEM_LIMIT ? bytes :
 smem_layout(decls) = foldl((o, (sz, al)) -> cld(o, al) * al + sz, decls; init = 0)
 
 """
-    CuMem.ScanTuning(threads, items, blocks_per_sm, sleep_ns)
+    CuMem.ScanTuning(threads, items, blocks_per_sm, sleep_ns, spin = 1)
 
 The one-pass scan's tuning: threads per block (64 to 256, a multiple of 32; also the tiles
 its look-back reads per round trip; scan.cuh's CUMEM_SCAN_THREADS), elements per thread for
@@ -46,16 +46,21 @@ tile at most 32 KiB and its shared memory within CUDA's 48 KiB of static shared 
 block), the kernel's `__launch_bounds__` minimum of resident blocks per SM
 (0: none, up to 16; CUMEM_SCAN_BLOCKS_PER_SM; for accumulators of up to 8 bytes), and the
 look-back's pause (`__nanosleep`, 0 to 10000 ns; 0: none) before it reads a tile that was
-not yet published again. [`CuMem.scan_tuning`](@ref) gives the one in use.
+not yet published again, and how the look-back waits for unpublished tiles (scan.cuh's
+CUMEM_SCAN_SPIN; 1: each thread nearer than the window's nearest published prefix waits on
+its own tile, then one combine; 0: rounds of the whole block, each reading the window again
+from the nearest unpublished tile). [`CuMem.scan_tuning`](@ref) gives the one in use.
 """
 struct ScanTuning
     threads::Int
     items::Int
     blocks_per_sm::Int
     sleep_ns::Int
+    spin::Int
 end
-const SCAN_DEFAULT = ScanTuning(256, 16, 6, 0)
-const SCAN_TUNING = Ref(ScanTuning(0, 0, 0, 0))     # threads 0: not yet read from ENV
+ScanTuning(threads, items, blocks_per_sm, sleep_ns) = ScanTuning(threads, items, blocks_per_sm, sleep_ns, 1)
+const SCAN_DEFAULT = ScanTuning(256, 16, 6, 0, 1)
+const SCAN_TUNING = Ref(ScanTuning(0, 0, 0, 0, 0))     # threads 0: not yet read from ENV
 
 """
     CuMem.scan_tuning() -> ScanTuning
@@ -63,8 +68,8 @@ const SCAN_TUNING = Ref(ScanTuning(0, 0, 0, 0))     # threads 0: not yet read fr
 
 The one-pass scan's tuning in use, read on first use from the environment variables
 `CUMEM_SCAN_THREADS` (64-256, a multiple of 32, default 256), `CUMEM_SCAN_ITEMS` (1-32,
-default 16), `CUMEM_SCAN_BLOCKS_PER_SM` (0-16, default 6) and `CUMEM_SCAN_SLEEP_NS` (0-10000,
-default 0); the second form sets it for the scans that follow (bench/julia/sort_bench.jl
+default 16), `CUMEM_SCAN_BLOCKS_PER_SM` (0-16, default 6), `CUMEM_SCAN_SLEEP_NS` (0-10000,
+default 0) and `CUMEM_SCAN_SPIN` (0 or 1, default 1); the second form sets it for the scans that follow (bench/julia/sort_bench.jl
 compares variants in one process). Each tuning compiles its own kernels. Throws
 `ArgumentError` for a value out of range (the tuning is then unchanged).
 """
@@ -74,13 +79,14 @@ function scan_tuning()
     return SCAN_TUNING[] = scan_tuning_check(ScanTuning(tuning_env("CUMEM_SCAN_THREADS", SCAN_DEFAULT.threads, 64, 256),
                                                         tuning_env("CUMEM_SCAN_ITEMS", SCAN_DEFAULT.items, 1, 32),
                                                         tuning_env("CUMEM_SCAN_BLOCKS_PER_SM", SCAN_DEFAULT.blocks_per_sm, 0, 16),
-                                                        tuning_env("CUMEM_SCAN_SLEEP_NS", SCAN_DEFAULT.sleep_ns, 0, 10000)))
+                                                        tuning_env("CUMEM_SCAN_SLEEP_NS", SCAN_DEFAULT.sleep_ns, 0, 10000),
+                                                        tuning_env("CUMEM_SCAN_SPIN", SCAN_DEFAULT.spin, 0, 1)))
 end
 scan_tuning(t::ScanTuning) = (SCAN_TUNING[] = scan_tuning_check(t))
 function scan_tuning_check(t::ScanTuning)
-    (64 <= t.threads <= 256 && t.threads % 32 == 0 && 1 <= t.items <= 32 && 0 <= t.blocks_per_sm <= 16 && 0 <= t.sleep_ns <= 10000) ||
-        throw(ArgumentError("scan tuning out of range: $t (threads 64-256 in steps of 32, items 1-32, blocks_per_sm 0-16, sleep_ns 0-10000)"))
-    check_static_smem("the one-pass scan of Float32 with $t would", scan_smem(Float32, t.threads, t.items))
+    (64 <= t.threads <= 256 && t.threads % 32 == 0 && 1 <= t.items <= 32 && 0 <= t.blocks_per_sm <= 16 && 0 <= t.sleep_ns <= 10000 && 0 <= t.spin <= 1) ||
+        throw(ArgumentError("scan tuning out of range: $t (threads 64-256 in steps of 32, items 1-32, blocks_per_sm 0-16, sleep_ns 0-10000, spin 0-1)"))
+    check_static_smem("the one-pass scan of Float32 with $t would", scan_smem(Float32, t.threads, t.items, t.spin))
     return t
 end
 # Elements per thread of the one-pass scan: `items` for accumulators of up to 4 bytes, fewer
@@ -89,18 +95,19 @@ end
 # threads: 1 where items >= 32 would give 2).
 function scan_items(Acc, t::ScanTuning = scan_tuning())
     k = clamp(min(4 * t.items ÷ max(sizeof(Acc), 1), 32768 ÷ (t.threads * max(sizeof(Acc), 1))), 1, t.items)
-    while k > 1 && scan_smem(Acc, t.threads, k) > STATIC_SMEM_LIMIT
+    while k > 1 && scan_smem(Acc, t.threads, k, t.spin) > STATIC_SMEM_LIMIT
         k -= 1
     end
     return k
 end
 # Bytes of static shared memory of cumem_scan_onepass (scan.cuh's __shared__ declarations in
-# their order) for accumulators of type Acc, `threads` per block and `items` per thread.
-function scan_smem(Acc, threads::Int, items::Int)
+# their order) for accumulators of type Acc, `threads` per block, `items` per thread and
+# look-back `spin` (1 adds s_lbm2).
+function scan_smem(Acc, threads::Int, items::Int, spin::Int = 1)
     sa, al, w = sizeof(Acc), Base.datatype_alignment(Acc), threads ÷ 32
     n = threads * items
     return smem_layout(((sa * (n + n >> 5), al), (sa * threads, al), (sa * w, al), (sa, al), (4, 4), (4w, 4), (4w, 4),
-                        (sa * w, al), (8, 8), (8, 8), (8, 8)))
+                        (4w * spin, 4), (sa * w, al), (8, 8), (8, 8), (8, 8)))
 end
 scan_tile(Acc, t::ScanTuning = scan_tuning()) = t.threads * scan_items(Acc, t)
 # Accumulators up to 64 bytes fit the one-pass kernel's shared memory; larger ones scan serially.
@@ -119,7 +126,7 @@ function scan_kernels_source(fns, T::Type, Acc::Type, Out::Type, nk::Int, has_in
     io = IOBuffer()
     # (the launch bounds for accumulators of up to 8 bytes: larger ones would spill under them)
     print(io, "#define CUMEM_SCAN_THREADS ", tune.threads, "\n#define CUMEM_SCAN_BLOCKS_PER_SM ", sizeof(Acc) <= 8 ? tune.blocks_per_sm : 0,
-          "\n#define CUMEM_SCAN_SLEEP_NS ", tune.sleep_ns, "\n")
+          "\n#define CUMEM_SCAN_SLEEP_NS ", tune.sleep_ns, "\n#define CUMEM_SCAN_SPIN ", tune.spin, "\n")
     print(io, "#define CUMEM_SCAN_OP(a, b) ", fn_call(odf, "op", "a", "b"), "\n")
     print(io, "#define CUMEM_SCAN_LD(x) ", fn_call(ldf, "ld", "x"), "\n")
     print(io, "#define CUMEM_SCAN_ST(a) ", fn_call(sdf, "st", "a"), "\n")
@@ -191,7 +198,7 @@ function gpu_accumulate!(op, dst::CuArray, A, d, init)
     fns = (odf, ldf, sdf)
     tune = scan_tuning()
     scan_onepass_ok(Acc) &&     # (before any compile: ptxas would refuse it)
-        check_static_smem("the one-pass scan of $Acc with $tune would", scan_smem(Acc, tune.threads, scan_items(Acc, tune)))
+        check_static_smem("the one-pass scan of $Acc with $tune would", scan_smem(Acc, tune.threads, scan_items(Acc, tune), tune.spin))
     key = (:scan1, typeof(op), T, Acc, Out, length(ksz), has_init, tune)
     names = scan_onepass_ok(Acc) ? ("cumem_scan_lines", "cumem_scan_onepass") : ("cumem_scan_lines",)
     entry = kernel_entry(key, fns) do

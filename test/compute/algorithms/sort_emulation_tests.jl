@@ -110,9 +110,9 @@ end
             @test same(sort(CuArray(h); rev = true), sort(h; rev = true))
             @test same(sortperm(CuArray(h)), sortperm(h))
         end
-        CuMem.scan_tuning(CuMem.ScanTuning(64, 3, 0, 50))
-        @test CuMem.scan_tile(Float32) == 192 && CuMem.scan_tile(Int64) == 64
-        for n in (191, 192, 193, 64 * 192 + 5, 70 * 192)       # (more than 64 tiles: a second look-back window)
+        for spin in (1, 0), n in (191, 192, 193, 64 * 192 + 5, 70 * 192)       # (more than 64 tiles: a second look-back window)
+            CuMem.scan_tuning(CuMem.ScanTuning(64, 3, 0, 50, spin))                # (both look-back waits)
+            @test CuMem.scan_tile(Float32) == 192 && CuMem.scan_tile(Int64) == 64
             f = rand(-9:9, n)
             @test same(cumsum(CuArray(f)), cumsum(f))
             M = reshape(f[1:2 * (n ÷ 2)], 2, :)                 # strided lines (the general path's loads)

@@ -59,7 +59,7 @@ end
             ptx = CuMem.compile_ptx(e.source; arch = "compute_90")
             @test occursin("cumem_scan_onepass", ptx) && occursin("cumem_scan_lines", ptx)
             Acc, tune = k[2][4], k[2][end]          # (the accumulator and the tuning: the key's)
-            @test ptx_smem(ptx)["cumem_scan_onepass"] == CuMem.scan_smem(Acc, tune.threads, CuMem.scan_items(Acc, tune))
+            @test ptx_smem(ptx)["cumem_scan_onepass"] == CuMem.scan_smem(Acc, tune.threads, CuMem.scan_items(Acc, tune), tune.spin)
             n += 1
         end
         # 64-byte accumulators under 32 items per thread: 2 per thread (a 32 KiB tile) would need
@@ -81,12 +81,13 @@ end
         # a scan of another tuning (128 threads, 24 Float32s each, launch bounds of 4 blocks per SM)
         t0 = CuMem.scan_tuning()
         try
-            CuMem.scan_tuning(CuMem.ScanTuning(128, 24, 4, 100))
+            CuMem.scan_tuning(CuMem.ScanTuning(128, 24, 4, 100, 0))
             cumsum(x)
             srcs = [e.source for (k, e) in CuMem.KERNEL_TABLE if k[2] isa Tuple && k[2][1] === :scan1 && k[2][end] == CuMem.scan_tuning()]
             @test length(srcs) == 1
             ptx = CuMem.compile_ptx(srcs[1]; arch = "compute_90")
             @test occursin(".maxntid 128", ptx) && occursin(".minnctapersm 4", ptx) && occursin("nanosleep", ptx)
+            @test ptx_smem(ptx)["cumem_scan_onepass"] == CuMem.scan_smem(Float32, 128, 24, 0)      # (spin 0: no s_lbm2)
         finally
             CuMem.scan_tuning(t0)
         end
