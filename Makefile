@@ -12,13 +12,17 @@ export CUMEM_DEVICE ?= auto
 NVRTC_LOCAL = $(firstword $(wildcard $(CURDIR)/.nvrtc-local/nvidia/*/lib/libnvrtc.so.[0-9]*))
 NVRTC_ENV   = CUMEM_NVRTC_LIBRARY="$${CUMEM_NVRTC_LIBRARY:-$(NVRTC_LOCAL)}"
 
-.PHONY: all build julia nvrtc test rust-test julia-test sanitize fuzz fuzz-campaign demo bench bench-julia bench-compute docs-img header clean
+.PHONY: all build lib julia nvrtc test rust-test julia-test sanitize fuzz fuzz-campaign demo bench bench-julia bench-compute docs-img header clean
 
 all: build
 
 # The engine library and the benchmark tool (a crate of the workspace: bench/cumem-bench).
 build:
 	$(CARGO) build --release --workspace
+
+# The engine library alone (what Pkg.build builds and the Julia package loads; CI).
+lib:
+	$(CARGO) build --release
 
 julia: $(JULIA)
 

@@ -1174,7 +1174,9 @@ int32_t cumem_copy_dtoh(void *dst, uint64_t src, uint64_t bytes);
 
 // Copies `bytes` between device addresses (overlap allowed); both ranges must lie inside
 // live allocations, else `CUMEM_ERROR_INVALID_VALUE` and nothing is written. The ranges
-// may lie on two devices: the copy then goes as `cumem_copy_peer` with no flags.
+// may lie on two devices: the copy then goes as `cumem_copy_peer` with no flags. A copy
+// of a range onto itself (`dst == src`) only checks the range (no device call, no byte
+// read), so it checks that a range lies inside one live allocation.
 int32_t cumem_copy_dtod(uint64_t dst, uint64_t src, uint64_t bytes);
 
 // Sets `bytes` bytes at device address `dst` to `value`; the range must lie inside one
@@ -1505,7 +1507,10 @@ int32_t cumem_graph_info(uint64_t graph, cumem_graph_info_t *info);
 // trace-event JSON for Perfetto or `chrome://tracing`: counters for the totals, an async
 // slice per allocation). `labels` is null or holds `n` pointers, each null or a UTF-8
 // string naming the origin of that event's allocation (e.g. a Julia stack trace); the
-// pictures use the label of a block's allocation event.
+// pictures use the label of a block's allocation event. Blocks made in a CUDA graph's
+// private pool (an event whose `stream` is the id of a graph pool this engine ever made,
+// alive or released) are drawn apart: hatched bands named by their pool, `graph_pool`
+// in the JSON's allocations, the `graph_pool` category in Chrome's format.
 //
 // The picture draws the 10 000 largest blocks as bands of their own and sums the rest;
 // with more events than pixel columns each column shows the moment of its highest

@@ -32,7 +32,8 @@
 # The processes run in parallel (CUMEM_TEST_JOBS, default: the number of CPU threads).
 # CUMEM_DEVICE defaults to `host` (set it to `cuda` to test on a GPU); CUMEM_TEST_POOLS
 # narrows the pools (e.g. "binned split"); CUMEM_TEST_SKIP_INSTALL=1 skips the install
-# tests.
+# tests; CUMEM_TEST_ONLY=<regex> runs only the jobs whose names it matches;
+# CUMEM_TEST_CPU=1 prints each job's CPU seconds beside its wall time.
 
 using Test
 
@@ -99,7 +100,11 @@ interpreted(args...; env...) =
 # Measured on this 2-core machine under load, CPU seconds (user+sys) of one file:
 # linalg_kernel_tests.jl 46.1 at -O2, 31.2 at -O1; broadcast_tests.jl 173.0 / 145.9 (run
 # side by side); mapreduce, random and draws tests 126.7 / 101.1 (one after the other);
-# kernel_cudajl_tests.jl 18.0 / 15.6. On a GPU (CUMEM_DEVICE=cuda) as usual.
+# kernel_cudajl_tests.jl 18.0 / 15.6; the CUDA.jl parity checklist 70.4 / 53.5 (its one
+# allocation check counts device bytes, CuMem.@allocated), the demo 30.0 / 25.6 (its check
+# is the accuracy target), compute_bench --quick 24.9 / 18.6 (its check: six lines of
+# positive figures). Not the fault-injection jobs: 20.0 at -O2, 24.2 at -O1.
+# On a GPU (CUMEM_DEVICE=cuda) as usual.
 shortopt(args...; env...) = DEVICE == "cuda" ? julia(args...; env...) : julia("-O1", args...; env...)
 
 passed(code, out) = code == 0
@@ -196,7 +201,7 @@ end
 const MULTI_DEVICE = DEVICE == "cuda" ? "cuda" : "host:2"
 # the CUDA.jl user's checklist, item by item (its device-rule items need two devices)
 push!(jobs, Job("CUDA.jl user parity checklist ($MULTI_DEVICE)",
-                julia(testfile(joinpath("compute", "parity_tests.jl")); CUMEM_DEVICE = MULTI_DEVICE), passed; cost = 60))
+                shortopt(testfile(joinpath("compute", "parity_tests.jl")); CUMEM_DEVICE = MULTI_DEVICE), passed; cost = 60))
 push!(jobs, Job("several devices ($MULTI_DEVICE)",
                 shortopt(testfile(joinpath("devices", "multidevice_tests.jl")); CUMEM_DEVICE = MULTI_DEVICE, JULIA_CUDA_MEMORY_LIMIT = "1GiB"),
                 passed; cost = 19))
@@ -208,7 +213,7 @@ push!(jobs, Job("factorizations, triangular/symmetric, generic products",
 push!(jobs, Job("show of arrays and wrappers", interpreted(testfile(joinpath("compute", "show_tests.jl"))), passed; cost = 5))
 push!(jobs, Job("precompiled first operations", interpreted(testfile(joinpath("compute", "precompile_tests.jl"))), passed; cost = 5))
 # `make demo`: the MLP on the digits data set must reach its accuracy target
-push!(jobs, Job("demo (MLP on the digits)", julia(joinpath(ROOT, "demo", "demo.jl")),
+push!(jobs, Job("demo (MLP on the digits)", shortopt(joinpath(ROOT, "demo", "demo.jl")),
                 (code, out) -> code == 0 && occursin("OK: held-out accuracy", out); cost = 26))
 push!(jobs, Job("method ambiguities",
                 julia("-e", "using CuMem, Test, LinearAlgebra, Random, Statistics; include($(repr(testfile("ambiguity_tests.jl"))))"),
@@ -375,21 +380,48 @@ function compute_bench_ok(code, out)
     return kinds == ["axpy", "copy", "sum", "matmul", "latency", "mlp_step"] &&
            all(l -> any(k -> num(k, l) > 0, ("gbps", "tflops", "us", "ms")), lines)
 end
-push!(jobs, Job("compute_bench --quick", julia(joinpath(@__DIR__, "..", "bench", "julia", "compute_bench.jl"), "--quick"),
+push!(jobs, Job("compute_bench --quick", shortopt(joinpath(@__DIR__, "..", "bench", "julia", "compute_bench.jl"), "--quick"),
                 compute_bench_ok; cost = 16))
 
 # Longest first, so that two processes at a time end together (the costs are rough
 # figures from a CI log of 2026-11-28, the emulated kernels' after their threads became
 # fibers; each job's time is printed below for updating them).
 sort!(jobs, by = j -> -j.cost)
+# CUMEM_TEST_ONLY=<regex>: only the jobs whose name it matches (to time or rerun a few)
+const ONLY = get(ENV, "CUMEM_TEST_ONLY", "")
+isempty(ONLY) || filter!(j -> occursin(Regex(ONLY), j.name), jobs)
+
+# CUMEM_TEST_CPU=1: each job runs under `sh`, whose `times` gives the CPU seconds (user +
+# sys) of the job's process and the processes it waited for (g++, cargo, workers), printed
+# beside its wall time; the sum over the jobs is printed at the end. Wall times on a busy
+# machine are noise; CPU seconds are what two cores have to share.
+const REPORT_CPU = get(ENV, "CUMEM_TEST_CPU", "") == "1"
+
+# The CPU seconds of the children of a shell from its `times` output (second line: the
+# children's user and system time, as `1m2.345s 0m0.678s`); NaN if it cannot be read.
+function children_cpu(text)
+    lines = split(strip(text), '\n')
+    length(lines) >= 2 || return NaN
+    secs = [parse(Int, m[1]) * 60 + parse(Float64, m[2]) for m in eachmatch(r"(\d+)m([\d.]+)s", lines[2])]
+    return length(secs) == 2 ? sum(secs) : NaN
+end
 
 function run_job(job::Job)
     out = IOBuffer()
-    t = @elapsed p = run(pipeline(ignorestatus(job.cmd), stdout = out, stderr = out))
+    cmd, timesfile = job.cmd, ""
+    if REPORT_CPU
+        timesfile = tempname()
+        cmd = Cmd(Cmd(["sh", "-c", "\"\$@\"; rc=\$?; times > '$timesfile'; exit \$rc", "sh", job.cmd.exec...]);
+                  env = job.cmd.env, dir = job.cmd.dir)
+    end
+    t = @elapsed p = run(pipeline(ignorestatus(cmd), stdout = out, stderr = out))
+    cpu = REPORT_CPU && isfile(timesfile) ? children_cpu(read(timesfile, String)) : NaN
+    REPORT_CPU && rm(timesfile, force = true)
     # as it ends, so that a CI log shows progress and which job is slow
-    println("  [$(round(Int, time() - t0)) s] $(job.name): $(round(t, digits = 1)) s")
+    println("  [$(round(Int, time() - t0)) s] $(job.name): $(round(t, digits = 1)) s",
+            REPORT_CPU ? ", $(round(cpu, digits = 1)) s CPU" : "")
     flush(stdout)
-    return (code = p.exitcode, out = String(take!(out)), time = t)
+    return (code = p.exitcode, out = String(take!(out)), time = t, cpu = cpu)
 end
 
 # Precompile once, before processes start in parallel (each would otherwise compile
@@ -430,4 +462,5 @@ failed = []
         end
     end
 end
-println("CuMem tests: $(round(time() - t0, digits = 1)) s in all")
+println("CuMem tests: $(round(time() - t0, digits = 1)) s in all",
+        REPORT_CPU ? ", $(round(sum(r.cpu for r in results), digits = 1)) s CPU in the jobs" : "")

@@ -156,3 +156,27 @@ fn simple_under_faults() {
 fn none_under_faults() {
     under_faults(PoolKind::None);
 }
+
+/// A copy of a range onto itself changes nothing, so the engine only checks the range and
+/// makes no device call (no byte is read: CuMem.jl's `unsafe_wrap` checks a fresh,
+/// never-written range this way, which `compute-sanitizer --tool initcheck` would report
+/// if the bytes were copied). Under a device whose every copy fails, a self-copy of a
+/// live range succeeds, synchronous and queued; a real copy and a self-copy of a range
+/// outside a live allocation still fail.
+#[test]
+fn self_copy_makes_no_device_call() {
+    let spec = FaultSpec { alloc: 0.0, free: 0.0, copy: 1.0, stream: 0.0, seed: 1 };
+    let e = Engine::with_device(Config::default(), Box::new(FaultyDevice::new(device(), spec)), 1).unwrap();
+    let p = e.alloc(4096).unwrap();
+    let q = e.alloc(4096).unwrap();
+    e.copy_dtod(p, p, 4096).unwrap();
+    e.copy_dtod(p + 8, p + 8, 24).unwrap();
+    e.copy_dtod_async(p, p, 4096, 0).unwrap();
+    assert!(matches!(e.copy_dtod(q, p, 24), Err(Error::Device(_))), "the device's copies fail");
+    assert!(matches!(e.copy_dtod_async(q, p, 24, 0), Err(Error::Device(_))));
+    assert!(matches!(e.copy_dtod(p, p, 4097), Err(Error::InvalidValue(_))), "past the allocation");
+    assert!(matches!(e.copy_dtod_async(p + 1, p + 1, 4096, 0), Err(Error::InvalidValue(_))));
+    e.free(q).unwrap();
+    assert!(matches!(e.copy_dtod(q, q, 8), Err(Error::InvalidValue(_))), "a freed block");
+    e.free(p).unwrap();
+}

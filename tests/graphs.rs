@@ -193,3 +193,44 @@ fn capture_dependencies_shape_the_graph() {
     e.free(a).unwrap();
     e.free(b).unwrap();
 }
+
+#[test]
+fn timelines_draw_graph_pools_apart() {
+    use cumem::timeline::{Format, Options, Timeline};
+    let e = engine(PoolKind::Binned, 1);
+    e.record_memory_history(true, 1000).unwrap();
+    let s = e.stream_create(false).unwrap();
+    let outside = e.alloc(MIB).unwrap();
+    let pool = e.capture_begin(s, 0).unwrap();
+    let inside = e.alloc_on(2 * MIB, s, true).unwrap();
+    let g = e.capture_end(s).unwrap();
+    assert!(e.graph_pool_ids().contains(&pool));
+    e.free(inside).unwrap();
+    e.graph_destroy(g).unwrap(); // the pool goes: its id stays known to the timelines
+    invalid(e.graph_pool_info(pool));
+    assert_eq!(e.graph_pool_ids().last(), Some(&pool));
+    let events = e.memory_events();
+    let t = Timeline::new(&events, None).unwrap();
+    let opts = Options { graph_pools: e.graph_pool_ids(), ..Options::default() };
+    let json: serde_json::Value = serde_json::from_str(&t.render(Format::Json, &opts)).unwrap();
+    let pools: Vec<(String, serde_json::Value)> = json["allocations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| (a["addr"].as_str().unwrap().to_string(), a["graph_pool"].clone()))
+        .collect();
+    assert!(pools.contains(&(format!("{inside:#x}"), serde_json::json!(pool))), "{pools:?}");
+    assert!(pools.contains(&(format!("{outside:#x}"), serde_json::Value::Null)), "{pools:?}");
+    let svg = t.render(Format::Svg, &opts);
+    assert_eq!(svg.matches(r#"class="graph-pool""#).count(), 1, "one hatched band");
+    assert!(svg.contains("in graph pool") && svg.contains("legend-graph-pool"));
+    // without the ids nothing is drawn as a graph pool's
+    let plain = t.render(Format::Svg, &Options::default());
+    assert!(!plain.contains(r#"class="graph-pool""#) && !plain.contains("legend-graph-pool"));
+    let html = t.render(Format::Html, &opts);
+    assert!(html.contains(&format!(",\"{pool}\",")), "the page's data names the block's pool");
+    let chrome = t.render(Format::Chrome, &opts);
+    assert_eq!(chrome.matches(r#""cat":"graph_pool""#).count(), 2, "its b and e events");
+    e.free(outside).unwrap();
+    e.stream_destroy(s).unwrap();
+}

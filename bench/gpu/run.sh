@@ -4,7 +4,7 @@
 # machine), each beside its anchors, and packs what they wrote into at most four files.
 #
 #   OUT=<dir> bash bench/gpu/run.sh SUITE...        (from the repository root)
-#   OUT=<dir> bash bench/gpu/run.sh --lanes 'a: tests' 'b: RUST_TESTS=pools rust-cuda' ...
+#   OUT=<dir> bash bench/gpu/run.sh --lanes 'a: tests' 'b: RUST_TESTS=pools,ffi rust-cuda' ...
 #                                                   (runs side by side, all ended and packed
 #                                                    by DEADLINE seconds, default 570)
 #   bash bench/gpu/run.sh --list                    (the suites, their budgets and needs)
@@ -33,7 +33,9 @@
 #   linalg       test/compute/linalg/linalg{_factor,}_tests.jl, bench/julia/linalg_bench.jl beside
 #                bench/anchors/linalg_anchor.py (LINALG=tests or LINALG=bench: one half; the
 #                Rust tests/linalg.rs is in rust-cuda)
-#   sort         bench/julia/sort_bench.jl beside bench/anchors/sort_anchor.py (torch, CuPy)
+#   sort         bench/julia/sort_bench.jl beside bench/anchors/sort_anchor.py (torch, CuPy);
+#                CUMEM_SORT_VARIANTS / CUMEM_SCAN_VARIANTS: tunings measured in the same call
+#                (sort_bench.jl's header; rows "op@tuning" in sort_table.md)
 #   hotpath      bench/julia/julia_bench.jl for every caching pool, julia_breakdown.jl, and the
 #                engine's pair (examples hotloop, capi_hotloop, if in the kit)
 #   multigpu     (two GPUs or more) the Rust multidevice tests, test/devices/{multidevice,distributed}
@@ -61,6 +63,9 @@
 #                g++ on CPU threads); campaign.jsonl (a line per process and the total) and
 #                campaign.md: functions, checks, wrong values, exception mismatches, crashes,
 #                refused; reproducers in repro/ (the first 200)
+#   profile      Nsight Compute (ncu --set full, PROFILE_SET to change) over one call of each operation
+#                of PROFILE_OPS (default "sort_f32 cumsum_f32"; OP:N for N elements, default 10^8;
+#                bench/julia/profile_ops.jl lists them): ncu_<op>.txt, every kernel's sections as text
 #   sanitize     compute-sanitizer over the CUDA suite's kernel-running test files (SANITIZE_SUITE
 #                below; SANITIZE_TESTS="a.jl b.jl" instead), each file under every tool of
 #                SANITIZE_TOOLS (default memcheck racecheck synccheck initcheck) in a process of
@@ -83,7 +88,12 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
 KIT=${KIT:-.kit}
-ALL="tests rust-cuda replay compute-bench smallops bandwidth linalg sort hotpath multigpu reliability first-result kernels cudajl graphs fuzz fuzz-campaign sanitize"
+# List-valued settings take commas as well as spaces ("a.jl,b.jl"): a lane's spec splits on
+# spaces, so commas are how a lane passes a list.
+for v in TESTS SANITIZE_TESTS SANITIZE_TOOLS RUST_TESTS RUST_PER_TEST REPLAY_SEEDS REPLAY_LENGTHS PROFILE_OPS; do
+    [ -n "${!v:-}" ] && export "$v=${!v//,/ }"
+done
+ALL="tests rust-cuda replay compute-bench smallops bandwidth linalg sort hotpath multigpu reliability first-result kernels cudajl graphs fuzz fuzz-campaign sanitize profile"
 BENCH="replay compute-bench smallops bandwidth linalg sort first-result kernels cudajl graphs"
 
 budget_of() { # default seconds of a suite (from the old drivers' measured times, with slack)
@@ -91,14 +101,14 @@ budget_of() { # default seconds of a suite (from the old drivers' measured times
     if [ -n "${!v:-}" ]; then echo "${!v}"; return; fi
     case $1 in
         tests) echo 560 ;; rust-cuda) echo 420 ;; replay) echo 480 ;; compute-bench) echo 240 ;;
-        smallops) echo 300 ;; bandwidth) echo 180 ;; linalg) echo 480 ;; sort) echo 240 ;;
+        smallops) echo 300 ;; bandwidth) echo 180 ;; linalg) echo 480 ;; sort) echo 360 ;;
         hotpath) echo 240 ;; multigpu) echo 480 ;; reliability) echo 240 ;; first-result) echo 600 ;;
-        kernels) echo 560 ;; cudajl) echo 540 ;; graphs) echo 150 ;; fuzz) echo 150 ;; fuzz-campaign) echo 540 ;; sanitize) echo 560 ;; *) echo 0 ;;
+        kernels) echo 560 ;; cudajl) echo 540 ;; graphs) echo 150 ;; fuzz) echo 150 ;; fuzz-campaign) echo 540 ;; sanitize) echo 560 ;; profile) echo 300 ;; *) echo 0 ;;
     esac
 }
 needs_of() {
     case $1 in
-        tests|compute-bench|bandwidth|linalg|sort|first-result|kernels|cudajl|graphs|fuzz|fuzz-campaign|sanitize) echo "engine julia" ;;
+        tests|compute-bench|bandwidth|linalg|sort|first-result|kernels|cudajl|graphs|fuzz|fuzz-campaign|sanitize|profile) echo "engine julia" ;;
         smallops|hotpath) echo "engine julia bench" ;;
         rust-cuda) echo "engine rust" ;; replay) echo "bench" ;;
         multigpu) echo "engine julia rust" ;; reliability) echo "engine" ;;
@@ -339,7 +349,7 @@ suite_linalg() {
 suite_sort() {
     have bench/julia/sort_bench.jl || return 0
     need_julia && need_lib || return
-    step "CuMem sort_bench.jl" "$L/sort_cumem.log" jl 150 bench/julia/sort_bench.jl
+    step "CuMem sort_bench.jl" "$L/sort_cumem.log" jl 270 bench/julia/sort_bench.jl
     jsonl "$L/sort_cumem.log" > "$D/sort_cumem.jsonl"
     step "torch/CuPy sort_anchor.py" "$L/sort_anchor.log" py 120 bench/anchors/sort_anchor.py
     jsonl "$L/sort_anchor.log" > "$D/sort_anchor.jsonl"
@@ -541,7 +551,9 @@ sanitize_one() {
         timeout -k 10 "$lim" "$cs" --tool "$t" --target-processes all --error-exitcode 97 \
         --print-limit 100 ${SANITIZE_OPTS:-} julia --startup-file=no --project=. "$f" > "$lf" 2>&1
     rc=$?
-    n=$(grep -Eo 'ERROR SUMMARY: [0-9]+' "$lf" | grep -Eo '[0-9]+' | awk '{s+=$1} END {print (NR ? s : "null")}')
+    # memcheck, synccheck and initcheck end with "ERROR SUMMARY: N errors"; racecheck with
+    # "RACECHECK SUMMARY: N hazards displayed (E errors, W warnings)": its errors are E
+    n=$(grep -Eo 'ERROR SUMMARY: [0-9]+|RACECHECK SUMMARY: [0-9]+ hazards? displayed \([0-9]+' "$lf" | grep -Eo '[0-9]+$' | awk '{s+=$1} END {print (NR ? s : "null")}')
     local tests; tests=$(grep -E '^Test Summary|^[^|]+\| +[0-9]+' "$lf" | tail -1 | tr -s ' ' | sed 's/"//g')
     # failing driver calls (a test's deliberate bad input among them) apart from the kernels' errors
     local api; api=$(grep -c 'Program hit CUDA_ERROR' "$lf")
@@ -609,6 +621,21 @@ print(f"\n{len(rows)} runs; not clean (errors, no summary, or a non-zero exit): 
 PY
     grep -q 'not clean (errors, no summary, or a non-zero exit): 0$' "$D/sanitize.md" || status=1
     tail -n 3 "$D/sanitize.md" | tee -a "$L/run.log" >&2
+}
+
+suite_profile() {
+    have bench/julia/profile_ops.jl || return 0
+    need_julia && need_lib || return
+    local ncu=${NCU:-$(command -v ncu || echo /usr/local/cuda/bin/ncu)}
+    [ -x "$ncu" ] || { log "no ncu"; status=1; return; }
+    local op
+    # one ncu process per operation: the report of each is a text file of its own
+    for op in ${PROFILE_OPS:-sort_f32 cumsum_f32}; do   # (commas already spaces)
+        step "ncu $op" "$L/ncu_${op//:/_}.log" env LD_LIBRARY_PATH="${JL_LDLP-}" LD_PRELOAD="${JL_PRELOAD-}" \
+            timeout 240 "$ncu" --profile-from-start off --set "${PROFILE_SET:-full}" --print-units base \
+            julia --startup-file=no --project=. bench/julia/profile_ops.jl "$op"
+        cp "$L/ncu_${op//:/_}.log" "$D/ncu_${op//:/_}.txt"
+    done
 }
 
 suite_graphs() {

@@ -6,6 +6,13 @@
 # from bench/anchors/sort_anchor.py in the same call (impl "torch"/"cupy"; bench/gpu/run.sh's
 # `sort` suite runs the anchor itself, after this). Run on a GPU:
 #   CUMEM_DEVICE=cuda [CUMEM_SORT_ANCHOR=1] julia --project=. bench/julia/sort_bench.jl [n ...]
+# Tuning variants, measured after the default rows at the largest n, each row's op suffixed
+# with its tuning (e.g. "sort_f32@items=24,blocks=2,lookback=8"):
+#   CUMEM_SORT_VARIANTS="items,blocks_per_sm,lookback[,sleep_ns[,match]] ..." (CuMem.RadixTuning:
+#                       sort!, sortperm; fields left out: the defaults')
+#   CUMEM_SCAN_VARIANTS="threads,items,blocks_per_sm[,sleep_ns] ..."  (CuMem.ScanTuning: cumsum)
+# e.g. CUMEM_SORT_VARIANTS="16,3,8,0,0 16,4,8 24,2,8,200" CUMEM_SCAN_VARIANTS="128,24,0 256,16,0,100".
+# The default rows use the tuning of the CUMEM_SORT_* / CUMEM_SCAN_* variables (or the defaults).
 using CuMem, Random, Printf, Statistics
 CuMem.allowscalar(false)
 
@@ -41,6 +48,48 @@ for n in sizes
     println("{\"op\": \"copy_f32\", \"impl\": \"cumem\", \"n\": $n, \"ms\": $(round(ms; digits = 3)), \"gbps\": $(round(8n / ms / 1e6; digits = 1))}")
     CuMem.unsafe_free!(dst)
     CuMem.unsafe_free!(src)
+    flush(stdout)
+end
+
+# the variants: "a,b,c[,...] ..." (spaces or semicolons between them) as integers, those left
+# out from `default`
+variants(name, default) = [(p = parse.(Int, split(v, ',')); vcat(p, default[length(p)+1:end]))
+                           for v in split(get(ENV, name, ""), r"[;\s]+"; keepempty = false)]
+fields(t) = [getfield(t, f) for f in fieldnames(typeof(t))]
+nmax = maximum(sizes)
+# (each variant's row says whether its result was right: "ok", from issorted on the device; a
+# scan's from an exact Int32 accumulate against Base's)
+function sort_rows(n, tag)
+    for (name, T) in (("sort_f32", Float32), ("sort_i64", Int64), ("sort_u32", UInt32))
+        src = CuMem.rand(T, n)
+        ms = timed(x -> sort!(x), () -> copy(src))
+        x = sort!(copy(src)); ok = issorted(x); CuMem.unsafe_free!(x)
+        println("{\"op\": \"$name$tag\", \"impl\": \"cumem\", \"n\": $n, \"ms\": $(round(ms; digits = 3)), \"ok\": $ok}")
+        CuMem.unsafe_free!(src)
+    end
+    src = CuMem.rand(Float32, n)
+    ms = timed(x -> CuMem.unsafe_free!(sortperm(x)), () -> copy(src))
+    p = sortperm(src); s = src[p]; ok = issorted(s); foreach(CuMem.unsafe_free!, (p, s))
+    println("{\"op\": \"sortperm_f32$tag\", \"impl\": \"cumem\", \"n\": $n, \"ms\": $(round(ms; digits = 3)), \"ok\": $ok}")
+    CuMem.unsafe_free!(src)
+    flush(stdout)
+end
+for (items, blocks, lookback, sleep, match) in variants("CUMEM_SORT_VARIANTS", fields(CuMem.RADIX_DEFAULT))
+    t0 = CuMem.sort_tuning()
+    CuMem.sort_tuning(CuMem.RadixTuning(items, blocks, lookback, sleep, match))
+    sort_rows(nmax, "@items=$items,blocks=$blocks,lookback=$lookback,sleep=$sleep,match=$match")
+    CuMem.sort_tuning(t0)
+end
+for (threads, items, blocks, sleep) in variants("CUMEM_SCAN_VARIANTS", fields(CuMem.SCAN_DEFAULT))
+    t0 = CuMem.scan_tuning()
+    CuMem.scan_tuning(CuMem.ScanTuning(threads, items, blocks, sleep))
+    src = CuMem.rand(Float32, nmax)
+    ms = timed(x -> CuMem.unsafe_free!(cumsum(x)), () -> copy(src))
+    h = rand(Int32(-100):Int32(100), nmax)
+    ok = Array(accumulate(+, CuArray(h))) == accumulate(+, h)
+    println("{\"op\": \"cumsum_f32@threads=$threads,items=$items,blocks=$blocks,sleep=$sleep\", \"impl\": \"cumem\", \"n\": $nmax, \"ms\": $(round(ms; digits = 3)), \"gbps\": $(round(8nmax / ms / 1e6; digits = 1)), \"ok\": $ok}")
+    CuMem.unsafe_free!(src)
+    CuMem.scan_tuning(t0)
     flush(stdout)
 end
 

@@ -80,9 +80,10 @@ function Base.unsafe_wrap(::Union{Type{CuArray},Type{CuArray{T}},Type{CuArray{T,
     d = convert(Dims{N}, dims)
     bytes = checked_bytes(T, d)
     if bytes > 0
-        # A copy of the range onto itself changes nothing and is refused unless the range
-        # lies inside one live allocation.
-        code = ordered_copy_dtod(ptr.addr, ptr.addr, bytes % UInt64)
+        # A copy of the range onto itself is refused unless the range lies inside one live
+        # allocation, and otherwise makes no device call (nothing read, nothing to order
+        # after the task's stream, so no wait for it and none inside a capture).
+        code = c_copy_dtod(ptr.addr, ptr.addr, bytes % UInt64)
         code == CUMEM_SUCCESS ||
             throw(ArgumentError("unsafe_wrap: $bytes bytes at $ptr are not inside one live " *
                                 "allocation of the CuMem engine: " * last_error()))

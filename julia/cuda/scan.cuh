@@ -17,8 +17,31 @@
  * applications are regrouped (associativity assumed, as CUB, CuPy and CUDA.jl do). */
 #include "prelude.cuh"   /* already in the kernel source: skipped there (its guard) */
 
+/* Tuning (accumulate.jl's scan_kernels_source defines them from CuMem.scan_tuning(); these are
+ * the defaults): threads per block of the one-pass kernel (a multiple of 32; also the tiles its
+ * look-back reads per round trip), its __launch_bounds__ minimum of resident blocks per SM
+ * (0: none; 6 keeps 256 threads with 16 Float32s each at 40 registers without spilling, 6
+ * blocks per SM; the GPU's compile of the kernel before its fast path took 70 registers and ran
+ * 3 blocks per SM), and the look-back's pause in ns (__nanosleep; 0: none). Elements per thread are
+ * the template's ITEMS. */
+#ifndef CUMEM_SCAN_THREADS
 #define CUMEM_SCAN_THREADS 256
+#endif
+#ifndef CUMEM_SCAN_BLOCKS_PER_SM
+#define CUMEM_SCAN_BLOCKS_PER_SM 6
+#endif
+#ifndef CUMEM_SCAN_SLEEP_NS          /* the look-back's pause before reading an unpublished tile again */
+#define CUMEM_SCAN_SLEEP_NS 0
+#endif
+#if defined(__CUDACC__) && CUMEM_SCAN_BLOCKS_PER_SM > 0
+#define CUMEM_SCAN_BOUNDS __launch_bounds__(CUMEM_SCAN_THREADS, CUMEM_SCAN_BLOCKS_PER_SM)
+#else
+#define CUMEM_SCAN_BOUNDS
+#endif
 #define CUMEM_SCAN_PAD(i) ((i) + ((i) >> 5))     /* one pad word per 32: no bank conflicts */
+/* CUMEM_SCAN_PAD(r * CUMEM_SCAN_THREADS + t) (a multiple of 32 threads): one address per thread
+   and constant offsets, where the shift of each index cost four instructions per element */
+#define CUMEM_SCAN_PADS(r, t) ((r) * (CUMEM_SCAN_THREADS + CUMEM_SCAN_THREADS / 32) + CUMEM_SCAN_PAD(t))
 
 /* a value written by another block: read through volatile words (no stale L1 line) */
 template <typename A> static __device__ __forceinline__ A cumem_scan_vload(const A* p) {
@@ -67,12 +90,14 @@ template <int NK> static __device__ __forceinline__ void cumem_scan_line_base(in
 }
 
 /* The lambdas of a kernel over `src`/`dst` (strides ist/ost) with NK kept dimensions in the
-   arrays ks, kst, okst, from the CUMEM_SCAN_* macros. */
+   arrays ks, kst, okst, from the CUMEM_SCAN_* macros (s_ld1/s_st1: strides of 1). */
 #define CUMEM_SCAN_LAMBDAS(AC, NK) \
   auto s_op = [&](const AC a, const AC b) -> AC { AC r; r = CUMEM_SCAN_OP(a, b); return r; }; \
   auto s_line = [&](int64_t j, int64_t* ibp, int64_t* obp) { cumem_scan_line_base<NK>(j, ks, kst, okst, ibp, obp); }; \
   auto s_ld = [&](int64_t ib, int64_t k) -> AC { AC r; r = CUMEM_SCAN_LD(src[ib + k * ist]); return r; }; \
-  auto s_st = [&](int64_t ob, int64_t k, const AC a) { dst[ob + k * ost] = CUMEM_SCAN_ST(a); };
+  auto s_st = [&](int64_t ob, int64_t k, const AC a) { dst[ob + k * ost] = CUMEM_SCAN_ST(a); }; \
+  auto s_ld1 = [&](int64_t ib, int64_t k) -> AC { AC r; r = CUMEM_SCAN_LD(src[ib + k]); return r; }; \
+  auto s_st1 = [&](int64_t ob, int64_t k, const AC a) { dst[ob + k] = CUMEM_SCAN_ST(a); };
 
 /* One line per thread (grid-stride over the nlines lines of n elements; strides ist/ost). */
 template <typename Acc, bool HAS_INIT, typename Op, typename Line, typename Ld, typename St>
@@ -96,9 +121,13 @@ static __device__ __forceinline__ void cumem_scan_serial(int64_t nlines, int64_t
  * nlines * ntiles zeroed uint64_t words, aggs and incs are unused). A tile waits only on
  * earlier tiles of its line, which are running or done: forward progress on any GPU. The
  * look-back reads CUMEM_SCAN_THREADS tiles at once, one per thread, and combines them with
- * warp shuffles and the warps' totals. */
-template <typename Acc, int ITEMS, bool HAS_INIT, typename Op, typename Line, typename Ld, typename St>
+ * warp shuffles and the warps' totals. `unit`: both strides are 1, and ld1/st1 are ld/st
+ * without the stride multiplication (full tiles then load and store without index tests,
+ * from one base address: a few instructions per element where the general path spent
+ * about twenty). */
+template <typename Acc, int ITEMS, bool HAS_INIT, typename Op, typename Line, typename Ld, typename St, typename Ld1, typename St1>
 static __device__ __forceinline__ void cumem_scan_onepass(int64_t n, int64_t ntiles, Acc p0, Op op, Line line, Ld ld, St st,
+                                                          Ld1 ld1, St1 st1, bool unit,
                                                           uint32_t* flags, Acc* aggs, Acc* incs, uint32_t* counter)
 {
   const int TILE = CUMEM_SCAN_THREADS * ITEMS;
@@ -110,40 +139,63 @@ static __device__ __forceinline__ void cumem_scan_onepass(int64_t n, int64_t nti
   __shared__ Acc s_excl;
   __shared__ int s_have;
   __shared__ uint32_t s_lbm[CUMEM_SCAN_THREADS / 32];
+  __shared__ uint32_t s_lbz[CUMEM_SCAN_THREADS / 32];
   __shared__ Acc s_lbagg[CUMEM_SCAN_THREADS / 32];
-  __shared__ uint32_t s_id;
+  __shared__ int64_t s_id, s_j, s_tile;
   const int t = threadIdx.x, lane = t & 31, w = t >> 5;
-  if (t == 0) s_id = atomicAdd(counter, 1u);
+  if (t == 0) {
+    const int64_t id = (int64_t)atomicAdd(counter, 1u);      /* (one thread divides: 64-bit division is long) */
+    s_id = id; s_j = id / ntiles; s_tile = id % ntiles;
+  }
   __syncthreads();
-  const int64_t id = s_id, j = id / ntiles, tile = id % ntiles;
+  const int64_t id = s_id, j = s_j, tile = s_tile;
   int64_t ib, ob;
   line(j, &ib, &ob);
   const int64_t base = tile * TILE;
   const int cnt = n - base < TILE ? (int)(n - base) : TILE;
+  const bool fast = unit && cnt == TILE;
   /* coalesced loads into registers, all in flight at once, then into shared memory (a load
      stored to shared memory at once would wait for each load in turn: the compiler cannot tell
      that src does not point into shared memory); each thread then takes ITEMS consecutive
      elements */
   {
     Acc in[ITEMS];
-    for (int r = 0; r < ITEMS; r++) {
-      const int i = r * CUMEM_SCAN_THREADS + t;
-      if (i < cnt) in[r] = ld(ib, base + i);
+    if (fast) {
+      const int64_t b0 = ib + base;
+      for (int r = 0; r < ITEMS; r++) in[r] = ld1(b0, r * CUMEM_SCAN_THREADS + t);
+    } else {
+      for (int r = 0; r < ITEMS; r++) {
+        const int i = r * CUMEM_SCAN_THREADS + t;
+        if (i < cnt) in[r] = ld(ib, base + i);
+      }
     }
     for (int r = 0; r < ITEMS; r++) {
       const int i = r * CUMEM_SCAN_THREADS + t;
-      if (i < cnt) s_items[CUMEM_SCAN_PAD(i)] = in[r];
+      if (fast || i < cnt) s_items[CUMEM_SCAN_PADS(r, t)] = in[r];
     }
   }
   __syncthreads();
   const int mine = cnt - t * ITEMS <= 0 ? 0 : (cnt - t * ITEMS < ITEMS ? cnt - t * ITEMS : ITEMS);
   Acc x[ITEMS];
   Acc v{};
-  for (int k = 0; k < ITEMS; k++) {
-    if (k < mine) {
-      x[k] = s_items[CUMEM_SCAN_PAD(t * ITEMS + k)];
+  /* thread t's elements t * ITEMS + k in shared memory: from one address when ITEMS divides 32
+     (no pad word among them) */
+  const int tb = t * ITEMS;
+  const int tp = CUMEM_SCAN_PAD(tb);
+#define CUMEM_SCAN_MINE(k) (32 % ITEMS == 0 ? tp + (k) : CUMEM_SCAN_PAD(tb + (k)))
+  if (fast) {                             /* (the same without the tests of k < mine) */
+    for (int k = 0; k < ITEMS; k++) {
+      x[k] = s_items[CUMEM_SCAN_MINE(k)];
       if (k > 0) x[k] = op(x[k - 1], x[k]);
-      v = x[k];
+    }
+    v = x[ITEMS - 1];
+  } else {
+    for (int k = 0; k < ITEMS; k++) {
+      if (k < mine) {
+        x[k] = s_items[CUMEM_SCAN_MINE(k)];
+        if (k > 0) x[k] = op(x[k - 1], x[k]);
+        v = x[k];
+      }
     }
   }
   /* inclusive scan of the threads' totals in each warp (threads without elements come last:
@@ -183,7 +235,12 @@ static __device__ __forceinline__ void cumem_scan_onepass(int64_t n, int64_t nti
     s_wtot[0] = agg;     /* (warp 0 has no prefix: the slot carries the total to the look-back) */
   }
   if (tile > 0) {
-    /* decoupled look-back, CUMEM_SCAN_THREADS tiles at a time: thread u reads tile q = jt - u.
+    /* decoupled look-back, CUMEM_SCAN_THREADS tiles at a time: thread u reads tile q = jt - u
+       once per round. The round combines tiles jt, jt - 1, ... up to the nearest with its
+       prefix published, when no tile before that one is unpublished: done; otherwise up to
+       the tile before the nearest unpublished one, and the next round reads again from there
+       (after CUMEM_SCAN_SLEEP_NS: waiting threads that poll L2 in a loop took issue slots
+       from the blocks still scanning, and no thread waits alone on one tile).
        (A window of one warp's 32 tiles bounded the scan: a prefix published by one tile reached
        only the 32 after it per round trip to L2, about 30 tiles per microsecond whatever the
        bandwidth, 0.85 ms for 10^8 Float32 on the H200.) */
@@ -196,27 +253,30 @@ static __device__ __forceinline__ void cumem_scan_onepass(int64_t n, int64_t nti
       Acc a{};
       if constexpr (PACK) {
         if (q >= 0) {
-          uint64_t x;
-          do { x = *(volatile uint64_t*)(words + j * ntiles + q); } while ((x >> 32) == 0u);
+          const uint64_t x = *(volatile uint64_t*)(words + j * ntiles + q);
           f = (uint32_t)(x >> 32);
           a = cumem_scan_unpack<Acc>(x);
         }
       } else {
-        if (q >= 0) { do { f = *(volatile uint32_t*)(flags + j * ntiles + q); } while (f == 0u); }
+        if (q >= 0) f = *(volatile uint32_t*)(flags + j * ntiles + q);
         __threadfence();
-        if (q >= 0) a = cumem_scan_vload((f == 2u ? incs : aggs) + j * ntiles + q);
+        if (q >= 0 && f != 0u) a = cumem_scan_vload((f == 2u ? incs : aggs) + j * ntiles + q);
       }
-      /* the window: threads 0..kmax (kmax the first thread whose tile has its prefix, else the
-         last; a thread past tile 0 is never below it), combined earlier tile first: in each
-         warp, after the step of o, lane l holds lanes l .. min(l + 2o - 1, the warp's last in
-         the window); then thread 0 combines the warps' */
-      const uint32_t m = __ballot_sync(0xffffffffu, f == 2u);
-      if (lane == 0) s_lbm[w] = m;
+      /* the window: threads 0..kmax (a thread past tile 0 is never below tile 0, whose prefix
+         is published), combined earlier tile first: in each warp, after the step of o, lane l
+         holds lanes l .. min(l + 2o - 1, the warp's last in the window); then thread 0
+         combines the warps' */
+      const uint32_t mp = __ballot_sync(0xffffffffu, f == 2u);
+      const uint32_t mz = __ballot_sync(0xffffffffu, f == 0u);
+      if (lane == 0) { s_lbm[w] = mp; s_lbz[w] = mz; }
       __syncthreads();
-      int kmax = CUMEM_SCAN_THREADS - 1;
-      bool found = false;
-      for (int k = 0; k < CUMEM_SCAN_THREADS / 32; k++)
-        if (s_lbm[k] != 0u) { kmax = 32 * k + __ffs((int)s_lbm[k]) - 1; found = true; break; }
+      int kp = CUMEM_SCAN_THREADS, kz = CUMEM_SCAN_THREADS;
+      for (int k = CUMEM_SCAN_THREADS / 32 - 1; k >= 0; k--) {
+        if (s_lbm[k] != 0u) kp = 32 * k + __ffs((int)s_lbm[k]) - 1;
+        if (s_lbz[k] != 0u) kz = 32 * k + __ffs((int)s_lbz[k]) - 1;
+      }
+      const bool found = kp < kz;
+      const int kmax = found ? kp : kz - 1;                 /* -1: nothing to combine this round */
       const int lmax = kmax - 32 * w;
       for (int o = 1; o < 32; o <<= 1) {
         const Acc u = cumem_shfl_down(a, o);
@@ -224,14 +284,17 @@ static __device__ __forceinline__ void cumem_scan_onepass(int64_t n, int64_t nti
       }
       if (lane == 0 && lmax >= 0) s_lbagg[w] = a;
       __syncthreads();
-      if (t == 0) {
+      if (t == 0 && kmax >= 0) {
         Acc win = s_lbagg[kmax >> 5];
         for (int k = (kmax >> 5) - 1; k >= 0; k--) win = op(win, s_lbagg[k]);
         excl = have ? op(win, excl) : win;
         have = true;
       }
       if (found) break;
-      jt -= CUMEM_SCAN_THREADS;
+      jt -= kz;
+#if defined(__CUDACC__) && CUMEM_SCAN_SLEEP_NS > 0
+      if (kz < CUMEM_SCAN_THREADS) __nanosleep(CUMEM_SCAN_SLEEP_NS);
+#endif
     }
     if (t == 0) {
       const Acc inc = op(excl, s_wtot[0]);
@@ -254,10 +317,19 @@ static __device__ __forceinline__ void cumem_scan_onepass(int64_t n, int64_t nti
   if (w > 0) { const Acc u = s_wtot[w]; pre = have ? op(pre, u) : u; have = true; }
   if (lane > 0) { const Acc u = s_warp[t - 1]; pre = have ? op(pre, u) : u; have = true; }
   for (int k = 0; k < ITEMS; k++)
-    if (k < mine) s_items[CUMEM_SCAN_PAD(t * ITEMS + k)] = have ? op(pre, x[k]) : x[k];
+    if (fast || k < mine) s_items[CUMEM_SCAN_MINE(k)] = have ? op(pre, x[k]) : x[k];
+#undef CUMEM_SCAN_MINE
   __syncthreads();
-  for (int r = 0; r < ITEMS; r++) {
-    const int i = r * CUMEM_SCAN_THREADS + t;
-    if (i < cnt) st(ob, base + i, s_items[CUMEM_SCAN_PAD(i)]);
+  if (fast) {
+    const int64_t b0 = ob + base;
+    for (int r = 0; r < ITEMS; r++) {
+      const int i = r * CUMEM_SCAN_THREADS + t;
+      st1(b0, i, s_items[CUMEM_SCAN_PADS(r, t)]);
+    }
+  } else {
+    for (int r = 0; r < ITEMS; r++) {
+      const int i = r * CUMEM_SCAN_THREADS + t;
+      if (i < cnt) st(ob, base + i, s_items[CUMEM_SCAN_PADS(r, t)]);
+    }
   }
 }

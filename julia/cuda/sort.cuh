@@ -27,12 +27,44 @@
  * tiles follow input order). Scratch (hist/info/counters and status) must be zero before 1. */
 #include "prelude.cuh"   /* already in the kernel source: skipped there (its guard) */
 
+/* Tuning (sorting.jl's radix_source defines them from CuMem.sort_tuning(); these are the
+ * defaults): keys per thread of a tile, the onesweep kernel's __launch_bounds__ minimum of
+ * resident blocks per SM (0: none; 4: at most 64 registers, which 4-byte keys without payload
+ * fit without spilling; the GPU's compile without bounds took 75, 3 blocks of 256 threads per
+ * SM, and NVRTC's 93), tiles a digit's look-back reads
+ * per round trip, and its pause in ns (__nanosleep; 0: none) before it reads a tile that was
+ * not yet published again (a thread polling L2 in a loop takes issue slots from the warps
+ * still ranking keys). */
 #define CUMEM_SORT_THREADS 256
 #ifndef CUMEM_SORT_ITEMS
 #define CUMEM_SORT_ITEMS 16
 #endif
+#ifndef CUMEM_SORT_BLOCKS_PER_SM
+#define CUMEM_SORT_BLOCKS_PER_SM 4
+#endif
+#ifndef CUMEM_SORT_LOOKBACK
+#define CUMEM_SORT_LOOKBACK 8
+#endif
+#ifndef CUMEM_SORT_SLEEP_NS
+#define CUMEM_SORT_SLEEP_NS 100
+#endif
+/* the onesweep's warp match: 1 a shared-memory atomicOr per key, 0 ballots, 2 each pass its own:
+   ballots where one digit holds more than 1/8 of the keys (lanes of equal digit serialize the
+   atomicOr: the top byte of uniform floats in [0, 1) takes about three values), else atomicOr */
+#ifndef CUMEM_SORT_MATCH
+#define CUMEM_SORT_MATCH 2
+#endif
+/* 0 when the source is for keys only (cumem_val_t then a placeholder): the kernels' `hasv` is
+   then known false at compile time, and the onesweep keeps no payload positions in registers */
+#ifndef CUMEM_SORT_HAS_PAYLOAD
+#define CUMEM_SORT_HAS_PAYLOAD 1
+#endif
+#if defined(__CUDACC__) && CUMEM_SORT_BLOCKS_PER_SM > 0
+#define CUMEM_SORT_BOUNDS __launch_bounds__(CUMEM_SORT_THREADS, CUMEM_SORT_BLOCKS_PER_SM)
+#else
+#define CUMEM_SORT_BOUNDS
+#endif
 #define CUMEM_SORT_TILE (CUMEM_SORT_THREADS * CUMEM_SORT_ITEMS)
-#define CUMEM_SORT_LOOKBACK 8        /* tiles a digit's look-back reads per round trip */
 #define CUMEM_SORT_WARPS (CUMEM_SORT_THREADS / 32)
 #define CUMEM_NPASS ((int)sizeof(cumem_key_t))
 #define CUMEM_ST_SHIFT (8 * (int)sizeof(cumem_status_t) - 2)
@@ -65,6 +97,7 @@ static __device__ __forceinline__ cumem_key_t cumem_from_key(cumem_key_t u) {
 #endif
 }
 static __device__ __forceinline__ unsigned cumem_digit(cumem_key_t k, int pass) {
+  if (sizeof(cumem_key_t) <= 4) return ((unsigned)k >> (8 * pass)) & 255u;     /* (a 32-bit shift) */
   return (unsigned)((unsigned long long)k >> (8 * pass)) & 255u;
 }
 
@@ -98,19 +131,22 @@ CUMEM_KERNEL void cumem_sort_hist(const cumem_key_t* src, uint32_t* hist, int64_
 }
 
 /* One block of 256 threads. hist[p * 256 + d] becomes the exclusive prefix over digits < d;
- * info[p] = active | parity << 1 | first << 2 | last << 3 (parity: the number of active passes
- * before p, mod 2: 0 reads the A buffers); info[NPASS] = the number of active passes. */
+ * info[p] = active | parity << 1 | first << 2 | last << 3 | skewed << 4 (parity: the number of
+ * active passes before p, mod 2: 0 reads the A buffers; skewed: a digit holds more than 1/8 of
+ * the keys); info[NPASS] = the number of active passes. */
 CUMEM_KERNEL void cumem_sort_offsets(uint32_t* hist, uint32_t* info, int64_t n)
 {
   __shared__ uint32_t s[256];
   __shared__ uint32_t constant[8];
+  __shared__ uint32_t skewed[8];
   const int t = threadIdx.x;
   for (int p = 0; p < CUMEM_NPASS; p++) {
     const uint32_t c = hist[p * 256 + t];
-    if (t == 0) constant[p] = 0;
+    if (t == 0) { constant[p] = 0; skewed[p] = 0; }
     s[t] = c;
     __syncthreads();
     if ((int64_t)c == n) constant[p] = 1;
+    if (8 * (int64_t)c > n) skewed[p] = 1;
     for (int o = 1; o < 256; o <<= 1) {
       const uint32_t u = t >= o ? s[t - o] : 0u;
       __syncthreads();
@@ -125,7 +161,8 @@ CUMEM_KERNEL void cumem_sort_offsets(uint32_t* hist, uint32_t* info, int64_t n)
     for (int p = 0; p < CUMEM_NPASS; p++) if (!constant[p]) { if (firstp < 0) firstp = p; lastp = p; }
     for (int p = 0; p < CUMEM_NPASS; p++) {
       const uint32_t a = constant[p] ? 0u : 1u;
-      info[p] = a | ((uint32_t)(na & 1) << 1) | ((uint32_t)(p == firstp) << 2) | ((uint32_t)(p == lastp) << 3);
+      info[p] = a | ((uint32_t)(na & 1) << 1) | ((uint32_t)(p == firstp) << 2) | ((uint32_t)(p == lastp) << 3) |
+                ((uint32_t)skewed[p] << 4);
       na += (int)a;
     }
     info[CUMEM_NPASS] = (uint32_t)na;
@@ -135,11 +172,11 @@ CUMEM_KERNEL void cumem_sort_offsets(uint32_t* hist, uint32_t* info, int64_t n)
 static __device__ __forceinline__ cumem_status_t cumem_vload(const cumem_status_t* p) { return *(const volatile cumem_status_t*)p; }
 static __device__ __forceinline__ void cumem_vstore(cumem_status_t* p, cumem_status_t v) { *(volatile cumem_status_t*)p = v; }
 
-/* The lanes of the warp whose label (0 .. 511) equals this lane's: one ballot per bit of the
- * label, as CUB's MatchAny does. `__match_any_sync` gives the same mask, but its cost grows with
+/* The lanes of the warp whose label (below 2^bits, bits <= 9) equals this lane's: one ballot
+ * per bit of the label, as CUB's MatchAny does. `__match_any_sync` gives the same mask, but its cost grows with
  * the number of distinct labels in the warp (about 27 of 32 lanes differ for random 8-bit
  * digits), and the onesweep pass calls it once per key. */
-static __device__ __forceinline__ unsigned cumem_sort_match(unsigned label) {
+static __device__ __forceinline__ unsigned cumem_sort_match(unsigned label, int bits) {
 #ifdef CUMEM_EMU_MATCH_ANY
   /* the g++ emulation (test/compute/emulation_threads.jl): one warp barrier instead of nine;
      sort_emulation_tests.jl checks the ballots below against it */
@@ -148,6 +185,7 @@ static __device__ __forceinline__ unsigned cumem_sort_match(unsigned label) {
   unsigned peers = 0xffffffffu;
 #pragma unroll
   for (int b = 0; b < 9; b++) {
+    if (b >= bits) break;                 /* (bits: a constant where it is inlined) */
     const bool bit = (label >> b) & 1u;
     const unsigned m = __ballot_sync(0xffffffffu, bit);
     peers &= bit ? m : ~m;
@@ -156,56 +194,69 @@ static __device__ __forceinline__ unsigned cumem_sort_match(unsigned label) {
 }
 
 /* The rank of each of a lane's items (warp-striped from wbase; those at n or later are not
- * counted) among the warp's items of the same digit, in item order; whist (the warp's 256
- * counters, zeroed) ends with the warp's count of each digit. Equal digits are found by
- * cumem_sort_match (invalid items carry the label 256, equal only to each other). */
+ * counted; FULL: the whole tile is in range) among the warp's items of the same digit, in item
+ * order; whist (the warp's 256 counters, zeroed) ends with the warp's count of each digit.
+ * Equal digits are found (CUMEM_SORT_MATCH, when ATOMIC) by each lane setting its bit in
+ * wmatch[digit] (the warp's 256 words, zeroed; left zeroed) with a shared-memory atomicOr, as
+ * CUB's WARP_MATCH_ATOMIC_OR: about 15 instructions per key; otherwise by cumem_sort_match's
+ * ballots (8 for a full tile; 9 for a partial one, whose invalid items carry the label 256,
+ * equal only to each other): 50 to 60 instructions per key. */
+template <bool FULL, bool ATOMIC>
 static __device__ __forceinline__ void cumem_sort_warp_rank(const cumem_key_t* key, uint32_t* rank, int64_t wbase, int64_t n,
-                                                            int pass, uint32_t* whist, int lane)
+                                                            int pass, uint32_t* whist, uint32_t* wmatch, int lane)
 {
   const unsigned below_mask = (1u << lane) - 1u;
   for (int r = 0; r < CUMEM_SORT_ITEMS; r++) {
-    const bool valid = wbase + 32 * r + lane < n;
-    const unsigned d = valid ? cumem_digit(key[r], pass) : 256u;
-    const unsigned peers = cumem_sort_match(d);
-    const unsigned below = (unsigned)__popc(peers & below_mask);
-    const uint32_t b = valid ? whist[d] : 0u;
-    __syncwarp();
-    if (valid && below == 0) whist[d] = b + (uint32_t)__popc(peers);
-    __syncwarp();
-    rank[r] = b + below;
+    const bool valid = FULL || wbase + 32 * r + lane < n;
+    if (ATOMIC) {
+      const unsigned d = cumem_digit(key[r], pass);
+      if (valid) atomicOr(&wmatch[d], 1u << lane);
+      __syncwarp();
+      const unsigned peers = valid ? wmatch[d] : 0u;
+      const uint32_t b = valid ? whist[d] : 0u;
+      const unsigned below = (unsigned)__popc(peers & below_mask);
+      __syncwarp();
+      if (valid && below == 0) { whist[d] = b + (uint32_t)__popc(peers); wmatch[d] = 0u; }
+      __syncwarp();
+      rank[r] = b + below;
+    } else {
+      const unsigned d = valid ? cumem_digit(key[r], pass) : 256u;
+      const unsigned peers = cumem_sort_match(d, FULL ? 8 : 9);
+      const unsigned below = (unsigned)__popc(peers & below_mask);
+      const uint32_t b = valid ? whist[d] : 0u;
+      __syncwarp();
+      if (valid && below == 0) whist[d] = b + (uint32_t)__popc(peers);
+      __syncwarp();
+      rank[r] = b + below;
+    }
   }
 }
 
-/* One pass: keys from (first active pass) src, else the A (parity 0) or B buffers, to the
- * other buffers. status: this pass's ntiles * 256 zeroed look-back words; counter: this pass's
- * zeroed tile counter. iota: the payload is the input position (made on the first pass). */
-CUMEM_KERNEL void cumem_sort_onesweep(const cumem_key_t* src, cumem_key_t* kA, cumem_key_t* kB,
-                                               cumem_val_t* vA, cumem_val_t* vB, const uint32_t* offs,
-                                               const uint32_t* info, cumem_status_t* status, uint32_t* counter,
-                                               int64_t n, int pass, cumem_key_t flip, int hasv, int iota)
+/* The onesweep kernel's shared memory (declared once in the kernel: the full-tile and partial
+ * tile instantiations of cumem_sort_onesweep_tile share it). */
+struct cumem_sort_smem_t {
+  uint32_t whist[CUMEM_SORT_WARPS][256];
+  uint32_t lstart[256];
+  uint32_t gbase[256];
+  uint32_t wsum[CUMEM_SORT_WARPS];
+  uint32_t tile;
+  union {                                 /* the match words while ranking, then keys, then payload */
+    uint32_t m[CUMEM_SORT_WARPS][256]; cumem_key_t k[CUMEM_SORT_TILE]; cumem_val_t v[CUMEM_SORT_TILE];
+  } buf;
+};
+
+/* Tile `tile` of one pass (s.whist zeroed): FULL when all its CUMEM_SORT_TILE keys are below
+ * n, so that no load, rank or store tests its index (fewer instructions and registers on
+ * every tile but the last); `atomic`: the warp match by atomicOr, else by ballots. */
+template <bool FULL>
+static __device__ __forceinline__ void cumem_sort_onesweep_tile(cumem_sort_smem_t& s, const cumem_key_t* kin, cumem_key_t* kout,
+                                                                const cumem_val_t* vin, cumem_val_t* vout, const uint32_t* offs,
+                                                                cumem_status_t* status, uint32_t tile, int64_t n, int pass,
+                                                                cumem_key_t flip, bool first, bool last, bool atomic, int hasv, int iota)
 {
-  __shared__ uint32_t s_whist[CUMEM_SORT_WARPS][256];
-  __shared__ uint32_t s_lstart[256];
-  __shared__ uint32_t s_gbase[256];
-  __shared__ uint32_t s_wsum[CUMEM_SORT_WARPS];
-  __shared__ uint32_t s_tile;
-  __shared__ union { cumem_key_t k[CUMEM_SORT_TILE]; cumem_val_t v[CUMEM_SORT_TILE]; } s_buf;   /* keys, then payload */
-  cumem_key_t* s_keys = s_buf.k;
-  cumem_val_t* s_vals = s_buf.v;
-
-  const uint32_t inf = info[pass];
-  if (!(inf & 1u)) return;
-  const bool parity = (inf >> 1) & 1u, first = (inf >> 2) & 1u, last = (inf >> 3) & 1u;
-  const cumem_key_t* kin = first ? src : (parity ? kB : kA);
-  cumem_key_t* kout = parity ? kA : kB;
-  const cumem_val_t* vin = parity ? vB : vA;
-  cumem_val_t* vout = parity ? vA : vB;
+  cumem_key_t* s_keys = s.buf.k;
+  cumem_val_t* s_vals = s.buf.v;
   const int t = threadIdx.x, lane = t & 31, w = t >> 5;
-
-  for (int k = 0; k < CUMEM_SORT_WARPS; k++) s_whist[k][t] = 0;
-  if (t == 0) s_tile = atomicAdd(counter, 1u);
-  __syncthreads();
-  const uint32_t tile = s_tile;
   const int64_t base = (int64_t)tile * CUMEM_SORT_TILE;
   const int64_t wbase = base + (int64_t)w * 32 * CUMEM_SORT_ITEMS;
 
@@ -214,21 +265,22 @@ CUMEM_KERNEL void cumem_sort_onesweep(const cumem_key_t* src, cumem_key_t* kA, c
   uint32_t rank[CUMEM_SORT_ITEMS];
   for (int r = 0; r < CUMEM_SORT_ITEMS; r++) {
     const int64_t i = wbase + 32 * r + lane;
-    cumem_key_t k = i < n ? kin[i] : (cumem_key_t)0;
+    cumem_key_t k = (FULL || i < n) ? kin[i] : (cumem_key_t)0;
     if (first) k = (cumem_key_t)(cumem_to_key(k) ^ flip);
     key[r] = k;
   }
-  cumem_sort_warp_rank(key, rank, wbase, n, pass, s_whist[w], lane);
-  __syncthreads();
+  if (atomic) cumem_sort_warp_rank<FULL, true>(key, rank, wbase, n, pass, s.whist[w], s.buf.m[w], lane);
+  else cumem_sort_warp_rank<FULL, false>(key, rank, wbase, n, pass, s.whist[w], s.buf.m[w], lane);
+  __syncthreads();                        /* (also: the match words become the keys' shared memory) */
   /* thread t owns digit t: the warps' exclusive offsets and the tile's count */
   uint32_t cnt = 0;
-  for (int k = 0; k < CUMEM_SORT_WARPS; k++) { const uint32_t x = s_whist[k][t]; s_whist[k][t] = cnt; cnt += x; }
+  for (int k = 0; k < CUMEM_SORT_WARPS; k++) { const uint32_t x = s.whist[k][t]; s.whist[k][t] = cnt; cnt += x; }
   cumem_status_t* st = status + (int64_t)tile * 256 + t;
   cumem_vstore(st, (tile == 0 ? CUMEM_ST_PRE : CUMEM_ST_AGG) | (cumem_status_t)cnt);
   /* exclusive scan of the counts over digits: warp shuffles, then the warps' sums */
   uint32_t incl = cnt;
   for (int o = 1; o < 32; o <<= 1) { const uint32_t u = __shfl_up_sync(0xffffffffu, incl, o); if (lane >= o) incl += u; }
-  if (lane == 31) s_wsum[w] = incl;
+  if (lane == 31) s.wsum[w] = incl;
   /* decoupled look-back: the count of digit t in the tiles before this one */
   /* CUMEM_SORT_LOOKBACK tiles j, j - 1, ... read at once (one round trip to L2 where one tile at a
      time cost one each: a tile far from the last published prefix walked back one tile per
@@ -253,36 +305,39 @@ CUMEM_KERNEL void cumem_sort_onesweep(const cumem_key_t* src, cumem_key_t* kA, c
         done = f == 2u;
       }
       j -= used;
+#if defined(__CUDACC__) && CUMEM_SORT_SLEEP_NS > 0
+      if (!done && used < CUMEM_SORT_LOOKBACK) __nanosleep(CUMEM_SORT_SLEEP_NS);
+#endif
     }
     cumem_vstore(st, CUMEM_ST_PRE | (cumem_status_t)(excl + cnt));
   }
   __syncthreads();
   uint32_t lstart = incl - cnt;
-  for (int k = 0; k < w; k++) lstart += s_wsum[k];
-  s_lstart[t] = lstart;
-  s_gbase[t] = offs[pass * 256 + t] + excl - lstart;     /* (mod 2^32) global place of local slot 0 */
+  for (int k = 0; k < w; k++) lstart += s.wsum[k];
+  s.lstart[t] = lstart;
+  s.gbase[t] = offs[pass * 256 + t] + excl - lstart;     /* (mod 2^32) global place of local slot 0 */
   __syncthreads();
   /* regroup the keys in shared memory by their rank in the tile */
   for (int r = 0; r < CUMEM_SORT_ITEMS; r++) {
-    if (wbase + 32 * r + lane < n) {
+    if (FULL || wbase + 32 * r + lane < n) {
       const unsigned d = cumem_digit(key[r], pass);
-      rank[r] += s_lstart[d] + s_whist[w][d];
+      rank[r] += s.lstart[d] + s.whist[w][d];
       s_keys[rank[r]] = key[r];
     }
   }
   __syncthreads();
   const int64_t left = n - base;
-  const int nvalid = left < CUMEM_SORT_TILE ? (int)left : CUMEM_SORT_TILE;
+  const int nvalid = FULL ? CUMEM_SORT_TILE : (left < CUMEM_SORT_TILE ? (int)left : CUMEM_SORT_TILE);
   uint32_t pos[CUMEM_SORT_ITEMS];
   for (int k = 0; k < CUMEM_SORT_ITEMS; k++) {
     const int i = k * CUMEM_SORT_THREADS + t;
-    if (i < nvalid) {
+    if (FULL || i < nvalid) {
       const cumem_key_t kk = s_keys[i];
-      pos[k] = s_gbase[cumem_digit(kk, pass)] + (uint32_t)i;
+      pos[k] = s.gbase[cumem_digit(kk, pass)] + (uint32_t)i;
       kout[pos[k]] = last ? cumem_from_key((cumem_key_t)(kk ^ flip)) : kk;
     }
   }
-  if (hasv) {
+  if (CUMEM_SORT_HAS_PAYLOAD && hasv) {
     __syncthreads();
     /* the payload into registers first, then into shared memory: a load followed at once by a
        store to shared memory would wait for each load in turn (the compiler cannot tell that
@@ -290,16 +345,45 @@ CUMEM_KERNEL void cumem_sort_onesweep(const cumem_key_t* src, cumem_key_t* kA, c
     cumem_val_t val[CUMEM_SORT_ITEMS];
     for (int r = 0; r < CUMEM_SORT_ITEMS; r++) {
       const int64_t i = wbase + 32 * r + lane;
-      val[r] = i < n ? ((first && iota) ? (cumem_val_t)i : vin[i]) : (cumem_val_t)0;
+      val[r] = (FULL || i < n) ? ((first && iota) ? (cumem_val_t)i : vin[i]) : (cumem_val_t)0;
     }
     for (int r = 0; r < CUMEM_SORT_ITEMS; r++)
-      if (wbase + 32 * r + lane < n) s_vals[rank[r]] = val[r];
+      if (FULL || wbase + 32 * r + lane < n) s_vals[rank[r]] = val[r];
     __syncthreads();
     for (int k = 0; k < CUMEM_SORT_ITEMS; k++) {
       const int i = k * CUMEM_SORT_THREADS + t;
-      if (i < nvalid) vout[pos[k]] = s_vals[i];
+      if (FULL || i < nvalid) vout[pos[k]] = s_vals[i];
     }
   }
+}
+
+/* One pass: keys from (first active pass) src, else the A (parity 0) or B buffers, to the
+ * other buffers. status: this pass's ntiles * 256 zeroed look-back words; counter: this pass's
+ * zeroed tile counter. iota: the payload is the input position (made on the first pass). */
+CUMEM_KERNEL void CUMEM_SORT_BOUNDS cumem_sort_onesweep(const cumem_key_t* src, cumem_key_t* kA, cumem_key_t* kB,
+                                                        cumem_val_t* vA, cumem_val_t* vB, const uint32_t* offs,
+                                                        const uint32_t* info, cumem_status_t* status, uint32_t* counter,
+                                                        int64_t n, int pass, cumem_key_t flip, int hasv, int iota)
+{
+  __shared__ cumem_sort_smem_t s;
+  const uint32_t inf = info[pass];
+  if (!(inf & 1u)) return;
+  const bool parity = (inf >> 1) & 1u, first = (inf >> 2) & 1u, last = (inf >> 3) & 1u;
+  const bool atomic = CUMEM_SORT_MATCH == 1 || (CUMEM_SORT_MATCH == 2 && !((inf >> 4) & 1u));
+  const cumem_key_t* kin = first ? src : (parity ? kB : kA);
+  cumem_key_t* kout = parity ? kA : kB;
+  const cumem_val_t* vin = parity ? vB : vA;
+  cumem_val_t* vout = parity ? vA : vB;
+  const int t = threadIdx.x;
+
+  for (int k = 0; k < CUMEM_SORT_WARPS; k++) { s.whist[k][t] = 0; s.buf.m[k][t] = 0; }
+  if (t == 0) s.tile = atomicAdd(counter, 1u);
+  __syncthreads();
+  const uint32_t tile = s.tile;
+  if (((int64_t)tile + 1) * CUMEM_SORT_TILE <= n)
+    cumem_sort_onesweep_tile<true>(s, kin, kout, vin, vout, offs, status, tile, n, pass, flip, first, last, atomic, hasv, iota);
+  else
+    cumem_sort_onesweep_tile<false>(s, kin, kout, vin, vout, offs, status, tile, n, pass, flip, first, last, atomic, hasv, iota);
 }
 
 /* After the passes: an odd number of them left the result in the B buffers (copied to A); none
@@ -340,7 +424,7 @@ CUMEM_KERNEL void cumem_sort_small(const cumem_key_t* src, cumem_key_t* keys, cu
   for (int pass = 0; pass < CUMEM_NPASS; pass++) {
     for (int k = 0; k < CUMEM_SORT_WARPS; k++) s_whist[k][t] = 0;
     __syncthreads();
-    cumem_sort_warp_rank(key, rank, wbase, n, pass, s_whist[w], lane);
+    cumem_sort_warp_rank<false, false>(key, rank, wbase, n, pass, s_whist[w], (uint32_t*)0, lane);
     __syncthreads();
     uint32_t cnt = 0;
     for (int k = 0; k < CUMEM_SORT_WARPS; k++) { const uint32_t x = s_whist[k][t]; s_whist[k][t] = cnt; cnt += x; }

@@ -35,6 +35,10 @@ pub(super) struct Graphs {
     graphs: FxHashMap<u64, (u64, u64)>,
     /// Executable handle → (device executable, pool).
     execs: FxHashMap<u64, (u64, u64)>,
+    /// Every graph pool id made, released or not, in order: the allocation history keeps
+    /// the pools' blocks (their `stream` is the pool's id) after the pools are gone, and
+    /// the timelines draw them apart ([`Engine::graph_pool_ids`]). 8 bytes a pool.
+    made: Vec<u64>,
 }
 
 /// The figures of one graph pool ([`Engine::graph_pool_info`]; C: `cumem_graph_pool_t`).
@@ -67,8 +71,17 @@ impl Engine {
     /// graphs may share it (their replays must then not overlap).
     pub fn graph_pool_create(&self) -> u64 {
         let id = crate::device::new_handle();
-        self.graphs.lock().pools.insert(id, 1);
+        let mut g = self.graphs.lock();
+        g.pools.insert(id, 1);
+        g.made.push(id);
         id
+    }
+
+    /// The id of every graph pool this engine has made, alive or released, in the order
+    /// they were made. Allocation-history events whose `stream` is one of them were made in
+    /// that graph pool (the timelines use this to draw them apart).
+    pub fn graph_pool_ids(&self) -> Vec<u64> {
+        self.graphs.lock().made.clone()
     }
 
     /// Takes one more reference to graph pool `pool`. Errors: [`Error::InvalidValue`]
@@ -153,6 +166,7 @@ impl Engine {
         self.up.device().capture_begin(stream)?;
         if fresh {
             g.pools.insert(pool, 1);
+            g.made.push(pool);
         } else {
             *g.pools.get_mut(&pool).expect("checked") += 1;
         }

@@ -43,12 +43,17 @@ impl Engine {
     /// `stream` (`cuMemcpyDtoDAsync`; the ranges may overlap) and returns without
     /// waiting. Errors: [`Error::InvalidValue`] when either range is not inside one live
     /// allocation or the stream is unknown (nothing is queued), or the device's error.
+    /// A copy of a range onto itself (`dst == src`) is checked and queues nothing, as
+    /// [`Engine::copy_dtod`].
     pub fn copy_dtod_async(&self, dst: u64, src: u64, bytes: u64, stream: u64) -> Result<()> {
         if bytes == 0 {
             return Ok(());
         }
         let _dst = self.pin_on_stream(dst, bytes, stream)?;
         let _src = self.pin_on_stream(src, bytes, stream)?;
+        if dst == src {
+            return Ok(());
+        }
         // SAFETY: both ranges are inside live allocations that stay out of other hands
         // until the copy has run.
         unsafe { self.up.device().copy_dtod_async(dst, src, bytes, stream) }

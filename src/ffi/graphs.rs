@@ -5,7 +5,7 @@
 //! on its own device (a finalizer may run on any thread).
 
 use super::streams::on_handle_owner;
-use super::{guard, null_err, out_flag, out_u64};
+use super::{copy_out, guard, null_err, out_flag, out_u64};
 use crate::engine::{GraphInfo, GraphPoolInfo};
 
 /// Creates a graph pool of the current device into `*pool`, holding one reference for
@@ -144,13 +144,11 @@ pub unsafe extern "C" fn cumem_graph_pools(pools: *mut GraphPoolInfo, capacity: 
             return Err(null_err("count"));
         }
         let all = e.graph_pools();
-        if !pools.is_null() {
-            let n = all.len().min(usize::try_from(capacity).unwrap_or(usize::MAX));
-            // SAFETY: the caller guarantees room for `capacity` >= n records.
-            unsafe { std::ptr::copy_nonoverlapping(all.as_ptr(), pools, n) };
+        // SAFETY: the caller's guarantees; `count` checked non-null.
+        unsafe {
+            copy_out(&all, pools, capacity);
+            *count = all.len() as u64;
         }
-        // SAFETY: checked non-null; the caller guarantees it is writable.
-        unsafe { *count = all.len() as u64 };
         Ok(())
     })
 }
@@ -177,13 +175,11 @@ pub unsafe extern "C" fn cumem_stream_capture_dependencies(
             return Err(null_err("count"));
         }
         let all = e.capture_dependencies(stream)?;
-        if !nodes.is_null() {
-            let n = all.len().min(usize::try_from(capacity).unwrap_or(usize::MAX));
-            // SAFETY: the caller guarantees room for `capacity` >= n values.
-            unsafe { std::ptr::copy_nonoverlapping(all.as_ptr(), nodes, n) };
+        // SAFETY: the caller's guarantees; `count` checked non-null.
+        unsafe {
+            copy_out(&all, nodes, capacity);
+            *count = all.len() as u64;
         }
-        // SAFETY: checked non-null; the caller guarantees it is writable.
-        unsafe { *count = all.len() as u64 };
         Ok(())
     })
 }

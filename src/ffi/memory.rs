@@ -405,7 +405,9 @@ pub unsafe extern "C" fn cumem_copy_dtoh(dst: *mut core::ffi::c_void, src: u64, 
 
 /// Copies `bytes` between device addresses (overlap allowed); both ranges must lie inside
 /// live allocations, else `CUMEM_ERROR_INVALID_VALUE` and nothing is written. The ranges
-/// may lie on two devices: the copy then goes as `cumem_copy_peer` with no flags.
+/// may lie on two devices: the copy then goes as `cumem_copy_peer` with no flags. A copy
+/// of a range onto itself (`dst == src`) only checks the range (no device call, no byte
+/// read), so it checks that a range lies inside one live allocation.
 #[unsafe(no_mangle)]
 pub extern "C" fn cumem_copy_dtod(dst: u64, src: u64, bytes: u64) -> i32 {
     guard(|_| copy_any(dst, src, bytes, false).map(drop))

@@ -85,6 +85,20 @@ fn last_error() -> *const c_char {
     LAST_ERROR.with(|e| e.borrow().as_ptr())
 }
 
+/// Copies `src` into `out` (room for `cap`), as much as fits: the array outputs' two-call
+/// pattern (call with `cap` 0 to learn the count, then with room for it).
+///
+/// # Safety
+/// `out` must be null or writable for `cap` elements.
+pub(crate) unsafe fn copy_out<T: Copy>(src: &[T], out: *mut T, cap: u64) {
+    if out.is_null() {
+        return;
+    }
+    let n = src.len().min(usize::try_from(cap).unwrap_or(usize::MAX));
+    // SAFETY: the caller guarantees room for `cap` ≥ n elements.
+    unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), out, n) };
+}
+
 /// Runs `f` on the engine, turning errors and panics into status codes. The failure
 /// paths are out of line (cold), so that the success path of the allocation and free
 /// wrappers stays a few instructions around the engine call.

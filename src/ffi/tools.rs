@@ -4,7 +4,7 @@
 //! `cumem_last_error`; array outputs follow the two-call pattern (call with capacity 0
 //! to learn the count).
 
-use super::{guard, null_err, write_c_string};
+use super::{copy_out, guard, null_err, write_c_string};
 use crate::config::parse_amount;
 use crate::engine::tools::Retry;
 use crate::error::Error;
@@ -33,19 +33,6 @@ pub const CUMEM_BLOCK_INACTIVE_SPLIT: u32 = 2;
 /// Origin ids with this bit set were given by the caller (`cumem_set_next_origin`).
 pub const CUMEM_ORIGIN_CALLER: u64 = 0x8000000000000000;
 const _: () = assert!(CUMEM_ORIGIN_CALLER == history::CALLER_ORIGIN);
-
-/// Copies `src` into `out` (room for `cap`), as much as fits.
-///
-/// # Safety
-/// `out` must be null or writable for `cap` elements.
-unsafe fn copy_out<T: Copy>(src: &[T], out: *mut T, cap: u64) {
-    if out.is_null() {
-        return;
-    }
-    let n = src.len().min(usize::try_from(cap).unwrap_or(usize::MAX));
-    // SAFETY: the caller guarantees room for `cap` ≥ n elements.
-    unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), out, n) };
-}
 
 /// Starts (`enabled` ≠ 0) or stops recording the allocation history (PyTorch's
 /// `torch.cuda.memory._record_memory_history`; off at start). While on, every

@@ -7,7 +7,8 @@ use std::fmt::Write;
 
 impl Timeline<'_> {
     /// The data as JSON (`"format":"cumem-memory-timeline"`, version 1): the totals
-    /// after each event and every block with its lifetime and origin.
+    /// after each event and every block with its lifetime, origin and graph pool (the
+    /// pool's id, or null).
     pub(super) fn json(&self, opts: &Options) -> String {
         let mut o = String::with_capacity(64 * self.events.len() + 160 * self.blocks.len() + 1024);
         let _ = write!(
@@ -32,7 +33,7 @@ impl Timeline<'_> {
             }
             let _ = write!(
                 o,
-                "{{\"addr\":\"{:#x}\",\"size_bytes\":{},\"requested_bytes\":{},\"alloc_event\":{},\"free_event\":{},\"alloc_time_ns\":{},\"free_time_ns\":{},\"thread\":{},\"stream\":{},\"hit\":{},\"origin\":{}}}",
+                "{{\"addr\":\"{:#x}\",\"size_bytes\":{},\"requested_bytes\":{},\"alloc_event\":{},\"free_event\":{},\"alloc_time_ns\":{},\"free_time_ns\":{},\"thread\":{},\"stream\":{},\"hit\":{},\"graph_pool\":{},\"origin\":{}}}",
                 b.addr,
                 b.size,
                 b.requested,
@@ -43,6 +44,7 @@ impl Timeline<'_> {
                 b.thread,
                 b.stream,
                 b.hit,
+                opt_num(opts.graph_pool_of(b)),
                 json_opt_str(self.label(b))
             );
         }
@@ -63,7 +65,8 @@ impl Timeline<'_> {
     }
 
     /// Chrome's trace-event format ("JSON Object Format"): `C` counter events for the
-    /// totals, `b`/`e` async events for each block's lifetime (blocks overlap, which
+    /// totals, `b`/`e` async events for each block's lifetime (category `allocation`, or
+    /// `graph_pool` for a graph pool's blocks; blocks overlap, which
     /// complete events on one thread may not), `X` slices for device calls, `i` instants
     /// for out-of-memory failures. Times in µs since the engine started.
     pub(super) fn chrome(&self, opts: &Options) -> String {
@@ -110,20 +113,24 @@ impl Timeline<'_> {
         }
         for (k, b) in self.blocks.iter().enumerate() {
             let name = format_bytes(b.size);
+            // a graph pool's blocks in a category of their own (a viewer's filter and tracks)
+            let graph = opts.graph_pool_of(b);
+            let cat = if graph.is_some() { "graph_pool" } else { "allocation" };
             let _ = write!(
                 o,
-                ",\n{{\"ph\":\"b\",\"cat\":\"allocation\",\"name\":\"{name}\",\"id\":\"{k:#x}\",\"pid\":1,\"tid\":{},\"ts\":{},\"args\":{{\"addr\":\"{:#x}\",\"size_bytes\":{},\"requested_bytes\":{},\"hit\":{},\"origin\":{}}}}}",
+                ",\n{{\"ph\":\"b\",\"cat\":\"{cat}\",\"name\":\"{name}\",\"id\":\"{k:#x}\",\"pid\":1,\"tid\":{},\"ts\":{},\"args\":{{\"addr\":\"{:#x}\",\"size_bytes\":{},\"requested_bytes\":{},\"hit\":{},\"graph_pool\":{},\"origin\":{}}}}}",
                 b.thread,
                 us(b.alloc_ns),
                 b.addr,
                 b.size,
                 b.requested,
                 b.hit,
+                opt_num(graph),
                 json_opt_str(self.label(b))
             );
             let _ = write!(
                 o,
-                ",\n{{\"ph\":\"e\",\"cat\":\"allocation\",\"name\":\"{name}\",\"id\":\"{k:#x}\",\"pid\":1,\"tid\":{},\"ts\":{}}}",
+                ",\n{{\"ph\":\"e\",\"cat\":\"{cat}\",\"name\":\"{name}\",\"id\":\"{k:#x}\",\"pid\":1,\"tid\":{},\"ts\":{}}}",
                 b.thread,
                 us(b.free_ns.unwrap_or(end_ns))
             );

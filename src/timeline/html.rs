@@ -25,7 +25,7 @@ impl Timeline<'_> {
             }
             let _ = write!(
                 data,
-                "[\"{:#x}\",{},{},{},{},{},{},{},{},{}]",
+                "[\"{:#x}\",{},{},{},{},{},{},{},{},{},{}]",
                 b.addr,
                 b.size,
                 b.requested,
@@ -35,6 +35,8 @@ impl Timeline<'_> {
                 opt_num(b.free_ns.map(|f| f.saturating_sub(b.alloc_ns))),
                 b.thread,
                 b.hit as u8,
+                // a string: pool ids are u64, past a JavaScript number's exact range
+                opts.graph_pool_of(b).map(|g| format!("\"{g}\"")).unwrap_or_else(|| "null".into()),
                 match self.label(b) {
                     None => "null".to_string(),
                     Some(l) => {
@@ -70,10 +72,11 @@ body {{ font-family: Helvetica, Arial, sans-serif; margin: 16px; color: #222; }}
 <div id="chart">{svg}<div id="tip" hidden></div></div>
 <p style="font-size:12px;color:#555">Each band is one allocation (height: its block size), stacked in the order they were made;
 hover over one to see its size, lifetime and origin. Grey: allocations too small for a band of their own, summed.
+Hatched: allocations in a CUDA graph's private pool.
 Lines: the allocated and reserved totals. Made by CuMem (src/timeline/).</p>
 <script>
 "use strict";
-// [address, block bytes, requested bytes, allocation event, free event, allocated at (ns since the first event), lifetime (ns), thread, cache hit, origin (index into ORIGINS)]
+// [address, block bytes, requested bytes, allocation event, free event, allocated at (ns since the first event), lifetime (ns), thread, cache hit, graph pool (id or null), origin (index into ORIGINS)]
 var ALLOCS = {data};
 var ORIGINS = {origins};
 (function () {{
@@ -90,7 +93,8 @@ var ORIGINS = {origins};
     var s = fmt(a[1]) + " block (" + a[2] + " bytes requested) at " + a[0] + "\n";
     s += (a[3] === null ? "allocated before the first event" : "allocated at event " + a[3] + ", t = " + time(a[5])) + (a[8] ? " (cache hit)" : "") + ", thread " + a[7] + "\n";
     s += a[4] === null ? "still live after the last event" : "freed at event " + a[4] + " after " + time(a[6]);
-    s += "\norigin: " + (a[9] === null ? "unknown (start Julia with -g2 to record origins)" : ORIGINS[a[9]]);
+    if (a[9] !== null) s += "\nin graph pool " + a[9] + " (a CUDA graph's private memory)";
+    s += "\norigin: " + (a[10] === null ? "unknown (start Julia with -g2 to record origins)" : ORIGINS[a[10]]);
     return s;
   }}
   chart.addEventListener("mousemove", function (ev) {{

@@ -127,11 +127,30 @@ pub struct Options {
     /// Picture size in pixels (the plot is the picture less 90 px across, 120 down).
     pub width: u32,
     pub height: u32,
+    /// Graph pool ids ([`crate::engine::Engine::graph_pool_ids`]): a block whose `stream`
+    /// is one of them belongs to a CUDA graph's private pool (PyTorch's graph pools): its band is
+    /// hatched and named, the data formats give its `graph_pool`, and Chrome's format puts
+    /// it on a track of its pool. Empty: no block is drawn as a graph pool's.
+    pub graph_pools: Vec<u64>,
 }
 
 impl Default for Options {
     fn default() -> Options {
-        Options { title: "CuMem memory timeline".into(), max_bands: 10_000, width: 1200, height: 560 }
+        Options {
+            title: "CuMem memory timeline".into(),
+            max_bands: 10_000,
+            width: 1200,
+            height: 560,
+            graph_pools: Vec::new(),
+        }
+    }
+}
+
+impl Options {
+    /// The graph pool `block` was allocated in (its stream, when that is one of
+    /// [`Options::graph_pools`]), else `None`.
+    pub fn graph_pool_of(&self, block: &Block) -> Option<u64> {
+        (block.stream != 0 && self.graph_pools.contains(&block.stream)).then_some(block.stream)
     }
 }
 

@@ -35,6 +35,11 @@ impl Timeline<'_> {
         );
         let _ = write!(o, "\n<title>{}</title>\n", esc(&opts.title));
         let _ = writeln!(o, r#"<rect width="{w}" height="{h}" fill="white"/>"#);
+        // Graph pools' blocks: their band's colour under a hatching of this pattern.
+        let _ = writeln!(
+            o,
+            r##"<defs><pattern id="graph-pool" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="2.2" height="6" fill="#000" fill-opacity="0.45"/></pattern></defs>"##
+        );
         let _ = writeln!(
             o,
             r#"<text x="{MARGIN_LEFT}" y="22" font-size="15" font-weight="bold">{}</text>"#,
@@ -134,23 +139,32 @@ impl Timeline<'_> {
             let mut p = top.0;
             p.extend(bottom.0);
             let label = self.label(b).map(first_line).unwrap_or("");
+            let graph = opts.graph_pool_of(b);
+            let pts = points(&p);
             let _ = write!(
                 o,
-                r#"<polygon data-a="{k}" fill="{}" points="{}">"#,
-                color(band.block, self.label(b)),
-                points(&p)
+                r#"<polygon data-a="{k}" fill="{}" points="{pts}">"#,
+                color(band.block, self.label(b))
             );
             if !for_html {
                 // Native tooltips in an SVG viewer (the HTML page has its own).
                 let _ = write!(
                     o,
-                    "<title>{}{}{}</title>",
+                    "<title>{}{}{}{}</title>",
                     format_bytes(b.size),
+                    graph.map(|g| format!(" in graph pool {g}")).unwrap_or_default(),
                     if label.is_empty() { "" } else { ": " },
                     esc(&truncate(label, 160))
                 );
             }
             let _ = writeln!(o, "</polygon>");
+            if let Some(g) = graph {
+                // the hatching over it (the pointer still reaches the band beneath)
+                let _ = writeln!(
+                    o,
+                    r#"<polygon class="graph-pool" data-pool="{g}" fill="url(#graph-pool)" pointer-events="none" points="{pts}"/>"#
+                );
+            }
         }
         let _ = writeln!(o, "</g>");
         // totals and out-of-memory marks
@@ -199,6 +213,15 @@ impl Timeline<'_> {
             lx + 365.0,
             lx + 383.0
         );
+        if lay.bands.iter().any(|band| opts.graph_pool_of(&self.blocks[band.block]).is_some()) {
+            let _ = writeln!(
+                o,
+                r#"<g id="legend-graph-pool"><rect x="{}" y="44" width="14" height="10" fill="hsl(200,55%,62%)"/><rect x="{}" y="44" width="14" height="10" fill="url(#graph-pool)"/><text x="{}" y="54">in a graph pool</text></g>"#,
+                lx + 365.0,
+                lx + 365.0,
+                lx + 383.0
+            );
+        }
         let _ = writeln!(o, "</svg>");
         (o, lay)
     }

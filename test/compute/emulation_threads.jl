@@ -99,6 +99,7 @@ static inline int __ffs(int x) { return __builtin_ffs(x); }
 static inline int __ffsll(long long x) { return __builtin_ffsll(x); }
 static inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
 static inline unsigned atomicAdd(unsigned* p, unsigned v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+static inline unsigned atomicOr(unsigned* p, unsigned v) { return __atomic_fetch_or(p, v, __ATOMIC_SEQ_CST); }
 static inline unsigned long long atomicMin(unsigned long long* p, unsigned long long v) {
   unsigned long long o = __atomic_load_n(p, __ATOMIC_SEQ_CST);
   while (v < o && !__atomic_compare_exchange_n(p, &o, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {} return o; }
@@ -175,7 +176,8 @@ function emu_source(src)
     src = replace(src, "typedef int int32_t; typedef unsigned int uint32_t;" => "")
     # a launcher per kernel: emu_<name>(gx, gy, gz, bx, the kernel's parameters...)
     io = IOBuffer()
-    for m in eachmatch(r"(?:extern \"C\" __global__|CUMEM_KERNEL) void (\w+)\(([^)]*)\)", src)
+    # (sort.cuh's and scan.cuh's kernels carry their __launch_bounds__ macro before the name)
+    for m in eachmatch(r"(?:extern \"C\" __global__|CUMEM_KERNEL) void (?:CUMEM_SORT_BOUNDS |CUMEM_SCAN_BOUNDS )?(\w+)\(([^)]*)\)", src)
         name, params = m.captures
         name == "NAME" && continue          # a macro's template
         ps = [strip(p) for p in split(params, ',')]

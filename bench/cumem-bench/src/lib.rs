@@ -30,8 +30,8 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
-/// Capacity of the host device: large enough for every trace; the bench never touches
-/// the pages, so host memory is only committed lazily.
+/// Default capacity of the host device (`--host-capacity`): large enough for every trace;
+/// the bench never touches the pages, so host memory is only committed lazily.
 pub const HOST_CAPACITY: u64 = 64 << 30;
 
 #[derive(Parser)]
@@ -73,6 +73,23 @@ pub struct Common {
     /// A small, fast run (for CI).
     #[arg(long)]
     pub quick: bool,
+    /// Capacity of the host device (`--device host`; ignored for CUDA): bytes or an
+    /// amount with a unit (`16GiB`), what the pools see as the device's memory. The
+    /// expandable pool reserves address space of 1⅛ × this per arena; valgrind's tools
+    /// (callgrind) cannot reserve the default's (two arenas of 72 GiB exceed the address
+    /// space valgrind manages), so run them with `--host-capacity 16GiB`, enough for every
+    /// trace in `data/`. A trace whose peak exceeds it fails its allocations (the `failed`
+    /// column).
+    #[arg(long, value_name = "BYTES", default_value_t = HOST_CAPACITY, value_parser = parse_capacity)]
+    pub host_capacity: u64,
+}
+
+/// Parses `--host-capacity`: a positive byte count (`17179869184`, `16GiB`).
+fn parse_capacity(s: &str) -> Result<u64, String> {
+    match cumem::config::parse_amount("--host-capacity", s) {
+        Ok(cumem::config::Amount::Bytes(b)) if b > 0 => Ok(b),
+        _ => Err(format!("{s:?} is not a positive size in bytes (16GiB, 17179869184)")),
+    }
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -89,9 +106,10 @@ impl DeviceArg {
         }
     }
 
-    pub fn open(self) -> Result<Box<dyn Device>, String> {
+    /// Opens the device: for `Host`, a host device of `host_capacity` bytes.
+    pub fn open(self, host_capacity: u64) -> Result<Box<dyn Device>, String> {
         Ok(match self {
-            DeviceArg::Host => Box::new(HostDevice::new(Some(HOST_CAPACITY))),
+            DeviceArg::Host => Box::new(HostDevice::new(Some(host_capacity))),
             DeviceArg::Cuda => Box::new(CudaDevice::new(0).map_err(|e| format!("--device cuda: {e}"))?),
         })
     }
@@ -111,7 +129,7 @@ impl Common {
                 .map_err(|e| e.to_string())?
                 .thread_cache;
         let cfg = Config { pool, thread_cache, ..Config::default() };
-        Engine::with_device(cfg, self.device.open()?, cumem::engine::default_shards())
+        Engine::with_device(cfg, self.device.open(self.host_capacity)?, cumem::engine::default_shards())
             .map_err(|e| format!("cannot create the engine: {e}"))
     }
 

@@ -157,8 +157,12 @@ fn soak_pool(a: &SoakArgs, pool: PoolKind, limit: u64, max_size: u64) -> Result<
     let threads = if quick { 2 } else { a.threads.max(1) };
     let interval = a.interval.unwrap_or((seconds / 10.0).max(1.0)).max(0.1);
     let cfg = Config { pool, limit: Some(cumem::config::Amount::Bytes(limit)), ..Config::default() };
-    let e = Engine::with_device(cfg, a.common.device.open()?, cumem::engine::default_shards())
-        .map_err(|err| format!("cannot create the engine: {err}"))?;
+    let e = Engine::with_device(
+        cfg,
+        a.common.device.open(a.common.host_capacity)?,
+        cumem::engine::default_shards(),
+    )
+    .map_err(|err| format!("cannot create the engine: {err}"))?;
     let stop = AtomicBool::new(false);
     let counts = Counts::default();
     let start = Instant::now();

@@ -257,3 +257,32 @@ fn replay_timeline_per_pool() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("put {trace} and/or {pool} in the name"));
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// `--host-capacity` sizes the host device: a capacity below the trace's peak fails
+/// allocations (counted), one above it none, and a bad value is refused with a message.
+#[test]
+fn host_capacity_sizes_the_host_device() {
+    let args = |cap: &'static str| {
+        [
+            "replay",
+            "data/resnet50_train.trace",
+            "--pool",
+            "expandable",
+            "--quick",
+            "--json",
+            "--host-capacity",
+            cap,
+        ]
+    };
+    let big = bench(&args("16GiB"));
+    assert_eq!(num(&big[0], "failed"), 0.0, "{}", big[0]);
+    let small = bench(&args("64MiB"));
+    assert!(num(&small[0], "failed") > 0.0, "{}", small[0]);
+    let out = Command::new(env!("CARGO_BIN_EXE_cumem-bench"))
+        .args(["replay", "--host-capacity", "0", "--quick"])
+        .current_dir(ROOT)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--host-capacity"), "{out:?}");
+}

@@ -13,10 +13,66 @@
 
 const SCAN_CUH = cuda_source("scan.cuh")
 
-const SCAN_THREADS = 256              # CUMEM_SCAN_THREADS
-# Elements per thread of the one-pass scan: tiles of 16 KiB of accumulators (4096 Float32s).
-scan_items(Acc) = clamp(64 ÷ max(sizeof(Acc), 1), 1, 16)
-scan_tile(Acc) = SCAN_THREADS * scan_items(Acc)
+# ENV[name] as an Int in lo:hi (default when unset); an ArgumentError naming the variable
+# otherwise. (The scan's and the sort's tuning variables.)
+function tuning_env(name::String, default::Int, lo::Int, hi::Int)
+    s = get(ENV, name, "")
+    isempty(s) && return default
+    v = tryparse(Int, strip(s))
+    (v === nothing || !(lo <= v <= hi)) && throw(ArgumentError("$name=$(repr(s)): expected an integer from $lo to $hi"))
+    return v
+end
+
+"""
+    CuMem.ScanTuning(threads, items, blocks_per_sm, sleep_ns)
+
+The one-pass scan's tuning: threads per block (64 to 256, a multiple of 32; also the tiles
+its look-back reads per round trip; scan.cuh's CUMEM_SCAN_THREADS), elements per thread for
+accumulators of up to 4 bytes (1 to 32; larger accumulators take proportionally fewer, a
+tile at most 32 KiB), the kernel's `__launch_bounds__` minimum of resident blocks per SM
+(0: none, up to 16; CUMEM_SCAN_BLOCKS_PER_SM; for accumulators of up to 8 bytes), and the
+look-back's pause (`__nanosleep`, 0 to 10000 ns; 0: none) before it reads a tile that was
+not yet published again. [`CuMem.scan_tuning`](@ref) gives the one in use.
+"""
+struct ScanTuning
+    threads::Int
+    items::Int
+    blocks_per_sm::Int
+    sleep_ns::Int
+end
+const SCAN_DEFAULT = ScanTuning(256, 16, 6, 0)
+const SCAN_TUNING = Ref(ScanTuning(0, 0, 0, 0))     # threads 0: not yet read from ENV
+
+"""
+    CuMem.scan_tuning() -> ScanTuning
+    CuMem.scan_tuning(t::ScanTuning) -> t
+
+The one-pass scan's tuning in use, read on first use from the environment variables
+`CUMEM_SCAN_THREADS` (64-256, a multiple of 32, default 256), `CUMEM_SCAN_ITEMS` (1-32,
+default 16), `CUMEM_SCAN_BLOCKS_PER_SM` (0-16, default 6) and `CUMEM_SCAN_SLEEP_NS` (0-10000,
+default 0); the second form sets it for the scans that follow (bench/julia/sort_bench.jl
+compares variants in one process). Each tuning compiles its own kernels. Throws
+`ArgumentError` for a value out of range (the tuning is then unchanged).
+"""
+function scan_tuning()
+    t = SCAN_TUNING[]
+    t.threads != 0 && return t
+    return SCAN_TUNING[] = scan_tuning_check(ScanTuning(tuning_env("CUMEM_SCAN_THREADS", SCAN_DEFAULT.threads, 64, 256),
+                                                        tuning_env("CUMEM_SCAN_ITEMS", SCAN_DEFAULT.items, 1, 32),
+                                                        tuning_env("CUMEM_SCAN_BLOCKS_PER_SM", SCAN_DEFAULT.blocks_per_sm, 0, 16),
+                                                        tuning_env("CUMEM_SCAN_SLEEP_NS", SCAN_DEFAULT.sleep_ns, 0, 10000)))
+end
+scan_tuning(t::ScanTuning) = (SCAN_TUNING[] = scan_tuning_check(t))
+function scan_tuning_check(t::ScanTuning)
+    (64 <= t.threads <= 256 && t.threads % 32 == 0 && 1 <= t.items <= 32 && 0 <= t.blocks_per_sm <= 16 && 0 <= t.sleep_ns <= 10000) ||
+        throw(ArgumentError("scan tuning out of range: $t (threads 64-256 in steps of 32, items 1-32, blocks_per_sm 0-16, sleep_ns 0-10000)"))
+    return t
+end
+# Elements per thread of the one-pass scan: `items` for accumulators of up to 4 bytes, fewer
+# for larger ones, the tile at most 32 KiB (the defaults: 4096 Float32s, 16 KiB).
+scan_items(Acc, t::ScanTuning = scan_tuning()) =
+    clamp(min(4 * t.items ÷ max(sizeof(Acc), 1), 32768 ÷ (t.threads * max(sizeof(Acc), 1))), 1, t.items)
+scan_tile(Acc, t::ScanTuning = scan_tuning()) = t.threads * scan_items(Acc, t)
 # Accumulators up to 64 bytes fit the one-pass kernel's shared memory; larger ones scan serially.
 scan_onepass_ok(Acc) = sizeof(Acc) <= 64
 # Whether the one-pass kernel's look-back status is one 64-bit word per tile (flag and value
@@ -27,10 +83,13 @@ scan_packed(Acc) = sizeof(Acc) <= 4
 # whether p0 (the init, as Acc) is a parameter. Two kernels, each the launch context first and
 # the function objects after its own parameters, calling scan.cuh's templates:
 # cumem_scan_lines (a thread per line) and cumem_scan_onepass (tiles, decoupled look-back).
-function scan_kernels_source(fns, T::Type, Acc::Type, Out::Type, nk::Int, has_init::Bool)
+function scan_kernels_source(fns, T::Type, Acc::Type, Out::Type, nk::Int, has_init::Bool, tune::ScanTuning = scan_tuning())
     odf, ldf, sdf = fns
     AC, TC, OC = c_type(Acc), c_type(T), c_type(Out)
     io = IOBuffer()
+    # (the launch bounds for accumulators of up to 8 bytes: larger ones would spill under them)
+    print(io, "#define CUMEM_SCAN_THREADS ", tune.threads, "\n#define CUMEM_SCAN_BLOCKS_PER_SM ", sizeof(Acc) <= 8 ? tune.blocks_per_sm : 0,
+          "\n#define CUMEM_SCAN_SLEEP_NS ", tune.sleep_ns, "\n")
     print(io, "#define CUMEM_SCAN_OP(a, b) ", fn_call(odf, "op", "a", "b"), "\n")
     print(io, "#define CUMEM_SCAN_LD(x) ", fn_call(ldf, "ld", "x"), "\n")
     print(io, "#define CUMEM_SCAN_ST(a) ", fn_call(sdf, "st", "a"), "\n")
@@ -49,9 +108,9 @@ function scan_kernels_source(fns, T::Type, Acc::Type, Out::Type, nk::Int, has_in
     print(io, "CUMEM_KERNEL void cumem_scan_lines(jl_ctx_t ctx, const $TC* src, $OC* dst, int64_t nlines, int64_t n, int64_t ist, int64_t ost", dims, tail)
     body("cumem_scan_serial<$AC, $has_init>(nlines, n, $p0, s_op, s_line, s_ld, s_st);")
     if scan_onepass_ok(Acc)
-        print(io, "CUMEM_KERNEL void cumem_scan_onepass(jl_ctx_t ctx, const $TC* src, $OC* dst, int64_t n, int64_t ntiles, int64_t ist, int64_t ost",
+        print(io, "CUMEM_KERNEL void CUMEM_SCAN_BOUNDS cumem_scan_onepass(jl_ctx_t ctx, const $TC* src, $OC* dst, int64_t n, int64_t ntiles, int64_t ist, int64_t ost",
               dims, ", uint32_t* flags, $AC* aggs, $AC* incs, uint32_t* counter", tail)
-        body("cumem_scan_onepass<$AC, $(scan_items(Acc)), $has_init>(n, ntiles, $p0, s_op, s_line, s_ld, s_st, flags, aggs, incs, counter);")
+        body("cumem_scan_onepass<$AC, $(scan_items(Acc, tune)), $has_init>(n, ntiles, $p0, s_op, s_line, s_ld, s_st, s_ld1, s_st1, ist == 1 && ost == 1, flags, aggs, incs, counter);")
     end
     return kernel_source(unique_fns(fns)...; body = String(take!(io)))
 end
@@ -100,10 +159,11 @@ function gpu_accumulate!(op, dst::CuArray, A, d, init)
     ldf, lo = converted_function(Acc, identity, T)
     sdf, so = converted_function(Out, identity, Acc)
     fns = (odf, ldf, sdf)
-    key = (:scan1, typeof(op), T, Acc, Out, length(ksz), has_init)
+    tune = scan_tuning()
+    key = (:scan1, typeof(op), T, Acc, Out, length(ksz), has_init, tune)
     names = scan_onepass_ok(Acc) ? ("cumem_scan_lines", "cumem_scan_onepass") : ("cumem_scan_lines",)
     entry = kernel_entry(key, fns) do
-        (scan_kernels_source(fns, T, Acc, Out, length(ksz), has_init), names, nothing)
+        (scan_kernels_source(fns, T, Acc, Out, length(ksz), has_init, tune), names, nothing)
     end
     (length(dst) == 0 || on_host()) && return dst
     ctx = launch_context(unique_fns(fns)...)
@@ -113,11 +173,11 @@ function gpu_accumulate!(op, dst::CuArray, A, d, init)
     dims = Any[]
     for k in eachindex(ksz); push!(dims, Int64(ksz[k]), Int64(kst[k]), Int64(okst[k])); end
     srcp = devaddr(b) + UInt64(off * sizeof(T))
-    tile = scan_tile(Acc)
+    tile = scan_tile(Acc, tune)
     ntiles = cld(n, tile)
     GC.@preserve b dst begin
-        if !scan_onepass_ok(Acc) || n <= 32 || (ntiles <= 1 && nlines >= 4 * sm_count() * SCAN_THREADS) ||
-           nlines >= 8 * sm_count() * SCAN_THREADS ÷ max(1, min(ntiles, 64))
+        if !scan_onepass_ok(Acc) || n <= 32 || (ntiles <= 1 && nlines >= 4 * sm_count() * tune.threads) ||
+           nlines >= 8 * sm_count() * tune.threads ÷ max(1, min(ntiles, 64))
             k = entry_kernel(entry, "cumem_scan_lines")
             blocks = max(1, min(cld(nlines, 128), 65535))
             launch(k, ctx, srcp, devaddr(dst), Int64(nlines), Int64(n), Int64(ist), Int64(ost), dims..., tail...;
@@ -133,7 +193,7 @@ function gpu_accumulate!(op, dst::CuArray, A, d, init)
                 fill!(words, 0x0)
                 launch(k, ctx, srcp, devaddr(dst), Int64(n), Int64(ntiles), Int64(ist), Int64(ost), dims...,
                        devaddr(words), UInt64(0), UInt64(0), devaddr(words) + 8 * total,
-                       tail...; blocks = total, threads = SCAN_THREADS)
+                       tail...; blocks = total, threads = tune.threads)
                 unsafe_free!(words)
             else
                 flags = CuArray{UInt32}(undef, total + 1)
@@ -141,7 +201,7 @@ function gpu_accumulate!(op, dst::CuArray, A, d, init)
                 part = CuArray{Acc}(undef, 2 * total)
                 launch(k, ctx, srcp, devaddr(dst), Int64(n), Int64(ntiles), Int64(ist), Int64(ost), dims...,
                        devaddr(flags), devaddr(part), devaddr(part) + total * sizeof(Acc), devaddr(flags) + 4 * total,
-                       tail...; blocks = total, threads = SCAN_THREADS)
+                       tail...; blocks = total, threads = tune.threads)
                 unsafe_free!(flags); unsafe_free!(part)
             end
         end

@@ -35,13 +35,65 @@ radix_sortable(@nospecialize(T)) = any(S -> S === T, RADIX_TYPES)
 
 const SORT_CUH = cuda_source("sort.cuh")
 
-const RADIX_THREADS = 256
-const RADIX_TILE = RADIX_THREADS * 16       # CUMEM_SORT_TILE
+const RADIX_THREADS = 256                   # CUMEM_SORT_THREADS
 const RADIX_WIDE = 1 << 30                  # from n = 2^30 on, 64-bit look-back words
 
+"""
+    CuMem.RadixTuning(items, blocks_per_sm, lookback, sleep_ns, match)
+
+The onesweep sort's tuning (sort.cuh's CUMEM_SORT_ITEMS, CUMEM_SORT_BLOCKS_PER_SM,
+CUMEM_SORT_LOOKBACK, CUMEM_SORT_SLEEP_NS, CUMEM_SORT_MATCH): keys per thread (tiles of
+256 × `items` keys, 1 to 32), the onesweep kernel's `__launch_bounds__` minimum of resident
+blocks per SM (0: none, up to 8), the tiles a digit's look-back reads per round trip (1 to
+32), the look-back's pause (`__nanosleep`, 0 to 10000 ns; 0: none) before it reads a tile
+that was not yet published again, and how a warp finds its keys of equal digits (1: a
+shared-memory `atomicOr` per key, 0: eight ballots per key, 2: each pass the ballots where
+one digit holds more than 1/8 of the keys, whose lanes would serialize the `atomicOr`, else
+the `atomicOr`). [`CuMem.sort_tuning`](@ref) gives the one in use.
+"""
+struct RadixTuning
+    items::Int
+    blocks_per_sm::Int
+    lookback::Int
+    sleep_ns::Int
+    match::Int
+end
+const RADIX_DEFAULT = RadixTuning(16, 4, 8, 100, 2)
+const SORT_TUNING = Ref(RadixTuning(0, 0, 0, 0, 0))     # items 0: not yet read from ENV
+
+"""
+    CuMem.sort_tuning() -> RadixTuning
+    CuMem.sort_tuning(t::RadixTuning) -> t
+
+The onesweep radix sort's tuning in use, read on first use from the environment variables
+`CUMEM_SORT_ITEMS` (keys per thread, 1-32, default 16), `CUMEM_SORT_BLOCKS_PER_SM`
+(`__launch_bounds__` blocks per SM, 0-8, default 4), `CUMEM_SORT_LOOKBACK` (look-back
+tiles per round trip, 1-32, default 8), `CUMEM_SORT_SLEEP_NS` (the look-back's pause,
+0-10000, default 100) and `CUMEM_SORT_MATCH` (1 atomicOr, 0 ballots, 2 by pass; default 2); the second
+form sets it for the sorts that follow
+(bench/julia/sort_bench.jl compares variants in one process). Each tuning compiles its own
+kernels. Throws `ArgumentError` for a value out of range (the tuning is then unchanged).
+"""
+function sort_tuning()
+    t = SORT_TUNING[]
+    t.items != 0 && return t
+    return SORT_TUNING[] = sort_tuning_check(RadixTuning(tuning_env("CUMEM_SORT_ITEMS", RADIX_DEFAULT.items, 1, 32),
+                                                         tuning_env("CUMEM_SORT_BLOCKS_PER_SM", RADIX_DEFAULT.blocks_per_sm, 0, 8),
+                                                         tuning_env("CUMEM_SORT_LOOKBACK", RADIX_DEFAULT.lookback, 1, 32),
+                                                         tuning_env("CUMEM_SORT_SLEEP_NS", RADIX_DEFAULT.sleep_ns, 0, 10000),
+                                                         tuning_env("CUMEM_SORT_MATCH", RADIX_DEFAULT.match, 0, 2)))
+end
+sort_tuning(t::RadixTuning) = (SORT_TUNING[] = sort_tuning_check(t))
+function sort_tuning_check(t::RadixTuning)
+    (1 <= t.items <= 32 && 0 <= t.blocks_per_sm <= 8 && 1 <= t.lookback <= 32 && 0 <= t.sleep_ns <= 10000 && 0 <= t.match <= 2) ||
+        throw(ArgumentError("sort tuning out of range: $t (items 1-32, blocks_per_sm 0-8, lookback 1-32, sleep_ns 0-10000, match 0-2)"))
+    return t
+end
+radix_tile(t::RadixTuning) = RADIX_THREADS * t.items      # CUMEM_SORT_TILE
+
 # The source for keys of type T (their bits), a payload of `vbytes` bytes (0: none) and
-# look-back words of 64 bits (wide) or 32: sort.cuh after its typedefs.
-function radix_source(T::Type, vbytes::Int, wide::Bool)
+# look-back words of 64 bits (wide) or 32: sort.cuh after its typedefs and tuning.
+function radix_source(T::Type, vbytes::Int, wide::Bool, tune::RadixTuning = sort_tuning())
     kind = T <: AbstractFloat ? 2 : T <: Signed ? 1 : 0
     mant = T === Float16 ? 10 : T === Float32 ? 23 : T === Float64 ? 52 : 0
     VT = vbytes == 0 ? "uint8_t" : vbytes == 4 ? "uint32_t" : "uint64_t"
@@ -50,12 +102,15 @@ function radix_source(T::Type, vbytes::Int, wide::Bool)
                   "typedef ", VT, " cumem_val_t;\n",
                   "typedef ", wide ? "uint64_t" : "uint32_t", " cumem_status_t;\n",
                   "#define CUMEM_KEY_KIND ", kind, "\n#define CUMEM_KEY_BITS ", 8 * sizeof(T), "\n#define CUMEM_MANT ", mant, "\n",
+                  "#define CUMEM_SORT_ITEMS ", tune.items, "\n#define CUMEM_SORT_BLOCKS_PER_SM ", tune.blocks_per_sm,
+                  "\n#define CUMEM_SORT_LOOKBACK ", tune.lookback, "\n#define CUMEM_SORT_SLEEP_NS ", tune.sleep_ns, "\n#define CUMEM_SORT_MATCH ", tune.match,
+                  "\n#define CUMEM_SORT_HAS_PAYLOAD ", vbytes == 0 ? 0 : 1, "\n",
                   SORT_CUH)
 end
 
 const RADIX_KERNELS = ("cumem_sort_hist", "cumem_sort_offsets", "cumem_sort_onesweep", "cumem_sort_finish", "cumem_sort_small")
-radix_entry(T, vbytes, wide::Bool = false) = kernel_entry((:onesweep, T, vbytes, wide)) do
-    (radix_source(T, vbytes, wide), RADIX_KERNELS, nothing)
+radix_entry(T, vbytes, wide::Bool, tune::RadixTuning) = kernel_entry((:onesweep, T, vbytes, wide, tune)) do
+    (radix_source(T, vbytes, wide, tune), RADIX_KERNELS, nothing)
 end
 
 #     CuMem.radix_sort!(T, keys::CuVector, vals, rev::Bool; src = keys, iota = false) -> keys
@@ -76,12 +131,13 @@ function radix_sort!(::Type{T}, keys::CuArray, vals, rev::Bool; src::CuArray = k
     vals === nothing || length(vals) == n || throw(DimensionMismatch("radix_sort!: $(length(vals)) values for $n keys"))
     vbytes = vals === nothing ? 0 : sizeof(eltype(vals))
     wide = n >= RADIX_WIDE
-    entry = radix_entry(T, vbytes, wide)
+    tune = sort_tuning()
+    entry = radix_entry(T, vbytes, wide, tune)
     on_host() && return keys
     n == 0 && return keys
     UK = eltype(keys)
     npass = sizeof(UK)
-    ntiles = cld(n, RADIX_TILE)
+    ntiles = cld(n, radix_tile(tune))
     flip = rev ? typemax(UK) : zero(UK)
     null = CuPtr{Nothing}(0)
     if ntiles == 1          # one block, every pass in shared memory

@@ -170,6 +170,7 @@ impl Arena {
         (g1 - g0) - self.count_mapped(g0, g1)
     }
 
+    #[inline]
     fn new_node(&mut self, n: Node) -> u32 {
         match self.dead.pop() {
             Some(i) => {
@@ -183,12 +184,14 @@ impl Arena {
         }
     }
 
+    #[inline]
     fn kill(&mut self, i: u32) {
         self.nodes[i as usize].dead = true;
         self.dead.push(i);
     }
 
     /// Makes node `i` (not linked yet) the next neighbour of `after`.
+    #[inline]
     fn link_after(&mut self, after: u32, i: u32) {
         let next = self.nodes[after as usize].next;
         self.nodes[i as usize].prev = after;
@@ -202,6 +205,7 @@ impl Arena {
     }
 
     /// Makes node `i` (not linked yet) the previous neighbour of `before`.
+    #[inline]
     fn link_before(&mut self, before: u32, i: u32) {
         let prev = self.nodes[before as usize].prev;
         self.nodes[i as usize].prev = prev;
@@ -213,6 +217,7 @@ impl Arena {
     }
 
     /// Takes node `i` out of the address list.
+    #[inline]
     fn unlink(&mut self, i: u32) {
         let Node { prev, next, .. } = self.nodes[i as usize];
         if prev != NIL {
@@ -307,6 +312,7 @@ impl Arena {
     /// the address and that number of granules. So a warm pass whose blocks land
     /// elsewhere than in the last pass still finds mapped memory, and calls no device,
     /// where a fit exists.
+    #[inline]
     pub fn place(&mut self, size: u64) -> Option<(u32, u64, usize)> {
         // The common case first: the best fit's start is mapped (the scan below would
         // stop there too).
@@ -503,6 +509,7 @@ impl Arena {
     /// Takes `[addr, addr+size)` out of free node `i` (which holds it) as a block.
     /// Returns the block's node. The free rest keeps node `i` where it can, and with it
     /// its place on its size class's list while the class holds (no list update).
+    #[inline]
     pub fn carve(&mut self, i: u32, addr: u64, size: u64) -> u32 {
         let n = self.nodes[i as usize];
         debug_assert!(n.free && !n.dead && n.addr <= addr && addr + size <= n.addr + n.size);
@@ -537,6 +544,7 @@ impl Arena {
     /// Gives block `i` back to the free ranges, merged with free neighbours (the free
     /// neighbour absorbs the block, keeping its node and, while its class holds, its
     /// place on its list).
+    #[inline]
     pub fn give_back(&mut self, i: u32) {
         let Node { prev, next, size, addr, .. } = self.nodes[i as usize];
         debug_assert!(!self.nodes[i as usize].free && !self.nodes[i as usize].dead);

@@ -67,7 +67,7 @@
 //!   several granules, one device call each ([`MIN_CHUNK`], [`CHUNK_SHARE`]; on CUDA one
 //!   `cuMemCreate`, one `cuMemMap` and one `cuMemSetAccess` per allocation, where one
 //!   allocation per granule took two calls per granule: gpt2_train's first pass 4 155
-//!   mappings → 769). CUDA unmaps and releases only whole allocations, so the pool gives
+//!   mappings → 769 → 454). CUDA unmaps and releases only whole allocations, so the pool gives
 //!   back or moves an allocation only when all of its granules are idle; the allocations
 //!   are kept small enough that this costs no peak on the traces (an allocation per
 //!   whole run did: see [`CHUNK_SHARE`]). Failed mappings leave nothing mapped
@@ -126,9 +126,14 @@ const HEADROOM: u64 = 8;
 /// allocation cost encoder_infer_varlen 1.130 → 1.153 and random_seed1 1.127 → 1.151
 /// peak reserved ÷ peak live (idle granules pinned by a block in their allocation); 4
 /// granules keep them at 1.133 and 1.129, below every anchor, with gpt2_train's cold
-/// mappings 4 155 → 769 calls; 1/128 of the mapped memory instead of 1/256 raised
-/// random_seed1's warm calls.
-const CHUNK_SHARE: u64 = 256;
+/// mappings 4 155 → 769 calls. 1/64 instead of 1/256 (bench/results/host-2026-11-28-exp10):
+/// first-pass device calls gpt2_train 769 → 454, resnet50_train 616 → 323, random_seed1
+/// 726 → 685, at 1.1324 warm (was 1.1303; best anchor 1.143), its warm calls 34.8 → 26.2
+/// per pass (33.6 with a 16 GiB host device: they follow the arena's size, not a gain to
+/// count on); every other trace's peaks and calls unchanged. 1/32 raised
+/// encoder_infer_varlen to 1.141 (best anchor 1.138), 8 granules or 1/128 to 1.147
+/// warm, 16 granules or 1/32 to 1.158.
+const CHUNK_SHARE: u64 = 64;
 
 /// The largest physical allocation while 1/[`CHUNK_SHARE`] of the mapped memory is less:
 /// 4 granules (8 MiB).
@@ -169,6 +174,7 @@ impl ExpandablePool {
     /// none fits.
     /// Returns the arena, the node, the address and the number of granules to map (0: the
     /// place is mapped already).
+    #[inline]
     fn place(&mut self, size: u64, large: bool, up: ShardUpstream<'_>) -> Result<(usize, u32, u64, usize)> {
         // The arena whose place needs the fewest granules mapped (the first among equals).
         let mut best: Option<(usize, u32, u64, usize)> = None;
@@ -186,6 +192,19 @@ impl ExpandablePool {
         if let Some(b) = best {
             return Ok(b);
         }
+        self.new_arena(size, large, up)
+    }
+
+    /// A new arena for a block of `size` that no arena's free ranges hold ([`ExpandablePool::place`]'s
+    /// rare path, out of line).
+    #[cold]
+    #[inline(never)]
+    fn new_arena(
+        &mut self,
+        size: u64,
+        large: bool,
+        up: ShardUpstream<'_>,
+    ) -> Result<(usize, u32, u64, usize)> {
         let gran = up.vm_granularity()?;
         let total = up.device_total()?;
         // 1⅛ × the device's memory, as PyTorch: room for fragmentation of the addresses
@@ -197,6 +216,7 @@ impl ExpandablePool {
     }
 
     /// Returns block `ptr` to its arena's free ranges.
+    #[inline]
     fn release(&mut self, ptr: u64) {
         let (k, i) = self.used.remove(ptr).expect("a block of this pool");
         self.arenas[k as usize].give_back(i);

@@ -71,7 +71,8 @@ LinearAlgebra_like_sum(a) = (s = zero(eltype(a)); for i in eachindex(a); s += a[
             @test reverse!(B; dims = d) === B && Array(B) == want
         end
         v = CuArray([1, 2, 3])
-        @test resize!(v, 5) === v && length(v) == 5 && Array(v)[1:3] == [1, 2, 3]
+        # the two new elements are undefined (Base): read back only the kept three
+        @test resize!(v, 5) === v && length(v) == 5 && copyto!(zeros(Int, 3), 1, v, 1, 3) == [1, 2, 3]
         @test Array(resize!(v, 2)) == [1, 2]
         @test length(resize!(v, 0)) == 0
         @test_throws ArgumentError resize!(v, -1)

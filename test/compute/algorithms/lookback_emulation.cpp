@@ -45,7 +45,8 @@ int sort_test(int64_t n) {
 /* 4-byte accumulators: one 64-bit status word per tile (flag << 32 | value). Each published
    prefix is turned back into the tile's aggregate (prefix minus the previous tile's) but those
    of tiles 0, 10, 20, 30, 40: the look-back's windows of 256 tiles then hold a prefix among
-   aggregates (tiles up to 296) or none (later tiles walk back a second window) */
+   aggregates (tiles up to 296) or none (later tiles walk back a second window); unit strides
+   (the full tiles' loads and stores without index tests) */
 int scan_test(int64_t n) {
   int64_t ntiles = (n + 4095)/4096;
   std::vector<int> src(n), dst(n); std::vector<uint64_t> words(ntiles+1,0);
@@ -56,7 +57,7 @@ int scan_test(int64_t n) {
   auto st = [&](int64_t ob, int64_t k, int a) { dst[ob + k] = a; };
   int prev = 0;
   for (int64_t b = 0; b < ntiles; b++) {
-    emu_grid(1,1,1,256,[&]{cumem_scan_onepass<int, 16, true>(n, ntiles, 5, op, line, ld, st, (uint32_t*)words.data(), (int*)0, (int*)0, (uint32_t*)(words.data() + ntiles));});
+    emu_grid(1,1,1,256,[&]{cumem_scan_onepass<int, 16, true>(n, ntiles, 5, op, line, ld, st, ld, st, true, (uint32_t*)words.data(), (int*)0, (int*)0, (uint32_t*)(words.data() + ntiles));});
     if ((words[b] >> 32) != 2) return -1;
     const int inc = (int)(uint32_t)words[b];
     if (b % 10 != 0 || b > 40) words[b] = (1ull << 32) | (uint32_t)(inc - prev);
@@ -65,7 +66,8 @@ int scan_test(int64_t n) {
   int acc = 5, bad=0; for (int i=0;i<n;i++){ acc+=src[i]; if (dst[i]!=acc) bad++; }
   return bad;
 }
-/* 8-byte accumulators: 32-bit flags, aggregates and prefixes apart (tiles of 2048), the same walk */
+/* 8-byte accumulators: 32-bit flags, aggregates and prefixes apart (tiles of 2048), the same
+   walk; the general (strided) loads and stores */
 int scan_test64(int64_t n) {
   int64_t ntiles = (n + 2047)/2048;
   std::vector<long long> src(n), dst(n), part(2*ntiles); std::vector<uint32_t> flags(ntiles+1,0);
@@ -75,7 +77,7 @@ int scan_test64(int64_t n) {
   auto ld = [&](int64_t ib, int64_t k) -> long long { return src[ib + k]; };
   auto st = [&](int64_t ob, int64_t k, long long a) { dst[ob + k] = a; };
   for (int64_t b = 0; b < ntiles; b++) {
-    emu_grid(1,1,1,256,[&]{cumem_scan_onepass<long long, 8, true>(n, ntiles, 5, op, line, ld, st, flags.data(), part.data(), part.data() + ntiles, flags.data() + ntiles);});
+    emu_grid(1,1,1,256,[&]{cumem_scan_onepass<long long, 8, true>(n, ntiles, 5, op, line, ld, st, ld, st, false, flags.data(), part.data(), part.data() + ntiles, flags.data() + ntiles);});
     if (flags[b] != 2) return -1;
     if (b % 10 != 0 || b > 40) flags[b] = 1;
   }

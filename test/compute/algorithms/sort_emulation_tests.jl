@@ -94,15 +94,56 @@ end
     @test LAUNCHES[] - l0 > 30   # the GPU path ran
 end
 
-# The onesweep ranks keys with cumem_sort_match (nine ballots); the emulated sorts above use
-# __match_any_sync in its place (CUMEM_EMU_MATCH_ANY): here the ballots' masks on two warps of
+# Other tunings (CuMem.sort_tuning / scan_tuning, as bench/julia/sort_bench.jl's variants and
+# the CUMEM_SORT_* / CUMEM_SCAN_* variables select): other tiles (sort: 256 x 5 = 1280 keys,
+# look-back windows of 3; scan: 64 x 3 = 192 Float32s, look-back windows of 64 tiles), full
+# tiles and a partial last one, and sizes at the tile's boundary.
+@testset "other tunings, emulated" begin
+    st0, sc0 = CuMem.sort_tuning(), CuMem.scan_tuning()
+    try
+        for T in (Float32, Int64, UInt8), n in (1279, 1280, 1281, 2 * 1280, 9 * 1280 + 7)
+            # (keys of one byte: by ballots; Float32 (ties: skewed digits): each pass its own; Int64: atomicOr)
+            CuMem.sort_tuning(CuMem.RadixTuning(5, 0, 3, 50, T === UInt8 ? 0 : T === Float32 ? 2 : 1))
+            @test CuMem.radix_tile(CuMem.sort_tuning()) == 1280
+            h = keys_of(T, n)
+            @test same(sort(CuArray(h)), sort(h))
+            @test same(sort(CuArray(h); rev = true), sort(h; rev = true))
+            @test same(sortperm(CuArray(h)), sortperm(h))
+        end
+        CuMem.scan_tuning(CuMem.ScanTuning(64, 3, 0, 50))
+        @test CuMem.scan_tile(Float32) == 192 && CuMem.scan_tile(Int64) == 64
+        for n in (191, 192, 193, 64 * 192 + 5, 70 * 192)       # (more than 64 tiles: a second look-back window)
+            f = rand(-9:9, n)
+            @test same(cumsum(CuArray(f)), cumsum(f))
+            M = reshape(f[1:2 * (n ÷ 2)], 2, :)                 # strided lines (the general path's loads)
+            @test same(cumsum(CuArray(M); dims = 2), cumsum(M; dims = 2))
+            @test same(accumulate(+, CuArray(Int32.(f)); init = Int32(3)), accumulate(+, Int32.(f); init = Int32(3)))
+        end
+    finally
+        CuMem.sort_tuning(st0); CuMem.scan_tuning(sc0)
+    end
+    @test_throws ArgumentError CuMem.sort_tuning(CuMem.RadixTuning(33, 3, 8, 0, 1))
+    @test_throws ArgumentError CuMem.scan_tuning(CuMem.ScanTuning(100, 16, 0, 0))
+    @test CuMem.sort_tuning() == st0 && CuMem.scan_tuning() == sc0               # unchanged by the errors
+    withenv("CUMEM_SORT_ITEMS" => "lots", "CUMEM_SCAN_THREADS" => "96", "CUMEM_SCAN_ITEMS" => nothing) do
+        CuMem.SORT_TUNING[] = CuMem.RadixTuning(0, 0, 0, 0, 0); CuMem.SCAN_TUNING[] = CuMem.ScanTuning(0, 0, 0, 0)   # (read again)
+        @test_throws ArgumentError CuMem.sort_tuning()
+        @test CuMem.scan_tuning() == CuMem.ScanTuning(96, 16, CuMem.SCAN_DEFAULT.blocks_per_sm, CuMem.SCAN_DEFAULT.sleep_ns)
+    end
+    CuMem.sort_tuning(st0); CuMem.scan_tuning(sc0)
+end
+
+# The onesweep ranks keys with a shared-memory atomicOr per key or with cumem_sort_match's
+# ballots (CUMEM_SORT_MATCH; by default each pass its own, and the one-block sort's ballots);
+# the emulated sorts above use __match_any_sync in place of the ballots (CUMEM_EMU_MATCH_ANY):
+# here the ballots' masks on two warps of
 # labels 0..256 (256: a key past the end) against the lanes with an equal label.
 @testset "sort.cuh's warp match by ballots" begin
     cuh = read(joinpath(@__DIR__, "..", "..", "..", "julia", "cuda", "sort.cuh"), String)
-    fn = match(r"static __device__ __forceinline__ unsigned cumem_sort_match\(unsigned label\) \{\n.*?\n\}\n"s, cuh).match
+    fn = match(r"static __device__ __forceinline__ unsigned cumem_sort_match\(unsigned label, int bits\) \{\n.*?\n\}\n"s, cuh).match
     src = "#undef CUMEM_EMU_MATCH_ANY\n" * fn *
           "extern \"C\" __global__ void match_test(const unsigned* labels, unsigned* masks) " *
-          "{ masks[threadIdx.x] = cumem_sort_match(labels[threadIdx.x]); }\n"
+          "{ masks[threadIdx.x] = cumem_sort_match(labels[threadIdx.x], 9); }\n"
     labels = UInt32.(vcat(rand(0:7, 32), rand(0:256, 32)))
     labels[40] = 256; labels[41] = 256
     masks = zeros(UInt32, 64)

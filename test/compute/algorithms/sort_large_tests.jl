@@ -39,4 +39,25 @@ const N = 3_000_017            # 733 tiles of 4096 keys, not a multiple of the t
         @test Array(cumsum(CuArray(M); dims = 1)) == cumsum(M; dims = 1)
         @test Array(cumprod(CuArray(M .% 2 .+ 1); dims = 2)) == cumprod(M .% 2 .+ 1; dims = 2)
     end
+    # other tunings (bench/julia/sort_bench.jl's variants): tiles of 256 x 24 keys ranked by
+    # ballots without a look-back pause; scans of 128 threads x 24 elements with a pause
+    @testset "other tunings" begin
+        st0, sc0 = CuMem.sort_tuning(), CuMem.scan_tuning()
+        try
+            CuMem.sort_tuning(CuMem.RadixTuning(24, 3, 4, 0, 0))
+            for T in (Float32, Int64)
+                h = T === Float32 ? Float32.(randn(N)) : rand(Int64, N)
+                T === Float32 && (h[1:1000:end] .= NaN32; h[2:1000:end] .= -0f0)
+                @test isequal(Array(sort(CuArray(h))), sort(h))
+                @test Array(sortperm(CuArray(h))) == sortperm(h)
+            end
+            CuMem.scan_tuning(CuMem.ScanTuning(128, 24, 0, 200))
+            x = rand(-100:100, 10 * N)
+            @test Array(cumsum(CuArray(x))) == cumsum(x)
+            x32 = rand(Int32(-100):Int32(100), 10 * N)
+            @test Array(accumulate(+, CuArray(x32); init = Int32(7))) == accumulate(+, x32; init = Int32(7))
+        finally
+            CuMem.sort_tuning(st0); CuMem.scan_tuning(sc0)
+        end
+    end
 end

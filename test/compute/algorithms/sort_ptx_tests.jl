@@ -12,6 +12,14 @@ using CuMem, Test
             ptx = CuMem.compile_ptx(CuMem.radix_source(T, vbytes, wide); arch = "compute_90")
             @test all(k -> occursin(k, ptx), CuMem.RADIX_KERNELS)
         end
+        # other tunings (bench/julia/sort_bench.jl's variants): the launch bounds reach the PTX
+        for T in (Float32, Int64), tune in (CuMem.RadixTuning(24, 2, 16, 0, 1), CuMem.RadixTuning(12, 4, 4, 200, 0), CuMem.RadixTuning(16, 0, 8, 0, 2))
+            ptx = CuMem.compile_ptx(CuMem.radix_source(T, 4, false, tune); arch = "compute_90")
+            @test occursin("cumem_sort_onesweep", ptx)
+            @test occursin(".minnctapersm", ptx) == (tune.blocks_per_sm > 0)
+            @test occursin("nanosleep", ptx) == (tune.sleep_ns > 0)
+            @test occursin("atom.shared.or", ptx) == (tune.match != 0)      # (the one-block sort: ballots)
+        end
         # the scans: kernel_entry compiles each generated source to PTX on the host device;
         # here again for sm_90, taken from the kernel table
         x = CuArray(rand(Float32, 10))
@@ -26,5 +34,17 @@ using CuMem, Test
             n += 1
         end
         @test n >= 6
+        # a scan of another tuning (128 threads, 24 Float32s each, launch bounds of 4 blocks per SM)
+        t0 = CuMem.scan_tuning()
+        try
+            CuMem.scan_tuning(CuMem.ScanTuning(128, 24, 4, 100))
+            cumsum(x)
+            srcs = [e.source for (k, e) in CuMem.KERNEL_TABLE if k[2] isa Tuple && k[2][1] === :scan1 && k[2][end] == CuMem.scan_tuning()]
+            @test length(srcs) == 1
+            ptx = CuMem.compile_ptx(srcs[1]; arch = "compute_90")
+            @test occursin(".maxntid 128", ptx) && occursin(".minnctapersm 4", ptx) && occursin("nanosleep", ptx)
+        finally
+            CuMem.scan_tuning(t0)
+        end
     end
 end

@@ -219,6 +219,30 @@ end
         @test !(gb.pool in pool_ids())
     end
 
+    @testset "timelines draw graph pools apart" begin
+        x = CuArray(rand(Float32, 4096))
+        record_memory_history(true)
+        try
+            outside = x .+ 1
+            local kept
+            g = capture(() -> (kept = x .* 2; nothing))
+            events = memory_events()
+            dir = mktempdir()
+            json = read(save_memory_timeline(joinpath(dir, "t.json"), events), String)
+            @test occursin("\"graph_pool\":$(g.pool),", json)          # the block made in the capture
+            @test occursin("\"addr\":\"0x$(string(UInt64(pointer(outside)), base = 16))\"", json)
+            @test occursin("\"graph_pool\":null", json)                # and the others
+            svg = read(save_memory_timeline(joinpath(dir, "t.svg"), events), String)
+            @test occursin("class=\"graph-pool\" data-pool=\"$(g.pool)\"", svg)
+            @test occursin("in a graph pool", svg)
+            unsafe_free!(kept); unsafe_free!(g); unsafe_free!(outside)
+            # after the pool has gone its blocks are still drawn as its
+            @test occursin("\"graph_pool\":$(g.pool),", read(save_memory_timeline(joinpath(dir, "u.json"), events), String))
+        finally
+            record_memory_history(false)
+        end
+    end
+
     @testset "@captured and no growth over replays" begin
         x = CuArray(rand(Float32, 256))
         y = CuMem.zeros(Float32, 256)
