@@ -42,7 +42,7 @@
 #                _tests.jl, peer copies through CuMem beside PyTorch
 #   reliability  tests/c/capi_stress.c (built here if cc exists) with and without injected faults
 #   first-result bench/julia/first_result.jl (REPS, default 1; FR_ROWS: its rows, default all) beside bench/anchors/first_result_anchor.py,
-#                bench/julia/compiler_translate.jl
+#                bench/julia/load_time.jl (LOAD_REPS, default 5), bench/julia/compiler_translate.jl
 #   kernels      the kernel language: test/compute/device/*_tests.jl, then bench/julia/kernel_bench.jl
 #                (@cuda kernels beside broadcasts and `sum`)
 #   cudajl       bench/julia/cudajl_suite.jl (if present; CUDAJL_ARGS="--kernels" or "--array" for one half)
@@ -449,6 +449,11 @@ suite_first_result() {
             step "first_result_anchor.py" "$L/first_result_anchor.log" py 120 bench/anchors/first_result_anchor.py --reps 2
             jsonl "$L/first_result_anchor.log" > "$D/first_result_anchor.jsonl"
         fi
+    fi
+    if have bench/julia/load_time.jl; then
+        # where `using CuMem` goes: LOAD_REPS fresh processes (default 5), invalidations, what loading compiles
+        step "load_time.jl" "$L/load_time.log" jl 90 bench/julia/load_time.jl --reps "${LOAD_REPS:-5}"
+        jsonl "$L/load_time.log" > "$D/load_time.jsonl"
     fi
     if have bench/julia/compiler_translate.jl; then
         step "compiler_translate.jl" "$L/compiler_translate.log" jl 120 bench/julia/compiler_translate.jl

@@ -273,8 +273,8 @@ or a host array. Between two wrappers of the same kind, as LinearAlgebra: only t
 triangle of `B` (without the diagonal for a unit triangle) is written into `A`'s parent,
 the rest of `A`'s parent is kept (one masked broadcast). `BoundsError` when `A` is smaller.
 """
-Base.copyto!(dest::CuArray, A::CuTriangular) = (M = CuArray(A); copyto!(dest, M); unsafe_free!(M); dest)
-Base.copyto!(dest::Array, A::CuTriangular) = copyto!(dest, Array(A))
+Base.copyto!(dest::CuArray, A::CuTriAny) = (M = CuArray(A); copyto!(dest, M); unsafe_free!(M); dest)
+Base.copyto!(dest::Array, A::CuTriAny) = copyto!(dest, Array(A))
 
 # (two methods, upper and lower, each narrower than LinearAlgebra's own pair)
 const CuUpperTri = Union{UpperTriangular{<:Any,<:CuMatrix},UnitUpperTriangular{<:Any,<:CuMatrix}}

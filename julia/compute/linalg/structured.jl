@@ -3,9 +3,16 @@
 # the wrappers' transposes and adjoints passed as op flags. Element types other than
 # cuBLAS's four are materialised (`CuMatrix(A)`) and multiplied by the generic products.
 
-const CuTriData{T} = Union{CuMatrix{T},Adjoint{T,<:CuMatrix{T}},Transpose{T,<:CuMatrix{T}}}
-const CuTriPlain{T} = Union{UpperTriangular{T,<:CuTriData{T}},LowerTriangular{T,<:CuTriData{T}},
-                            UnitUpperTriangular{T,<:CuTriData{T}},UnitLowerTriangular{T,<:CuTriData{T}}}
+# The wrappers' types share no element-type variable below the outer one (`CuTriangular{T}`)
+# and none at all in `CuTriAny`, the signature of the methods that need no `T`: Julia 1.5
+# inserts every method on a Base or LinearAlgebra function into that function's table at
+# each `using CuMem`, and intersecting a signature whose nested wrappers share a variable
+# with the table's signatures took most of that (bench/julia/load_time.jl: `*` of two
+# triangles alone up to half a second). Wrappers of CuMatrix always share the element type anyway
+# (`UpperTriangular{T,S}` requires `S <: AbstractMatrix{T}`; `adjoint` of numbers keeps it).
+const CuTriData = Union{CuMatrix,Adjoint{<:Any,<:CuMatrix},Transpose{<:Any,<:CuMatrix}}
+const CuTriPlain = Union{UpperTriangular{<:Any,<:CuTriData},LowerTriangular{<:Any,<:CuTriData},
+                         UnitUpperTriangular{<:Any,<:CuTriData},UnitLowerTriangular{<:Any,<:CuTriData}}
 """
     CuMem.CuTriangular{T}
 
@@ -13,7 +20,10 @@ const CuTriPlain{T} = Union{UpperTriangular{T,<:CuTriData{T}},LowerTriangular{T,
 `CuMatrix` (or of its transpose/adjoint), and the transposes/adjoints of those: what `*`,
 `\\`, `/`, `lmul!`, `rmul!`, `ldiv!`, `rdiv!` run on cuBLAS's triangular routines.
 """
-const CuTriangular{T} = Union{CuTriPlain{T},Adjoint{T,<:CuTriPlain{T}},Transpose{T,<:CuTriPlain{T}}}
+const CuTriangular{T} = Union{UpperTriangular{T,<:CuTriData},LowerTriangular{T,<:CuTriData},
+                              UnitUpperTriangular{T,<:CuTriData},UnitLowerTriangular{T,<:CuTriData},
+                              Adjoint{T,<:CuTriPlain},Transpose{T,<:CuTriPlain}}
+const CuTriAny = Union{CuTriPlain,Adjoint{<:Any,<:CuTriPlain},Transpose{<:Any,<:CuTriPlain}}
 
 tri_uplo(::Union{UpperTriangular,UnitUpperTriangular}) = 'U'
 tri_uplo(::Union{LowerTriangular,UnitLowerTriangular}) = 'L'
@@ -22,7 +32,8 @@ tri_diag(::Union{UpperTriangular,LowerTriangular}) = 'N'
 flip(u::Char) = u == 'U' ? 'L' : 'U'
 
 # (stored::CuMatrix, uplo of the stored triangle, op, diag) with op(stored) == A
-function tri_parts(A::CuTriPlain{T}) where {T}
+function tri_parts(A::CuTriPlain)
+    T = eltype(A)
     d, u, g = parent(A), tri_uplo(A), tri_diag(A)
     d isa CuMatrix && return (d, u, 'N', g)
     return (parent(d), flip(u), d isa Transpose || T <: Real ? 'T' : 'C', g)
@@ -43,7 +54,8 @@ end
 The dense matrix of a triangular wrapper (zeros outside the triangle, ones on a unit
 diagonal), on the device. `Array(A)` downloads it.
 """
-function CuArray{T,2}(A::CuTriangular{S}) where {T,S}
+function CuArray{T,2}(A::CuTriAny) where {T}
+    S = eltype(A)
     P, u, t, g = tri_parts(A)
     M = t == 'N' ? copy(P) : t == 'T' ? copy(transpose(P)) : copy(adjoint(P))
     uu = t == 'N' ? u : flip(u)
@@ -51,10 +63,10 @@ function CuArray{T,2}(A::CuTriangular{S}) where {T,S}
     g == 'U' && (M[diagind(M)] = CuMem.ones(S, minimum(size(M))))
     return T === S ? M : convert_eltype(T, M)
 end
-CuArray(A::CuTriangular{T}) where {T} = CuArray{T,2}(A)
-CuArray{T}(A::CuTriangular) where {T} = CuArray{T,2}(A)
-Base.Array(A::CuTriangular) = Array(CuArray(A))
-Base.Matrix(A::CuTriangular) = Array(CuArray(A))
+CuArray(A::CuTriAny) = CuArray{eltype(A),2}(A)
+CuArray{T}(A::CuTriAny) where {T} = CuArray{T,2}(A)
+Base.Array(A::CuTriAny) = Array(CuArray(A))
+Base.Matrix(A::CuTriAny) = Array(CuArray(A))
 
 tri_check_left(A, B) = size(A, 2) == size(B, 1) ||
     throw(DimensionMismatch("A has dimensions $(size(A)) but B has dimensions $(size(B))"))
@@ -107,7 +119,7 @@ end
 
 # the wrapper with its data converted to T (same structure)
 tri_as(::Type{T}, A::CuTriangular{T}) where {T} = A
-function tri_as(::Type{T}, A::CuTriangular) where {T}
+function tri_as(::Type{T}, A::CuTriAny) where {T}
     P, u, t, g = tri_parts(A)
     Q = convert_eltype(T, P)
     W = u == 'U' ? (g == 'U' ? UnitUpperTriangular : UpperTriangular) :
@@ -116,25 +128,25 @@ function tri_as(::Type{T}, A::CuTriangular) where {T}
     return t == 'N' ? X : t == 'T' ? transpose(X) : adjoint(X)
 end
 
-function Base.:*(A::CuTriangular, B::CuVecOrMat)
+function Base.:*(A::CuTriAny, B::CuVecOrMat)
     tri_check_left(A, B)
     T = promote_type(eltype(A), eltype(B))
     T <: BlasFloat || return CuArray(A) * B
     return lmul!(tri_as(T, A), copy_as(T, B))
 end
-function Base.:*(B::CuMatrix, A::CuTriangular)
+function Base.:*(B::CuMatrix, A::CuTriAny)
     tri_check_right(B, A)
     T = promote_type(eltype(A), eltype(B))
     T <: BlasFloat || return B * CuArray(A)
     return rmul!(copy_as(T, B), tri_as(T, A))
 end
-Base.:*(A::CuTriangular, B::CuTriangular) = A * CuArray(B)
-function Base.:\(A::CuTriangular, B::CuVecOrMat)
+Base.:*(A::CuTriAny, B::CuTriAny) = A * CuArray(B)
+function Base.:\(A::CuTriAny, B::CuVecOrMat)
     tri_check_left(A, B)
     T = promote_type(factor_type(eltype(A), "\\"), eltype(B))
     return ldiv!(tri_as(T, A), copy_as(T, B))
 end
-function Base.:/(B::CuMatrix, A::CuTriangular)
+function Base.:/(B::CuMatrix, A::CuTriAny)
     tri_check_right(B, A)
     T = promote_type(factor_type(eltype(A), "/"), eltype(B))
     return rdiv!(copy_as(T, B), tri_as(T, A))
