@@ -58,8 +58,12 @@ struct ScanTuning
     sleep_ns::Int
     spin::Int
 end
-ScanTuning(threads, items, blocks_per_sm, sleep_ns) = ScanTuning(threads, items, blocks_per_sm, sleep_ns, 1)
-const SCAN_DEFAULT = ScanTuning(256, 16, 6, 0, 1)
+# (four fields: the default's look-back wait)
+ScanTuning(threads, items, blocks_per_sm, sleep_ns) = ScanTuning(threads, items, blocks_per_sm, sleep_ns, SCAN_DEFAULT.spin)
+# The default measured on an H200 (bench/results/h200x2-2026-11-28-session10, call 3, the
+# same call): cumsum of Float32 at 10^6 / 10^8 took 0.041 / 0.67 ms with (256, 16, 0, 0, 0)
+# against 0.051 / 0.80 with (256, 16, 6, 0, 1) and 0.067 / 0.74 with (256, 16, 6, 0, 0).
+const SCAN_DEFAULT = ScanTuning(256, 16, 0, 0, 0)
 const SCAN_TUNING = Ref(ScanTuning(0, 0, 0, 0, 0))     # threads 0: not yet read from ENV
 
 """
@@ -68,8 +72,8 @@ const SCAN_TUNING = Ref(ScanTuning(0, 0, 0, 0, 0))     # threads 0: not yet read
 
 The one-pass scan's tuning in use, read on first use from the environment variables
 `CUMEM_SCAN_THREADS` (64-256, a multiple of 32, default 256), `CUMEM_SCAN_ITEMS` (1-32,
-default 16), `CUMEM_SCAN_BLOCKS_PER_SM` (0-16, default 6), `CUMEM_SCAN_SLEEP_NS` (0-10000,
-default 0) and `CUMEM_SCAN_SPIN` (0 or 1, default 1); the second form sets it for the scans that follow (bench/julia/sort_bench.jl
+default 16), `CUMEM_SCAN_BLOCKS_PER_SM` (0-16, default 0), `CUMEM_SCAN_SLEEP_NS` (0-10000,
+default 0) and `CUMEM_SCAN_SPIN` (0 or 1, default 0); the second form sets it for the scans that follow (bench/julia/sort_bench.jl
 compares variants in one process). Each tuning compiles its own kernels. Throws
 `ArgumentError` for a value out of range (the tuning is then unchanged).
 """
