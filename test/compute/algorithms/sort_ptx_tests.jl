@@ -73,7 +73,8 @@ end
             @test Array(accumulate((a, b) -> map(+, a, b), CuArray(h))) == accumulate((a, b) -> map(+, a, b), h)
             srcs = [(k[2][4], e.source) for (k, e) in CuMem.KERNEL_TABLE if k[2] isa Tuple && k[2][1] === :scan1 && k[2][4] === A8]
             @test length(srcs) == 1
-            @test ptx_smem(CuMem.compile_ptx(srcs[1][2]; arch = "compute_90"))["cumem_scan_onepass"] == CuMem.scan_smem(A8, 256, 1) <= CuMem.STATIC_SMEM_LIMIT
+            @test ptx_smem(CuMem.compile_ptx(srcs[1][2]; arch = "compute_90"))["cumem_scan_onepass"] ==
+                  CuMem.scan_smem(A8, 256, 1, CuMem.scan_tuning().spin) <= CuMem.STATIC_SMEM_LIMIT
         finally
             CuMem.scan_tuning(t0)
         end
