@@ -585,7 +585,9 @@ suite_sanitize() {
     # another lane times on), else every GPU
     local gl; read -r -a gl <<< "$(gpu_list)"
     local g=${#gl[@]}
-    local procs=${SANITIZE_PROCS:-$(nproc)}; [ "$procs" -le 24 ] || procs=24
+    # (the default is capped at 24; a SANITIZE_PROCS given is taken as it is, e.g. 36 on
+    # the four-GPU machine's 64 cores)
+    local procs=${SANITIZE_PROCS:-$(nproc)}; [ -n "${SANITIZE_PROCS:-}" ] || [ "$procs" -le 24 ] || procs=24
     # each process ends by the suite's budget (what the run has left), less the table's time
     SANITIZE_DEADLINE=$(( $(date +%s) + ${SUITE_BUDGET:-$(budget_of sanitize)} - 25 ))
     export cs L SANITIZE_LIMIT SANITIZE_POOL SANITIZE_OPTS SANITIZE_DEADLINE JL_LDLP JL_PRELOAD
