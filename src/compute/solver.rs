@@ -12,8 +12,8 @@
 //! One handle per device (with its `cusolverDnParams_t` and `gesvdjInfo_t`), created on
 //! first use and guarded by a mutex; its stream is set before every call. Workspaces
 //! (device bytes and the `devInfo` word) are allocated from the engine's pool on the
-//! call's stream, so they appear in the memory statistics, and freed when the call is
-//! done; host workspaces are `Vec`s. Every function waits for its stream to read
+//! call's stream, so they appear in the memory statistics, zeroed on it, and freed when
+//! the call is done; host workspaces are `Vec`s. Every function waits for its stream to read
 //! `devInfo` and returns it: 0 for success, `i > 0` for LAPACK's meaning (a zero pivot
 //! `U[i,i]`, a leading minor of order `i` not positive definite, `i` off-diagonal
 //! elements that did not converge); a negative `devInfo` (an illegal argument, which the
