@@ -15,7 +15,7 @@
 //! allocations among them that reclaim can give back).
 
 use super::free_lists::FreeLists;
-use super::node::{NIL, Node};
+use super::node::{NIL, Node, Nodes};
 use crate::pool::MIN_BLOCK;
 use crate::pool::split::SMALL_SIZE;
 use crate::snapshot::{BlockState, PoolBlock, PoolSegment};
@@ -34,8 +34,10 @@ pub(super) struct Arena {
     pub large: bool,
     /// log2 of the granule.
     shift: u32,
-    nodes: Vec<Node>,
-    dead: Vec<u32>,
+    nodes: Nodes,
+    /// The first dead node (reusable), the others linked through their `next` ([`NIL`]:
+    /// none).
+    dead: u32,
     /// The node that ends at the end of the range.
     tail: u32,
     /// Free ranges by size class.
@@ -74,8 +76,8 @@ impl Arena {
             size,
             large,
             shift: gran.trailing_zeros(),
-            nodes: vec![Node::new(base, size, true)],
-            dead: Vec::new(),
+            nodes: Nodes::new(Node::new(base, size, true)),
+            dead: NIL,
             tail: 0,
             free: FreeLists::default(),
             mapped: vec![0; n.div_ceil(64)],
@@ -144,10 +146,16 @@ impl Arena {
     /// (`unmapped_in(addr, size) == 0`, without counting).
     #[inline(always)]
     fn all_mapped(&self, addr: u64, size: u64) -> bool {
-        let (g0, g1) = self.touched(addr, size);
+        let g1 = ((addr + size - 1 - self.base) >> self.shift) as usize + 1;
         if g1 > self.top {
             return false;
         }
+        // Every granule below the top mapped (no granule was unmapped or moved away, as
+        // in training): nothing to look up.
+        if self.mapped_bytes == (self.top as u64) << self.shift {
+            return true;
+        }
+        let g0 = ((addr - self.base) >> self.shift) as usize;
         let (w0, w1) = (g0 / 64, (g1 - 1) / 64);
         let lo = !0u64 << (g0 % 64);
         let hi = !0u64 >> (63 - (g1 - 1) % 64);
@@ -185,24 +193,25 @@ impl Arena {
         (g1 - g0) - self.count_mapped(g0, g1)
     }
 
+    /// A node for `n`: a dead one reused, else a new one.
     #[inline]
     fn new_node(&mut self, n: Node) -> u32 {
-        match self.dead.pop() {
-            Some(i) => {
-                self.nodes[i as usize] = n;
-                i
-            }
-            None => {
-                self.nodes.push(n);
-                (self.nodes.len() - 1) as u32
-            }
+        let i = self.dead;
+        if i == NIL {
+            return self.nodes.push(n);
         }
+        self.dead = self.nodes[i as usize].next;
+        self.nodes[i as usize] = n;
+        i
     }
 
+    /// Marks node `i` (unlinked) dead, for reuse.
     #[inline]
     fn kill(&mut self, i: u32) {
-        self.nodes[i as usize].dead = true;
-        self.dead.push(i);
+        let n = &mut self.nodes[i as usize];
+        n.dead = true;
+        n.next = self.dead;
+        self.dead = i;
     }
 
     /// Makes node `i` (not linked yet) the next neighbour of `after`.
@@ -596,7 +605,7 @@ impl Arena {
     /// Gives block `i` back to the free ranges, merged with free neighbours (the free
     /// neighbour absorbs the block, keeping its node and, while its class holds, its
     /// place on its list).
-    #[inline]
+    #[inline(always)]
     pub fn give_back(&mut self, i: u32) {
         let Node { prev, next, size, addr, .. } = self.nodes[i as usize];
         debug_assert!(!self.nodes[i as usize].free && !self.nodes[i as usize].dead);
@@ -879,8 +888,14 @@ impl Arena {
         }
         assert_eq!(prev, self.tail);
         assert_eq!(at, self.base + self.size, "blocks and free ranges do not tile the arena");
-        assert_eq!(live + self.dead.len(), self.nodes.len());
-        assert!(self.dead.iter().all(|&d| self.nodes[d as usize].dead));
+        let mut dead = 0;
+        let mut d = self.dead;
+        while d != NIL {
+            assert!(self.nodes[d as usize].dead);
+            dead += 1;
+            d = self.nodes[d as usize].next;
+        }
+        assert_eq!(live + dead, self.nodes.len());
         assert_eq!(self.free.totals(&self.nodes), (nfree, free));
         let mine: std::collections::BTreeMap<u64, u64> =
             blocks.range(self.base..self.base + self.size).map(|(&a, &s)| (a, s)).collect();

@@ -167,7 +167,11 @@ impl ExpandablePool {
     /// arenas' ranges.
     #[inline]
     fn arena_of(&self, addr: u64) -> usize {
-        self.arenas.iter().position(|a| a.contains(addr)).expect("a block lies in an arena")
+        let mut k = 0;
+        while !self.arenas[k].contains(addr) {
+            k += 1;
+        }
+        k
     }
 
     /// The arena, free range (node) and address for a block of `size` among the arenas
@@ -179,7 +183,8 @@ impl ExpandablePool {
     fn place(&mut self, size: u64, large: bool, up: ShardUpstream<'_>) -> Result<(usize, u32, u64, usize)> {
         // The arena whose place needs the fewest granules mapped (the first among equals).
         let mut best: Option<(usize, u32, u64, usize)> = None;
-        for (k, a) in self.arenas.iter_mut().enumerate() {
+        for k in 0..self.arenas.len() {
+            let a = &mut self.arenas[k];
             if a.large == large
                 && let Some((i, addr, n)) = a.place(size)
                 && best.is_none_or(|b| n < b.3)
