@@ -91,8 +91,10 @@
 //! ones): no second hash table beside the engine's live table (one was 28 instructions
 //! per event, bertlike_infer_varlen). Warm instructions per event (callgrind, encoder_infer_varlen): 796 with the
 //! quick lists and sorted size-class vectors, 580 with a gathered and sorted candidate
-//! list on placement's slow path, 503 now (bench/results/host-2026-11-27-expandable);
-//! binned's 255.
+//! list on placement's slow path, 503 (bench/results/host-2026-11-27-expandable), 433
+//! now, without the second address table and with the node slab's bounds checks and
+//! `Vec` upkeep gone (bench/results/host-2026-11-28-exp11: 1.37–1.69 × binned's on the
+//! replay traces); binned's 262.
 
 mod arena;
 mod free_lists;
