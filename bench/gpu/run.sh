@@ -659,7 +659,7 @@ for f in sys.argv[1:]:
             if "mode" in r: rows[(r["impl"], r["mode"])] = r
             else: checks.append(r)
 print("| step (MLP 64-128-10, batch 64, SGD) | µs per step (median, synchronized) | launch only µs | graph nodes (kernels, memcpy, memset, other) | edges | depth |\n|---|---:|---:|---|---:|---:|")
-for k in [("cumem", "eager"), ("cumem", "graph"), ("cumem", "graph_chain"), ("torch", "eager"), ("torch", "graph")]:
+for k in [("cumem", "eager"), ("cumem", "graph"), ("cumem", "graph_chain"), ("cumem", "eager_cublas"), ("cumem", "graph_cublas"), ("torch", "eager"), ("torch", "graph")]:
     r = rows.get(k)
     if r:
         shape = f"{r['nodes']} ({r['kernels']}, {r['memcpys']}, {r['memsets']}, {r['others']}) | {r['edges']} | {r['depth']}" if "nodes" in r else "- | - | -"

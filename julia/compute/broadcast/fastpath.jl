@@ -271,7 +271,10 @@ end
     (e === nothing || e.world != world_counter()) && return nothing
     (FAST_BROADCAST[] && !MULTI[]) || return nothing
     dest = CuArray{T,N}(undef, size(bc))
-    fast_broadcast!(dest, bc) && return dest
+    # (inside a capture, one operation as broadcast_into!'s: queued bare, it would be a
+    # barrier that waits for everything captured before it)
+    ok = CAPTURES[] == 0 ? fast_broadcast!(dest, bc) : captured_op(() -> fast_broadcast!(dest, bc), bc, dest)
+    ok && return dest
     unsafe_free!(dest)
     return nothing
 end
