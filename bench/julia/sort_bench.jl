@@ -9,7 +9,7 @@
 #   CUMEM_DEVICE=cuda [CUMEM_SORT_ANCHOR=1] julia --project=. bench/julia/sort_bench.jl [n ...]
 # Tuning variants, measured after the default rows at the largest n, each row's op suffixed
 # with its tuning (e.g. "sort_f32@items=24,blocks=2,lookback=8"):
-#   CUMEM_SORT_VARIANTS="items,blocks_per_sm,lookback[,sleep_ns[,match]] ..." (CuMem.RadixTuning:
+#   CUMEM_SORT_VARIANTS="items,blocks_per_sm,lookback[,sleep_ns[,match[,early]]] ..." (CuMem.RadixTuning:
 #                       sort!, sortperm; fields left out: the defaults')
 #   CUMEM_SCAN_VARIANTS="threads,items,blocks_per_sm[,sleep_ns[,spin[,kernel[,window]]]] ..."
 #                       (CuMem.ScanTuning: cumsum and cumsum! at every size; kernel 1: the vector
@@ -106,11 +106,11 @@ function sort_rows(n, tag)
     end
     flush(stdout)
 end
-for (items, blocks, lookback, sleep, match) in variants("CUMEM_SORT_VARIANTS", fields(CuMem.RADIX_DEFAULT))
-    tag = "@items=$items,blocks=$blocks,lookback=$lookback,sleep=$sleep,match=$match"
+for (items, blocks, lookback, sleep, match, early) in variants("CUMEM_SORT_VARIANTS", fields(CuMem.RADIX_DEFAULT))
+    tag = "@items=$items,blocks=$blocks,lookback=$lookback,sleep=$sleep,match=$match,early=$early"
     t0 = CuMem.sort_tuning()
     try
-        guarded(() -> CuMem.sort_tuning(CuMem.RadixTuning(items, blocks, lookback, sleep, match)), "sort$tag", nmax) === nothing && continue
+        guarded(() -> CuMem.sort_tuning(CuMem.RadixTuning(items, blocks, lookback, sleep, match, early)), "sort$tag", nmax) === nothing && continue
         sort_rows(nmax, tag)
     finally
         CuMem.sort_tuning(t0)

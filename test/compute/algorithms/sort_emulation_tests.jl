@@ -110,6 +110,17 @@ end
             @test same(sort(CuArray(h); rev = true), sort(h; rev = true))
             @test same(sortperm(CuArray(h)), sortperm(h))
         end
+        # early counts (1: the tile's digit counts published before its ranking; 2: and its
+        # look-back before the ranking), with the warp match by __match_any_sync on skewed passes (3)
+        for early in (1, 2), T in (Float32, Int64, UInt8), n in (1281, 9 * 1280 + 7)
+            CuMem.sort_tuning(CuMem.RadixTuning(5, 0, 3, 50, T === Int64 ? 1 : 3, early))
+            h = keys_of(T, n)
+            @test same(sort(CuArray(h)), sort(h))
+            @test same(sort(CuArray(h); rev = true), sort(h; rev = true))
+            @test same(sortperm(CuArray(h)), sortperm(h))
+            hs = Float32.(rand(n))                    # (skewed top digits)
+            @test same(sortperm(CuArray(hs)), sortperm(hs))
+        end
         for spin in (1, 0), n in (191, 192, 193, 64 * 192 + 5, 70 * 192)       # (more than 64 tiles: a second look-back window)
             CuMem.scan_tuning(CuMem.ScanTuning(64, 3, 0, 50, spin))                # (both look-back waits)
             @test CuMem.scan_tile(Float32) == 192 && CuMem.scan_tile(Int64) == 64

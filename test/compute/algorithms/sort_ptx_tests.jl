@@ -29,12 +29,16 @@ end
             @test all(k -> occursin(k, ptx), CuMem.RADIX_KERNELS)
         end
         # other tunings (bench/julia/sort_bench.jl's variants): the launch bounds reach the PTX
-        for T in (Float32, Int64), tune in (CuMem.RadixTuning(24, 2, 16, 0, 1), CuMem.RadixTuning(12, 4, 4, 200, 0), CuMem.RadixTuning(16, 0, 8, 0, 2))
+        for T in (Float32, Int64), tune in (CuMem.RadixTuning(24, 2, 16, 0, 1), CuMem.RadixTuning(12, 4, 4, 200, 0), CuMem.RadixTuning(16, 0, 8, 0, 2),
+                                            CuMem.RadixTuning(16, 4, 8, 100, 3, 1), CuMem.RadixTuning(16, 4, 8, 100, 2, 2), CuMem.RadixTuning(16, 4, 8, 100, 1, 2))
             ptx = CuMem.compile_ptx(CuMem.radix_source(T, 4, false, tune); arch = "compute_90")
             @test occursin("cumem_sort_onesweep", ptx)
             @test occursin(".minnctapersm", ptx) == (tune.blocks_per_sm > 0)
             @test occursin("nanosleep", ptx) == (tune.sleep_ns > 0)
             @test occursin("atom.shared.or", ptx) == (tune.match != 0)      # (the one-block sort: ballots)
+            # (__match_any_sync: the match 3's ranking of skewed passes, and the early counts' merging
+            # on skewed passes, which match 1 (atomicOr on every pass) does not tell apart)
+            @test occursin("match.any.sync", ptx) == (tune.match == 3 || (tune.early > 0 && tune.match != 1))
         end
         # the shared memory the sort's tunings are checked against (radix_smem) is the PTX's:
         # Int64 keys with 24 per thread need 59432 bytes (ptxas' 0xe828) and 18 is the most that fits
