@@ -111,6 +111,7 @@ end
     try
         for (m, n, k) in ((128, 64, 64), (10, 64, 128), (128, 64, 10), (10, 128, 64), (1, 1, 512), (129, 33, 65),
                           (16, 16, 1), (1, 300, 7), (64, 64, 513), (256, 256, 64))
+            CuMem.small_gemm!(true)          # (the products below leave it off)
             fits = CuMem.small_gemm_fits(T, m, n, k)
             @test fits == (!CuMem.on_host() && k <= 512 && m * n * k <= 2^21)
             for opA in (:N, :T, :C), opB in (:N, :T, :C)
