@@ -20,7 +20,7 @@
 #include "common.cuh"
 
 #define GEMM_TILE 16      /* output tile: GEMM_TILE × GEMM_TILE */
-#define GEMM_TK 64        /* k per shared-memory chunk */
+#define GEMM_TK 128       /* k per shared-memory chunk (a multiple of 32) */
 #define GEMM_THREADS 64   /* (GEMM_TILE / 2)^2 threads, each a 2×2 micro-tile */
 
 /* x * y + a rounded once, as cuBLAS accumulates (the package's kernels are compiled
@@ -50,15 +50,21 @@ __device__ __forceinline__ void cumem_gemm_small(T *c, const T *a, const T *b, i
       for (int p0 = 0; p0 < k; p0 += GEMM_TK) {
         const int pn = k - p0 < GEMM_TK ? k - p0 : GEMM_TK;
         __syncthreads();   /* the previous chunk read by every thread */
-        for (int e = threadIdx.x; e < GEMM_TK * GEMM_TILE; e += blockDim.x) {
+        /* the chunk's pn rows of as and bs (no more: a small k loads little); consecutive
+           threads take consecutive addresses of the operand, 32 values of p at a time where
+           p is the contiguous index (ta; B as stored), else the 16 of the tile's index */
+        const int nk = ((pn + 31) / 32) * 32 * GEMM_TILE, nt = pn * GEMM_TILE;
+        for (int e = threadIdx.x; e < (ta ? nk : nt); e += blockDim.x) {
           int i, p;
-          if (ta) { p = e % GEMM_TK; i = e / GEMM_TK; } else { i = e % GEMM_TILE; p = e / GEMM_TILE; }
+          if (ta) { p = e % 32 + 32 * (e / (32 * GEMM_TILE)); i = (e / 32) % GEMM_TILE; }
+          else { i = e % GEMM_TILE; p = e / GEMM_TILE; }
           const int r = r0 + i, s = p0 + p;
           as[p][i] = (r < m && p < pn) ? a[ta ? s + r * lda : r + s * lda] : T(0);
         }
-        for (int e = threadIdx.x; e < GEMM_TK * GEMM_TILE; e += blockDim.x) {
+        for (int e = threadIdx.x; e < (tb ? nt : nk); e += blockDim.x) {
           int j, p;
-          if (tb) { j = e % GEMM_TILE; p = e / GEMM_TILE; } else { p = e % GEMM_TK; j = e / GEMM_TK; }
+          if (tb) { j = e % GEMM_TILE; p = e / GEMM_TILE; }
+          else { p = e % 32 + 32 * (e / (32 * GEMM_TILE)); j = (e / 32) % GEMM_TILE; }
           const int col = c0 + j, s = p0 + p;
           bs[p][j] = (col < n && p < pn) ? b[tb ? col + s * ldb : s + col * ldb] : T(0);
         }

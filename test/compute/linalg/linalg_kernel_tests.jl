@@ -125,7 +125,7 @@ end
     @test !CuMem.small_gemm!(true) && CuMem.small_gemm()
     op(t, X) = t == 'N' ? X : transpose(X)
     cuop(t, X) = t == 'N' ? CuArray(X) : (t == 'T' ? transpose(CuArray(X)) : CuArray(X)')
-    for T in (Float32, Float64), (m, n, k) in ((128, 64, 64), (10, 64, 128), (37, 70, 5), (1, 1, 1), (17, 33, 65), (3, 20, 129))
+    for T in (Float32, Float64), (m, n, k) in ((128, 64, 64), (10, 64, 128), (37, 70, 5), (1, 1, 1), (17, 33, 65), (3, 20, 129), (5, 7, 300))
         tol = T === Float32 ? 1f-5 : 1e-13
         for ta in ('N', 'T', 'C'), tb in ('N', 'T', 'C')
             A = rand(T, (ta == 'N' ? (m, k) : (k, m))...) .- T(0.5)
