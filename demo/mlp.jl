@@ -69,7 +69,7 @@ end
 
 # The logits, 10×B, and the hidden activation (128×B) for the backward pass. Bias and
 # ReLU are one broadcast (ReLU's mask is `h > 0`, the same as `z1 > 0`); the second
-# layer's bias is copied into the logits first and the product added to it by cuBLAS
+# layer's bias is copied into the logits first and the product added to it by `mul!`
 # (`mul!(z2, W2, h, 1, 1)`), so the copy does not wait for the first layer.
 function forward(m::MLP, x)
     a1 = m.W1 * x
@@ -111,7 +111,7 @@ end
 # The step's device work: forward, loss terms, backward, SGD update. Returns the loss
 # terms (10×B), or with `loss` (a 1×1 array) writes their mean there first (one reduction
 # and one broadcast, queued before the backward pass so that in a captured graph they run
-# beside it) and returns nothing. The weight updates are cuBLAS products added into the
+# beside it) and returns nothing. The weight updates are matrix products added into the
 # weights (`mul!(W, dz, a', -lr, 1)`: `W .-= lr .* (dz * a')` without the gradient
 # array), so the step is 17 kernels (19 with the loss).
 function sgd_step!(m::MLP, x, y, lr::Float32, loss = nothing)

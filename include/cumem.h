@@ -1508,8 +1508,8 @@ int32_t cumem_graph_info(uint64_t graph, cumem_graph_info_t *info);
 // slice per allocation). `labels` is null or holds `n` pointers, each null or a UTF-8
 // string naming the origin of that event's allocation (e.g. a Julia stack trace); the
 // pictures use the label of a block's allocation event. Blocks made in a CUDA graph's
-// private pool (an event whose `stream` is the id of a graph pool this engine ever made,
-// alive or released) are drawn apart: hatched bands named by their pool, `graph_pool`
+// private pool (an event whose `stream` is a graph pool's id, alive or released: such ids
+// have bit 62 set) are drawn apart: hatched bands named by their pool, `graph_pool`
 // in the JSON's allocations, the `graph_pool` category in Chrome's format.
 //
 // The picture draws the 10 000 largest blocks as bands of their own and sums the rest;

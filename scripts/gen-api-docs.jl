@@ -18,7 +18,7 @@ const OUT = joinpath(ROOT, "docs", "api.md")
 # for tests and benchmarks. Their docstrings stay for readers of the source.
 const INTERNAL = Set{Symbol}([:STRIDED_COPY_SOURCE,
                               :raw_memory_events, :flush_engine_log, :engine_memory_status,
-                              :last_error, :sleep_on,
+                              :last_error, :sleep_on, :check_thrown_before_read,
                               # the reduction-like families' plumbing (compute/reduce/element_fns.jl, kernel_cache.jl)
                               :Converted, :WithInit, :FindBetter, :SortLess, :element_function,
                               :converted_function, :result_type, :KernelEntry, :kernel_entry,

@@ -546,8 +546,10 @@ sanitize_one() {
     fi
     # (SANITIZE_POOL: the pool of every file, e.g. `none`, where each array is a cuMemAlloc of
     # its own and memcheck sees an access past its end; default: the file's own)
+    # (CUMEM_TEST_PROGRESS=1: files that read it print a line as each test set starts, so that
+    # the log of a run stopped by the limit shows where it stood)
     env LD_LIBRARY_PATH="${JL_LDLP-${LD_LIBRARY_PATH-}}" LD_PRELOAD="${JL_PRELOAD-}" CUDA_VISIBLE_DEVICES="$gpu" \
-        ${SANITIZE_POOL:+JULIA_CUDA_MEMORY_POOL=$SANITIZE_POOL} "${envs[@]}" \
+        CUMEM_TEST_PROGRESS=1 ${SANITIZE_POOL:+JULIA_CUDA_MEMORY_POOL=$SANITIZE_POOL} "${envs[@]}" \
         timeout -k 10 "$lim" "$cs" --tool "$t" --target-processes all --error-exitcode 97 \
         --print-limit 100 ${SANITIZE_OPTS:-} julia --startup-file=no --project=. "$f" > "$lf" 2>&1
     rc=$?
@@ -657,7 +659,7 @@ for f in sys.argv[1:]:
             if "mode" in r: rows[(r["impl"], r["mode"])] = r
             else: checks.append(r)
 print("| step (MLP 64-128-10, batch 64, SGD) | µs per step (median, synchronized) | launch only µs | graph nodes (kernels, memcpy, memset, other) | edges | depth |\n|---|---:|---:|---|---:|---:|")
-for k in [("cumem", "eager"), ("cumem", "graph"), ("cumem", "graph_chain"), ("torch", "eager"), ("torch", "graph")]:
+for k in [("cumem", "eager"), ("cumem", "graph"), ("cumem", "graph_chain"), ("cumem", "eager_cublas"), ("cumem", "graph_cublas"), ("torch", "eager"), ("torch", "graph")]:
     r = rows.get(k)
     if r:
         shape = f"{r['nodes']} ({r['kernels']}, {r['memcpys']}, {r['memsets']}, {r['others']}) | {r['edges']} | {r['depth']}" if "nodes" in r else "- | - | -"

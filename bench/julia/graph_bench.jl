@@ -3,12 +3,15 @@
 # (`bench/gpu/run.sh graphs`, beside bench/anchors/graph_anchor.py: PyTorch eager and
 # `torch.cuda.graph` replay of the same step) or the host device. Prints one JSON line per
 # figure:
-#   {"impl":"cumem","mode":"eager"|"graph"|"graph_chain","us":median µs per step, "steps":n, ...}
+#   {"impl":"cumem","mode":"eager"|"graph"|"graph_chain"|"eager_cublas"|"graph_cublas","us":median µs per
+#     step, "steps":n, ...} ("..._cublas": the matrix products on cuBLAS, CuMem.small_gemm!(false))
 #     every step timed alone, `synchronize()` before the clock stops; "graph" has edges that
 #     follow the data (the default), "graph_chain" is the same step captured as one chain
 #     (`edges = false`); both carry the graph's shape (CuMem.graph_info): "nodes",
 #     "kernels", "memcpys", "memsets", "others", "edges", "depth" (nodes on the longest
 #     dependency chain);
+#   {"check":"small_gemm", "max_rel_diff", "within_tolerance"}: the step's products by CuMem's
+#     small-gemm kernel against cuBLAS (largest difference / largest |result|, tolerance 1e-5);
 #   {"check":"weights", "equal":true|false, "max_abs_diff":...}: a model trained eagerly and one
 #     trained by replays (same seed, same batches) end with the same weights;
 #   {"check":"memory", "graph_reserved_bytes", "graph_allocated_bytes", "step_peak_bytes",
@@ -104,6 +107,52 @@ diffs_chain = [maximum(abs.(Array(getfield(m_chain, f)) .- Array(getfield(m_grap
 json("check" => "weights_chain", "equal" => all(==(0), diffs_chain), "max_abs_diff" => maximum(diffs_chain),
      "steps" => 2 * STEPS + 1, "device" => DEVICE)
 unsafe_free!(gc.exec)
+
+# the step's five products (shapes, transposes, α/β as sgd_step!) by the small-gemm kernel
+# against cuBLAS: the largest difference relative to the largest |cuBLAS result|
+function product_diffs()
+    rngp = MersenneTwister(3)
+    d(r...) = CuArray(randn(rngp, Float32, r...))
+    W1, W2, x, h, dz2, dz1, C0 = d(128, 64), d(10, 128), d(64, 64), d(128, 64), d(10, 64), d(128, 64), d(10, 64)
+    cases = ((C0, W2, h, 1f0, 1f0), (d(128, 64), W1, x, 1f0, 0f0), (d(128, 64), W2', dz2, 1f0, 0f0),
+             (d(10, 128), dz2, h', -0.05f0, 1f0), (d(128, 64), dz1, x', -0.05f0, 1f0))
+    worst = 0.0
+    for (C, A, B, α, β) in cases
+        outs = map((true, false)) do on
+            old = CuMem.small_gemm!(on)
+            c = copy(C)
+            mul!(c, A, B, α, β)
+            CuMem.small_gemm!(old)
+            Array(c)
+        end
+        worst = max(worst, maximum(abs.(outs[1] .- outs[2])) / maximum(abs.(outs[2])))
+    end
+    return worst
+end
+rel = product_diffs()
+json("check" => "small_gemm", "max_rel_diff" => rel, "within_tolerance" => rel <= 1e-5, "device" => DEVICE)
+
+# the step's matrix products on cuBLAS instead of CuMem's small-gemm kernel
+# (CuMem.small_gemm!(false)), eager and replayed, on a model of its own
+old_small = CuMem.small_gemm!(false)
+m_cublas = MLP(MersenneTwister(42))
+train_step_loss!(m_cublas, xs[1], ys[1], LR, loss)
+CuMem.synchronize()
+us_eager_cublas = time_steps(i -> train_step_loss!(m_cublas, xs[mod1(i, 8)], ys[mod1(i, 8)], LR, loss), STEPS)
+json("impl" => "cumem", "mode" => "eager_cublas", "us" => round(us_eager_cublas; digits = 2), "steps" => STEPS,
+     "device" => DEVICE)
+gb = GraphStep(m_cublas, xs[2], ys[2], LR)
+us_cublas = time_steps(STEPS) do i
+    copyto!(gb.x, xs[mod1(i + 1, 8)])
+    copyto!(gb.y, ys[mod1(i + 1, 8)])
+    CuMem.launch(gb.exec)
+end
+us_cublas_launch = time_steps(i -> CuMem.launch(gb.exec), STEPS)
+json("impl" => "cumem", "mode" => "graph_cublas", "us" => round(us_cublas; digits = 2),
+     "us_launch_only" => round(us_cublas_launch; digits = 2), "steps" => STEPS,
+     (string(k) => v for (k, v) in pairs(gb.info))..., "device" => DEVICE)
+unsafe_free!(gb.exec)
+CuMem.small_gemm!(old_small)
 
 # the pool: its memory against the eager step's peak, and no growth over REPLAYS replays
 p0 = only(filter(p -> p.id == pool.id, CuMem.graph_pools()))

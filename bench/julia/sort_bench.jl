@@ -1,5 +1,6 @@
 # The device sort and scan at 10^6 and 10^8 elements: sort! of Float32, Int64 and UInt32
-# keys, sortperm of Float32, cumsum of Float32 and a device copy of Float32 (the bandwidth
+# keys, sortperm of Float32, cumsum of Float32 (also cumsum! into an array allocated before the
+# clock starts: the scan without the output's allocation) and a device copy of Float32 (the bandwidth
 # the one-pass scan is measured against: "gbps" = bytes read + written / time), as JSON lines
 # {"op", "impl": "cumem", "n", "ms"[, "gbps"]} (median of 5 timed runs after one warm-up,
 # each ending with a synchronize). With CUMEM_SORT_ANCHOR=1, then PyTorch's and CuPy's rows
@@ -8,10 +9,11 @@
 #   CUMEM_DEVICE=cuda [CUMEM_SORT_ANCHOR=1] julia --project=. bench/julia/sort_bench.jl [n ...]
 # Tuning variants, measured after the default rows at the largest n, each row's op suffixed
 # with its tuning (e.g. "sort_f32@items=24,blocks=2,lookback=8"):
-#   CUMEM_SORT_VARIANTS="items,blocks_per_sm,lookback[,sleep_ns[,match]] ..." (CuMem.RadixTuning:
+#   CUMEM_SORT_VARIANTS="items,blocks_per_sm,lookback[,sleep_ns[,match[,early]]] ..." (CuMem.RadixTuning:
 #                       sort!, sortperm; fields left out: the defaults')
-#   CUMEM_SCAN_VARIANTS="threads,items,blocks_per_sm[,sleep_ns[,spin]] ..."  (CuMem.ScanTuning: cumsum,
-#                       at every size)
+#   CUMEM_SCAN_VARIANTS="threads,items,blocks_per_sm[,sleep_ns[,spin[,kernel[,window]]]] ..."
+#                       (CuMem.ScanTuning: cumsum and cumsum! at every size; kernel 1: the vector
+#                       kernel, window: its look-back's status words per lane)
 # e.g. CUMEM_SORT_VARIANTS="16,3,8,0,0 16,4,8 24,2,8,200" CUMEM_SCAN_VARIANTS="128,24,0 256,16,0,100".
 # The default rows use the tuning of the CUMEM_SORT_* / CUMEM_SCAN_* variables (or the defaults).
 using CuMem, Random, Printf, Statistics
@@ -59,6 +61,8 @@ for n in sizes
     ms = timed(x -> CuMem.unsafe_free!(cumsum(x)), () -> copy(src))
     println("{\"op\": \"cumsum_f32\", \"impl\": \"cumem\", \"n\": $n, \"ms\": $(round(ms; digits = 3)), \"gbps\": $(round(8n / ms / 1e6; digits = 1))}")
     dst = similar(src)
+    ms = timed(x -> cumsum!(dst, x), () -> copy(src))
+    println("{\"op\": \"cumsum!_f32\", \"impl\": \"cumem\", \"n\": $n, \"ms\": $(round(ms; digits = 3)), \"gbps\": $(round(8n / ms / 1e6; digits = 1))}")
     ms = timed(x -> copyto!(dst, x), () -> copy(src))
     println("{\"op\": \"copy_f32\", \"impl\": \"cumem\", \"n\": $n, \"ms\": $(round(ms; digits = 3)), \"gbps\": $(round(8n / ms / 1e6; digits = 1))}")
     CuMem.unsafe_free!(dst)
@@ -102,28 +106,35 @@ function sort_rows(n, tag)
     end
     flush(stdout)
 end
-for (items, blocks, lookback, sleep, match) in variants("CUMEM_SORT_VARIANTS", fields(CuMem.RADIX_DEFAULT))
-    tag = "@items=$items,blocks=$blocks,lookback=$lookback,sleep=$sleep,match=$match"
+for (items, blocks, lookback, sleep, match, early) in variants("CUMEM_SORT_VARIANTS", fields(CuMem.RADIX_DEFAULT))
+    tag = "@items=$items,blocks=$blocks,lookback=$lookback,sleep=$sleep,match=$match,early=$early"
     t0 = CuMem.sort_tuning()
     try
-        guarded(() -> CuMem.sort_tuning(CuMem.RadixTuning(items, blocks, lookback, sleep, match)), "sort$tag", nmax) === nothing && continue
+        guarded(() -> CuMem.sort_tuning(CuMem.RadixTuning(items, blocks, lookback, sleep, match, early)), "sort$tag", nmax) === nothing && continue
         sort_rows(nmax, tag)
     finally
         CuMem.sort_tuning(t0)
     end
 end
 # (the scan variants at every size: the one-pass scan's small sizes are latency-bound, its large ones bandwidth-bound)
-for (threads, items, blocks, sleep, spin) in variants("CUMEM_SCAN_VARIANTS", fields(CuMem.SCAN_DEFAULT)), n in sizes
-    tag = "@threads=$threads,items=$items,blocks=$blocks,sleep=$sleep,spin=$spin"
+for (threads, items, blocks, sleep, spin, kernel, window) in variants("CUMEM_SCAN_VARIANTS", fields(CuMem.SCAN_DEFAULT)), n in sizes
+    tag = "@threads=$threads,items=$items,blocks=$blocks,sleep=$sleep,spin=$spin,kernel=$kernel,window=$window"
     t0 = CuMem.scan_tuning()
     try
         guarded("cumsum_f32$tag", n) do
-            CuMem.scan_tuning(CuMem.ScanTuning(threads, items, blocks, sleep, spin))
+            CuMem.scan_tuning(CuMem.ScanTuning(threads, items, blocks, sleep, spin, kernel, window))
             src = CuMem.rand(Float32, n)
             ms = timed(x -> CuMem.unsafe_free!(cumsum(x)), () -> copy(src))
+            # (exact: Int32 sums, and Float32 sums of small integers, against Base)
             h = rand(Int32(-100):Int32(100), n)
             ok = Array(accumulate(+, CuArray(h))) == accumulate(+, h)
+            hf = Float32.(h)
+            ok &= Array(cumsum(CuArray(hf))) == cumsum(hf)
             println("{\"op\": \"cumsum_f32$tag\", \"impl\": \"cumem\", \"n\": $n, \"ms\": $(round(ms; digits = 3)), \"gbps\": $(round(8n / ms / 1e6; digits = 1)), \"ok\": $ok}")
+            dst = similar(src)
+            ms = timed(x -> cumsum!(dst, x), () -> copy(src))
+            println("{\"op\": \"cumsum!_f32$tag\", \"impl\": \"cumem\", \"n\": $n, \"ms\": $(round(ms; digits = 3)), \"gbps\": $(round(8n / ms / 1e6; digits = 1))}")
+            CuMem.unsafe_free!(dst)
             CuMem.unsafe_free!(src)
         end
     finally

@@ -38,6 +38,7 @@ function Base.copyto!(dest::Array{T}, doffs::Integer, src::CuArray{T}, soffs::In
     check_copy(dest, doffs, src, soffs, n)
     n == 0 && return dest
     CAPTURES[] == 0 || refuse_in_capture("a copy from the device to host memory (Array)")
+    check_thrown_before_read()
     GC.@preserve dest check(ordered_copy_dtoh(convert(Ptr{Cvoid}, pointer(dest, doffs)),
                                         offset_addr(src, soffs), nbytes(T, n)))
     check_kernel_errors()

@@ -150,6 +150,7 @@ Base.@propagate_inbounds function Base.getindex(a::CuArray{T}, i::Int) where {T}
     CAPTURES[] == 0 || refuse_in_capture("a scalar read-back (getindex)")
     r = Ref{T}()
     sizeof(T) == 0 && return r[]
+    check_thrown_before_read()
     GC.@preserve r check(ordered_copy_dtoh(convert(Ptr{Cvoid}, Base.unsafe_convert(Ptr{T}, r)),
                                      offset_addr(a, i), nbytes(T, 1)))
     check_kernel_errors()

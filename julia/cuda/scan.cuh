@@ -368,3 +368,253 @@ static __device__ __forceinline__ void cumem_scan_onepass(int64_t n, int64_t nti
     }
   }
 }
+
+/* ---- The vector kernel (ScanTuning's kernel = 1): the tile's elements stay in registers ----
+ * Warp w of the block owns elements [w * 32 * ITEMS, (w + 1) * 32 * ITEMS) of the tile, in
+ * ITEMS / G rows of 32 * G; lane l holds elements l * G .. l * G + G - 1 of each row, G
+ * consecutive elements that one vector instruction loads (and one stores) where the line has
+ * unit strides and its addresses are multiples of the chunk (G elements of the input, G of
+ * the output; vok below) - 16 bytes per lane, a warp's 512 contiguous bytes per instruction,
+ * the layout of a copy. Scalar loads and stores with index tests otherwise (strides, a view's
+ * misaligned start, the partial last tile), in the same layout. The scan: each lane's G
+ * elements in registers, then each row across the lanes by warp shuffles (the rows of a warp
+ * side by side: independent shuffles), the rows' totals (lane 31's) in order in registers,
+ * the warps' totals through shared memory (thread 0), no shared-memory pass over the
+ * elements (the block kernel above moves each element through shared memory twice, with a
+ * __syncthreads each way). The look-back is one warp's (warp 0, as CUB's
+ * TilePrefixCallbackOp), without a block barrier per round: lane l reads the status of
+ * CUMEM_SCAN_WINDOW tiles (its K = CUMEM_SCAN_WINDOW loads in flight at once: a window of
+ * 32 * K tiles per round trip to L2), each lane combines its tiles nearest first up to the
+ * first published prefix or unpublished tile, and the lanes combine by shuffles up to the
+ * nearest lane that stopped. A window that ends at an unpublished tile is combined, and the
+ * next round reads from that tile (after CUMEM_SCAN_SLEEP_NS). The status words, `flags`,
+ * `aggs`, `incs` and `counter` are cumem_scan_onepass's.
+ *   vld(p, Acc o[G])      o = the G input elements at linear offset p (unit stride, aligned)
+ *   vst(p, const Acc a[G]) stores G outputs at linear offset p (unit stride, aligned)
+ *   vok(ib, ob) -> int    bit 0: vld may load at ib + multiples of G; bit 1: vst may store
+ *                         at ob + multiples of G */
+#ifndef CUMEM_SCAN_WINDOW
+#define CUMEM_SCAN_WINDOW 8
+#endif
+
+/* __shfl_sync over the full warp for a value of any trivially copyable type T: lane src's v */
+template <typename T> static __device__ __forceinline__ T cumem_scan_shfl_idx(T v, int src) {
+  union U { T v; unsigned w[(sizeof(T) + 3) / 4]; __device__ U() {} } u, r;
+  u.v = v;
+  for (int i = 0; i < (int)((sizeof(T) + 3) / 4); i++) r.w[i] = __shfl_sync(0xffffffffu, u.w[i], src);
+  return r.v;
+}
+
+/* G elements of T as one aligned chunk (G * sizeof(T) a power of two, at most 16 bytes: one
+   vector load or store; prelude.cuh's jl_vec, which lookback_emulation.cpp goes without) */
+template <typename T, int G> struct alignas(sizeof(T) * G) cumem_scan_chunk { T v[G]; };
+/* G elements of T at p (p a multiple of G * sizeof(T) bytes) through conv, into o; and back */
+template <int G, typename T, typename Conv, typename A>
+static __device__ __forceinline__ void cumem_scan_vget(const T* p, Conv conv, A* o) {
+  const cumem_scan_chunk<T, G> v = *(const cumem_scan_chunk<T, G>*)p;
+  for (int g = 0; g < G; g++) o[g] = conv(v.v[g]);
+}
+template <int G, typename T, typename Conv, typename A>
+static __device__ __forceinline__ void cumem_scan_vput(T* p, Conv conv, const A* a) {
+  cumem_scan_chunk<T, G> v;
+  for (int g = 0; g < G; g++) v.v[g] = conv(a[g]);
+  *(cumem_scan_chunk<T, G>*)p = v;
+}
+
+/* The vector kernel's lambdas (after CUMEM_SCAN_LAMBDAS) over src/dst, G elements a chunk */
+#define CUMEM_SCAN_VLAMBDAS(AC, G) \
+  auto s_vld = [&](int64_t p, AC* o) { cumem_scan_vget<G>(src + p, [&](const auto e) -> AC { AC r; r = CUMEM_SCAN_LD(e); return r; }, o); }; \
+  auto s_vst = [&](int64_t p, const AC* a) { cumem_scan_vput<G>(dst + p, [&](const AC e) { return CUMEM_SCAN_ST(e); }, a); }; \
+  auto s_vok = [&](int64_t ib, int64_t ob) -> int { \
+    return (ist == 1 && jl_aligned(src + ib, G * sizeof(*src)) ? 1 : 0) | (ost == 1 && jl_aligned(dst + ob, G * sizeof(*dst)) ? 2 : 0); };
+
+template <typename Acc, int ITEMS, int G, bool HAS_INIT, typename Op, typename Line, typename Ld, typename St, typename VLd, typename VSt, typename VOk>
+static __device__ __forceinline__ void cumem_scan_onepass_vec(int64_t n, int64_t ntiles, Acc p0, Op op, Line line, Ld ld, St st,
+                                                              VLd vld, VSt vst, VOk vok,
+                                                              uint32_t* flags, Acc* aggs, Acc* incs, uint32_t* counter)
+{
+  static_assert(ITEMS % G == 0, "ITEMS must be a multiple of G");
+  constexpr int TILE = CUMEM_SCAN_THREADS * ITEMS, R = ITEMS / G, WARPS = CUMEM_SCAN_THREADS / 32, K = CUMEM_SCAN_WINDOW;
+  constexpr bool PACK = sizeof(Acc) <= 4;
+  uint64_t* const words = (uint64_t*)flags;
+  __shared__ Acc s_wtot[WARPS];          /* the warps' totals, then their exclusive prefixes (warp 0: none) */
+  __shared__ Acc s_agg, s_excl;
+  __shared__ int s_have;
+  __shared__ int64_t s_id, s_j, s_tile;
+  const int t = threadIdx.x, lane = t & 31, w = t >> 5;
+  if (t == 0) {
+    const int64_t id = (int64_t)atomicAdd(counter, 1u);
+    s_id = id; s_j = id / ntiles; s_tile = id % ntiles;
+  }
+  __syncthreads();
+  const int64_t id = s_id, j = s_j, tile = s_tile;
+  int64_t ib, ob;
+  line(j, &ib, &ob);
+  const int64_t base = tile * TILE;
+  const int cnt = n - base < TILE ? (int)(n - base) : TILE;
+  const bool full = cnt == TILE;
+  const int vk = full ? vok(ib + base, ob + base) : 0;
+  const int e0 = w * 32 * ITEMS + lane * G;          /* the tile's element of (row 0, g 0) */
+  Acc x[R][G];
+  if (vk & 1) {
+    for (int r = 0; r < R; r++) vld(ib + base + e0 + r * 32 * G, x[r]);
+  } else {
+    for (int r = 0; r < R; r++)
+      for (int g = 0; g < G; g++) {
+        const int i = e0 + r * 32 * G + g;
+        x[r][g] = Acc{};
+        if (i < cnt) x[r][g] = ld(ib, base + i);
+      }
+  }
+  /* each lane's chunks (the partial tile: valid elements only), then rows across the lanes;
+     elements past the end come after every valid one (the row-major order of the tile), so
+     what they add reaches only elements past the end, and the partial tile's total, which no
+     tile reads */
+  Acc v[R], ex[R];
+  for (int r = 0; r < R; r++) {
+    for (int g = 1; g < G; g++)
+      if (full || e0 + r * 32 * G + g < cnt) x[r][g] = op(x[r][g - 1], x[r][g]);
+    v[r] = x[r][G - 1];
+  }
+  for (int o = 1; o < 32; o <<= 1)
+    for (int r = 0; r < R; r++) {
+      const Acc u = cumem_shfl_up(v[r], o);
+      if (lane >= o) v[r] = op(u, v[r]);
+    }
+  for (int r = 0; r < R; r++) ex[r] = cumem_shfl_up(v[r], 1);       /* (lane 0's: unused) */
+  /* the rows' exclusive prefixes in the warp (row 0: none), kept in v; the warp's total */
+  Acc wt = cumem_scan_shfl_idx(v[0], 31);
+  for (int r = 1; r < R; r++) {
+    const Acc rt = cumem_scan_shfl_idx(v[r], 31);
+    v[r] = wt;
+    wt = op(wt, rt);
+  }
+  if (lane == 0) s_wtot[w] = wt;
+  __syncthreads();
+  if (t == 0) {
+    Acc agg = s_wtot[0];
+    for (int k = 1; k < WARPS; k++) { const Acc u = s_wtot[k]; s_wtot[k] = agg; agg = op(agg, u); }
+    s_agg = agg;
+    s_have = 0;
+    if (tile == 0) {
+      const Acc inc = HAS_INIT ? op(p0, agg) : agg;
+      if constexpr (PACK) {
+        *(volatile uint64_t*)(words + id) = cumem_scan_pack(2u, inc);
+      } else {
+        cumem_scan_vstore(incs + id, inc);
+        __threadfence();
+        *(volatile uint32_t*)(flags + id) = 2u;
+      }
+      if (HAS_INIT) { s_excl = p0; s_have = 1; }
+    } else {
+      if constexpr (PACK) {
+        *(volatile uint64_t*)(words + id) = cumem_scan_pack(1u, agg);
+      } else {
+        cumem_scan_vstore(aggs + id, agg);
+        __threadfence();
+        *(volatile uint32_t*)(flags + id) = 1u;
+      }
+    }
+  }
+  if (tile > 0 && w == 0) {
+    __syncwarp();
+    Acc excl{};
+    bool have = false;                   /* (lane 0's) */
+    const int64_t sb = j * ntiles;
+    int64_t jt = tile - 1;               /* the nearest tile not combined yet */
+    while (true) {
+      /* lane l: tiles jt - l * K - i, i = 0 .. K - 1, nearest first (before tile 0: flag 2,
+         never combined: tile 0's prefix, always published, ends the walk first) */
+      uint32_t f[K];
+      Acc a[K];
+      for (int i = 0; i < K; i++) {
+        const int64_t q = jt - (int64_t)lane * K - i;
+        f[i] = 2u;
+        a[i] = Acc{};
+        if constexpr (PACK) {
+          if (q >= 0) { const uint64_t x = *(volatile uint64_t*)(words + sb + q); f[i] = (uint32_t)(x >> 32); a[i] = cumem_scan_unpack<Acc>(x); }
+        } else {
+          if (q >= 0) f[i] = *(volatile uint32_t*)(flags + sb + q);
+        }
+      }
+      if constexpr (!PACK) {
+        __threadfence();
+        for (int i = 0; i < K; i++) {
+          const int64_t q = jt - (int64_t)lane * K - i;
+          if (q >= 0 && f[i] != 0u) a[i] = cumem_scan_vload((f[i] == 2u ? incs : aggs) + sb + q);
+        }
+      }
+      /* the lane's tiles up to its first stop: 1 a published prefix (included), 2 an
+         unpublished tile (not included); si: the stop's i */
+      Acc la{};
+      bool lh = false;
+      int stop = 0, si = K;
+      for (int i = 0; i < K; i++) {
+        if (stop == 0) {
+          if (f[i] == 0u) { stop = 2; si = i; }
+          else {
+            la = lh ? op(a[i], la) : a[i];
+            lh = true;
+            if (f[i] == 2u) { stop = 1; si = i; }
+          }
+        }
+      }
+      const uint32_t ms = __ballot_sync(0xffffffffu, stop != 0);
+      const uint32_t mp = __ballot_sync(0xffffffffu, stop == 1);
+      const uint32_t mh = __ballot_sync(0xffffffffu, lh);
+      const int L = ms != 0u ? __ffs((int)ms) - 1 : 31;            /* the nearest lane that stopped */
+      const bool found = ((mp >> L) & 1u) != 0u;
+      const int lmax = ((mh >> L) & 1u) != 0u ? L : L - 1;         /* lanes 0..lmax combine */
+      for (int o = 1; o < 32; o <<= 1) {
+        const Acc u = cumem_shfl_down(la, o);
+        if (lane + o <= lmax) la = op(u, la);
+      }
+      if (lane == 0 && lmax >= 0) { excl = have ? op(la, excl) : la; have = true; }
+      if (found) break;
+      if (ms == 0u) {
+        jt -= 32 * K;
+      } else {
+        jt -= (int64_t)L * K + cumem_scan_shfl_idx(si, L);        /* the unpublished tile */
+#if defined(__CUDACC__) && CUMEM_SCAN_SLEEP_NS > 0
+        __nanosleep(CUMEM_SCAN_SLEEP_NS);
+#endif
+      }
+    }
+    if (lane == 0) {
+      const Acc inc = op(excl, s_agg);
+      if constexpr (PACK) {
+        *(volatile uint64_t*)(words + id) = cumem_scan_pack(2u, inc);
+      } else {
+        cumem_scan_vstore(incs + id, inc);
+        __threadfence();
+        *(volatile uint32_t*)(flags + id) = 2u;
+      }
+      s_excl = excl;
+      s_have = 1;
+    }
+  }
+  __syncthreads();
+  /* each chunk's prefix: the tile's, the warp's, the row's, the lane's */
+  bool have = s_have != 0;
+  Acc pre{};
+  if (have) pre = s_excl;
+  if (w > 0) { const Acc u = s_wtot[w]; pre = have ? op(pre, u) : u; have = true; }
+  for (int r = 0; r < R; r++) {
+    bool h = have;
+    Acc p = pre;
+    if (r > 0) { p = h ? op(p, v[r]) : v[r]; h = true; }
+    if (lane > 0) { p = h ? op(p, ex[r]) : ex[r]; h = true; }
+    if (h)
+      for (int g = 0; g < G; g++)
+        if (full || e0 + r * 32 * G + g < cnt) x[r][g] = op(p, x[r][g]);
+  }
+  if (vk & 2) {
+    for (int r = 0; r < R; r++) vst(ob + base + e0 + r * 32 * G, x[r]);
+  } else {
+    for (int r = 0; r < R; r++)
+      for (int g = 0; g < G; g++) {
+        const int i = e0 + r * 32 * G + g;
+        if (i < cnt) st(ob, base + i, x[r][g]);
+      }
+  }
+}

@@ -50,9 +50,20 @@
 #endif
 /* the onesweep's warp match: 1 a shared-memory atomicOr per key, 0 ballots, 2 each pass its own:
    ballots where one digit holds more than 1/8 of the keys (lanes of equal digit serialize the
-   atomicOr: the top byte of uniform floats in [0, 1) takes about three values), else atomicOr */
+   atomicOr: the top byte of uniform floats in [0, 1) takes about three values), else atomicOr;
+   3 as 2 with __match_any_sync in place of the ballots (one instruction whose cost grows with
+   the distinct digits of the warp: few where one digit holds more than 1/8 of the keys) */
 #ifndef CUMEM_SORT_MATCH
 #define CUMEM_SORT_MATCH 2
+#endif
+/* the onesweep's early counts (CUB's BlockRadixRankMatchEarlyCounts): 0 none, the tile's digit
+   counts come from the ranking and are published after it; 1 the tile's count of each digit by
+   shared-memory atomics right after the load (lanes of equal digit first merged by
+   __match_any_sync where one digit holds more than 1/8 of the keys), published at once, so that
+   the next tiles' look-back need not wait for this tile's ranking; the look-back after the
+   ranking; 2 as 1, and the look-back (and the tile's prefix published) before the ranking */
+#ifndef CUMEM_SORT_EARLY
+#define CUMEM_SORT_EARLY 0
 #endif
 /* 0 when the source is for keys only (cumem_val_t then a placeholder): the kernels' `hasv` is
    then known false at compile time, and the onesweep keeps no payload positions in registers */
@@ -200,8 +211,8 @@ static __device__ __forceinline__ unsigned cumem_sort_match(unsigned label, int 
  * wmatch[digit] (the warp's 256 words, zeroed; left zeroed) with a shared-memory atomicOr, as
  * CUB's WARP_MATCH_ATOMIC_OR: about 15 instructions per key; otherwise by cumem_sort_match's
  * ballots (8 for a full tile; 9 for a partial one, whose invalid items carry the label 256,
- * equal only to each other): 50 to 60 instructions per key. */
-template <bool FULL, bool ATOMIC>
+ * equal only to each other): 50 to 60 instructions per key; ANY: by __match_any_sync. */
+template <bool FULL, bool ATOMIC, bool ANY = false>
 static __device__ __forceinline__ void cumem_sort_warp_rank(const cumem_key_t* key, uint32_t* rank, int64_t wbase, int64_t n,
                                                             int pass, uint32_t* whist, uint32_t* wmatch, int lane)
 {
@@ -221,7 +232,7 @@ static __device__ __forceinline__ void cumem_sort_warp_rank(const cumem_key_t* k
       rank[r] = b + below;
     } else {
       const unsigned d = valid ? cumem_digit(key[r], pass) : 256u;
-      const unsigned peers = cumem_sort_match(d, FULL ? 8 : 9);
+      const unsigned peers = ANY ? __match_any_sync(0xffffffffu, d) : cumem_sort_match(d, FULL ? 8 : 9);
       const unsigned below = (unsigned)__popc(peers & below_mask);
       const uint32_t b = valid ? whist[d] : 0u;
       __syncwarp();
@@ -230,6 +241,41 @@ static __device__ __forceinline__ void cumem_sort_warp_rank(const cumem_key_t* k
       rank[r] = b + below;
     }
   }
+}
+
+/* Decoupled look-back of digit t (thread t) for tile `tile` > 0 whose count of the digit is cnt:
+ * the count of the digit in the tiles before it, and the tile's prefix (that plus cnt)
+ * published in st. CUMEM_SORT_LOOKBACK tiles j, j - 1, ... read at once (one round trip to L2
+ * where one tile at a time cost one each: a tile far from the last published prefix walked
+ * back one tile per round trip), then taken nearest first up to the first prefix; the walk
+ * goes on from the first tile not yet published (spinning there) or past the window. */
+static __device__ __forceinline__ uint32_t cumem_sort_lookback(const cumem_status_t* status, uint32_t tile, int t, uint32_t cnt,
+                                                               cumem_status_t* st)
+{
+  uint32_t excl = 0;
+  int64_t j = (int64_t)tile - 1;
+  bool done = false;
+  while (!done) {
+    cumem_status_t x[CUMEM_SORT_LOOKBACK];
+#pragma unroll
+    for (int u = 0; u < CUMEM_SORT_LOOKBACK; u++) x[u] = j - u >= 0 ? cumem_vload(status + (j - u) * 256 + t) : (cumem_status_t)0;
+    int used = 0;
+#pragma unroll
+    for (int u = 0; u < CUMEM_SORT_LOOKBACK; u++) {
+      if (done || used < u) continue;                      /* (past a prefix or a tile not yet published) */
+      const unsigned f = (unsigned)(x[u] >> CUMEM_ST_SHIFT);
+      if (f == 0u) continue;                               /* not yet published: read again from here */
+      excl += (uint32_t)CUMEM_ST_VAL(x[u]);
+      used = u + 1;
+      done = f == 2u;
+    }
+    j -= used;
+#if defined(__CUDACC__) && CUMEM_SORT_SLEEP_NS > 0
+    if (!done && used < CUMEM_SORT_LOOKBACK) __nanosleep(CUMEM_SORT_SLEEP_NS);
+#endif
+  }
+  cumem_vstore(st, CUMEM_ST_PRE | (cumem_status_t)(excl + cnt));
+  return excl;
 }
 
 /* The onesweep kernel's shared memory (declared once in the kernel: the full-tile and partial
@@ -259,6 +305,8 @@ static __device__ __forceinline__ void cumem_sort_onesweep_tile(cumem_sort_smem_
   const int t = threadIdx.x, lane = t & 31, w = t >> 5;
   const int64_t base = (int64_t)tile * CUMEM_SORT_TILE;
   const int64_t wbase = base + (int64_t)w * 32 * CUMEM_SORT_ITEMS;
+  cumem_status_t* st = status + (int64_t)tile * 256 + t;
+  uint32_t excl = 0;
 
   /* load (warp-striped: item r of a lane is wbase + 32 r + lane) */
   cumem_key_t key[CUMEM_SORT_ITEMS];
@@ -269,48 +317,46 @@ static __device__ __forceinline__ void cumem_sort_onesweep_tile(cumem_sort_smem_
     if (first) k = (cumem_key_t)(cumem_to_key(k) ^ flip);
     key[r] = k;
   }
+#if CUMEM_SORT_EARLY
+  /* early counts: the tile's count of each digit in s.gbase (zeroed by the kernel; its own
+     use comes after the look-back), published at once (tile 0: as its prefix) */
+  {
+    const unsigned below_mask = (1u << lane) - 1u;
+    for (int r = 0; r < CUMEM_SORT_ITEMS; r++) {
+      const bool valid = FULL || wbase + 32 * r + lane < n;
+      const unsigned d = cumem_digit(key[r], pass);
+      if (atomic) {
+        if (valid) atomicAdd(&s.gbase[d], 1u);
+      } else {
+        const unsigned peers = __match_any_sync(0xffffffffu, valid ? d : 256u);
+        if (valid && (peers & below_mask) == 0u) atomicAdd(&s.gbase[d], (uint32_t)__popc(peers));
+      }
+    }
+    __syncthreads();
+    const uint32_t ecnt = s.gbase[t];
+    cumem_vstore(st, (tile == 0 ? CUMEM_ST_PRE : CUMEM_ST_AGG) | (cumem_status_t)ecnt);
+#if CUMEM_SORT_EARLY == 2
+    if (tile > 0) excl = cumem_sort_lookback(status, tile, t, ecnt, st);
+#endif
+  }
+#endif
   if (atomic) cumem_sort_warp_rank<FULL, true>(key, rank, wbase, n, pass, s.whist[w], s.buf.m[w], lane);
-  else cumem_sort_warp_rank<FULL, false>(key, rank, wbase, n, pass, s.whist[w], s.buf.m[w], lane);
+  else cumem_sort_warp_rank<FULL, false, CUMEM_SORT_MATCH == 3>(key, rank, wbase, n, pass, s.whist[w], s.buf.m[w], lane);
   __syncthreads();                        /* (also: the match words become the keys' shared memory) */
   /* thread t owns digit t: the warps' exclusive offsets and the tile's count */
   uint32_t cnt = 0;
   for (int k = 0; k < CUMEM_SORT_WARPS; k++) { const uint32_t x = s.whist[k][t]; s.whist[k][t] = cnt; cnt += x; }
-  cumem_status_t* st = status + (int64_t)tile * 256 + t;
+#if !CUMEM_SORT_EARLY
   cumem_vstore(st, (tile == 0 ? CUMEM_ST_PRE : CUMEM_ST_AGG) | (cumem_status_t)cnt);
+#endif
   /* exclusive scan of the counts over digits: warp shuffles, then the warps' sums */
   uint32_t incl = cnt;
   for (int o = 1; o < 32; o <<= 1) { const uint32_t u = __shfl_up_sync(0xffffffffu, incl, o); if (lane >= o) incl += u; }
   if (lane == 31) s.wsum[w] = incl;
   /* decoupled look-back: the count of digit t in the tiles before this one */
-  /* CUMEM_SORT_LOOKBACK tiles j, j - 1, ... read at once (one round trip to L2 where one tile at a
-     time cost one each: a tile far from the last published prefix walked back one tile per
-     round trip), then taken nearest first up to the first prefix; the walk goes on from the
-     first tile not yet published (spinning there) or past the window */
-  uint32_t excl = 0;
-  if (tile > 0) {
-    int64_t j = (int64_t)tile - 1;
-    bool done = false;
-    while (!done) {
-      cumem_status_t x[CUMEM_SORT_LOOKBACK];
-#pragma unroll
-      for (int u = 0; u < CUMEM_SORT_LOOKBACK; u++) x[u] = j - u >= 0 ? cumem_vload(status + (j - u) * 256 + t) : (cumem_status_t)0;
-      int used = 0;
-#pragma unroll
-      for (int u = 0; u < CUMEM_SORT_LOOKBACK; u++) {
-        if (done || used < u) continue;                      /* (past a prefix or a tile not yet published) */
-        const unsigned f = (unsigned)(x[u] >> CUMEM_ST_SHIFT);
-        if (f == 0u) continue;                               /* not yet published: read again from here */
-        excl += (uint32_t)CUMEM_ST_VAL(x[u]);
-        used = u + 1;
-        done = f == 2u;
-      }
-      j -= used;
-#if defined(__CUDACC__) && CUMEM_SORT_SLEEP_NS > 0
-      if (!done && used < CUMEM_SORT_LOOKBACK) __nanosleep(CUMEM_SORT_SLEEP_NS);
+#if CUMEM_SORT_EARLY != 2
+  if (tile > 0) excl = cumem_sort_lookback(status, tile, t, cnt, st);
 #endif
-    }
-    cumem_vstore(st, CUMEM_ST_PRE | (cumem_status_t)(excl + cnt));
-  }
   __syncthreads();
   uint32_t lstart = incl - cnt;
   for (int k = 0; k < w; k++) lstart += s.wsum[k];
@@ -369,7 +415,7 @@ CUMEM_KERNEL void CUMEM_SORT_BOUNDS cumem_sort_onesweep(const cumem_key_t* src, 
   const uint32_t inf = info[pass];
   if (!(inf & 1u)) return;
   const bool parity = (inf >> 1) & 1u, first = (inf >> 2) & 1u, last = (inf >> 3) & 1u;
-  const bool atomic = CUMEM_SORT_MATCH == 1 || (CUMEM_SORT_MATCH == 2 && !((inf >> 4) & 1u));
+  const bool atomic = CUMEM_SORT_MATCH == 1 || (CUMEM_SORT_MATCH >= 2 && !((inf >> 4) & 1u));
   const cumem_key_t* kin = first ? src : (parity ? kB : kA);
   cumem_key_t* kout = parity ? kA : kB;
   const cumem_val_t* vin = parity ? vB : vA;
@@ -377,6 +423,7 @@ CUMEM_KERNEL void CUMEM_SORT_BOUNDS cumem_sort_onesweep(const cumem_key_t* src, 
   const int t = threadIdx.x;
 
   for (int k = 0; k < CUMEM_SORT_WARPS; k++) { s.whist[k][t] = 0; s.buf.m[k][t] = 0; }
+  if (CUMEM_SORT_EARLY) s.gbase[t] = 0;          /* (the early counts) */
   if (t == 0) s.tile = atomicAdd(counter, 1u);
   __syncthreads();
   const uint32_t tile = s.tile;

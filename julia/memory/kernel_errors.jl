@@ -124,6 +124,37 @@ trusted). Cheap when nothing threw: one load from host memory.
     dc_raise(r)
 end
 
+# Whether a kernel that can throw (a compiled function with a throw site) may have run
+# since the last check before a read-back: set by such launches (`launch_context`, the
+# typed fast paths of broadcasts and of reductions over a dimension), cleared by
+# `check_thrown_before_read` and `synchronize()`.
+const DC_UNCHECKED = Ref(false)
+
+"""
+    CuMem.check_thrown_before_read()
+
+Called before a copy from the device to host memory (`Array(x)`, `copyto!` into an
+`Array`, `x[i]`, [`CuMem.read_scalar`](@ref)): when a kernel that can throw was launched
+since the last such check, waits for the task's stream and throws the exception a kernel
+recorded ([`CuMem.check_kernel_errors`](@ref)) before anything is copied, so that a
+download never reads a result that a throwing kernel left partly unwritten (its bytes would
+be thrown away with the exception; compute-sanitizer's initcheck reports the copy). After
+kernels that cannot throw: one load, nothing else. The wait is for the current stream (and
+what the legacy default stream waits for): a throwing kernel on another stream or device,
+or one launched by another thread during the wait, is still thrown after the copy, as the
+copies do in every case.
+"""
+@inline function check_thrown_before_read()
+    DC_UNCHECKED[] || return nothing
+    return dc_wait_and_check()
+end
+@noinline function dc_wait_and_check()
+    DC_UNCHECKED[] = false     # (before the wait: a launch during it sets it again)
+    check(c_stream_synchronize(current_handle()))
+    check_kernel_errors()
+    return nothing
+end
+
 # The records replaced by larger ones (kernels launched before may have written them).
 @noinline function dc_check_old()
     for r in DC_ERR_OLD

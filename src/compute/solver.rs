@@ -12,8 +12,8 @@
 //! One handle per device (with its `cusolverDnParams_t` and `gesvdjInfo_t`), created on
 //! first use and guarded by a mutex; its stream is set before every call. Workspaces
 //! (device bytes and the `devInfo` word) are allocated from the engine's pool on the
-//! call's stream, so they appear in the memory statistics, and freed when the call is
-//! done; host workspaces are `Vec`s. Every function waits for its stream to read
+//! call's stream, so they appear in the memory statistics, zeroed on it, and freed when
+//! the call is done; host workspaces are `Vec`s. Every function waits for its stream to read
 //! `devInfo` and returns it: 0 for success, `i > 0` for LAPACK's meaning (a zero pivot
 //! `U[i,i]`, a leading minor of order `i` not positive definite, `i` off-diagonal
 //! elements that did not converge); a negative `devInfo` (an illegal argument, which the
@@ -265,7 +265,7 @@ fn run(
     let ws = (dev_bytes as u64).div_ceil(16) * 16;
     let xs = extra.div_ceil(16) * 16;
     // Under stream capture (src/engine/graphs.rs) the call is recorded, not run: devInfo
-    // is zeroed by a captured memset and not read back (info 0 is returned; the workspace
+    // is zeroed by the captured memset and not read back (info 0 is returned; the workspace
     // comes from the graph's pool), and a host workspace, which would not outlive this
     // call, is refused.
     let capturing = engine.is_capturing(stream);
@@ -278,11 +278,12 @@ fn run(
     let mut host = vec![0u8; host_bytes];
     let info_addr = block + ws + xs;
     let queued = (|| -> Result<()> {
-        if capturing {
-            engine.memset_async(info_addr, 0, 4, 1, stream)?;
-        } else {
-            engine.memset(info_addr, 0, 4)?;
-        }
+        // the whole block zeroed on the call's stream, devInfo and the workspaces: cuSOLVER
+        // reads workspace bytes it has not written (compute-sanitizer's initcheck: syevd's
+        // sytrd kernel, a 32-byte read-back in gesvd), which then hold zeros rather than
+        // what the pool's block held before (a NaN there times a zero is a NaN). One memset,
+        // as devInfo's alone was before.
+        engine.memset_async(block, 0, 4, (ws + xs + 16) / 4, stream)?;
         let work = Work {
             dev: block as M,
             dev_bytes,

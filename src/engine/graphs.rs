@@ -35,10 +35,24 @@ pub(super) struct Graphs {
     graphs: FxHashMap<u64, (u64, u64)>,
     /// Executable handle → (device executable, pool).
     execs: FxHashMap<u64, (u64, u64)>,
-    /// Every graph pool id made, released or not, in order: the allocation history keeps
-    /// the pools' blocks (their `stream` is the pool's id) after the pools are gone, and
-    /// the timelines draw them apart ([`Engine::graph_pool_ids`]). 8 bytes a pool.
-    made: Vec<u64>,
+}
+
+/// The bit that marks a graph pool's id. Ids are [`crate::device::new_handle`]s (a counter
+/// from 1, which never reaches it) with this bit set, so an id says by itself that it names
+/// a graph pool: the allocation history records a graph pool's id as the `stream` of the
+/// blocks allocated in it, and the timelines tell those blocks apart with
+/// [`is_graph_pool_id`], without a table of pools that would grow with every graph made,
+/// and also in a history saved by another process.
+pub const GRAPH_POOL_ID_BIT: u64 = 1 << 62;
+
+/// Whether `id` (e.g. an allocation event's `stream`) is a graph pool's id
+/// ([`GRAPH_POOL_ID_BIT`]), alive or released.
+pub fn is_graph_pool_id(id: u64) -> bool {
+    id & GRAPH_POOL_ID_BIT != 0
+}
+
+fn new_graph_pool_id() -> u64 {
+    crate::device::new_handle() | GRAPH_POOL_ID_BIT
 }
 
 /// The figures of one graph pool ([`Engine::graph_pool_info`]; C: `cumem_graph_pool_t`).
@@ -70,18 +84,9 @@ impl Engine {
     /// [`Engine::graph_pool_release`]). Captures given its id allocate from it; several
     /// graphs may share it (their replays must then not overlap).
     pub fn graph_pool_create(&self) -> u64 {
-        let id = crate::device::new_handle();
-        let mut g = self.graphs.lock();
-        g.pools.insert(id, 1);
-        g.made.push(id);
+        let id = new_graph_pool_id();
+        self.graphs.lock().pools.insert(id, 1);
         id
-    }
-
-    /// The id of every graph pool this engine has made, alive or released, in the order
-    /// they were made. Allocation-history events whose `stream` is one of them were made in
-    /// that graph pool (the timelines use this to draw them apart).
-    pub fn graph_pool_ids(&self) -> Vec<u64> {
-        self.graphs.lock().made.clone()
     }
 
     /// Takes one more reference to graph pool `pool`. Errors: [`Error::InvalidValue`]
@@ -157,7 +162,7 @@ impl Engine {
             return Err(Error::InvalidValue(format!("stream {stream} is already being captured")));
         }
         let (pool, fresh) = if pool == 0 {
-            (crate::device::new_handle(), true)
+            (new_graph_pool_id(), true)
         } else if g.pools.contains_key(&pool) {
             (pool, false)
         } else {
@@ -166,7 +171,6 @@ impl Engine {
         self.up.device().capture_begin(stream)?;
         if fresh {
             g.pools.insert(pool, 1);
-            g.made.push(pool);
         } else {
             *g.pools.get_mut(&pool).expect("checked") += 1;
         }

@@ -61,7 +61,7 @@ pub mod tools;
 
 use copies::Pin;
 pub use copies::{CopyPath, STAGING_CHUNK, copy_between};
-pub use graphs::{GraphInfo, GraphPoolInfo};
+pub use graphs::{GRAPH_POOL_ID_BIT, GraphInfo, GraphPoolInfo, is_graph_pool_id};
 use streams::{PendingFree, StreamPool, StreamUse};
 
 struct ShardState {

@@ -127,11 +127,12 @@ pub struct Options {
     /// Picture size in pixels (the plot is the picture less 90 px across, 120 down).
     pub width: u32,
     pub height: u32,
-    /// Graph pool ids ([`crate::engine::Engine::graph_pool_ids`]): a block whose `stream`
-    /// is one of them belongs to a CUDA graph's private pool (PyTorch's graph pools): its band is
-    /// hatched and named, the data formats give its `graph_pool`, and Chrome's format puts
-    /// it on a track of its pool. Empty: no block is drawn as a graph pool's.
-    pub graph_pools: Vec<u64>,
+    /// Whether blocks allocated in a CUDA graph's private pool (PyTorch's graph pools: an
+    /// event whose `stream` is a graph pool's id, [`crate::engine::is_graph_pool_id`]) are
+    /// drawn apart (default): the band is hatched and named, the data formats give its
+    /// `graph_pool`, and Chrome's format gives its events the category `graph_pool`. With
+    /// `false` every block is drawn alike.
+    pub graph_pools: bool,
 }
 
 impl Default for Options {
@@ -141,16 +142,16 @@ impl Default for Options {
             max_bands: 10_000,
             width: 1200,
             height: 560,
-            graph_pools: Vec::new(),
+            graph_pools: true,
         }
     }
 }
 
 impl Options {
-    /// The graph pool `block` was allocated in (its stream, when that is one of
-    /// [`Options::graph_pools`]), else `None`.
+    /// The graph pool `block` was allocated in (its stream, when that is a graph pool's id
+    /// and [`Options::graph_pools`] is set), else `None`.
     pub fn graph_pool_of(&self, block: &Block) -> Option<u64> {
-        (block.stream != 0 && self.graph_pools.contains(&block.stream)).then_some(block.stream)
+        (self.graph_pools && crate::engine::is_graph_pool_id(block.stream)).then_some(block.stream)
     }
 }
 

@@ -1,7 +1,7 @@
 # The CUDA C of generated kernels run on the CPU: each source is compiled by g++ (C++20) with
 # the CUDA built-ins it uses emulated - every thread of a block is a fiber (its own stack) of
 # the calling thread, `__shared__` memory is shared by them, `__syncthreads` is a barrier of
-# the block, `__match_any_sync`/`__shfl_down_sync` go through a barrier of the warp, atomics
+# the block, `__match_any_sync`/`__shfl_down_sync`/`__shfl_sync` go through a barrier of the warp, atomics
 # are the compiler's - and launched with the arguments the GPU path marshals. Blocks run one
 # after another. A thread runs until it reaches a barrier, then the next one runs (in thread
 # order, and in reverse order on alternate rounds, so that a missing barrier shows whichever
@@ -83,6 +83,11 @@ template <typename T> static inline T __shfl_down_sync(unsigned, T v, int o) {
 template <typename T> static inline T __shfl_up_sync(unsigned, T v, int o) {
   uint64_t u = 0; memcpy(&u, &v, sizeof(T)); emu_slot[threadIdx.x] = u; emu_warp_sync();
   T r = v; if (emu_lane() >= (unsigned)o) memcpy(&r, &emu_slot[threadIdx.x - o], sizeof(T));
+  emu_warp_sync(); return r; }
+template <typename T> static inline T __shfl_sync(unsigned, T v, int src) {
+  uint64_t u = 0; memcpy(&u, &v, sizeof(T)); emu_slot[threadIdx.x] = u; emu_warp_sync();
+  unsigned base = threadIdx.x - emu_lane(), n = blockDim.x - base < 32 ? blockDim.x - base : 32;
+  T r = v; if ((unsigned)(src & 31) < n) memcpy(&r, &emu_slot[base + (src & 31)], sizeof(T));
   emu_warp_sync(); return r; }
 static inline unsigned __ballot_sync(unsigned, int p) {
   emu_slot[threadIdx.x] = p != 0; emu_warp_sync();

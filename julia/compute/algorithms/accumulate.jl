@@ -37,7 +37,7 @@ check_static_smem(what, bytes::Int) = bytes <= STATIC_SMEM_LIMIT ? bytes :
 smem_layout(decls) = foldl((o, (sz, al)) -> cld(o, al) * al + sz, decls; init = 0)
 
 """
-    CuMem.ScanTuning(threads, items, blocks_per_sm, sleep_ns, spin = 1)
+    CuMem.ScanTuning(threads, items, blocks_per_sm, sleep_ns, spin = 1, kernel = 0, window = 8)
 
 The one-pass scan's tuning: threads per block (64 to 256, a multiple of 32; also the tiles
 its look-back reads per round trip; scan.cuh's CUMEM_SCAN_THREADS), elements per thread for
@@ -49,7 +49,14 @@ look-back's pause (`__nanosleep`, 0 to 10000 ns; 0: none) before it reads a tile
 not yet published again, and how the look-back waits for unpublished tiles (scan.cuh's
 CUMEM_SCAN_SPIN; 1: each thread nearer than the window's nearest published prefix waits on
 its own tile, then one combine; 0: rounds of the whole block, each reading the window again
-from the nearest unpublished tile). [`CuMem.scan_tuning`](@ref) gives the one in use.
+from the nearest unpublished tile), the kernel (scan.cuh's `cumem_scan_onepass`, 0: each
+element through shared memory between coalesced loads and each thread's consecutive elements,
+the block's threads in the look-back; 1: `cumem_scan_onepass_vec`, the elements in registers
+with 16-byte vector loads and stores where the line has unit strides and aligned addresses,
+scans by warp shuffles, the look-back by one warp without block barriers; for inputs and
+outputs of 1, 2, 4 or 8 bytes, other element types take kernel 0), and kernel 1's look-back
+window per lane (1 to 16 status words: 32 × `window` tiles per round trip to L2;
+CUMEM_SCAN_WINDOW). [`CuMem.scan_tuning`](@ref) gives the one in use.
 """
 struct ScanTuning
     threads::Int
@@ -57,14 +64,18 @@ struct ScanTuning
     blocks_per_sm::Int
     sleep_ns::Int
     spin::Int
+    kernel::Int
+    window::Int
 end
-# (four fields: the default's look-back wait)
+# (four or five fields: the default's look-back wait, kernel and window)
 ScanTuning(threads, items, blocks_per_sm, sleep_ns) = ScanTuning(threads, items, blocks_per_sm, sleep_ns, SCAN_DEFAULT.spin)
+ScanTuning(threads, items, blocks_per_sm, sleep_ns, spin) =
+    ScanTuning(threads, items, blocks_per_sm, sleep_ns, spin, SCAN_DEFAULT.kernel, SCAN_DEFAULT.window)
 # The default measured on an H200 (bench/results/h200x2-2026-11-28-session10, call 3, the
 # same call): cumsum of Float32 at 10^6 / 10^8 took 0.041 / 0.67 ms with (256, 16, 0, 0, 0)
 # against 0.051 / 0.80 with (256, 16, 6, 0, 1) and 0.067 / 0.74 with (256, 16, 6, 0, 0).
-const SCAN_DEFAULT = ScanTuning(256, 16, 0, 0, 0)
-const SCAN_TUNING = Ref(ScanTuning(0, 0, 0, 0, 0))     # threads 0: not yet read from ENV
+const SCAN_DEFAULT = ScanTuning(256, 16, 0, 0, 0, 0, 8)
+const SCAN_TUNING = Ref(ScanTuning(0, 0, 0, 0, 0, 0, 0))     # threads 0: not yet read from ENV
 
 """
     CuMem.scan_tuning() -> ScanTuning
@@ -73,7 +84,8 @@ const SCAN_TUNING = Ref(ScanTuning(0, 0, 0, 0, 0))     # threads 0: not yet read
 The one-pass scan's tuning in use, read on first use from the environment variables
 `CUMEM_SCAN_THREADS` (64-256, a multiple of 32, default 256), `CUMEM_SCAN_ITEMS` (1-32,
 default 16), `CUMEM_SCAN_BLOCKS_PER_SM` (0-16, default 0), `CUMEM_SCAN_SLEEP_NS` (0-10000,
-default 0) and `CUMEM_SCAN_SPIN` (0 or 1, default 0); the second form sets it for the scans that follow (bench/julia/sort_bench.jl
+default 0), `CUMEM_SCAN_SPIN` (0 or 1, default 0), `CUMEM_SCAN_KERNEL` (0 or 1, default 0) and
+`CUMEM_SCAN_WINDOW` (1-16, default 8); the second form sets it for the scans that follow (bench/julia/sort_bench.jl
 compares variants in one process). Each tuning compiles its own kernels. Throws
 `ArgumentError` for a value out of range (the tuning is then unchanged).
 """
@@ -84,12 +96,15 @@ function scan_tuning()
                                                         tuning_env("CUMEM_SCAN_ITEMS", SCAN_DEFAULT.items, 1, 32),
                                                         tuning_env("CUMEM_SCAN_BLOCKS_PER_SM", SCAN_DEFAULT.blocks_per_sm, 0, 16),
                                                         tuning_env("CUMEM_SCAN_SLEEP_NS", SCAN_DEFAULT.sleep_ns, 0, 10000),
-                                                        tuning_env("CUMEM_SCAN_SPIN", SCAN_DEFAULT.spin, 0, 1)))
+                                                        tuning_env("CUMEM_SCAN_SPIN", SCAN_DEFAULT.spin, 0, 1),
+                                                        tuning_env("CUMEM_SCAN_KERNEL", SCAN_DEFAULT.kernel, 0, 1),
+                                                        tuning_env("CUMEM_SCAN_WINDOW", SCAN_DEFAULT.window, 1, 16)))
 end
 scan_tuning(t::ScanTuning) = (SCAN_TUNING[] = scan_tuning_check(t))
 function scan_tuning_check(t::ScanTuning)
-    (64 <= t.threads <= 256 && t.threads % 32 == 0 && 1 <= t.items <= 32 && 0 <= t.blocks_per_sm <= 16 && 0 <= t.sleep_ns <= 10000 && 0 <= t.spin <= 1) ||
-        throw(ArgumentError("scan tuning out of range: $t (threads 64-256 in steps of 32, items 1-32, blocks_per_sm 0-16, sleep_ns 0-10000, spin 0-1)"))
+    (64 <= t.threads <= 256 && t.threads % 32 == 0 && 1 <= t.items <= 32 && 0 <= t.blocks_per_sm <= 16 && 0 <= t.sleep_ns <= 10000 && 0 <= t.spin <= 1 &&
+     0 <= t.kernel <= 1 && 1 <= t.window <= 16) ||
+        throw(ArgumentError("scan tuning out of range: $t (threads 64-256 in steps of 32, items 1-32, blocks_per_sm 0-16, sleep_ns 0-10000, spin 0-1, kernel 0-1, window 1-16)"))
     check_static_smem("the one-pass scan of Float32 with $t would", scan_smem(Float32, t.threads, t.items, t.spin))
     return t
 end
@@ -114,6 +129,23 @@ function scan_smem(Acc, threads::Int, items::Int, spin::Int = 1)
                         (4w * spin, 4), (sa * w, al), (8, 8), (8, 8), (8, 8)))
 end
 scan_tile(Acc, t::ScanTuning = scan_tuning()) = t.threads * scan_items(Acc, t)
+# The vector kernel's (ScanTuning's kernel 1, scan.cuh's cumem_scan_onepass_vec) elements per
+# chunk for input elements T and outputs Out (one 16-byte load of the wider of the two per
+# lane), 0 where kernel 0 scans: kernel 0 tuned, or an element size that is not 1, 2, 4 or 8
+# bytes, or accumulators over 16 bytes.
+function scan_vec(T, Out, Acc, t::ScanTuning = scan_tuning())
+    t.kernel == 1 || return 0
+    a, b = sizeof(T), sizeof(Out)
+    (a in (1, 2, 4, 8) && b in (1, 2, 4, 8) && sizeof(Acc) <= 16) || return 0
+    return 16 ÷ max(a, b)
+end
+# Elements per thread of the vector kernel: scan_items' rounded down to whole chunks of g (at least one).
+scan_vitems(Acc, g::Int, t::ScanTuning = scan_tuning()) = max(g, scan_items(Acc, t) ÷ g * g)
+# Elements per tile of the kernel that scans T into Out with accumulators Acc.
+function scan_tile(T, Out, Acc, t::ScanTuning = scan_tuning())
+    g = scan_vec(T, Out, Acc, t)
+    return g == 0 ? scan_tile(Acc, t) : t.threads * scan_vitems(Acc, g, t)
+end
 # Accumulators up to 64 bytes fit the one-pass kernel's shared memory; larger ones scan serially.
 scan_onepass_ok(Acc) = sizeof(Acc) <= 64
 # Whether the one-pass kernel's look-back status is one 64-bit word per tile (flag and value
@@ -130,7 +162,7 @@ function scan_kernels_source(fns, T::Type, Acc::Type, Out::Type, nk::Int, has_in
     io = IOBuffer()
     # (the launch bounds for accumulators of up to 8 bytes: larger ones would spill under them)
     print(io, "#define CUMEM_SCAN_THREADS ", tune.threads, "\n#define CUMEM_SCAN_BLOCKS_PER_SM ", sizeof(Acc) <= 8 ? tune.blocks_per_sm : 0,
-          "\n#define CUMEM_SCAN_SLEEP_NS ", tune.sleep_ns, "\n#define CUMEM_SCAN_SPIN ", tune.spin, "\n")
+          "\n#define CUMEM_SCAN_SLEEP_NS ", tune.sleep_ns, "\n#define CUMEM_SCAN_SPIN ", tune.spin, "\n#define CUMEM_SCAN_WINDOW ", tune.window, "\n")
     print(io, "#define CUMEM_SCAN_OP(a, b) ", fn_call(odf, "op", "a", "b"), "\n")
     print(io, "#define CUMEM_SCAN_LD(x) ", fn_call(ldf, "ld", "x"), "\n")
     print(io, "#define CUMEM_SCAN_ST(a) ", fn_call(sdf, "st", "a"), "\n")
@@ -139,19 +171,26 @@ function scan_kernels_source(fns, T::Type, Acc::Type, Out::Type, nk::Int, has_in
     dims = join([", int64_t ks$d, int64_t kst$d, int64_t okst$d" for d in 1:nk])
     tail = (has_init ? ", $AC p0" : "") * fn_param(odf, "op") * fn_param(ldf, "ld") * fn_param(sdf, "st") * ") {\n"
     p0 = has_init ? "p0" : "$AC{}"
-    function body(call)
+    function body(call, g = 0)
         print(io, fn_local(odf, "op"), fn_local(ldf, "ld"), fn_local(sdf, "st"))
         for a in ("ks", "kst", "okst")
             print(io, "  const int64_t ", nk == 0 ? "* $a = 0" : "$a[] = {" * join(["$a$d" for d in 1:nk], ", ") * "}", ";\n")
         end
-        print(io, "  CUMEM_SCAN_LAMBDAS($AC, $nk)\n  ", call, "\n}\n")
+        print(io, "  CUMEM_SCAN_LAMBDAS($AC, $nk)\n")
+        g > 0 && print(io, "  CUMEM_SCAN_VLAMBDAS($AC, $g)\n")
+        print(io, "  ", call, "\n}\n")
     end
     print(io, "CUMEM_KERNEL void cumem_scan_lines(jl_ctx_t ctx, const $TC* src, $OC* dst, int64_t nlines, int64_t n, int64_t ist, int64_t ost", dims, tail)
     body("cumem_scan_serial<$AC, $has_init>(nlines, n, $p0, s_op, s_line, s_ld, s_st);")
     if scan_onepass_ok(Acc)
         print(io, "CUMEM_KERNEL void CUMEM_SCAN_BOUNDS cumem_scan_onepass(jl_ctx_t ctx, const $TC* src, $OC* dst, int64_t n, int64_t ntiles, int64_t ist, int64_t ost",
               dims, ", uint32_t* flags, $AC* aggs, $AC* incs, uint32_t* counter", tail)
-        body("cumem_scan_onepass<$AC, $(scan_items(Acc, tune)), $has_init>(n, ntiles, $p0, s_op, s_line, s_ld, s_st, s_ld1, s_st1, ist == 1 && ost == 1, flags, aggs, incs, counter);")
+        g = scan_vec(T, Out, Acc, tune)
+        if g == 0
+            body("cumem_scan_onepass<$AC, $(scan_items(Acc, tune)), $has_init>(n, ntiles, $p0, s_op, s_line, s_ld, s_st, s_ld1, s_st1, ist == 1 && ost == 1, flags, aggs, incs, counter);")
+        else
+            body("cumem_scan_onepass_vec<$AC, $(scan_vitems(Acc, g, tune)), $g, $has_init>(n, ntiles, $p0, s_op, s_line, s_ld, s_st, s_vld, s_vst, s_vok, flags, aggs, incs, counter);", g)
+        end
     end
     return kernel_source(unique_fns(fns)...; body = String(take!(io)))
 end
@@ -216,7 +255,7 @@ function gpu_accumulate!(op, dst::CuArray, A, d, init)
     dims = Any[]
     for k in eachindex(ksz); push!(dims, Int64(ksz[k]), Int64(kst[k]), Int64(okst[k])); end
     srcp = devaddr(b) + UInt64(off * sizeof(T))
-    tile = scan_tile(Acc, tune)
+    tile = scan_tile(T, Out, Acc, tune)
     ntiles = cld(n, tile)
     GC.@preserve b dst begin
         if !scan_onepass_ok(Acc) || n <= 32 || (ntiles <= 1 && nlines >= 4 * sm_count() * tune.threads) ||

@@ -39,17 +39,21 @@ const RADIX_THREADS = 256                   # CUMEM_SORT_THREADS
 const RADIX_WIDE = 1 << 30                  # from n = 2^30 on, 64-bit look-back words
 
 """
-    CuMem.RadixTuning(items, blocks_per_sm, lookback, sleep_ns, match)
+    CuMem.RadixTuning(items, blocks_per_sm, lookback, sleep_ns, match, early = 0)
 
 The onesweep sort's tuning (sort.cuh's CUMEM_SORT_ITEMS, CUMEM_SORT_BLOCKS_PER_SM,
-CUMEM_SORT_LOOKBACK, CUMEM_SORT_SLEEP_NS, CUMEM_SORT_MATCH): keys per thread (tiles of
+CUMEM_SORT_LOOKBACK, CUMEM_SORT_SLEEP_NS, CUMEM_SORT_MATCH, CUMEM_SORT_EARLY): keys per thread (tiles of
 256 × `items` keys, 1 to 32), the onesweep kernel's `__launch_bounds__` minimum of resident
 blocks per SM (0: none, up to 8), the tiles a digit's look-back reads per round trip (1 to
 32), the look-back's pause (`__nanosleep`, 0 to 10000 ns; 0: none) before it reads a tile
 that was not yet published again, and how a warp finds its keys of equal digits (1: a
 shared-memory `atomicOr` per key, 0: eight ballots per key, 2: each pass the ballots where
 one digit holds more than 1/8 of the keys, whose lanes would serialize the `atomicOr`, else
-the `atomicOr`). [`CuMem.sort_tuning`](@ref) gives the one in use.
+the `atomicOr`; 3: as 2 with `__match_any_sync` in place of the ballots), and the early counts
+(CUB's: 0 none, the tile's digit counts published after its ranking; 1 counted by
+shared-memory atomics right after the load and published at once, the look-back after the
+ranking; 2 likewise, the look-back before the ranking). [`CuMem.sort_tuning`](@ref) gives
+the one in use.
 """
 struct RadixTuning
     items::Int
@@ -57,9 +61,12 @@ struct RadixTuning
     lookback::Int
     sleep_ns::Int
     match::Int
+    early::Int
 end
-const RADIX_DEFAULT = RadixTuning(16, 4, 8, 100, 2)
-const SORT_TUNING = Ref(RadixTuning(0, 0, 0, 0, 0))     # items 0: not yet read from ENV
+# (five fields: the default's early counts)
+RadixTuning(items, blocks_per_sm, lookback, sleep_ns, match) = RadixTuning(items, blocks_per_sm, lookback, sleep_ns, match, RADIX_DEFAULT.early)
+const RADIX_DEFAULT = RadixTuning(16, 4, 8, 100, 2, 0)
+const SORT_TUNING = Ref(RadixTuning(0, 0, 0, 0, 0, 0))     # items 0: not yet read from ENV
 
 """
     CuMem.sort_tuning() -> RadixTuning
@@ -70,7 +77,9 @@ The onesweep radix sort's tuning in use, read on first use from the environment 
 the most whose shared memory fits CUDA's 48 KiB per block: `CuMem.radix_fit`), `CUMEM_SORT_BLOCKS_PER_SM`
 (`__launch_bounds__` blocks per SM, 0-8, default 4), `CUMEM_SORT_LOOKBACK` (look-back
 tiles per round trip, 1-32, default 8), `CUMEM_SORT_SLEEP_NS` (the look-back's pause,
-0-10000, default 100) and `CUMEM_SORT_MATCH` (1 atomicOr, 0 ballots, 2 by pass; default 2); the second
+0-10000, default 100), `CUMEM_SORT_MATCH` (1 atomicOr, 0 ballots, 2 by pass, 3 by pass with
+`__match_any_sync`; default 2) and `CUMEM_SORT_EARLY` (early counts: 0 none, 1 before the
+ranking, 2 with the look-back before the ranking; default 0); the second
 form sets it for the sorts that follow
 (bench/julia/sort_bench.jl compares variants in one process). Each tuning compiles its own
 kernels. Throws `ArgumentError` for a value out of range (the tuning is then unchanged).
@@ -82,12 +91,13 @@ function sort_tuning()
                                                          tuning_env("CUMEM_SORT_BLOCKS_PER_SM", RADIX_DEFAULT.blocks_per_sm, 0, 8),
                                                          tuning_env("CUMEM_SORT_LOOKBACK", RADIX_DEFAULT.lookback, 1, 32),
                                                          tuning_env("CUMEM_SORT_SLEEP_NS", RADIX_DEFAULT.sleep_ns, 0, 10000),
-                                                         tuning_env("CUMEM_SORT_MATCH", RADIX_DEFAULT.match, 0, 2)))
+                                                         tuning_env("CUMEM_SORT_MATCH", RADIX_DEFAULT.match, 0, 3),
+                                                         tuning_env("CUMEM_SORT_EARLY", RADIX_DEFAULT.early, 0, 2)))
 end
 sort_tuning(t::RadixTuning) = (SORT_TUNING[] = sort_tuning_check(t))
 function sort_tuning_check(t::RadixTuning)
-    (1 <= t.items <= 32 && 0 <= t.blocks_per_sm <= 8 && 1 <= t.lookback <= 32 && 0 <= t.sleep_ns <= 10000 && 0 <= t.match <= 2) ||
-        throw(ArgumentError("sort tuning out of range: $t (items 1-32, blocks_per_sm 0-8, lookback 1-32, sleep_ns 0-10000, match 0-2)"))
+    (1 <= t.items <= 32 && 0 <= t.blocks_per_sm <= 8 && 1 <= t.lookback <= 32 && 0 <= t.sleep_ns <= 10000 && 0 <= t.match <= 3 && 0 <= t.early <= 2) ||
+        throw(ArgumentError("sort tuning out of range: $t (items 1-32, blocks_per_sm 0-8, lookback 1-32, sleep_ns 0-10000, match 0-3, early 0-2)"))
     # (every tuning must fit 4-byte keys with a 4-byte payload, sortperm's; 8-byte ones take fewer items: radix_fit)
     check_static_smem("the sort kernels for 4-byte keys and payload with $t would", maximum(radix_smem(4, 4, t.items)))
     return t
@@ -116,7 +126,7 @@ function radix_fit(::Type{T}, vbytes::Int, t::RadixTuning = sort_tuning()) where
         items -= 1
     end
     check_static_smem("the sort kernels for $T keys and a $vbytes-byte payload would", maximum(radix_smem(sizeof(T), vbytes, items)))
-    return items == t.items ? t : RadixTuning(items, t.blocks_per_sm, t.lookback, t.sleep_ns, t.match)
+    return items == t.items ? t : RadixTuning(items, t.blocks_per_sm, t.lookback, t.sleep_ns, t.match, t.early)
 end
 
 # The source for keys of type T (their bits), a payload of `vbytes` bytes (0: none) and
@@ -131,7 +141,7 @@ function radix_source(T::Type, vbytes::Int, wide::Bool, tune::RadixTuning = sort
                   "typedef ", wide ? "uint64_t" : "uint32_t", " cumem_status_t;\n",
                   "#define CUMEM_KEY_KIND ", kind, "\n#define CUMEM_KEY_BITS ", 8 * sizeof(T), "\n#define CUMEM_MANT ", mant, "\n",
                   "#define CUMEM_SORT_ITEMS ", tune.items, "\n#define CUMEM_SORT_BLOCKS_PER_SM ", tune.blocks_per_sm,
-                  "\n#define CUMEM_SORT_LOOKBACK ", tune.lookback, "\n#define CUMEM_SORT_SLEEP_NS ", tune.sleep_ns, "\n#define CUMEM_SORT_MATCH ", tune.match,
+                  "\n#define CUMEM_SORT_LOOKBACK ", tune.lookback, "\n#define CUMEM_SORT_SLEEP_NS ", tune.sleep_ns, "\n#define CUMEM_SORT_MATCH ", tune.match, "\n#define CUMEM_SORT_EARLY ", tune.early,
                   "\n#define CUMEM_SORT_HAS_PAYLOAD ", vbytes == 0 ? 0 : 1, "\n",
                   SORT_CUH)
 end

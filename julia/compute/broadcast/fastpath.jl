@@ -19,11 +19,14 @@
 # after its checks. `CuMem.FAST_BROADCAST[] = false` turns the fast path off.
 
 # A slot's content: the kernel (nothing on the host device) and the world age it was
-# valid in; for the allocating `copy`, the element type the slow path gave the result.
+# valid in; for the allocating `copy`, the element type the slow path gave the result;
+# whether the kernel can throw (a launch then marks the error record unchecked, see
+# check_thrown_before_read in julia/memory/kernel_errors.jl).
 struct FastBroadcast
     kernel::Union{Nothing,Kernel}
     world::UInt
     eltype::Type
+    throws::Bool
 end
 
 # The slots: an IdDict by the pair's type `Tuple{destination type, Broadcasted type}` (a
@@ -139,6 +142,7 @@ function run_fast!(e::FastBroadcast, dest::CuArray, bc::Broadcasted)
     end
     blocks, threads = launch_shape(length(dest), fast_vec_width(dest, bc))
     GC.@preserve dest bc launch(k, fast_launch_args(dest, bc)...; blocks = blocks, threads = threads)
+    e.throws && (DC_UNCHECKED[] = true)
     return nothing
 end
 
@@ -207,7 +211,7 @@ function remember_fast!(dest::CuArray{T}, bc::Broadcasted, entry::CachedKernel) 
     (0 < n < typemax(Int32)) || return nothing
     fast_ok(bc, dest.dims, dest.ptr, UInt64(n * sizeof(T))) || return nothing
     K = Tuple{typeof(dest),typeof(bc)}
-    fast_set!(K, FastBroadcast(entry.kernel, world_counter(), T))
+    fast_set!(K, FastBroadcast(entry.kernel, world_counter(), T, any(d -> d.may_throw, entry.extra)))
     # a throw site's number belongs to the process that compiled it: such kernels stay out of the index
     !BCAST_UNROLL[] && all(d -> !d.may_throw, entry.extra) && index_safe(K) && index_store(index_key(K), entry.name, entry.source)
     return nothing
@@ -227,7 +231,7 @@ index_fast!(@nospecialize(dest), @nospecialize(bc)) = false
     index_first_try!(K) || return false
     k = index_kernel(index_key(K))
     k === missing && return false
-    fast_set!(K, FastBroadcast(k, world_counter(), T))
+    fast_set!(K, FastBroadcast(k, world_counter(), T, false))     # (the index holds kernels that cannot throw)
     return true
 end
 function index_first_try!(K::DataType)
@@ -251,7 +255,7 @@ end
     index_first_try!(K) || return nothing
     r = index_lookup(index_key(typeof(bc); prefix = "copy "))
     (r === nothing || r[2] != index_key(T)) && return nothing
-    fast_set!(K, FastBroadcast(nothing, world_counter(), T))
+    fast_set!(K, FastBroadcast(nothing, world_counter(), T, false))
     return T
 end
 
@@ -267,7 +271,10 @@ end
     (e === nothing || e.world != world_counter()) && return nothing
     (FAST_BROADCAST[] && !MULTI[]) || return nothing
     dest = CuArray{T,N}(undef, size(bc))
-    fast_broadcast!(dest, bc) && return dest
+    # (inside a capture, one operation as broadcast_into!'s: queued bare, it would be a
+    # barrier that waits for everything captured before it)
+    ok = CAPTURES[] == 0 ? fast_broadcast!(dest, bc) : captured_op(() -> fast_broadcast!(dest, bc), bc, dest)
+    ok && return dest
     unsafe_free!(dest)
     return nothing
 end
@@ -295,7 +302,7 @@ function Base.copy(bc::Broadcasted{CuArrayStyle{N}}) where {N}
     # writing the index on every call cost microseconds per allocating broadcast)
     if FAST_BROADCAST[] && T isa DataType && bc_fixed_by_type(typeof(bc))
         K = Tuple{Val{:copy},typeof(bc)}
-        fast_set!(K, FastBroadcast(nothing, world_counter(), T))
+        fast_set!(K, FastBroadcast(nothing, world_counter(), T, false))
         index_safe(K) && index_store(index_key(typeof(bc); prefix = "copy "), "eltype", index_key(T))
     end
     return dest

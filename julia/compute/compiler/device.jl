@@ -294,10 +294,12 @@ end
 
 The kernel's context argument for this launch (pass it first; C type `jl_ctx_t`): the
 error record's address, and the current contents of every constant binding to a mutable
-object the functions read (`const R = Ref(2f0)`: `R[]` as it is now).
+object the functions read (`const R = Ref(2f0)`: `R[]` as it is now). When a function
+can throw, the next read-back first waits and checks ([`CuMem.check_thrown_before_read`](@ref)).
 """
 function launch_context(dfs::DeviceFunction...)
     addr = kernel_error_address()
+    any(d -> d.may_throw, dfs) && (DC_UNCHECKED[] = true)    # (a download waits and checks first)
     all(d -> isempty(d.ctx.globals), dfs) && return DCContext0(addr, 0)
     gs = dc_merged_globals(dfs)
     off = 16

@@ -94,29 +94,22 @@ Base's plane rotation `(x, y) = (c x + s y, -conj(s) x + c y)` and reflection
 length (cuBLAS `rot` in CUDA.jl). `DimensionMismatch` otherwise; on the host device
 Base's loop on the same memory.
 """
-function LinearAlgebra.rotate!(x::CuBlas1{T}, y::CuBlas1{T}, c, s) where {T<:CuBlasFloat}
-    check_blas1_lengths("rotate", x, y)
-    if on_host()
-        GC.@preserve x y rotate!(blas1_host(x), blas1_host(y), c, s)
+# The two differ only in y's new value, so one body serves both (the same kernels: the new
+# x into a temporary, y in place, the temporary copied into x).
+for (f, name, ynew) in ((:rotate!, "rotate", :(.-conj(s) .* reshape(x, size(y)) .+ c .* y)),
+                        (:reflect!, "reflect", :(conj(s) .* reshape(x, size(y)) .- c .* y)))
+    @eval function LinearAlgebra.$f(x::CuBlas1{T}, y::CuBlas1{T}, c, s) where {T<:CuBlasFloat}
+        check_blas1_lengths($name, x, y)
+        if on_host()
+            GC.@preserve x y $f(blas1_host(x), blas1_host(y), c, s)
+            return x, y
+        end
+        t = c .* x .+ s .* reshape(y, size(x))
+        y .= $ynew
+        copyto!(x, t)
+        unsafe_free!(t)
         return x, y
     end
-    t = c .* x .+ s .* reshape(y, size(x))
-    y .= .-conj(s) .* reshape(x, size(y)) .+ c .* y
-    copyto!(x, t)
-    unsafe_free!(t)
-    return x, y
-end
-function LinearAlgebra.reflect!(x::CuBlas1{T}, y::CuBlas1{T}, c, s) where {T<:CuBlasFloat}
-    check_blas1_lengths("reflect", x, y)
-    if on_host()
-        GC.@preserve x y reflect!(blas1_host(x), blas1_host(y), c, s)
-        return x, y
-    end
-    t = c .* x .+ s .* reshape(y, size(x))
-    y .= conj(s) .* reshape(x, size(y)) .- c .* y
-    copyto!(x, t)
-    unsafe_free!(t)
-    return x, y
 end
 
 ## views as product operands

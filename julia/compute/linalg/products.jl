@@ -34,8 +34,11 @@ end
 `C = A*B*α + C*β` for CuArrays of one element type among `Float32`, `Float64`,
 `ComplexF32`, `ComplexF64` (cuBLAS's gemm; no TF32, on the device's one stream), where
 `A` is a `CuMatrix`, `transpose(::CuMatrix)` or `adjoint(::CuMatrix)` and `B` the same or
-a `CuVector` (then `C` is a `CuVector`). Transposes are cuBLAS op flags, not copies. On
-the host device: Julia's BLAS on the same memory. `DimensionMismatch` for incompatible
+a `CuVector` (then `C` is a `CuVector`). Transposes are cuBLAS op flags, not copies.
+Small real products (`Float32`/`Float64`, `C` a matrix, `k <= 512`, `m*n*k <= 128^3`) run
+as one CuMem kernel instead of cuBLAS, with the same results up to rounding
+([`CuMem.small_gemm!`](@ref) switches that off). On the host device: Julia's BLAS on the
+same memory. `DimensionMismatch` for incompatible
 shapes; `ArgumentError` when `C` shares memory with `A` or `B`, and for other element
 types without a GPU product (other element types and mixed ones promote as Base:
 [`CuMem.generic_mul!`](@ref)). `A * B` allocates `C` and calls this.
@@ -69,8 +72,69 @@ function cu_gemm!(C, A, B, α, β)
     (aliased(C, A) || aliased(C, B)) &&
         throw(ArgumentError("output matrix must not be aliased with input matrix"))
     (mC == 0 || nC == 0) && return C
+    if C isa CuMatrix && B isa CuMatOperand && small_gemm_fits(T, mC, nC, nA)
+        return small_gemm!(op_flag(A), op_flag(B), convert(T, α), stored(A), stored(B), convert(T, β), C)
+    end
     # (gemm! runs Julia's BLAS on the host device, so CI checks the op-flag mapping too)
     return gemm!(op_flag(A), op_flag(B), convert(T, α), stored(A), stored(B), convert(T, β), C)
+end
+
+## small products: one CuMem kernel instead of cuBLAS (julia/cuda/gemm.cuh)
+
+const GEMM_SOURCE = cuda_source("gemm.cuh")
+const GEMM_SMALL_TILE = 16        # gemm.cuh's GEMM_TILE
+const GEMM_SMALL_THREADS = 64     # gemm.cuh's GEMM_THREADS
+const GEMM_SMALL_MAX_K = 512      # k beyond this: cuBLAS (the kernel walks k in one block)
+const GEMM_SMALL_MAX_MNK = 2^21   # m*n*k beyond this (128^3): cuBLAS
+# -1: not yet read from CUMEM_SMALL_GEMM; 0: off; 1: on
+const SMALL_GEMM = Ref{Int}(-1)
+
+"""
+    CuMem.small_gemm() -> Bool
+    CuMem.small_gemm!(on::Bool) -> Bool
+
+Whether real `Float32`/`Float64` matrix products (`mul!`, `*`) of small shapes run as one
+CuMem kernel (julia/cuda/gemm.cuh: 16×16 tiles, 64 threads a block) instead of cuBLAS's
+gemm, whose fixed cost (~7 µs a call on an H100/H200) dominates there. Small means
+`1 <= k <= 512` and `m*n*k <= 2^21` (`128^3`) for `C` `m×n`, `op(A)` `m×k`; transposes and
+adjoints are read in place and `α`, `β` apply as in BLAS (`β = 0` does not read `C`). The
+results agree with cuBLAS's to a gemm's rounding (products summed in order over `k`, not
+cuBLAS's blocking). On by default; `CUMEM_SMALL_GEMM=0` in the environment (read at the
+first product) or `small_gemm!(false)` sends every product to cuBLAS. `small_gemm!`
+returns the previous setting. The host device always runs Julia's BLAS (the kernel is
+checked there compiled by the host's C++ compiler, test/compute/linalg/linalg_kernel_tests.jl).
+"""
+function small_gemm()
+    if SMALL_GEMM[] < 0
+        SMALL_GEMM[] = get(ENV, "CUMEM_SMALL_GEMM", "1") in ("0", "false", "no", "off") ? 0 : 1
+    end
+    return SMALL_GEMM[] == 1
+end
+function small_gemm!(on::Bool)
+    old = small_gemm()
+    SMALL_GEMM[] = on ? 1 : 0
+    return old
+end
+
+small_gemm_fits(::Type{T}, m, n, k) where {T} =
+    (T === Float32 || T === Float64) && !on_host() && 1 <= k <= GEMM_SMALL_MAX_K &&
+    widemul(widemul(m, n), k) <= GEMM_SMALL_MAX_MNK && small_gemm()
+
+# C = α op(A) op(B) + β C by gemm.cuh's kernel (the caller checked shapes, aliasing and
+# small_gemm_fits); one operation of a capture reading A, B, C and writing C
+function small_gemm!(tA::Char, tB::Char, α::T, A::CuMatrix{T}, B::CuMatrix{T}, β::T, C::CuMatrix{T}) where {T}
+    return captured_op(() -> small_gemm_queue!(tA, tB, α, A, B, β, C), (A, B, C), (C,))
+end
+function small_gemm_queue!(tA::Char, tB::Char, α::T, A::CuMatrix{T}, B::CuMatrix{T}, β::T, C::CuMatrix{T}) where {T}
+    m, n = size(C)
+    k = tA == 'N' ? size(A, 2) : size(A, 1)
+    kern = fixed_kernel(:gemm, GEMM_SOURCE, T === Float32 ? "cumem_gemm_small_f32" : "cumem_gemm_small_f64")
+    tiles = cld(m, GEMM_SMALL_TILE) * cld(n, GEMM_SMALL_TILE)
+    GC.@preserve A B C launch(kern, CuPtr{UInt8}(devaddr(C)), CuPtr{UInt8}(devaddr(A)), CuPtr{UInt8}(devaddr(B)),
+                              Int32(m), Int32(n), Int32(k), Int32(max(1, size(A, 1))), Int32(max(1, size(B, 1))),
+                              Int32(max(1, m)), Int32(tA != 'N'), Int32(tB != 'N'), α, β;
+                              blocks = min(tiles, 65535), threads = GEMM_SMALL_THREADS)
+    return C
 end
 
 ## BLAS level 1: reductions and in-place updates

@@ -8,13 +8,15 @@
 
 # A slot's content: the kernel of reduce.cuh's `cumem_reduce` for that shape, the
 # accumulator and result element types, the neutral element (a kernel parameter), and the
-# world age it was made in (a method defined since sends the call back to mapreduce.jl).
+# world age it was made in (a method defined since sends the call back to mapreduce.jl),
+# whether the kernel can throw (a launch then marks the error record unchecked).
 struct DimsReduce
     kernel::Any         # a Kernel (the g++ emulation of the tests has its own type)
     acc::Type
     out::Type
     neut::Any
     world::UInt
+    throws::Bool
 end
 
 # Slots by `(Tuple{typeof(f), typeof(op), eltype}, kept dimensions, linear)`, published as
@@ -81,6 +83,7 @@ kernel, same launch shape); a throw in `f` or `op` is raised at the next downloa
     else                                    # (the g++ emulation of the tests)
         dims_reduce_run(k, neut, A, out, sz, d, nout, nred, Val(nk), Val(linear))
     end
+    e.throws && (DC_UNCHECKED[] = true)     # (a download waits and checks first)
     return out
 end
 
@@ -131,7 +134,8 @@ function dims_slot_fill!(f, op, ::Type{T}, nk::Int, linear::Bool, kernel, ::Type
     lock(DIMS_LOCK)
     try
         t = copy(DIMS_TABLE[])
-        t[key] = DimsReduce(kernel, Acc, Out, convert(Acc, neut), world_counter())
+        t[key] = DimsReduce(kernel, Acc, Out, convert(Acc, neut), world_counter(),
+                            any(d -> d isa DeviceFunction && d.may_throw, fns))
         DIMS_TABLE[] = t
     finally
         unlock(DIMS_LOCK)

@@ -45,6 +45,7 @@ Julia's exception ([`CuMem.check_kernel_errors`](@ref)).
 """
 function synchronize()
     CAPTURES[] == 0 || refuse_in_capture("synchronize()")
+    DC_UNCHECKED[] = false        # (every stream of the device: checked below)
     check(c_synchronize())
     check_kernel_errors()
 end

@@ -41,6 +41,7 @@ function read_scalar(a::CuArray{T}) where {T}
     p = devaddr(a)
     buf = readback_buffer()
     s = current_handle()
+    check_thrown_before_read()
     GC.@preserve buf begin
         dst = convert(Ptr{Cvoid}, pointer(buf))
         check(c_copy_dtoh_async(dst, p, UInt64(sizeof(T)), s))

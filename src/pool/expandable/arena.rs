@@ -15,7 +15,9 @@
 //! allocations among them that reclaim can give back).
 
 use super::free_lists::FreeLists;
-use super::node::{NIL, Node};
+use super::node::{NIL, Node, Nodes};
+use crate::pool::MIN_BLOCK;
+use crate::pool::split::SMALL_SIZE;
 use crate::snapshot::{BlockState, PoolBlock, PoolSegment};
 
 /// Free ranges [`Arena::place`] considers for a block, smallest first.
@@ -32,8 +34,10 @@ pub(super) struct Arena {
     pub large: bool,
     /// log2 of the granule.
     shift: u32,
-    nodes: Vec<Node>,
-    dead: Vec<u32>,
+    nodes: Nodes,
+    /// The first dead node (reusable), the others linked through their `next` ([`NIL`]:
+    /// none).
+    dead: u32,
     /// The node that ends at the end of the range.
     tail: u32,
     /// Free ranges by size class.
@@ -49,6 +53,17 @@ pub(super) struct Arena {
     top: usize,
     /// Bytes mapped.
     pub mapped_bytes: u64,
+    /// log2 of the unit of [`Arena::block_at`]: 512 B ([`MIN_BLOCK`]) in arenas for
+    /// blocks up to 1 MiB, 1 MiB ([`SMALL_SIZE`]) in arenas for larger blocks (two of
+    /// which start more than 1 MiB apart, so no two start in one MiB).
+    unit: u32,
+    /// The node of the block in use that starts in each unit of the range (entry
+    /// `(addr − base) >> unit`; stale where none does), grown on demand up to the
+    /// highest block start: the pool's only map from a block's address to its node
+    /// (an index, no hash and no probe; the engine's live table is the address table).
+    /// 4 bytes per 512 B of the small blocks' arena up to its highest block (0.8 % of
+    /// its memory), 4 bytes per MiB in the large blocks' arenas.
+    block_at: Vec<u32>,
 }
 
 impl Arena {
@@ -61,14 +76,16 @@ impl Arena {
             size,
             large,
             shift: gran.trailing_zeros(),
-            nodes: vec![Node::new(base, size, true)],
-            dead: Vec::new(),
+            nodes: Nodes::new(Node::new(base, size, true)),
+            dead: NIL,
             tail: 0,
             free: FreeLists::default(),
             mapped: vec![0; n.div_ceil(64)],
             starts: vec![0; n.div_ceil(64)],
             top: 0,
             mapped_bytes: 0,
+            unit: if large { SMALL_SIZE.trailing_zeros() } else { MIN_BLOCK.trailing_zeros() },
+            block_at: Vec::new(),
         };
         a.free.insert(&mut a.nodes, 0);
         a
@@ -129,10 +146,16 @@ impl Arena {
     /// (`unmapped_in(addr, size) == 0`, without counting).
     #[inline(always)]
     fn all_mapped(&self, addr: u64, size: u64) -> bool {
-        let (g0, g1) = self.touched(addr, size);
+        let g1 = ((addr + size - 1 - self.base) >> self.shift) as usize + 1;
         if g1 > self.top {
             return false;
         }
+        // Every granule below the top mapped (no granule was unmapped or moved away, as
+        // in training): nothing to look up.
+        if self.mapped_bytes == (self.top as u64) << self.shift {
+            return true;
+        }
+        let g0 = ((addr - self.base) >> self.shift) as usize;
         let (w0, w1) = (g0 / 64, (g1 - 1) / 64);
         let lo = !0u64 << (g0 % 64);
         let hi = !0u64 >> (63 - (g1 - 1) % 64);
@@ -170,24 +193,25 @@ impl Arena {
         (g1 - g0) - self.count_mapped(g0, g1)
     }
 
+    /// A node for `n`: a dead one reused, else a new one.
     #[inline]
     fn new_node(&mut self, n: Node) -> u32 {
-        match self.dead.pop() {
-            Some(i) => {
-                self.nodes[i as usize] = n;
-                i
-            }
-            None => {
-                self.nodes.push(n);
-                (self.nodes.len() - 1) as u32
-            }
+        let i = self.dead;
+        if i == NIL {
+            return self.nodes.push(n);
         }
+        self.dead = self.nodes[i as usize].next;
+        self.nodes[i as usize] = n;
+        i
     }
 
+    /// Marks node `i` (unlinked) dead, for reuse.
     #[inline]
     fn kill(&mut self, i: u32) {
-        self.nodes[i as usize].dead = true;
-        self.dead.push(i);
+        let n = &mut self.nodes[i as usize];
+        n.dead = true;
+        n.next = self.dead;
+        self.dead = i;
     }
 
     /// Makes node `i` (not linked yet) the next neighbour of `after`.
@@ -511,6 +535,43 @@ impl Arena {
     /// its place on its size class's list while the class holds (no list update).
     #[inline]
     pub fn carve(&mut self, i: u32, addr: u64, size: u64) -> u32 {
+        let b = self.carve_node(i, addr, size);
+        let u = ((addr - self.base) >> self.unit) as usize;
+        if u >= self.block_at.len() {
+            self.grow_block_at(u);
+        }
+        // SAFETY: `u` is below the length, grown just above if it was not.
+        *unsafe { self.block_at.get_unchecked_mut(u) } = b;
+        b
+    }
+
+    /// Grows [`Arena::block_at`] to hold unit `u` (rare: amortised doubling).
+    #[cold]
+    #[inline(never)]
+    fn grow_block_at(&mut self, u: usize) {
+        self.block_at.resize((u + 1).next_power_of_two().max(64), NIL);
+    }
+
+    /// The node of the block in use that starts at `addr` (a block of this arena).
+    #[inline]
+    pub fn block_node(&self, addr: u64) -> u32 {
+        let i = self.block_at[((addr - self.base) >> self.unit) as usize];
+        debug_assert!({
+            let n = &self.nodes[i as usize];
+            n.addr == addr && !n.free && !n.dead
+        });
+        i
+    }
+
+    /// Whether a block in use starts at `addr` (which lies in the arena).
+    pub fn is_block_start(&self, addr: u64) -> bool {
+        let Some(&i) = self.block_at.get(((addr - self.base) >> self.unit) as usize) else { return false };
+        self.nodes.get(i as usize).is_some_and(|n| n.addr == addr && !n.free && !n.dead)
+    }
+
+    /// [`Arena::carve`] but for the block map.
+    #[inline(always)]
+    fn carve_node(&mut self, i: u32, addr: u64, size: u64) -> u32 {
         let n = self.nodes[i as usize];
         debug_assert!(n.free && !n.dead && n.addr <= addr && addr + size <= n.addr + n.size);
         let end = n.addr + n.size;
@@ -544,7 +605,7 @@ impl Arena {
     /// Gives block `i` back to the free ranges, merged with free neighbours (the free
     /// neighbour absorbs the block, keeping its node and, while its class holds, its
     /// place on its list).
-    #[inline]
+    #[inline(always)]
     pub fn give_back(&mut self, i: u32) {
         let Node { prev, next, size, addr, .. } = self.nodes[i as usize];
         debug_assert!(!self.nodes[i as usize].free && !self.nodes[i as usize].dead);
@@ -776,6 +837,21 @@ impl Arena {
         self.nodes[i as usize].size
     }
 
+    /// The blocks in use, as (address, size), in address order (a walk of the list).
+    pub fn blocks(&self) -> Vec<(u64, u64)> {
+        let mut v = Vec::new();
+        let mut i = self.tail;
+        while i != NIL {
+            let n = &self.nodes[i as usize];
+            if !n.free {
+                v.push((n.addr, n.size));
+            }
+            i = n.prev;
+        }
+        v.reverse();
+        v
+    }
+
     /// Checks the nodes (tiling the range, linked both ways, no two free neighbours), the
     /// index (exactly the free ranges), the blocks against `blocks` (the blocks in use,
     /// address → size), the bitmap (every block's granules mapped) and the
@@ -801,6 +877,7 @@ impl Arena {
                 idle += self.idle_in(n.addr, n.size);
             } else {
                 seen.insert(n.addr, n.size);
+                assert_eq!(self.block_node(n.addr), i, "block {at:#x} not in the block map");
                 let (g0, g1) = self.touched(n.addr, n.size);
                 assert!((g0..g1).all(|g| self.is_mapped(g)), "block {at:#x} on an unmapped granule");
             }
@@ -811,8 +888,14 @@ impl Arena {
         }
         assert_eq!(prev, self.tail);
         assert_eq!(at, self.base + self.size, "blocks and free ranges do not tile the arena");
-        assert_eq!(live + self.dead.len(), self.nodes.len());
-        assert!(self.dead.iter().all(|&d| self.nodes[d as usize].dead));
+        let mut dead = 0;
+        let mut d = self.dead;
+        while d != NIL {
+            assert!(self.nodes[d as usize].dead);
+            dead += 1;
+            d = self.nodes[d as usize].next;
+        }
+        assert_eq!(live + dead, self.nodes.len());
         assert_eq!(self.free.totals(&self.nodes), (nfree, free));
         let mine: std::collections::BTreeMap<u64, u64> =
             blocks.range(self.base..self.base + self.size).map(|(&a, &s)| (a, s)).collect();
@@ -886,7 +969,7 @@ mod tests {
 
     #[test]
     fn placement_matches_the_gathered_and_sorted_search() {
-        let mut a = Arena::new(1 << 40, 1 << 32, G, true);
+        let mut a = Arena::new(1 << 40, 1 << 32, G, false);
         let mut rng = 0x9e37_79b9_7f4a_7c15u64;
         let mut next = move || {
             rng ^= rng << 13;

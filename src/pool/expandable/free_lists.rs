@@ -12,7 +12,7 @@
 //!
 //! The result is the same exact best fit by (size, address) as the sorted index gives.
 
-use super::node::{NIL, Node};
+use super::node::{NIL, Node, Nodes};
 use crate::pool::split::fit_index::{CLASSES, class};
 
 /// Free ranges by size class: list heads (node indexes, [`NIL`] when empty) and a bit per
@@ -32,7 +32,7 @@ impl Default for FreeLists {
 impl FreeLists {
     /// Indexes free node `i` (its `size` set; its list links are overwritten).
     #[inline]
-    pub fn insert(&mut self, nodes: &mut [Node], i: u32) {
+    pub fn insert(&mut self, nodes: &mut Nodes, i: u32) {
         let c = class(nodes[i as usize].size);
         let head = self.heads[c];
         let n = &mut nodes[i as usize];
@@ -48,7 +48,7 @@ impl FreeLists {
 
     /// Unindexes free node `i`.
     #[inline]
-    pub fn remove(&mut self, nodes: &mut [Node], i: u32) {
+    pub fn remove(&mut self, nodes: &mut Nodes, i: u32) {
         let Node { fprev, fnext, class: c, .. } = nodes[i as usize];
         if fnext != NIL {
             nodes[fnext as usize].fprev = fprev;
@@ -68,7 +68,7 @@ impl FreeLists {
     /// Sets the size of indexed node `i` to `size`, moving it to the list of its new
     /// class only if the class changes (a carve or a merge mostly keeps it).
     #[inline(always)]
-    pub fn resize(&mut self, nodes: &mut [Node], i: u32, size: u64) {
+    pub fn resize(&mut self, nodes: &mut Nodes, i: u32, size: u64) {
         if nodes[i as usize].class as usize == class(size) {
             nodes[i as usize].size = size;
         } else {
@@ -96,7 +96,7 @@ impl FreeLists {
     /// The smallest (size, address) of class `c`'s list among the entries of at least
     /// `size` bytes.
     #[inline]
-    fn min_in(&self, nodes: &[Node], c: usize, size: u64) -> Option<u32> {
+    fn min_in(&self, nodes: &Nodes, c: usize, size: u64) -> Option<u32> {
         let (mut i, mut best, mut key) = (self.heads[c], NIL, (u64::MAX, u64::MAX));
         while i != NIL {
             let n = &nodes[i as usize];
@@ -111,7 +111,7 @@ impl FreeLists {
     /// The free range that fits `size` best: the smallest by (size, address) of those
     /// at least `size` long.
     #[inline]
-    pub fn best_fit(&self, nodes: &[Node], size: u64) -> Option<u32> {
+    pub fn best_fit(&self, nodes: &Nodes, size: u64) -> Option<u32> {
         let c = class(size);
         if self.bits[c / 64] >> (c % 64) & 1 != 0
             && let Some(i) = self.min_in(nodes, c, size)
@@ -130,7 +130,7 @@ impl FreeLists {
     /// from `best_fit` on, each the `next_fit` of the one before, are the fits in order,
     /// with no list gathered or sorted.
     #[inline]
-    pub fn next_fit(&self, nodes: &[Node], size: u64, after: u32) -> Option<u32> {
+    pub fn next_fit(&self, nodes: &Nodes, size: u64, after: u32) -> Option<u32> {
         let Node { size: s0, addr: a0, class: c, .. } = nodes[after as usize];
         let c = c as usize;
         let (mut i, mut best, mut key) = (self.heads[c], NIL, (u64::MAX, u64::MAX));
@@ -152,7 +152,7 @@ impl FreeLists {
     }
 
     /// Calls `f(node)` for every free range of at least `size` bytes, in no set order.
-    pub fn for_each_fit(&self, nodes: &[Node], size: u64, mut f: impl FnMut(u32)) {
+    pub fn for_each_fit(&self, nodes: &Nodes, size: u64, mut f: impl FnMut(u32)) {
         let mut c = class(size);
         while let Some(cc) = self.next_class(c) {
             let mut i = self.heads[cc];
@@ -170,7 +170,7 @@ impl FreeLists {
     /// The number and the bytes of the free ranges indexed (for the structure checks of
     /// the tests).
     #[cfg(test)]
-    pub fn totals(&self, nodes: &[Node]) -> (usize, u64) {
+    pub fn totals(&self, nodes: &Nodes) -> (usize, u64) {
         let (mut len, mut bytes) = (0, 0);
         for &head in self.heads.iter() {
             let mut i = head;
@@ -185,7 +185,7 @@ impl FreeLists {
 
     /// Whether node `i` is on its class's list (for the structure checks of the tests).
     #[cfg(test)]
-    pub fn contains(&self, nodes: &[Node], i: u32) -> bool {
+    pub fn contains(&self, nodes: &Nodes, i: u32) -> bool {
         let mut j = self.heads[nodes[i as usize].class as usize];
         while j != NIL {
             if j == i {

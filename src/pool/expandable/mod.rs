@@ -85,12 +85,16 @@
 //! that leaves a range in its class does not touch the lists), and a bitmap of mapped
 //! granules; a granule is idle when it lies wholly inside a free range. The alloc and
 //! free paths keep no count of idle bytes: statistics and unmapping count them when they
-//! need them, over the free ranges a granule long or longer (few). Blocks in use are
-//! found by address in an open-addressing table ([`AddrIndex`]) that also names their
-//! arena. Warm instructions per event (callgrind, encoder_infer_varlen): 796 with the
+//! need them, over the free ranges a granule long or longer (few). A block in use is
+//! found from its address by its arena (a look at the few arenas' ranges) and the arena's
+//! block map, an array indexed by the address's 512 B (small blocks) or 1 MiB unit (large
+//! ones): no second hash table beside the engine's live table (one was 28 instructions
+//! per event, bertlike_infer_varlen). Warm instructions per event (callgrind, encoder_infer_varlen): 796 with the
 //! quick lists and sorted size-class vectors, 580 with a gathered and sorted candidate
-//! list on placement's slow path, 503 now (bench/results/host-2026-11-27-expandable);
-//! binned's 255.
+//! list on placement's slow path, 503 (bench/results/host-2026-11-27-expandable), 433
+//! now, without the second address table and with the node slab's bounds checks and
+//! `Vec` upkeep gone (bench/results/host-2026-11-28-exp11: 1.37–1.69 × binned's on the
+//! replay traces); binned's 262.
 
 mod arena;
 mod free_lists;
@@ -101,7 +105,6 @@ mod tests;
 use super::split::SMALL_SIZE;
 use super::{Block, MIN_BLOCK, Pool, round_up};
 use crate::error::{Error, Result};
-use crate::live::AddrIndex;
 use crate::snapshot::PoolSegment;
 use crate::upstream::ShardUpstream;
 use arena::Arena;
@@ -143,8 +146,6 @@ const MIN_CHUNK: u64 = 4;
 pub struct ExpandablePool {
     /// The reserved ranges, in the order they were taken.
     arenas: Vec<Arena>,
-    /// Address → (arena, node) of every block in use.
-    used: AddrIndex,
     /// Bytes of blocks in use.
     used_bytes: u64,
     /// The most bytes of blocks in use there ever were (`used_bytes`'s peak): what
@@ -154,7 +155,7 @@ pub struct ExpandablePool {
 
 impl Default for ExpandablePool {
     fn default() -> Self {
-        ExpandablePool { arenas: Vec::new(), used: AddrIndex::default(), used_bytes: 0, peak_used: 0 }
+        ExpandablePool { arenas: Vec::new(), used_bytes: 0, peak_used: 0 }
     }
 }
 
@@ -164,9 +165,15 @@ impl ExpandablePool {
         self.arenas.iter().map(|a| a.mapped_bytes).sum()
     }
 
-    /// The index of the arena holding `addr` (a block of this pool).
+    /// The index of the arena holding `addr` (a block of this pool): a look at the few
+    /// arenas' ranges.
+    #[inline]
     fn arena_of(&self, addr: u64) -> usize {
-        self.arenas.iter().position(|a| a.contains(addr)).expect("a block lies in an arena")
+        let mut k = 0;
+        while !self.arenas[k].contains(addr) {
+            k += 1;
+        }
+        k
     }
 
     /// The arena, free range (node) and address for a block of `size` among the arenas
@@ -178,7 +185,8 @@ impl ExpandablePool {
     fn place(&mut self, size: u64, large: bool, up: ShardUpstream<'_>) -> Result<(usize, u32, u64, usize)> {
         // The arena whose place needs the fewest granules mapped (the first among equals).
         let mut best: Option<(usize, u32, u64, usize)> = None;
-        for (k, a) in self.arenas.iter_mut().enumerate() {
+        for k in 0..self.arenas.len() {
+            let a = &mut self.arenas[k];
             if a.large == large
                 && let Some((i, addr, n)) = a.place(size)
                 && best.is_none_or(|b| n < b.3)
@@ -218,8 +226,10 @@ impl ExpandablePool {
     /// Returns block `ptr` to its arena's free ranges.
     #[inline]
     fn release(&mut self, ptr: u64) {
-        let (k, i) = self.used.remove(ptr).expect("a block of this pool");
-        self.arenas[k as usize].give_back(i);
+        let k = self.arena_of(ptr);
+        let a = &mut self.arenas[k];
+        let i = a.block_node(ptr);
+        a.give_back(i);
     }
 
     /// Takes granules no block touches out of the arenas (the large arenas' first:
@@ -339,7 +349,6 @@ impl ExpandablePool {
             self.arenas[k].give_back(b);
             return Err(e);
         }
-        self.used.insert(addr, k as u32, b);
         self.used_bytes += size;
         self.peak_used = self.peak_used.max(self.used_bytes);
         Ok(Block { ptr: addr, size, hit: runs.is_empty() })
@@ -364,7 +373,6 @@ impl Pool for ExpandablePool {
         }
         let released = self.unmap_idle(target, up);
         // An arena left with no block and nothing mapped gives its addresses back.
-        let before = self.arenas.len();
         self.arenas.retain(|a| {
             let keep = a.mapped_bytes > 0 || !a.is_empty();
             if !keep {
@@ -372,14 +380,6 @@ impl Pool for ExpandablePool {
             }
             keep
         });
-        if self.arenas.len() < before {
-            // The blocks' arena numbers moved down.
-            let mut used = AddrIndex::default();
-            for (addr, _, node) in self.used.iter() {
-                used.insert(addr, self.arena_of(addr) as u32, node);
-            }
-            self.used = used;
-        }
         released
     }
 
@@ -416,12 +416,12 @@ impl Pool for ExpandablePool {
     }
 
     fn block_base(&self, addr: u64, seg_base: u64) -> Option<u64> {
-        if self.used.get(addr).is_some() {
+        // An arena of another pool of the shard is not ours to answer for.
+        let arena = self.arenas.iter().find(|a| a.contains(addr))?;
+        if arena.is_block_start(addr) {
             return Some(addr);
         }
-        // A walk of the arena (copies into the middle of a block are rare); an arena of
-        // another pool of the shard is not ours to answer for.
-        let arena = self.arenas.iter().find(|a| a.contains(addr))?;
+        // A walk of the arena (copies into the middle of a block are rare).
         Some(arena.block_around(addr).unwrap_or(seg_base))
     }
 }

@@ -12,14 +12,22 @@ const G: u64 = crate::device::HOST_VM_GRANULE;
 impl ExpandablePool {
     /// The size of the block at `addr` (in use).
     fn size_of(&self, addr: u64) -> u64 {
-        let (k, node) = self.used.get(addr).expect("a block in use");
-        assert_eq!(k as usize, self.arena_of(addr), "the block's arena number");
-        self.arenas[k as usize].block_size(node)
+        let a = &self.arenas[self.arena_of(addr)];
+        assert!(a.is_block_start(addr), "a block in use at {addr:#x}");
+        a.block_size(a.block_node(addr))
+    }
+
+    /// The number of blocks in use.
+    fn block_count(&self) -> usize {
+        self.arenas.iter().map(|a| a.blocks().len()).sum()
     }
 
     /// Checks every arena against the blocks in use, and the counters.
     fn check(&self) {
-        let blocks: BTreeMap<u64, u64> = self.used.iter().map(|(a, _, _)| (a, self.size_of(a))).collect();
+        let blocks: BTreeMap<u64, u64> = self.arenas.iter().flat_map(|a| a.blocks()).collect();
+        for (&addr, &size) in &blocks {
+            assert_eq!(self.size_of(addr), size);
+        }
         for a in &self.arenas {
             a.check(&blocks);
         }
@@ -229,9 +237,9 @@ fn the_limit_is_respected() {
     assert_eq!(up.reserved(), 38 * MIB);
     pool.check();
     // Beyond the limit with nothing idle: out of memory, and nothing changed.
-    let before = (up.reserved(), pool.cached_bytes(), pool.used.len());
+    let before = (up.reserved(), pool.cached_bytes(), pool.block_count());
     assert!(matches!(pool.alloc(4 * MIB, up.shard(0)), Err(Error::OutOfMemory(_))));
-    assert_eq!((up.reserved(), pool.cached_bytes(), pool.used.len()), before);
+    assert_eq!((up.reserved(), pool.cached_bytes(), pool.block_count()), before);
     pool.check();
     for blk in [keep, b] {
         pool.free(blk.ptr, blk.size, up.shard(0));

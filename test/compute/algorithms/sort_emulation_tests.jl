@@ -110,6 +110,17 @@ end
             @test same(sort(CuArray(h); rev = true), sort(h; rev = true))
             @test same(sortperm(CuArray(h)), sortperm(h))
         end
+        # early counts (1: the tile's digit counts published before its ranking; 2: and its
+        # look-back before the ranking), with the warp match by __match_any_sync on skewed passes (3)
+        for early in (1, 2), T in (Float32, Int64, UInt8), n in (1281, 9 * 1280 + 7)
+            CuMem.sort_tuning(CuMem.RadixTuning(5, 0, 3, 50, T === Int64 ? 1 : 3, early))
+            h = keys_of(T, n)
+            @test same(sort(CuArray(h)), sort(h))
+            @test same(sort(CuArray(h); rev = true), sort(h; rev = true))
+            @test same(sortperm(CuArray(h)), sortperm(h))
+            hs = Float32.(rand(n))                    # (skewed top digits)
+            @test same(sortperm(CuArray(hs)), sortperm(hs))
+        end
         for spin in (1, 0), n in (191, 192, 193, 64 * 192 + 5, 70 * 192)       # (more than 64 tiles: a second look-back window)
             CuMem.scan_tuning(CuMem.ScanTuning(64, 3, 0, 50, spin))                # (both look-back waits)
             @test CuMem.scan_tile(Float32) == 192 && CuMem.scan_tile(Int64) == 64
@@ -118,6 +129,31 @@ end
             M = reshape(f[1:2 * (n ÷ 2)], 2, :)                 # strided lines (the general path's loads)
             @test same(cumsum(CuArray(M); dims = 2), cumsum(M; dims = 2))
             @test same(accumulate(+, CuArray(Int32.(f)); init = Int32(3)), accumulate(+, Int32.(f); init = Int32(3)))
+        end
+        # the vector kernel (kernel 1; look-back windows of 32 and 64 tiles): 64 threads x 8
+        # Float32s in chunks of 4 (tiles of 512), Int64 in chunks of 2 (4 a thread: 256), Int32
+        # summed into Int64 (chunks of 2), Int8 (into Int64), Float16 (Float32 accumulators,
+        # chunks of 8); full tiles by vector loads and stores, the partial last one, a view's
+        # misaligned start and strided lines by scalar ones; 16-byte elements take kernel 0
+        for window in (1, 2), n in (1, 7, 511, 512, 513, 70 * 512 + 9)
+            CuMem.scan_tuning(CuMem.ScanTuning(64, 8, 0, 50, 0, 1, window))
+            @test CuMem.scan_tile(Float32, Float32, Float32) == 512 && CuMem.scan_tile(Int64, Int64, Int64) == 256
+            @test CuMem.scan_vec(Int32, Int64, Int64) == 2 && CuMem.scan_vec(Float16, Float16, Float32) == 8 && CuMem.scan_vec(ComplexF64, ComplexF64, ComplexF64) == 0
+            f = rand(-9:9, n)
+            @test same(cumsum(CuArray(f)), cumsum(f))
+            f32 = Float32.(f)
+            @test same(cumsum(CuArray(f32)), cumsum(f32))
+            @test same(accumulate(+, CuArray(Int32.(f)); init = Int32(3)), accumulate(+, Int32.(f); init = Int32(3)))
+            @test same(cumsum(CuArray(Int32.(f))), cumsum(Int32.(f)))
+            @test same(cumsum(CuArray(Int8.(f))), cumsum(Int8.(f)))
+            @test same(accumulate(max, CuArray(f); init = 2), accumulate(max, f; init = 2))
+            n > 1 && @test same(cumsum(view(CuArray(f32), 2:n)), cumsum(f32[2:n]))
+            M = reshape(f[1:2 * (n ÷ 2)], 2, :)
+            @test same(cumsum(CuArray(M); dims = 2), cumsum(M; dims = 2))
+            h16 = Float16.(f .% 3)
+            @test same(cumsum(CuArray(h16)), cumsum(h16))
+            c = f .+ im .* reverse(f)
+            @test same(cumsum(CuArray(c)), cumsum(c))
         end
     finally
         CuMem.sort_tuning(st0); CuMem.scan_tuning(sc0)
@@ -179,6 +215,7 @@ end
     exe = joinpath(dir, "lb")
     src = joinpath(@__DIR__, "lookback_emulation.cpp")   # (not inside the backticks: there @__DIR__ is the working directory)
     run(`g++ -O1 -std=c++20 -pthread -w -I$dir -I$cuda -o $exe $src`)
-    # wrong elements: sort 9000, sort of 21 tiles (windows of 8), scan of 301 tiles (64-bit status words), of 301 tiles (Int64: flags apart)
-    @test split(read(`$exe`, String)) == ["0", "0", "0", "0"]
+    # wrong elements: sort 9000, sort of 21 tiles (windows of 8), scan of 301 tiles (64-bit status words), of 301 tiles (Int64: flags apart),
+    # the vector scan kernel's two
+    @test split(read(`$exe`, String)) == ["0", "0", "0", "0", "0", "0"]
 end

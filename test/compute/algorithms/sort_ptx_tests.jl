@@ -29,12 +29,16 @@ end
             @test all(k -> occursin(k, ptx), CuMem.RADIX_KERNELS)
         end
         # other tunings (bench/julia/sort_bench.jl's variants): the launch bounds reach the PTX
-        for T in (Float32, Int64), tune in (CuMem.RadixTuning(24, 2, 16, 0, 1), CuMem.RadixTuning(12, 4, 4, 200, 0), CuMem.RadixTuning(16, 0, 8, 0, 2))
+        for T in (Float32, Int64), tune in (CuMem.RadixTuning(24, 2, 16, 0, 1), CuMem.RadixTuning(12, 4, 4, 200, 0), CuMem.RadixTuning(16, 0, 8, 0, 2),
+                                            CuMem.RadixTuning(16, 4, 8, 100, 3, 1), CuMem.RadixTuning(16, 4, 8, 100, 2, 2), CuMem.RadixTuning(16, 4, 8, 100, 1, 2))
             ptx = CuMem.compile_ptx(CuMem.radix_source(T, 4, false, tune); arch = "compute_90")
             @test occursin("cumem_sort_onesweep", ptx)
             @test occursin(".minnctapersm", ptx) == (tune.blocks_per_sm > 0)
             @test occursin("nanosleep", ptx) == (tune.sleep_ns > 0)
             @test occursin("atom.shared.or", ptx) == (tune.match != 0)      # (the one-block sort: ballots)
+            # (__match_any_sync: the match 3's ranking of skewed passes, and the early counts' merging
+            # on skewed passes, which match 1 (atomicOr on every pass) does not tell apart)
+            @test occursin("match.any.sync", ptx) == (tune.match == 3 || (tune.early > 0 && tune.match != 1))
         end
         # the shared memory the sort's tunings are checked against (radix_smem) is the PTX's:
         # Int64 keys with 24 per thread need 59432 bytes (ptxas' 0xe828) and 18 is the most that fits
@@ -89,6 +93,37 @@ end
             ptx = CuMem.compile_ptx(srcs[1]; arch = "compute_90")
             @test occursin(".maxntid 128", ptx) && occursin(".minnctapersm 4", ptx) && occursin("nanosleep", ptx)
             @test ptx_smem(ptx)["cumem_scan_onepass"] == CuMem.scan_smem(Float32, 128, 24, 0)      # (spin 0: no s_lbm2)
+        finally
+            CuMem.scan_tuning(t0)
+        end
+        # the vector kernel (ScanTuning's kernel 1, cumem_scan_onepass_vec): Float32 in chunks of 4
+        # (16-byte vector loads and stores), Int8 into Int64 sums (chunks of 2), Float16 (Float32
+        # accumulators, chunks of 8); Complex{Int} (16-byte elements) takes kernel 0. No tile in
+        # shared memory (a few words: the warps' totals, the tile's); the look-back's shuffles.
+        try
+            for tune in (CuMem.ScanTuning(256, 16, 0, 0, 0, 1, 8), CuMem.ScanTuning(128, 24, 4, 100, 0, 1, 1))
+                CuMem.scan_tuning(tune)
+                cumsum(x); accumulate(max, x; init = 0.5f0); cumsum(CuArray(rand(Int8, 4, 5)); dims = 2)
+                cumsum(CuArray(rand(Float16, 7))); accumulate(+, CuArray([1 + 2im, 3im]))
+                kinds = Set{Int}()
+                for (k, e) in CuMem.KERNEL_TABLE
+                    k[2] isa Tuple && k[2][1] === :scan1 && k[2][end] == tune || continue
+                    T, Acc, Out = k[2][3], k[2][4], k[2][5]
+                    g = CuMem.scan_vec(T, Out, Acc, tune)
+                    push!(kinds, g)
+                    ptx = CuMem.compile_ptx(e.source; arch = "compute_90")
+                    sm = ptx_smem(ptx)["cumem_scan_onepass"]
+                    if g == 0
+                        @test sm == CuMem.scan_smem(Acc, tune.threads, CuMem.scan_items(Acc, tune), tune.spin)
+                    else
+                        @test sm < 512 && occursin("shfl.sync.idx", ptx) && occursin("shfl.sync.up", ptx)
+                        @test occursin(".minnctapersm", ptx) == (tune.blocks_per_sm > 0) && occursin("nanosleep", ptx) == (tune.sleep_ns > 0)
+                        T === Float32 && @test occursin("ld.global.v4", ptx) && occursin("st.global.v4", ptx)
+                    end
+                end
+                @test kinds == Set([0, 2, 4, 8])             # (Complex, Int8 into Int64, Float32, Float16)
+            end
+            @test CuMem.scan_tile(Float32, Float32, Float32) == 128 * 24 && CuMem.scan_tile(Int8, Int64, Int64) == 128 * 12
         finally
             CuMem.scan_tuning(t0)
         end

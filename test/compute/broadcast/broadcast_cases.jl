@@ -227,6 +227,25 @@
         @test_throws ArgumentError a .+ Ref([1])                 # a captured host array
         unsafe_free!(a)
         @test_throws AssertionError a .+ 1
+        # a download after a kernel that threw waits and throws before it copies: the
+        # destination is left as it was (julia/memory/kernel_errors.jl, check_thrown_before_read)
+        over2(v) = v > 2 ? throw(DomainError(v, "over 2")) : v
+        x4 = CuArray([1, 2, 3, 4])
+        if CuMem.on_host() && !EMULATED
+            @test_throws DomainError over2.(x4)               # Base computes at once
+        else
+            for path in ("general", "typed fast path")        # (the second call takes the slot)
+                r = over2.(x4)
+                @test CuMem.DC_UNCHECKED[]
+                dest = fill(-7, 4)
+                @test_throws DomainError copyto!(dest, r)
+                @test dest == fill(-7, 4)
+                @test !CuMem.DC_UNCHECKED[]
+                @test Array(over2.(CuArray([1, 2]))) == [1, 2]   # nothing left to throw
+            end
+            ok = x4 .+ 1                                      # cannot throw: no wait first
+            @test !CuMem.DC_UNCHECKED[] && Array(ok) == [2, 3, 4, 5]
+        end
     end
 
     EMULATED || @testset "kernel cache" begin

@@ -20,9 +20,15 @@ wellcond(T, n) = rand(T, n, n) + n * I
 posdef(T, n) = (A = rand(T, n, n); Matrix(Hermitian(A' * A + n * I)))
 thrown(f) = try f(); nothing; catch e; e; end
 
+# CUMEM_TEST_PROGRESS=1 (bench/gpu/run.sh's sanitize suite sets it): a line, flushed, as each
+# test set starts, so that a run stopped by a time limit shows in its log where it stood.
+const PROGRESS = get(ENV, "CUMEM_TEST_PROGRESS", "0") == "1"
+progress(what) = PROGRESS && (println("linalg_factor_tests: ", what, " ..."); flush(stdout))
+
 @testset "linear algebra beyond gemm" begin
 
 @testset "lu, $T" for T in TYPES
+    progress("lu, $T")
     for (m, n) in ((5, 5), (6, 4), (3, 5))
         A = m == n ? wellcond(T, n) : rand(T, m, n)
         F = lu(CuArray(A))
@@ -58,6 +64,7 @@ thrown(f) = try f(); nothing; catch e; e; end
 end
 
 @testset "lu of other element types, logdet" begin
+    progress("lu of other element types, logdet")
     Ai = [4 1 0; 1 5 2; 0 2 6]
     F = lu(CuArray(Ai))
     @test F isa LU{Float64}
@@ -75,6 +82,7 @@ end
 end
 
 @testset "qr, $T" for T in TYPES
+    progress("qr, $T")
     for (m, n) in ((6, 4), (5, 5), (3, 5))
         A = rand(T, m, n)
         F = qr(CuArray(A))
@@ -118,6 +126,7 @@ end
 end
 
 @testset "cholesky, $T" for T in TYPES
+    progress("cholesky, $T")
     P = posdef(T, 6); b = rand(T, 6); B = rand(T, 6, 2)
     for (wrap, up) in ((Hermitian, :U), (Hermitian, :L), (Symmetric, :U))
         (wrap === Symmetric && T <: Complex) && continue
@@ -161,6 +170,7 @@ end
 end
 
 @testset "svd, $T" for T in TYPES
+    progress("svd, $T")
     for (m, n) in ((7, 4), (4, 4), (3, 6))
         A = rand(T, m, n)
         k = min(m, n)
@@ -187,6 +197,7 @@ end
 end
 
 @testset "eigen of Symmetric/Hermitian, $T" for T in TYPES
+    progress("eigen of Symmetric/Hermitian, $T")
     n = 7
     A = rand(T, n, n); H = Matrix(Hermitian(A + A'))
     for up in (:U, :L)
@@ -206,6 +217,7 @@ end
 end
 
 @testset "triangular products and solves, $T" for T in TYPES
+    progress("triangular products and solves, $T")
     n = 5
     A = rand(T, n, n) + n * I; B = rand(T, n, 3); b = rand(T, n); R = rand(T, 2, n)
     dA, dB, db, dR = CuArray(A), CuArray(B), CuArray(b), CuArray(R)
@@ -236,6 +248,7 @@ end
 end
 
 @testset "triangular of other element types" begin
+    progress("triangular of other element types")
     Ai = rand(-3:3, 4, 4); x = rand(-3:3, 4)
     @test Array(UpperTriangular(CuArray(Ai)) * CuArray(x)) == UpperTriangular(Ai) * x
     @test isapprox(Array(UpperTriangular(CuArray(Ai + 9I)) \ CuArray(x)), UpperTriangular(Ai + 9I) \ x)
@@ -243,6 +256,7 @@ end
 end
 
 @testset "symmetric/Hermitian products, $T" for T in TYPES
+    progress("symmetric/Hermitian products, $T")
     n = 5
     A = rand(T, n, n); B = rand(T, n, 3); b = rand(T, n); R = rand(T, 2, n)
     for W in (Symmetric, Hermitian), up in (:U, :L)
@@ -262,6 +276,7 @@ end
 end
 
 @testset "istriu, istril, triu!, tril!" begin
+    progress("istriu, istril, triu!, tril!")
     for T in (Float32, Float64, ComplexF32, Int8, Int64, Bool, Float16)
         A = T <: Bool ? rand(Bool, 5, 6) : rand(T, 5, 6)
         for k in (-2, 0, 1, 3)
@@ -278,6 +293,7 @@ end
 end
 
 @testset "products of other and mixed element types" begin
+    progress("products of other and mixed element types")
     for (TA, TB) in ((Int32, Int32), (Int64, Int64), (Int8, Int8), (UInt16, UInt16), (Bool, Bool),
                      (Int32, Int64), (Bool, Int32), (Int64, Float32), (Float32, Float64),
                      (Float32, ComplexF32), (Float16, Float16), (Float16, Float32), (Int8, ComplexF64))
@@ -310,6 +326,7 @@ end
 end
 
 @testset "batched gemm" begin
+    progress("batched gemm")
     for T in (Float32, Float64, ComplexF32, Float16)
         A = rand(T, 3, 4, 5); B = rand(T, 4, 2, 5)
         C = CuMem.gemm_strided_batched('N', 'N', CuArray(A), CuArray(B))
@@ -329,6 +346,7 @@ end
 end
 
 @testset "UniformScaling, diagm, kron" begin
+    progress("UniformScaling, diagm, kron")
     for T in (Float32, Float64, ComplexF32, Int32)
         A = T <: Integer ? rand(T(-5):T(5), 4, 4) : rand(T, 4, 4)
         dA = CuArray(A)
@@ -351,6 +369,7 @@ end
 end
 
 @testset "cuSOLVER workspaces come from the pool (GPU only)" begin
+    progress("cuSOLVER workspaces come from the pool (GPU only)")
     if CuMem.on_host()
         @test true      # LAPACK's own workspaces on the host device
     else

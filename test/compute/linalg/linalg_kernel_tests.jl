@@ -112,6 +112,40 @@ vals(::Type{T}, dims...) where {T} = rand(T, dims...) .* rand((1, 1, 0), dims...
     end
 end
 
+# The small matrix product (julia/cuda/gemm.cuh) behind mul!/`*` of small real matrices:
+# every op pair, α/β (β = 0 ignores NaN in C), partial tiles and k over one chunk, against
+# BLAS in Float64
+@testset "emulated small gemm" begin
+    @test CuMem.small_gemm_fits(Float32, 128, 64, 64) && CuMem.small_gemm_fits(Float64, 10, 64, 128)
+    @test !CuMem.small_gemm_fits(Float32, 256, 256, 256)          # m*n*k over 128^3
+    @test !CuMem.small_gemm_fits(Float32, 1, 1, 513)              # k over 512
+    @test !CuMem.small_gemm_fits(Float32, 4, 4, 0)                # k = 0: cuBLAS (C = βC)
+    @test !CuMem.small_gemm_fits(ComplexF32, 4, 4, 4)
+    @test CuMem.small_gemm!(false) && !CuMem.small_gemm_fits(Float32, 4, 4, 4)
+    @test !CuMem.small_gemm!(true) && CuMem.small_gemm()
+    op(t, X) = t == 'N' ? X : transpose(X)
+    cuop(t, X) = t == 'N' ? CuArray(X) : (t == 'T' ? transpose(CuArray(X)) : CuArray(X)')
+    for T in (Float32, Float64), (m, n, k) in ((128, 64, 64), (10, 64, 128), (37, 70, 5), (1, 1, 1), (17, 33, 65), (3, 20, 129))
+        tol = T === Float32 ? 1f-5 : 1e-13
+        for ta in ('N', 'T', 'C'), tb in ('N', 'T', 'C')
+            A = rand(T, (ta == 'N' ? (m, k) : (k, m))...) .- T(0.5)
+            B = rand(T, (tb == 'N' ? (k, n) : (n, k))...) .- T(0.5)
+            C0 = rand(T, m, n)
+            ref = Float64.(op(ta, A)) * Float64.(op(tb, B))
+            scale = sqrt(k) + 1
+            @test maximum(abs.(Array(cuop(ta, A) * cuop(tb, B)) .- ref)) <= tol * scale
+            for (α, β) in ((T(-0.05), T(1)), (T(2), T(0.5)), (T(1), T(0)))
+                C = copy(C0)
+                β == 0 && (C[1] = T(NaN))
+                dC = CuArray(C)
+                @test mul!(dC, cuop(ta, A), cuop(tb, B), α, β) === dC
+                want = α .* ref .+ (β == 0 ? 0 : β .* Float64.(C0))
+                @test maximum(abs.(Array(dC) .- want)) <= tol * scale * 4
+            end
+        end
+    end
+end
+
 # The same source through NVRTC to PTX (where libnvrtc is present): every entry point the
 # Julia side launches by name is there.
 @testset "linear-algebra kernel source compiles" begin
@@ -126,6 +160,8 @@ end
         for s in ("h16", "f32", "f64", "c32", "c64")
             @test occursin(".entry la_isband_$(s)(", ptx) && occursin(".entry la_issym_$(s)(", ptx)
         end
+        gptx = CuMem.compile_ptx(CuMem.GEMM_SOURCE)
+        @test occursin(".entry cumem_gemm_small_f32(", gptx) && occursin(".entry cumem_gemm_small_f64(", gptx)
     else
         @info "libnvrtc not found: the linear-algebra kernel source was not compiled"
     end

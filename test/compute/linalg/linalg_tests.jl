@@ -1,6 +1,6 @@
-# Matrix products (cuBLAS gemm with op flags; Julia's BLAS on the host device), dot,
-# norm, axpy!, axpby!, rmul!, lmul!, compared with LinearAlgebra on Array, under
-# allowscalar(false).
+# Matrix products (cuBLAS gemm with op flags, CuMem's kernel for small real ones; Julia's
+# BLAS on the host device), dot, norm, axpy!, axpby!, rmul!, lmul!, compared with
+# LinearAlgebra on Array, under allowscalar(false).
 #
 #   CUMEM_DEVICE=host julia --project test/compute/linalg/linalg_tests.jl
 
@@ -101,6 +101,38 @@ end
     @test norm(CuArray(x)) ≈ 5f30
     x = Float32[3f-30, 4f-30]
     @test norm(CuArray(x)) ≈ 5f-30
+end
+
+# Small real products run as CuMem's kernel (julia/cuda/gemm.cuh) on a GPU: against cuBLAS
+# (CuMem.small_gemm!(false)) and Base, at the demo's shapes, partial tiles, one k chunk and
+# more, and just past the bounds (cuBLAS either way). On the host device both are BLAS.
+@testset "small products against cuBLAS, $T" for T in (Float32, Float64)
+    prev = CuMem.small_gemm()
+    try
+        for (m, n, k) in ((128, 64, 64), (10, 64, 128), (128, 64, 10), (10, 128, 64), (1, 1, 512), (129, 33, 65),
+                          (16, 16, 1), (1, 300, 7), (64, 64, 513), (256, 256, 64))
+            fits = CuMem.small_gemm_fits(T, m, n, k)
+            @test fits == (!CuMem.on_host() && k <= 512 && m * n * k <= 2^21)
+            for opA in (:N, :T, :C), opB in (:N, :T, :C)
+                A = rand(T, stored_shape(opA, m, k)...) .- T(0.5); B = rand(T, stored_shape(opB, k, n)...) .- T(0.5)
+                C = rand(T, m, n)
+                ref = Float64.(wrap(opA, A)) * Float64.(wrap(opB, B)) * -0.25 + Float64.(C) * 0.5
+                outs = map((true, false)) do on
+                    CuMem.small_gemm!(on)
+                    dC = CuArray(C)
+                    mul!(dC, wrap(opA, CuArray(A)), wrap(opB, CuArray(B)), T(-0.25), T(0.5))
+                    Array(dC)
+                end
+                bound = (T === Float32 ? 1e-5 : 1e-13) * (sqrt(k) + 1)
+                @test maximum(abs.(outs[1] .- ref)) <= bound
+                @test maximum(abs.(outs[1] .- outs[2])) <= 2 * bound
+            end
+        end
+        CuMem.small_gemm!(false)
+        @test !CuMem.small_gemm() && !CuMem.small_gemm_fits(T, 4, 4, 4)
+    finally
+        CuMem.small_gemm!(prev)
+    end
 end
 
 @testset "axpy!, axpby!, rmul!, lmul!, $T" for T in (BLAS_TYPES..., Int64)

@@ -306,6 +306,21 @@ end
         @test ip.depth < ip.nodes
         launch(instantiate(p))
         @test Array(C) ≈ Array(A) * Array(B) && Array(r) ≈ 2 .* sum(Array(B); dims = 1)
+        # allocating broadcasts on the fast path (operands of the result's size, the types
+        # run before) are operations of known access too, not barriers
+        # (defined before the eager runs: a method defined after them starts a new world,
+        # where the fast path is looked up again)
+        uv = Ref{Any}(nothing)
+        fq = () -> (uv[] = (a .* b, b .- 1f0); nothing)
+        for _ in 1:2
+            fq()
+            foreach(unsafe_free!, uv[])
+        end
+        q = capture(fq)
+        iq = CuMem.graph_info(q)
+        @test (iq.nodes, iq.edges, iq.depth) == (2, 0, 1)
+        launch(instantiate(q))
+        @test Array(uv[][1]) == Array(a) .* b0 && Array(uv[][2]) == b0 .- 1f0
         @test_throws ArgumentError (unsafe_free!(g); CuMem.graph_info(g))
         # the leak check names the graph pool of an array a capture returned
         CuMem.memory_checkpoint()
