@@ -1,6 +1,10 @@
 # Installing CuMem: `Pkg.add("CuMem")` by name from a registry made by
-# scripts/make-registry.sh, `Pkg.add(path)` and `Pkg.develop(path)`, each into a fresh
-# environment of a temporary depot, then `using CuMem` there.
+# scripts/make-registry.sh (added with `Pkg.Registry.add`, then placed in the depot's
+# registries/ by hand), `Pkg.add(path)` and `Pkg.develop(path)`, each into a fresh
+# environment of a temporary depot, then `using CuMem` there. The depot of the add by
+# name is shared by the steps whose package files are the same (by name twice: the same
+# version installed; the dev of this checkout: its cache from runtests.jl's
+# precompilation), so that each source path is precompiled once.
 #
 # Needs the package root to be a git checkout with Project.toml committed (the registry
 # points at HEAD's tree; uncommitted changes are not part of what gets installed).
