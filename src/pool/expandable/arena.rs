@@ -59,10 +59,11 @@ pub(super) struct Arena {
     unit: u32,
     /// The node of the block in use that starts in each unit of the range (entry
     /// `(addr − base) >> unit`; stale where none does), grown on demand up to the
-    /// highest block start: the pool's only map from a block's address to its node
+    /// highest block start and cut back when the mapped extent shrinks
+    /// ([`Arena::lower_top`]): the pool's only map from a block's address to its node
     /// (an index, no hash and no probe; the engine's live table is the address table).
-    /// 4 bytes per 512 B of the small blocks' arena up to its highest block (0.8 % of
-    /// its memory), 4 bytes per MiB in the large blocks' arenas.
+    /// Host memory: 4 bytes per 512 B of the small blocks' arena up to its highest mapped
+    /// granule (0.8 % of that extent), 4 bytes per MiB in the large blocks' arenas.
     block_at: Vec<u32>,
 }
 
@@ -682,8 +683,21 @@ impl Arena {
         }
         self.starts[g0 / 64] &= !(1 << (g0 % 64));
         self.mapped_bytes -= bytes;
+        self.lower_top();
+    }
+
+    /// Lowers the top to one past the highest mapped granule, and gives back the block
+    /// map's memory above it when that is most of the map (no block starts above the top:
+    /// blocks lie on mapped granules), so that the map follows the arena's current extent
+    /// rather than its high-water mark.
+    fn lower_top(&mut self) {
         while self.top > 0 && !self.is_mapped(self.top - 1) {
             self.top -= 1;
+        }
+        let need = (((self.top as u64) << self.shift) >> self.unit) as usize;
+        if self.block_at.len() > 2 * need.max(64) {
+            self.block_at.truncate(need);
+            self.block_at.shrink_to_fit();
         }
     }
 
@@ -738,9 +752,7 @@ impl Arena {
                 done += bytes;
             }
         }
-        while self.top > 0 && !self.is_mapped(self.top - 1) {
-            self.top -= 1;
-        }
+        self.lower_top();
         done
     }
 
@@ -1044,6 +1056,25 @@ mod tests {
         assert_eq!(taken, vec![(addr8, 8 * G)]);
         assert_eq!((a.mapped_bytes, a.top), (0, 0));
         a.check(&no_blocks);
+    }
+
+    #[test]
+    fn the_block_map_follows_the_mapped_extent() {
+        // Small blocks up to 64 MiB high, then all freed and unmapped: the map, 4 bytes
+        // per 512 B up to the highest block, goes back to nothing.
+        let mut a = Arena::new(1 << 40, 1 << 30, G, false);
+        let blocks: Vec<u32> = (0..64).map(|_| alloc(&mut a, MIB).0).collect();
+        assert!(a.block_at.len() >= (63 * MIB / 512) as usize);
+        for b in blocks {
+            a.give_back(b);
+        }
+        assert_eq!(a.unmap_idle(u64::MAX, |_, _| {}), 32 * G);
+        assert_eq!(a.top, 0);
+        assert!(a.block_at.capacity() <= 64, "block map of {} entries left", a.block_at.capacity());
+        // And it grows again with the next block.
+        let (b, addr) = alloc(&mut a, MIB);
+        assert_eq!(a.block_node(addr), b);
+        a.check(&[(addr, MIB)].into_iter().collect());
     }
 
     #[test]
