@@ -1,27 +1,33 @@
 /* gemm.cuh: the small matrix product C = alpha * op(A) * op(B) + beta * C of real Float32 and
  * Float64 matrices (julia/compute/linalg/products.jl, small_gemm!), for the shapes where a
- * cuBLAS gemm costs its fixed ~7 µs on an H100/H200 (every dimension up to a few hundred):
- * one kernel of 16×16 output tiles, 64 threads a block, each thread a 2×2 block of outputs
- * accumulated in registers over k in chunks of GEMM_TK through shared memory (padded rows:
- * the loads are coalesced along whichever index is contiguous in memory for op = N or T,
- * and the shared stores and reads have no bank conflicts to speak of).
+ * cuBLAS gemm costs its fixed ~7 µs on an H100/H200 (every dimension up to a few hundred).
+ *
+ * The shapes are too small to fill the GPU with output tiles (the demo's 10×64 product is
+ * 640 outputs), so the kernel splits k instead: a block of 256 threads takes 32 consecutive
+ * outputs of C (column-major order) and 8 slices of k; thread t computes output t % 32
+ * over slice t / 32 with fused multiply-adds, reading A and B straight from global memory
+ * (they are a few KiB: the caches hold them; along the outputs, op = N reads A coalesced
+ * and every lane of a column reads the same B element), and the 8 partial sums of each
+ * output are added in slice order through shared memory. A first version with 16×16
+ * output tiles through shared memory and 64 threads a block took 13–35 µs a product under
+ * Nsight Compute on an H200 (each thread's 64 global loads one after another, nothing to
+ * hide their latency): bench/results/h200x4-2026-11-28-session11, call B.
  *
  * Column-major operands with leading dimensions lda, ldb, ldc; ta/tb = 0 for A/B as stored,
  * 1 for their transposes (the adjoint of a real matrix). op(A) is m×k, op(B) k×n, C m×n;
- * beta == 0 does not read C (BLAS: NaN there is overwritten). The products are accumulated
- * in order p = 0, 1, ..., k-1 by fused multiply-adds. Indices are 32-bit: the caller keeps
- * m*k, k*n and m*n below 2^31.
+ * beta == 0 does not read C (BLAS: NaN there is overwritten). Indices are 32-bit: the caller
+ * keeps m*k, k*n and m*n below 2^31.
  *
- * Launch: any grid (a grid-stride loop over the tiles), blocks of 64 threads on the GPU; a
- * block size that divides 64 also works (each thread then takes 64/blockDim.x micro-tiles
- * one after the other, loading the chunks again for each), which is how
- * test/compute/linalg/linalg_kernel_tests.jl runs this file compiled by g++ on one thread.
+ * Launch: any grid (a grid-stride loop over the groups of 32 outputs), blocks of 256
+ * threads on the GPU; any block size works (a thread takes the (output, slice) pairs
+ * blockDim.x apart), which is how test/compute/linalg/linalg_kernel_tests.jl runs this
+ * file compiled by g++ on one thread.
  * Kernel names: cumem_gemm_small_f32, cumem_gemm_small_f64. */
 #include "common.cuh"
 
-#define GEMM_TILE 16      /* output tile: GEMM_TILE × GEMM_TILE */
-#define GEMM_TK 128       /* k per shared-memory chunk (a multiple of 32) */
-#define GEMM_THREADS 64   /* (GEMM_TILE / 2)^2 threads, each a 2×2 micro-tile */
+#define GEMM_OUTS 32      /* outputs of C a block takes at a time */
+#define GEMM_SPLIT 8      /* slices of k, each a warp's on the GPU */
+#define GEMM_THREADS 256  /* GEMM_OUTS * GEMM_SPLIT */
 
 /* x * y + a rounded once, as cuBLAS accumulates (the package's kernels are compiled
    without contraction, so it is spelled out); the C library's fma under g++ */
@@ -37,55 +43,34 @@ static inline double cumem_gemm_fma(double x, double y, double a) { return fma(x
 template <typename T>
 __device__ __forceinline__ void cumem_gemm_small(T *c, const T *a, const T *b, int m, int n, int k, int lda, int ldb,
                                                  int ldc, int ta, int tb, T alpha, T beta) {
-  /* as[p][i] = op(A)[r0 + i, p0 + p], bs[p][j] = op(B)[p0 + p, c0 + j] (zero outside) */
-  __shared__ T as[GEMM_TK][GEMM_TILE + 1];
-  __shared__ T bs[GEMM_TK][GEMM_TILE + 1];
-  const int tm = (m + GEMM_TILE - 1) / GEMM_TILE;
-  const int tiles = tm * ((n + GEMM_TILE - 1) / GEMM_TILE);
-  for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-    const int r0 = (t % tm) * GEMM_TILE, c0 = (t / tm) * GEMM_TILE;
+  __shared__ T part[GEMM_SPLIT][GEMM_OUTS];  /* each slice's partial sum of each output */
+  const int outs = m * n, groups = (outs + GEMM_OUTS - 1) / GEMM_OUTS;
+  const int kc = (k + GEMM_SPLIT - 1) / GEMM_SPLIT;  /* k per slice */
+  /* A(r, p) = a[r * ars + p * aps], B(p, col) = b[p * bps + col * bcs] */
+  const int ars = ta ? lda : 1, aps = ta ? 1 : lda, bps = tb ? ldb : 1, bcs = tb ? 1 : ldb;
+  for (int g = blockIdx.x; g < groups; g += gridDim.x) {
     for (int q = threadIdx.x; q < GEMM_THREADS; q += blockDim.x) {
-      const int i0 = 2 * (q % (GEMM_TILE / 2)), j0 = 2 * (q / (GEMM_TILE / 2));
-      T acc00 = T(0), acc10 = T(0), acc01 = T(0), acc11 = T(0);
-      for (int p0 = 0; p0 < k; p0 += GEMM_TK) {
-        const int pn = k - p0 < GEMM_TK ? k - p0 : GEMM_TK;
-        __syncthreads();   /* the previous chunk read by every thread */
-        /* the chunk's pn rows of as and bs (no more: a small k loads little); consecutive
-           threads take consecutive addresses of the operand, 32 values of p at a time where
-           p is the contiguous index (ta; B as stored), else the 16 of the tile's index */
-        const int nk = ((pn + 31) / 32) * 32 * GEMM_TILE, nt = pn * GEMM_TILE;
-        for (int e = threadIdx.x; e < (ta ? nk : nt); e += blockDim.x) {
-          int i, p;
-          if (ta) { p = e % 32 + 32 * (e / (32 * GEMM_TILE)); i = (e / 32) % GEMM_TILE; }
-          else { i = e % GEMM_TILE; p = e / GEMM_TILE; }
-          const int r = r0 + i, s = p0 + p;
-          as[p][i] = (r < m && p < pn) ? a[ta ? s + r * lda : r + s * lda] : T(0);
-        }
-        for (int e = threadIdx.x; e < (tb ? nt : nk); e += blockDim.x) {
-          int j, p;
-          if (tb) { j = e % GEMM_TILE; p = e / GEMM_TILE; }
-          else { p = e % 32 + 32 * (e / (32 * GEMM_TILE)); j = (e / 32) % GEMM_TILE; }
-          const int col = c0 + j, s = p0 + p;
-          bs[p][j] = (col < n && p < pn) ? b[tb ? col + s * ldb : s + col * ldb] : T(0);
-        }
-        __syncthreads();
-#pragma unroll 4
-        for (int p = 0; p < pn; ++p) {
-          const T x0 = as[p][i0], x1 = as[p][i0 + 1], y0 = bs[p][j0], y1 = bs[p][j0 + 1];
-          acc00 = cumem_gemm_fma(x0, y0, acc00); acc10 = cumem_gemm_fma(x1, y0, acc10);
-          acc01 = cumem_gemm_fma(x0, y1, acc01); acc11 = cumem_gemm_fma(x1, y1, acc11);
-        }
+      const int o = g * GEMM_OUTS + q % GEMM_OUTS, s = q / GEMM_OUTS;
+      T acc = T(0);
+      if (o < outs) {
+        const int r = o % m, col = o / m, p1 = k < (s + 1) * kc ? k : (s + 1) * kc;
+        const T *ap = a + r * ars, *bp = b + col * bcs;
+#pragma unroll 8
+        for (int p = s * kc; p < p1; ++p) acc = cumem_gemm_fma(ap[p * aps], bp[p * bps], acc);
       }
-      const T accs[2][2] = {{acc00, acc01}, {acc10, acc11}};
-      for (int di = 0; di < 2; ++di)
-        for (int dj = 0; dj < 2; ++dj) {
-          const int r = r0 + i0 + di, col = c0 + j0 + dj;
-          if (r < m && col < n) {
-            T *cp = c + (r + col * ldc);
-            *cp = beta == T(0) ? alpha * accs[di][dj] : cumem_gemm_fma(alpha, accs[di][dj], beta * *cp);
-          }
-        }
+      part[s][q % GEMM_OUTS] = acc;
     }
+    __syncthreads();
+    for (int q = threadIdx.x; q < GEMM_OUTS; q += blockDim.x) {
+      const int o = g * GEMM_OUTS + q;
+      if (o < outs) {
+        T acc = part[0][q];
+        for (int s = 1; s < GEMM_SPLIT; ++s) acc += part[s][q];
+        T *cp = c + (o % m + (o / m) * ldc);
+        *cp = beta == T(0) ? alpha * acc : cumem_gemm_fma(alpha, acc, beta * *cp);
+      }
+    }
+    __syncthreads();  /* part read by every thread before the next group writes it */
   }
 }
 

@@ -421,9 +421,11 @@ static __device__ __forceinline__ void cumem_scan_vput(T* p, Conv conv, const A*
   *(cumem_scan_chunk<T, G>*)p = v;
 }
 
-/* The vector kernel's lambdas (after CUMEM_SCAN_LAMBDAS) over src/dst, G elements a chunk */
-#define CUMEM_SCAN_VLAMBDAS(AC, G) \
-  auto s_vld = [&](int64_t p, AC* o) { cumem_scan_vget<G>(src + p, [&](const auto e) -> AC { AC r; r = CUMEM_SCAN_LD(e); return r; }, o); }; \
+/* The vector kernel's lambdas (after CUMEM_SCAN_LAMBDAS) over src/dst (elements of type TC),
+   G elements a chunk. No generic lambda (`auto` parameter): NVRTC 13.0 takes its call
+   operator for a host function and refuses it in JIT mode (13.5 accepts it). */
+#define CUMEM_SCAN_VLAMBDAS(AC, G, TC) \
+  auto s_vld = [&](int64_t p, AC* o) { cumem_scan_vget<G>(src + p, [&](const TC e) -> AC { AC r; r = CUMEM_SCAN_LD(e); return r; }, o); }; \
   auto s_vst = [&](int64_t p, const AC* a) { cumem_scan_vput<G>(dst + p, [&](const AC e) { return CUMEM_SCAN_ST(e); }, a); }; \
   auto s_vok = [&](int64_t ib, int64_t ob) -> int { \
     return (ist == 1 && jl_aligned(src + ib, G * sizeof(*src)) ? 1 : 0) | (ost == 1 && jl_aligned(dst + ob, G * sizeof(*dst)) ? 2 : 0); };

@@ -288,6 +288,11 @@ impl CudaDevice {
         let mut m = 0usize;
         let (mut from, mut to): (Vec<sys::CUgraphNode>, Vec<sys::CUgraphNode>) = (Vec::new(), Vec::new());
         for pass in 0..2 {
+            if pass == 1 && m == 0 {
+                // no edges (independent nodes): the driver refuses a second call with
+                // arrays of room 0 (CUDA_ERROR_INVALID_VALUE, CUDA 13.0)
+                break;
+            }
             if pass == 1 {
                 from = vec![std::ptr::null_mut(); m];
                 to = vec![std::ptr::null_mut(); m];

@@ -177,7 +177,7 @@ function scan_kernels_source(fns, T::Type, Acc::Type, Out::Type, nk::Int, has_in
             print(io, "  const int64_t ", nk == 0 ? "* $a = 0" : "$a[] = {" * join(["$a$d" for d in 1:nk], ", ") * "}", ";\n")
         end
         print(io, "  CUMEM_SCAN_LAMBDAS($AC, $nk)\n")
-        g > 0 && print(io, "  CUMEM_SCAN_VLAMBDAS($AC, $g)\n")
+        g > 0 && print(io, "  CUMEM_SCAN_VLAMBDAS($AC, $g, $TC)\n")
         print(io, "  ", call, "\n}\n")
     end
     print(io, "CUMEM_KERNEL void cumem_scan_lines(jl_ctx_t ctx, const $TC* src, $OC* dst, int64_t nlines, int64_t n, int64_t ist, int64_t ost", dims, tail)

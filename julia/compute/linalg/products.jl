@@ -82,9 +82,9 @@ end
 ## small products: one CuMem kernel instead of cuBLAS (julia/cuda/gemm.cuh)
 
 const GEMM_SOURCE = cuda_source("gemm.cuh")
-const GEMM_SMALL_TILE = 16        # gemm.cuh's GEMM_TILE
-const GEMM_SMALL_THREADS = 64     # gemm.cuh's GEMM_THREADS
-const GEMM_SMALL_MAX_K = 512      # k beyond this: cuBLAS (the kernel walks k in one block)
+const GEMM_SMALL_OUTS = 32        # gemm.cuh's GEMM_OUTS: outputs of C a block takes at a time
+const GEMM_SMALL_THREADS = 256    # gemm.cuh's GEMM_THREADS
+const GEMM_SMALL_MAX_K = 512      # k beyond this: cuBLAS (a thread walks k / 8 in a row)
 const GEMM_SMALL_MAX_MNK = 2^21   # m*n*k beyond this (128^3): cuBLAS
 # -1: not yet read from CUMEM_SMALL_GEMM; 0: off; 1: on
 const SMALL_GEMM = Ref{Int}(-1)
@@ -94,12 +94,12 @@ const SMALL_GEMM = Ref{Int}(-1)
     CuMem.small_gemm!(on::Bool) -> Bool
 
 Whether real `Float32`/`Float64` matrix products (`mul!`, `*`) of small shapes run as one
-CuMem kernel (julia/cuda/gemm.cuh: 16×16 tiles, 64 threads a block) instead of cuBLAS's
+CuMem kernel (julia/cuda/gemm.cuh: 32 outputs and 8 slices of `k` a block of 256 threads) instead of cuBLAS's
 gemm, whose fixed cost (~7 µs a call on an H100/H200) dominates there. Small means
 `1 <= k <= 512` and `m*n*k <= 2^21` (`128^3`) for `C` `m×n`, `op(A)` `m×k`; transposes and
 adjoints are read in place and `α`, `β` apply as in BLAS (`β = 0` does not read `C`). The
-results agree with cuBLAS's to a gemm's rounding (products summed in order over `k`, not
-cuBLAS's blocking). On by default; `CUMEM_SMALL_GEMM=0` in the environment (read at the
+results agree with cuBLAS's to a gemm's rounding (each slice of `k` summed in order by
+fused multiply-adds, then the slices' sums in order; not cuBLAS's blocking). On by default; `CUMEM_SMALL_GEMM=0` in the environment (read at the
 first product) or `small_gemm!(false)` sends every product to cuBLAS. `small_gemm!`
 returns the previous setting. The host device always runs Julia's BLAS (the kernel is
 checked there compiled by the host's C++ compiler, test/compute/linalg/linalg_kernel_tests.jl).
@@ -129,11 +129,11 @@ function small_gemm_queue!(tA::Char, tB::Char, α::T, A::CuMatrix{T}, B::CuMatri
     m, n = size(C)
     k = tA == 'N' ? size(A, 2) : size(A, 1)
     kern = fixed_kernel(:gemm, GEMM_SOURCE, T === Float32 ? "cumem_gemm_small_f32" : "cumem_gemm_small_f64")
-    tiles = cld(m, GEMM_SMALL_TILE) * cld(n, GEMM_SMALL_TILE)
+    groups = cld(m * n, GEMM_SMALL_OUTS)
     GC.@preserve A B C launch(kern, CuPtr{UInt8}(devaddr(C)), CuPtr{UInt8}(devaddr(A)), CuPtr{UInt8}(devaddr(B)),
                               Int32(m), Int32(n), Int32(k), Int32(max(1, size(A, 1))), Int32(max(1, size(B, 1))),
                               Int32(max(1, m)), Int32(tA != 'N'), Int32(tB != 'N'), α, β;
-                              blocks = min(tiles, 65535), threads = GEMM_SMALL_THREADS)
+                              blocks = min(groups, 65535), threads = GEMM_SMALL_THREADS)
     return C
 end
 
