@@ -85,15 +85,6 @@ function Base.:*(u::Transpose{<:Real,<:CuVector}, v::CuVector{<:Complex})
     return unconjugated_dot(parent(u), v)
 end
 
-"""
-    rotate!(x::DenseCuArray, y::DenseCuArray, c, s) -> (x, y)
-    reflect!(x::DenseCuArray, y::DenseCuArray, c, s) -> (x, y)
-
-Base's plane rotation `(x, y) = (c x + s y, -conj(s) x + c y)` and reflection
-`(x, y) = (c x + s y, conj(s) x - c y)`, in place, element by element, for arrays of equal
-length (cuBLAS `rot` in CUDA.jl). `DimensionMismatch` otherwise; on the host device
-Base's loop on the same memory.
-"""
 # The two differ only in y's new value, so one body serves both (the same kernels: the new
 # x into a temporary, y in place, the temporary copied into x).
 for (f, name, ynew) in ((:rotate!, "rotate", :(.-conj(s) .* reshape(x, size(y)) .+ c .* y)),
@@ -111,6 +102,17 @@ for (f, name, ynew) in ((:rotate!, "rotate", :(.-conj(s) .* reshape(x, size(y)) 
         return x, y
     end
 end
+
+"""
+    rotate!(x::DenseCuArray, y::DenseCuArray, c, s) -> (x, y)
+    reflect!(x::DenseCuArray, y::DenseCuArray, c, s) -> (x, y)
+
+Base's plane rotation `(x, y) = (c x + s y, -conj(s) x + c y)` and reflection
+`(x, y) = (c x + s y, conj(s) x - c y)`, in place, element by element, for arrays of equal
+length (cuBLAS `rot` in CUDA.jl). `DimensionMismatch` otherwise; on the host device
+Base's loop on the same memory.
+"""
+LinearAlgebra.rotate!(x::CuBlas1{T}, y::CuBlas1{T}, c, s) where {T<:CuBlasFloat}
 
 ## views as product operands
 

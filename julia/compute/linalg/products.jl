@@ -94,15 +94,16 @@ const SMALL_GEMM = Ref{Int}(-1)
     CuMem.small_gemm!(on::Bool) -> Bool
 
 Whether real `Float32`/`Float64` matrix products (`mul!`, `*`) of small shapes run as one
-CuMem kernel (julia/cuda/gemm.cuh: 32 outputs and 8 slices of `k` a block of 256 threads) instead of cuBLAS's
-gemm, whose fixed cost (~7 µs a call on an H100/H200) dominates there. Small means
-`1 <= k <= 512` and `m*n*k <= 2^21` (`128^3`) for `C` `m×n`, `op(A)` `m×k`; transposes and
-adjoints are read in place and `α`, `β` apply as in BLAS (`β = 0` does not read `C`). The
-results agree with cuBLAS's to a gemm's rounding (each slice of `k` summed in order by
-fused multiply-adds, then the slices' sums in order; not cuBLAS's blocking). On by default; `CUMEM_SMALL_GEMM=0` in the environment (read at the
-first product) or `small_gemm!(false)` sends every product to cuBLAS. `small_gemm!`
-returns the previous setting. The host device always runs Julia's BLAS (the kernel is
-checked there compiled by the host's C++ compiler, test/compute/linalg/linalg_kernel_tests.jl).
+CuMem kernel (julia/cuda/gemm.cuh: a block of 256 threads takes 32 outputs and 8 slices of
+`k`) instead of cuBLAS's gemm, whose fixed cost (~7 µs a call on an H100/H200) dominates
+there. Small means `1 <= k <= 512` and `m*n*k <= 2^21` (`128^3`) for `C` `m×n`, `op(A)`
+`m×k`; transposes and adjoints are read in place and `α`, `β` apply as in BLAS (`β = 0`
+does not read `C`). The results agree with cuBLAS's to a gemm's rounding (each slice of
+`k` summed in order by fused multiply-adds, then the slices' sums in order; not cuBLAS's
+blocking). On by default; `CUMEM_SMALL_GEMM=0` in the environment (read at the first
+product) or `small_gemm!(false)` sends every product to cuBLAS. `small_gemm!` returns the
+previous setting. The host device always runs Julia's BLAS (the kernel is checked there
+compiled by the host's C++ compiler, test/compute/linalg/linalg_kernel_tests.jl).
 """
 function small_gemm()
     if SMALL_GEMM[] < 0
