@@ -133,14 +133,33 @@ type GetEdgesV1 = unsafe extern "C" fn(
     *mut sys::CUgraphNode,
     *mut usize,
 ) -> sys::CUresult;
-/// `cuGraphGetEdges_v2` (CUDA 12.3): with the edges' data (asked as null).
+/// `cuGraphGetEdges_v2` (CUDA 12.3): with the edges' data.
 type GetEdgesV2 = unsafe extern "C" fn(
     sys::CUgraph,
     *mut sys::CUgraphNode,
     *mut sys::CUgraphNode,
-    *mut std::ffi::c_void,
+    *mut EdgeData,
     *mut usize,
 ) -> sys::CUresult;
+
+/// `CUgraphEdgeData` (cuda.h, CUDA 12.3; cudarc's bindings at the CUDA 12.0 level lack
+/// it): how an edge's dependency is met. All zero: the default (full completion and
+/// memory visibility of the upstream node).
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+struct EdgeData {
+    /// `CUgraphKernelNodePort` of the upstream node: 0 completion, 1 programmatic (every
+    /// block triggered `griddepcontrol.launch_dependents` or exited), 2 launch order.
+    from_port: u8,
+    /// 0 (no node type defines another).
+    to_port: u8,
+    /// `CUgraphDependencyType`: 0 default, 1 programmatic.
+    kind: u8,
+    reserved: [u8; 5],
+}
+
+/// `CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC`.
+const DEPENDENCY_PROGRAMMATIC: u8 = 1;
 /// `cuGraphGetNodes`: (graph, nodes, count).
 type GetNodes = unsafe extern "C" fn(sys::CUgraph, *mut sys::CUgraphNode, *mut usize) -> sys::CUresult;
 /// `cuGraphNodeGetType`: (node, type as the C enum's int).
@@ -195,7 +214,9 @@ fn missing(name: &str) -> Error {
 
 impl CudaDevice {
     /// The nodes that work queued next on `s`, under capture, will depend on
-    /// (`cuStreamGetCaptureInfo`): right after an operation, its last nodes.
+    /// (`cuStreamGetCaptureInfo`): right after an operation, its last nodes. Their edge
+    /// data (CUDA 12.3) is read and dropped: without it the driver refuses the query
+    /// (`CUDA_ERROR_LOSSY_QUERY`) when a dependency carries non-default data.
     pub(super) fn capture_dependencies_raw(&self, s: u64) -> Result<Vec<u64>> {
         let st = self.raw_stream(s)?;
         self.bind()?;
@@ -204,13 +225,14 @@ impl CudaDevice {
         let mut id = 0u64;
         let mut g: sys::CUgraph = std::ptr::null_mut();
         let mut deps: *const sys::CUgraphNode = std::ptr::null();
+        let mut data: *const std::ffi::c_void = std::ptr::null();
         let mut n = 0usize;
-        // SAFETY: a live stream of ours; valid out-pointers (edge data not asked).
+        // SAFETY: a live stream of ours; valid out-pointers.
         let r = unsafe {
-            if let Some(v2) = f.info_v2 {
+            if let Some(v3) = f.info_v3 {
+                v3(st, &mut status, &mut id, &mut g, &mut deps, &mut data, &mut n)
+            } else if let Some(v2) = f.info_v2 {
                 v2(st, &mut status, &mut id, &mut g, &mut deps, &mut n)
-            } else if let Some(v3) = f.info_v3 {
-                v3(st, &mut status, &mut id, &mut g, &mut deps, std::ptr::null_mut(), &mut n)
             } else {
                 return Err(missing("cuStreamGetCaptureInfo"));
             }
@@ -252,8 +274,10 @@ impl CudaDevice {
         r.result().map_err(|e| device_err("cuStreamUpdateCaptureDependencies", e))
     }
 
-    /// The nodes of graph `g` by kind, its edges and its longest chain
-    /// (`cuGraphGetNodes`, `cuGraphNodeGetType`, `cuGraphGetEdges`).
+    /// The nodes of graph `g` by kind, its edges (and how many are programmatic) and its
+    /// longest chain (`cuGraphGetNodes`, `cuGraphNodeGetType`, `cuGraphGetEdges_v2` with
+    /// the edges' data where the driver has it, which it needs once an edge is
+    /// programmatic, else `cuGraphGetEdges`).
     pub(super) fn graph_info_raw(&self, g: u64) -> Result<GraphInfo> {
         self.bind()?;
         let f = graph_fns()?;
@@ -287,6 +311,7 @@ impl CudaDevice {
         }
         let mut m = 0usize;
         let (mut from, mut to): (Vec<sys::CUgraphNode>, Vec<sys::CUgraphNode>) = (Vec::new(), Vec::new());
+        let mut data: Vec<EdgeData> = Vec::new();
         for pass in 0..2 {
             if pass == 1 && m == 0 {
                 // no edges (independent nodes): the driver refuses a second call with
@@ -296,18 +321,20 @@ impl CudaDevice {
             if pass == 1 {
                 from = vec![std::ptr::null_mut(); m];
                 to = vec![std::ptr::null_mut(); m];
+                data = vec![EdgeData::default(); m];
             }
-            let (pf, pt) = if pass == 0 {
-                (std::ptr::null_mut(), std::ptr::null_mut())
+            let (pf, pt, pd) = if pass == 0 {
+                (std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut())
             } else {
-                (from.as_mut_ptr(), to.as_mut_ptr())
+                (from.as_mut_ptr(), to.as_mut_ptr(), data.as_mut_ptr())
             };
-            // SAFETY: a graph of ours; a count query, then room for `m` edges.
+            // SAFETY: a graph of ours; a count query, then room for `m` edges (and their
+            // data, 8 bytes each).
             let r = unsafe {
-                if let Some(v1) = f.edges_v1 {
+                if let Some(v2) = f.edges_v2 {
+                    v2(graph, pf, pt, pd, &mut m)
+                } else if let Some(v1) = f.edges_v1 {
                     v1(graph, pf, pt, &mut m)
-                } else if let Some(v2) = f.edges_v2 {
-                    v2(graph, pf, pt, std::ptr::null_mut(), &mut m)
                 } else {
                     return Err(missing("cuGraphGetEdges"));
                 }
@@ -316,6 +343,8 @@ impl CudaDevice {
         }
         from.truncate(m);
         to.truncate(m);
+        data.truncate(m);
+        info.programmatic = data.iter().filter(|d| d.kind == DEPENDENCY_PROGRAMMATIC).count() as u64;
         let index: rustc_hash::FxHashMap<u64, usize> =
             nodes.iter().enumerate().map(|(i, &p)| (p as u64, i)).collect();
         let edges: Vec<(usize, usize)> = from

@@ -31,8 +31,11 @@ pub struct GraphInfo {
     /// Nodes on the longest dependency chain: the ones a replay runs one after another
     /// (equal to `nodes` for a graph captured as one chain).
     pub depth: u64,
-    /// Padding (0).
-    pub reserved: u64,
+    /// Of the edges, the programmatic ones (`CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC`, CUDA
+    /// 12.3): a kernel launched with programmatic dependent launch under capture (see
+    /// `cumem_kernel_uses_pdl`) may start before the kernel it depends on ends, and waits
+    /// for it in its `griddepcontrol.wait`. 0 on drivers older than CUDA 12.3.
+    pub programmatic: u64,
 }
 
 pub use cuda::CudaDevice;

@@ -215,10 +215,11 @@ pub unsafe extern "C" fn cumem_stream_set_capture_dependencies(
 }
 
 /// Writes graph `graph`'s shape into `*info` (`cumem_graph_info_t`: nodes in all, kernel,
-/// memcpy, memset and other nodes, edges, and the nodes on its longest dependency chain,
-/// which a replay runs one after another; `cuGraphGetNodes`, `cuGraphNodeGetType`,
-/// `cuGraphGetEdges`). All 0 on the host device, whose graphs are recorded above the
-/// engine. Returns `CUMEM_ERROR_INVALID_VALUE` for an unknown graph or a null `info`.
+/// memcpy, memset and other nodes, edges, the nodes on its longest dependency chain,
+/// which a replay runs one after another, and the programmatic edges among the edges,
+/// those into kernels launched with programmatic dependent launch; `cuGraphGetNodes`,
+/// `cuGraphNodeGetType`, `cuGraphGetEdges_v2` or `cuGraphGetEdges`). All 0 on the host
+/// device, whose graphs are recorded above the engine. Returns `CUMEM_ERROR_INVALID_VALUE` for an unknown graph or a null `info`.
 ///
 /// # Safety
 /// `info` must be null or writable for one `cumem_graph_info_t`.
