@@ -1422,13 +1422,18 @@ int32_t cumem_stream_begin_capture(uint64_t stream,
                                    uint64_t *pool_out);
 
 // Ends the capture of `stream` (`cuStreamEndCapture`) into `*graph`, a graph holding a
-// reference to the capture's pool. Returns `CUMEM_ERROR_INVALID_VALUE` when `stream`
+// reference to the capture's pool. With programmatic dependent launch on (see
+// `cumem_set_pdl`), every default edge from a kernel node into a kernel that starts with
+// `griddepcontrol.wait` (see `cumem_kernel_uses_pdl`) is made programmatic
+// (`cuGraphRemoveDependencies_v2`, `cuGraphAddDependencies_v2`): the edges set with
+// `cumem_stream_set_capture_dependencies` get what the stream's order gives such a launch. Returns `CUMEM_ERROR_INVALID_VALUE` when `stream`
 // is not being captured or `graph` is null, `CUMEM_ERROR_DEVICE` when the capture was
 // invalidated (the capture is over then, and no graph is made).
 //
 // # Safety
 // `graph` must be null or writable for one `uint64_t`.
-int32_t cumem_stream_end_capture(uint64_t stream, uint64_t *graph);
+int32_t cumem_stream_end_capture(uint64_t stream,
+                                 uint64_t *graph);
 
 // Writes 1 to `*capturing` when `stream` of the current device is being captured, else
 // 0. Returns `CUMEM_ERROR_INVALID_VALUE` for a null `capturing`.

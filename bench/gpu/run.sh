@@ -49,8 +49,10 @@
 #   graphs       CUDA graphs: the demo's MLP step eager and replayed from a graph
 #                (bench/julia/graph_bench.jl) beside PyTorch eager and torch.cuda.graph replay
 #                (bench/anchors/graph_anchor.py): median µs per step, weights equal to eager,
-#                graph pool memory against the step's peak, growth over 10 000 replays; the
-#                tests: TESTS=test/compute/runtime/graphs_tests.jl with the tests suite
+#                graph pool memory against the step's peak, growth over 10 000 replays, and
+#                eager/replay with programmatic dependent launch off (rows eager_nopdl,
+#                graph_nopdl; CuMem.pdl!(false)); the tests: TESTS=test/compute/runtime/graphs_tests.jl
+#                with the tests suite
 #   fuzz         the differential fuzzer on the GPU: test/fuzz/fuzz_tests.jl (the regression
 #                cases, FUZZ_N functions (default 40) from the fixed seed and FUZZ_N from a
 #                seed of this run, printed), then test/fuzz/fuzz.jl --ulps (ulps.md); the JSON

@@ -474,6 +474,14 @@ pub unsafe fn launch(
     })
 }
 
+/// Whether `func` (a `CUfunction` as `u64`, e.g. of a captured kernel node) is a kernel
+/// this module loaded that may be launched with programmatic dependent launch
+/// ([`pdl_capable`]: it executes `griddepcontrol.wait`, sm_90+, CUDA 12.3+), PDL being on.
+pub fn waits_for_grid(func: u64) -> bool {
+    pdl_enabled()
+        && REGISTRY.read().as_ref().is_some_and(|r| r.kernels.iter().any(|k| k.pdl && k.func as u64 == func))
+}
+
 /// Whether kernel `h` is launched with programmatic dependent launch now: it executes
 /// `griddepcontrol.wait`, the GPU is sm_90 or later with a driver of CUDA 12.3 or later,
 /// and PDL is on ([`pdl_enabled`]). Errors: [`Error::InvalidValue`] for an unknown handle.
