@@ -2,7 +2,7 @@
 # keys, sortperm of Float32, cumsum of Float32 (also cumsum! into an array allocated before the
 # clock starts: the scan without the output's allocation) and a device copy of Float32 (the bandwidth
 # the one-pass scan is measured against: "gbps" = bytes read + written / time), as JSON lines
-# {"op", "impl": "cumem", "n", "ms"[, "gbps"]} (median of 5 timed runs after one warm-up,
+# {"op", "impl": "cumem", "n", "ms"[, "gbps"]} (median of 15 timed runs after one warm-up,
 # each ending with a synchronize). With CUMEM_SORT_ANCHOR=1, then PyTorch's and CuPy's rows
 # from bench/anchors/sort_anchor.py in the same call (impl "torch"/"cupy"; bench/gpu/run.sh's
 # `sort` suite runs the anchor itself, after this). Run on a GPU:
@@ -21,7 +21,7 @@ CuMem.allowscalar(false)
 
 function timed(f, setup)
     ts = Float64[]
-    for k in 1:6
+    for k in 1:16
         x = setup()
         CuMem.synchronize()
         t = time_ns()
