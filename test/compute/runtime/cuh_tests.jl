@@ -245,30 +245,41 @@ end
         @test (f, pdl_unguarded(text)) == (f, String[])
     end
     @test nk >= 20
-    # the generated kernels: every family's source the host device built so far (its kernel
-    # table), after a few operations of each family, and the kernel language's
-    x = CuArray(Float32[3, 1, 2, 5, 4]); m = CuArray(rand(Float32, 3, 4))
-    Array(x .* 2f0 .+ 1f0); sum(x); sum(m; dims = 1); findmax(x); findmin(m; dims = 2); cumsum(x); sort(x); maximum(abs, x)
-    sort(CuArray(collect(Int16, 1:40)); lt = (a, b) -> a > b)
-    srcs = [e.source for e in values(CuMem.KERNEL_TABLE)]
-    @test length(srcs) >= 5
+    # the generated kernels, a source of each generator (no operation run, no compile):
+    # broadcast, reduction with dims, findmax, whole-array reduction, bitonic sort, scan, and
+    # the kernel language's @cuda (the radix sort is sort.cuh, checked above)
+    fdf, odf = CuMem.element_function(identity, Float32), CuMem.element_function(+, Float32, Float32)
+    bdf = CuMem.element_function(CuMem.FindBetter{true}(), Float32, Float32)
+    cdf = CuMem.element_function(CuMem.SortLess(isless, identity, false), Int16, Int16)
+    header = "#define CUMEM_F(x1) " * CuMem.fn_call(fdf, "f", "x1") * "\n#define CUMEM_OP(a, b) " * CuMem.fn_call(odf, "op", "a", "b") * "\n"
+    full = CuMem.full_reduce_source(header, ["float"], "float", 4, "neut"; params = ", float neut",
+                                    unpack = CuMem.fn_local(fdf, "f") * CuMem.fn_local(odf, "op"))
+    k = CuMem.cufunction((a, b) -> (a[1] = b; nothing), Tuple{CuMem.CuDeviceVector{Float32},Float32})
+    srcs = [CuMem.bcast_source(CuMem.device_function(+, (Float32, Float32)), nothing, Float32, true,
+                               [(Float32, true), (Float32, true)], 1, false),
+            CuMem.reduce_source(fdf, odf, nothing, Float32, Float32, Float32, 1, 1, true, true, false),
+            CuMem.findext_source(bdf, Float32, 0, 1, true, false),
+            CuMem.kernel_source(CuMem.unique_fns((fdf, odf))...; body = full),
+            CuMem.bitonic_source(cdf, Int16), k.fun.source]
     for s in srcs
         @test pdl_unguarded(s) == String[]
+        @test occursin("CUMEM_PDL_ENTRY();", s)
     end
-    k = CuMem.cufunction((a, b) -> (a[1] = b; nothing), Tuple{CuMem.CuDeviceVector{Float32},Float32})
-    @test pdl_unguarded(k.fun.source) == String[]
-    push!(srcs, k.fun.source)
+    # the scans' source: the one cumsum builds (the host device keeps it in its kernel table)
+    cumsum(CuArray(Float32[1, 2, 3]))
+    scans = [e.source for (key, e) in CuMem.KERNEL_TABLE if key[2] isa Tuple && key[2][1] === :scan1]
+    @test !isempty(scans) && all(s -> pdl_unguarded(s) == String[] && occursin("CUMEM_PDL_ENTRY();", s), scans)
     # the switch (no GPU: nothing is launched, but the state is the process's)
     was = CuMem.pdl!(false)
     @test CuMem.pdl!(was) == false
     @test CuMem.pdl!(was) == (was && get(ENV, "CUMEM_PDL", "1") != "0")
     if CuMem.nvrtc_available()
-        # sm_90: every entry of each source waits; compute_75 (the host device's): none does
-        for s in (CuMem.SEARCH_SOURCE, CuMem.STRIDED_COPY_SOURCE, CuMem.GEMM_SOURCE, CuMem.random_source(Float32, false),
-                  CuMem.radix_source(Float32, 4, false), srcs[1:min(end, 6)]...)
+        # sm_90: every entry waits; compute_75 (the host device's): none does (sort_ptx_tests.jl
+        # checks the sorts' and scans' sm_90 PTX the same way)
+        for s in (CuMem.SEARCH_SOURCE, CuMem.GEMM_SOURCE, srcs[1], srcs[end])
             all90, waits90 = ptx_waits(CuMem.compile_ptx(s; arch = "compute_90"))
             @test !isempty(all90) && waits90 == all90
-            @test isempty(ptx_waits(CuMem.compile_ptx(s; arch = "compute_75"))[2])
         end
+        @test isempty(ptx_waits(CuMem.compile_ptx(CuMem.SEARCH_SOURCE; arch = "compute_75"))[2])
     end
 end
