@@ -331,16 +331,19 @@ impl Arena {
         }
     }
 
-    /// Where a block of `size` bytes goes: the start or the end of a free range, among
-    /// the [`CANDIDATES`] smallest that fit (best fit, lowest address among equals), the
-    /// first place that needs the fewest granules mapped. Returns the free range's node,
-    /// the address and that number of granules. So a warm pass whose blocks land
-    /// elsewhere than in the last pass still finds mapped memory, and calls no device,
-    /// where a fit exists.
+    /// Where a block of `size` bytes goes. The best fit (the smallest free range that
+    /// holds it, lowest address among equals) if its start is mapped (the common case);
+    /// else the smallest *mapped piece* that holds it ([`Arena::mapped_piece`]: a free
+    /// range cut to one run of its mapped granules, best fit measured by what is mapped,
+    /// not by address space); only if no piece anywhere holds it, among the
+    /// [`CANDIDATES`] best fits the first place that needs the fewest granules mapped
+    /// ([`Arena::place_in`]: a mapping follows). Returns the free range's node, the
+    /// address and that number of granules. So a warm pass whose blocks land elsewhere
+    /// than in the last pass finds mapped memory, and calls no device, wherever a mapped
+    /// place exists; and a block that cannot have its best fit's start takes the tightest
+    /// mapped place, keeping long mapped runs whole for the long blocks that need them.
     #[inline]
     pub fn place(&mut self, size: u64) -> Option<(u32, u64, usize)> {
-        // The common case first: the best fit's start is mapped (the scan below would
-        // stop there too).
         let i = self.free.best_fit(&self.nodes, size)?;
         let a = self.nodes[i as usize].addr;
         if self.all_mapped(a, size) {
@@ -349,33 +352,17 @@ impl Arena {
         self.place_further(i, size)
     }
 
-    /// [`Arena::place`] when the start of the best fit `i` needs granules mapped: the
-    /// [`CANDIDATES`] best fits in (size, address) order, each found from the one before
-    /// ([`FreeLists::next_fit`]: no list gathered or sorted). First the first place that
-    /// needs no mapping (most requests that get here stop at the best fit's end or the
-    /// next fit's start), the best fit's start not looked at again and runs of mapped
-    /// granules found without counting; only if there is none, the first place that needs
-    /// the fewest, all the candidates looked at again ([`Arena::place_in`]; rare: a
-    /// mapping follows). The two walks are written out: as one iterator
-    /// (`std::iter::successors`) they cost encoder 503 → 522 warm instructions per event.
+    /// [`Arena::place`] when the start of the best fit `i` needs granules mapped (out of
+    /// line). Why the tightest mapped piece rather than the first mapped place among the
+    /// best fits by address space (the rule until 2026-11-28): on encoder_infer_varlen a
+    /// transformer layer's 43 MiB blocks took the fully mapped range left by the last
+    /// layer's 172 MiB block (the best fit by address space), so the next 172 MiB block
+    /// found no mapped run long enough and moved memory (about 19 device calls a warm
+    /// pass, three places in turn); by mapped pieces the long run stays whole for it.
     #[inline(never)]
     fn place_further(&self, i: u32, size: u64) -> Option<(u32, u64, usize)> {
-        let mut j = i;
-        for k in 0..CANDIDATES {
-            if k > 0 {
-                let Some(next) = self.free.next_fit(&self.nodes, size, j) else { break };
-                j = next;
-            }
-            let Node { addr: at, size: have, .. } = self.nodes[j as usize];
-            if k > 0 && self.all_mapped(at, size) {
-                return Some((j, at, 0));
-            }
-            if self.all_mapped(at + have - size, size) {
-                return Some((j, at + have - size, 0));
-            }
-            if let Some(g) = self.mapped_run(at, have, size) {
-                return Some((j, self.granule_addr(g), 0));
-            }
+        if let Some(p) = self.mapped_piece(size) {
+            return Some(p);
         }
         let (mut best, mut j) = (None, i);
         for k in 0..CANDIDATES {
@@ -388,28 +375,33 @@ impl Arena {
         best
     }
 
-    /// The first granule of the first run of mapped granules wholly inside the free range
-    /// `[a, a+have)` that is long enough for a block of `size`: where
-    /// [`Arena::mapped_window`] finds its place needing no mapping, if it does (its first
-    /// window with every granule mapped starts such a run), found without counting.
-    fn mapped_run(&self, a: u64, have: u64, size: u64) -> Option<usize> {
-        let g_lo = (a - self.base).div_ceil(self.granule()) as usize;
-        let g_end = ((a + have - self.base) >> self.shift) as usize;
-        let m = size.div_ceil(self.granule()) as usize;
-        if g_lo + m > g_end || g_lo >= self.top {
+    /// The smallest mapped piece that holds `size` bytes, by (length, address), placed at
+    /// its start: a piece is a free range cut to one run of mapped granules (the range's
+    /// ends included where the granule there is mapped: a block touches it). Looks at
+    /// every free range at least `size` long, a bitmap word at a time.
+    fn mapped_piece(&self, size: u64) -> Option<(u32, u64, usize)> {
+        // (piece length, piece address, node)
+        let mut best: Option<(u64, u64, u32)> = None;
+        if self.top == 0 {
             return None;
         }
-        let stop = g_end.min(self.top);
-        let mut g = g_lo;
-        while g < stop {
-            let s = self.next_with(g, stop, true)?;
-            let e = self.next_with(s, stop, false).unwrap_or(stop);
-            if e - s >= m {
-                return Some(s);
+        self.free.for_each_fit(&self.nodes, size, |i| {
+            let Node { addr: a, size: have, .. } = self.nodes[i as usize];
+            let b = a + have;
+            let g0 = ((a - self.base) >> self.shift) as usize;
+            let g1 = (((b - 1 - self.base) >> self.shift) as usize + 1).min(self.top);
+            let mut g = g0;
+            while g < g1 {
+                let Some(s) = self.next_with(g, g1, true) else { break };
+                let e = self.next_with(s, g1, false).unwrap_or(g1);
+                let (pa, pb) = (self.granule_addr(s).max(a), self.granule_addr(e).min(b));
+                if pb - pa >= size && best.is_none_or(|x| (pb - pa, pa) < (x.0, x.1)) {
+                    best = Some((pb - pa, pa, i));
+                }
+                g = e;
             }
-            g = e;
-        }
-        None
+        });
+        best.map(|(_, addr, i)| (i, addr, 0))
     }
 
     /// Looks at free range `i` for a block of `size` (its start, its end, then idle
@@ -947,14 +939,43 @@ mod tests {
         (b, addr)
     }
 
-    /// The placement as it was written before the slow path was made cheaper: every fit
-    /// gathered and sorted by (size, address), the first [`CANDIDATES`] looked at in
-    /// order (start, end, inner idle granules), the first place needing the fewest
-    /// granules mapped.
+    /// The placement written out plainly: every fit gathered and sorted by (size,
+    /// address); the best fit's start if its granules are mapped; else the smallest
+    /// mapped piece by (length, address), the pieces found a granule at a time; else among
+    /// the first [`CANDIDATES`] fits (start, end, inner idle granules) the first place
+    /// needing the fewest granules mapped.
     fn place_reference(a: &Arena, size: u64) -> Option<(u32, u64, usize)> {
         let mut fits = Vec::new();
         a.free.for_each_fit(&a.nodes, size, |i| fits.push(i));
         fits.sort_by_key(|&i| (a.nodes[i as usize].size, a.nodes[i as usize].addr));
+        let &first = fits.first()?;
+        let start = a.nodes[first as usize].addr;
+        if a.unmapped_in(start, size) == 0 {
+            return Some((first, start, 0));
+        }
+        let mut piece: Option<(u64, u64, u32)> = None;
+        for &i in &fits {
+            let Node { addr: at, size: have, .. } = a.nodes[i as usize];
+            let (g0, g1) = a.touched(at, have);
+            let mut g = g0;
+            while g < g1 {
+                if !a.is_mapped(g) {
+                    g += 1;
+                    continue;
+                }
+                let s = g;
+                while g < g1 && a.is_mapped(g) {
+                    g += 1;
+                }
+                let (pa, pb) = (a.granule_addr(s).max(at), a.granule_addr(g).min(at + have));
+                if pb - pa >= size && piece.is_none_or(|p| (pb - pa, pa) < (p.0, p.1)) {
+                    piece = Some((pb - pa, pa, i));
+                }
+            }
+        }
+        if let Some((_, addr, i)) = piece {
+            return Some((i, addr, 0));
+        }
         let mut best: Option<(u32, u64, usize)> = None;
         for &i in fits.iter().take(CANDIDATES) {
             let Node { addr: at, size: have, .. } = a.nodes[i as usize];
@@ -963,17 +984,11 @@ mod tests {
                 if best.is_none_or(|b| n < b.2) {
                     best = Some((i, addr, n));
                 }
-                if n == 0 {
-                    return best;
-                }
             }
             if let Some((addr, n)) = a.mapped_window(at, have, size)
                 && best.is_none_or(|b| n < b.2)
             {
                 best = Some((i, addr, n));
-                if n == 0 {
-                    return best;
-                }
             }
         }
         best
