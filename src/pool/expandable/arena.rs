@@ -23,6 +23,11 @@ use crate::snapshot::{BlockState, PoolBlock, PoolSegment};
 /// Free ranges [`Arena::place`] considers for a block, smallest first.
 const CANDIDATES: usize = 16;
 
+/// A free range at most `TIGHT` × a block's size fits it tightly ([`Arena::place_further`]):
+/// a mapped place there is taken at once, where a looser range's mapped run is kept whole
+/// for a longer block unless it is the tightest mapped piece.
+const TIGHT: u64 = 2;
+
 /// One reserved range of addresses, carved into blocks. Free ranges are address space;
 /// whether memory lies behind them is the granules' business: a granule is mapped while
 /// a block touches it and after, until the pool unmaps it (lazily).
@@ -333,6 +338,8 @@ impl Arena {
 
     /// Where a block of `size` bytes goes. The best fit (the smallest free range that
     /// holds it, lowest address among equals) if its start is mapped (the common case);
+    /// else, among the best fits up to [`TIGHT`] × the size (at most [`CANDIDATES`]), the
+    /// first with a mapped place (its start, its end, or a run of idle granules inside);
     /// else the smallest *mapped piece* that holds it ([`Arena::mapped_piece`]: a free
     /// range cut to one run of its mapped granules, best fit measured by what is mapped,
     /// not by address space); only if no piece anywhere holds it, among the
@@ -340,8 +347,8 @@ impl Arena {
     /// ([`Arena::place_in`]: a mapping follows). Returns the free range's node, the
     /// address and that number of granules. So a warm pass whose blocks land elsewhere
     /// than in the last pass finds mapped memory, and calls no device, wherever a mapped
-    /// place exists; and a block that cannot have its best fit's start takes the tightest
-    /// mapped place, keeping long mapped runs whole for the long blocks that need them.
+    /// place exists; and a block that cannot have a tight fit takes the tightest mapped
+    /// place, keeping long mapped runs whole for the long blocks that need them.
     #[inline]
     pub fn place(&mut self, size: u64) -> Option<(u32, u64, usize)> {
         let i = self.free.best_fit(&self.nodes, size)?;
@@ -353,14 +360,45 @@ impl Arena {
     }
 
     /// [`Arena::place`] when the start of the best fit `i` needs granules mapped (out of
-    /// line). Why the tightest mapped piece rather than the first mapped place among the
+    /// line): the best fits in (size, address) order, each found from the one before
+    /// ([`FreeLists::next_fit`]: no list gathered or sorted); the tight ones for a mapped
+    /// place, found without counting; then the mapped pieces; then, rarely (a mapping
+    /// follows), the candidates looked at again for the fewest granules to map.
+    ///
+    /// Why the tightest mapped piece rather than the first mapped place among the 16
     /// best fits by address space (the rule until 2026-11-28): on encoder_infer_varlen a
-    /// transformer layer's 43 MiB blocks took the fully mapped range left by the last
-    /// layer's 172 MiB block (the best fit by address space), so the next 172 MiB block
+    /// transformer layer's 43 MiB blocks took a fully mapped free range three times their
+    /// size, left by the last layer's 172 MiB block (the best fit by address space),
+    /// while a shorter mapped run lay at the top of the arena; the next 172 MiB block
     /// found no mapped run long enough and moved memory (about 19 device calls a warm
-    /// pass, three places in turn); by mapped pieces the long run stays whole for it.
+    /// pass, the block taking three places in turn). By mapped pieces the long run stays
+    /// whole for it: 0.2 device calls a warm pass, 0 in the last, and 1.1157 × live warm
+    /// instead of 1.1385 (host device, bench/results/host-2026-11-28-exp12). Why the
+    /// tight fits first: the pieces' search looks at every free range that fits (about
+    /// 13 on random_seed1, whose requests take this path a fifth of the time): 423 → 614
+    /// warm instructions per event there when every request here searched them.
     #[inline(never)]
     fn place_further(&self, i: u32, size: u64) -> Option<(u32, u64, usize)> {
+        let mut j = i;
+        for k in 0..CANDIDATES {
+            if k > 0 {
+                let Some(next) = self.free.next_fit(&self.nodes, size, j) else { break };
+                j = next;
+            }
+            let Node { addr: at, size: have, .. } = self.nodes[j as usize];
+            if have > TIGHT * size {
+                break;
+            }
+            if k > 0 && self.all_mapped(at, size) {
+                return Some((j, at, 0));
+            }
+            if self.all_mapped(at + have - size, size) {
+                return Some((j, at + have - size, 0));
+            }
+            if let Some(g) = self.mapped_run(at, have, size) {
+                return Some((j, self.granule_addr(g), 0));
+            }
+        }
         if let Some(p) = self.mapped_piece(size) {
             return Some(p);
         }
@@ -402,6 +440,30 @@ impl Arena {
             }
         });
         best.map(|(_, addr, i)| (i, addr, 0))
+    }
+
+    /// The first granule of the first run of mapped granules wholly inside the free range
+    /// `[a, a+have)` that is long enough for a block of `size`: where
+    /// [`Arena::mapped_window`] finds its place needing no mapping, if it does (its first
+    /// window with every granule mapped starts such a run), found without counting.
+    fn mapped_run(&self, a: u64, have: u64, size: u64) -> Option<usize> {
+        let g_lo = (a - self.base).div_ceil(self.granule()) as usize;
+        let g_end = ((a + have - self.base) >> self.shift) as usize;
+        let m = size.div_ceil(self.granule()) as usize;
+        if g_lo + m > g_end || g_lo >= self.top {
+            return None;
+        }
+        let stop = g_end.min(self.top);
+        let mut g = g_lo;
+        while g < stop {
+            let s = self.next_with(g, stop, true)?;
+            let e = self.next_with(s, stop, false).unwrap_or(stop);
+            if e - s >= m {
+                return Some(s);
+            }
+            g = e;
+        }
+        None
     }
 
     /// Looks at free range `i` for a block of `size` (its start, its end, then idle
@@ -940,8 +1002,10 @@ mod tests {
     }
 
     /// The placement written out plainly: every fit gathered and sorted by (size,
-    /// address); the best fit's start if its granules are mapped; else the smallest
-    /// mapped piece by (length, address), the pieces found a granule at a time; else among
+    /// address); the best fit's start if its granules are mapped; else among the first
+    /// [`CANDIDATES`] fits, while they are at most [`TIGHT`] × the size, the first with
+    /// a mapped place (start, end, inner idle granules); else the smallest mapped piece
+    /// by (length, address), the pieces found a granule at a time; else among
     /// the first [`CANDIDATES`] fits (start, end, inner idle granules) the first place
     /// needing the fewest granules mapped.
     fn place_reference(a: &Arena, size: u64) -> Option<(u32, u64, usize)> {
@@ -952,6 +1016,21 @@ mod tests {
         let start = a.nodes[first as usize].addr;
         if a.unmapped_in(start, size) == 0 {
             return Some((first, start, 0));
+        }
+        for &i in fits.iter().take(CANDIDATES) {
+            let Node { addr: at, size: have, .. } = a.nodes[i as usize];
+            if have > TIGHT * size {
+                break;
+            }
+            if a.unmapped_in(at, size) == 0 {
+                return Some((i, at, 0));
+            }
+            if a.unmapped_in(at + have - size, size) == 0 {
+                return Some((i, at + have - size, 0));
+            }
+            if let Some((addr, 0)) = a.mapped_window(at, have, size) {
+                return Some((i, addr, 0));
+            }
         }
         let mut piece: Option<(u64, u64, u32)> = None;
         for &i in &fits {
