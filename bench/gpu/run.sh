@@ -35,7 +35,8 @@
 #                Rust tests/linalg.rs is in rust-cuda)
 #   sort         bench/julia/sort_bench.jl beside bench/anchors/sort_anchor.py (torch, CuPy);
 #                CUMEM_SORT_VARIANTS / CUMEM_SCAN_VARIANTS: tunings measured in the same call
-#                (sort_bench.jl's header; rows "op@tuning" in sort_table.md)
+#                (sort_bench.jl's header; rows "op@tuning" in sort_table.md; a sort variant's
+#                cell: its ms, its ratio to the default timed interleaved with it, the default's ms)
 #   hotpath      bench/julia/julia_bench.jl for every caching pool, julia_breakdown.jl, and the
 #                engine's pair (examples hotloop, capi_hotloop, if in the kit)
 #   multigpu     (two GPUs or more) the Rust multidevice tests, test/devices/{multidevice,distributed}
@@ -359,7 +360,10 @@ rows, device = {}, "?"
 for f in sys.argv[1:]:
     for line in open(f):
         if line.startswith("{"):
-            r = json.loads(line); rows.setdefault((r["op"], r["n"]), {})[r["impl"]] = r.get("ms", "failed")
+            r = json.loads(line); ms = r.get("ms", "failed")
+            if "ratio" in r:   # (a sort variant timed interleaved with the default: its ratio to it)
+                ms = f'{ms} ({r["ratio"]}x default {r["ms_default"]}{"" if r.get("ok", True) else ", WRONG"})'
+            rows.setdefault((r["op"], r["n"]), {})[r["impl"]] = ms
             device = r.get("device", device)
 print("| op | n | CuMem ms | torch ms | CuPy ms |\n|---|---|---:|---:|---:|")
 for (op, n), v in sorted(rows.items(), key=lambda kv: (kv[0][1], kv[0][0])):
