@@ -10,7 +10,7 @@
 #   CUMEM_DEVICE=cuda [CUMEM_SORT_ANCHOR=1] julia --project=. bench/julia/sort_bench.jl [n ...]
 # Tuning variants, measured after the default rows at the largest n, each row's op suffixed
 # with its tuning (e.g. "sort_f32@items=24,blocks=2,lookback=8,..."):
-#   CUMEM_SORT_VARIANTS="items,blocks_per_sm,lookback[,sleep_ns[,match[,early[,threads[,hist]]]]] ..."
+#   CUMEM_SORT_VARIANTS="items,blocks_per_sm,lookback[,sleep_ns[,match[,early[,threads[,hist[,walk]]]]]] ..."
 #                       (CuMem.RadixTuning: sort!, sortperm; fields left out: the defaults'). Each
 #                       sort variant is timed interleaved with the default tuning (default, variant,
 #                       default, ... in one loop, SORT_AB_ROUNDS = 7 of each after a warm-up of
@@ -152,11 +152,11 @@ function sort_rows(n, tag, t0, t)
     end
     flush(stdout)
 end
-for (items, blocks, lookback, sleep, match, early, threads, hist) in variants("CUMEM_SORT_VARIANTS", fields(CuMem.RADIX_DEFAULT))
-    tag = "@items=$items,blocks=$blocks,lookback=$lookback,sleep=$sleep,match=$match,early=$early,threads=$threads,hist=$hist"
+for (items, blocks, lookback, sleep, match, early, threads, hist, walk) in variants("CUMEM_SORT_VARIANTS", fields(CuMem.RADIX_DEFAULT))
+    tag = "@items=$items,blocks=$blocks,lookback=$lookback,sleep=$sleep,match=$match,early=$early,threads=$threads,hist=$hist,walk=$walk"
     t0 = CuMem.sort_tuning()
     try
-        t = guarded(() -> CuMem.sort_tuning(CuMem.RadixTuning(items, blocks, lookback, sleep, match, early, threads, hist)), "sort$tag", nmax)
+        t = guarded(() -> CuMem.sort_tuning(CuMem.RadixTuning(items, blocks, lookback, sleep, match, early, threads, hist, walk)), "sort$tag", nmax)
         t === nothing && continue
         CuMem.sort_tuning(t0)
         sort_rows(nmax, tag, t0, t)

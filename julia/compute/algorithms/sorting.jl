@@ -38,11 +38,11 @@ const SORT_CUH = cuda_source("sort.cuh")
 const RADIX_WIDE = 1 << 30                  # from n = 2^30 on, 64-bit look-back words
 
 """
-    CuMem.RadixTuning(items, blocks_per_sm, lookback, sleep_ns, match, early = 0, threads = 256, hist = 4)
+    CuMem.RadixTuning(items, blocks_per_sm, lookback, sleep_ns, match, early = 0, threads = 256, hist = 4, walk = 0)
 
 The onesweep sort's tuning (sort.cuh's CUMEM_SORT_ITEMS, CUMEM_SORT_BLOCKS_PER_SM,
 CUMEM_SORT_LOOKBACK, CUMEM_SORT_SLEEP_NS, CUMEM_SORT_MATCH, CUMEM_SORT_EARLY, CUMEM_SORT_THREADS,
-CUMEM_SORT_HIST): keys per thread (tiles of
+CUMEM_SORT_HIST, CUMEM_SORT_WALK): keys per thread (tiles of
 `threads` × `items` keys, 1 to 32), the onesweep kernel's `__launch_bounds__` minimum of resident
 blocks per SM (0: none, up to 8), the tiles a digit's look-back reads per round trip (1 to
 32), the look-back's pause (`__nanosleep`, 0 to 10000 ns; 0: none) before it reads a tile
@@ -55,8 +55,10 @@ shared-memory atomics right after the load and published at once, the look-back 
 ranking; 2 likewise, the look-back before the ranking), the threads of a block (a multiple
 of 32 from 256 to 1024; threads 0-255 own the digits' counts and look-back; CUB's onesweep
 for 4-byte keys on sm_90 takes 384 threads of 19-20 keys: `CUB_NAMESPACE::RadixSortPolicy`'s
-`Policy900`) and the keys each thread of the histogram kernel loads before counting any
-(1 to 32: the loads in flight together). [`CuMem.sort_tuning`](@ref) gives the one in use.
+`Policy900`), the keys each thread of the histogram kernel loads before counting any
+(1 to 32: the loads in flight together) and how the look-back takes a window of tiles (0
+tile by tile, a branch each; 1 the window's flags as bit masks, its stop by one `__ffs`, no
+branch). [`CuMem.sort_tuning`](@ref) gives the one in use.
 """
 struct RadixTuning
     items::Int
@@ -67,15 +69,18 @@ struct RadixTuning
     early::Int
     threads::Int
     hist::Int
+    walk::Int
 end
-# (five to seven fields: the default's for the others)
+# (five to eight fields: the default's for the others)
 RadixTuning(items, blocks_per_sm, lookback, sleep_ns, match) = RadixTuning(items, blocks_per_sm, lookback, sleep_ns, match, RADIX_DEFAULT.early)
 RadixTuning(items, blocks_per_sm, lookback, sleep_ns, match, early) =
     RadixTuning(items, blocks_per_sm, lookback, sleep_ns, match, early, RADIX_DEFAULT.threads)
 RadixTuning(items, blocks_per_sm, lookback, sleep_ns, match, early, threads) =
     RadixTuning(items, blocks_per_sm, lookback, sleep_ns, match, early, threads, RADIX_DEFAULT.hist)
-const RADIX_DEFAULT = RadixTuning(16, 4, 8, 100, 2, 0, 256, 4)
-const SORT_TUNING = Ref(RadixTuning(0, 0, 0, 0, 0, 0, 0, 0))     # items 0: not yet read from ENV
+RadixTuning(items, blocks_per_sm, lookback, sleep_ns, match, early, threads, hist) =
+    RadixTuning(items, blocks_per_sm, lookback, sleep_ns, match, early, threads, hist, RADIX_DEFAULT.walk)
+const RADIX_DEFAULT = RadixTuning(16, 4, 8, 100, 2, 0, 256, 4, 0)
+const SORT_TUNING = Ref(RadixTuning(0, 0, 0, 0, 0, 0, 0, 0, 0))     # items 0: not yet read from ENV
 
 """
     CuMem.sort_tuning() -> RadixTuning
@@ -89,8 +94,9 @@ tiles per round trip, 1-32, default 8), `CUMEM_SORT_SLEEP_NS` (the look-back's p
 0-10000, default 100), `CUMEM_SORT_MATCH` (1 atomicOr, 0 ballots, 2 by pass, 3 by pass with
 `__match_any_sync`; default 2), `CUMEM_SORT_EARLY` (early counts: 0 none, 1 before the
 ranking, 2 with the look-back before the ranking; default 0), `CUMEM_SORT_THREADS` (threads
-of a block, a multiple of 32 from 256 to 1024, default 256) and `CUMEM_SORT_HIST` (keys in
-flight per thread of the histogram kernel, 1-32, default 4); the second
+of a block, a multiple of 32 from 256 to 1024, default 256), `CUMEM_SORT_HIST` (keys in
+flight per thread of the histogram kernel, 1-32, default 4) and `CUMEM_SORT_WALK` (the
+look-back's window: 0 tile by tile, 1 by bit masks; default 0); the second
 form sets it for the sorts that follow
 (bench/julia/sort_bench.jl compares variants in one process). Each tuning compiles its own
 kernels. Throws `ArgumentError` for a value out of range (the tuning is then unchanged).
@@ -105,14 +111,15 @@ function sort_tuning()
                                                          tuning_env("CUMEM_SORT_MATCH", RADIX_DEFAULT.match, 0, 3),
                                                          tuning_env("CUMEM_SORT_EARLY", RADIX_DEFAULT.early, 0, 2),
                                                          tuning_env("CUMEM_SORT_THREADS", RADIX_DEFAULT.threads, 256, 1024),
-                                                         tuning_env("CUMEM_SORT_HIST", RADIX_DEFAULT.hist, 1, 32)))
+                                                         tuning_env("CUMEM_SORT_HIST", RADIX_DEFAULT.hist, 1, 32),
+                                                         tuning_env("CUMEM_SORT_WALK", RADIX_DEFAULT.walk, 0, 1)))
 end
 sort_tuning(t::RadixTuning) = (SORT_TUNING[] = sort_tuning_check(t))
 function sort_tuning_check(t::RadixTuning)
     (1 <= t.items <= 32 && 0 <= t.blocks_per_sm <= 8 && 1 <= t.lookback <= 32 && 0 <= t.sleep_ns <= 10000 && 0 <= t.match <= 3 &&
-     0 <= t.early <= 2 && 256 <= t.threads <= 1024 && t.threads % 32 == 0 && 1 <= t.hist <= 32) ||
+     0 <= t.early <= 2 && 256 <= t.threads <= 1024 && t.threads % 32 == 0 && 1 <= t.hist <= 32 && 0 <= t.walk <= 1) ||
         throw(ArgumentError("sort tuning out of range: $t (items 1-32, blocks_per_sm 0-8, lookback 1-32, sleep_ns 0-10000, match 0-3, early 0-2, " *
-                            "threads a multiple of 32 from 256 to 1024, hist 1-32)"))
+                            "threads a multiple of 32 from 256 to 1024, hist 1-32, walk 0-1)"))
     # (every tuning must fit 4-byte keys with a 4-byte payload, sortperm's; 8-byte ones take fewer items: radix_fit)
     check_static_smem("the sort kernels for 4-byte keys and payload with $t would", maximum(radix_smem(4, 4, t.items, t.threads)))
     return t
@@ -143,7 +150,7 @@ function radix_fit(::Type{T}, vbytes::Int, t::RadixTuning = sort_tuning()) where
         items -= 1
     end
     check_static_smem("the sort kernels for $T keys and a $vbytes-byte payload would", maximum(radix_smem(sizeof(T), vbytes, items, t.threads)))
-    return items == t.items ? t : RadixTuning(items, t.blocks_per_sm, t.lookback, t.sleep_ns, t.match, t.early, t.threads, t.hist)
+    return items == t.items ? t : RadixTuning(items, t.blocks_per_sm, t.lookback, t.sleep_ns, t.match, t.early, t.threads, t.hist, t.walk)
 end
 
 # The source for keys of type T (their bits), a payload of `vbytes` bytes (0: none) and
@@ -159,7 +166,7 @@ function radix_source(T::Type, vbytes::Int, wide::Bool, tune::RadixTuning = sort
                   "#define CUMEM_KEY_KIND ", kind, "\n#define CUMEM_KEY_BITS ", 8 * sizeof(T), "\n#define CUMEM_MANT ", mant, "\n",
                   "#define CUMEM_SORT_ITEMS ", tune.items, "\n#define CUMEM_SORT_BLOCKS_PER_SM ", tune.blocks_per_sm,
                   "\n#define CUMEM_SORT_LOOKBACK ", tune.lookback, "\n#define CUMEM_SORT_SLEEP_NS ", tune.sleep_ns, "\n#define CUMEM_SORT_MATCH ", tune.match, "\n#define CUMEM_SORT_EARLY ", tune.early,
-                  "\n#define CUMEM_SORT_THREADS ", tune.threads, "\n#define CUMEM_SORT_HIST ", tune.hist,
+                  "\n#define CUMEM_SORT_THREADS ", tune.threads, "\n#define CUMEM_SORT_HIST ", tune.hist, "\n#define CUMEM_SORT_WALK ", tune.walk,
                   "\n#define CUMEM_SORT_HAS_PAYLOAD ", vbytes == 0 ? 0 : 1, "\n",
                   SORT_CUH)
 end
