@@ -1,5 +1,5 @@
 """torch.sort / torch.argsort / torch.cumsum and CuPy's sort / argsort / cumsum (CUB) and a device copy at the
-sizes of bench/julia/sort_bench.jl, as JSON lines {"op", "impl", "n", "ms"} (median of 5 timed runs
+sizes of bench/julia/sort_bench.jl, as JSON lines {"op", "impl", "n", "ms"} (median of 15 timed runs
 after one warm-up, CUDA events). python3 bench/anchors/sort_anchor.py [n ...]
 
 The keys are those of sort_bench.jl: Float32 uniform in [0, 1), Int64 and 32-bit integers over
@@ -13,7 +13,7 @@ sizes = [int(s) for s in sys.argv[1:]] or [10**6, 10**8]
 
 def timed(f, setup):
     ts = []
-    for k in range(6):
+    for k in range(16):
         x = setup()
         torch.cuda.synchronize()
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

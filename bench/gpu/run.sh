@@ -507,9 +507,11 @@ suite_fuzz_campaign() {
     step "precompile CuMem" "$L/precompile.log" jl 300 -e 'using CuMem'
     # (by default: what is left of the budget, less loading, the last function and the table)
     local secs=${FUZZ_SECONDS:-$(( ${SUITE_BUDGET:-$(budget_of fuzz-campaign)} - (SECONDS - t0) - 120 ))}
+    # (every process stopped 20 s before the suite's end, so that the table is written)
+    local deadline=$(( $(date +%s) + ${SUITE_BUDGET:-$(budget_of fuzz-campaign)} - (SECONDS - t0) - 20 ))
     # Julia with the bundle's environment; g++ (emu) with this machine's
     TAIL=6 step "fuzz campaign ($mode, ${FUZZ_PROCS:-$(nproc)} processes, $secs s each)" "$L/campaign.log" \
-        env FUZZ_MODE="$mode" FUZZ_SECONDS="$secs" FUZZ_GRACE="${FUZZ_GRACE:-90}" FUZZ_OUT="$L/campaign" \
+        env FUZZ_MODE="$mode" FUZZ_SECONDS="$secs" FUZZ_GRACE="${FUZZ_GRACE:-90}" FUZZ_DEADLINE="$deadline" FUZZ_OUT="$L/campaign" \
         CUMEM_EMU_LD_LIBRARY_PATH="${LD_LIBRARY_PATH-}" \
         JULIA="env LD_LIBRARY_PATH=${JL_LDLP-${LD_LIBRARY_PATH-}} LD_PRELOAD=${JL_PRELOAD-} julia --startup-file=no" \
         bash test/fuzz/campaign.sh

@@ -3,7 +3,7 @@
 # digits equal over all keys, skipped), sortperm of Float32, cumsum of Float32 (also cumsum! into an array allocated before the
 # clock starts: the scan without the output's allocation) and a device copy of Float32 (the bandwidth
 # the one-pass scan is measured against: "gbps" = bytes read + written / time), as JSON lines
-# {"op", "impl": "cumem", "n", "ms"[, "gbps"]} (median of 5 timed runs after one warm-up,
+# {"op", "impl": "cumem", "n", "ms"[, "gbps"]} (median of 15 timed runs after one warm-up,
 # each ending with a synchronize). With CUMEM_SORT_ANCHOR=1, then PyTorch's and CuPy's rows
 # from bench/anchors/sort_anchor.py in the same call (impl "torch"/"cupy"; bench/gpu/run.sh's
 # `sort` suite runs the anchor itself, after this). Run on a GPU:
@@ -13,7 +13,7 @@
 #   CUMEM_SORT_VARIANTS="items,blocks_per_sm,lookback[,sleep_ns[,match[,early[,threads[,hist[,walk]]]]]] ..."
 #                       (CuMem.RadixTuning: sort!, sortperm; fields left out: the defaults'). Each
 #                       sort variant is timed interleaved with the default tuning (default, variant,
-#                       default, ... in one loop, SORT_AB_ROUNDS = 7 of each after a warm-up of
+#                       default, ... in one loop, SORT_AB_ROUNDS = 10 of each after a warm-up of
 #                       each), so that both see the same GPU and memory state: its row has "ms"
 #                       (the variant's median), "ms_default" (the default's, from the same loop)
 #                       and "ratio" (ms / ms_default; below 1: the variant is faster)
@@ -27,7 +27,7 @@ CuMem.allowscalar(false)
 
 function timed(f, setup)
     ts = Float64[]
-    for k in 1:6
+    for k in 1:16
         x = setup()
         CuMem.synchronize()
         t = time_ns()
@@ -83,7 +83,7 @@ end
 
 # The medians (ms) of `f(setup())` under tuning `tb` and under `ta`, timed alternately in one
 # loop (a warm-up of each first, which also compiles their kernels), each run synchronized.
-function timed_ab(f, setup, ta, tb; rounds = parse(Int, get(ENV, "SORT_AB_ROUNDS", "7")))
+function timed_ab(f, setup, ta, tb; rounds = parse(Int, get(ENV, "SORT_AB_ROUNDS", "10")))
     ts = (Float64[], Float64[])
     t0 = CuMem.sort_tuning()
     try
