@@ -29,10 +29,12 @@ end
             @test all(k -> occursin(k, ptx), CuMem.RADIX_KERNELS)
         end
         # other tunings (bench/julia/sort_bench.jl's variants): the launch bounds reach the PTX
-        for T in (Float32, Int64), tune in (CuMem.RadixTuning(24, 2, 16, 0, 1), CuMem.RadixTuning(12, 4, 4, 200, 0), CuMem.RadixTuning(16, 0, 8, 0, 2),
-                                            CuMem.RadixTuning(16, 4, 8, 100, 3, 1), CuMem.RadixTuning(16, 4, 8, 100, 2, 2), CuMem.RadixTuning(16, 4, 8, 100, 1, 2),
-                                            CuMem.RadixTuning(20, 2, 8, 100, 2, 0, 384, 16), CuMem.RadixTuning(14, 2, 8, 100, 2, 1, 512, 8),
-                                            CuMem.RadixTuning(16, 4, 8, 100, 2, 0, 256, 4, 1), CuMem.RadixTuning(16, 2, 32, 0, 2, 0, 512, 16, 1))
+        # (blocks of 384 and 512 threads, the look-back by bit masks with windows of 8 and 32: one key type each)
+        for (T, tune) in vcat(vec([(T, tune) for T in (Float32, Int64),
+                                          tune in (CuMem.RadixTuning(24, 2, 16, 0, 1), CuMem.RadixTuning(12, 4, 4, 200, 0), CuMem.RadixTuning(16, 0, 8, 0, 2),
+                                                   CuMem.RadixTuning(16, 4, 8, 100, 3, 1), CuMem.RadixTuning(16, 4, 8, 100, 2, 2), CuMem.RadixTuning(16, 4, 8, 100, 1, 2))]),
+                              [(Int64, CuMem.RadixTuning(20, 2, 8, 100, 2, 0, 384, 16)), (Float32, CuMem.RadixTuning(14, 2, 8, 100, 2, 1, 512, 8)),
+                               (Float32, CuMem.RadixTuning(16, 4, 8, 100, 2, 0, 256, 4, 1)), (Int64, CuMem.RadixTuning(16, 2, 32, 0, 2, 0, 512, 16, 1))])
             ptx = CuMem.compile_ptx(CuMem.radix_source(T, 4, false, CuMem.radix_fit(T, 4, tune)); arch = "compute_90")
             @test occursin(".maxntid $(tune.threads), 1, 1", ptx) == (tune.blocks_per_sm > 0)
             @test occursin("cumem_sort_onesweep", ptx)
