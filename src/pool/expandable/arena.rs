@@ -1197,4 +1197,37 @@ mod tests {
         assert!(addr >= q2_addr && addr + 7 * G <= q2_addr + 8 * G);
         let _ = p;
     }
+
+    #[test]
+    fn a_block_with_no_tight_fit_takes_the_shortest_mapped_piece() {
+        // Granules: p0 | x (5) | p1 | y (6) | p2 | z (4) | unmapped tail.
+        let mut a = Arena::new(1 << 40, 1 << 30, G, true);
+        let (_p0, _) = alloc(&mut a, G);
+        let (x, x_addr) = alloc(&mut a, 5 * G);
+        let (_p1, _) = alloc(&mut a, G);
+        let (y, y_addr) = alloc(&mut a, 6 * G);
+        let (_p2, _) = alloc(&mut a, G);
+        let (z, z_addr) = alloc(&mut a, 4 * G);
+        assert_eq!((a.mapped_bytes, z_addr + 4 * G - a.base), (18 * G, 18 * G));
+        // x's granules go (moved elsewhere, say); y's stay mapped and idle; z's range
+        // merges with the tail, whose start keeps 4 mapped granules.
+        a.give_back(x);
+        assert_eq!(a.unmap_idle(5 * G, |_, _| {}), 5 * G);
+        a.give_back(y);
+        a.give_back(z);
+        // 5 MiB: the best fit is x's range (unmapped), the next fit y's range (mapped, more
+        // than twice the block): the block takes the tail's 8 MiB mapped piece, not y's
+        // 12 MiB, and needs no mapping.
+        let (i, addr, n) = a.place(5 * MIB).unwrap();
+        assert_eq!((addr, n), (z_addr, 0));
+        assert_eq!(a.nodes[i as usize].addr, z_addr);
+        // A block as long as y's range still takes it whole (its best fit, mapped).
+        let (_, addr, n) = a.place(6 * G).unwrap();
+        assert_eq!((addr, n), (y_addr, 0));
+        // With x's last three granules mapped again, x's range is a tight fit (10 MiB,
+        // at most twice 5 MiB) with a mapped place at its end: taken before any piece.
+        a.set_mapped(x_addr + 2 * G, 3 * G);
+        let (_, addr, n) = a.place(5 * MIB).unwrap();
+        assert_eq!((addr, n), (x_addr + 5 * G - 5 * MIB, 0));
+    }
 }
