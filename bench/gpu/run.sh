@@ -50,8 +50,10 @@
 #   graphs       CUDA graphs: the demo's MLP step eager and replayed from a graph
 #                (bench/julia/graph_bench.jl) beside PyTorch eager and torch.cuda.graph replay
 #                (bench/anchors/graph_anchor.py): median µs per step, weights equal to eager,
-#                graph pool memory against the step's peak, growth over 10 000 replays; the
-#                tests: TESTS=test/compute/runtime/graphs_tests.jl with the tests suite
+#                graph pool memory against the step's peak, growth over 10 000 replays, and
+#                eager/replay with programmatic dependent launch off (rows eager_nopdl,
+#                graph_nopdl; CuMem.pdl!(false)); the tests: TESTS=test/compute/runtime/graphs_tests.jl
+#                with the tests suite
 #   fuzz         the differential fuzzer on the GPU: test/fuzz/fuzz_tests.jl (the regression
 #                cases, FUZZ_N functions (default 40) from the fixed seed and FUZZ_N from a
 #                seed of this run, printed), then test/fuzz/fuzz.jl --ulps (ulps.md); the JSON
@@ -664,16 +666,20 @@ for f in sys.argv[1:]:
             r = json.loads(line)
             if "mode" in r: rows[(r["impl"], r["mode"])] = r
             else: checks.append(r)
-print("| step (MLP 64-128-10, batch 64, SGD) | µs per step (median, synchronized) | launch only µs | graph nodes (kernels, memcpy, memset, other) | edges | depth |\n|---|---:|---:|---|---:|---:|")
-for k in [("cumem", "eager"), ("cumem", "graph"), ("cumem", "graph_chain"), ("cumem", "eager_cublas"), ("cumem", "graph_cublas"), ("torch", "eager"), ("torch", "graph")]:
+print("| step (MLP 64-128-10, batch 64, SGD) | µs per step (median, synchronized) | launch only µs | graph nodes (kernels, memcpy, memset, other) | edges | depth | programmatic edges | kernels with PDL |\n|---|---:|---:|---|---:|---:|---:|---:|")
+for k in [("cumem", "eager"), ("cumem", "eager_nopdl"), ("cumem", "graph"), ("cumem", "graph_nopdl"), ("cumem", "graph_chain"), ("cumem", "eager_cublas"), ("cumem", "graph_cublas"), ("torch", "eager"), ("torch", "graph")]:
     r = rows.get(k)
     if r:
-        shape = f"{r['nodes']} ({r['kernels']}, {r['memcpys']}, {r['memsets']}, {r['others']}) | {r['edges']} | {r['depth']}" if "nodes" in r else "- | - | -"
-        print(f"| {k[0]} {k[1]} | {r['us']} | {r.get('us_launch_only', '-')} | {shape} |")
+        shape = f"{r['nodes']} ({r['kernels']}, {r['memcpys']}, {r['memsets']}, {r['others']}) | {r['edges']} | {r['depth']} | {r.get('programmatic', '-')}" if "nodes" in r else "- | - | - | -"
+        pdl = f"{r['pdl_kernels']} of {r['loaded_kernels']}" if "pdl_kernels" in r else "-"
+        print(f"| {k[0]} {k[1]} | {r['us']} | {r.get('us_launch_only', '-')} | {shape} | {pdl} |")
 cg, tg, ce = rows.get(("cumem", "graph")), rows.get(("torch", "graph")), rows.get(("cumem", "eager"))
 if cg and tg and ce:
     print(f"\nCuMem graph / PyTorch graph: {cg['us'] / tg['us']:.2f} (launch only {cg['us_launch_only'] / tg['us_launch_only']:.2f}); CuMem graph / CuMem eager: {cg['us'] / ce['us']:.3f}")
     ok = cg['us'] <= 0.5 * tg['us'] and cg['us'] <= 0.1 * ce['us']
+    cn, en = rows.get(("cumem", "graph_nopdl")), rows.get(("cumem", "eager_nopdl"))
+    if cn and en:
+        print(f"\nprogrammatic dependent launch: graph {cg['us']} µs against {cn['us']} µs without ({cg['us'] / cn['us']:.3f}), launch only {cg['us_launch_only']} against {cn['us_launch_only']}; eager {ce['us']} against {en['us']} ({ce['us'] / en['us']:.3f})")
     print(f"\ntarget (graph <= 0.5 x PyTorch graph and <= 0.1 x CuMem eager): {'met' if ok else 'NOT met'}")
 for c in checks:
     print("\n" + ", ".join(f"{k} {v}" for k, v in c.items() if k != "device"))

@@ -9,11 +9,16 @@
 #     follow the data (the default), "graph_chain" is the same step captured as one chain
 #     (`edges = false`); both carry the graph's shape (CuMem.graph_info): "nodes",
 #     "kernels", "memcpys", "memsets", "others", "edges", "depth" (nodes on the longest
-#     dependency chain);
+#     dependency chain), "programmatic" (edges of programmatic dependent launch, PDL);
+#     "eager_nopdl" and "graph_nopdl" are "eager" and "graph" with PDL off (CuMem.pdl!(false),
+#     as CUMEM_PDL=0); every row has "pdl_kernels" of "loaded_kernels": how many of the
+#     package's loaded kernels were launched with PDL during it (0 on the host device and
+#     below sm_90);
 #   {"check":"small_gemm", "max_rel_diff", "within_tolerance"}: the step's products by CuMem's
 #     small-gemm kernel against cuBLAS (largest difference / largest |result|, tolerance 1e-5);
 #   {"check":"weights", "equal":true|false, "max_abs_diff":...}: a model trained eagerly and one
-#     trained by replays (same seed, same batches) end with the same weights;
+#     trained by replays (same seed, same batches) end with the same weights; "weights_chain"
+#     and "weights_nopdl": the one-chain and the PDL-off graph's model against the graph's;
 #   {"check":"memory", "graph_reserved_bytes", "graph_allocated_bytes", "step_peak_bytes",
 #     "growth_bytes", "replays"}: the graph pool's memory against the eager step's peak live
 #     memory (allocated bytes above those before the step), and the growth of the pool and of
@@ -46,6 +51,13 @@ function time_steps(f, n)
     return median_of(ts)
 end
 
+# (kernels launched with PDL, kernels loaded) among the package's kernels (CuMem.uses_pdl)
+function pdl_counts()
+    ks = [k for e in values(CuMem.KERNEL_TABLE) for k in e.kernels if k isa CuMem.Kernel]
+    return count(CuMem.uses_pdl, ks), length(ks)
+end
+pdl_fields() = ((n, t) = pdl_counts(); ("pdl_kernels" => n, "loaded_kernels" => t))
+
 json(pairs...) = println("{", join(("\"$k\":" * (v isa AbstractString ? "\"$v\"" : string(v)) for (k, v) in pairs), ","), "}")
 
 # eager: the step as the demo runs it without --graph (the loss stays on the device)
@@ -60,7 +72,7 @@ train_step_loss!(m_eager, xs[2], ys[2], LR, loss)
 CuMem.synchronize()
 step_peak = memory_stats().peak_allocated_bytes - base
 us_eager = time_steps(i -> train_step_loss!(m_eager, xs[mod1(i, 8)], ys[mod1(i, 8)], LR, loss), STEPS)
-json("impl" => "cumem", "mode" => "eager", "us" => round(us_eager; digits = 2), "steps" => STEPS, "device" => DEVICE)
+json("impl" => "cumem", "mode" => "eager", "us" => round(us_eager; digits = 2), "steps" => STEPS, pdl_fields()..., "device" => DEVICE)
 
 # graph: one eager step (compiles), then the captured step replayed
 m_graph = MLP(MersenneTwister(42))
@@ -82,7 +94,7 @@ end
 # the launch alone (inputs in place), for the target against PyTorch's replay
 us_launch = time_steps(i -> CuMem.launch(gs.exec), STEPS)
 json("impl" => "cumem", "mode" => "graph", "us" => round(us_graph; digits = 2), "us_launch_only" => round(us_launch; digits = 2),
-     "steps" => STEPS, (string(k) => v for (k, v) in pairs(gs.info))..., "device" => DEVICE)
+     "steps" => STEPS, (string(k) => v for (k, v) in pairs(gs.info))..., pdl_fields()..., "device" => DEVICE)
 for i in 1:STEPS                     # the reference catches up with the launch-only replays
     train_step_loss!(m_ref, gs.x, gs.y, LR, loss)
 end
@@ -107,6 +119,30 @@ diffs_chain = [maximum(abs.(Array(getfield(m_chain, f)) .- Array(getfield(m_grap
 json("check" => "weights_chain", "equal" => all(==(0), diffs_chain), "max_abs_diff" => maximum(diffs_chain),
      "steps" => 2 * STEPS + 1, "device" => DEVICE)
 unsafe_free!(gc.exec)
+
+# programmatic dependent launch off (CuMem.pdl!(false), as CUMEM_PDL=0): the eager step and
+# the step captured with edges, on a model of its own, replayed as the graph's
+old_pdl = CuMem.pdl!(false)
+us_eager_nopdl = time_steps(i -> train_step_loss!(m_eager, xs[mod1(i, 8)], ys[mod1(i, 8)], LR, loss), STEPS)
+json("impl" => "cumem", "mode" => "eager_nopdl", "us" => round(us_eager_nopdl; digits = 2), "steps" => STEPS,
+     pdl_fields()..., "device" => DEVICE)
+m_nopdl = MLP(MersenneTwister(42))
+train_step_loss!(m_nopdl, xs[1], ys[1], LR, loss)
+gn = GraphStep(m_nopdl, xs[2], ys[2], LR)
+us_nopdl = time_steps(STEPS) do i
+    copyto!(gn.x, xs[mod1(i + 1, 8)])
+    copyto!(gn.y, ys[mod1(i + 1, 8)])
+    CuMem.launch(gn.exec)
+end
+us_nopdl_launch = time_steps(i -> CuMem.launch(gn.exec), STEPS)
+json("impl" => "cumem", "mode" => "graph_nopdl", "us" => round(us_nopdl; digits = 2),
+     "us_launch_only" => round(us_nopdl_launch; digits = 2), "steps" => STEPS,
+     (string(k) => v for (k, v) in pairs(gn.info))..., pdl_fields()..., "device" => DEVICE)
+diffs_nopdl = [maximum(abs.(Array(getfield(m_nopdl, f)) .- Array(getfield(m_graph, f)))) for f in fieldnames(MLP)]
+json("check" => "weights_nopdl", "equal" => all(==(0), diffs_nopdl), "max_abs_diff" => maximum(diffs_nopdl),
+     "steps" => 2 * STEPS + 1, "device" => DEVICE)
+unsafe_free!(gn.exec)
+CuMem.pdl!(old_pdl)
 
 # the step's five products (shapes, transposes, α/β as sgd_step!) by the small-gemm kernel
 # against cuBLAS: the largest difference relative to the largest |cuBLAS result|
@@ -165,6 +201,6 @@ p1 = only(filter(p -> p.id == pool.id, CuMem.graph_pools()))
 growth = (p1.reserved_bytes - p0.reserved_bytes) + (memory_stats().reserved_bytes - r0)
 json("check" => "memory", "graph_reserved_bytes" => p1.reserved_bytes, "graph_allocated_bytes" => p1.allocated_bytes,
      "step_peak_bytes" => step_peak, "growth_bytes" => growth, "replays" => REPLAYS, "device" => DEVICE)
-@printf(stderr, "eager %.1f µs, graph %.1f µs (launch only %.1f µs; %d nodes, depth %d), one chain %.1f µs (launch only %.1f µs) per step; weights equal: %s; graph pool %d bytes, step peak %d bytes, growth %d\n",
-        us_eager, us_graph, us_launch, gs.info.nodes, gs.info.depth, us_chain, us_chain_launch, all(==(0), diffs),
-        p1.reserved_bytes, step_peak, growth)
+@printf(stderr, "eager %.1f µs, graph %.1f µs (launch only %.1f µs; %d nodes, depth %d, %d programmatic edges), one chain %.1f µs (launch only %.1f µs) per step; PDL off: eager %.1f µs, graph %.1f µs; weights equal: %s; graph pool %d bytes, step peak %d bytes, growth %d\n",
+        us_eager, us_graph, us_launch, gs.info.nodes, gs.info.depth, gs.info.programmatic, us_chain, us_chain_launch,
+        us_eager_nopdl, us_nopdl, all(==(0), diffs) && all(==(0), diffs_nopdl), p1.reserved_bytes, step_peak, growth)

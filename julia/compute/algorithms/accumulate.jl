@@ -169,7 +169,7 @@ function scan_kernels_source(fns, T::Type, Acc::Type, Out::Type, nk::Int, has_in
     print(io, SCAN_CUH)
     # line j's first element: kept dims ks (sizes), kst (input strides), okst (output strides)
     dims = join([", int64_t ks$d, int64_t kst$d, int64_t okst$d" for d in 1:nk])
-    tail = (has_init ? ", $AC p0" : "") * fn_param(odf, "op") * fn_param(ldf, "ld") * fn_param(sdf, "st") * ") {\n"
+    tail = (has_init ? ", $AC p0" : "") * fn_param(odf, "op") * fn_param(ldf, "ld") * fn_param(sdf, "st") * ") {\n  CUMEM_PDL_ENTRY();\n"
     p0 = has_init ? "p0" : "$AC{}"
     function body(call, g = 0)
         print(io, fn_local(odf, "op"), fn_local(ldf, "ld"), fn_local(sdf, "st"))

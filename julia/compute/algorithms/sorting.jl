@@ -257,7 +257,7 @@ function bitonic_source(cdf, T::Type)
     io = IOBuffer()
     print(io, BITONIC_CUH)
     print(io, "CUMEM_KERNEL void cumem_bitonic(jl_ctx_t ctx, const $TC* v, int64_t* idx, int64_t n, int64_t m, int64_t k, int64_t j",
-          fn_param(cdf, "cmp"), ") {\n", fn_local(cdf, "cmp"))
+          fn_param(cdf, "cmp"), ") {\n  CUMEM_PDL_ENTRY();\n", fn_local(cdf, "cmp"))
     print(io, "  auto c = [&](const $TC a, const $TC b) -> bool { return ", fn_call(cdf, "cmp", "a", "b"), "; };\n")
     print(io, "  cumem_bitonic_step(v, idx, n, m, k, j, c);\n}\n")
     return kernel_source(cdf; body = String(take!(io)))

@@ -74,7 +74,7 @@ function full_reduce_source(header::String, TCs::Vector{String}, AC::String, W::
     io = IOBuffer()
     print(io, header, REDUCE_ALL_CUH)
     print(io, "CUMEM_KERNEL void CUMEM_BOUNDS cumem_reduce_all(jl_ctx_t ctx, $(srcs)$IDX n, $AC* part$params);\n")
-    print(io, "CUMEM_KERNEL void cumem_reduce_all(jl_ctx_t ctx, $(srcs)$IDX n, $AC* part$params)\n{\n")
+    print(io, "CUMEM_KERNEL void cumem_reduce_all(jl_ctx_t ctx, $(srcs)$IDX n, $AC* part$params)\n{\n  CUMEM_PDL_ENTRY();\n")
     print(io, unpack)
     print(io, "  const $IDX stride = ($IDX)blockDim.x * gridDim.x;\n")
     print(io, "  $IDX k = ($IDX)blockIdx.x * blockDim.x + threadIdx.x;\n")

@@ -200,3 +200,75 @@ else
         end
     end
 end
+
+## programmatic dependent launch: every kernel starts with CUMEM_PDL_ENTRY()
+
+# The kernels defined in `src` (`extern "C" __global__` or CUMEM_KERNEL, prototypes left
+# out; also inside #define bodies) whose body does not start with CUMEM_PDL_ENTRY(): the
+# engine would launch them without PDL (src/compute/module.rs looks for the wait in the PTX).
+function pdl_unguarded(src::AbstractString)
+    bad = String[]
+    for m in eachmatch(r"(?:extern \"C\" __global__|CUMEM_KERNEL)\s+void\s+(?:(?:CUMEM_\w+|__launch_bounds__\([^)]*\))\s+)*(\w+)\s*\([^;{]*?\)\s*\{\s*(?:\\\s*)?(\S{0,18})", src)
+        m.captures[2] == "CUMEM_PDL_ENTRY();" || push!(bad, m.captures[1])
+    end
+    return bad
+end
+# The names of the PTX entries whose body executes griddepcontrol.wait, and of all entries
+# (src/compute/module.rs, ptx_grid_waits, does the same).
+function ptx_waits(ptx::AbstractString)
+    all, waits = String[], String[]
+    for m in eachmatch(r"\.entry\s+(\w+)\s*\("s, ptx)
+        push!(all, m.captures[1])
+        i = findnext('{', ptx, m.offset)
+        depth, j = 0, i
+        while j <= lastindex(ptx)
+            c = ptx[j]
+            c == '{' && (depth += 1)
+            c == '}' && (depth -= 1; depth == 0 && break)
+            j = nextind(ptx, j)
+        end
+        occursin("griddepcontrol.wait", SubString(ptx, i, j)) && push!(waits, m.captures[1])
+    end
+    return all, waits
+end
+
+@testset "programmatic dependent launch: CUMEM_PDL_ENTRY() first in every kernel" begin
+    # the checker
+    @test pdl_unguarded("CUMEM_KERNEL void a(int* p) { CUMEM_PDL_ENTRY(); p[0] = 1; }\n" *
+                        "CUMEM_KERNEL void CUMEM_BOUNDS b(int* p);\nCUMEM_KERNEL void CUMEM_BOUNDS b(int* p)\n{\n  p[0] = 1;\n}\n" *
+                        "#define K(S) extern \"C\" __global__ void k_##S(int* p) {                \\\n    CUMEM_PDL_ENTRY(); }\n") == ["b"]
+    # the fixed CUDA C: the kernels of every .cuh file, macros' included
+    nk = 0
+    for f in sort(filter(f -> endswith(f, ".cuh"), readdir(CUDA_DIR)))
+        text = read(joinpath(CUDA_DIR, f), String)
+        nk += length(collect(eachmatch(r"(?:extern \"C\" __global__|CUMEM_KERNEL)\s+void\s[^;{]*\{", text)))
+        @test (f, pdl_unguarded(text)) == (f, String[])
+    end
+    @test nk >= 20
+    # the generated kernels: every family's source the host device built so far (its kernel
+    # table), after a few operations of each family, and the kernel language's
+    x = CuArray(Float32[3, 1, 2, 5, 4]); m = CuArray(rand(Float32, 3, 4))
+    Array(x .* 2f0 .+ 1f0); sum(x); sum(m; dims = 1); findmax(x); findmin(m; dims = 2); cumsum(x); sort(x); maximum(abs, x)
+    sort(CuArray(collect(Int16, 1:40)); lt = (a, b) -> a > b)
+    srcs = [e.source for e in values(CuMem.KERNEL_TABLE)]
+    @test length(srcs) >= 5
+    for s in srcs
+        @test pdl_unguarded(s) == String[]
+    end
+    k = CuMem.cufunction((a, b) -> (a[1] = b; nothing), Tuple{CuMem.CuDeviceVector{Float32},Float32})
+    @test pdl_unguarded(k.fun.source) == String[]
+    push!(srcs, k.fun.source)
+    # the switch (no GPU: nothing is launched, but the state is the process's)
+    was = CuMem.pdl!(false)
+    @test CuMem.pdl!(was) == false
+    @test CuMem.pdl!(was) == (was && get(ENV, "CUMEM_PDL", "1") != "0")
+    if CuMem.nvrtc_available()
+        # sm_90: every entry of each source waits; compute_75 (the host device's): none does
+        for s in (CuMem.SEARCH_SOURCE, CuMem.STRIDED_COPY_SOURCE, CuMem.GEMM_SOURCE, CuMem.random_source(Float32, false),
+                  CuMem.radix_source(Float32, 4, false), srcs[1:min(end, 6)]...)
+            all90, waits90 = ptx_waits(CuMem.compile_ptx(s; arch = "compute_90"))
+            @test !isempty(all90) && waits90 == all90
+            @test isempty(ptx_waits(CuMem.compile_ptx(s; arch = "compute_75"))[2])
+        end
+    end
+end
