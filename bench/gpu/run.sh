@@ -35,7 +35,8 @@
 #                Rust tests/linalg.rs is in rust-cuda)
 #   sort         bench/julia/sort_bench.jl beside bench/anchors/sort_anchor.py (torch, CuPy);
 #                CUMEM_SORT_VARIANTS / CUMEM_SCAN_VARIANTS: tunings measured in the same call
-#                (sort_bench.jl's header; rows "op@tuning" in sort_table.md)
+#                (sort_bench.jl's header; rows "op@tuning" in sort_table.md; a sort variant's
+#                cell: its ms, its ratio to the default timed interleaved with it, the default's ms)
 #   hotpath      bench/julia/julia_bench.jl for every caching pool, julia_breakdown.jl, and the
 #                engine's pair (examples hotloop, capi_hotloop, if in the kit)
 #   multigpu     (two GPUs or more) the Rust multidevice tests, test/devices/{multidevice,distributed}
@@ -359,7 +360,10 @@ rows, device = {}, "?"
 for f in sys.argv[1:]:
     for line in open(f):
         if line.startswith("{"):
-            r = json.loads(line); rows.setdefault((r["op"], r["n"]), {})[r["impl"]] = r.get("ms", "failed")
+            r = json.loads(line); ms = r.get("ms", "failed")
+            if "ratio" in r:   # (a sort variant timed interleaved with the default: its ratio to it)
+                ms = f'{ms} ({r["ratio"]}x default {r["ms_default"]}{"" if r.get("ok", True) else ", WRONG"})'
+            rows.setdefault((r["op"], r["n"]), {})[r["impl"]] = ms
             device = r.get("device", device)
 print("| op | n | CuMem ms | torch ms | CuPy ms |\n|---|---|---:|---:|---:|")
 for (op, n), v in sorted(rows.items(), key=lambda kv: (kv[0][1], kv[0][0])):
@@ -503,9 +507,11 @@ suite_fuzz_campaign() {
     step "precompile CuMem" "$L/precompile.log" jl 300 -e 'using CuMem'
     # (by default: what is left of the budget, less loading, the last function and the table)
     local secs=${FUZZ_SECONDS:-$(( ${SUITE_BUDGET:-$(budget_of fuzz-campaign)} - (SECONDS - t0) - 120 ))}
+    # (every process stopped 20 s before the suite's end, so that the table is written)
+    local deadline=$(( $(date +%s) + ${SUITE_BUDGET:-$(budget_of fuzz-campaign)} - (SECONDS - t0) - 20 ))
     # Julia with the bundle's environment; g++ (emu) with this machine's
     TAIL=6 step "fuzz campaign ($mode, ${FUZZ_PROCS:-$(nproc)} processes, $secs s each)" "$L/campaign.log" \
-        env FUZZ_MODE="$mode" FUZZ_SECONDS="$secs" FUZZ_GRACE="${FUZZ_GRACE:-90}" FUZZ_OUT="$L/campaign" \
+        env FUZZ_MODE="$mode" FUZZ_SECONDS="$secs" FUZZ_GRACE="${FUZZ_GRACE:-90}" FUZZ_DEADLINE="$deadline" FUZZ_OUT="$L/campaign" \
         CUMEM_EMU_LD_LIBRARY_PATH="${LD_LIBRARY_PATH-}" \
         JULIA="env LD_LIBRARY_PATH=${JL_LDLP-${LD_LIBRARY_PATH-}} LD_PRELOAD=${JL_PRELOAD-} julia --startup-file=no" \
         bash test/fuzz/campaign.sh
