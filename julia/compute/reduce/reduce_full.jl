@@ -175,17 +175,7 @@ end
 const FULL_TABLE = Ref(IdDict{Any,Any}())
 const FULL_LOCK = ReentrantLock()
 @inline full_slot_get(K::DataType) = (e = get(FULL_TABLE[], K, nothing); e === nothing ? nothing : e::FullReduce)
-function full_slot_set!(K::DataType, e::FullReduce)
-    lock(FULL_LOCK)
-    try
-        d = copy(FULL_TABLE[])
-        d[K] = e
-        FULL_TABLE[] = d
-    finally
-        unlock(FULL_LOCK)
-    end
-    return nothing
-end
+full_slot_set!(K::DataType, e::FullReduce) = publish_slot!(FULL_TABLE, FULL_LOCK, K, e)
 
 # The result and accumulator types of `mapreduce(f, op, ::Array{T})` (or of f on several
 # arrays' elements) as inference gives them (constants of the compiled caller): the fixed
