@@ -195,7 +195,9 @@ function dc_compile_entry(@nospecialize(F), argtypes::Tuple, world::UInt)
 end
 
 # A readable name of a callable type (a broadcast's expression by its function).
-dc_callable_name(@nospecialize(F)) = F <: Function && isdefined(F, :instance) ? string(F.instance) : string(F)
+dc_callable_name(@nospecialize(F)) = F <: Function && isdefined(F, :instance) ? dc_print_string(F.instance) : dc_print_string(F)
+# `string(x)` by a call compiled once (`string`'s varargs are compiled for each function type).
+dc_print_string(@nospecialize(x)) = (io = IOBuffer(); print(io, x); String(take!(io)))
 
 # The refusal of a function object that is not isbits, naming the field that makes it so.
 function dc_not_isbits(@nospecialize(F))
