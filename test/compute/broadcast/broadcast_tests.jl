@@ -202,7 +202,7 @@ end
         isdefined(Base, :specializations) && return count(_ -> true, Base.specializations(m))
         s = m.specializations
         s === nothing && return 0
-        s isa Core.SimpleVector && return count(x -> x isa Core.MethodInstance, s)
+        s isa Core.SimpleVector && return count(i -> isassigned(s, i) && s[i] isa Core.MethodInstance, 1:length(s))
         n = Ref(0)
         Base.visit(_ -> (n[] += 1), s)
         return n[]
