@@ -35,7 +35,8 @@
 #                Rust tests/linalg.rs is in rust-cuda)
 #   sort         bench/julia/sort_bench.jl beside bench/anchors/sort_anchor.py (torch, CuPy);
 #                CUMEM_SORT_VARIANTS / CUMEM_SCAN_VARIANTS: tunings measured in the same call
-#                (sort_bench.jl's header; rows "op@tuning" in sort_table.md)
+#                (sort_bench.jl's header; rows "op@tuning" in sort_table.md; a sort variant's
+#                cell: its ms, its ratio to the default timed interleaved with it, the default's ms)
 #   hotpath      bench/julia/julia_bench.jl for every caching pool, julia_breakdown.jl, and the
 #                engine's pair (examples hotloop, capi_hotloop, if in the kit)
 #   multigpu     (two GPUs or more) the Rust multidevice tests, test/devices/{multidevice,distributed}
@@ -361,7 +362,10 @@ rows, device = {}, "?"
 for f in sys.argv[1:]:
     for line in open(f):
         if line.startswith("{"):
-            r = json.loads(line); rows.setdefault((r["op"], r["n"]), {})[r["impl"]] = r.get("ms", "failed")
+            r = json.loads(line); ms = r.get("ms", "failed")
+            if "ratio" in r:   # (a sort variant timed interleaved with the default: its ratio to it)
+                ms = f'{ms} ({r["ratio"]}x default {r["ms_default"]}{"" if r.get("ok", True) else ", WRONG"})'
+            rows.setdefault((r["op"], r["n"]), {})[r["impl"]] = ms
             device = r.get("device", device)
 print("| op | n | CuMem ms | torch ms | CuPy ms |\n|---|---|---:|---:|---:|")
 for (op, n), v in sorted(rows.items(), key=lambda kv: (kv[0][1], kv[0][0])):
@@ -756,10 +760,28 @@ START=$SECONDS
 LIMIT=${RUN_LIMIT:-570}
 SUMMARY="$STAGE/summary.md"
 setup_kit
+# The tree's commit: the "tree" line that bench/gpu/kit.sh writes first into $KIT/manifest.txt
+# at every call (`kit.sh sizes` refreshes it in seconds; the GPU machine has no git repository
+# of this tree, and a git command there answers for whatever repository it finds, if any), with
+# git's where this folder is a repository's root and its HEAD differs; git's alone without that
+# line (a run without a kit).
+tree_commit() {
+    local top g="" rec
+    top=$(git rev-parse --show-toplevel 2>/dev/null)
+    if [ -n "$top" ] && [ "$(cd "$top" && pwd -P)" = "$(pwd -P)" ]; then
+        g="$(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo ' (with uncommitted changes)')"
+    fi
+    rec=$(sed -n 's/^tree \([^ ]*\) on \(.*\)$/\1 (recorded by kit.sh at \2)/p' "$KIT/manifest.txt" 2>/dev/null | head -1)
+    if [ -n "$rec" ]; then
+        if [ -n "$g" ] && [ "${rec%%[+ ]*}" != "${g%% *}" ]; then echo "$rec; git here: $g"; else echo "$rec"; fi
+    else
+        echo "${g:-? (no git repository here and no tree line in $KIT/manifest.txt: run bench/gpu/kit.sh sizes before the call)}"
+    fi
+}
 {
     echo "# CuMem GPU run: $*"
     echo
-    echo "- date: $(date -u +%FT%TZ); commit: $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
+    echo "- date: $(date -u +%FT%TZ); commit: $(tree_commit)"
     gpus=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | paste -sd ';' -)
     echo "- GPU: ${gpus:-none}"
     echo "- CUDA: $(/usr/local/cuda/bin/nvcc --version 2>/dev/null | grep -o 'V[0-9.]*' || echo '?'); julia: $(julia --version 2>/dev/null || echo none); python: $(env -u LD_PRELOAD python3 -c 'import sys, torch; print(sys.version.split()[0], "torch", torch.__version__)' 2>/dev/null || echo '?')"

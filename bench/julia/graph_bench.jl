@@ -60,6 +60,21 @@ pdl_fields() = ((n, t) = pdl_counts(); ("pdl_kernels" => n, "loaded_kernels" => 
 
 json(pairs...) = println("{", join(("\"$k\":" * (v isa AbstractString ? "\"$v\"" : string(v)) for (k, v) in pairs), ","), "}")
 
+# A captured step (a GraphStep) replayed STEPS times with the next batch copied in first, then
+# STEPS launches alone (inputs in place, for the target against PyTorch's replay); prints the
+# mode's JSON line with the graph's shape and returns both medians (µs per step)
+function time_replays(mode, g)
+    us = time_steps(STEPS) do i
+        copyto!(g.x, xs[mod1(i + 1, 8)])
+        copyto!(g.y, ys[mod1(i + 1, 8)])
+        CuMem.launch(g.exec)
+    end
+    us_launch = time_steps(i -> CuMem.launch(g.exec), STEPS)
+    json("impl" => "cumem", "mode" => mode, "us" => round(us; digits = 2), "us_launch_only" => round(us_launch; digits = 2),
+         "steps" => STEPS, (string(k) => v for (k, v) in pairs(g.info))..., pdl_fields()..., "device" => DEVICE)
+    return us, us_launch
+end
+
 # eager: the step as the demo runs it without --graph (the loss stays on the device)
 m_eager = MLP(MersenneTwister(42))
 loss = CuMem.zeros(Float32, 1, 1)
@@ -82,19 +97,11 @@ train_step_loss!(m_ref, xs[1], ys[1], LR, loss)
 gs = GraphStep(m_graph, xs[2], ys[2], LR)
 pool = CuMem.graph_pools()[end]              # the step's pool (the newest)
 copyto!(gs.x, xs[2]); copyto!(gs.y, ys[2])
-us_graph = time_steps(STEPS) do i
-    copyto!(gs.x, xs[mod1(i + 1, 8)])
-    copyto!(gs.y, ys[mod1(i + 1, 8)])
-    CuMem.launch(gs.exec)
-end
+us_graph, us_launch = time_replays("graph", gs)
 # the same batches eagerly on the reference model
 for i in 1:STEPS
     train_step_loss!(m_ref, xs[mod1(i + 1, 8)], ys[mod1(i + 1, 8)], LR, loss)
 end
-# the launch alone (inputs in place), for the target against PyTorch's replay
-us_launch = time_steps(i -> CuMem.launch(gs.exec), STEPS)
-json("impl" => "cumem", "mode" => "graph", "us" => round(us_graph; digits = 2), "us_launch_only" => round(us_launch; digits = 2),
-     "steps" => STEPS, (string(k) => v for (k, v) in pairs(gs.info))..., pdl_fields()..., "device" => DEVICE)
 for i in 1:STEPS                     # the reference catches up with the launch-only replays
     train_step_loss!(m_ref, gs.x, gs.y, LR, loss)
 end
@@ -106,15 +113,7 @@ json("check" => "weights", "equal" => all(==(0), diffs), "max_abs_diff" => maxim
 m_chain = MLP(MersenneTwister(42))
 train_step_loss!(m_chain, xs[1], ys[1], LR, loss)
 gc = GraphStep(m_chain, xs[2], ys[2], LR; edges = false)
-us_chain = time_steps(STEPS) do i
-    copyto!(gc.x, xs[mod1(i + 1, 8)])
-    copyto!(gc.y, ys[mod1(i + 1, 8)])
-    CuMem.launch(gc.exec)
-end
-us_chain_launch = time_steps(i -> CuMem.launch(gc.exec), STEPS)
-json("impl" => "cumem", "mode" => "graph_chain", "us" => round(us_chain; digits = 2),
-     "us_launch_only" => round(us_chain_launch; digits = 2), "steps" => STEPS,
-     (string(k) => v for (k, v) in pairs(gc.info))..., "device" => DEVICE)
+us_chain, us_chain_launch = time_replays("graph_chain", gc)
 diffs_chain = [maximum(abs.(Array(getfield(m_chain, f)) .- Array(getfield(m_graph, f)))) for f in fieldnames(MLP)]
 json("check" => "weights_chain", "equal" => all(==(0), diffs_chain), "max_abs_diff" => maximum(diffs_chain),
      "steps" => 2 * STEPS + 1, "device" => DEVICE)
@@ -129,15 +128,7 @@ json("impl" => "cumem", "mode" => "eager_nopdl", "us" => round(us_eager_nopdl; d
 m_nopdl = MLP(MersenneTwister(42))
 train_step_loss!(m_nopdl, xs[1], ys[1], LR, loss)
 gn = GraphStep(m_nopdl, xs[2], ys[2], LR)
-us_nopdl = time_steps(STEPS) do i
-    copyto!(gn.x, xs[mod1(i + 1, 8)])
-    copyto!(gn.y, ys[mod1(i + 1, 8)])
-    CuMem.launch(gn.exec)
-end
-us_nopdl_launch = time_steps(i -> CuMem.launch(gn.exec), STEPS)
-json("impl" => "cumem", "mode" => "graph_nopdl", "us" => round(us_nopdl; digits = 2),
-     "us_launch_only" => round(us_nopdl_launch; digits = 2), "steps" => STEPS,
-     (string(k) => v for (k, v) in pairs(gn.info))..., pdl_fields()..., "device" => DEVICE)
+us_nopdl, _ = time_replays("graph_nopdl", gn)
 diffs_nopdl = [maximum(abs.(Array(getfield(m_nopdl, f)) .- Array(getfield(m_graph, f)))) for f in fieldnames(MLP)]
 json("check" => "weights_nopdl", "equal" => all(==(0), diffs_nopdl), "max_abs_diff" => maximum(diffs_nopdl),
      "steps" => 2 * STEPS + 1, "device" => DEVICE)
@@ -178,15 +169,7 @@ us_eager_cublas = time_steps(i -> train_step_loss!(m_cublas, xs[mod1(i, 8)], ys[
 json("impl" => "cumem", "mode" => "eager_cublas", "us" => round(us_eager_cublas; digits = 2), "steps" => STEPS,
      "device" => DEVICE)
 gb = GraphStep(m_cublas, xs[2], ys[2], LR)
-us_cublas = time_steps(STEPS) do i
-    copyto!(gb.x, xs[mod1(i + 1, 8)])
-    copyto!(gb.y, ys[mod1(i + 1, 8)])
-    CuMem.launch(gb.exec)
-end
-us_cublas_launch = time_steps(i -> CuMem.launch(gb.exec), STEPS)
-json("impl" => "cumem", "mode" => "graph_cublas", "us" => round(us_cublas; digits = 2),
-     "us_launch_only" => round(us_cublas_launch; digits = 2), "steps" => STEPS,
-     (string(k) => v for (k, v) in pairs(gb.info))..., "device" => DEVICE)
+time_replays("graph_cublas", gb)
 unsafe_free!(gb.exec)
 CuMem.small_gemm!(old_small)
 

@@ -191,10 +191,12 @@ else
             header = "#define CUMEM_F($xs) " * CuMem.fn_call(fdf, "f", ["x$q" for q in 1:K]...) * "\n" *
                      "#define CUMEM_OP(a, b) " * CuMem.fn_call(odf, "op", "a", "b") * "\n"
             AC = CuMem.c_type(A)
-            for idx64 in (false, true)
+            for idx64 in (false, true), unroll in (true, false)
                 body = CuMem.full_reduce_source(header, String[CuMem.c_type(T) for T in Ts], AC, W, "neut";
                                                 params = ", $AC neut", unpack = CuMem.fn_local(fdf, "f") * CuMem.fn_local(odf, "op"),
-                                                idx64 = idx64)
+                                                idx64 = idx64, unroll = unroll)
+                # the inlined copies of f: 4W + W + 4 + 1 unrolled, W + 1 not
+                @test count("CUMEM_ACC_AT(", body) - count("CUMEM_ACC_AT(", CuMem.REDUCE_ALL_CUH) == (unroll ? 5W + 5 : W + 1)
                 @test ptx_ok(CuMem.kernel_source(CuMem.unique_fns((fdf, odf))...; body = body))
             end
         end
