@@ -15,12 +15,16 @@
 #           cumsum, findall, CuMem.rand, mean(A; dims = 2); `total_s` is their sum (after `using`)
 #   demo    demo/demo.jl for 3 epochs: the first epoch's mean ms/step beside epoch 2's median
 #           (its own process, timed whole: `process_s`)
+#   newfn   a brand-new element function's first calls after another function warmed the
+#           paths: `f.(x)`, `mapreduce(f, +, x)` and `sum(f, x)` for three new anonymous
+#           functions (`a -> sin(a) * c + a / 3f0`, each c its own); the medians of the three
+#           (`bcast_s`, `bcast_cpu_s`, ...; cold: NVRTC compiles each kernel, warm: the disk cache has them)
 # The device is the environment's (CUMEM_DEVICE); the anchors are
 # bench/anchors/first_result_anchor.py (PyTorch, CuPy).
 
 const ROOT = get(ENV, "FIRST_RESULT_ROOT", normpath(joinpath(@__DIR__, "..", "..")))   # the checkout to measure
 const SELF = @__FILE__
-const ROWS = ("using", "bcast", "sum", "sort", "ten", "demo")
+const ROWS = ("using", "bcast", "sum", "sort", "ten", "demo", "newfn")
 
 jnum(x::Real) = string(round(x; digits = 4))
 jnum(x::Integer) = string(x)
@@ -71,6 +75,22 @@ function child(row::String, t_using::Float64, cpu_using::Float64)
             push!(out, string(name, "_s") => t, string(name, "_cpu_s") => c)
         end
         push!(out, "total_s" => total, "total_cpu_s" => total_cpu)
+    elseif row == "newfn"
+        x = M.CuArray(rand(Float32, 1024))
+        f0 = a -> a * 2f0 + 1f0
+        timed(() -> (f0.(x); mapreduce(f0, +, x); sum(f0, x)))
+        ops = (("bcast", f -> f.(x)), ("mapreduce", f -> mapreduce(f, +, x)), ("sum", f -> sum(f, x)))
+        ts = Dict(name => Tuple{Float64,Float64}[] for (name, _) in ops)
+        for k in 1:3
+            f = Core.eval(Main, :(a -> sin(a) * $(Float32(k) + 0.5f0) + a / 3f0))
+            for (name, op) in ops
+                push!(ts[name], timed(() -> Base.invokelatest(op, f)))
+            end
+        end
+        med(v) = sort(v)[(length(v) + 1) ÷ 2]
+        for (name, _) in ops
+            push!(out, string(name, "_s") => med(first.(ts[name])), string(name, "_cpu_s") => med(last.(ts[name])))
+        end
     elseif row != "using"
         error("unknown row $row (rows: $(join(ROWS, ", ")))")
     end

@@ -152,44 +152,51 @@ function sort_rows(n, tag, t0, t)
     end
     flush(stdout)
 end
-for (items, blocks, lookback, sleep, match, early, threads, hist, walk) in variants("CUMEM_SORT_VARIANTS", fields(CuMem.RADIX_DEFAULT))
-    tag = "@items=$items,blocks=$blocks,lookback=$lookback,sleep=$sleep,match=$match,early=$early,threads=$threads,hist=$hist,walk=$walk"
-    t0 = CuMem.sort_tuning()
-    try
-        t = guarded(() -> CuMem.sort_tuning(CuMem.RadixTuning(items, blocks, lookback, sleep, match, early, threads, hist, walk)), "sort$tag", nmax)
-        t === nothing && continue
-        CuMem.sort_tuning(t0)
-        sort_rows(nmax, tag, t0, t)
-    finally
-        CuMem.sort_tuning(t0)
-    end
+# a scan variant's rows at n under tuning t: cumsum ("ok" from exact Int32 sums, and Float32
+# sums of small integers, against Base's) and cumsum! (`variant_rows` restores the tuning)
+function scan_rows(n, tag, t0, t)
+    CuMem.scan_tuning(t)
+    src = CuMem.rand(Float32, n)
+    ms = timed(x -> CuMem.unsafe_free!(cumsum(x)), () -> copy(src))
+    h = rand(Int32(-100):Int32(100), n)
+    ok = Array(accumulate(+, CuArray(h))) == accumulate(+, h)
+    hf = Float32.(h)
+    ok &= Array(cumsum(CuArray(hf))) == cumsum(hf)
+    println("{\"op\": \"cumsum_f32$tag\", \"impl\": \"cumem\", \"n\": $n, \"ms\": $(round(ms; digits = 3)), \"gbps\": $(round(8n / ms / 1e6; digits = 1)), \"ok\": $ok}")
+    dst = similar(src)
+    ms = timed(x -> cumsum!(dst, x), () -> copy(src))
+    println("{\"op\": \"cumsum!_f32$tag\", \"impl\": \"cumem\", \"n\": $n, \"ms\": $(round(ms; digits = 3)), \"gbps\": $(round(8n / ms / 1e6; digits = 1))}")
+    CuMem.unsafe_free!(dst)
+    CuMem.unsafe_free!(src)
 end
-# (the scan variants at every size: the one-pass scan's small sizes are latency-bound, its large ones bandwidth-bound)
-for (threads, items, blocks, sleep, spin, kernel, window) in variants("CUMEM_SCAN_VARIANTS", fields(CuMem.SCAN_DEFAULT)), n in sizes
-    tag = "@threads=$threads,items=$items,blocks=$blocks,sleep=$sleep,spin=$spin,kernel=$kernel,window=$window"
-    t0 = CuMem.scan_tuning()
-    try
-        guarded("cumsum_f32$tag", n) do
-            CuMem.scan_tuning(CuMem.ScanTuning(threads, items, blocks, sleep, spin, kernel, window))
-            src = CuMem.rand(Float32, n)
-            ms = timed(x -> CuMem.unsafe_free!(cumsum(x)), () -> copy(src))
-            # (exact: Int32 sums, and Float32 sums of small integers, against Base)
-            h = rand(Int32(-100):Int32(100), n)
-            ok = Array(accumulate(+, CuArray(h))) == accumulate(+, h)
-            hf = Float32.(h)
-            ok &= Array(cumsum(CuArray(hf))) == cumsum(hf)
-            println("{\"op\": \"cumsum_f32$tag\", \"impl\": \"cumem\", \"n\": $n, \"ms\": $(round(ms; digits = 3)), \"gbps\": $(round(8n / ms / 1e6; digits = 1)), \"ok\": $ok}")
-            dst = similar(src)
-            ms = timed(x -> cumsum!(dst, x), () -> copy(src))
-            println("{\"op\": \"cumsum!_f32$tag\", \"impl\": \"cumem\", \"n\": $n, \"ms\": $(round(ms; digits = 3)), \"gbps\": $(round(8n / ms / 1e6; digits = 1))}")
-            CuMem.unsafe_free!(dst)
-            CuMem.unsafe_free!(src)
+# Each variant of ENV[var] (`variants`, as tuning type typeof(default)) at each n in ns: the
+# tuning checked by `tuning` (CuMem.sort_tuning or scan_tuning; the one in use, t0, set again
+# after), then rows(n, tag, t0, t) with t the variant's tuning and tag "@" and the fields as
+# labels=values; a variant refused or failing there gives a row "op$tag" with "ok": false
+# (`guarded`). The tuning in use is restored after each variant.
+function variant_rows(rows, tuning, var, default, labels, op, ns)
+    for v in variants(var, fields(default))
+        tag = "@" * join(("$l=$x" for (l, x) in zip(labels, v)), ",")
+        t0 = tuning()
+        try
+            for n in ns
+                guarded("$op$tag", n) do
+                    t = tuning(typeof(default)(v...))
+                    tuning(t0)
+                    rows(n, tag, t0, t)
+                end
+                flush(stdout)
+            end
+        finally
+            tuning(t0)
         end
-    finally
-        CuMem.scan_tuning(t0)
     end
-    flush(stdout)
 end
+variant_rows(sort_rows, CuMem.sort_tuning, "CUMEM_SORT_VARIANTS", CuMem.RADIX_DEFAULT,
+             ("items", "blocks", "lookback", "sleep", "match", "early", "threads", "hist", "walk"), "sort", (nmax,))
+# (the scan variants at every size: the one-pass scan's small sizes are latency-bound, its large ones bandwidth-bound)
+variant_rows(scan_rows, CuMem.scan_tuning, "CUMEM_SCAN_VARIANTS", CuMem.SCAN_DEFAULT,
+             ("threads", "items", "blocks", "sleep", "spin", "kernel", "window"), "cumsum_f32", sizes)
 
 if get(ENV, "CUMEM_SORT_ANCHOR", "0") == "1" && Sys.which("python3") !== nothing
     anchor = joinpath(@__DIR__, "..", "anchors", "sort_anchor.py")

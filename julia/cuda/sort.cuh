@@ -137,6 +137,7 @@ static __device__ __forceinline__ unsigned cumem_digit(cumem_key_t k, int pass) 
  * complemented by flip as the first pass will; grid-stride) */
 CUMEM_KERNEL void cumem_sort_hist(const cumem_key_t* src, uint32_t* hist, int64_t n, cumem_key_t flip)
 {
+  CUMEM_PDL_ENTRY();
   __shared__ uint32_t h[CUMEM_NPASS * 256];
   const int t = threadIdx.x;
   for (int i = t; i < CUMEM_NPASS * 256; i += CUMEM_SORT_THREADS) h[i] = 0;
@@ -170,6 +171,7 @@ CUMEM_KERNEL void cumem_sort_hist(const cumem_key_t* src, uint32_t* hist, int64_
  * the keys); info[NPASS] = the number of active passes. */
 CUMEM_KERNEL void cumem_sort_offsets(uint32_t* hist, uint32_t* info, int64_t n)
 {
+  CUMEM_PDL_ENTRY();
   __shared__ uint32_t s[256];
   __shared__ uint32_t constant[8];
   __shared__ uint32_t skewed[8];
@@ -479,6 +481,7 @@ CUMEM_KERNEL void CUMEM_SORT_BOUNDS cumem_sort_onesweep(const cumem_key_t* src, 
                                                         const uint32_t* info, cumem_status_t* status, uint32_t* counter,
                                                         int64_t n, int pass, cumem_key_t flip, int hasv, int iota)
 {
+  CUMEM_PDL_ENTRY();
   __shared__ cumem_sort_smem_t s;
   const uint32_t inf = info[pass];
   if (!(inf & 1u)) return;
@@ -506,6 +509,7 @@ CUMEM_KERNEL void CUMEM_SORT_BOUNDS cumem_sort_onesweep(const cumem_key_t* src, 
 CUMEM_KERNEL void cumem_sort_finish(cumem_key_t* kA, const cumem_key_t* kB, cumem_val_t* vA, const cumem_val_t* vB,
                                              const uint32_t* info, int64_t n, int hasv, int iota)
 {
+  CUMEM_PDL_ENTRY();
   const uint32_t na = info[CUMEM_NPASS];
   if (!(na & 1u) && !(na == 0 && hasv && iota)) return;
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)blockDim.x * gridDim.x) {
@@ -520,6 +524,7 @@ CUMEM_KERNEL void cumem_sort_finish(cumem_key_t* kA, const cumem_key_t* kB, cume
 CUMEM_KERNEL void cumem_sort_small(const cumem_key_t* src, cumem_key_t* keys, cumem_val_t* vals, int64_t n,
                                             cumem_key_t flip, int hasv, int iota)
 {
+  CUMEM_PDL_ENTRY();
   __shared__ uint32_t s_lstart[256];
   __shared__ uint32_t s_wsum[CUMEM_SORT_DWARPS];
   __shared__ int s_const[CUMEM_NPASS];

@@ -81,6 +81,11 @@ RadixTuning(items, blocks_per_sm, lookback, sleep_ns, match, early, threads, his
     RadixTuning(items, blocks_per_sm, lookback, sleep_ns, match, early, threads, hist, RADIX_DEFAULT.walk)
 const RADIX_DEFAULT = RadixTuning(16, 4, 8, 100, 2, 0, 256, 4, 0)
 const SORT_TUNING = Ref(RadixTuning(0, 0, 0, 0, 0, 0, 0, 0, 0))     # items 0: not yet read from ENV
+# each field's variable and values
+const SORT_VARS = (items = "CUMEM_SORT_ITEMS" => 1:32, blocks_per_sm = "CUMEM_SORT_BLOCKS_PER_SM" => 0:8,
+                   lookback = "CUMEM_SORT_LOOKBACK" => 1:32, sleep_ns = "CUMEM_SORT_SLEEP_NS" => 0:10000,
+                   match = "CUMEM_SORT_MATCH" => 0:3, early = "CUMEM_SORT_EARLY" => 0:2, threads = "CUMEM_SORT_THREADS" => 256:32:1024,
+                   hist = "CUMEM_SORT_HIST" => 1:32, walk = "CUMEM_SORT_WALK" => 0:1)
 
 """
     CuMem.sort_tuning() -> RadixTuning
@@ -104,22 +109,11 @@ kernels. Throws `ArgumentError` for a value out of range (the tuning is then unc
 function sort_tuning()
     t = SORT_TUNING[]
     t.items != 0 && return t
-    return SORT_TUNING[] = sort_tuning_check(RadixTuning(tuning_env("CUMEM_SORT_ITEMS", RADIX_DEFAULT.items, 1, 32),
-                                                         tuning_env("CUMEM_SORT_BLOCKS_PER_SM", RADIX_DEFAULT.blocks_per_sm, 0, 8),
-                                                         tuning_env("CUMEM_SORT_LOOKBACK", RADIX_DEFAULT.lookback, 1, 32),
-                                                         tuning_env("CUMEM_SORT_SLEEP_NS", RADIX_DEFAULT.sleep_ns, 0, 10000),
-                                                         tuning_env("CUMEM_SORT_MATCH", RADIX_DEFAULT.match, 0, 3),
-                                                         tuning_env("CUMEM_SORT_EARLY", RADIX_DEFAULT.early, 0, 2),
-                                                         tuning_env("CUMEM_SORT_THREADS", RADIX_DEFAULT.threads, 256, 1024),
-                                                         tuning_env("CUMEM_SORT_HIST", RADIX_DEFAULT.hist, 1, 32),
-                                                         tuning_env("CUMEM_SORT_WALK", RADIX_DEFAULT.walk, 0, 1)))
+    return SORT_TUNING[] = tuning_from_env(sort_tuning_check, RADIX_DEFAULT, SORT_VARS)
 end
 sort_tuning(t::RadixTuning) = (SORT_TUNING[] = sort_tuning_check(t))
 function sort_tuning_check(t::RadixTuning)
-    (1 <= t.items <= 32 && 0 <= t.blocks_per_sm <= 8 && 1 <= t.lookback <= 32 && 0 <= t.sleep_ns <= 10000 && 0 <= t.match <= 3 &&
-     0 <= t.early <= 2 && 256 <= t.threads <= 1024 && t.threads % 32 == 0 && 1 <= t.hist <= 32 && 0 <= t.walk <= 1) ||
-        throw(ArgumentError("sort tuning out of range: $t (items 1-32, blocks_per_sm 0-8, lookback 1-32, sleep_ns 0-10000, match 0-3, early 0-2, " *
-                            "threads a multiple of 32 from 256 to 1024, hist 1-32, walk 0-1)"))
+    tuning_in_ranges(t, SORT_VARS) || throw(ArgumentError("sort tuning out of range: $t ($(tuning_ranges_text(SORT_VARS)))"))
     # (every tuning must fit 4-byte keys with a 4-byte payload, sortperm's; 8-byte ones take fewer items: radix_fit)
     check_static_smem("the sort kernels for 4-byte keys and payload with $t would", maximum(radix_smem(4, 4, t.items, t.threads)))
     return t
@@ -257,7 +251,7 @@ function bitonic_source(cdf, T::Type)
     io = IOBuffer()
     print(io, BITONIC_CUH)
     print(io, "CUMEM_KERNEL void cumem_bitonic(jl_ctx_t ctx, const $TC* v, int64_t* idx, int64_t n, int64_t m, int64_t k, int64_t j",
-          fn_param(cdf, "cmp"), ") {\n", fn_local(cdf, "cmp"))
+          fn_param(cdf, "cmp"), ") {\n  CUMEM_PDL_ENTRY();\n", fn_local(cdf, "cmp"))
     print(io, "  auto c = [&](const $TC a, const $TC b) -> bool { return ", fn_call(cdf, "cmp", "a", "b"), "; };\n")
     print(io, "  cumem_bitonic_step(v, idx, n, m, k, j, c);\n}\n")
     return kernel_source(cdf; body = String(take!(io)))

@@ -39,7 +39,7 @@ linear_prefix(x::CuArray, n) = view(vec(x), 1:n)
 
 function Base.map!(f, dest::CuArray, a::CuArray, rest::CuArray...)
     same_axes(dest, (a, rest...)) &&
-        return invoke(map!, Tuple{Any,AnyCuArray,AnyCuArray,Vararg{AnyCuArray}}, f, dest, a, rest...)
+        return cu_map!(f, dest, a, rest...)
     n = minimum(length, (dest, a, rest...))
     n == 0 && return dest
     map!(f, linear_prefix(dest, n), linear_prefix(a, n), map(r -> linear_prefix(r, n), rest)...)
@@ -47,7 +47,7 @@ function Base.map!(f, dest::CuArray, a::CuArray, rest::CuArray...)
 end
 
 function Base.map(f, a::CuArray, rest::CuArray...)
-    same_axes(a, rest) && return invoke(map, Tuple{Any,AnyCuArray,Vararg{AnyCuArray}}, f, a, rest...)
+    same_axes(a, rest) && return cu_map(f, a, rest...)
     n = minimum(length, (a, rest...))
     return map(f, linear_prefix(a, n), map(r -> linear_prefix(r, n), rest)...)
 end

@@ -40,7 +40,7 @@ struct BcExpr{F,A<:Tuple}
     args::A
 end
 
-dc_callable_name(::Type{BcExpr{F,A}}) where {F,A} = string("broadcast of ", dc_callable_name(F))
+dc_callable_name(@nospecialize(T::Type{<:BcExpr})) = string("broadcast of ", dc_callable_name(T.parameters[1]))
 
 @inline (e::BcExpr)(xs::Vararg{Any,N}) where {N} = bc_run(e, xs)[1]
 
@@ -132,9 +132,15 @@ leaves' element types), kept by `typeof(bc)`, which fixes both (a typed look-up 
 see `type_memo`; a method defined since compiles again).
 """
 function bc_function(@nospecialize(bc::Broadcasted))
-    df = type_memo(() -> bc_fixed_by_type(typeof(bc)) ? bc_function_new(bc) : nothing, Tuple{Val{:bc_function},typeof(bc)})
+    df = type_memo(BcFunctionMaker(bc), Tuple{Val{:bc_function},typeof(bc)})
     return df === nothing ? bc_function_new(bc) : df::DeviceFunction
 end
+# (`type_memo`'s `make`: a callable whose field is `Any`, where a closure's type would carry
+# the Broadcasted type and have its body inferred again for every broadcast type)
+struct BcFunctionMaker
+    bc::Any
+end
+(m::BcFunctionMaker)() = bc_fixed_by_type(typeof(m.bc)) ? bc_function_new(m.bc) : nothing
 # Whether a Broadcasted type fixes its element function: not when a `Ref` holds a value of
 # an abstract type (`Ref{Any}(2f0)`: the value's type is the scalar's), nor with a Symbol
 # argument (`getfield.(xs, :a)`: `:a` and `:b` have one type but compile to different code).

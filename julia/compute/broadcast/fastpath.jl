@@ -13,10 +13,16 @@
 # kernel reading no `const` binding to a mutable object at launch. Anything else, an
 # argument overlapping the destination at another address, a tuple argument, a world age
 # that moved (methods defined since: the slow path revalidates), and the first call of
-# each type go
-# through `gpu_broadcast!`, whose kernel cache entry then fills the slot. On the host
-# device the fast path runs Base's broadcast on the arrays' memory, as the slow path does
-# after its checks. `CuMem.FAST_BROADCAST[] = false` turns the fast path off.
+# each type go through `general_broadcast!` (`gpu_broadcast!`'s checks and kernel); the
+# first call of a type the fast path takes fills its slot there (from the kernel index on
+# disk, or from the kernel it generates) and then runs on the fast path itself. On the
+# host device the fast path runs Base's broadcast on the arrays' memory, as the slow path
+# does after its checks. `CuMem.FAST_BROADCAST[] = false` turns the fast path off.
+#
+# What is compiled for each broadcast type is kept to the fast path and a thin shell
+# (`copy`, `broadcast_into!`): everything a type's first call does besides takes its
+# arguments through `Base.inferencebarrier` and is compiled once for all types. A new
+# element function's first `f.(x)` on the host device: 0.62 → 0.09 CPU s (docs/performance.md).
 
 # A slot's content: the kernel (nothing on the host device) and the world age it was
 # valid in; for the allocating `copy`, the element type the slow path gave the result;
@@ -39,14 +45,19 @@ end
 const FAST_TABLE = Ref(IdDict{Any,Any}())
 const FAST_LOCK = ReentrantLock()
 @inline fast_get(K::DataType) = (e = get(FAST_TABLE[], K, nothing); e === nothing ? nothing : e::FastBroadcast)
-function fast_set!(K::DataType, e::FastBroadcast)
-    lock(FAST_LOCK)
+fast_set!(K::DataType, e::FastBroadcast) = publish_slot!(FAST_TABLE, FAST_LOCK, K, e)
+
+# Sets `key`'s slot to `e` in a table of typed slots published as FAST_TABLE is (also
+# reduce_full.jl's FULL_TABLE and dims_slot.jl's DIMS_TABLE): under `lk`, a copy of the
+# current table with the entry, then the copy published.
+function publish_slot!(table::Ref{IdDict{Any,Any}}, lk::ReentrantLock, key, e)
+    lock(lk)
     try
-        d = copy(FAST_TABLE[])
-        d[K] = e
-        FAST_TABLE[] = d
+        d = copy(table[])
+        d[key] = e
+        table[] = d
     finally
-        unlock(FAST_LOCK)
+        unlock(lk)
     end
     return nothing
 end
@@ -133,8 +144,7 @@ function run_fast!(e::FastBroadcast, dest::CuArray, bc::Broadcasted)
     k = e.kernel
     if k === nothing                       # the host device
         if CAPTURES[] != 0 && capture_state() !== nothing   # recorded as the general path is
-            hd, hb = host_arg(dest), host_arg(bc)
-            host_run(() -> (Broadcast.materialize!(hd, hb); nothing))
+            host_capture_run!(Base.inferencebarrier(dest), Base.inferencebarrier(bc))
         else
             host_run!(dest, bc)
         end
@@ -143,6 +153,13 @@ function run_fast!(e::FastBroadcast, dest::CuArray, bc::Broadcasted)
     blocks, threads = launch_shape(length(dest), fast_vec_width(dest, bc))
     GC.@preserve dest bc launch(k, fast_launch_args(dest, bc)...; blocks = blocks, threads = threads)
     e.throws && (DC_UNCHECKED[] = true)
+    return nothing
+end
+# (behind an inference barrier: Base's broadcast over host Arrays is compiled for a type
+# only when a capture records it, not with every type's fast path)
+@noinline function host_capture_run!(@nospecialize(dest), @nospecialize(bc))
+    hd, hb = host_arg(dest), host_arg(bc)
+    host_run(() -> (Broadcast.materialize!(hd, hb); nothing))
     return nothing
 end
 
@@ -170,71 +187,121 @@ end
 @inline host_elem(a::CuArray{T}, i) where {T} = unsafe_load(Ptr{T}(a.ptr), i)
 @inline host_elem(x, i) = x
 
-# Runs `dest .= bc`, on the fast path when it applies; after a slow-path broadcast,
-# remembers its kernel for the type.
+# Runs `dest .= bc`: on the fast path when it applies, else through `general_broadcast!`,
+# which fills the type's slot where it can and leaves the run to the fast path (a second
+# turn of the loop).
+#
+# The code specialised on a broadcast's types is this shell and the fast path's; all that
+# a type's first call does besides (the checks, the kernel index, generating the kernel,
+# filling the slots) is compiled once for all types: it takes its arguments through
+# `Base.inferencebarrier`, as `Any`. (Julia's inference specialises on the argument types
+# of a call it can see, `@nospecialize` or not, so the barrier is what keeps a new
+# function's first broadcast from inferring and compiling the general path again.)
 @inline function broadcast_into!(dest, bc)
-    CAPTURES[] == 0 || return capture_broadcast!(dest, bc)
+    CAPTURES[] == 0 || return capture_broadcast!(Base.inferencebarrier(dest), Base.inferencebarrier(bc))
     return run_broadcast!(dest, bc)
 end
 # Inside a capture: one operation reading `bc`'s arrays and writing `dest` (its graph
 # edges follow those, capture_edges.jl).
-@noinline function capture_broadcast!(dest, bc)
+@noinline function capture_broadcast!(@nospecialize(dest), @nospecialize(bc))
     captured_op(() -> run_broadcast!(dest, bc), bc, dest)
     return dest
 end
 @inline function run_broadcast!(dest, bc)
-    fast_broadcast!(dest, bc) && return dest
-    index_fast!(dest, bc) && fast_broadcast!(dest, bc) && return dest
-    Base.invokelatest(slow_broadcast!, dest, bc)
-    return dest
+    again = false
+    while true
+        fast_broadcast!(dest, bc) && return dest
+        general_broadcast!(Base.inferencebarrier(dest), Base.inferencebarrier(bc), !again) || return dest
+        again = true
+    end
 end
 
-# The general path, and the slot filled after it. Called through `invokelatest` so that
-# inferring a broadcast's specialised entry points does not infer all of gpu_broadcast!
-# and the code generator behind it: seconds of a fresh process's first broadcast, paid
-# even when the kernel index makes the general path unnecessary.
-function slow_broadcast!(@nospecialize(dest), @nospecialize(bc))
+"""
+    CuMem.general_broadcast!(dest, bc, retry::Bool) -> Bool
+
+The general path of `dest .= bc` (compiled once: the arguments are taken as `Any`). When
+the fast path applies to these arguments (`fast_slot_key`) and `retry`, it only fills their
+type's slot, from the kernel index on disk or from the kernel it generates
+(`gpu_broadcast!` without running it), and returns `true`: the caller's fast path then runs
+the broadcast, with the code compiled for the type anyway. Otherwise (and for an element
+function that always throws, whose exception comes at once from the general path) it runs
+the broadcast and returns `false`.
+"""
+function general_broadcast!(@nospecialize(dest), @nospecialize(bc), retry::Bool)
+    K = fast_slot_key(dest, bc)
+    if K !== nothing
+        e = fast_get(K)
+        if e === nothing || e.world != world_counter()
+            e = index_fast!(K, eltype(dest)) ? fast_get(K) : nothing
+            e === nothing || retry && return true
+        end
+        # a valid slot that the caller's fast path did not take (`copy` of a type whose
+        # element type Base infers differently): run it here
+        e === nothing || (fast_broadcast!(dest, bc)::Bool && return false)
+    end
+    prepare = retry && K !== nothing
     take_last_broadcast!()
-    gpu_broadcast!(dest, bc)
-    remember_fast!(dest, bc, take_last_broadcast!())
-    return nothing
+    gpu_broadcast!(dest, bc, !prepare)
+    entry = take_last_broadcast!()
+    K === nothing && return false
+    filled = remember_fast!(K, eltype(dest), entry)
+    prepare || return false
+    filled && !always_throws(entry) && return true
+    gpu_broadcast!(dest, bc)               # (a kernel cache hit now)
+    return false
 end
+always_throws(@nospecialize(entry)) = entry isa CachedKernel && entry.extra isa Tuple && !isempty(entry.extra) &&
+    entry.extra[1] isa DeviceFunction && entry.extra[1].rettype === Union{}
 
-# Fills the slot of `dest .= bc`'s types with `entry` (the kernel cache entry of the
-# broadcast that just ran) when the fast path applies to these arguments and the kernel
-# reads no global binding at launch.
-remember_fast!(@nospecialize(dest), @nospecialize(bc), @nospecialize(entry)) = nothing
-function remember_fast!(dest::CuArray{T}, bc::Broadcasted, entry::CachedKernel) where {T}
-    (FAST_BROADCAST[] && !MULTI[] && isempty(entry.globals)) || return nothing
-    entry.extra isa Tuple && all(d -> d isa DeviceFunction && isempty(d.ctx.globals), entry.extra) || return nothing
+# The slot type of `dest .= bc`, `Tuple{typeof(dest), typeof(bc)}`, when the fast path
+# applies to these arguments (`fast_entry`'s conditions, checked on values of any type);
+# nothing otherwise.
+function fast_slot_key(@nospecialize(dest), @nospecialize(bc))
+    (FAST_BROADCAST[] && !MULTI[] && dest isa CuArray && bc isa Broadcasted) || return nothing
     n = length(dest)
-    (0 < n < typemax(Int32)) || return nothing
-    fast_ok(bc, dest.dims, dest.ptr, UInt64(n * sizeof(T))) || return nothing
-    K = Tuple{typeof(dest),typeof(bc)}
-    fast_set!(K, FastBroadcast(entry.kernel, world_counter(), T, any(d -> d.may_throw, entry.extra)))
+    (0 < n < typemax(Int32) && !dest.freed) || return nothing
+    fast_ok_any(bc, dest.dims, dest.ptr, UInt64(n * sizeof(eltype(dest)))) || return nothing
+    return Tuple{typeof(dest),typeof(bc)}
+end
+# `fast_ok` of a Broadcasted of any type (the same conditions).
+function fast_ok_any(@nospecialize(bc::Broadcasted), @nospecialize(dsz), pd::UInt64, nb::UInt64)
+    fast_scalar_any(bc.f) || return false
+    for a in bc.args
+        ok = a isa Broadcasted ? fast_ok_any(a, dsz, pd, nb) :
+             a isa CuArray ? fast_arg_ok(a, dsz, pd, nb)::Bool :
+             !(a isa Tuple || a isa AbstractArray) && fast_scalar_any(a)
+        ok || return false
+    end
+    return true
+end
+fast_scalar_any(@nospecialize(x)) = isbits(x) || Base.issingletontype(typeof(x)) || x isa Type
+
+# Fills the slot `K` (destination element type `T`) with `entry`, the kernel cache entry of
+# the broadcast just prepared, when its kernel reads no global binding at launch; true
+# when filled.
+function remember_fast!(@nospecialize(K), @nospecialize(T), @nospecialize(entry))
+    (entry isa CachedKernel && FAST_BROADCAST[] && !MULTI[] && isempty(entry.globals)) || return false
+    fns = entry.extra
+    fns isa Tuple && all(d -> d isa DeviceFunction && isempty(d.ctx.globals), fns) || return false
+    fast_set!(K, FastBroadcast(entry.kernel, world_counter(), T, any(d -> d.may_throw, fns)))
     # a throw site's number belongs to the process that compiled it: such kernels stay out of the index
-    !BCAST_UNROLL[] && all(d -> !d.may_throw, entry.extra) && index_safe(K) && index_store(index_key(K), entry.name, entry.source)
-    return nothing
+    !BCAST_UNROLL[] && all(d -> !d.may_throw, fns) && index_safe(K) && index_store(index_key(K), entry.name, entry.source)
+    return true
 end
 
 # A slot filled from the kernel index on disk (kernel_index.jl): the first broadcast of a
 # type that an earlier process ran, without generating its kernel. Each type is looked up
 # once per process.
 const INDEX_TRIED = IdDict{Any,Any}()
-index_fast!(@nospecialize(dest), @nospecialize(bc)) = false
-@noinline function index_fast!(dest::CuArray{T}, bc::Broadcasted) where {T}
+function index_fast!(@nospecialize(K), @nospecialize(T))
     (FAST_BROADCAST[] && !MULTI[] && !BCAST_UNROLL[]) || return false
-    n = length(dest)
-    (0 < n < typemax(Int32)) || return false
-    fast_ok(bc, dest.dims, dest.ptr, UInt64(n * sizeof(T))) || return false
-    K = Tuple{typeof(dest),typeof(bc)}
     index_first_try!(K) || return false
     k = index_kernel(index_key(K))
     k === missing && return false
     fast_set!(K, FastBroadcast(k, world_counter(), T, false))     # (the index holds kernels that cannot throw)
     return true
 end
-function index_first_try!(K::DataType)
+function index_first_try!(@nospecialize(K))
     lock(FAST_LOCK)
     try
         haskey(INDEX_TRIED, K) && return false
@@ -245,13 +312,10 @@ function index_first_try!(K::DataType)
     return index_safe(K)
 end
 
-# The element type of `copy(bc)` recorded in the index by an earlier process, when it is
-# the one Base infers; nothing otherwise.
-@noinline function index_copy_eltype(bc::Broadcasted)
-    FAST_BROADCAST[] || return nothing
-    T = Broadcast.combine_eltypes(bc.f, bc.args)
-    T isa DataType || return nothing
-    K = Tuple{Val{:copy},typeof(bc)}
+# The element type `T` (Base's inferred one, a DataType) of `copy(bc)` when an earlier
+# process recorded it in the index for the slot `K`; nothing otherwise.
+function index_copy_eltype(@nospecialize(bc), @nospecialize(K), @nospecialize(T))
+    (FAST_BROADCAST[] && T isa DataType) || return nothing
     index_first_try!(K) || return nothing
     r = index_lookup(index_key(typeof(bc); prefix = "copy "))
     (r === nothing || r[2] != index_key(T)) && return nothing
@@ -273,39 +337,71 @@ end
     dest = CuArray{T,N}(undef, size(bc))
     # (inside a capture, one operation as broadcast_into!'s: queued bare, it would be a
     # barrier that waits for everything captured before it)
-    ok = CAPTURES[] == 0 ? fast_broadcast!(dest, bc) : captured_op(() -> fast_broadcast!(dest, bc), bc, dest)
+    ok = CAPTURES[] == 0 ? fast_broadcast!(dest, bc) :
+         captured_fast!(Base.inferencebarrier(dest), Base.inferencebarrier(bc))
     ok && return dest
     unsafe_free!(dest)
     return nothing
 end
+@noinline captured_fast!(@nospecialize(dest), @nospecialize(bc)) =
+    captured_op(() -> fast_broadcast!(dest, bc), bc, dest)::Bool
 
 ## the broadcast entry points
 
 function Base.copy(bc::Broadcasted{CuArrayStyle{N}}) where {N}
     bc = Broadcast.instantiate(bc)
-    r = fast_copy(bc)
-    r === nothing || return r
+    again = false
+    while true
+        r = fast_copy(bc)
+        r === nothing || return r
+        r = copy_general(Base.inferencebarrier(bc), Base.inferencebarrier(Broadcast.combine_eltypes(bc.f, bc.args)), !again)
+        r === nothing || return r::CuArray{<:Any,N}
+        again = true
+    end
+end
+
+"""
+    CuMem.copy_general(bc::Broadcasted, TB, retry::Bool) -> Union{CuArray,Nothing}
+
+The general path of `copy(bc)` (compiled once: the arguments are taken as `Any`; `TB` is
+the element type Base infers, `combine_eltypes`): the result's element type (the slot of
+an earlier call, the kernel index, or the element function compiled for the leaves), the
+result, and the slot of the element type. `nothing` when `retry` and it only filled the
+slots (`general_broadcast!`): the caller's fast path then runs the broadcast.
+"""
+function copy_general(@nospecialize(bc), @nospecialize(TB), retry::Bool)
+    K = Tuple{Val{:copy},typeof(bc)}
     # a type that ran before (but not on the fast path: e.g. arrays of other sizes)
-    c = FAST_BROADCAST[] ? fast_get(Tuple{Val{:copy},typeof(bc)}) : nothing
-    c === nothing || c.world != world_counter() || return broadcast_into!(CuArray{c.eltype}(undef, size(bc)), bc)
-    T = index_copy_eltype(bc)
-    T === nothing || return broadcast_into!(CuArray{T}(undef, size(bc)), bc)
-    T = Base.invokelatest(bc_eltype, bc)
-    # a function that always throws (Base's exception comes from the broadcast; an empty
-    # result holds `nothing`s)
-    T === Union{} && return broadcast_into!(CuArray{Nothing}(undef, size(bc)), bc)
-    # GPUArrays.jl's error (CUDA.jl 2.x): no array of a non-concrete element type is made
-    isconcretetype(T) || error("GPU broadcast resulted in non-concrete element type $T.\n" *
-                               "This probably means that the function you are broadcasting contains an error or type instability.")
-    dest = broadcast_into!(CuArray{T}(undef, size(bc)), bc)
+    c = FAST_BROADCAST[] ? fast_get(K) : nothing
+    T = c === nothing || c.world != world_counter() ? index_copy_eltype(bc, K, TB) : c.eltype
+    fresh = T === nothing
+    if fresh
+        T = bc_eltype(bc)
+        # a function that always throws (Base's exception comes from the broadcast; an empty
+        # result holds `nothing`s)
+        T === Union{} && return general_into!(CuArray{Nothing}(undef, size(bc)), bc, false)
+        # GPUArrays.jl's error (CUDA.jl 2.x): no array of a non-concrete element type is made
+        isconcretetype(T) || error("GPU broadcast resulted in non-concrete element type $T.\n" *
+                                   "This probably means that the function you are broadcasting contains an error or type instability.")
+    end
+    dest = CuArray{T}(undef, size(bc))
+    # (the caller's fast path runs it only when its element type is this one)
+    left = general_into!(dest, bc, retry && T === TB && bc_fixed_by_type(typeof(bc))) === nothing
     # the slot of the element type, once per type and world age (copying the table and
     # writing the index on every call cost microseconds per allocating broadcast)
-    if FAST_BROADCAST[] && T isa DataType && bc_fixed_by_type(typeof(bc))
-        K = Tuple{Val{:copy},typeof(bc)}
+    if fresh && FAST_BROADCAST[] && T isa DataType && bc_fixed_by_type(typeof(bc))
         fast_set!(K, FastBroadcast(nothing, world_counter(), T, false))
         index_safe(K) && index_store(index_key(typeof(bc); prefix = "copy "), "eltype", index_key(T))
     end
-    return dest
+    left || return dest
+    unsafe_free!(dest)
+    return nothing
+end
+# `dest .= bc` by the general path (inside a capture, as one operation); nothing when it
+# left the run to the caller's fast path (`retry`).
+function general_into!(@nospecialize(dest), @nospecialize(bc), retry::Bool)
+    CAPTURES[] == 0 || return (captured_op(() -> general_broadcast!(dest, bc, false), bc, dest); dest)
+    return general_broadcast!(dest, bc, retry) ? nothing : dest
 end
 
 Base.copyto!(dest::AnyCuArray, bc::Broadcasted{Nothing}) = broadcast_into!(dest, bc)

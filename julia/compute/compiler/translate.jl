@@ -6,7 +6,7 @@
 # (throwsites.jl) or calls of other compiled functions.
 # The signature's C function (compiled on first use): (name, return type, may throw).
 function dc_compile_sig!(st::DCState, @nospecialize(sig), m::Method, sparams::Core.SimpleVector)
-    r = get(st.done, sig, nothing)
+    r = get(st.done, (sig,), nothing)
     r === nothing || return r
     label = string(m.name, "(", join(map(string, sig.parameters[2:end]), ", "), ") at ", m.file, ":", m.line)
     any(s -> s == sig, st.stack) && dc_refuse(st, "recursion: $label calls itself (directly or through other functions)")
@@ -29,13 +29,17 @@ function dc_compile_sig!(st::DCState, @nospecialize(sig), m::Method, sparams::Co
         print(io, ") {\n", body, "}\n")
         push!(st.fns, name => String(take!(io)))
         res = (name, fn.rettype, fn.may_throw)
-        st.done[sig] = res
+        dc_done!(st.done, sig, res)
         return res
     finally
         pop!(st.stack)
         pop!(st.chain)
     end
 end
+
+# (keyed by `(sig,)`: `setindex!` of a `Dict{Any}` dispatched on a key that is itself a
+# type would be compiled for every signature)
+@noinline dc_done!(d::Dict{Any,Tuple{String,Any,Bool}}, @nospecialize(sig), @nospecialize(res)) = (d[(sig,)] = res; nothing)
 
 # A method's argument types as its code sees them: for a varargs method the trailing
 # arguments are one tuple (callers pack them, see dc_invoke).

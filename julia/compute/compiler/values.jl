@@ -8,7 +8,7 @@
 mutable struct DCState
     tt::DCTypes
     fns::Vector{Pair{String,String}}          # C name => definition, callees first
-    done::Dict{Any,Tuple{String,Any,Bool}}    # signature => (C name, return type, may throw)
+    done::Dict{Any,Tuple{String,Any,Bool}}    # (signature,) => (C name, return type, may throw)
     stack::Vector{Any}                        # signatures being compiled (recursion check)
     chain::Vector{String}                     # call chain, for messages
     globals::Vector{Tuple{String,Module,Symbol,Any}}   # (field, module, name, type) read at launch

@@ -67,6 +67,12 @@ fn_param(df, name) = is_ghost(df) ? "" : ", $(c_type(fn_type(df))) $name"
 fn_local(df, name) = is_ghost(df) ? "  const jl_ghost_t $name = {};\n" : ""
 # C: a call of `df` on argument expressions (the kernel's context parameter is `ctx`).
 fn_call(df, name, args...) = string(df.name, "(&ctx, ", name, isempty(args) ? "" : ", ", join(args, ", "), ")")
+# Whether a compiled function calls a transcendental function of CUDA's math library
+# (compiler/mathlib.jl's table, square roots aside): their accurate implementations are long
+# (`sinf`'s Payne-Hanek reduction, `powf`), so kernels inline fewer copies of such a function.
+fn_heavy(df) = occursin(FN_HEAVY_MATH, df.source)
+const FN_HEAVY_MATH = Regex("\\b(" * join(sort!(unique!(filter(!=("sqrt"), [first(v) for v in Iterators.flatten((values(DC_MATH1), values(DC_MATH2)))]))), "|") * ")f?\\(")
+
 # The kernel arguments of function objects (ghosts pass nothing).
 fn_values!(args::Vector{Any}, fs...) = (for f in fs; dc_is_ghost(dc_typeof_const(f)) || push!(args, f); end; args)
 

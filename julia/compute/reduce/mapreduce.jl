@@ -93,7 +93,7 @@ function reduce_source(fdf, odf, findf, T::Type, Acc::Type, Out::Type, nk::Int, 
     print(io, REDUCE_CUH)
     print(io, "CUMEM_KERNEL void cumem_reduce(jl_ctx_t ctx, const $TC* src, $OUT* out, $IDX nout, $IDX nred, $IDX gx, $AC neut")
     print_dim_params(io, IDX, OFF, nk, nr, linear)
-    print(io, fn_param(fdf, "f"), fn_param(odf, "op"), findf === nothing ? "" : fn_param(findf, "fin"), ") {\n")
+    print(io, fn_param(fdf, "f"), fn_param(odf, "op"), findf === nothing ? "" : fn_param(findf, "fin"), ") {\n  CUMEM_PDL_ENTRY();\n")
     print(io, fn_local(fdf, "f"), fn_local(odf, "op"), findf === nothing ? "  const jl_ghost_t fin = {};\n" : fn_local(findf, "fin"))
     print_dim_arrays(io, IDX, OFF, nk, nr, linear)
     print(io, "  cumem_reduce_body<$TC, $AC, $OUT, $IDX, $OFF, $nk, $(linear ? 0 : nr), $linear, $W>",
@@ -263,7 +263,8 @@ function reduce_all(plans::Tuple, f, op, Ts::Tuple, Acc, init)
         AC = c_type(Acc)
         body = full_reduce_source(header, String[c_type(T) for T in Ts], AC, W, "neut";
                                   params = ", $AC neut" * fn_param(fdf, "f") * fn_param(odf, "op"),
-                                  unpack = fn_local(fdf, "f") * fn_local(odf, "op"), idx64 = idx64)
+                                  unpack = fn_local(fdf, "f") * fn_local(odf, "op"), idx64 = idx64,
+                                  unroll = !fn_heavy(fdf))
         (kernel_source(fns...; body = body), "cumem_reduce_all", nothing)
     end
     plain = init === NOINIT && all(d -> isempty(d.ctx.globals), fns) && !idx64
@@ -367,6 +368,12 @@ function gpu_mapreduce(f, op, A, dims, init)
             unsafe_free!(out)
         end
         if on_host()
+            # the slot reduce_all just filled: Base on the memory, as every later call runs
+            # it (fast_full_reduce, compiled for f anyway: no other host code for f)
+            if init === NOINIT && A isa CuArray && plan.linear && FULL_REDUCE[]
+                v = fast_full_reduce(f, op, A)
+                v === nothing || return v
+            end
             GC.@preserve A begin
                 return host_mapreduce(f, op, host_arg(A), :, init)
             end

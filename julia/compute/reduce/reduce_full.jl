@@ -54,7 +54,7 @@ const FULL_REDUCE = Ref(true)          # a switch for measuring the two-kernel p
 end
 
 """
-    CuMem.full_reduce_source(header, TCs, AC, W, neut_ex; params = "", unpack = "", idx64 = false) -> String
+    CuMem.full_reduce_source(header, TCs, AC, W, neut_ex; params = "", unpack = "", idx64 = false, unroll = true) -> String
 
 The body (for `kernel_source`) of `cumem_reduce_all(jl_ctx_t ctx, const TC1* src1, ...,
 IDX n, AC* part [params])` over `K =
@@ -64,17 +64,22 @@ with whatever prelude they need), starting from `neut_ex`, and writes its partia
 `part[b]`. `W` > 0: elements are read `W` at a time through 16-byte loads when every
 source is 16-byte aligned (4- or 8-byte elements, all of one size), four loads per source
 in flight per thread; `params`/`unpack`: extra kernel parameters and the code that
-unpacks them.
+unpacks them. `unroll = false`: one load per source in flight (no loop four grid-stride
+steps at a time), for an `f` whose code is long (`fn_heavy`): each unrolled step is
+another inlined copy of `f` (25 in all with W = 4, 5 without), and NVRTC's time grows
+with them, not with the source's length (a `sum(x -> sin(x) * 9f0 + x / 3f0, x)` kernel,
+NVRTC 13 on the loaded 2-core development machine: 151 KB of PTX and 0.70 CPU s unrolled,
+33 KB and 0.12 s not), while such an `f` makes the loop compute-bound anyway.
 """
 function full_reduce_source(header::String, TCs::Vector{String}, AC::String, W::Int, neut_ex::String;
-                            params::String = "", unpack::String = "", idx64::Bool = false)
+                            params::String = "", unpack::String = "", idx64::Bool = false, unroll::Bool = true)
     IDX = idx64 ? "uint64_t" : "uint32_t"
     K = length(TCs)
     srcs = join(["const $(TCs[q])* src$q, " for q in 1:K])
     io = IOBuffer()
     print(io, header, REDUCE_ALL_CUH)
     print(io, "CUMEM_KERNEL void CUMEM_BOUNDS cumem_reduce_all(jl_ctx_t ctx, $(srcs)$IDX n, $AC* part$params);\n")
-    print(io, "CUMEM_KERNEL void cumem_reduce_all(jl_ctx_t ctx, $(srcs)$IDX n, $AC* part$params)\n{\n")
+    print(io, "CUMEM_KERNEL void cumem_reduce_all(jl_ctx_t ctx, $(srcs)$IDX n, $AC* part$params)\n{\n  CUMEM_PDL_ENTRY();\n")
     print(io, unpack)
     print(io, "  const $IDX stride = ($IDX)blockDim.x * gridDim.x;\n")
     print(io, "  $IDX k = ($IDX)blockIdx.x * blockDim.x + threadIdx.x;\n")
@@ -90,14 +95,16 @@ function full_reduce_source(header::String, TCs::Vector{String}, AC::String, W::
         end
         print(io, "    const $IDX nv = n / $W;\n")
         print(io, "    $IDX i = k;\n")
-        print(io, "    for (; i + 3 * stride < nv; i += 4 * stride) {\n")
-        for u in 0:3, q in 1:K
-            print(io, "      const vec$(q)_t w$(q)_$u = vs$q[i + $u * stride];\n")
+        if unroll
+            print(io, "    for (; i + 3 * stride < nv; i += 4 * stride) {\n")
+            for u in 0:3, q in 1:K
+                print(io, "      const vec$(q)_t w$(q)_$u = vs$q[i + $u * stride];\n")
+            end
+            for u in 0:3, e in 0:W-1
+                print(io, "      CUMEM_ACC_AT((uint64_t)(i + $u * stride) * $W + $e, $(accs[mod(u * W + e, 4) + 1]), ", args("w", "_$u.x[$e]"), ");\n")
+            end
+            print(io, "    }\n")
         end
-        for u in 0:3, e in 0:W-1
-            print(io, "      CUMEM_ACC_AT((uint64_t)(i + $u * stride) * $W + $e, $(accs[mod(u * W + e, 4) + 1]), ", args("w", "_$u.x[$e]"), ");\n")
-        end
-        print(io, "    }\n")
         print(io, "    for (; i < nv; i += stride) {\n")
         for q in 1:K
             print(io, "      const vec$(q)_t w$q = vs$q[i];\n")
@@ -107,17 +114,19 @@ function full_reduce_source(header::String, TCs::Vector{String}, AC::String, W::
         end
         print(io, "    }\n")
         print(io, "    k += nv * $W;\n")
-        print(io, "  } else\n")
+        print(io, unroll ? "  } else\n" : "  }\n")
     end
     # any alignment: four loads per source in flight from four grid-stride steps
-    print(io, "  for (; k + 3 * stride < n; k += 4 * stride) {\n")
-    for u in 0:3, q in 1:K
-        print(io, "    const $(TCs[q]) v$(q)_$u = src$q[k + $u * stride];\n")
+    if unroll
+        print(io, "  for (; k + 3 * stride < n; k += 4 * stride) {\n")
+        for u in 0:3, q in 1:K
+            print(io, "    const $(TCs[q]) v$(q)_$u = src$q[k + $u * stride];\n")
+        end
+        for u in 0:3
+            print(io, "    CUMEM_ACC_AT(k + $u * stride, $(accs[u+1]), ", args("v", "_$u"), ");\n")
+        end
+        print(io, "  }\n")
     end
-    for u in 0:3
-        print(io, "    CUMEM_ACC_AT(k + $u * stride, $(accs[u+1]), ", args("v", "_$u"), ");\n")
-    end
-    print(io, "  }\n")
     print(io, "  for (; k < n; k += stride) CUMEM_ACC_AT(k, acc, ", args("src", "[k]"), ");\n")
     print(io, "  cumem_reduce_all_finish(ctx, op, acc, acc1, acc2, acc3, $neut_ex, part);\n}\n")
 
@@ -175,17 +184,7 @@ end
 const FULL_TABLE = Ref(IdDict{Any,Any}())
 const FULL_LOCK = ReentrantLock()
 @inline full_slot_get(K::DataType) = (e = get(FULL_TABLE[], K, nothing); e === nothing ? nothing : e::FullReduce)
-function full_slot_set!(K::DataType, e::FullReduce)
-    lock(FULL_LOCK)
-    try
-        d = copy(FULL_TABLE[])
-        d[K] = e
-        FULL_TABLE[] = d
-    finally
-        unlock(FULL_LOCK)
-    end
-    return nothing
-end
+full_slot_set!(K::DataType, e::FullReduce) = publish_slot!(FULL_TABLE, FULL_LOCK, K, e)
 
 # The result and accumulator types of `mapreduce(f, op, ::Array{T})` (or of f on several
 # arrays' elements) as inference gives them (constants of the compiled caller): the fixed
@@ -219,18 +218,23 @@ general path, which fills the slot.
     (n == 0 || n >= typemax(Int32) || A.freed || any(b -> b.freed || length(b) != n, B)) && return nothing
     K = Tuple{F,OP,Ts...}
     e = full_slot_get(K)
-    e === nothing && !on_host() && (e = index_full_slot(K, op, Acc))
+    # (the calls below the inference barriers are compiled for a reduction's types only when
+    # they run: the index once, Base's reduction on the host device only)
+    e === nothing && !on_host() && (e = index_full_slot(Base.inferencebarrier(K), op, Acc))
     (e === nothing || e.acc !== Acc || e.world != world_counter()) && return nothing
     k = e.kernel
-    k === nothing && return host_full_reduce(f, op, A, B...)
-    ctx = DCContext0(kernel_error_address(), UInt64(0))
-    v = GC.@preserve A B full_reduce_run(k, op, ctx, (A.ptr, map(b -> b.ptr, B)...), UInt32(n), Acc, e.neut::Acc)
+    k === nothing && return host_full_reduce(Base.inferencebarrier(f), op, A, B...)::R
+    v = GC.@preserve A B full_slot_run(k, op, (A.ptr, map(b -> b.ptr, B)...), UInt32(n), Acc, e.neut::Acc)
     return convert(R, v::Acc)::R
 end
+# A slot's launch, compiled once per operator and types (not inlined into each function's
+# fast path, whose inference and native code it would otherwise repeat).
+@noinline full_slot_run(k::Kernel, op::OP, srcs::NTuple{K,UInt64}, n::UInt32, ::Type{Acc}, neut::Acc) where {OP,K,Acc} =
+    full_reduce_run(k, op, DCContext0(kernel_error_address(), UInt64(0)), srcs, n, Acc, neut)
 
 # The host device: Base's mapreduce on the arrays' memory (its result, summation order
 # included), ordered after the task's stream as `host_view` is.
-function host_full_reduce(f, op, A::CuArray{T}) where {T}
+function host_full_reduce(f::F, op::OP, A::CuArray{T}) where {F,OP,T}
     STREAMS_SET[] && (s = stream(); s.handle == 0 || synchronize(s))
     return GC.@preserve A mapreduce(f, op, unsafe_wrap(Array, Ptr{T}(A.ptr), length(A)))
 end
@@ -255,7 +259,7 @@ end
 
 # The slot of K = Tuple{F,OP,T...} filled from the kernel index, once per process and type.
 const FULL_INDEX_TRIED = IdDict{Any,Any}()
-@noinline function index_full_slot(K::DataType, op, @nospecialize(Acc::Type))
+@noinline function index_full_slot(@nospecialize(K::DataType), op, @nospecialize(Acc::Type))
     lock(FULL_LOCK)
     try
         haskey(FULL_INDEX_TRIED, K) && return nothing

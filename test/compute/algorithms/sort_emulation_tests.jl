@@ -200,13 +200,29 @@ end
     err = try CuMem.check_static_smem("the test kernels would", 49153) catch e e end
     @test err isa ArgumentError && occursin("49153 bytes", err.msg) && occursin("48 KiB", err.msg)
     @test CuMem.check_static_smem("fits", 49152) == 49152
-    @test_throws ArgumentError CuMem.sort_tuning(CuMem.RadixTuning(33, 3, 8, 0, 1))
-    @test_throws ArgumentError CuMem.scan_tuning(CuMem.ScanTuning(100, 16, 0, 0))
+    err = try CuMem.sort_tuning(CuMem.RadixTuning(33, 3, 8, 0, 1)) catch e e end
+    @test err isa ArgumentError &&
+          occursin("(items 1-32, blocks_per_sm 0-8, lookback 1-32, sleep_ns 0-10000, match 0-3, early 0-2, " *
+                   "threads 256-1024 in steps of 32, hist 1-32, walk 0-1)", err.msg)
+    err = try CuMem.scan_tuning(CuMem.ScanTuning(100, 16, 0, 0)) catch e e end
+    @test err isa ArgumentError && occursin("(threads 64-256 in steps of 32, items 1-32, blocks_per_sm 0-16, " *
+                                            "sleep_ns 0-10000, spin 0-1, kernel 0-1, window 1-16)", err.msg)
     @test CuMem.sort_tuning() == st0 && CuMem.scan_tuning() == sc0               # unchanged by the errors
-    withenv("CUMEM_SORT_ITEMS" => "lots", "CUMEM_SCAN_THREADS" => "96", "CUMEM_SCAN_ITEMS" => nothing) do
+    withenv("CUMEM_SORT_ITEMS" => "lots", "CUMEM_SCAN_THREADS" => "96",
+            (v => nothing for v in ("CUMEM_SCAN_ITEMS", "CUMEM_SCAN_BLOCKS_PER_SM", "CUMEM_SCAN_SLEEP_NS", "CUMEM_SCAN_SPIN",
+                                    "CUMEM_SCAN_KERNEL", "CUMEM_SCAN_WINDOW"))...) do
         CuMem.SORT_TUNING[] = CuMem.RadixTuning(0, 0, 0, 0, 0); CuMem.SCAN_TUNING[] = CuMem.ScanTuning(0, 0, 0, 0)   # (read again)
-        @test_throws ArgumentError CuMem.sort_tuning()
+        err = try CuMem.sort_tuning() catch e e end
+        @test err isa ArgumentError && err.msg == "CUMEM_SORT_ITEMS=\"lots\": expected an integer from 1 to 32"
         @test CuMem.scan_tuning() == CuMem.ScanTuning(96, 16, CuMem.SCAN_DEFAULT.blocks_per_sm, CuMem.SCAN_DEFAULT.sleep_ns)
+    end
+    # (a variable within its ends but off the step: the tuning's check)
+    withenv("CUMEM_SCAN_THREADS" => "100", "CUMEM_SCAN_KERNEL" => "1", "CUMEM_SORT_EARLY" => "3") do
+        CuMem.SORT_TUNING[] = CuMem.RadixTuning(0, 0, 0, 0, 0); CuMem.SCAN_TUNING[] = CuMem.ScanTuning(0, 0, 0, 0)
+        @test_throws ArgumentError CuMem.scan_tuning()
+        err = try CuMem.sort_tuning() catch e e end
+        @test err isa ArgumentError && err.msg == "CUMEM_SORT_EARLY=\"3\": expected an integer from 0 to 2"
+        @test CuMem.SCAN_TUNING[].threads == 0 && CuMem.SORT_TUNING[].items == 0      # (nothing set)
     end
     withenv("CUMEM_SORT_THREADS" => "384", "CUMEM_SORT_HIST" => "16", "CUMEM_SORT_WALK" => "1") do
         CuMem.SORT_TUNING[] = CuMem.RadixTuning(0, 0, 0, 0, 0)       # (read again)

@@ -20,6 +20,10 @@ function ptx_smem(ptx)
     return Dict(k => CuMem.smem_layout(v) for (k, v) in bytes)
 end
 
+# Whether every kernel of a PTX text executes griddepcontrol.wait (CUMEM_PDL_ENTRY(),
+# julia/cuda/common.cuh; sm_90 PTX): the text from each `.entry` to the next holds one.
+every_entry_waits(ptx) = (cs = split(ptx, ".entry")[2:end]; !isempty(cs) && all(c -> occursin("griddepcontrol.wait", c), cs))
+
 @testset "sort.cuh and scan.cuh through NVRTC" begin
     if !CuMem.nvrtc_available()
         @test_skip "libnvrtc not found"
@@ -27,6 +31,7 @@ end
         for T in CuMem.RADIX_TYPES, vbytes in (0, 4, 8), wide in (false, true)
             ptx = CuMem.compile_ptx(CuMem.radix_source(T, vbytes, wide); arch = "compute_90")
             @test all(k -> occursin(k, ptx), CuMem.RADIX_KERNELS)
+            @test every_entry_waits(ptx)
         end
         # other tunings (bench/julia/sort_bench.jl's variants): the launch bounds reach the PTX
         # (blocks of 384 and 512 threads, the look-back by bit masks with windows of 8 and 32: one key type each)
@@ -72,6 +77,7 @@ end
             k[2] isa Tuple && k[2][1] === :scan1 || continue
             ptx = CuMem.compile_ptx(e.source; arch = "compute_90")
             @test occursin("cumem_scan_onepass", ptx) && occursin("cumem_scan_lines", ptx)
+            @test every_entry_waits(ptx)
             Acc, tune = k[2][4], k[2][end]          # (the accumulator and the tuning: the key's)
             @test ptx_smem(ptx)["cumem_scan_onepass"] == CuMem.scan_smem(Acc, tune.threads, CuMem.scan_items(Acc, tune), tune.spin)
             n += 1

@@ -191,3 +191,40 @@ end
         @test same(exp.(A .- col), exp.(Float32[1 2; 3 4] .- Float32[10, 20]))
     end
 end
+
+# A new element function's first call (compute/broadcast/fastpath.jl): the general path is
+# compiled once for all types (its arguments pass inference barriers), fills the type's slot
+# and leaves the run to the fast path; the results, the slots and an exception at once from
+# a function that always throws are as before.
+@testset "a new function's first call: the general path compiled once" begin
+    # compiled specialisations of a method (Julia 1.5's table, or Base.specializations)
+    function nspecs(m::Method)
+        isdefined(Base, :specializations) && return count(_ -> true, Base.specializations(m))
+        s = m.specializations
+        s === nothing && return 0
+        s isa Core.SimpleVector && return count(i -> isassigned(s, i) && s[i] isa Core.MethodInstance, 1:length(s))
+        n = Ref(0)
+        Base.visit(_ -> (n[] += 1), s)
+        return n[]
+    end
+    general = (CuMem.general_broadcast!, CuMem.copy_general, CuMem.gpu_broadcast!, CuMem.fast_slot_key,
+               CuMem.remember_fast!, CuMem.index_fast!, CuMem.bc_function)
+    x, y = CuArray(Float32[1, 2, 3]), CuArray(Float32[4, 5, 6])
+    z = similar(x)
+    warm = @eval v -> v * 2f0 + 1f0
+    Base.invokelatest(() -> (warm.(x); z .= warm.(x) .+ y; map(warm, x)))
+    before = [nspecs(m) for f in general for m in methods(f)]
+    for k in 1:3
+        g = @eval v -> v * $(Float32(k)) - 1f0
+        @test same(Base.invokelatest(() -> g.(x)), Float32[1, 2, 3] .* k .- 1)
+        @test same(Base.invokelatest(() -> z .= g.(x) .+ y), Float32[1, 2, 3] .* k .- 1 .+ Float32[4, 5, 6])
+        @test same(Base.invokelatest(() -> map(g, y)), Float32[4, 5, 6] .* k .- 1)
+        bc = Base.Broadcast.instantiate(Base.Broadcast.broadcasted(g, x))
+        @test CuMem.fast_get(Tuple{CuArray{Float32,1},typeof(bc)}) !== nothing      # the slot, filled by the first call
+        @test CuMem.fast_get(Tuple{Val{:copy},typeof(bc)}).eltype === Float32
+    end
+    @test [nspecs(m) for f in general for m in methods(f)] == before
+    # a function that always throws: Base's exception from its first broadcast, at once
+    thrower = @eval v -> throw(DomainError(v, "no"))
+    @test_throws DomainError Base.invokelatest(() -> thrower.(x))
+end
