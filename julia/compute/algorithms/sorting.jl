@@ -79,7 +79,10 @@ RadixTuning(items, blocks_per_sm, lookback, sleep_ns, match, early, threads) =
     RadixTuning(items, blocks_per_sm, lookback, sleep_ns, match, early, threads, RADIX_DEFAULT.hist)
 RadixTuning(items, blocks_per_sm, lookback, sleep_ns, match, early, threads, hist) =
     RadixTuning(items, blocks_per_sm, lookback, sleep_ns, match, early, threads, hist, RADIX_DEFAULT.walk)
-const RADIX_DEFAULT = RadixTuning(16, 4, 8, 100, 2, 0, 256, 4, 0)
+# (24 keys per thread, 3 blocks per SM, 16 histogram keys in flight: 0.90-0.94 x the earlier
+# 16 / 4 / 4 in all four sorts at 10^8 on an H200, each timed interleaved with it:
+# bench/results/h200x4-2026-11-28-session12, call B)
+const RADIX_DEFAULT = RadixTuning(24, 3, 8, 100, 2, 0, 256, 16, 0)
 const SORT_TUNING = Ref(RadixTuning(0, 0, 0, 0, 0, 0, 0, 0, 0))     # items 0: not yet read from ENV
 # each field's variable and values
 const SORT_VARS = (items = "CUMEM_SORT_ITEMS" => 1:32, blocks_per_sm = "CUMEM_SORT_BLOCKS_PER_SM" => 0:8,
@@ -92,15 +95,15 @@ const SORT_VARS = (items = "CUMEM_SORT_ITEMS" => 1:32, blocks_per_sm = "CUMEM_SO
     CuMem.sort_tuning(t::RadixTuning) -> t
 
 The onesweep radix sort's tuning in use, read on first use from the environment variables
-`CUMEM_SORT_ITEMS` (keys per thread, 1-32, default 16; 8-byte keys or payload take at most 22 with 256 threads,
+`CUMEM_SORT_ITEMS` (keys per thread, 1-32, default 24; 8-byte keys or payload take at most 22 with 256 threads,
 the most whose shared memory fits CUDA's 48 KiB per block: `CuMem.radix_fit`), `CUMEM_SORT_BLOCKS_PER_SM`
-(`__launch_bounds__` blocks per SM, 0-8, default 4), `CUMEM_SORT_LOOKBACK` (look-back
+(`__launch_bounds__` blocks per SM, 0-8, default 3), `CUMEM_SORT_LOOKBACK` (look-back
 tiles per round trip, 1-32, default 8), `CUMEM_SORT_SLEEP_NS` (the look-back's pause,
 0-10000, default 100), `CUMEM_SORT_MATCH` (1 atomicOr, 0 ballots, 2 by pass, 3 by pass with
 `__match_any_sync`; default 2), `CUMEM_SORT_EARLY` (early counts: 0 none, 1 before the
 ranking, 2 with the look-back before the ranking; default 0), `CUMEM_SORT_THREADS` (threads
 of a block, a multiple of 32 from 256 to 1024, default 256), `CUMEM_SORT_HIST` (keys in
-flight per thread of the histogram kernel, 1-32, default 4) and `CUMEM_SORT_WALK` (the
+flight per thread of the histogram kernel, 1-32, default 16) and `CUMEM_SORT_WALK` (the
 look-back's window: 0 tile by tile, 1 by bit masks; default 0); the second
 form sets it for the sorts that follow
 (bench/julia/sort_bench.jl compares variants in one process). Each tuning compiles its own
