@@ -239,8 +239,11 @@ typedef struct {
   // Nodes on the longest dependency chain: the ones a replay runs one after another
   // (equal to `nodes` for a graph captured as one chain).
   uint64_t depth;
-  // Padding (0).
-  uint64_t reserved;
+  // Of the edges, the programmatic ones (`CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC`, CUDA
+  // 12.3): a kernel launched with programmatic dependent launch under capture (see
+  // `cumem_kernel_uses_pdl`) may start before the kernel it depends on ends, and waits
+  // for it in its `griddepcontrol.wait`. 0 on drivers older than CUDA 12.3.
+  uint64_t programmatic;
 } cumem_graph_info_t;
 
 // One allocation-history entry (C: `cumem_event_t`, 80 bytes).
@@ -389,7 +392,9 @@ int32_t cumem_kernel_load(const char *source, const char *name, uint64_t *kernel
 // `bx × by × bz` threads and `shared_bytes` of dynamic shared memory on the legacy
 // default stream (`cuLaunchKernel`), and returns without waiting. `args` is
 // `cuLaunchKernel`'s `kernelParams`: an array with one pointer per kernel parameter to
-// that argument's value (NULL only for a kernel without parameters).
+// that argument's value (NULL only for a kernel without parameters). A kernel that
+// executes `griddepcontrol.wait` (CuMem's own all do) is launched on an sm_90+ GPU with
+// programmatic dependent launch (`cuLaunchKernelEx`; see `cumem_kernel_uses_pdl`).
 //
 // Returns `CUMEM_ERROR_INVALID_VALUE` for an unknown handle, a zero dimension, or a
 // geometry the driver refuses (too many threads or too much shared memory per block);
@@ -426,6 +431,28 @@ int32_t cumem_kernel_launch_async(uint64_t stream,
                                   uint32_t bz,
                                   uint32_t shared_bytes,
                                   void **args);
+
+// Writes into `*on` 1 when `kernel` (a handle from `cumem_kernel_load`) is launched with
+// programmatic dependent launch (`cuLaunchKernelEx` with
+// `CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION`): its code executes
+// `griddepcontrol.wait` (every kernel CuMem generates or ships begins with it,
+// `CUMEM_PDL_ENTRY()` of julia/cuda/common.cuh), the GPU is sm_90 or later, the driver
+// CUDA 12.3 or later, and PDL is on (`cumem_set_pdl`, `CUMEM_PDL`); else 0. Returns
+// `CUMEM_ERROR_INVALID_VALUE` for an unknown handle or a null `on`.
+//
+// # Safety
+// `on` must be null or writable for one `int32_t`.
+int32_t cumem_kernel_uses_pdl(uint64_t kernel, int32_t *on);
+
+// Turns programmatic dependent launch on (`on` != 0) or off for the kernel launches from
+// now on, and writes into `*was` (when not NULL) 1 if it was on. On by default;
+// `CUMEM_PDL=0` (or `off`, `false`, `no`) in the environment turns it off and wins over
+// this call (the measuring switch and the fallback). Graphs captured before keep their
+// edges. Works without a GPU (nothing is launched there).
+//
+// # Safety
+// `was` must be null or writable for one `int32_t`.
+int32_t cumem_set_pdl(int32_t on, int32_t *was);
 
 // Queues on `stream` an operation that takes `ns` nanoseconds and touches no memory:
 // the deliberately slow kernel of the ordering tests and benchmarks. On a GPU a
@@ -1395,13 +1422,18 @@ int32_t cumem_stream_begin_capture(uint64_t stream,
                                    uint64_t *pool_out);
 
 // Ends the capture of `stream` (`cuStreamEndCapture`) into `*graph`, a graph holding a
-// reference to the capture's pool. Returns `CUMEM_ERROR_INVALID_VALUE` when `stream`
+// reference to the capture's pool. With programmatic dependent launch on (see
+// `cumem_set_pdl`), every default edge from a kernel node into a kernel that starts with
+// `griddepcontrol.wait` (see `cumem_kernel_uses_pdl`) is made programmatic
+// (`cuGraphRemoveDependencies_v2`, `cuGraphAddDependencies_v2`): the edges set with
+// `cumem_stream_set_capture_dependencies` get what the stream's order gives such a launch. Returns `CUMEM_ERROR_INVALID_VALUE` when `stream`
 // is not being captured or `graph` is null, `CUMEM_ERROR_DEVICE` when the capture was
 // invalidated (the capture is over then, and no graph is made).
 //
 // # Safety
 // `graph` must be null or writable for one `uint64_t`.
-int32_t cumem_stream_end_capture(uint64_t stream, uint64_t *graph);
+int32_t cumem_stream_end_capture(uint64_t stream,
+                                 uint64_t *graph);
 
 // Writes 1 to `*capturing` when `stream` of the current device is being captured, else
 // 0. Returns `CUMEM_ERROR_INVALID_VALUE` for a null `capturing`.
@@ -1487,14 +1519,16 @@ int32_t cumem_stream_set_capture_dependencies(uint64_t stream,
                                               uint64_t count);
 
 // Writes graph `graph`'s shape into `*info` (`cumem_graph_info_t`: nodes in all, kernel,
-// memcpy, memset and other nodes, edges, and the nodes on its longest dependency chain,
-// which a replay runs one after another; `cuGraphGetNodes`, `cuGraphNodeGetType`,
-// `cuGraphGetEdges`). All 0 on the host device, whose graphs are recorded above the
-// engine. Returns `CUMEM_ERROR_INVALID_VALUE` for an unknown graph or a null `info`.
+// memcpy, memset and other nodes, edges, the nodes on its longest dependency chain,
+// which a replay runs one after another, and the programmatic edges among the edges,
+// those into kernels launched with programmatic dependent launch; `cuGraphGetNodes`,
+// `cuGraphNodeGetType`, `cuGraphGetEdges_v2` or `cuGraphGetEdges`). All 0 on the host
+// device, whose graphs are recorded above the engine. Returns `CUMEM_ERROR_INVALID_VALUE` for an unknown graph or a null `info`.
 //
 // # Safety
 // `info` must be null or writable for one `cumem_graph_info_t`.
-int32_t cumem_graph_info(uint64_t graph, cumem_graph_info_t *info);
+int32_t cumem_graph_info(uint64_t graph,
+                         cumem_graph_info_t *info);
 
 // Writes a memory timeline of `n` history events (`cumem_event_t`, in time order, as
 // `cumem_memory_events` returns them, or any slice of them such as a profile's window)

@@ -738,3 +738,163 @@ fn run_gemm<T: Copy + Default>(
     }
     out.into_iter().map(from).collect()
 }
+
+/// Two kernels that begin as CuMem's do (`CUMEM_PDL_ENTRY()`, julia/cuda/common.cuh) and
+/// one that does not: a slow producer (one thread per block spins `ns` on the global timer
+/// before the block writes) and its consumer.
+const PDL_SOURCE: &str = r#"
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define ENTRY() asm volatile("griddepcontrol.wait;" ::: "memory"); asm volatile("griddepcontrol.launch_dependents;" ::: "memory")
+#else
+#define ENTRY()
+#endif
+extern "C" __global__ void pdl_fill(float* x, long long n, float v, unsigned long long ns) {
+  ENTRY();
+  if (threadIdx.x == 0) {
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < ns);
+  }
+  __syncthreads();
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)blockDim.x * gridDim.x) x[i] = v;
+}
+extern "C" __global__ void pdl_add(const float* x, float* y, long long n) {
+  ENTRY();
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)blockDim.x * gridDim.x) y[i] = x[i] + 1.0f;
+}
+extern "C" __global__ void plain_add(const float* x, float* y, long long n) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)blockDim.x * gridDim.x) y[i] = x[i] + 1.0f;
+}
+"#;
+
+fn uses_pdl(k: u64) -> bool {
+    let mut on = -1;
+    // SAFETY: a valid out-pointer.
+    assert_eq!(unsafe { cumem_kernel_uses_pdl(k, &mut on) }, CUMEM_SUCCESS, "{}", last_error());
+    on == 1
+}
+
+/// Queues producer (value `v`) then consumer of `n` floats on `stream`.
+fn pdl_pair(stream: u64, fill: u64, add: u64, (x, y, n): (u64, u64, i64), v: f32, ns: u64) {
+    let (mut px, mut py, mut nn, mut vv, mut t) = (x, y, n, v, ns);
+    let mut a1 = [
+        &mut px as *mut u64 as *mut c_void,
+        &mut nn as *mut i64 as *mut c_void,
+        &mut vv as *mut f32 as *mut c_void,
+        &mut t as *mut u64 as *mut c_void,
+    ];
+    // SAFETY: the kernels' parameters; x and y hold n floats.
+    unsafe {
+        let rc = cumem_kernel_launch_async(stream, fill, 264, 1, 1, 256, 1, 1, 0, a1.as_mut_ptr());
+        assert_eq!(rc, CUMEM_SUCCESS, "{}", last_error());
+        let mut a2 = [
+            &mut px as *mut u64 as *mut c_void,
+            &mut py as *mut u64 as *mut c_void,
+            &mut nn as *mut i64 as *mut c_void,
+        ];
+        let rc = cumem_kernel_launch_async(stream, add, 264, 1, 1, 256, 1, 1, 0, a2.as_mut_ptr());
+        assert_eq!(rc, CUMEM_SUCCESS, "{}", last_error());
+    }
+}
+
+/// Programmatic dependent launch (src/compute/module.rs, `launch`): a kernel that waits
+/// (`griddepcontrol.wait`) launches with it on sm_90+ and one that does not launches without;
+/// a consumer launched while its slow producer still runs reads the producer's values,
+/// eagerly on a stream and replayed from a captured graph whose edge is programmatic;
+/// `cumem_graph_exec_update` takes a graph captured the same way; `cumem_set_pdl(0)` turns it
+/// off. The proof the GPU suite shows: "pdl: uses 1, programmatic edges 1" on an H100/H200.
+#[test]
+fn cuda_programmatic_dependent_launch() {
+    setup();
+    let mut was = -1;
+    // SAFETY: a valid out-pointer.
+    assert_eq!(unsafe { cumem_set_pdl(1, &mut was) }, CUMEM_SUCCESS);
+    assert!(was == 0 || was == 1);
+    if !cuda() {
+        note("cuda_programmatic_dependent_launch: skipped (set CUMEM_TEST_CUDA=1 on a GPU)");
+        // SAFETY: a valid out-pointer; the handle is refused.
+        assert_eq!(unsafe { cumem_kernel_uses_pdl(12345, &mut was) }, CUMEM_ERROR_INVALID_VALUE);
+        return;
+    }
+    let env_off = std::env::var("CUMEM_PDL").is_ok_and(|v| v.trim() == "0");
+    let (mut ma, mut mi, mut sm, mut mt) = (0, 0, 0, 0);
+    // SAFETY: valid out-pointers.
+    assert_eq!(unsafe { cumem_device_info(&mut ma, &mut mi, &mut sm, &mut mt) }, CUMEM_SUCCESS);
+    let fill = load(PDL_SOURCE, "pdl_fill").unwrap_or_else(|e| panic!("{e:?}"));
+    let add = load(PDL_SOURCE, "pdl_add").unwrap();
+    let plain = load(PDL_SOURCE, "plain_add").unwrap();
+    let expect = ma >= 9 && !env_off;
+    assert_eq!((uses_pdl(fill), uses_pdl(add)), (expect, expect), "sm {ma}.{mi}");
+    assert!(!uses_pdl(plain), "a kernel without griddepcontrol.wait never launches with PDL");
+    let n: i64 = 1 << 20;
+    let (x, y) = (upload(&vec![0f32; n as usize]), upload(&vec![0f32; n as usize]));
+    let mut s = 0;
+    // SAFETY: a valid out-pointer.
+    assert_eq!(unsafe { cumem_stream_create(0, &mut s) }, CUMEM_SUCCESS);
+    let check = |v: f32, what: &str| {
+        assert_eq!(cumem_stream_synchronize(s), CUMEM_SUCCESS, "{}", last_error());
+        let got: Vec<f32> = download(y, n as usize);
+        let bad = got.iter().filter(|&&g| g != v + 1.0).count();
+        assert_eq!(bad, 0, "{what}: {bad} of {n} elements are not {}", v + 1.0);
+    };
+    // eager: 20 rounds, each producer slow (20 µs per block) so the consumer, launched early, waits
+    for k in 1..=20 {
+        pdl_pair(s, fill, add, (x, y, n), k as f32, 20_000);
+        check(k as f32, &format!("eager round {k}"));
+    }
+    // captured: one programmatic edge (sm_90+), replayed; then updated to another value
+    let capture = |v: f32| {
+        let (mut pool, mut g) = (0, 0);
+        // SAFETY: valid out-pointers.
+        assert_eq!(unsafe { cumem_stream_begin_capture(s, 0, &mut pool) }, CUMEM_SUCCESS, "{}", last_error());
+        pdl_pair(s, fill, add, (x, y, n), v, 20_000);
+        let mut count = 0;
+        // SAFETY: a count query (null nodes, capacity 0).
+        let rc = unsafe { cumem_stream_capture_dependencies(s, std::ptr::null_mut(), 0, &mut count) };
+        assert_eq!((rc, count), (CUMEM_SUCCESS, 1), "{}", last_error());
+        // SAFETY: a valid out-pointer.
+        assert_eq!(unsafe { cumem_stream_end_capture(s, &mut g) }, CUMEM_SUCCESS, "{}", last_error());
+        (pool, g)
+    };
+    let (pool, g) = capture(100.0);
+    let mut info = cumem::engine::GraphInfo::default();
+    // SAFETY: a valid out-pointer.
+    assert_eq!(unsafe { cumem_graph_info(g, &mut info) }, CUMEM_SUCCESS, "{}", last_error());
+    assert_eq!((info.nodes, info.kernels, info.edges, info.depth), (2, 2, 1, 2), "{info:?}");
+    assert_eq!(info.programmatic, expect as u64, "{info:?}");
+    eprintln!("pdl: uses {}, programmatic edges {} (sm {ma}.{mi})", uses_pdl(add) as i32, info.programmatic);
+    let mut exec = 0;
+    // SAFETY: a valid out-pointer.
+    assert_eq!(unsafe { cumem_graph_instantiate(g, &mut exec) }, CUMEM_SUCCESS, "{}", last_error());
+    for _ in 0..3 {
+        assert_eq!(cumem_graph_launch_async(exec, s), CUMEM_SUCCESS, "{}", last_error());
+    }
+    check(100.0, "replay");
+    let (pool2, g2) = capture(200.0);
+    assert_eq!(cumem_graph_exec_update(exec, g2), CUMEM_SUCCESS, "{}", last_error());
+    assert_eq!(cumem_graph_launch_async(exec, s), CUMEM_SUCCESS, "{}", last_error());
+    check(200.0, "replay after update");
+    // off: launched without PDL, results the same
+    // SAFETY: a valid out-pointer.
+    assert_eq!(unsafe { cumem_set_pdl(0, &mut was) }, CUMEM_SUCCESS);
+    assert_eq!(was, !env_off as i32, "on unless CUMEM_PDL=0, whatever the GPU");
+    assert!(!uses_pdl(add));
+    pdl_pair(s, fill, add, (x, y, n), 300.0, 20_000);
+    check(300.0, "PDL off");
+    // SAFETY: a valid out-pointer.
+    assert_eq!(unsafe { cumem_set_pdl(1, &mut was) }, CUMEM_SUCCESS);
+    assert_eq!(was, 0);
+    assert_eq!(uses_pdl(add), expect);
+    let _ = (sm, mt);
+    assert_eq!(cumem_graph_exec_destroy(exec), CUMEM_SUCCESS);
+    for h in [g, g2] {
+        assert_eq!(cumem_graph_destroy(h), CUMEM_SUCCESS);
+    }
+    for p in [pool, pool2] {
+        assert_eq!(cumem_graph_pool_release(p), CUMEM_SUCCESS);
+    }
+    assert_eq!(cumem_stream_destroy(s), CUMEM_SUCCESS);
+    for q in [x, y] {
+        assert_eq!(cumem_free(q), CUMEM_SUCCESS);
+    }
+}

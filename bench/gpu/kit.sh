@@ -9,7 +9,9 @@
 #                               of the suites that run on a GPU (tests/*.rs using tests/common/)
 #   .kit/julia/                 the Julia 1.5.3 bundle (without Julia's own tests), julia-env.sh
 #   .kit/traces/                extra *.trace files for the replay suite (from TRACES=dir)
-#   .kit/manifest.txt           commit, date and size of each part
+#   .kit/manifest.txt           the tree's commit (written by every call, `sizes` too: the GPU
+#                               machine has no git repository, so run.sh's summary takes it from
+#                               here), then the commit, date and size of each part
 #
 #   JULIA_BUNDLE=<dir> bash bench/gpu/kit.sh [PART...]     (from the repository root)
 #
@@ -104,9 +106,14 @@ mib() { awk -v b="$1" 'BEGIN {printf "%.1f MiB", b / 1048576}'; }
 size() { [ -e "$1" ] && du -sb "$1" | cut -f1 || echo 0; }
 # The tree that travels: tracked files plus untracked files git does not ignore.
 tree=$(git ls-files -z --cached --others --exclude-standard | xargs -0 -r stat -c %s 2>/dev/null | awk '{s+=$1} END {print s+0}')
-for p in engine bench rust julia traces; do
-    [ -e "$K/$p" ] && echo "$p $(mib "$(size "$K/$p")") $(cat "$K/$p/built.txt" 2>/dev/null)"
-done > "$K/manifest.txt"
+{
+    # (first line "tree COMMIT[+changes] on DATE": the working tree's commit, +changes where
+    # tracked files differ from it; run.sh's summary header reads it)
+    echo "tree $(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo '+changes') on $(date -u +%FT%TZ)"
+    for p in engine bench rust julia traces; do
+        [ -e "$K/$p" ] && echo "$p $(mib "$(size "$K/$p")") $(cat "$K/$p/built.txt" 2>/dev/null)"
+    done
+} > "$K/manifest.txt"
 echo
 echo "tree (tracked + untracked, not ignored): $(mib "$tree")"
 for p in engine bench rust julia traces; do

@@ -35,7 +35,8 @@
 #                Rust tests/linalg.rs is in rust-cuda)
 #   sort         bench/julia/sort_bench.jl beside bench/anchors/sort_anchor.py (torch, CuPy);
 #                CUMEM_SORT_VARIANTS / CUMEM_SCAN_VARIANTS: tunings measured in the same call
-#                (sort_bench.jl's header; rows "op@tuning" in sort_table.md)
+#                (sort_bench.jl's header; rows "op@tuning" in sort_table.md; a sort variant's
+#                cell: its ms, its ratio to the default timed interleaved with it, the default's ms)
 #   hotpath      bench/julia/julia_bench.jl for every caching pool, julia_breakdown.jl, and the
 #                engine's pair (examples hotloop, capi_hotloop, if in the kit)
 #   multigpu     (two GPUs or more) the Rust multidevice tests, test/devices/{multidevice,distributed}
@@ -49,8 +50,10 @@
 #   graphs       CUDA graphs: the demo's MLP step eager and replayed from a graph
 #                (bench/julia/graph_bench.jl) beside PyTorch eager and torch.cuda.graph replay
 #                (bench/anchors/graph_anchor.py): median µs per step, weights equal to eager,
-#                graph pool memory against the step's peak, growth over 10 000 replays; the
-#                tests: TESTS=test/compute/runtime/graphs_tests.jl with the tests suite
+#                graph pool memory against the step's peak, growth over 10 000 replays, and
+#                eager/replay with programmatic dependent launch off (rows eager_nopdl,
+#                graph_nopdl; CuMem.pdl!(false)); the tests: TESTS=test/compute/runtime/graphs_tests.jl
+#                with the tests suite
 #   fuzz         the differential fuzzer on the GPU: test/fuzz/fuzz_tests.jl (the regression
 #                cases, FUZZ_N functions (default 40) from the fixed seed and FUZZ_N from a
 #                seed of this run, printed), then test/fuzz/fuzz.jl --ulps (ulps.md); the JSON
@@ -359,7 +362,10 @@ rows, device = {}, "?"
 for f in sys.argv[1:]:
     for line in open(f):
         if line.startswith("{"):
-            r = json.loads(line); rows.setdefault((r["op"], r["n"]), {})[r["impl"]] = r.get("ms", "failed")
+            r = json.loads(line); ms = r.get("ms", "failed")
+            if "ratio" in r:   # (a sort variant timed interleaved with the default: its ratio to it)
+                ms = f'{ms} ({r["ratio"]}x default {r["ms_default"]}{"" if r.get("ok", True) else ", WRONG"})'
+            rows.setdefault((r["op"], r["n"]), {})[r["impl"]] = ms
             device = r.get("device", device)
 print("| op | n | CuMem ms | torch ms | CuPy ms |\n|---|---|---:|---:|---:|")
 for (op, n), v in sorted(rows.items(), key=lambda kv: (kv[0][1], kv[0][0])):
@@ -503,9 +509,11 @@ suite_fuzz_campaign() {
     step "precompile CuMem" "$L/precompile.log" jl 300 -e 'using CuMem'
     # (by default: what is left of the budget, less loading, the last function and the table)
     local secs=${FUZZ_SECONDS:-$(( ${SUITE_BUDGET:-$(budget_of fuzz-campaign)} - (SECONDS - t0) - 120 ))}
+    # (every process stopped 20 s before the suite's end, so that the table is written)
+    local deadline=$(( $(date +%s) + ${SUITE_BUDGET:-$(budget_of fuzz-campaign)} - (SECONDS - t0) - 20 ))
     # Julia with the bundle's environment; g++ (emu) with this machine's
     TAIL=6 step "fuzz campaign ($mode, ${FUZZ_PROCS:-$(nproc)} processes, $secs s each)" "$L/campaign.log" \
-        env FUZZ_MODE="$mode" FUZZ_SECONDS="$secs" FUZZ_GRACE="${FUZZ_GRACE:-90}" FUZZ_OUT="$L/campaign" \
+        env FUZZ_MODE="$mode" FUZZ_SECONDS="$secs" FUZZ_GRACE="${FUZZ_GRACE:-90}" FUZZ_DEADLINE="$deadline" FUZZ_OUT="$L/campaign" \
         CUMEM_EMU_LD_LIBRARY_PATH="${LD_LIBRARY_PATH-}" \
         JULIA="env LD_LIBRARY_PATH=${JL_LDLP-${LD_LIBRARY_PATH-}} LD_PRELOAD=${JL_PRELOAD-} julia --startup-file=no" \
         bash test/fuzz/campaign.sh
@@ -658,16 +666,20 @@ for f in sys.argv[1:]:
             r = json.loads(line)
             if "mode" in r: rows[(r["impl"], r["mode"])] = r
             else: checks.append(r)
-print("| step (MLP 64-128-10, batch 64, SGD) | µs per step (median, synchronized) | launch only µs | graph nodes (kernels, memcpy, memset, other) | edges | depth |\n|---|---:|---:|---|---:|---:|")
-for k in [("cumem", "eager"), ("cumem", "graph"), ("cumem", "graph_chain"), ("cumem", "eager_cublas"), ("cumem", "graph_cublas"), ("torch", "eager"), ("torch", "graph")]:
+print("| step (MLP 64-128-10, batch 64, SGD) | µs per step (median, synchronized) | launch only µs | graph nodes (kernels, memcpy, memset, other) | edges | depth | programmatic edges | kernels with PDL |\n|---|---:|---:|---|---:|---:|---:|---:|")
+for k in [("cumem", "eager"), ("cumem", "eager_nopdl"), ("cumem", "graph"), ("cumem", "graph_nopdl"), ("cumem", "graph_chain"), ("cumem", "eager_cublas"), ("cumem", "graph_cublas"), ("torch", "eager"), ("torch", "graph")]:
     r = rows.get(k)
     if r:
-        shape = f"{r['nodes']} ({r['kernels']}, {r['memcpys']}, {r['memsets']}, {r['others']}) | {r['edges']} | {r['depth']}" if "nodes" in r else "- | - | -"
-        print(f"| {k[0]} {k[1]} | {r['us']} | {r.get('us_launch_only', '-')} | {shape} |")
+        shape = f"{r['nodes']} ({r['kernels']}, {r['memcpys']}, {r['memsets']}, {r['others']}) | {r['edges']} | {r['depth']} | {r.get('programmatic', '-')}" if "nodes" in r else "- | - | - | -"
+        pdl = f"{r['pdl_kernels']} of {r['loaded_kernels']}" if "pdl_kernels" in r else "-"
+        print(f"| {k[0]} {k[1]} | {r['us']} | {r.get('us_launch_only', '-')} | {shape} | {pdl} |")
 cg, tg, ce = rows.get(("cumem", "graph")), rows.get(("torch", "graph")), rows.get(("cumem", "eager"))
 if cg and tg and ce:
     print(f"\nCuMem graph / PyTorch graph: {cg['us'] / tg['us']:.2f} (launch only {cg['us_launch_only'] / tg['us_launch_only']:.2f}); CuMem graph / CuMem eager: {cg['us'] / ce['us']:.3f}")
     ok = cg['us'] <= 0.5 * tg['us'] and cg['us'] <= 0.1 * ce['us']
+    cn, en = rows.get(("cumem", "graph_nopdl")), rows.get(("cumem", "eager_nopdl"))
+    if cn and en:
+        print(f"\nprogrammatic dependent launch: graph {cg['us']} µs against {cn['us']} µs without ({cg['us'] / cn['us']:.3f}), launch only {cg['us_launch_only']} against {cn['us_launch_only']}; eager {ce['us']} against {en['us']} ({ce['us'] / en['us']:.3f})")
     print(f"\ntarget (graph <= 0.5 x PyTorch graph and <= 0.1 x CuMem eager): {'met' if ok else 'NOT met'}")
 for c in checks:
     print("\n" + ", ".join(f"{k} {v}" for k, v in c.items() if k != "device"))
@@ -748,10 +760,28 @@ START=$SECONDS
 LIMIT=${RUN_LIMIT:-570}
 SUMMARY="$STAGE/summary.md"
 setup_kit
+# The tree's commit: the "tree" line that bench/gpu/kit.sh writes first into $KIT/manifest.txt
+# at every call (`kit.sh sizes` refreshes it in seconds; the GPU machine has no git repository
+# of this tree, and a git command there answers for whatever repository it finds, if any), with
+# git's where this folder is a repository's root and its HEAD differs; git's alone without that
+# line (a run without a kit).
+tree_commit() {
+    local top g="" rec
+    top=$(git rev-parse --show-toplevel 2>/dev/null)
+    if [ -n "$top" ] && [ "$(cd "$top" && pwd -P)" = "$(pwd -P)" ]; then
+        g="$(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo ' (with uncommitted changes)')"
+    fi
+    rec=$(sed -n 's/^tree \([^ ]*\) on \(.*\)$/\1 (recorded by kit.sh at \2)/p' "$KIT/manifest.txt" 2>/dev/null | head -1)
+    if [ -n "$rec" ]; then
+        if [ -n "$g" ] && [ "${rec%%[+ ]*}" != "${g%% *}" ]; then echo "$rec; git here: $g"; else echo "$rec"; fi
+    else
+        echo "${g:-? (no git repository here and no tree line in $KIT/manifest.txt: run bench/gpu/kit.sh sizes before the call)}"
+    fi
+}
 {
     echo "# CuMem GPU run: $*"
     echo
-    echo "- date: $(date -u +%FT%TZ); commit: $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
+    echo "- date: $(date -u +%FT%TZ); commit: $(tree_commit)"
     gpus=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | paste -sd ';' -)
     echo "- GPU: ${gpus:-none}"
     echo "- CUDA: $(/usr/local/cuda/bin/nvcc --version 2>/dev/null | grep -o 'V[0-9.]*' || echo '?'); julia: $(julia --version 2>/dev/null || echo none); python: $(env -u LD_PRELOAD python3 -c 'import sys, torch; print(sys.version.split()[0], "torch", torch.__version__)' 2>/dev/null || echo '?')"

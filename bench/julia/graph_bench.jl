@@ -9,11 +9,16 @@
 #     follow the data (the default), "graph_chain" is the same step captured as one chain
 #     (`edges = false`); both carry the graph's shape (CuMem.graph_info): "nodes",
 #     "kernels", "memcpys", "memsets", "others", "edges", "depth" (nodes on the longest
-#     dependency chain);
+#     dependency chain), "programmatic" (edges of programmatic dependent launch, PDL);
+#     "eager_nopdl" and "graph_nopdl" are "eager" and "graph" with PDL off (CuMem.pdl!(false),
+#     as CUMEM_PDL=0); every row has "pdl_kernels" of "loaded_kernels": how many of the
+#     package's loaded kernels were launched with PDL during it (0 on the host device and
+#     below sm_90);
 #   {"check":"small_gemm", "max_rel_diff", "within_tolerance"}: the step's products by CuMem's
 #     small-gemm kernel against cuBLAS (largest difference / largest |result|, tolerance 1e-5);
 #   {"check":"weights", "equal":true|false, "max_abs_diff":...}: a model trained eagerly and one
-#     trained by replays (same seed, same batches) end with the same weights;
+#     trained by replays (same seed, same batches) end with the same weights; "weights_chain"
+#     and "weights_nopdl": the one-chain and the PDL-off graph's model against the graph's;
 #   {"check":"memory", "graph_reserved_bytes", "graph_allocated_bytes", "step_peak_bytes",
 #     "growth_bytes", "replays"}: the graph pool's memory against the eager step's peak live
 #     memory (allocated bytes above those before the step), and the growth of the pool and of
@@ -46,7 +51,29 @@ function time_steps(f, n)
     return median_of(ts)
 end
 
+# (kernels launched with PDL, kernels loaded) among the package's kernels (CuMem.uses_pdl)
+function pdl_counts()
+    ks = [k for e in values(CuMem.KERNEL_TABLE) for k in e.kernels if k isa CuMem.Kernel]
+    return count(CuMem.uses_pdl, ks), length(ks)
+end
+pdl_fields() = ((n, t) = pdl_counts(); ("pdl_kernels" => n, "loaded_kernels" => t))
+
 json(pairs...) = println("{", join(("\"$k\":" * (v isa AbstractString ? "\"$v\"" : string(v)) for (k, v) in pairs), ","), "}")
+
+# A captured step (a GraphStep) replayed STEPS times with the next batch copied in first, then
+# STEPS launches alone (inputs in place, for the target against PyTorch's replay); prints the
+# mode's JSON line with the graph's shape and returns both medians (µs per step)
+function time_replays(mode, g)
+    us = time_steps(STEPS) do i
+        copyto!(g.x, xs[mod1(i + 1, 8)])
+        copyto!(g.y, ys[mod1(i + 1, 8)])
+        CuMem.launch(g.exec)
+    end
+    us_launch = time_steps(i -> CuMem.launch(g.exec), STEPS)
+    json("impl" => "cumem", "mode" => mode, "us" => round(us; digits = 2), "us_launch_only" => round(us_launch; digits = 2),
+         "steps" => STEPS, (string(k) => v for (k, v) in pairs(g.info))..., pdl_fields()..., "device" => DEVICE)
+    return us, us_launch
+end
 
 # eager: the step as the demo runs it without --graph (the loss stays on the device)
 m_eager = MLP(MersenneTwister(42))
@@ -60,7 +87,7 @@ train_step_loss!(m_eager, xs[2], ys[2], LR, loss)
 CuMem.synchronize()
 step_peak = memory_stats().peak_allocated_bytes - base
 us_eager = time_steps(i -> train_step_loss!(m_eager, xs[mod1(i, 8)], ys[mod1(i, 8)], LR, loss), STEPS)
-json("impl" => "cumem", "mode" => "eager", "us" => round(us_eager; digits = 2), "steps" => STEPS, "device" => DEVICE)
+json("impl" => "cumem", "mode" => "eager", "us" => round(us_eager; digits = 2), "steps" => STEPS, pdl_fields()..., "device" => DEVICE)
 
 # graph: one eager step (compiles), then the captured step replayed
 m_graph = MLP(MersenneTwister(42))
@@ -70,19 +97,11 @@ train_step_loss!(m_ref, xs[1], ys[1], LR, loss)
 gs = GraphStep(m_graph, xs[2], ys[2], LR)
 pool = CuMem.graph_pools()[end]              # the step's pool (the newest)
 copyto!(gs.x, xs[2]); copyto!(gs.y, ys[2])
-us_graph = time_steps(STEPS) do i
-    copyto!(gs.x, xs[mod1(i + 1, 8)])
-    copyto!(gs.y, ys[mod1(i + 1, 8)])
-    CuMem.launch(gs.exec)
-end
+us_graph, us_launch = time_replays("graph", gs)
 # the same batches eagerly on the reference model
 for i in 1:STEPS
     train_step_loss!(m_ref, xs[mod1(i + 1, 8)], ys[mod1(i + 1, 8)], LR, loss)
 end
-# the launch alone (inputs in place), for the target against PyTorch's replay
-us_launch = time_steps(i -> CuMem.launch(gs.exec), STEPS)
-json("impl" => "cumem", "mode" => "graph", "us" => round(us_graph; digits = 2), "us_launch_only" => round(us_launch; digits = 2),
-     "steps" => STEPS, (string(k) => v for (k, v) in pairs(gs.info))..., "device" => DEVICE)
 for i in 1:STEPS                     # the reference catches up with the launch-only replays
     train_step_loss!(m_ref, gs.x, gs.y, LR, loss)
 end
@@ -94,19 +113,27 @@ json("check" => "weights", "equal" => all(==(0), diffs), "max_abs_diff" => maxim
 m_chain = MLP(MersenneTwister(42))
 train_step_loss!(m_chain, xs[1], ys[1], LR, loss)
 gc = GraphStep(m_chain, xs[2], ys[2], LR; edges = false)
-us_chain = time_steps(STEPS) do i
-    copyto!(gc.x, xs[mod1(i + 1, 8)])
-    copyto!(gc.y, ys[mod1(i + 1, 8)])
-    CuMem.launch(gc.exec)
-end
-us_chain_launch = time_steps(i -> CuMem.launch(gc.exec), STEPS)
-json("impl" => "cumem", "mode" => "graph_chain", "us" => round(us_chain; digits = 2),
-     "us_launch_only" => round(us_chain_launch; digits = 2), "steps" => STEPS,
-     (string(k) => v for (k, v) in pairs(gc.info))..., "device" => DEVICE)
+us_chain, us_chain_launch = time_replays("graph_chain", gc)
 diffs_chain = [maximum(abs.(Array(getfield(m_chain, f)) .- Array(getfield(m_graph, f)))) for f in fieldnames(MLP)]
 json("check" => "weights_chain", "equal" => all(==(0), diffs_chain), "max_abs_diff" => maximum(diffs_chain),
      "steps" => 2 * STEPS + 1, "device" => DEVICE)
 unsafe_free!(gc.exec)
+
+# programmatic dependent launch off (CuMem.pdl!(false), as CUMEM_PDL=0): the eager step and
+# the step captured with edges, on a model of its own, replayed as the graph's
+old_pdl = CuMem.pdl!(false)
+us_eager_nopdl = time_steps(i -> train_step_loss!(m_eager, xs[mod1(i, 8)], ys[mod1(i, 8)], LR, loss), STEPS)
+json("impl" => "cumem", "mode" => "eager_nopdl", "us" => round(us_eager_nopdl; digits = 2), "steps" => STEPS,
+     pdl_fields()..., "device" => DEVICE)
+m_nopdl = MLP(MersenneTwister(42))
+train_step_loss!(m_nopdl, xs[1], ys[1], LR, loss)
+gn = GraphStep(m_nopdl, xs[2], ys[2], LR)
+us_nopdl, _ = time_replays("graph_nopdl", gn)
+diffs_nopdl = [maximum(abs.(Array(getfield(m_nopdl, f)) .- Array(getfield(m_graph, f)))) for f in fieldnames(MLP)]
+json("check" => "weights_nopdl", "equal" => all(==(0), diffs_nopdl), "max_abs_diff" => maximum(diffs_nopdl),
+     "steps" => 2 * STEPS + 1, "device" => DEVICE)
+unsafe_free!(gn.exec)
+CuMem.pdl!(old_pdl)
 
 # the step's five products (shapes, transposes, α/β as sgd_step!) by the small-gemm kernel
 # against cuBLAS: the largest difference relative to the largest |cuBLAS result|
@@ -142,15 +169,7 @@ us_eager_cublas = time_steps(i -> train_step_loss!(m_cublas, xs[mod1(i, 8)], ys[
 json("impl" => "cumem", "mode" => "eager_cublas", "us" => round(us_eager_cublas; digits = 2), "steps" => STEPS,
      "device" => DEVICE)
 gb = GraphStep(m_cublas, xs[2], ys[2], LR)
-us_cublas = time_steps(STEPS) do i
-    copyto!(gb.x, xs[mod1(i + 1, 8)])
-    copyto!(gb.y, ys[mod1(i + 1, 8)])
-    CuMem.launch(gb.exec)
-end
-us_cublas_launch = time_steps(i -> CuMem.launch(gb.exec), STEPS)
-json("impl" => "cumem", "mode" => "graph_cublas", "us" => round(us_cublas; digits = 2),
-     "us_launch_only" => round(us_cublas_launch; digits = 2), "steps" => STEPS,
-     (string(k) => v for (k, v) in pairs(gb.info))..., "device" => DEVICE)
+time_replays("graph_cublas", gb)
 unsafe_free!(gb.exec)
 CuMem.small_gemm!(old_small)
 
@@ -165,6 +184,6 @@ p1 = only(filter(p -> p.id == pool.id, CuMem.graph_pools()))
 growth = (p1.reserved_bytes - p0.reserved_bytes) + (memory_stats().reserved_bytes - r0)
 json("check" => "memory", "graph_reserved_bytes" => p1.reserved_bytes, "graph_allocated_bytes" => p1.allocated_bytes,
      "step_peak_bytes" => step_peak, "growth_bytes" => growth, "replays" => REPLAYS, "device" => DEVICE)
-@printf(stderr, "eager %.1f µs, graph %.1f µs (launch only %.1f µs; %d nodes, depth %d), one chain %.1f µs (launch only %.1f µs) per step; weights equal: %s; graph pool %d bytes, step peak %d bytes, growth %d\n",
-        us_eager, us_graph, us_launch, gs.info.nodes, gs.info.depth, us_chain, us_chain_launch, all(==(0), diffs),
-        p1.reserved_bytes, step_peak, growth)
+@printf(stderr, "eager %.1f µs, graph %.1f µs (launch only %.1f µs; %d nodes, depth %d, %d programmatic edges), one chain %.1f µs (launch only %.1f µs) per step; PDL off: eager %.1f µs, graph %.1f µs; weights equal: %s; graph pool %d bytes, step peak %d bytes, growth %d\n",
+        us_eager, us_graph, us_launch, gs.info.nodes, gs.info.depth, gs.info.programmatic, us_chain, us_chain_launch,
+        us_eager_nopdl, us_nopdl, all(==(0), diffs) && all(==(0), diffs_nopdl), p1.reserved_bytes, step_peak, growth)

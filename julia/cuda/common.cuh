@@ -19,6 +19,30 @@
 /* The declaration of a kernel CuMem launches by name: an unmangled __global__ function. */
 #define CUMEM_KERNEL extern "C" __global__
 
+/* The first statement of every kernel CuMem launches (each CUMEM_KERNEL body; the test
+   test/compute/runtime/cuh_tests.jl checks the .cuh files and generated kernels): programmatic
+   dependent launch (PDL, sm_90 and later, PTX ISA 7.8). The engine launches a kernel whose
+   code executes griddepcontrol.wait with CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+   (src/compute/module.rs; CUMEM_PDL=0 turns that off), so it may start while the kernel before
+   it on the stream (in a graph: the kernel nodes it depends on) is still running:
+   - griddepcontrol.wait blocks until those kernels have completed and their memory writes are
+     visible: nothing before it may read or write global memory (a no-op when the launch did not
+     ask for PDL);
+   - griddepcontrol.launch_dependents then lets the next kernel launch (once every block of this
+     grid has passed it or exited): safe this early, since the next kernel in turn waits in its
+     own griddepcontrol.wait for this whole grid to complete and flush. After the wait, not
+     before it, so that at most one kernel waits ahead of the running one.
+   Empty below sm_90 (and for g++ in the emulation tests): there the engine never asks for PDL. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define CUMEM_PDL_ENTRY()                                    \
+  do {                                                       \
+    asm volatile("griddepcontrol.wait;" ::: "memory");       \
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); \
+  } while (0)
+#else
+#define CUMEM_PDL_ENTRY() do { } while (0)
+#endif
+
 /* The global index of the calling thread in the x dimension, in the index type I
    (blockIdx.x * blockDim.x + threadIdx.x): the start of a grid-stride loop. */
 template <typename I> static __device__ __forceinline__ I cumem_thread_index() {

@@ -77,6 +77,7 @@ __device__ __forceinline__ void cumem_gemm_small(T *c, const T *a, const T *b, i
 #define CUMEM_GEMM_SMALL(S, T)                                                                                      \
   CUMEM_KERNEL void cumem_gemm_small_##S(T *c, const T *a, const T *b, int m, int n, int k, int lda, int ldb,        \
                                          int ldc, int ta, int tb, T alpha, T beta) {                               \
+    CUMEM_PDL_ENTRY();                                                                                             \
     cumem_gemm_small<T>(c, a, b, m, n, k, lda, ldb, ldc, ta, tb, alpha, beta);                                     \
   }
 CUMEM_GEMM_SMALL(f32, float)

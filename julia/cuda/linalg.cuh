@@ -114,20 +114,20 @@ __device__ __forceinline__ void la_transpose(W *b, const W *a, long long m, long
     __syncthreads();
   }
 }
-#define LA_TRANSPOSE(S, W) extern "C" __global__ void la_transpose_##S(W *b, const W *a, long long m, long long n, long long lda, long long ldb, int conj) { la_transpose<W>(b, a, m, n, lda, ldb, conj); }
+#define LA_TRANSPOSE(S, W) extern "C" __global__ void la_transpose_##S(W *b, const W *a, long long m, long long n, long long lda, long long ldb, int conj) { CUMEM_PDL_ENTRY(); la_transpose<W>(b, a, m, n, lda, ldb, conj); }
 LA_TRANSPOSE(w1, la_w1) LA_TRANSPOSE(w2, la_w2) LA_TRANSPOSE(w4, la_w4) LA_TRANSPOSE(w8, la_w8) LA_TRANSPOSE(w16, la_w16)
 LA_TRANSPOSE(c32, la_c32) LA_TRANSPOSE(c64, la_c64)
-#define LA_BAND(S, W) extern "C" __global__ void la_band_##S(W *a, long long m, long long n, long long lda, long long k, int upper) { la_band<W>(a, m, n, lda, k, upper); }
+#define LA_BAND(S, W) extern "C" __global__ void la_band_##S(W *a, long long m, long long n, long long lda, long long k, int upper) { CUMEM_PDL_ENTRY(); la_band<W>(a, m, n, lda, k, upper); }
 LA_BAND(w1, la_w1) LA_BAND(w2, la_w2) LA_BAND(w4, la_w4) LA_BAND(w8, la_w8) LA_BAND(w16, la_w16)
 
 #define LA_TYPED(S, T) \
-  extern "C" __global__ void la_isband_##S(const T *a, long long m, long long n, long long lda, long long k, int upper, int *flag) { la_isband<T>(a, m, n, lda, k, upper, flag); } \
-  extern "C" __global__ void la_issym_##S(const T *a, long long n, long long lda, int conj, int *flag) { la_issym<T>(a, n, lda, conj, flag); } \
-  extern "C" __global__ void la_diagadd_##S(T *a, long long len, long long stride, T v) { la_diagadd<T>(a, len, stride, v); }
+  extern "C" __global__ void la_isband_##S(const T *a, long long m, long long n, long long lda, long long k, int upper, int *flag) { CUMEM_PDL_ENTRY(); la_isband<T>(a, m, n, lda, k, upper, flag); } \
+  extern "C" __global__ void la_issym_##S(const T *a, long long n, long long lda, int conj, int *flag) { CUMEM_PDL_ENTRY(); la_issym<T>(a, n, lda, conj, flag); } \
+  extern "C" __global__ void la_diagadd_##S(T *a, long long len, long long stride, T v) { CUMEM_PDL_ENTRY(); la_diagadd<T>(a, len, stride, v); }
 LA_TYPED(w1, la_w1) LA_TYPED(w2, la_w2) LA_TYPED(w4, la_w4) LA_TYPED(w8, la_w8)
 LA_TYPED(h16, la_h16) LA_TYPED(f32, float) LA_TYPED(f64, double) LA_TYPED(c32, la_c32) LA_TYPED(c64, la_c64)
 
-#define LA_IMATMUL(S, W, U) extern "C" __global__ void la_imatmul_##S(const W *a, const W *b, W *c, long long m, long long n, long long k, long long lda, long long ldb, long long ldc) { la_imatmul<W, U>(a, b, c, m, n, k, lda, ldb, ldc); }
+#define LA_IMATMUL(S, W, U) extern "C" __global__ void la_imatmul_##S(const W *a, const W *b, W *c, long long m, long long n, long long k, long long lda, long long ldb, long long ldc) { CUMEM_PDL_ENTRY(); la_imatmul<W, U>(a, b, c, m, n, k, lda, ldb, ldc); }
 LA_IMATMUL(w1, la_w1, unsigned int) LA_IMATMUL(w2, la_w2, unsigned int) LA_IMATMUL(w4, la_w4, unsigned int) LA_IMATMUL(w8, la_w8, unsigned long long)
 
 /* the symmetric fill: the stored triangle (upper != 0: the upper one) mirrored into the
@@ -151,7 +151,7 @@ template <typename R> __device__ __forceinline__ void la_hermfill(R *a, long lon
     }
   }
 }
-#define LA_SYMFILL(S, W) extern "C" __global__ void la_symfill_##S(W *a, long long n, long long lda, int upper) { la_symfill<W>(a, n, lda, upper); }
+#define LA_SYMFILL(S, W) extern "C" __global__ void la_symfill_##S(W *a, long long n, long long lda, int upper) { CUMEM_PDL_ENTRY(); la_symfill<W>(a, n, lda, upper); }
 LA_SYMFILL(w1, la_w1) LA_SYMFILL(w2, la_w2) LA_SYMFILL(w4, la_w4) LA_SYMFILL(w8, la_w8) LA_SYMFILL(w16, la_w16)
-extern "C" __global__ void la_hermfill_c32(float *a, long long n, long long lda, int upper) { la_hermfill<float>(a, n, lda, upper); }
-extern "C" __global__ void la_hermfill_c64(double *a, long long n, long long lda, int upper) { la_hermfill<double>(a, n, lda, upper); }
+extern "C" __global__ void la_hermfill_c32(float *a, long long n, long long lda, int upper) { CUMEM_PDL_ENTRY(); la_hermfill<float>(a, n, lda, upper); }
+extern "C" __global__ void la_hermfill_c64(double *a, long long n, long long lda, int upper) { CUMEM_PDL_ENTRY(); la_hermfill<double>(a, n, lda, upper); }

@@ -92,6 +92,6 @@ static __device__ __forceinline__ void cumem_random_body(T* dst, uint64_t n, uin
 }
 
 #define CUMEM_RANDOM_KERNEL(T, D) \
-  extern "C" __global__ void cumem_random(T* dst, uint64_t n, uint32_t k0, uint32_t k1, uint32_t c2, uint32_t c3) { \
+  extern "C" __global__ void cumem_random(T* dst, uint64_t n, uint32_t k0, uint32_t k1, uint32_t c2, uint32_t c3) { CUMEM_PDL_ENTRY(); \
     cumem_random_body<T, D>(dst, n, k0, k1, c2, c3); \
   }

@@ -87,6 +87,22 @@ template <typename A> static __device__ __forceinline__ A cumem_scan_unpack(uint
   return u.v;
 }
 
+/* Publishes tile `id`'s look-back status: flag f with value a (f = 1: a is the tile's own
+   total, kept in aggs; f = 2: a is its line's total up to and including the tile, init
+   included, kept in incs), so that a block that reads the flag reads the value: PACK (the
+   accumulators of up to 4 bytes), one 64-bit store of both into the words at `flags`;
+   otherwise the value, a fence, then the flag. */
+template <bool PACK, typename Acc>
+static __device__ __forceinline__ void cumem_scan_publish(uint32_t* flags, Acc* aggs, Acc* incs, int64_t id, uint32_t f, Acc a) {
+  if constexpr (PACK) {
+    *(volatile uint64_t*)((uint64_t*)flags + id) = cumem_scan_pack(f, a);
+  } else {
+    cumem_scan_vstore((f == 2u ? incs : aggs) + id, a);
+    __threadfence();
+    *(volatile uint32_t*)(flags + id) = f;
+  }
+}
+
 /* The first input and output offsets of line j: the NK kept dimensions (sizes ks, input
    strides kst, output strides okst; j's index in them in column-major order). */
 template <int NK> static __device__ __forceinline__ void cumem_scan_line_base(int64_t j, const int64_t* ks, const int64_t* kst,
@@ -225,24 +241,11 @@ static __device__ __forceinline__ void cumem_scan_onepass(int64_t n, int64_t nti
     Acc agg = s_wtot[0];
     for (int k = 1; k < CUMEM_SCAN_THREADS / 32; k++) { const Acc u = s_wtot[k]; s_wtot[k] = agg; agg = op(agg, u); }
     if (tile == 0) {
-      const Acc inc = HAS_INIT ? op(p0, agg) : agg;
-      if constexpr (PACK) {
-        *(volatile uint64_t*)(words + id) = cumem_scan_pack(2u, inc);
-      } else {
-        cumem_scan_vstore(incs + id, inc);
-        __threadfence();
-        *(volatile uint32_t*)(flags + id) = 2u;
-      }
+      cumem_scan_publish<PACK>(flags, aggs, incs, id, 2u, HAS_INIT ? op(p0, agg) : agg);
       s_have = HAS_INIT ? 1 : 0;
       if (HAS_INIT) s_excl = p0;
     } else {
-      if constexpr (PACK) {
-        *(volatile uint64_t*)(words + id) = cumem_scan_pack(1u, agg);
-      } else {
-        cumem_scan_vstore(aggs + id, agg);
-        __threadfence();
-        *(volatile uint32_t*)(flags + id) = 1u;
-      }
+      cumem_scan_publish<PACK>(flags, aggs, incs, id, 1u, agg);
     }
     s_wtot[0] = agg;     /* (warp 0 has no prefix: the slot carries the total to the look-back) */
   }
@@ -332,14 +335,7 @@ static __device__ __forceinline__ void cumem_scan_onepass(int64_t n, int64_t nti
 #endif
     }
     if (t == 0) {
-      const Acc inc = op(excl, s_wtot[0]);
-      if constexpr (PACK) {
-        *(volatile uint64_t*)(words + id) = cumem_scan_pack(2u, inc);
-      } else {
-        cumem_scan_vstore(incs + id, inc);
-        __threadfence();
-        *(volatile uint32_t*)(flags + id) = 2u;
-      }
+      cumem_scan_publish<PACK>(flags, aggs, incs, id, 2u, op(excl, s_wtot[0]));
       s_excl = excl;
       s_have = 1;
     }
@@ -499,23 +495,10 @@ static __device__ __forceinline__ void cumem_scan_onepass_vec(int64_t n, int64_t
     s_agg = agg;
     s_have = 0;
     if (tile == 0) {
-      const Acc inc = HAS_INIT ? op(p0, agg) : agg;
-      if constexpr (PACK) {
-        *(volatile uint64_t*)(words + id) = cumem_scan_pack(2u, inc);
-      } else {
-        cumem_scan_vstore(incs + id, inc);
-        __threadfence();
-        *(volatile uint32_t*)(flags + id) = 2u;
-      }
+      cumem_scan_publish<PACK>(flags, aggs, incs, id, 2u, HAS_INIT ? op(p0, agg) : agg);
       if (HAS_INIT) { s_excl = p0; s_have = 1; }
     } else {
-      if constexpr (PACK) {
-        *(volatile uint64_t*)(words + id) = cumem_scan_pack(1u, agg);
-      } else {
-        cumem_scan_vstore(aggs + id, agg);
-        __threadfence();
-        *(volatile uint32_t*)(flags + id) = 1u;
-      }
+      cumem_scan_publish<PACK>(flags, aggs, incs, id, 1u, agg);
     }
   }
   if (tile > 0 && w == 0) {
@@ -583,14 +566,7 @@ static __device__ __forceinline__ void cumem_scan_onepass_vec(int64_t n, int64_t
       }
     }
     if (lane == 0) {
-      const Acc inc = op(excl, s_agg);
-      if constexpr (PACK) {
-        *(volatile uint64_t*)(words + id) = cumem_scan_pack(2u, inc);
-      } else {
-        cumem_scan_vstore(incs + id, inc);
-        __threadfence();
-        *(volatile uint32_t*)(flags + id) = 2u;
-      }
+      cumem_scan_publish<PACK>(flags, aggs, incs, id, 2u, op(excl, s_agg));
       s_excl = excl;
       s_have = 1;
     }

@@ -9,6 +9,7 @@ extern "C" __global__ void cumem_compact(const bool* m, const int64_t* incl, int
                                          int nd, int64_t s1, int64_t s2, int64_t s3, int64_t s4,
                                          int64_t s5, int64_t s6, int64_t s7)
 {
+  CUMEM_PDL_ENTRY();
   const int64_t sz[7] = {s1, s2, s3, s4, s5, s6, s7};
   for (int64_t i = cumem_thread_index<int64_t>(); i < n; i += cumem_grid_threads<int64_t>()) {
     if (!m[i]) continue;
@@ -22,6 +23,7 @@ extern "C" __global__ void cumem_compact(const bool* m, const int64_t* incl, int
 /* the smallest (first = 1) or largest (first = 0) i with m[i], or -1 */
 extern "C" __global__ void cumem_findone(const bool* m, int64_t n, unsigned long long* res, int first)
 {
+  CUMEM_PDL_ENTRY();
   for (int64_t i = cumem_thread_index<int64_t>(); i < n; i += cumem_grid_threads<int64_t>()) {
     if (!m[i]) continue;
     if (first) atomicMin(res, (unsigned long long)i); else atomicMax(res, (unsigned long long)(i + 1));
@@ -30,6 +32,7 @@ extern "C" __global__ void cumem_findone(const bool* m, int64_t n, unsigned long
 /* dst[i] = src[idx[i] - 1] for elements of w bytes (1, 2, 4, 8 or 16) */
 extern "C" __global__ void cumem_gather(const uint8_t* src, const int64_t* idx, uint8_t* dst, int64_t n, int w)
 {
+  CUMEM_PDL_ENTRY();
   for (int64_t i = cumem_thread_index<int64_t>(); i < n; i += cumem_grid_threads<int64_t>()) {
     const int64_t j = idx[i] - 1;
     switch (w) {
@@ -45,6 +48,7 @@ extern "C" __global__ void cumem_gather(const uint8_t* src, const int64_t* idx, 
    when idx has none, as in CUDA.jl) */
 extern "C" __global__ void cumem_scatter(const uint8_t* src, const int64_t* idx, uint8_t* dst, int64_t n, int w, int64_t sstride)
 {
+  CUMEM_PDL_ENTRY();
   for (int64_t i = cumem_thread_index<int64_t>(); i < n; i += cumem_grid_threads<int64_t>()) {
     const int64_t j = idx[i] - 1, k = i * sstride;
     switch (w) {

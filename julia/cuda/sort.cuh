@@ -35,7 +35,16 @@
  * per round trip, and its pause in ns (__nanosleep; 0: none) before it reads a tile that was
  * not yet published again (a thread polling L2 in a loop takes issue slots from the warps
  * still ranking keys). */
+/* threads of a onesweep (and histogram, one-block) block: a multiple of 32 from 256 to 1024;
+   threads 0-255 own the 256 digits (counts, scans, look-back), the others only rank and move
+   keys (CUB's onesweep for 4-byte keys on sm_90: 384 threads of 19-20 keys) */
+#ifndef CUMEM_SORT_THREADS
 #define CUMEM_SORT_THREADS 256
+#endif
+/* keys a thread of the histogram kernel loads before it counts any (in flight together) */
+#ifndef CUMEM_SORT_HIST
+#define CUMEM_SORT_HIST 4
+#endif
 #ifndef CUMEM_SORT_ITEMS
 #define CUMEM_SORT_ITEMS 16
 #endif
@@ -65,6 +74,14 @@
 #ifndef CUMEM_SORT_EARLY
 #define CUMEM_SORT_EARLY 0
 #endif
+/* how the look-back takes a window of CUMEM_SORT_LOOKBACK tiles: 0 tile by tile, a branch
+   each (about 13 instructions a tile); 1 each tile's flag as a bit of two masks (unpublished or
+   prefix: where the walk stops; prefix), the stop found by one __ffs and the counts added under
+   a predicate (about 6 a tile, no branch): the look-back took about a third of the onesweep's
+   instructions (ncu: ~270 M a pass of 10^8 keys, ~90 M of them outside the per-key code) */
+#ifndef CUMEM_SORT_WALK
+#define CUMEM_SORT_WALK 0
+#endif
 /* 0 when the source is for keys only (cumem_val_t then a placeholder): the kernels' `hasv` is
    then known false at compile time, and the onesweep keeps no payload positions in registers */
 #ifndef CUMEM_SORT_HAS_PAYLOAD
@@ -77,6 +94,10 @@
 #endif
 #define CUMEM_SORT_TILE (CUMEM_SORT_THREADS * CUMEM_SORT_ITEMS)
 #define CUMEM_SORT_WARPS (CUMEM_SORT_THREADS / 32)
+#define CUMEM_SORT_DWARPS 8                    /* the warps of the digit-owning threads 0-255 */
+#if CUMEM_SORT_THREADS % 32 != 0 || CUMEM_SORT_THREADS < 256 || CUMEM_SORT_THREADS > 1024
+#error "CUMEM_SORT_THREADS: a multiple of 32 from 256 to 1024"
+#endif
 #define CUMEM_NPASS ((int)sizeof(cumem_key_t))
 #define CUMEM_ST_SHIFT (8 * (int)sizeof(cumem_status_t) - 2)
 #define CUMEM_ST_AGG ((cumem_status_t)1 << CUMEM_ST_SHIFT)
@@ -116,18 +137,21 @@ static __device__ __forceinline__ unsigned cumem_digit(cumem_key_t k, int pass) 
  * complemented by flip as the first pass will; grid-stride) */
 CUMEM_KERNEL void cumem_sort_hist(const cumem_key_t* src, uint32_t* hist, int64_t n, cumem_key_t flip)
 {
+  CUMEM_PDL_ENTRY();
   __shared__ uint32_t h[CUMEM_NPASS * 256];
   const int t = threadIdx.x;
   for (int i = t; i < CUMEM_NPASS * 256; i += CUMEM_SORT_THREADS) h[i] = 0;
   __syncthreads();
-  /* four keys per thread loaded before any is counted: the loads are in flight together (a
-     load followed by shared-memory atomics would wait for each load in turn) */
+  /* CUMEM_SORT_HIST keys per thread loaded before any is counted: the loads are in flight
+     together (a load followed by shared-memory atomics would wait for each load in turn) */
   const int64_t stride = (int64_t)CUMEM_SORT_THREADS * gridDim.x;
   int64_t i = (int64_t)blockIdx.x * CUMEM_SORT_THREADS + t;
-  for (; i + 3 * stride < n; i += 4 * stride) {
-    cumem_key_t ks[4];
-    for (int u = 0; u < 4; u++) ks[u] = src[i + u * stride];
-    for (int u = 0; u < 4; u++) {
+  for (; i + (CUMEM_SORT_HIST - 1) * stride < n; i += CUMEM_SORT_HIST * stride) {
+    cumem_key_t ks[CUMEM_SORT_HIST];
+#pragma unroll
+    for (int u = 0; u < CUMEM_SORT_HIST; u++) ks[u] = src[i + u * stride];
+#pragma unroll
+    for (int u = 0; u < CUMEM_SORT_HIST; u++) {
       const cumem_key_t k = (cumem_key_t)(cumem_to_key(ks[u]) ^ flip);
       for (int p = 0; p < CUMEM_NPASS; p++) atomicAdd(&h[p * 256 + cumem_digit(k, p)], 1u);
     }
@@ -147,6 +171,7 @@ CUMEM_KERNEL void cumem_sort_hist(const cumem_key_t* src, uint32_t* hist, int64_
  * the keys); info[NPASS] = the number of active passes. */
 CUMEM_KERNEL void cumem_sort_offsets(uint32_t* hist, uint32_t* info, int64_t n)
 {
+  CUMEM_PDL_ENTRY();
   __shared__ uint32_t s[256];
   __shared__ uint32_t constant[8];
   __shared__ uint32_t skewed[8];
@@ -180,6 +205,14 @@ CUMEM_KERNEL void cumem_sort_offsets(uint32_t* hist, uint32_t* info, int64_t n)
   }
 }
 
+/* a mask of a look-back window's tiles and one more bit, and its first set bit (1-based) */
+#if CUMEM_SORT_LOOKBACK < 32
+typedef unsigned cumem_lbmask_t;
+static __device__ __forceinline__ int cumem_lbmask_ffs(unsigned m) { return __ffs((int)m); }
+#else
+typedef unsigned long long cumem_lbmask_t;
+static __device__ __forceinline__ int cumem_lbmask_ffs(unsigned long long m) { return __ffsll((long long)m); }
+#endif
 static __device__ __forceinline__ cumem_status_t cumem_vload(const cumem_status_t* p) { return *(const volatile cumem_status_t*)p; }
 static __device__ __forceinline__ void cumem_vstore(cumem_status_t* p, cumem_status_t v) { *(volatile cumem_status_t*)p = v; }
 
@@ -253,8 +286,31 @@ static __device__ __forceinline__ uint32_t cumem_sort_lookback(const cumem_statu
                                                                cumem_status_t* st)
 {
   uint32_t excl = 0;
-  int64_t j = (int64_t)tile - 1;
   bool done = false;
+#if CUMEM_SORT_WALK
+  int j = (int)tile - 1;                               /* (fewer than 2^31 tiles: 32-bit tests) */
+  const cumem_status_t* p = status + (int64_t)j * 256 + t;   /* tile j's word; tile j - u's at p - 256 u */
+  while (!done) {
+    cumem_status_t x[CUMEM_SORT_LOOKBACK];
+#pragma unroll
+    for (int u = 0; u < CUMEM_SORT_LOOKBACK; u++) x[u] = j >= u ? cumem_vload(p - u * 256) : (cumem_status_t)0;
+    /* bit u of stop: tile j - u unpublished (flag 0) or a prefix (flag 2); bit L: the window's end */
+    cumem_lbmask_t stop = (cumem_lbmask_t)1 << CUMEM_SORT_LOOKBACK, pre = 0;
+#pragma unroll
+    for (int u = 0; u < CUMEM_SORT_LOOKBACK; u++) {
+      const unsigned f = (unsigned)(x[u] >> CUMEM_ST_SHIFT);           /* 0, 1 (aggregate) or 2 */
+      stop |= (cumem_lbmask_t)(f != 1u) << u;
+      pre |= (cumem_lbmask_t)(f >> 1) << u;
+    }
+    const int first = cumem_lbmask_ffs(stop) - 1;                        /* the nearest stop (L: none) */
+    done = (pre >> first) & 1u;
+    const int used = first + (int)done;                                  /* tiles whose counts add */
+#pragma unroll
+    for (int u = 0; u < CUMEM_SORT_LOOKBACK; u++)
+      if (u < used) excl += (uint32_t)CUMEM_ST_VAL(x[u]);
+    p -= (int64_t)used * 256;
+#else
+  int64_t j = (int64_t)tile - 1;
   while (!done) {
     cumem_status_t x[CUMEM_SORT_LOOKBACK];
 #pragma unroll
@@ -269,6 +325,7 @@ static __device__ __forceinline__ uint32_t cumem_sort_lookback(const cumem_statu
       used = u + 1;
       done = f == 2u;
     }
+#endif
     j -= used;
 #if defined(__CUDACC__) && CUMEM_SORT_SLEEP_NS > 0
     if (!done && used < CUMEM_SORT_LOOKBACK) __nanosleep(CUMEM_SORT_SLEEP_NS);
@@ -279,15 +336,18 @@ static __device__ __forceinline__ uint32_t cumem_sort_lookback(const cumem_statu
 }
 
 /* The onesweep kernel's shared memory (declared once in the kernel: the full-tile and partial
- * tile instantiations of cumem_sort_onesweep_tile share it). */
+ * tile instantiations of cumem_sort_onesweep_tile share it). The warps' digit counts and match
+ * words share their bytes with the keys and then the payload (as CUB's onesweep: the ranks are
+ * final in registers before the keys are regrouped), so that a tile of 8-byte keys, or of 384
+ * or 512 threads, takes more keys within CUDA's 48 KiB. */
 struct cumem_sort_smem_t {
-  uint32_t whist[CUMEM_SORT_WARPS][256];
   uint32_t lstart[256];
   uint32_t gbase[256];
-  uint32_t wsum[CUMEM_SORT_WARPS];
+  uint32_t wsum[CUMEM_SORT_DWARPS];
   uint32_t tile;
-  union {                                 /* the match words while ranking, then keys, then payload */
-    uint32_t m[CUMEM_SORT_WARPS][256]; cumem_key_t k[CUMEM_SORT_TILE]; cumem_val_t v[CUMEM_SORT_TILE];
+  union {          /* each warp's digit counts and match words while ranking, then keys, then payload */
+    struct { uint32_t whist[CUMEM_SORT_WARPS][256]; uint32_t m[CUMEM_SORT_WARPS][256]; } r;
+    cumem_key_t k[CUMEM_SORT_TILE]; cumem_val_t v[CUMEM_SORT_TILE];
   } buf;
 };
 
@@ -305,7 +365,8 @@ static __device__ __forceinline__ void cumem_sort_onesweep_tile(cumem_sort_smem_
   const int t = threadIdx.x, lane = t & 31, w = t >> 5;
   const int64_t base = (int64_t)tile * CUMEM_SORT_TILE;
   const int64_t wbase = base + (int64_t)w * 32 * CUMEM_SORT_ITEMS;
-  cumem_status_t* st = status + (int64_t)tile * 256 + t;
+  const bool owner = t < 256;             /* thread t owns digit t (block-uniform per warp) */
+  cumem_status_t* st = status + (int64_t)tile * 256 + (t & 255);
   uint32_t excl = 0;
 
   /* load (warp-striped: item r of a lane is wbase + 32 r + lane) */
@@ -333,44 +394,53 @@ static __device__ __forceinline__ void cumem_sort_onesweep_tile(cumem_sort_smem_
       }
     }
     __syncthreads();
-    const uint32_t ecnt = s.gbase[t];
-    cumem_vstore(st, (tile == 0 ? CUMEM_ST_PRE : CUMEM_ST_AGG) | (cumem_status_t)ecnt);
+    if (owner) {
+      const uint32_t ecnt = s.gbase[t];
+      cumem_vstore(st, (tile == 0 ? CUMEM_ST_PRE : CUMEM_ST_AGG) | (cumem_status_t)ecnt);
 #if CUMEM_SORT_EARLY == 2
-    if (tile > 0) excl = cumem_sort_lookback(status, tile, t, ecnt, st);
+      if (tile > 0) excl = cumem_sort_lookback(status, tile, t, ecnt, st);
 #endif
+    }
   }
 #endif
-  if (atomic) cumem_sort_warp_rank<FULL, true>(key, rank, wbase, n, pass, s.whist[w], s.buf.m[w], lane);
-  else cumem_sort_warp_rank<FULL, false, CUMEM_SORT_MATCH == 3>(key, rank, wbase, n, pass, s.whist[w], s.buf.m[w], lane);
-  __syncthreads();                        /* (also: the match words become the keys' shared memory) */
-  /* thread t owns digit t: the warps' exclusive offsets and the tile's count */
-  uint32_t cnt = 0;
-  for (int k = 0; k < CUMEM_SORT_WARPS; k++) { const uint32_t x = s.whist[k][t]; s.whist[k][t] = cnt; cnt += x; }
+  if (atomic) cumem_sort_warp_rank<FULL, true>(key, rank, wbase, n, pass, s.buf.r.whist[w], s.buf.r.m[w], lane);
+  else cumem_sort_warp_rank<FULL, false, CUMEM_SORT_MATCH == 3>(key, rank, wbase, n, pass, s.buf.r.whist[w], s.buf.r.m[w], lane);
+  __syncthreads();
+  /* thread t < 256 owns digit t: the warps' exclusive offsets and the tile's count */
+  uint32_t cnt = 0, incl = 0;
+  if (owner) {
+    for (int k = 0; k < CUMEM_SORT_WARPS; k++) { const uint32_t x = s.buf.r.whist[k][t]; s.buf.r.whist[k][t] = cnt; cnt += x; }
 #if !CUMEM_SORT_EARLY
-  cumem_vstore(st, (tile == 0 ? CUMEM_ST_PRE : CUMEM_ST_AGG) | (cumem_status_t)cnt);
+    cumem_vstore(st, (tile == 0 ? CUMEM_ST_PRE : CUMEM_ST_AGG) | (cumem_status_t)cnt);
 #endif
-  /* exclusive scan of the counts over digits: warp shuffles, then the warps' sums */
-  uint32_t incl = cnt;
-  for (int o = 1; o < 32; o <<= 1) { const uint32_t u = __shfl_up_sync(0xffffffffu, incl, o); if (lane >= o) incl += u; }
-  if (lane == 31) s.wsum[w] = incl;
-  /* decoupled look-back: the count of digit t in the tiles before this one */
+    /* exclusive scan of the counts over digits: warp shuffles, then the warps' sums */
+    incl = cnt;
+    for (int o = 1; o < 32; o <<= 1) { const uint32_t u = __shfl_up_sync(0xffffffffu, incl, o); if (lane >= o) incl += u; }
+    if (lane == 31) s.wsum[w] = incl;
+    /* decoupled look-back: the count of digit t in the tiles before this one */
 #if CUMEM_SORT_EARLY != 2
-  if (tile > 0) excl = cumem_sort_lookback(status, tile, t, cnt, st);
+    if (tile > 0) excl = cumem_sort_lookback(status, tile, t, cnt, st);
 #endif
+  }
   __syncthreads();
-  uint32_t lstart = incl - cnt;
-  for (int k = 0; k < w; k++) lstart += s.wsum[k];
-  s.lstart[t] = lstart;
-  s.gbase[t] = offs[pass * 256 + t] + excl - lstart;     /* (mod 2^32) global place of local slot 0 */
+  if (owner) {
+    uint32_t lstart = incl - cnt;
+    for (int k = 0; k < w; k++) lstart += s.wsum[k];
+    s.lstart[t] = lstart;
+    s.gbase[t] = offs[pass * 256 + t] + excl - lstart;     /* (mod 2^32) global place of local slot 0 */
+  }
   __syncthreads();
-  /* regroup the keys in shared memory by their rank in the tile */
+  /* the ranks in the tile, then (the counts read: their bytes become the keys') the keys
+     regrouped in shared memory by them */
   for (int r = 0; r < CUMEM_SORT_ITEMS; r++) {
     if (FULL || wbase + 32 * r + lane < n) {
       const unsigned d = cumem_digit(key[r], pass);
-      rank[r] += s.lstart[d] + s.whist[w][d];
-      s_keys[rank[r]] = key[r];
+      rank[r] += s.lstart[d] + s.buf.r.whist[w][d];
     }
   }
+  __syncthreads();
+  for (int r = 0; r < CUMEM_SORT_ITEMS; r++)
+    if (FULL || wbase + 32 * r + lane < n) s_keys[rank[r]] = key[r];
   __syncthreads();
   const int64_t left = n - base;
   const int nvalid = FULL ? CUMEM_SORT_TILE : (left < CUMEM_SORT_TILE ? (int)left : CUMEM_SORT_TILE);
@@ -411,6 +481,7 @@ CUMEM_KERNEL void CUMEM_SORT_BOUNDS cumem_sort_onesweep(const cumem_key_t* src, 
                                                         const uint32_t* info, cumem_status_t* status, uint32_t* counter,
                                                         int64_t n, int pass, cumem_key_t flip, int hasv, int iota)
 {
+  CUMEM_PDL_ENTRY();
   __shared__ cumem_sort_smem_t s;
   const uint32_t inf = info[pass];
   if (!(inf & 1u)) return;
@@ -422,8 +493,8 @@ CUMEM_KERNEL void CUMEM_SORT_BOUNDS cumem_sort_onesweep(const cumem_key_t* src, 
   cumem_val_t* vout = parity ? vA : vB;
   const int t = threadIdx.x;
 
-  for (int k = 0; k < CUMEM_SORT_WARPS; k++) { s.whist[k][t] = 0; s.buf.m[k][t] = 0; }
-  if (CUMEM_SORT_EARLY) s.gbase[t] = 0;          /* (the early counts) */
+  for (int i = t; i < CUMEM_SORT_WARPS * 256; i += CUMEM_SORT_THREADS) { (&s.buf.r.whist[0][0])[i] = 0; (&s.buf.r.m[0][0])[i] = 0; }
+  if (CUMEM_SORT_EARLY && t < 256) s.gbase[t] = 0;          /* (the early counts) */
   if (t == 0) s.tile = atomicAdd(counter, 1u);
   __syncthreads();
   const uint32_t tile = s.tile;
@@ -438,6 +509,7 @@ CUMEM_KERNEL void CUMEM_SORT_BOUNDS cumem_sort_onesweep(const cumem_key_t* src, 
 CUMEM_KERNEL void cumem_sort_finish(cumem_key_t* kA, const cumem_key_t* kB, cumem_val_t* vA, const cumem_val_t* vB,
                                              const uint32_t* info, int64_t n, int hasv, int iota)
 {
+  CUMEM_PDL_ENTRY();
   const uint32_t na = info[CUMEM_NPASS];
   if (!(na & 1u) && !(na == 0 && hasv && iota)) return;
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)blockDim.x * gridDim.x) {
@@ -446,17 +518,19 @@ CUMEM_KERNEL void cumem_sort_finish(cumem_key_t* kA, const cumem_key_t* kB, cume
   }
 }
 
-/* n <= CUMEM_SORT_TILE keys sorted by one block of 256 threads, every pass in shared memory
+/* n <= CUMEM_SORT_TILE keys sorted by one block of CUMEM_SORT_THREADS, every pass in shared memory
  * (no histogram kernel, no look-back): keys from src (ordered on load) to keys, payload in
  * vals (iota: made). A digit equal over all keys is skipped. */
 CUMEM_KERNEL void cumem_sort_small(const cumem_key_t* src, cumem_key_t* keys, cumem_val_t* vals, int64_t n,
                                             cumem_key_t flip, int hasv, int iota)
 {
-  __shared__ uint32_t s_whist[CUMEM_SORT_WARPS][256];
+  CUMEM_PDL_ENTRY();
   __shared__ uint32_t s_lstart[256];
-  __shared__ uint32_t s_wsum[CUMEM_SORT_WARPS];
+  __shared__ uint32_t s_wsum[CUMEM_SORT_DWARPS];
   __shared__ int s_const[CUMEM_NPASS];
-  __shared__ union { cumem_key_t k[CUMEM_SORT_TILE]; cumem_val_t v[CUMEM_SORT_TILE]; } s_buf;
+  /* each warp's digit counts while ranking, then the keys, then the payload (as the onesweep's) */
+  __shared__ union { uint32_t whist[CUMEM_SORT_WARPS][256]; cumem_key_t k[CUMEM_SORT_TILE]; cumem_val_t v[CUMEM_SORT_TILE]; } s_buf;
+  uint32_t (*s_whist)[256] = s_buf.whist;
   const int t = threadIdx.x, lane = t & 31, w = t >> 5;
   const int64_t wbase = (int64_t)w * 32 * CUMEM_SORT_ITEMS;
   cumem_key_t key[CUMEM_SORT_ITEMS];
@@ -469,29 +543,34 @@ CUMEM_KERNEL void cumem_sort_small(const cumem_key_t* src, cumem_key_t* keys, cu
   }
   if (t < CUMEM_NPASS) s_const[t] = 0;
   for (int pass = 0; pass < CUMEM_NPASS; pass++) {
-    for (int k = 0; k < CUMEM_SORT_WARPS; k++) s_whist[k][t] = 0;
+    for (int i = t; i < CUMEM_SORT_WARPS * 256; i += CUMEM_SORT_THREADS) (&s_whist[0][0])[i] = 0;
     __syncthreads();
     cumem_sort_warp_rank<false, false>(key, rank, wbase, n, pass, s_whist[w], (uint32_t*)0, lane);
     __syncthreads();
-    uint32_t cnt = 0;
-    for (int k = 0; k < CUMEM_SORT_WARPS; k++) { const uint32_t x = s_whist[k][t]; s_whist[k][t] = cnt; cnt += x; }
-    if ((int64_t)cnt == n) s_const[pass] = 1;
-    uint32_t incl = cnt;
-    for (int o = 1; o < 32; o <<= 1) { const uint32_t u = __shfl_up_sync(0xffffffffu, incl, o); if (lane >= o) incl += u; }
-    if (lane == 31) s_wsum[w] = incl;
+    uint32_t cnt = 0, incl = 0;
+    if (t < 256) {                              /* (thread t owns digit t; whole warps) */
+      for (int k = 0; k < CUMEM_SORT_WARPS; k++) { const uint32_t x = s_whist[k][t]; s_whist[k][t] = cnt; cnt += x; }
+      if ((int64_t)cnt == n) s_const[pass] = 1;
+      incl = cnt;
+      for (int o = 1; o < 32; o <<= 1) { const uint32_t u = __shfl_up_sync(0xffffffffu, incl, o); if (lane >= o) incl += u; }
+      if (lane == 31) s_wsum[w] = incl;
+    }
     __syncthreads();
     if (s_const[pass]) continue;                /* (block-uniform; each pass its own flag) */
-    uint32_t lstart = incl - cnt;
-    for (int k = 0; k < w; k++) lstart += s_wsum[k];
-    s_lstart[t] = lstart;
+    if (t < 256) {
+      uint32_t lstart = incl - cnt;
+      for (int k = 0; k < w; k++) lstart += s_wsum[k];
+      s_lstart[t] = lstart;
+    }
     __syncthreads();
     for (int r = 0; r < CUMEM_SORT_ITEMS; r++) {
       if (wbase + 32 * r + lane < n) {
         const unsigned d = cumem_digit(key[r], pass);
         rank[r] += s_lstart[d] + s_whist[w][d];
-        s_buf.k[rank[r]] = key[r];
       }
     }
+    __syncthreads();                            /* (the counts read: their bytes become the keys') */
+    for (int r = 0; r < CUMEM_SORT_ITEMS; r++) if (wbase + 32 * r + lane < n) s_buf.k[rank[r]] = key[r];
     __syncthreads();
     for (int r = 0; r < CUMEM_SORT_ITEMS; r++) { const int64_t i = wbase + 32 * r + lane; if (i < n) key[r] = s_buf.k[i]; }
     if (hasv) {

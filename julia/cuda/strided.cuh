@@ -42,7 +42,7 @@ __device__ __forceinline__ void strided_copy(W *dst, const W *src, const Plan &p
 }
 
 #define COPY_KERNEL(NAME, W, I, OP) \
-    extern "C" __global__ void NAME(W *dst, const W *src, Plan p) { strided_copy<W, I, OP>(dst, src, p); }
+    extern "C" __global__ void NAME(W *dst, const W *src, Plan p) { CUMEM_PDL_ENTRY(); strided_copy<W, I, OP>(dst, src, p); }
 COPY_KERNEL(cumem_copy_w1_i32, unsigned char, int, Plain)
 COPY_KERNEL(cumem_copy_w1_i64, unsigned char, long long, Plain)
 COPY_KERNEL(cumem_copy_w2_i32, unsigned short, int, Plain)

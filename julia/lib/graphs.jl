@@ -29,3 +29,7 @@ c_capture_set_dependencies(s::UInt64, nodes::Vector{UInt64}) =
                        s, nodes, UInt64(length(nodes))))
 c_graph_info(g::UInt64, out::Base.RefValue{CGraphInfo}) =
     ccall((:cumem_graph_info, libcumem), Int32, (UInt64, Ptr{CGraphInfo}), g, out)
+# programmatic dependent launch (src/ffi/compute.rs): process-wide, and a kernel handle
+c_set_pdl(on::Int32, was::Base.RefValue{Int32}) = ccall((:cumem_set_pdl, libcumem), Int32, (Int32, Ptr{Int32}), on, was)
+c_kernel_uses_pdl(k::UInt64, out::Base.RefValue{Int32}) =
+    ccall((:cumem_kernel_uses_pdl, libcumem), Int32, (UInt64, Ptr{Int32}), k, out)

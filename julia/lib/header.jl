@@ -172,8 +172,8 @@ struct CGraphPool
 end
 @assert sizeof(CGraphPool) == 48
 
-# `cumem_graph_info_t` (64 bytes): a captured graph's nodes by kind, edges and longest
-# chain (src/device/mod.rs, GraphInfo).
+# `cumem_graph_info_t` (64 bytes): a captured graph's nodes by kind, edges, longest chain
+# and programmatic edges (src/device/mod.rs, GraphInfo).
 struct CGraphInfo
     nodes::UInt64
     kernels::UInt64
@@ -182,6 +182,6 @@ struct CGraphInfo
     others::UInt64
     edges::UInt64
     depth::UInt64
-    reserved::UInt64
+    programmatic::UInt64
 end
 @assert sizeof(CGraphInfo) == 64

@@ -23,6 +23,11 @@ struct Module {
     funcs: FxHashMap<String, u64>,
     /// Parameter count of each `.entry` of the module's PTX (see [`ptx_param_counts`]).
     entries: FxHashMap<String, usize>,
+    /// The `.entry` functions of the module's PTX that execute `griddepcontrol.wait`
+    /// (see [`ptx_grid_waits`]).
+    waits: Vec<String>,
+    /// The compute capability the module was loaded for (`10 * major + minor`).
+    cc: i32,
 }
 
 /// A kernel a handle stands for.
@@ -33,6 +38,8 @@ struct Kernel {
     device: u32,
     /// Byte size of each parameter, when the driver can tell (see [`param_sizes`]).
     params: Option<Vec<u64>>,
+    /// Whether launches may ask for programmatic dependent launch ([`pdl_capable`]).
+    pdl: bool,
 }
 
 /// The process's kernels. Handles are 1 + the index into `kernels` (0 is never one).
@@ -75,12 +82,16 @@ pub fn load(dev: &dyn Device, source: &str, name: &str) -> Result<u64> {
     let mut guard = REGISTRY.write();
     let reg = guard.get_or_insert_with(Registry::default);
     let mods = reg.by_source.entry(ord).or_default();
-    if let Some((module, entries)) = fresh {
+    if let Some((module, entries, waits)) = fresh {
         if mods.contains_key(source) {
             // SAFETY: our own module, never handed out.
             let _ = unsafe { result::module::unload(module as sys::CUmodule) };
         } else {
-            mods.insert(source.to_owned(), Module { module, funcs: FxHashMap::default(), entries });
+            let cc = info.cc();
+            mods.insert(
+                source.to_owned(),
+                Module { module, funcs: FxHashMap::default(), entries, waits, cc },
+            );
         }
     }
     let m = mods.get_mut(source).expect("loaded above or by another thread");
@@ -98,20 +109,23 @@ pub fn load(dev: &dyn Device, source: &str, name: &str) -> Result<u64> {
         }
     })?;
     let params = param_sizes(func, m.entries.get(name).copied());
-    reg.kernels.push(Kernel { func: func as usize, name: name.to_owned(), device: ord, params });
+    let pdl = pdl_capable(m.cc, m.waits.iter().any(|w| w == name));
+    reg.kernels.push(Kernel { func: func as usize, name: name.to_owned(), device: ord, params, pdl });
     let h = reg.kernels.len() as u64;
     m.funcs.insert(name.to_owned(), h);
     Ok(h)
 }
 
 /// Compiles `source` for a GPU of compute capability `cc` and loads it into the
-/// current context; returns the `CUmodule` and the parameter count of each kernel
-/// (from the PTX, [`ptx_param_counts`]).
-fn compile_and_load(source: &str, cc: i32) -> Result<(usize, FxHashMap<String, usize>)> {
+/// current context; returns the `CUmodule`, the parameter count of each kernel (from the
+/// PTX, [`ptx_param_counts`]) and the kernels that execute `griddepcontrol.wait`
+/// ([`ptx_grid_waits`]).
+fn compile_and_load(source: &str, cc: i32) -> Result<(usize, FxHashMap<String, usize>, Vec<String>)> {
     let nv = nvrtc()?;
     let target = nv.target_for(cc)?;
     let out = nv.compile_cached(source, &target.arch())?;
     let entries = ptx_param_counts(&out.ptx);
+    let waits = ptx_grid_waits(&out.ptx);
     let image: Vec<u8> = match (target, out.cubin) {
         (Target::Real(_), Some(cubin)) => cubin,
         _ => {
@@ -135,7 +149,7 @@ fn compile_and_load(source: &str, cc: i32) -> Result<(usize, FxHashMap<String, u
             }
         ))
     })?;
-    Ok((module as usize, entries))
+    Ok((module as usize, entries, waits))
 }
 
 /// The number of parameters of each `.entry NAME( .param ..., .param ... )` of a PTX
@@ -154,6 +168,103 @@ fn ptx_param_counts(ptx: &str) -> FxHashMap<String, usize> {
         rest = &rest[open + close..];
     }
     out
+}
+
+/// The names of the `.entry` functions of a PTX text whose body executes
+/// `griddepcontrol.wait` (PTX ISA 7.8, sm_90; CUDA C's `cudaGridDependencySynchronize`,
+/// CuMem's `CUMEM_PDL_ENTRY()` of julia/cuda/common.cuh, emitted for sm_90 and later only).
+/// A body is the text between the entry's `{` and its matching `}`; NVRTC inlines the
+/// device functions a kernel calls (a wait in a non-inlined `.func` is not seen, and the
+/// kernel is launched without PDL: slower, never wrong).
+fn ptx_grid_waits(ptx: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = ptx;
+    while let Some(i) = rest.find(".entry") {
+        rest = &rest[i + ".entry".len()..];
+        let Some(open) = rest.find('(') else { break };
+        let name = rest[..open].trim().to_owned();
+        let Some(start) = rest.find('{') else { break };
+        let mut depth = 0usize;
+        let mut end = rest.len();
+        for (k, c) in rest[start..].char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = start + k;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        if rest[start..end].contains("griddepcontrol.wait") {
+            out.push(name);
+        }
+        rest = &rest[end..];
+    }
+    out
+}
+
+/// Programmatic dependent launch (PDL) state: 0 not yet read, 1 on, 2 off.
+static PDL: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// Whether `CUMEM_PDL` turns PDL off (`0`, `off`, `false` or `no`, any case).
+fn pdl_env_off() -> bool {
+    std::env::var("CUMEM_PDL")
+        .is_ok_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "0" | "off" | "false" | "no"))
+}
+
+/// Whether kernels are launched with programmatic dependent launch where they can be
+/// ([`pdl_capable`]): on unless `CUMEM_PDL=0` (or `off`, `false`, `no`), or [`set_pdl`]
+/// turned it off. Read from the environment on first use.
+pub fn pdl_enabled() -> bool {
+    use std::sync::atomic::Ordering::Relaxed;
+    match PDL.load(Relaxed) {
+        1 => true,
+        2 => false,
+        _ => {
+            let v = if pdl_env_off() { 2 } else { 1 };
+            let _ = PDL.compare_exchange(0, v, Relaxed, Relaxed);
+            PDL.load(Relaxed) == 1
+        }
+    }
+}
+
+/// Turns programmatic dependent launch on or off for the kernels launched from now on
+/// (the benchmarks' switch; a graph keeps the edges it was captured with). The
+/// environment wins: with `CUMEM_PDL=0` it stays off. Returns whether it was on.
+pub fn set_pdl(on: bool) -> bool {
+    let was = pdl_enabled();
+    let v = if on && !pdl_env_off() { 1 } else { 2 };
+    PDL.store(v, std::sync::atomic::Ordering::Relaxed);
+    was
+}
+
+/// Whether a kernel compiled for compute capability `cc` (`10 * major + minor`) whose
+/// code executes `griddepcontrol.wait` (`waits`) may be launched with
+/// `CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION`: sm_90 and later, where the
+/// wait makes it safe (it holds the kernel until the kernels it depends on have completed
+/// and their writes are visible), and a driver of CUDA 12.3 or later, which also captures
+/// such launches into graphs (as programmatic edges). A kernel without the wait (a user's
+/// CUDA C, the engine's own spin kernel) is launched as before: PDL would let it read
+/// what its predecessor has not yet written.
+fn pdl_capable(cc: i32, waits: bool) -> bool {
+    waits && cc >= 90 && driver_version() >= 12030
+}
+
+/// The driver's CUDA version (`cuDriverGetVersion`, e.g. 13000), 0 when it cannot tell.
+fn driver_version() -> i32 {
+    static V: std::sync::OnceLock<i32> = std::sync::OnceLock::new();
+    *V.get_or_init(|| {
+        let mut v = 0;
+        // SAFETY: a valid out-pointer; callable before any context exists.
+        match unsafe { sys::cuDriverGetVersion(&mut v) }.result() {
+            Ok(()) => v,
+            Err(_) => 0,
+        }
+    })
 }
 
 /// `cuFuncGetParamInfo(func, index, *offset, *size)`: drivers of CUDA 12.4 and later.
@@ -239,9 +350,14 @@ fn kernel(h: u64) -> Result<(sys::CUfunction, String)> {
 /// The function of handle `h` without copying its name (the launch path), checking that
 /// it was loaded on device `device`.
 fn function(h: u64, device: u32) -> Result<sys::CUfunction> {
+    launchable(h, device).map(|(f, _)| f)
+}
+
+/// [`function`] and whether the kernel may be launched with PDL ([`pdl_capable`]).
+fn launchable(h: u64, device: u32) -> Result<(sys::CUfunction, bool)> {
     let reg = REGISTRY.read();
     match reg.as_ref().and_then(|r| r.kernels.get((h as usize).wrapping_sub(1))) {
-        Some(k) if k.device == device => Ok(k.func as sys::CUfunction),
+        Some(k) if k.device == device => Ok((k.func as sys::CUfunction, k.pdl)),
         Some(k) => Err(Error::InvalidValue(format!(
             "kernel `{}` (handle {h}) was loaded on device {} but the current device is {device}: \
              load it again with device {device} current",
@@ -264,10 +380,20 @@ pub struct Launch {
 }
 
 /// Queues kernel `h` with `geometry` on stream `stream` (0: the legacy default stream;
-/// else a handle of `Device::stream_create`) (`cuLaunchKernel`); returns without waiting. `args` is `cuLaunchKernel`'s `kernelParams`: one pointer per
-/// kernel parameter to its value (null only for a kernel without parameters). Errors:
-/// [`Error::InvalidValue`] for an unknown handle, a handle loaded on another device, a
-/// zero dimension, or a geometry the driver refuses (too many threads per block or too much shared memory),
+/// else a handle of `Device::stream_create`); returns without waiting. `args` is
+/// `cuLaunchKernel`'s `kernelParams`: one pointer per kernel parameter to its value (null
+/// only for a kernel without parameters).
+///
+/// A kernel that executes `griddepcontrol.wait` on an sm_90+ GPU (every kernel CuMem
+/// generates or ships begins with it: `CUMEM_PDL_ENTRY()` of julia/cuda/common.cuh) is
+/// launched with programmatic dependent launch (`cuLaunchKernelEx` with
+/// `CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION` = 1; CUDA Programming Guide,
+/// "Programmatic Dependent Launch and Synchronization"): its launch may overlap the end of
+/// the kernel before it on the stream, and under stream capture its edges from kernel
+/// nodes become programmatic edges. `CUMEM_PDL=0` or [`set_pdl`] turns this off (then
+/// `cuLaunchKernel`, as for every other kernel). Errors: [`Error::InvalidValue`] for an
+/// unknown handle, a handle loaded on another device, a zero dimension, or a geometry the
+/// driver refuses (too many threads per block or too much shared memory),
 /// [`Error::NotSupported`] on the host device, [`Error::Device`] when the launch fails
 /// otherwise (a fault of an earlier kernel included).
 ///
@@ -282,7 +408,7 @@ pub unsafe fn launch(
     geometry: Launch,
     args: *mut *mut c_void,
 ) -> Result<()> {
-    let func = function(h, dev.ordinal())?;
+    let (func, pdl) = launchable(h, dev.ordinal())?;
     let Launch { grid, block, shared_bytes } = geometry;
     if [grid.0, grid.1, grid.2, block.0, block.1, block.2].contains(&0) {
         return Err(Error::InvalidValue(format!(
@@ -291,27 +417,54 @@ pub unsafe fn launch(
     }
     gpu::activate(dev, "launching a kernel")?;
     let raw = dev.stream_raw(stream)? as sys::CUstream;
-    // SAFETY: `func` is a loaded function; the caller vouches for `args`. Stream NULL is
-    // the legacy default stream (cudarc loads cuLaunchKernel, not the _ptsz variant).
-    let r = unsafe {
-        sys::cuLaunchKernel(
-            func,
-            grid.0,
-            grid.1,
-            grid.2,
-            block.0,
-            block.1,
-            block.2,
-            shared_bytes,
-            raw,
-            args,
-            std::ptr::null_mut(),
-        )
+    let pdl = pdl && pdl_enabled();
+    let r = if pdl {
+        // SAFETY: a zeroed plain-data attribute (the union's other members unused).
+        let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+        attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        attr.value.programmaticStreamSerializationAllowed = 1;
+        let config = sys::CUlaunchConfig {
+            gridDimX: grid.0,
+            gridDimY: grid.1,
+            gridDimZ: grid.2,
+            blockDimX: block.0,
+            blockDimY: block.1,
+            blockDimZ: block.2,
+            sharedMemBytes: shared_bytes,
+            hStream: raw,
+            attrs: &mut attr,
+            numAttrs: 1,
+        };
+        // SAFETY: as below; `config` and `attr` outlive the call (drivers of CUDA 11.8
+        // and later have cuLaunchKernelEx; `pdl` needs 12.3).
+        unsafe { sys::cuLaunchKernelEx(&config, func, args, std::ptr::null_mut()) }
+    } else {
+        // SAFETY: `func` is a loaded function; the caller vouches for `args`. Stream NULL is
+        // the legacy default stream (cudarc loads cuLaunchKernel, not the _ptsz variant).
+        unsafe {
+            sys::cuLaunchKernel(
+                func,
+                grid.0,
+                grid.1,
+                grid.2,
+                block.0,
+                block.1,
+                block.2,
+                shared_bytes,
+                raw,
+                args,
+                std::ptr::null_mut(),
+            )
+        }
     }
     .result();
     r.map_err(|e| {
         let name = kernel(h).map(|k| k.1).unwrap_or_default();
-        let msg = format!("cuLaunchKernel of `{name}` (grid {grid:?}, block {block:?}, {shared_bytes} bytes shared) failed: {e}");
+        let call =
+            if pdl { "cuLaunchKernelEx (programmatic stream serialization)" } else { "cuLaunchKernel" };
+        let msg = format!(
+            "{call} of `{name}` (grid {grid:?}, block {block:?}, {shared_bytes} bytes shared) failed: {e}"
+        );
         match e.0 {
             sys::CUresult::CUDA_ERROR_INVALID_VALUE | sys::CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES => {
                 Error::InvalidValue(msg)
@@ -319,6 +472,25 @@ pub unsafe fn launch(
             _ => Error::Device(msg),
         }
     })
+}
+
+/// Whether `func` (a `CUfunction` as `u64`, e.g. of a captured kernel node) is a kernel
+/// this module loaded that may be launched with programmatic dependent launch
+/// ([`pdl_capable`]: it executes `griddepcontrol.wait`, sm_90+, CUDA 12.3+), PDL being on.
+pub fn waits_for_grid(func: u64) -> bool {
+    pdl_enabled()
+        && REGISTRY.read().as_ref().is_some_and(|r| r.kernels.iter().any(|k| k.pdl && k.func as u64 == func))
+}
+
+/// Whether kernel `h` is launched with programmatic dependent launch now: it executes
+/// `griddepcontrol.wait`, the GPU is sm_90 or later with a driver of CUDA 12.3 or later,
+/// and PDL is on ([`pdl_enabled`]). Errors: [`Error::InvalidValue`] for an unknown handle.
+pub fn uses_pdl(h: u64) -> Result<bool> {
+    let reg = REGISTRY.read();
+    match reg.as_ref().and_then(|r| r.kernels.get((h as usize).wrapping_sub(1))) {
+        Some(k) => Ok(k.pdl && pdl_enabled()),
+        None => Err(Error::InvalidValue(format!("{h:#x} is not a kernel handle from cumem_kernel_load"))),
+    }
 }
 
 /// The block size that maximises occupancy for kernel `h` without dynamic shared
@@ -457,7 +629,24 @@ pub fn sleep(dev: &dyn Device, stream: u64, ns: u64) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::ptx_param_counts;
+    use super::{pdl_capable, ptx_grid_waits, ptx_param_counts};
+
+    #[test]
+    fn ptx_entries_that_wait_for_their_grid_dependencies() {
+        // k_wait: the wait inside an inline-asm scope; k_plain: none; k_late: after a
+        // nested scope; the .func's wait belongs to no entry.
+        let ptx = "\n.visible .func helper()\n{\n\tgriddepcontrol.wait;\n\tret;\n}\n\
+                   .visible .entry k_wait(\n\t.param .u64 p\n)\n.maxntid 256, 1, 1\n{\n\t// begin inline asm\n\t{\n\tgriddepcontrol.wait;\n\t}\n\tgriddepcontrol.launch_dependents;\n\tret;\n}\n\
+                   .visible .entry k_plain()\n{\n\t{ mov.u32 %r1, 0; }\n\tret;\n}\n\
+                   .visible .entry k_late(.param .u32 q)\n{\n\t{ bra $L1; }\n$L1:\n\tgriddepcontrol.wait;\n\tret;\n}\n";
+        assert_eq!(ptx_grid_waits(ptx), vec!["k_wait".to_owned(), "k_late".to_owned()]);
+        assert!(ptx_grid_waits("no entries here").is_empty());
+        assert!(ptx_grid_waits(".entry k_open( {").is_empty());
+        // PDL only for kernels that wait, on sm_90 and later (the driver version is the
+        // machine's: 0 without libcuda, so nothing is capable there)
+        assert!(!pdl_capable(90, false));
+        assert!(!pdl_capable(89, true));
+    }
 
     #[test]
     fn ptx_entries_and_their_parameter_counts() {

@@ -407,6 +407,9 @@ impl Device for CudaDevice {
     fn graph_info(&self, g: u64) -> Result<super::GraphInfo> {
         self.graph_info_raw(g)
     }
+    fn graph_programmatic_edges(&self, g: u64, waits: &dyn Fn(u64) -> bool) -> Result<u64> {
+        self.graph_programmatic_edges_raw(g, waits)
+    }
 
     fn stream_create(&self, blocking: bool) -> Result<u64> {
         self.bind()?;

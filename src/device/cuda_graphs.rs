@@ -133,14 +133,45 @@ type GetEdgesV1 = unsafe extern "C" fn(
     *mut sys::CUgraphNode,
     *mut usize,
 ) -> sys::CUresult;
-/// `cuGraphGetEdges_v2` (CUDA 12.3): with the edges' data (asked as null).
+/// `cuGraphGetEdges_v2` (CUDA 12.3): with the edges' data.
 type GetEdgesV2 = unsafe extern "C" fn(
     sys::CUgraph,
     *mut sys::CUgraphNode,
     *mut sys::CUgraphNode,
-    *mut std::ffi::c_void,
+    *mut EdgeData,
     *mut usize,
 ) -> sys::CUresult;
+
+/// `CUgraphEdgeData` (cuda.h, CUDA 12.3; cudarc's bindings at the CUDA 12.0 level lack
+/// it): how an edge's dependency is met. All zero: the default (full completion and
+/// memory visibility of the upstream node).
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+struct EdgeData {
+    /// `CUgraphKernelNodePort` of the upstream node: 0 completion, 1 programmatic (every
+    /// block triggered `griddepcontrol.launch_dependents` or exited), 2 launch order.
+    from_port: u8,
+    /// 0 (no node type defines another).
+    to_port: u8,
+    /// `CUgraphDependencyType`: 0 default, 1 programmatic.
+    kind: u8,
+    reserved: [u8; 5],
+}
+
+/// `CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC`.
+const DEPENDENCY_PROGRAMMATIC: u8 = 1;
+/// `cuGraphAddDependencies_v2` and `cuGraphRemoveDependencies_v2` (CUDA 12.3): (graph,
+/// from, to, edge data, count).
+type DepsV2 = unsafe extern "C" fn(
+    sys::CUgraph,
+    *const sys::CUgraphNode,
+    *const sys::CUgraphNode,
+    *const EdgeData,
+    usize,
+) -> sys::CUresult;
+/// `cuGraphKernelNodeGetParams_v2` (CUDA 12.0): (node, `CUDA_KERNEL_NODE_PARAMS_v2`).
+type KernelParams =
+    unsafe extern "C" fn(sys::CUgraphNode, *mut sys::CUDA_KERNEL_NODE_PARAMS) -> sys::CUresult;
 /// `cuGraphGetNodes`: (graph, nodes, count).
 type GetNodes = unsafe extern "C" fn(sys::CUgraph, *mut sys::CUgraphNode, *mut usize) -> sys::CUresult;
 /// `cuGraphNodeGetType`: (node, type as the C enum's int).
@@ -161,6 +192,9 @@ struct GraphFns {
     edges_v2: Option<GetEdgesV2>,
     nodes: Option<GetNodes>,
     node_type: Option<NodeType>,
+    add_deps_v2: Option<DepsV2>,
+    remove_deps_v2: Option<DepsV2>,
+    kernel_params: Option<KernelParams>,
 }
 
 fn graph_fns() -> Result<&'static GraphFns> {
@@ -181,6 +215,9 @@ fn graph_fns() -> Result<&'static GraphFns> {
                 edges_v2: lib.get::<GetEdgesV2>("cuGraphGetEdges_v2").ok().map(|s| *s),
                 nodes: lib.get::<GetNodes>("cuGraphGetNodes").ok().map(|s| *s),
                 node_type: lib.get::<NodeType>("cuGraphNodeGetType").ok().map(|s| *s),
+                add_deps_v2: lib.get::<DepsV2>("cuGraphAddDependencies_v2").ok().map(|s| *s),
+                remove_deps_v2: lib.get::<DepsV2>("cuGraphRemoveDependencies_v2").ok().map(|s| *s),
+                kernel_params: lib.get::<KernelParams>("cuGraphKernelNodeGetParams_v2").ok().map(|s| *s),
                 _lib: lib,
             })
         }
@@ -195,7 +232,9 @@ fn missing(name: &str) -> Error {
 
 impl CudaDevice {
     /// The nodes that work queued next on `s`, under capture, will depend on
-    /// (`cuStreamGetCaptureInfo`): right after an operation, its last nodes.
+    /// (`cuStreamGetCaptureInfo`): right after an operation, its last nodes. Their edge
+    /// data (CUDA 12.3) is read and dropped: without it the driver refuses the query
+    /// (`CUDA_ERROR_LOSSY_QUERY`) when a dependency carries non-default data.
     pub(super) fn capture_dependencies_raw(&self, s: u64) -> Result<Vec<u64>> {
         let st = self.raw_stream(s)?;
         self.bind()?;
@@ -204,13 +243,14 @@ impl CudaDevice {
         let mut id = 0u64;
         let mut g: sys::CUgraph = std::ptr::null_mut();
         let mut deps: *const sys::CUgraphNode = std::ptr::null();
+        let mut data: *const std::ffi::c_void = std::ptr::null();
         let mut n = 0usize;
-        // SAFETY: a live stream of ours; valid out-pointers (edge data not asked).
+        // SAFETY: a live stream of ours; valid out-pointers.
         let r = unsafe {
-            if let Some(v2) = f.info_v2 {
+            if let Some(v3) = f.info_v3 {
+                v3(st, &mut status, &mut id, &mut g, &mut deps, &mut data, &mut n)
+            } else if let Some(v2) = f.info_v2 {
                 v2(st, &mut status, &mut id, &mut g, &mut deps, &mut n)
-            } else if let Some(v3) = f.info_v3 {
-                v3(st, &mut status, &mut id, &mut g, &mut deps, std::ptr::null_mut(), &mut n)
             } else {
                 return Err(missing("cuStreamGetCaptureInfo"));
             }
@@ -252,81 +292,167 @@ impl CudaDevice {
         r.result().map_err(|e| device_err("cuStreamUpdateCaptureDependencies", e))
     }
 
-    /// The nodes of graph `g` by kind, its edges and its longest chain
-    /// (`cuGraphGetNodes`, `cuGraphNodeGetType`, `cuGraphGetEdges`).
+    /// The nodes of graph `g` by kind, its edges (and how many are programmatic) and its
+    /// longest chain (`cuGraphGetNodes`, `cuGraphNodeGetType`, `cuGraphGetEdges_v2` with
+    /// the edges' data where the driver has it, which it needs once an edge is
+    /// programmatic, else `cuGraphGetEdges`).
     pub(super) fn graph_info_raw(&self, g: u64) -> Result<GraphInfo> {
         self.bind()?;
         let f = graph_fns()?;
-        let graph = g as sys::CUgraph;
-        let (get_nodes, node_type) = match (f.nodes, f.node_type) {
-            (Some(a), Some(b)) => (a, b),
-            _ => return Err(missing("cuGraphGetNodes")),
-        };
-        let mut n = 0usize;
-        // SAFETY: a graph of ours; a count query.
-        unsafe { get_nodes(graph, std::ptr::null_mut(), &mut n) }
-            .result()
-            .map_err(|e| device_err("cuGraphGetNodes", e))?;
-        let mut nodes: Vec<sys::CUgraphNode> = vec![std::ptr::null_mut(); n];
-        // SAFETY: room for `n` nodes.
-        unsafe { get_nodes(graph, nodes.as_mut_ptr(), &mut n) }
-            .result()
-            .map_err(|e| device_err("cuGraphGetNodes", e))?;
-        nodes.truncate(n);
+        let (nodes, kinds) = graph_nodes(f, g as sys::CUgraph)?;
+        let n = nodes.len();
         let mut info = GraphInfo { nodes: n as u64, ..Default::default() };
-        for &node in &nodes {
-            let mut t = -1i32;
-            // SAFETY: a node of the graph; an int out-pointer.
-            unsafe { node_type(node, &mut t) }.result().map_err(|e| device_err("cuGraphNodeGetType", e))?;
+        for &t in &kinds {
             match t {
-                0 => info.kernels += 1, // CU_GRAPH_NODE_TYPE_KERNEL
+                NODE_KERNEL => info.kernels += 1,
                 1 => info.memcpys += 1, // CU_GRAPH_NODE_TYPE_MEMCPY
                 2 => info.memsets += 1, // CU_GRAPH_NODE_TYPE_MEMSET
                 _ => info.others += 1,
             }
         }
-        let mut m = 0usize;
-        let (mut from, mut to): (Vec<sys::CUgraphNode>, Vec<sys::CUgraphNode>) = (Vec::new(), Vec::new());
-        for pass in 0..2 {
-            if pass == 1 && m == 0 {
-                // no edges (independent nodes): the driver refuses a second call with
-                // arrays of room 0 (CUDA_ERROR_INVALID_VALUE, CUDA 13.0)
-                break;
-            }
-            if pass == 1 {
-                from = vec![std::ptr::null_mut(); m];
-                to = vec![std::ptr::null_mut(); m];
-            }
-            let (pf, pt) = if pass == 0 {
-                (std::ptr::null_mut(), std::ptr::null_mut())
-            } else {
-                (from.as_mut_ptr(), to.as_mut_ptr())
-            };
-            // SAFETY: a graph of ours; a count query, then room for `m` edges.
-            let r = unsafe {
-                if let Some(v1) = f.edges_v1 {
-                    v1(graph, pf, pt, &mut m)
-                } else if let Some(v2) = f.edges_v2 {
-                    v2(graph, pf, pt, std::ptr::null_mut(), &mut m)
-                } else {
-                    return Err(missing("cuGraphGetEdges"));
-                }
-            };
-            r.result().map_err(|e| device_err("cuGraphGetEdges", e))?;
-        }
-        from.truncate(m);
-        to.truncate(m);
+        let all = graph_edges(f, g as sys::CUgraph)?;
+        info.programmatic = all.iter().filter(|e| e.2.kind == DEPENDENCY_PROGRAMMATIC).count() as u64;
         let index: rustc_hash::FxHashMap<u64, usize> =
             nodes.iter().enumerate().map(|(i, &p)| (p as u64, i)).collect();
-        let edges: Vec<(usize, usize)> = from
+        let edges: Vec<(usize, usize)> = all
             .iter()
-            .zip(&to)
-            .filter_map(|(a, b)| Some((*index.get(&(*a as u64))?, *index.get(&(*b as u64))?)))
+            .filter_map(|(a, b, _)| Some((*index.get(&(*a as u64))?, *index.get(&(*b as u64))?)))
             .collect();
         info.edges = edges.len() as u64;
         info.depth = longest_chain(n, &edges);
         Ok(info)
     }
+
+    /// See [`crate::device::Device::graph_programmatic_edges`]: each default edge of `g`
+    /// from a kernel node into a kernel node whose function `waits` is removed and added
+    /// back as programmatic (`cuGraphRemoveDependencies_v2`, `cuGraphAddDependencies_v2`;
+    /// CUDA 12.3). Needs the drivers' v2 entry points, else changes nothing.
+    pub(super) fn graph_programmatic_edges_raw(&self, g: u64, waits: &dyn Fn(u64) -> bool) -> Result<u64> {
+        self.bind()?;
+        let f = graph_fns()?;
+        let (Some(add), Some(remove), Some(params), Some(_)) =
+            (f.add_deps_v2, f.remove_deps_v2, f.kernel_params, f.edges_v2)
+        else {
+            return Ok(0);
+        };
+        let graph = g as sys::CUgraph;
+        let (nodes, kinds) = graph_nodes(f, graph)?;
+        let kernel: rustc_hash::FxHashMap<u64, bool> = nodes
+            .iter()
+            .zip(&kinds)
+            .filter(|(_, t)| **t == NODE_KERNEL)
+            .map(|(&node, _)| {
+                // SAFETY: zeroed plain-data out-record; a kernel node of the graph.
+                let mut p: sys::CUDA_KERNEL_NODE_PARAMS = unsafe { std::mem::zeroed() };
+                let ok = unsafe { params(node, &mut p) } == sys::CUresult::CUDA_SUCCESS;
+                (node as u64, ok && !p.func.is_null() && waits(p.func as u64))
+            })
+            .collect();
+        let mut changed = 0u64;
+        for (a, b, d) in graph_edges(f, graph)? {
+            let (Some(_), Some(&true)) = (kernel.get(&(a as u64)), kernel.get(&(b as u64))) else { continue };
+            if d.kind != 0 || d.from_port != 0 {
+                continue; // programmatic already (the capture of a PDL launch)
+            }
+            let prog = EdgeData {
+                from_port: PORT_PROGRAMMATIC,
+                kind: DEPENDENCY_PROGRAMMATIC,
+                ..Default::default()
+            };
+            // SAFETY: an edge of the graph, removed and added back with one entry each.
+            unsafe {
+                remove(graph, &a, &b, &d, 1)
+                    .result()
+                    .map_err(|e| device_err("cuGraphRemoveDependencies_v2", e))?;
+                if add(graph, &a, &b, &prog, 1) == sys::CUresult::CUDA_SUCCESS {
+                    changed += 1;
+                } else {
+                    add(graph, &a, &b, &d, 1)
+                        .result()
+                        .map_err(|e| device_err("cuGraphAddDependencies_v2", e))?;
+                }
+            }
+        }
+        Ok(changed)
+    }
+}
+
+/// `CU_GRAPH_NODE_TYPE_KERNEL`.
+const NODE_KERNEL: i32 = 0;
+/// `CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC`.
+const PORT_PROGRAMMATIC: u8 = 1;
+
+/// The nodes of `graph` and the type of each (`cuGraphGetNodes`, `cuGraphNodeGetType`).
+fn graph_nodes(f: &GraphFns, graph: sys::CUgraph) -> Result<(Vec<sys::CUgraphNode>, Vec<i32>)> {
+    let (get_nodes, node_type) = match (f.nodes, f.node_type) {
+        (Some(a), Some(b)) => (a, b),
+        _ => return Err(missing("cuGraphGetNodes")),
+    };
+    let mut n = 0usize;
+    // SAFETY: a graph of ours; a count query.
+    unsafe { get_nodes(graph, std::ptr::null_mut(), &mut n) }
+        .result()
+        .map_err(|e| device_err("cuGraphGetNodes", e))?;
+    let mut nodes: Vec<sys::CUgraphNode> = vec![std::ptr::null_mut(); n];
+    if n > 0 {
+        // SAFETY: room for `n` nodes.
+        unsafe { get_nodes(graph, nodes.as_mut_ptr(), &mut n) }
+            .result()
+            .map_err(|e| device_err("cuGraphGetNodes", e))?;
+    }
+    nodes.truncate(n);
+    let mut kinds = Vec::with_capacity(n);
+    for &node in &nodes {
+        let mut t = -1i32;
+        // SAFETY: a node of the graph; an int out-pointer.
+        unsafe { node_type(node, &mut t) }.result().map_err(|e| device_err("cuGraphNodeGetType", e))?;
+        kinds.push(t);
+    }
+    Ok((nodes, kinds))
+}
+
+/// The edges of `graph` as (from, to, data) (`cuGraphGetEdges_v2` with the data, else
+/// `cuGraphGetEdges` and default data).
+fn graph_edges(
+    f: &GraphFns,
+    graph: sys::CUgraph,
+) -> Result<Vec<(sys::CUgraphNode, sys::CUgraphNode, EdgeData)>> {
+    let mut m = 0usize;
+    let (mut from, mut to): (Vec<sys::CUgraphNode>, Vec<sys::CUgraphNode>) = (Vec::new(), Vec::new());
+    let mut data: Vec<EdgeData> = Vec::new();
+    for pass in 0..2 {
+        if pass == 1 && m == 0 {
+            // no edges (independent nodes): the driver refuses a second call with
+            // arrays of room 0 (CUDA_ERROR_INVALID_VALUE, CUDA 13.0)
+            break;
+        }
+        if pass == 1 {
+            from = vec![std::ptr::null_mut(); m];
+            to = vec![std::ptr::null_mut(); m];
+            data = vec![EdgeData::default(); m];
+        }
+        let (pf, pt, pd) = if pass == 0 {
+            (std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut())
+        } else {
+            (from.as_mut_ptr(), to.as_mut_ptr(), data.as_mut_ptr())
+        };
+        // SAFETY: a graph of ours; a count query, then room for `m` edges (and their
+        // data, 8 bytes each).
+        let r = unsafe {
+            if let Some(v2) = f.edges_v2 {
+                v2(graph, pf, pt, pd, &mut m)
+            } else if let Some(v1) = f.edges_v1 {
+                v1(graph, pf, pt, &mut m)
+            } else {
+                return Err(missing("cuGraphGetEdges"));
+            }
+        };
+        r.result().map_err(|e| device_err("cuGraphGetEdges", e))?;
+    }
+    from.truncate(m);
+    to.truncate(m);
+    data.resize(m, EdgeData::default());
+    Ok(from.into_iter().zip(to).zip(data).map(|((a, b), d)| (a, b, d)).collect())
 }
 
 /// The number of nodes on the longest path of a DAG of `n` nodes with `edges` (from, to):

@@ -117,6 +117,9 @@ impl Device for FaultyDevice {
     fn graph_info(&self, g: u64) -> Result<super::GraphInfo> {
         self.inner.graph_info(g)
     }
+    fn graph_programmatic_edges(&self, g: u64, waits: &dyn Fn(u64) -> bool) -> Result<u64> {
+        self.inner.graph_programmatic_edges(g, waits)
+    }
     fn stream_wait_event(&self, s: u64, e: u64) -> Result<()> {
         self.stream_fault("stream wait")?;
         self.inner.stream_wait_event(s, e)

@@ -31,8 +31,11 @@ pub struct GraphInfo {
     /// Nodes on the longest dependency chain: the ones a replay runs one after another
     /// (equal to `nodes` for a graph captured as one chain).
     pub depth: u64,
-    /// Padding (0).
-    pub reserved: u64,
+    /// Of the edges, the programmatic ones (`CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC`, CUDA
+    /// 12.3): a kernel launched with programmatic dependent launch under capture (see
+    /// `cumem_kernel_uses_pdl`) may start before the kernel it depends on ends, and waits
+    /// for it in its `griddepcontrol.wait`. 0 on drivers older than CUDA 12.3.
+    pub programmatic: u64,
 }
 
 pub use cuda::CudaDevice;
@@ -247,6 +250,18 @@ pub trait Device: Send + Sync {
     fn graph_info(&self, g: u64) -> Result<GraphInfo> {
         let _ = g;
         Ok(GraphInfo::default())
+    }
+    /// Makes programmatic (CUDA 12.3 edge data: `CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC`
+    /// from `CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC`) every default edge of graph `g` from a
+    /// kernel node into a kernel node whose `CUfunction` `waits` says starts with
+    /// `griddepcontrol.wait`: the edges a capture set explicitly
+    /// ([`Device::capture_set_dependencies`]) where a launch with programmatic dependent
+    /// launch would have made them programmatic in the stream's order. Returns how many it
+    /// changed; 0 on the host device. An edge the driver refuses to change is put back as
+    /// it was (the graph stays correct, without the overlap there).
+    fn graph_programmatic_edges(&self, g: u64, waits: &dyn Fn(u64) -> bool) -> Result<u64> {
+        let _ = (g, waits);
+        Ok(0)
     }
     /// Creates an event (`cuEventCreate`), with timing (for [`Device::event_elapsed_ms`])
     /// or without (`CU_EVENT_DISABLE_TIMING`, cheaper: the engine's own events).

@@ -368,6 +368,15 @@ impl Engine {
         self.up.device().graph_info(dg)
     }
 
+    /// Makes programmatic the default edges of graph `graph` from a kernel node into one
+    /// whose function `waits` (see [`crate::device::Device::graph_programmatic_edges`]);
+    /// returns how many. Errors: [`Error::InvalidValue`] for an unknown graph;
+    /// [`Error::Device`].
+    pub fn graph_programmatic_edges(&self, graph: u64, waits: &dyn Fn(u64) -> bool) -> Result<u64> {
+        let dg = self.graphs.lock().graphs.get(&graph).map(|g| g.0).ok_or_else(|| unknown("graph", graph))?;
+        self.up.device().graph_programmatic_edges(dg, waits)
+    }
+
     /// The figures of graph pool `pool`. Errors: [`Error::InvalidValue`] for an unknown
     /// or released pool.
     pub fn graph_pool_info(&self, pool: u64) -> Result<GraphPoolInfo> {

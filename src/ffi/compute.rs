@@ -151,7 +151,9 @@ pub unsafe extern "C" fn cumem_kernel_load(
 /// `bx × by × bz` threads and `shared_bytes` of dynamic shared memory on the legacy
 /// default stream (`cuLaunchKernel`), and returns without waiting. `args` is
 /// `cuLaunchKernel`'s `kernelParams`: an array with one pointer per kernel parameter to
-/// that argument's value (NULL only for a kernel without parameters).
+/// that argument's value (NULL only for a kernel without parameters). A kernel that
+/// executes `griddepcontrol.wait` (CuMem's own all do) is launched on an sm_90+ GPU with
+/// programmatic dependent launch (`cuLaunchKernelEx`; see `cumem_kernel_uses_pdl`).
 ///
 /// Returns `CUMEM_ERROR_INVALID_VALUE` for an unknown handle, a zero dimension, or a
 /// geometry the driver refuses (too many threads or too much shared memory per block);
@@ -203,6 +205,49 @@ pub unsafe extern "C" fn cumem_kernel_launch_async(
         let geometry = module::Launch { grid: (gx, gy, gz), block: (bx, by, bz), shared_bytes };
         // SAFETY: the caller vouches for `args`.
         unsafe { module::launch(e.device(), kernel, stream, geometry, args) }
+    })
+}
+
+/// Writes into `*on` 1 when `kernel` (a handle from `cumem_kernel_load`) is launched with
+/// programmatic dependent launch (`cuLaunchKernelEx` with
+/// `CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION`): its code executes
+/// `griddepcontrol.wait` (every kernel CuMem generates or ships begins with it,
+/// `CUMEM_PDL_ENTRY()` of julia/cuda/common.cuh), the GPU is sm_90 or later, the driver
+/// CUDA 12.3 or later, and PDL is on (`cumem_set_pdl`, `CUMEM_PDL`); else 0. Returns
+/// `CUMEM_ERROR_INVALID_VALUE` for an unknown handle or a null `on`.
+///
+/// # Safety
+/// `on` must be null or writable for one `int32_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cumem_kernel_uses_pdl(kernel: u64, on: *mut i32) -> i32 {
+    guard(|_| {
+        if on.is_null() {
+            return Err(null_err("on"));
+        }
+        let v = module::uses_pdl(kernel)?;
+        // SAFETY: checked non-null.
+        unsafe { *on = v as i32 };
+        Ok(())
+    })
+}
+
+/// Turns programmatic dependent launch on (`on` != 0) or off for the kernel launches from
+/// now on, and writes into `*was` (when not NULL) 1 if it was on. On by default;
+/// `CUMEM_PDL=0` (or `off`, `false`, `no`) in the environment turns it off and wins over
+/// this call (the measuring switch and the fallback). Graphs captured before keep their
+/// edges. Works without a GPU (nothing is launched there).
+///
+/// # Safety
+/// `was` must be null or writable for one `int32_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cumem_set_pdl(on: i32, was: *mut i32) -> i32 {
+    guard(|_| {
+        let w = module::set_pdl(on != 0);
+        if !was.is_null() {
+            // SAFETY: non-null, writable by the caller's guarantee.
+            unsafe { *was = w as i32 };
+        }
+        Ok(())
     })
 }
 

@@ -44,7 +44,11 @@ pub unsafe extern "C" fn cumem_stream_begin_capture(stream: u64, pool: u64, pool
 }
 
 /// Ends the capture of `stream` (`cuStreamEndCapture`) into `*graph`, a graph holding a
-/// reference to the capture's pool. Returns `CUMEM_ERROR_INVALID_VALUE` when `stream`
+/// reference to the capture's pool. With programmatic dependent launch on (see
+/// `cumem_set_pdl`), every default edge from a kernel node into a kernel that starts with
+/// `griddepcontrol.wait` (see `cumem_kernel_uses_pdl`) is made programmatic
+/// (`cuGraphRemoveDependencies_v2`, `cuGraphAddDependencies_v2`): the edges set with
+/// `cumem_stream_set_capture_dependencies` get what the stream's order gives such a launch. Returns `CUMEM_ERROR_INVALID_VALUE` when `stream`
 /// is not being captured or `graph` is null, `CUMEM_ERROR_DEVICE` when the capture was
 /// invalidated (the capture is over then, and no graph is made).
 ///
@@ -56,7 +60,19 @@ pub unsafe extern "C" fn cumem_stream_end_capture(stream: u64, graph: *mut u64) 
         if graph.is_null() {
             return Err(null_err("graph"));
         }
-        out_u64(graph, "graph", || e.capture_end(stream))
+        out_u64(graph, "graph", || {
+            let g = e.capture_end(stream)?;
+            // Edges set as capture dependencies into kernels that start with
+            // griddepcontrol.wait become programmatic, as the stream's order does for a
+            // launch with programmatic dependent launch.
+            if crate::compute::module::pdl_enabled()
+                && let Err(err) = e.graph_programmatic_edges(g, &crate::compute::module::waits_for_grid)
+            {
+                let _ = e.graph_destroy(g);
+                return Err(err);
+            }
+            Ok(g)
+        })
     })
 }
 
@@ -215,10 +231,11 @@ pub unsafe extern "C" fn cumem_stream_set_capture_dependencies(
 }
 
 /// Writes graph `graph`'s shape into `*info` (`cumem_graph_info_t`: nodes in all, kernel,
-/// memcpy, memset and other nodes, edges, and the nodes on its longest dependency chain,
-/// which a replay runs one after another; `cuGraphGetNodes`, `cuGraphNodeGetType`,
-/// `cuGraphGetEdges`). All 0 on the host device, whose graphs are recorded above the
-/// engine. Returns `CUMEM_ERROR_INVALID_VALUE` for an unknown graph or a null `info`.
+/// memcpy, memset and other nodes, edges, the nodes on its longest dependency chain,
+/// which a replay runs one after another, and the programmatic edges among the edges,
+/// those into kernels launched with programmatic dependent launch; `cuGraphGetNodes`,
+/// `cuGraphNodeGetType`, `cuGraphGetEdges_v2` or `cuGraphGetEdges`). All 0 on the host
+/// device, whose graphs are recorded above the engine. Returns `CUMEM_ERROR_INVALID_VALUE` for an unknown graph or a null `info`.
 ///
 /// # Safety
 /// `info` must be null or writable for one `cumem_graph_info_t`.

@@ -16,7 +16,10 @@
 #   FUZZ_LEN (elements per input, default 24), FUZZ_OUT (default fuzz-campaign/): each
 #   process's log proc_<i>.log, reproducers in repro/, campaign.jsonl (one JSON line per
 #   process, then a line "total"), campaign.md (the table). JULIA: the command that runs
-#   Julia (default: julia on PATH, else .julia-local/bin/julia).
+#   Julia (default: julia on PATH, else .julia-local/bin/julia). FUZZ_GRACE (default 240):
+#   seconds a process may run past FUZZ_SECONDS (loading, the last function) before
+#   `timeout` stops it; FUZZ_DEADLINE (seconds since the epoch): no process runs past it.
+#   A process stopped that way keeps the counts of the functions it finished ("stopped").
 # Exit status 0 when every process printed its summary and nothing disagreed (a process
 # that died without its summary counts as a crash).
 set -uo pipefail
@@ -52,38 +55,52 @@ for i in $(seq 1 "$PROCS"); do
         cuda) envs=(CUMEM_DEVICE=cuda)
               envs+=(CUDA_VISIBLE_DEVICES=${gpus[$(( (i - 1) % ngpu ))]}) ;;
     esac
-    # the outer limit: the fuzzing time, the loading, and one slow function at the end
-    env "${envs[@]}" timeout $((SECS + ${FUZZ_GRACE:-240})) $JULIA --project=. test/fuzz/fuzz.jl --mode "$fmode" \
-        --seed $((SEED + i)) --n "${FUZZ_N:-0}" --seconds "$SECS" --len "${FUZZ_LEN:-24}" --quiet --profile \
+    # the outer limit: the fuzzing time, the loading, and one slow function at the end; no
+    # later than FUZZ_DEADLINE (seconds since the epoch) where it is given
+    lim=$((SECS + ${FUZZ_GRACE:-240}))
+    if [ -n "${FUZZ_DEADLINE:-}" ] && [ $((FUZZ_DEADLINE - $(date +%s))) -lt "$lim" ]; then lim=$((FUZZ_DEADLINE - $(date +%s))); fi
+    [ "$lim" -ge 10 ] || lim=10
+    env "${envs[@]}" timeout "$lim" $JULIA --project=. test/fuzz/fuzz.jl --mode "$fmode" \
+        --seed $((SEED + i)) --n "${FUZZ_N:-0}" --seconds "$SECS" --len "${FUZZ_LEN:-24}" --quiet --profile --partial \
         --out "$OUTD/repro" > "$OUTD/proc_$i.log" 2>&1 &
     pids+=($!)
 done
 rcs=()
 for p in "${pids[@]}"; do wait "$p"; rcs+=($?); done
-# one line per process (its summary, or a crash record when it printed none), then the total
+# one line per process (its summary; the last partial one, with "stopped": 1, when the outer
+# limit stopped it during a function, or "crashes" one more when it died otherwise; a crash
+# record when it printed none), then the total
 : > "$OUTD/campaign.jsonl"
 for i in $(seq 1 "$PROCS"); do
     line=$(grep -h '^{"mode"' "$OUTD/proc_$i.log" | tail -1)
+    rc=${rcs[$((i - 1))]}
     if [ -z "$line" ]; then
-        line="{\"mode\":\"$MODE\",\"seed\":$((SEED + i)),\"functions\":0,\"checks\":0,\"wrong_values\":0,\"exception_mismatches\":0,\"crashes\":1,\"refused\":0,\"seconds\":0,\"startup_s\":0,\"no_summary_exit\":${rcs[$((i - 1))]}}"
+        line="{\"mode\":\"$MODE\",\"seed\":$((SEED + i)),\"functions\":0,\"checks\":0,\"wrong_values\":0,\"exception_mismatches\":0,\"crashes\":1,\"refused\":0,\"seconds\":0,\"startup_s\":0,\"no_summary_exit\":$rc}"
+    elif [[ $line == *'"partial":true'* ]]; then
+        if [ "$rc" -eq 124 ]; then
+            line="${line%\}},\"stopped\":1,\"exit\":$rc}"
+        else
+            c=$(echo "$line" | sed -E 's/.*"crashes":([0-9]+).*/\1/')
+            line="$(echo "${line%\}}" | sed -E "s/\"crashes\":[0-9]+/\"crashes\":$((c + 1))/"),\"exit\":$rc}"
+        fi
     fi
     echo "$line" >> "$OUTD/campaign.jsonl"
 done
 awk -v mode="$MODE" -v procs="$PROCS" -v secs="$SECS" -v seed="$SEED" '
     function num(k,   m) { return match($0, "\"" k "\":[0-9.]+") ? substr($0, RSTART + length(k) + 3, RLENGTH - length(k) - 3) + 0 : 0 }
     { f += num("functions"); c += num("checks"); w += num("wrong_values"); x += num("exception_mismatches")
-      cr += num("crashes"); r += num("refused"); s += num("seconds"); cpu += num("cpu_s"); st += num("startup_s") }
+      cr += num("crashes"); r += num("refused"); s += num("seconds"); cpu += num("cpu_s"); st += num("startup_s"); sp += num("stopped") }
     END {
-        printf "{\"total\":true,\"mode\":\"%s\",\"processes\":%d,\"seeds\":\"%d..%d\",\"seconds_each\":%s,\"functions\":%d,\"checks\":%d,\"wrong_values\":%d,\"exception_mismatches\":%d,\"crashes\":%d,\"refused\":%d,\"functions_per_s_per_process\":%.3f,\"cpu_s_per_function\":%.2f,\"mean_startup_s\":%.1f}\n",
-            mode, procs, seed + 1, seed + procs, secs, f, c, w, x, cr, r, (s > 0 ? f / s : 0), (f > 0 ? cpu / f : 0), st / NR
+        printf "{\"total\":true,\"mode\":\"%s\",\"processes\":%d,\"seeds\":\"%d..%d\",\"seconds_each\":%s,\"functions\":%d,\"checks\":%d,\"wrong_values\":%d,\"exception_mismatches\":%d,\"crashes\":%d,\"refused\":%d,\"stopped\":%d,\"functions_per_s_per_process\":%.3f,\"cpu_s_per_function\":%.2f,\"mean_startup_s\":%.1f}\n",
+            mode, procs, seed + 1, seed + procs, secs, f, c, w, x, cr, r, sp, (s > 0 ? f / s : 0), (f > 0 ? cpu / f : 0), st / NR
     }' "$OUTD/campaign.jsonl" > "$OUTD/total.json"
 cat "$OUTD/total.json" >> "$OUTD/campaign.jsonl"
 {
-    echo "| mode | processes | seeds | functions | checks | wrong values | exception mismatches | crashes | refused | functions/s per process | CPU s per function | mean startup (s) |"
-    echo "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    echo "| mode | processes | seeds | functions | checks | wrong values | exception mismatches | crashes | refused | stopped by the limit | functions/s per process | CPU s per function | mean startup (s) |"
+    echo "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     awk '{ gsub(/[{}"]/, ""); n = split($0, kv, ","); for (i = 1; i <= n; i++) { split(kv[i], p, ":"); v[p[1]] = p[2] }
-           printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", v["mode"], v["processes"], v["seeds"], v["functions"],
-               v["checks"], v["wrong_values"], v["exception_mismatches"], v["crashes"], v["refused"], v["functions_per_s_per_process"],
+           printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", v["mode"], v["processes"], v["seeds"], v["functions"],
+               v["checks"], v["wrong_values"], v["exception_mismatches"], v["crashes"], v["refused"], v["stopped"], v["functions_per_s_per_process"],
                v["cpu_s_per_function"], v["mean_startup_s"] }' "$OUTD/total.json"
 } > "$OUTD/campaign.md"
 cat "$OUTD/campaign.md"

@@ -6,7 +6,7 @@
 # defines the function, its inputs and both results).
 #
 #   julia --project=. test/fuzz/fuzz.jl [--mode host|emu] [--seed S] [--n N] [--len L]
-#                                       [--seconds T] [--out DIR] [--ulps] [--profile]
+#                                       [--seconds T] [--out DIR] [--ulps] [--profile] [--partial]
 #
 # --mode host (default): the device of CUMEM_DEVICE (host: Base runs the elements, every
 #   kernel is still generated and, with libnvrtc, compiled to PTX; cuda: the GPU runs it);
@@ -18,6 +18,8 @@
 #   it not counted), whichever of --n and --seconds comes first (--n 0: no count limit);
 #   test/fuzz/campaign.sh runs many such processes side by side; --profile: also print the
 #   CPU seconds per function of each part (generating, Base's calls, CuMem's calls);
+#   --partial: also print the summary after every function, marked "partial": true (a
+#   process stopped from outside keeps the counts of the functions it finished);
 # --ulps: instead, measure each mapped transcendental function alone on this device (max
 #   ulp difference from Base over special and random inputs) and print the table.
 # Prints one JSON line per run: mode, seed, functions, checks, disagreements by kind, the
@@ -48,10 +50,10 @@ const ARGS_D = Dict{String,String}()
 let i = 1
     while i <= length(ARGS)
         a = ARGS[i]
-        if a in ("--ulps", "--quiet", "--profile")
+        if a in ("--ulps", "--quiet", "--profile", "--partial")
             ARGS_D[a[3:end]] = "1"; i += 1
         else
-            startswith(a, "--") && i < length(ARGS) || error("usage: fuzz.jl [--mode host|emu] [--seed S] [--n N] [--len L] [--seconds T] [--out DIR] [--ulps] [--profile]")
+            startswith(a, "--") && i < length(ARGS) || error("usage: fuzz.jl [--mode host|emu] [--seed S] [--n N] [--len L] [--seconds T] [--out DIR] [--ulps] [--profile] [--partial]")
             ARGS_D[a[3:end]] = ARGS[i+1]; i += 2
         end
     end
@@ -69,6 +71,7 @@ using .FuzzGen
 const SEED = Ref(parse(Int, get(ARGS_D, "seed", string(time_ns() % 1_000_000_000))))
 const N = parse(Int, get(ARGS_D, "n", "100"))
 const SECONDS = parse(Float64, get(ARGS_D, "seconds", "Inf"))
+const PARTIAL = get(ARGS_D, "partial", "0") == "1"
 const LEN = parse(Int, get(ARGS_D, "len", "24"))
 const OUTDIR = get(ARGS_D, "out", "fuzz-failures")
 const DEVICE_NAME = MODE == "emu" ? "emu" : CuMem.on_host() ? "host" : "cuda"
@@ -179,7 +182,7 @@ function fuzz_one(rng, k)
         # the function being run, kept if the process dies in it (removed at fuzz_main's end)
         write(inflight_path(), "# fuzz.jl: the function that was running (mode $MODE, seed $(SEED[]), function $k)\n", src, "\n")
         M = Module(:FuzzFns)
-        Core.eval(M, Meta.parse(FuzzGen.STRUCT_DEF))
+        include_string(M, FuzzGen.STRUCT_DEF)
         f = Core.eval(M, Meta.parse(src))
         src, ats, R, tr, f, Any[FuzzGen.inputs(rng, T, LEN) for T in ats]
     end
@@ -193,6 +196,13 @@ function fuzz_one(rng, k)
         op = R === Bool ? (|) : R <: Integer ? (+) : max
         opn = R === Bool ? "|" : R <: Integer ? "+" : "max"
         want = cpu!(() -> Base.invokelatest(() -> run_(() -> mapreduce(f, op, xs[1]))), "Base mapreduce")
+        # Base's `max` reduction (Julia 1.5 and later: JuliaLang/julia#45932) mends a result of
+        # -0.0 with the first element of the *unmapped* array that is 0.0, so
+        # `mapreduce(f, max, x)` can give an element of `x` where every `f(x[i])` is -0.0; the
+        # reference there is the reduction of the mapped values
+        if op === max && want isa Ok && want.v isa AbstractFloat && iszero(want.v)
+            want = cpu!(() -> Base.invokelatest(() -> run_(() -> reduce(max, map(f, xs[1])))), "Base mapreduce")
+        end
         check!(k, src, xs, "mapreduce($(name), $opn, CA)", want, () -> Base.invokelatest(() -> mapreduce(f, op, cxs[1])), tol)
         if R <: Integer
             want = cpu!(() -> Base.invokelatest(() -> run_(() -> sum(f, xs[1]))), "Base sum")
@@ -243,6 +253,9 @@ function fuzz_main(; seed::Int = SEED[], n::Int = N, seconds::Float64 = SECONDS)
     t0, c0 = time(), cpu_seconds()
     startup = t0 - STARTED
     done = 0
+    summary(partial) = @printf("{\"mode\":\"%s\",\"device\":\"%s\",\"seed\":%d,\"functions\":%d,\"checks\":%d,\"wrong_values\":%d,\"exception_mismatches\":%d,\"crashes\":%d,\"refused\":%d,\"seconds\":%.1f,\"cpu_s\":%.1f,\"startup_s\":%.1f%s}\n",
+                               MODE, DEVICE_NAME, seed, done, CHECKS[], COUNTS["wrong value"], COUNTS["exception mismatch"], COUNTS["crash"],
+                               COUNTS["refused"], time() - t0, cpu_seconds() - c0, startup, partial ? ",\"partial\":true" : "")
     for k in 1:(n == 0 ? typemax(Int) : n)
         time() - t0 >= seconds && break
         done += 1
@@ -253,12 +266,12 @@ function fuzz_main(; seed::Int = SEED[], n::Int = N, seconds::Float64 = SECONDS)
             COUNTS["crash"] += 1
             println("  crash in function $k: ", first(sprint(showerror, e), 500))
         end
+        # (--partial: the counts so far, so that a process stopped from outside keeps them)
+        PARTIAL && (summary(true); flush(stdout))
     end
     rm(inflight_path(); force = true)
     bad = COUNTS["wrong value"] + COUNTS["exception mismatch"] + COUNTS["crash"]
-    @printf("{\"mode\":\"%s\",\"device\":\"%s\",\"seed\":%d,\"functions\":%d,\"checks\":%d,\"wrong_values\":%d,\"exception_mismatches\":%d,\"crashes\":%d,\"refused\":%d,\"seconds\":%.1f,\"cpu_s\":%.1f,\"startup_s\":%.1f}\n",
-            MODE, DEVICE_NAME, seed, done, CHECKS[], COUNTS["wrong value"], COUNTS["exception mismatch"], COUNTS["crash"],
-            COUNTS["refused"], time() - t0, cpu_seconds() - c0, startup)
+    summary(false)
     if get(ARGS_D, "profile", "0") == "1" && done > 0
         println("fuzz: CPU s per function by part (", done, " functions, the first one's compilation included): ",
                 join(("$k $(round(v / done; digits = 3))" for (k, v) in sort(collect(CPU_BY); by = last, rev = true)), ", "))

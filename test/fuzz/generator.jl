@@ -21,9 +21,19 @@ const ARGTYPES = (Bool, REALS..., ComplexF32)
 """Transcendental functions applied at a float result's root, with their ulp tolerance's key."""
 const TRANSCENDENTAL = (:sin, :cos, :exp, :log, :sqrt, :tanh, :atan, :cbrt, :exp2, :log2)
 
-# A struct the generated code builds and reads (defined in the module that evaluates the
-# functions: FuzzS(a::Int32, b::Float32)).
-const STRUCT_DEF = "struct FuzzS; a::Int32; b::Float32; end"
+# What the generated code uses beside Base, defined in the module that evaluates the
+# functions (and written at the top of every reproducer): a struct it builds and reads
+# (FuzzS(a::Int32, b::Float32)), and the float sign tests it calls. The sign of a NaN that an
+# invalid operation makes (`Inf - Inf`, `0 * Inf`, `0 / 0`) is the hardware's: negative on
+# x86 (its "default NaN"), positive on ARM and on NVIDIA GPUs; IEEE 754 leaves it open and so
+# does Julia (the same code gives other signs on x86 and aarch64 Julia). So the functions
+# read a float's sign (`signbit`, and the sign argument of `copysign`/`flipsign`) only where
+# it is not NaN; every other use of NaNs stays.
+const STRUCT_DEF = """
+struct FuzzS; a::Int32; b::Float32; end
+nsignbit(x) = !isnan(x) & signbit(x)
+ncopysign(x, y) = copysign(x, isnan(y) ? one(y) : y)
+nflipsign(x, y) = flipsign(x, isnan(y) ? one(y) : y)"""
 
 mutable struct Gen
     rng::MersenneTwister
@@ -73,7 +83,7 @@ function convert_from(g::Gen, @nospecialize(T), d::Int)
     if T === Bool
         S === Bool && return v
         S === ComplexF32 && return "iszero($v)"
-        S <: AbstractFloat && return pick(g, ("iszero($v)", "signbit($v)", "isnan($v)"))
+        S <: AbstractFloat && return pick(g, ("iszero($v)", "nsignbit($v)", "isnan($v)"))
         return pick(g, ("iszero($v)", "signbit($v)", "isodd(count_ones($v))"))
     elseif T <: Integer
         S === Bool && return "$T($v)"
@@ -97,7 +107,7 @@ function bool_expr(g::Gen, d::Int)
         return "($(expr(g, T, d - 1)) $(pick(g, ("<", "<=", "==", "!=", ">"))) $(expr(g, T, d - 1)))"
     elseif k == 2
         T = pick(g, FLOATS)
-        return "$(pick(g, ("isnan", "isinf", "isfinite", "signbit", "iszero", "issubnormal")))($(expr(g, T, d - 1)))"
+        return "$(pick(g, ("isnan", "isinf", "isfinite", "nsignbit", "iszero", "issubnormal")))($(expr(g, T, d - 1)))"
     elseif k == 3
         return "($(expr(g, Bool, d - 1)) $(pick(g, ("&", "|", "⊻", "&&", "||"))) $(expr(g, Bool, d - 1)))"
     elseif k == 4
@@ -148,7 +158,7 @@ function float_expr(g::Gen, @nospecialize(T), d::Int)
     if k <= 3
         return "($(a()) $(pick(g, ("+", "-", "*", "/"))) $(a()))"
     elseif k == 4
-        return "$(pick(g, ("min", "max", "copysign", "flipsign")))($(a()), $(a()))"
+        return "$(pick(g, ("min", "max", "ncopysign", "nflipsign")))($(a()), $(a()))"
     elseif k == 5
         return "$(pick(g, ("abs", "-", "floor", "ceil", "round", "trunc", "sign", "float")))($(a()))"
     elseif k == 6

@@ -89,7 +89,7 @@ const NO_DEVICE = Set(["cumem_init", "cumem_version", "cumem_log_capture", "cume
                        "cumem_set_next_origin", "cumem_nvrtc_version", "cumem_kernel_params",
                        "cumem_kernel_cache_config", "cumem_kernel_cache_stats",
                        "cumem_graph_pool_release", "cumem_graph_destroy", "cumem_graph_exec_destroy",
-                       "cumem_graph_info"])
+                       "cumem_graph_info", "cumem_set_pdl", "cumem_kernel_uses_pdl"])
 
 # Header functions Julia does not call, each with its reason.
 const UNUSED = Dict("cumem_memory_status" => "cumem_memory_status_ex with flags 0 is the same",

@@ -23,6 +23,19 @@ function tuning_env(name::String, default::Int, lo::Int, hi::Int)
     return v
 end
 
+# A tuning (a struct of Int fields: the scan's, the sort's) from the environment: each field f
+# from the variable vars.f.first (tuning_env) within the ends of the range vars.f.second (lo:hi
+# or lo:step:hi; `check`, which gets the tuning, tests the step), the default's value when
+# unset.
+tuning_from_env(check, default::T, vars::NamedTuple) where {T} =
+    check(T((tuning_env(vars[f].first, getfield(default, f), first(vars[f].second), last(vars[f].second)) for f in fieldnames(T))...))
+
+# Whether each field f of tuning t is in its range vars.f.second; and the ranges as an error
+# message gives them ("threads 64-256 in steps of 32, items 1-32, ...").
+tuning_in_ranges(t, vars::NamedTuple) = all(getfield(t, f) in vars[f].second for f in fieldnames(typeof(t)))
+tuning_ranges_text(vars::NamedTuple) =
+    join(("$f $(first(v.second))-$(last(v.second))" * (step(v.second) == 1 ? "" : " in steps of $(step(v.second))") for (f, v) in pairs(vars)), ", ")
+
 # CUDA's limit on a block's static (`__shared__`) shared memory: 48 KiB, whatever the GPU
 # (ptxas: "uses too much shared data (..., 0xc000 max)"). The sort's and the scan's tunings
 # are checked against it before any compile.
@@ -76,6 +89,10 @@ ScanTuning(threads, items, blocks_per_sm, sleep_ns, spin) =
 # against 0.051 / 0.80 with (256, 16, 6, 0, 1) and 0.067 / 0.74 with (256, 16, 6, 0, 0).
 const SCAN_DEFAULT = ScanTuning(256, 16, 0, 0, 0, 0, 8)
 const SCAN_TUNING = Ref(ScanTuning(0, 0, 0, 0, 0, 0, 0))     # threads 0: not yet read from ENV
+# each field's variable and values
+const SCAN_VARS = (threads = "CUMEM_SCAN_THREADS" => 64:32:256, items = "CUMEM_SCAN_ITEMS" => 1:32,
+                   blocks_per_sm = "CUMEM_SCAN_BLOCKS_PER_SM" => 0:16, sleep_ns = "CUMEM_SCAN_SLEEP_NS" => 0:10000,
+                   spin = "CUMEM_SCAN_SPIN" => 0:1, kernel = "CUMEM_SCAN_KERNEL" => 0:1, window = "CUMEM_SCAN_WINDOW" => 1:16)
 
 """
     CuMem.scan_tuning() -> ScanTuning
@@ -92,19 +109,11 @@ compares variants in one process). Each tuning compiles its own kernels. Throws
 function scan_tuning()
     t = SCAN_TUNING[]
     t.threads != 0 && return t
-    return SCAN_TUNING[] = scan_tuning_check(ScanTuning(tuning_env("CUMEM_SCAN_THREADS", SCAN_DEFAULT.threads, 64, 256),
-                                                        tuning_env("CUMEM_SCAN_ITEMS", SCAN_DEFAULT.items, 1, 32),
-                                                        tuning_env("CUMEM_SCAN_BLOCKS_PER_SM", SCAN_DEFAULT.blocks_per_sm, 0, 16),
-                                                        tuning_env("CUMEM_SCAN_SLEEP_NS", SCAN_DEFAULT.sleep_ns, 0, 10000),
-                                                        tuning_env("CUMEM_SCAN_SPIN", SCAN_DEFAULT.spin, 0, 1),
-                                                        tuning_env("CUMEM_SCAN_KERNEL", SCAN_DEFAULT.kernel, 0, 1),
-                                                        tuning_env("CUMEM_SCAN_WINDOW", SCAN_DEFAULT.window, 1, 16)))
+    return SCAN_TUNING[] = tuning_from_env(scan_tuning_check, SCAN_DEFAULT, SCAN_VARS)
 end
 scan_tuning(t::ScanTuning) = (SCAN_TUNING[] = scan_tuning_check(t))
 function scan_tuning_check(t::ScanTuning)
-    (64 <= t.threads <= 256 && t.threads % 32 == 0 && 1 <= t.items <= 32 && 0 <= t.blocks_per_sm <= 16 && 0 <= t.sleep_ns <= 10000 && 0 <= t.spin <= 1 &&
-     0 <= t.kernel <= 1 && 1 <= t.window <= 16) ||
-        throw(ArgumentError("scan tuning out of range: $t (threads 64-256 in steps of 32, items 1-32, blocks_per_sm 0-16, sleep_ns 0-10000, spin 0-1, kernel 0-1, window 1-16)"))
+    tuning_in_ranges(t, SCAN_VARS) || throw(ArgumentError("scan tuning out of range: $t ($(tuning_ranges_text(SCAN_VARS)))"))
     check_static_smem("the one-pass scan of Float32 with $t would", scan_smem(Float32, t.threads, t.items, t.spin))
     return t
 end
@@ -169,7 +178,7 @@ function scan_kernels_source(fns, T::Type, Acc::Type, Out::Type, nk::Int, has_in
     print(io, SCAN_CUH)
     # line j's first element: kept dims ks (sizes), kst (input strides), okst (output strides)
     dims = join([", int64_t ks$d, int64_t kst$d, int64_t okst$d" for d in 1:nk])
-    tail = (has_init ? ", $AC p0" : "") * fn_param(odf, "op") * fn_param(ldf, "ld") * fn_param(sdf, "st") * ") {\n"
+    tail = (has_init ? ", $AC p0" : "") * fn_param(odf, "op") * fn_param(ldf, "ld") * fn_param(sdf, "st") * ") {\n  CUMEM_PDL_ENTRY();\n"
     p0 = has_init ? "p0" : "$AC{}"
     function body(call, g = 0)
         print(io, fn_local(odf, "op"), fn_local(ldf, "ld"), fn_local(sdf, "st"))

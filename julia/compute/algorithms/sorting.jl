@@ -11,7 +11,7 @@
 #   order is `isless`'s (floats: sign-magnitude flipped, NaNs after +Inf, -0.0 before 0.0;
 #   `rev` complements them) on the first pass's load and back on the last pass's store. One
 #   kernel counts every 8-bit digit's histogram, one block turns them into offsets and drops
-#   the digits equal over all keys, then one kernel per digit ranks tiles of 4096 keys in
+#   the digits equal over all keys, then one kernel per digit ranks tiles (4096 keys by default) in
 #   shared memory (warp match), finds each digit's place by decoupled look-back over the
 #   tiles and writes the keys regrouped by digit. No host synchronization; O(n) work, stable,
 #   so `sortperm` (32-bit positions as payload) and `sort(A; dims)` (a stable second sort
@@ -35,15 +35,15 @@ radix_sortable(@nospecialize(T)) = any(S -> S === T, RADIX_TYPES)
 
 const SORT_CUH = cuda_source("sort.cuh")
 
-const RADIX_THREADS = 256                   # CUMEM_SORT_THREADS
 const RADIX_WIDE = 1 << 30                  # from n = 2^30 on, 64-bit look-back words
 
 """
-    CuMem.RadixTuning(items, blocks_per_sm, lookback, sleep_ns, match, early = 0)
+    CuMem.RadixTuning(items, blocks_per_sm, lookback, sleep_ns, match, early = 0, threads = 256, hist = 4, walk = 0)
 
 The onesweep sort's tuning (sort.cuh's CUMEM_SORT_ITEMS, CUMEM_SORT_BLOCKS_PER_SM,
-CUMEM_SORT_LOOKBACK, CUMEM_SORT_SLEEP_NS, CUMEM_SORT_MATCH, CUMEM_SORT_EARLY): keys per thread (tiles of
-256 × `items` keys, 1 to 32), the onesweep kernel's `__launch_bounds__` minimum of resident
+CUMEM_SORT_LOOKBACK, CUMEM_SORT_SLEEP_NS, CUMEM_SORT_MATCH, CUMEM_SORT_EARLY, CUMEM_SORT_THREADS,
+CUMEM_SORT_HIST, CUMEM_SORT_WALK): keys per thread (tiles of
+`threads` × `items` keys, 1 to 32), the onesweep kernel's `__launch_bounds__` minimum of resident
 blocks per SM (0: none, up to 8), the tiles a digit's look-back reads per round trip (1 to
 32), the look-back's pause (`__nanosleep`, 0 to 10000 ns; 0: none) before it reads a tile
 that was not yet published again, and how a warp finds its keys of equal digits (1: a
@@ -52,8 +52,13 @@ one digit holds more than 1/8 of the keys, whose lanes would serialize the `atom
 the `atomicOr`; 3: as 2 with `__match_any_sync` in place of the ballots), and the early counts
 (CUB's: 0 none, the tile's digit counts published after its ranking; 1 counted by
 shared-memory atomics right after the load and published at once, the look-back after the
-ranking; 2 likewise, the look-back before the ranking). [`CuMem.sort_tuning`](@ref) gives
-the one in use.
+ranking; 2 likewise, the look-back before the ranking), the threads of a block (a multiple
+of 32 from 256 to 1024; threads 0-255 own the digits' counts and look-back; CUB's onesweep
+for 4-byte keys on sm_90 takes 384 threads of 19-20 keys: `CUB_NAMESPACE::RadixSortPolicy`'s
+`Policy900`), the keys each thread of the histogram kernel loads before counting any
+(1 to 32: the loads in flight together) and how the look-back takes a window of tiles (0
+tile by tile, a branch each; 1 the window's flags as bit masks, its stop by one `__ffs`, no
+branch). [`CuMem.sort_tuning`](@ref) gives the one in use.
 """
 struct RadixTuning
     items::Int
@@ -62,24 +67,41 @@ struct RadixTuning
     sleep_ns::Int
     match::Int
     early::Int
+    threads::Int
+    hist::Int
+    walk::Int
 end
-# (five fields: the default's early counts)
+# (five to eight fields: the default's for the others)
 RadixTuning(items, blocks_per_sm, lookback, sleep_ns, match) = RadixTuning(items, blocks_per_sm, lookback, sleep_ns, match, RADIX_DEFAULT.early)
-const RADIX_DEFAULT = RadixTuning(16, 4, 8, 100, 2, 0)
-const SORT_TUNING = Ref(RadixTuning(0, 0, 0, 0, 0, 0))     # items 0: not yet read from ENV
+RadixTuning(items, blocks_per_sm, lookback, sleep_ns, match, early) =
+    RadixTuning(items, blocks_per_sm, lookback, sleep_ns, match, early, RADIX_DEFAULT.threads)
+RadixTuning(items, blocks_per_sm, lookback, sleep_ns, match, early, threads) =
+    RadixTuning(items, blocks_per_sm, lookback, sleep_ns, match, early, threads, RADIX_DEFAULT.hist)
+RadixTuning(items, blocks_per_sm, lookback, sleep_ns, match, early, threads, hist) =
+    RadixTuning(items, blocks_per_sm, lookback, sleep_ns, match, early, threads, hist, RADIX_DEFAULT.walk)
+const RADIX_DEFAULT = RadixTuning(16, 4, 8, 100, 2, 0, 256, 4, 0)
+const SORT_TUNING = Ref(RadixTuning(0, 0, 0, 0, 0, 0, 0, 0, 0))     # items 0: not yet read from ENV
+# each field's variable and values
+const SORT_VARS = (items = "CUMEM_SORT_ITEMS" => 1:32, blocks_per_sm = "CUMEM_SORT_BLOCKS_PER_SM" => 0:8,
+                   lookback = "CUMEM_SORT_LOOKBACK" => 1:32, sleep_ns = "CUMEM_SORT_SLEEP_NS" => 0:10000,
+                   match = "CUMEM_SORT_MATCH" => 0:3, early = "CUMEM_SORT_EARLY" => 0:2, threads = "CUMEM_SORT_THREADS" => 256:32:1024,
+                   hist = "CUMEM_SORT_HIST" => 1:32, walk = "CUMEM_SORT_WALK" => 0:1)
 
 """
     CuMem.sort_tuning() -> RadixTuning
     CuMem.sort_tuning(t::RadixTuning) -> t
 
 The onesweep radix sort's tuning in use, read on first use from the environment variables
-`CUMEM_SORT_ITEMS` (keys per thread, 1-32, default 16; 8-byte keys or payload take at most 18,
+`CUMEM_SORT_ITEMS` (keys per thread, 1-32, default 16; 8-byte keys or payload take at most 22 with 256 threads,
 the most whose shared memory fits CUDA's 48 KiB per block: `CuMem.radix_fit`), `CUMEM_SORT_BLOCKS_PER_SM`
 (`__launch_bounds__` blocks per SM, 0-8, default 4), `CUMEM_SORT_LOOKBACK` (look-back
 tiles per round trip, 1-32, default 8), `CUMEM_SORT_SLEEP_NS` (the look-back's pause,
 0-10000, default 100), `CUMEM_SORT_MATCH` (1 atomicOr, 0 ballots, 2 by pass, 3 by pass with
-`__match_any_sync`; default 2) and `CUMEM_SORT_EARLY` (early counts: 0 none, 1 before the
-ranking, 2 with the look-back before the ranking; default 0); the second
+`__match_any_sync`; default 2), `CUMEM_SORT_EARLY` (early counts: 0 none, 1 before the
+ranking, 2 with the look-back before the ranking; default 0), `CUMEM_SORT_THREADS` (threads
+of a block, a multiple of 32 from 256 to 1024, default 256), `CUMEM_SORT_HIST` (keys in
+flight per thread of the histogram kernel, 1-32, default 4) and `CUMEM_SORT_WALK` (the
+look-back's window: 0 tile by tile, 1 by bit masks; default 0); the second
 form sets it for the sorts that follow
 (bench/julia/sort_bench.jl compares variants in one process). Each tuning compiles its own
 kernels. Throws `ArgumentError` for a value out of range (the tuning is then unchanged).
@@ -87,46 +109,42 @@ kernels. Throws `ArgumentError` for a value out of range (the tuning is then unc
 function sort_tuning()
     t = SORT_TUNING[]
     t.items != 0 && return t
-    return SORT_TUNING[] = sort_tuning_check(RadixTuning(tuning_env("CUMEM_SORT_ITEMS", RADIX_DEFAULT.items, 1, 32),
-                                                         tuning_env("CUMEM_SORT_BLOCKS_PER_SM", RADIX_DEFAULT.blocks_per_sm, 0, 8),
-                                                         tuning_env("CUMEM_SORT_LOOKBACK", RADIX_DEFAULT.lookback, 1, 32),
-                                                         tuning_env("CUMEM_SORT_SLEEP_NS", RADIX_DEFAULT.sleep_ns, 0, 10000),
-                                                         tuning_env("CUMEM_SORT_MATCH", RADIX_DEFAULT.match, 0, 3),
-                                                         tuning_env("CUMEM_SORT_EARLY", RADIX_DEFAULT.early, 0, 2)))
+    return SORT_TUNING[] = tuning_from_env(sort_tuning_check, RADIX_DEFAULT, SORT_VARS)
 end
 sort_tuning(t::RadixTuning) = (SORT_TUNING[] = sort_tuning_check(t))
 function sort_tuning_check(t::RadixTuning)
-    (1 <= t.items <= 32 && 0 <= t.blocks_per_sm <= 8 && 1 <= t.lookback <= 32 && 0 <= t.sleep_ns <= 10000 && 0 <= t.match <= 3 && 0 <= t.early <= 2) ||
-        throw(ArgumentError("sort tuning out of range: $t (items 1-32, blocks_per_sm 0-8, lookback 1-32, sleep_ns 0-10000, match 0-3, early 0-2)"))
+    tuning_in_ranges(t, SORT_VARS) || throw(ArgumentError("sort tuning out of range: $t ($(tuning_ranges_text(SORT_VARS)))"))
     # (every tuning must fit 4-byte keys with a 4-byte payload, sortperm's; 8-byte ones take fewer items: radix_fit)
-    check_static_smem("the sort kernels for 4-byte keys and payload with $t would", maximum(radix_smem(4, 4, t.items)))
+    check_static_smem("the sort kernels for 4-byte keys and payload with $t would", maximum(radix_smem(4, 4, t.items, t.threads)))
     return t
 end
-radix_tile(t::RadixTuning) = RADIX_THREADS * t.items      # CUMEM_SORT_TILE
+radix_tile(t::RadixTuning) = t.threads * t.items      # CUMEM_SORT_TILE
 
 # Bytes of static shared memory of sort.cuh's kernels (hist, offsets, onesweep, small; their
 # __shared__ declarations in order) for keys of `kb` bytes, a payload of `vb` (0: none, a
-# uint8_t placeholder) and `items` keys per thread. 4-byte keys fit every items of 1 to 32;
-# 8-byte keys (or payload) up to 18 (onesweep: 10280 + 2048 items bytes).
-function radix_smem(kb::Int, vb::Int, items::Int)
-    W, tile, vs = RADIX_THREADS ÷ 32, RADIX_THREADS * items, max(vb, 1)
+# uint8_t placeholder), `items` keys per thread and blocks of `threads` (the warps' digit
+# counts and match words share their bytes with the keys and payload). With 256 threads
+# 4-byte keys fit every items of 1 to 32, 8-byte keys (or payload) up to 22 (onesweep: 2088
+# + 2048 items bytes); with 384 threads 8-byte keys up to 15 (CUB's 384 x 15 for them).
+function radix_smem(kb::Int, vb::Int, items::Int, threads::Int = RADIX_DEFAULT.threads)
+    W, tile, vs = threads ÷ 32, threads * items, max(vb, 1)
     a, buf = max(kb, vs), max(tile * kb, tile * vs)     # the key/payload union's alignment and size
-    onesweep = smem_layout(((4 * (W * 256 + 256 + 256 + W + 1), 4), (max(4 * W * 256, buf), max(a, 4)), (0, max(a, 4))))
-    small = smem_layout(((4 * W * 256, 4), (4 * 256, 4), (4 * W, 4), (4 * kb, 4), (buf, a)))
+    onesweep = smem_layout(((4 * (256 + 256 + 8 + 1), 4), (max(8 * W * 256, buf), max(a, 4)), (0, max(a, 4))))
+    small = smem_layout(((4 * 256, 4), (4 * 8, 4), (4 * kb, 4), (max(4 * W * 256, buf), max(a, 4))))
     return (hist = 4 * kb * 256, offsets = 4 * (256 + 8 + 8), onesweep = onesweep, small = small)
 end
 
 # `t` for keys of type T and a payload of `vbytes`: its items per thread lowered to the largest
 # whose kernels fit CUDA's 48 KiB of static shared memory per block (8-byte keys or payload:
-# at most 18 with 256 threads; e.g. items = 24, valid for Float32, sorts Int64 with 18). The
+# at most 22 with 256 threads; e.g. items = 24, valid for Float32, sorts Int64 with 22). The
 # sorts use it; ArgumentError if even 1 would not fit (not with sort.cuh's arrays as they are).
 function radix_fit(::Type{T}, vbytes::Int, t::RadixTuning = sort_tuning()) where {T}
     items = t.items
-    while items > 1 && maximum(radix_smem(sizeof(T), vbytes, items)) > STATIC_SMEM_LIMIT
+    while items > 1 && maximum(radix_smem(sizeof(T), vbytes, items, t.threads)) > STATIC_SMEM_LIMIT
         items -= 1
     end
-    check_static_smem("the sort kernels for $T keys and a $vbytes-byte payload would", maximum(radix_smem(sizeof(T), vbytes, items)))
-    return items == t.items ? t : RadixTuning(items, t.blocks_per_sm, t.lookback, t.sleep_ns, t.match, t.early)
+    check_static_smem("the sort kernels for $T keys and a $vbytes-byte payload would", maximum(radix_smem(sizeof(T), vbytes, items, t.threads)))
+    return items == t.items ? t : RadixTuning(items, t.blocks_per_sm, t.lookback, t.sleep_ns, t.match, t.early, t.threads, t.hist, t.walk)
 end
 
 # The source for keys of type T (their bits), a payload of `vbytes` bytes (0: none) and
@@ -142,6 +160,7 @@ function radix_source(T::Type, vbytes::Int, wide::Bool, tune::RadixTuning = sort
                   "#define CUMEM_KEY_KIND ", kind, "\n#define CUMEM_KEY_BITS ", 8 * sizeof(T), "\n#define CUMEM_MANT ", mant, "\n",
                   "#define CUMEM_SORT_ITEMS ", tune.items, "\n#define CUMEM_SORT_BLOCKS_PER_SM ", tune.blocks_per_sm,
                   "\n#define CUMEM_SORT_LOOKBACK ", tune.lookback, "\n#define CUMEM_SORT_SLEEP_NS ", tune.sleep_ns, "\n#define CUMEM_SORT_MATCH ", tune.match, "\n#define CUMEM_SORT_EARLY ", tune.early,
+                  "\n#define CUMEM_SORT_THREADS ", tune.threads, "\n#define CUMEM_SORT_HIST ", tune.hist, "\n#define CUMEM_SORT_WALK ", tune.walk,
                   "\n#define CUMEM_SORT_HAS_PAYLOAD ", vbytes == 0 ? 0 : 1, "\n",
                   SORT_CUH)
 end
@@ -157,11 +176,11 @@ end
 # in place by `isless` (`rev`: reversed), stable, carrying `vals` (a CuVector of 4- or 8-byte
 # elements, or `nothing`) along: the onesweep radix sort of `julia/cuda/sort.cuh`
 # (8-bit digits, one histogram pass for all digits, digits equal over all keys skipped, no
-# host synchronization; up to 4096 keys: one block sorts them in shared memory). `src`: where the keys are read from (the first pass reads it, so
+# host synchronization; up to a tile of keys (4096 by default): one block sorts them in shared memory). `src`: where the keys are read from (the first pass reads it, so
 # `keys` may be uninitialized scratch when `src !== keys`); `iota`: `vals` starts as the
 # positions 0, 1, 2, ... (made on the device; `vals`' contents are not read). Throws
 # `ArgumentError` for 2^32 or more keys. Device memory: one more copy of the keys and of
-# `vals`, 1 KiB per tile of 4096 keys and digit pass (2 KiB from 2^30 keys).
+# `vals`, 1 KiB per tile (4096 keys by default) and digit pass (2 KiB from 2^30 keys).
 function radix_sort!(::Type{T}, keys::CuArray, vals, rev::Bool; src::CuArray = keys, iota::Bool = false) where {T}
     n = length(keys)
     n < typemax(UInt32) || throw(ArgumentError("the device sort handles fewer than 2^32 elements, got $n"))
@@ -180,7 +199,7 @@ function radix_sort!(::Type{T}, keys::CuArray, vals, rev::Bool; src::CuArray = k
     null = CuPtr{Nothing}(0)
     if ntiles == 1          # one block, every pass in shared memory
         GC.@preserve src keys vals launch(entry_kernel(entry, "cumem_sort_small"), devaddr(src), devaddr(keys),
-            vals === nothing ? null : devaddr(vals), Int64(n), flip, Int32(vals !== nothing), Int32(iota); blocks = 1, threads = RADIX_THREADS)
+            vals === nothing ? null : devaddr(vals), Int64(n), flip, Int32(vals !== nothing), Int32(iota); blocks = 1, threads = tune.threads)
         return keys
     end
     # one zeroed allocation: hist (npass x 256), info (npass + 1), the passes' tile counters
@@ -198,14 +217,16 @@ function radix_sort!(::Type{T}, keys::CuArray, vals, rev::Bool; src::CuArray = k
     vA = vals === nothing ? null : devaddr(vals)
     vB = valt === nothing ? null : devaddr(valt)
     GC.@preserve src keys vals begin
-        hb = max(1, min(ntiles, 4 * sm_count()))
-        launch(entry_kernel(entry, "cumem_sort_hist"), devaddr(src), hist, Int64(n), flip; blocks = hb, threads = RADIX_THREADS)
+        # (the histogram at full occupancy, as CUB's DeviceRadixSortHistogramKernel: 2048 threads
+        # an SM, each with CUMEM_SORT_HIST keys in flight; was 4 blocks of 256 an SM)
+        hb = max(1, min(ntiles, (2048 ÷ tune.threads) * sm_count()))
+        launch(entry_kernel(entry, "cumem_sort_hist"), devaddr(src), hist, Int64(n), flip; blocks = hb, threads = tune.threads)
         launch(entry_kernel(entry, "cumem_sort_offsets"), hist, info, Int64(n); blocks = 1, threads = 256)
         ks = entry_kernel(entry, "cumem_sort_onesweep")
         for p in 0:npass-1
             launch(ks, devaddr(src), devaddr(keys), devaddr(kalt), vA, vB, hist, info,
                    status + p * ntiles * 256 * sizeof(ST), counters + 4 * p, Int64(n), Int32(p), flip,
-                   Int32(vals !== nothing), Int32(iota); blocks = ntiles, threads = RADIX_THREADS)
+                   Int32(vals !== nothing), Int32(iota); blocks = ntiles, threads = tune.threads)
         end
         blocks, threads = grid_for(n)
         launch(entry_kernel(entry, "cumem_sort_finish"), devaddr(keys), devaddr(kalt), vA, vB, info, Int64(n),
@@ -230,7 +251,7 @@ function bitonic_source(cdf, T::Type)
     io = IOBuffer()
     print(io, BITONIC_CUH)
     print(io, "CUMEM_KERNEL void cumem_bitonic(jl_ctx_t ctx, const $TC* v, int64_t* idx, int64_t n, int64_t m, int64_t k, int64_t j",
-          fn_param(cdf, "cmp"), ") {\n", fn_local(cdf, "cmp"))
+          fn_param(cdf, "cmp"), ") {\n  CUMEM_PDL_ENTRY();\n", fn_local(cdf, "cmp"))
     print(io, "  auto c = [&](const $TC a, const $TC b) -> bool { return ", fn_call(cdf, "cmp", "a", "b"), "; };\n")
     print(io, "  cumem_bitonic_step(v, idx, n, m, k, j, c);\n}\n")
     return kernel_source(cdf; body = String(take!(io)))

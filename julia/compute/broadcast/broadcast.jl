@@ -78,7 +78,7 @@ function bcast_source(df::DeviceFunction, cdf, @nospecialize(D::Type), dest_line
     end
     cart && for d in 1:N-1; print(io, ", $IDX n$d"); end
     dc_is_ghost(F) || print(io, ", $(c_type(F)) f")
-    print(io, ")\n{\n")
+    print(io, ")\n{\n  CUMEM_PDL_ENTRY();\n")
     dc_is_ghost(F) && print(io, "  jl_ghost_t f{};\n")
     start = "($IDX)blockIdx.x * blockDim.x + threadIdx.x"
     conv(c) = cdf === nothing ? c : string(cdf.name, "(&ctx, jl_ghost_t{}, jl_ghost_t{}, ", c, ")")

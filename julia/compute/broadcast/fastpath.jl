@@ -45,14 +45,19 @@ end
 const FAST_TABLE = Ref(IdDict{Any,Any}())
 const FAST_LOCK = ReentrantLock()
 @inline fast_get(K::DataType) = (e = get(FAST_TABLE[], K, nothing); e === nothing ? nothing : e::FastBroadcast)
-function fast_set!(K::DataType, e::FastBroadcast)
-    lock(FAST_LOCK)
+fast_set!(K::DataType, e::FastBroadcast) = publish_slot!(FAST_TABLE, FAST_LOCK, K, e)
+
+# Sets `key`'s slot to `e` in a table of typed slots published as FAST_TABLE is (also
+# reduce_full.jl's FULL_TABLE and dims_slot.jl's DIMS_TABLE): under `lk`, a copy of the
+# current table with the entry, then the copy published.
+function publish_slot!(table::Ref{IdDict{Any,Any}}, lk::ReentrantLock, key, e)
+    lock(lk)
     try
-        d = copy(FAST_TABLE[])
-        d[K] = e
-        FAST_TABLE[] = d
+        d = copy(table[])
+        d[key] = e
+        table[] = d
     finally
-        unlock(FAST_LOCK)
+        unlock(lk)
     end
     return nothing
 end

@@ -87,7 +87,7 @@ function dv_compile(@nospecialize(f), @nospecialize(tt::Type), bounds::NTuple{2,
             print(call, ", p", k)
         end
     end
-    print(io, ") { (void)", String(take!(call)), "); }\n")
+    print(io, ") { CUMEM_PDL_ENTRY(); (void)", String(take!(call)), "); }\n")
     src = kernel_source(df; body = String(take!(io)), prelude = DV_DEVICE_CUH)
     shm = 0
     for m in eachmatch(r"/\* shmem (\d+) bytes \*/", src)

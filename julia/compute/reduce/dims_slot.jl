@@ -131,14 +131,6 @@ function dims_slot_fill!(f, op, ::Type{T}, nk::Int, linear::Bool, kernel, ::Type
                          neut, fns::Tuple) where {T,Acc,Out}
     (FULL_REDUCE[] && !MULTI[] && full_singletons(f, op) && all(d -> isempty(d.ctx.globals), fns)) || return nothing
     key = (Tuple{typeof(f),typeof(op),T}, nk, linear)
-    lock(DIMS_LOCK)
-    try
-        t = copy(DIMS_TABLE[])
-        t[key] = DimsReduce(kernel, Acc, Out, convert(Acc, neut), world_counter(),
-                            any(d -> d isa DeviceFunction && d.may_throw, fns))
-        DIMS_TABLE[] = t
-    finally
-        unlock(DIMS_LOCK)
-    end
-    return nothing
+    return publish_slot!(DIMS_TABLE, DIMS_LOCK, key, DimsReduce(kernel, Acc, Out, convert(Acc, neut), world_counter(),
+                                                                any(d -> d isa DeviceFunction && d.may_throw, fns)))
 end

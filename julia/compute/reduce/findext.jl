@@ -25,7 +25,7 @@ function findext_source(bdf, T::Type, nk::Int, nr::Int, linear::Bool, idx64::Boo
     print(io, FINDEXT_CUH)
     print(io, "CUMEM_KERNEL void cumem_findext(jl_ctx_t ctx, const $TC* src, $TC* outv, int64_t* outi, $IDX nout, $IDX nred, $IDX gx")
     print_dim_params(io, IDX, OFF, nk, nr, linear)
-    print(io, ") {\n")
+    print(io, ") {\n  CUMEM_PDL_ENTRY();\n")
     print_dim_arrays(io, IDX, OFF, nk, nr, linear)
     print(io, "  cumem_findext_body<$TC, $IDX, $OFF, $nk, $(linear ? 0 : nr), $linear>",
           "(ctx, src, outv, outi, nout, nred, ks, kst, rs, rst);\n}\n")

@@ -93,7 +93,7 @@ function reduce_source(fdf, odf, findf, T::Type, Acc::Type, Out::Type, nk::Int, 
     print(io, REDUCE_CUH)
     print(io, "CUMEM_KERNEL void cumem_reduce(jl_ctx_t ctx, const $TC* src, $OUT* out, $IDX nout, $IDX nred, $IDX gx, $AC neut")
     print_dim_params(io, IDX, OFF, nk, nr, linear)
-    print(io, fn_param(fdf, "f"), fn_param(odf, "op"), findf === nothing ? "" : fn_param(findf, "fin"), ") {\n")
+    print(io, fn_param(fdf, "f"), fn_param(odf, "op"), findf === nothing ? "" : fn_param(findf, "fin"), ") {\n  CUMEM_PDL_ENTRY();\n")
     print(io, fn_local(fdf, "f"), fn_local(odf, "op"), findf === nothing ? "  const jl_ghost_t fin = {};\n" : fn_local(findf, "fin"))
     print_dim_arrays(io, IDX, OFF, nk, nr, linear)
     print(io, "  cumem_reduce_body<$TC, $AC, $OUT, $IDX, $OFF, $nk, $(linear ? 0 : nr), $linear, $W>",

@@ -79,7 +79,7 @@ function full_reduce_source(header::String, TCs::Vector{String}, AC::String, W::
     io = IOBuffer()
     print(io, header, REDUCE_ALL_CUH)
     print(io, "CUMEM_KERNEL void CUMEM_BOUNDS cumem_reduce_all(jl_ctx_t ctx, $(srcs)$IDX n, $AC* part$params);\n")
-    print(io, "CUMEM_KERNEL void cumem_reduce_all(jl_ctx_t ctx, $(srcs)$IDX n, $AC* part$params)\n{\n")
+    print(io, "CUMEM_KERNEL void cumem_reduce_all(jl_ctx_t ctx, $(srcs)$IDX n, $AC* part$params)\n{\n  CUMEM_PDL_ENTRY();\n")
     print(io, unpack)
     print(io, "  const $IDX stride = ($IDX)blockDim.x * gridDim.x;\n")
     print(io, "  $IDX k = ($IDX)blockIdx.x * blockDim.x + threadIdx.x;\n")
@@ -184,17 +184,7 @@ end
 const FULL_TABLE = Ref(IdDict{Any,Any}())
 const FULL_LOCK = ReentrantLock()
 @inline full_slot_get(K::DataType) = (e = get(FULL_TABLE[], K, nothing); e === nothing ? nothing : e::FullReduce)
-function full_slot_set!(K::DataType, e::FullReduce)
-    lock(FULL_LOCK)
-    try
-        d = copy(FULL_TABLE[])
-        d[K] = e
-        FULL_TABLE[] = d
-    finally
-        unlock(FULL_LOCK)
-    end
-    return nothing
-end
+full_slot_set!(K::DataType, e::FullReduce) = publish_slot!(FULL_TABLE, FULL_LOCK, K, e)
 
 # The result and accumulator types of `mapreduce(f, op, ::Array{T})` (or of f on several
 # arrays' elements) as inference gives them (constants of the compiled caller): the fixed

@@ -284,24 +284,27 @@ end
 """
     CuMem.graph_info(g::CuGraph) -> NamedTuple
 
-What a replay of `g` runs: `(nodes, kernels, memcpys, memsets, others, edges, depth)`, the
-graph's nodes in all and by kind (kernels include the libraries', e.g. cuBLAS's), its
-dependency edges, and `depth`, the nodes on its longest chain of dependencies, which a
-replay runs one after another (`nodes` for a graph that is one chain; fewer when
-independent operations run side by side). On a GPU from the driver (`cuGraphGetNodes`,
-`cuGraphNodeGetType`, `cuGraphGetEdges`); on the host device from the recorded
+What a replay of `g` runs: `(nodes, kernels, memcpys, memsets, others, edges, depth,
+programmatic)`, the graph's nodes in all and by kind (kernels include the libraries', e.g.
+cuBLAS's), its dependency edges, `depth`, the nodes on its longest chain of dependencies,
+which a replay runs one after another (`nodes` for a graph that is one chain; fewer when
+independent operations run side by side), and `programmatic`, the edges into kernels
+launched with programmatic dependent launch (see [`CuMem.uses_pdl`](@ref)), whose launch
+overlaps the end of the kernel they wait for. On a GPU from the driver (`cuGraphGetNodes`,
+`cuGraphNodeGetType`, `cuGraphGetEdges_v2`); on the host device from the recorded
 operations (each counts as one node of kind `others`; an operation's closures are a
-chain). Throws `ArgumentError` for a freed graph.
+chain; no programmatic edges). Throws `ArgumentError` for a freed graph.
 """
 function graph_info(g::CuGraph)
     h = live_graph(g)
     if on_host()
         s = g.host_shape
-        return (nodes = s.nodes, kernels = 0, memcpys = 0, memsets = 0, others = s.nodes, edges = s.edges, depth = s.depth)
+        return (nodes = s.nodes, kernels = 0, memcpys = 0, memsets = 0, others = s.nodes, edges = s.edges, depth = s.depth,
+                programmatic = 0)
     end
     out = Ref{CGraphInfo}()
     check(c_graph_info(h, out))
     i = out[]
     return (nodes = Int(i.nodes), kernels = Int(i.kernels), memcpys = Int(i.memcpys), memsets = Int(i.memsets),
-            others = Int(i.others), edges = Int(i.edges), depth = Int(i.depth))
+            others = Int(i.others), edges = Int(i.edges), depth = Int(i.depth), programmatic = Int(i.programmatic))
 end

@@ -199,6 +199,37 @@ Threads per block that maximise `k`'s occupancy without dynamic shared memory
 """
 suggest_block(k::Kernel) = k.block
 
+"""
+    CuMem.uses_pdl(k::Kernel) -> Bool
+
+Whether `k` is launched with programmatic dependent launch (PDL): its launch may overlap
+the end of the kernel before it on the stream, and under capture its edges from kernel
+nodes are programmatic (see [`CuMem.graph_info`](@ref)). True when its code executes
+`griddepcontrol.wait` before touching memory (every kernel CuMem generates or ships
+starts with `CUMEM_PDL_ENTRY()`, julia/cuda/common.cuh; a kernel of your own CUDA C can
+call `cudaGridDependencySynchronize()` first), the GPU is sm_90 or later with a driver of
+CUDA 12.3 or later, and PDL is on ([`CuMem.pdl!`](@ref), `CUMEM_PDL`).
+"""
+function uses_pdl(k::Kernel)
+    out = Ref{Int32}(0)
+    check(c_kernel_uses_pdl(k.handle, out))
+    return out[] != 0
+end
+
+"""
+    CuMem.pdl!(on::Bool) -> Bool
+
+Turns programmatic dependent launch on or off for the kernels launched from now on (see
+[`CuMem.uses_pdl`](@ref)) and returns whether it was on: the switch of the benchmarks
+that measure it. On by default; `CUMEM_PDL=0` in the environment turns it off for the
+process and wins over this call. A graph keeps the edges it was captured with.
+"""
+function pdl!(on::Bool)
+    was = Ref{Int32}(0)
+    check(c_set_pdl(Int32(on), was))
+    return was[] != 0
+end
+
 # One kernel argument as the value cuLaunchKernel copies: a device address for arrays and
 # pointers, the value itself for isbits scalars (and isbits structs, whose layout must
 # match the kernel's C struct).

@@ -23,6 +23,11 @@ use crate::snapshot::{BlockState, PoolBlock, PoolSegment};
 /// Free ranges [`Arena::place`] considers for a block, smallest first.
 const CANDIDATES: usize = 16;
 
+/// A free range at most `TIGHT` × a block's size fits it tightly ([`Arena::place_further`]):
+/// a mapped place there is taken at once, where a looser range's mapped run is kept whole
+/// for a longer block unless it is the tightest mapped piece.
+const TIGHT: u64 = 2;
+
 /// One reserved range of addresses, carved into blocks. Free ranges are address space;
 /// whether memory lies behind them is the granules' business: a granule is mapped while
 /// a block touches it and after, until the pool unmaps it (lazily).
@@ -331,16 +336,21 @@ impl Arena {
         }
     }
 
-    /// Where a block of `size` bytes goes: the start or the end of a free range, among
-    /// the [`CANDIDATES`] smallest that fit (best fit, lowest address among equals), the
-    /// first place that needs the fewest granules mapped. Returns the free range's node,
-    /// the address and that number of granules. So a warm pass whose blocks land
-    /// elsewhere than in the last pass still finds mapped memory, and calls no device,
-    /// where a fit exists.
+    /// Where a block of `size` bytes goes. The best fit (the smallest free range that
+    /// holds it, lowest address among equals) if its start is mapped (the common case);
+    /// else, among the best fits up to [`TIGHT`] × the size (at most [`CANDIDATES`]), the
+    /// first with a mapped place (its start, its end, or a run of idle granules inside);
+    /// else the smallest *mapped piece* that holds it ([`Arena::mapped_piece`]: a free
+    /// range cut to one run of its mapped granules, best fit measured by what is mapped,
+    /// not by address space); only if no piece anywhere holds it, among the
+    /// [`CANDIDATES`] best fits the first place that needs the fewest granules mapped
+    /// ([`Arena::place_in`]: a mapping follows). Returns the free range's node, the
+    /// address and that number of granules. So a warm pass whose blocks land elsewhere
+    /// than in the last pass finds mapped memory, and calls no device, wherever a mapped
+    /// place exists; and a block that cannot have a tight fit takes the tightest mapped
+    /// place, keeping long mapped runs whole for the long blocks that need them.
     #[inline]
     pub fn place(&mut self, size: u64) -> Option<(u32, u64, usize)> {
-        // The common case first: the best fit's start is mapped (the scan below would
-        // stop there too).
         let i = self.free.best_fit(&self.nodes, size)?;
         let a = self.nodes[i as usize].addr;
         if self.all_mapped(a, size) {
@@ -349,15 +359,24 @@ impl Arena {
         self.place_further(i, size)
     }
 
-    /// [`Arena::place`] when the start of the best fit `i` needs granules mapped: the
-    /// [`CANDIDATES`] best fits in (size, address) order, each found from the one before
-    /// ([`FreeLists::next_fit`]: no list gathered or sorted). First the first place that
-    /// needs no mapping (most requests that get here stop at the best fit's end or the
-    /// next fit's start), the best fit's start not looked at again and runs of mapped
-    /// granules found without counting; only if there is none, the first place that needs
-    /// the fewest, all the candidates looked at again ([`Arena::place_in`]; rare: a
-    /// mapping follows). The two walks are written out: as one iterator
-    /// (`std::iter::successors`) they cost encoder 503 → 522 warm instructions per event.
+    /// [`Arena::place`] when the start of the best fit `i` needs granules mapped (out of
+    /// line): the best fits in (size, address) order, each found from the one before
+    /// ([`FreeLists::next_fit`]: no list gathered or sorted); the tight ones for a mapped
+    /// place, found without counting; then the mapped pieces; then, rarely (a mapping
+    /// follows), the candidates looked at again for the fewest granules to map.
+    ///
+    /// Why the tightest mapped piece rather than the first mapped place among the 16
+    /// best fits by address space (the rule until 2026-11-28): on encoder_infer_varlen a
+    /// transformer layer's 43 MiB blocks took a fully mapped free range three times their
+    /// size, left by the last layer's 172 MiB block (the best fit by address space),
+    /// while a shorter mapped run lay at the top of the arena; the next 172 MiB block
+    /// found no mapped run long enough and moved memory (about 19 device calls a warm
+    /// pass, the block taking three places in turn). By mapped pieces the long run stays
+    /// whole for it: 0.2 device calls a warm pass, 0 in the last, and 1.1157 × live warm
+    /// instead of 1.1385 (host device, bench/results/host-2026-11-28-exp12). Why the
+    /// tight fits first: the pieces' search looks at every free range that fits (about
+    /// 13 on random_seed1, whose requests take this path a fifth of the time): 423 → 614
+    /// warm instructions per event there when every request here searched them.
     #[inline(never)]
     fn place_further(&self, i: u32, size: u64) -> Option<(u32, u64, usize)> {
         let mut j = i;
@@ -367,6 +386,9 @@ impl Arena {
                 j = next;
             }
             let Node { addr: at, size: have, .. } = self.nodes[j as usize];
+            if have > TIGHT * size {
+                break;
+            }
             if k > 0 && self.all_mapped(at, size) {
                 return Some((j, at, 0));
             }
@@ -377,6 +399,9 @@ impl Arena {
                 return Some((j, self.granule_addr(g), 0));
             }
         }
+        if let Some(p) = self.mapped_piece(size) {
+            return Some(p);
+        }
         let (mut best, mut j) = (None, i);
         for k in 0..CANDIDATES {
             if k > 0 {
@@ -386,6 +411,35 @@ impl Arena {
             self.place_in(j, size, &mut best);
         }
         best
+    }
+
+    /// The smallest mapped piece that holds `size` bytes, by (length, address), placed at
+    /// its start: a piece is a free range cut to one run of mapped granules (the range's
+    /// ends included where the granule there is mapped: a block touches it). Looks at
+    /// every free range at least `size` long, a bitmap word at a time.
+    fn mapped_piece(&self, size: u64) -> Option<(u32, u64, usize)> {
+        // (piece length, piece address, node)
+        let mut best: Option<(u64, u64, u32)> = None;
+        if self.top == 0 {
+            return None;
+        }
+        self.free.for_each_fit(&self.nodes, size, |i| {
+            let Node { addr: a, size: have, .. } = self.nodes[i as usize];
+            let b = a + have;
+            let g0 = ((a - self.base) >> self.shift) as usize;
+            let g1 = (((b - 1 - self.base) >> self.shift) as usize + 1).min(self.top);
+            let mut g = g0;
+            while g < g1 {
+                let Some(s) = self.next_with(g, g1, true) else { break };
+                let e = self.next_with(s, g1, false).unwrap_or(g1);
+                let (pa, pb) = (self.granule_addr(s).max(a), self.granule_addr(e).min(b));
+                if pb - pa >= size && best.is_none_or(|x| (pb - pa, pa) < (x.0, x.1)) {
+                    best = Some((pb - pa, pa, i));
+                }
+                g = e;
+            }
+        });
+        best.map(|(_, addr, i)| (i, addr, 0))
     }
 
     /// The first granule of the first run of mapped granules wholly inside the free range
@@ -947,14 +1001,60 @@ mod tests {
         (b, addr)
     }
 
-    /// The placement as it was written before the slow path was made cheaper: every fit
-    /// gathered and sorted by (size, address), the first [`CANDIDATES`] looked at in
-    /// order (start, end, inner idle granules), the first place needing the fewest
-    /// granules mapped.
+    /// The placement written out plainly: every fit gathered and sorted by (size,
+    /// address); the best fit's start if its granules are mapped; else among the first
+    /// [`CANDIDATES`] fits, while they are at most [`TIGHT`] × the size, the first with
+    /// a mapped place (start, end, inner idle granules); else the smallest mapped piece
+    /// by (length, address), the pieces found a granule at a time; else among
+    /// the first [`CANDIDATES`] fits (start, end, inner idle granules) the first place
+    /// needing the fewest granules mapped.
     fn place_reference(a: &Arena, size: u64) -> Option<(u32, u64, usize)> {
         let mut fits = Vec::new();
         a.free.for_each_fit(&a.nodes, size, |i| fits.push(i));
         fits.sort_by_key(|&i| (a.nodes[i as usize].size, a.nodes[i as usize].addr));
+        let &first = fits.first()?;
+        let start = a.nodes[first as usize].addr;
+        if a.unmapped_in(start, size) == 0 {
+            return Some((first, start, 0));
+        }
+        for &i in fits.iter().take(CANDIDATES) {
+            let Node { addr: at, size: have, .. } = a.nodes[i as usize];
+            if have > TIGHT * size {
+                break;
+            }
+            if a.unmapped_in(at, size) == 0 {
+                return Some((i, at, 0));
+            }
+            if a.unmapped_in(at + have - size, size) == 0 {
+                return Some((i, at + have - size, 0));
+            }
+            if let Some((addr, 0)) = a.mapped_window(at, have, size) {
+                return Some((i, addr, 0));
+            }
+        }
+        let mut piece: Option<(u64, u64, u32)> = None;
+        for &i in &fits {
+            let Node { addr: at, size: have, .. } = a.nodes[i as usize];
+            let (g0, g1) = a.touched(at, have);
+            let mut g = g0;
+            while g < g1 {
+                if !a.is_mapped(g) {
+                    g += 1;
+                    continue;
+                }
+                let s = g;
+                while g < g1 && a.is_mapped(g) {
+                    g += 1;
+                }
+                let (pa, pb) = (a.granule_addr(s).max(at), a.granule_addr(g).min(at + have));
+                if pb - pa >= size && piece.is_none_or(|p| (pb - pa, pa) < (p.0, p.1)) {
+                    piece = Some((pb - pa, pa, i));
+                }
+            }
+        }
+        if let Some((_, addr, i)) = piece {
+            return Some((i, addr, 0));
+        }
         let mut best: Option<(u32, u64, usize)> = None;
         for &i in fits.iter().take(CANDIDATES) {
             let Node { addr: at, size: have, .. } = a.nodes[i as usize];
@@ -963,17 +1063,11 @@ mod tests {
                 if best.is_none_or(|b| n < b.2) {
                     best = Some((i, addr, n));
                 }
-                if n == 0 {
-                    return best;
-                }
             }
             if let Some((addr, n)) = a.mapped_window(at, have, size)
                 && best.is_none_or(|b| n < b.2)
             {
                 best = Some((i, addr, n));
-                if n == 0 {
-                    return best;
-                }
             }
         }
         best
@@ -1102,5 +1196,38 @@ mod tests {
         assert_eq!(n, 0);
         assert!(addr >= q2_addr && addr + 7 * G <= q2_addr + 8 * G);
         let _ = p;
+    }
+
+    #[test]
+    fn a_block_with_no_tight_fit_takes_the_shortest_mapped_piece() {
+        // Granules: p0 | x (5) | p1 | y (6) | p2 | z (4) | unmapped tail.
+        let mut a = Arena::new(1 << 40, 1 << 30, G, true);
+        let (_p0, _) = alloc(&mut a, G);
+        let (x, x_addr) = alloc(&mut a, 5 * G);
+        let (_p1, _) = alloc(&mut a, G);
+        let (y, y_addr) = alloc(&mut a, 6 * G);
+        let (_p2, _) = alloc(&mut a, G);
+        let (z, z_addr) = alloc(&mut a, 4 * G);
+        assert_eq!((a.mapped_bytes, z_addr + 4 * G - a.base), (18 * G, 18 * G));
+        // x's granules go (moved elsewhere, say); y's stay mapped and idle; z's range
+        // merges with the tail, whose start keeps 4 mapped granules.
+        a.give_back(x);
+        assert_eq!(a.unmap_idle(5 * G, |_, _| {}), 5 * G);
+        a.give_back(y);
+        a.give_back(z);
+        // 5 MiB: the best fit is x's range (unmapped), the next fit y's range (mapped, more
+        // than twice the block): the block takes the tail's 8 MiB mapped piece, not y's
+        // 12 MiB, and needs no mapping.
+        let (i, addr, n) = a.place(5 * MIB).unwrap();
+        assert_eq!((addr, n), (z_addr, 0));
+        assert_eq!(a.nodes[i as usize].addr, z_addr);
+        // A block as long as y's range still takes it whole (its best fit, mapped).
+        let (_, addr, n) = a.place(6 * G).unwrap();
+        assert_eq!((addr, n), (y_addr, 0));
+        // With x's last three granules mapped again, x's range is a tight fit (10 MiB,
+        // at most twice 5 MiB) with a mapped place at its end: taken before any piece.
+        a.set_mapped(x_addr + 2 * G, 3 * G);
+        let (_, addr, n) = a.place(5 * MIB).unwrap();
+        assert_eq!((addr, n), (x_addr + 5 * G - 5 * MIB, 0));
     }
 }

@@ -24,10 +24,14 @@
 //!   arenas fits (their addresses are fragmented), and given back when a reclaim leaves
 //!   one empty.
 //! - A block goes to the smallest free range of the arena that fits (lowest address
-//!   among equals), among the 16 smallest the one whose place needs the fewest granules
-//!   mapped: its start, its end, or a granule-aligned place over idle granules inside it
-//!   (a long free range left by large blocks that were freed and merged keeps mapped
-//!   granules in its middle). The granules (the device's granularity, 2 MiB) the block
+//!   among equals) if the granules at its start are mapped; else to the first tight fit
+//!   (at most twice its size) with a mapped place, else to the smallest *mapped piece*
+//!   that holds it (a free range cut to one run of its mapped granules: best fit by what
+//!   is mapped, so long mapped runs stay whole for long blocks), and only if no mapped
+//!   place exists, among the 16 best fits to the one whose place needs the fewest
+//!   granules mapped: its start, its end, or a granule-aligned place over idle granules
+//!   inside it (a long free range left by large blocks that were freed and merged keeps
+//!   mapped granules in its middle). The granules (the device's granularity, 2 MiB) the block
 //!   touches are mapped if they are not. Freed blocks merge with their free neighbours
 //!   at once (there are no segment boundaries to stop them, and no deferred frees: see
 //!   below).
@@ -45,12 +49,15 @@
 //!   physical memory only while its reserved peak grows: in the replays of `data/`, a
 //!   warm pass creates none. A warm pass whose layout moves (inference with batch shapes
 //!   that change) finds the granules it comes back to still mapped and makes no device
-//!   calls while its fragmentation stays within the headroom; on encoder_infer_varlen and
-//!   random_seed1 it does not (about 55 granules moved per warm pass, host device):
-//!   best fit's layout over a pass touches more granules (1.17 × live on encoder) than
-//!   the peak allows, and neither the order of the granules given up nor the placement
-//!   among free ranges removes that (bench/results/host-2026-11-27-memory2,
-//!   host-2026-11-27-expandable).
+//!   calls while its fragmentation stays within the headroom. encoder_infer_varlen did
+//!   not until placement by mapped pieces (above; 18.8 device calls a warm pass → 0.2, 0
+//!   in the last, host device). random_seed1 (sizes log-uniform from 256 B to 64 MiB)
+//!   still does not (about 30 calls a warm pass): its mapped granules lie in runs
+//!   shorter than its requests, and neither the order of the granules given up, nor a
+//!   wider headroom once moves repeat, removes that within its best anchor's memory;
+//!   never moving (PyTorch's policy) would, at 1.1365 × live where the pool holds 1.131,
+//!   but costs encoder_infer_varlen 1.18 (bench/results/host-2026-11-28-exp12,
+//!   host-2026-11-27-memory2, host-2026-11-27-expandable).
 //!
 //! # Why no deferred frees
 //!
@@ -92,9 +99,10 @@
 //! per event, bertlike_infer_varlen). Warm instructions per event (callgrind, encoder_infer_varlen): 796 with the
 //! quick lists and sorted size-class vectors, 580 with a gathered and sorted candidate
 //! list on placement's slow path, 503 (bench/results/host-2026-11-27-expandable), 433
-//! now, without the second address table and with the node slab's bounds checks and
-//! `Vec` upkeep gone (bench/results/host-2026-11-28-exp11: 1.37–1.69 × binned's on the
-//! replay traces); binned's 262.
+//! without the second address table and with the node slab's bounds checks and `Vec`
+//! upkeep gone (bench/results/host-2026-11-28-exp11: 1.37–1.69 × binned's on the replay
+//! traces), 446 now with the search of mapped pieces, which removes the warm passes'
+//! device calls (bench/results/host-2026-11-28-exp12); binned's 260.
 
 mod arena;
 mod free_lists;
@@ -115,8 +123,9 @@ use arena::Arena;
 /// bertlike_infer_varlen (1.058 × live with no unmapping, host device), so its warm
 /// passes make no device calls, and below the memory of PyTorch's expandable segments
 /// and of cudaMallocAsync on the inference traces (1.08–1.18 × live on the H100).
-/// encoder_infer_varlen, whose best fit reaches 1.17 × live unbounded, is held at 1.13
-/// by it, at the cost of remapping in every warm pass.
+/// encoder_infer_varlen, whose layout reaches 1.18 × live unbounded, is held at 1.116
+/// by it (its cold pass moves memory; its warm passes, since placement by mapped pieces,
+/// make no device calls).
 const HEADROOM: u64 = 8;
 
 /// Mappings are cut into physical allocations of at most 1/`CHUNK_SHARE` of the pool's

@@ -158,31 +158,76 @@ end
     finally
         CuMem.sort_tuning(st0); CuMem.scan_tuning(sc0)
     end
-    # 24 keys per thread: Float32 sorts with 24 (a tile of 6144), 8-byte keys with 18 (4608),
-    # the most whose 48 KiB of static shared memory fit (ptxas refused 24: 59432 bytes)
+    # 24 keys per thread: Float32 sorts with 24 (a tile of 6144), 8-byte keys with 22 (5632),
+    # the most whose 48 KiB of static shared memory fit (24: 51240 bytes)
     try
         CuMem.sort_tuning(CuMem.RadixTuning(24, 3, 8, 100, 2))
-        @test CuMem.radix_fit(Float32, 4).items == 24 && CuMem.radix_fit(Int64, 0).items == 18 && CuMem.radix_fit(UInt32, 8).items == 18
-        for T in (Float32, Int64), n in (6143, 4608 * 2 + 3)
+        @test CuMem.radix_fit(Float32, 4).items == 24 && CuMem.radix_fit(Int64, 0).items == 22 && CuMem.radix_fit(UInt32, 8).items == 22
+        for T in (Float32, Int64), n in (6143, 5632 * 2 + 3)
             h = keys_of(T, n)
             @test same(sort(CuArray(h)), sort(h))
             @test same(sortperm(CuArray(h)), sortperm(h))
         end
         used = [k[2][5].items for (k, e) in CuMem.KERNEL_TABLE if k[2] isa Tuple && k[2][1] === :onesweep && k[2][5].lookback == 8 && k[2][5].sleep_ns == 100 && k[2][5].blocks_per_sm == 3]
-        @test sort(unique(used)) == [18, 24]          # (the kernels compiled: 18 for Int64, 24 for Float32)
+        @test sort(unique(used)) == [22, 24]          # (the kernels compiled: 22 for Int64, 24 for Float32)
+    finally
+        CuMem.sort_tuning(st0)
+    end
+    # blocks of 384 and 512 threads (CUB's onesweep shape; threads 256 and up rank and move keys,
+    # 0-255 own the digits' counts and look-back), histogram batches of 8 and 3 keys: tiles of
+    # 384 x 3 = 1152 and 512 x 2 = 1024 keys, a partial last one, the one-block sort; early
+    # counts, the atomicOr, ballot and by-pass matches, and both look-back walks
+    try
+        for (threads, items, hist) in ((384, 3, 8), (512, 2, 3)), T in (Float32, Int64, UInt16), early in (0, 1)
+            tile = threads * items
+            # (the look-back's window by bit masks on every other case)
+            CuMem.sort_tuning(CuMem.RadixTuning(items, 0, 3, 50, T === Int64 ? 1 : T === UInt16 ? 0 : 2, early, threads, hist, (early + (T === Int64)) % 2))
+            @test CuMem.radix_tile(CuMem.sort_tuning()) == tile
+            for n in (tile - 1, tile + 1, 5 * tile + 7)
+                h = keys_of(T, n)
+                @test same(sort(CuArray(h); rev = n == tile + 1), sort(h; rev = n == tile + 1))
+                @test same(sortperm(CuArray(h)), sortperm(h))
+            end
+        end
+        @test_throws ArgumentError CuMem.sort_tuning(CuMem.RadixTuning(16, 4, 8, 100, 2, 0, 300))       # (not a multiple of 32)
+        @test_throws ArgumentError CuMem.sort_tuning(CuMem.RadixTuning(16, 4, 8, 100, 2, 0, 256, 0))
+        @test_throws ArgumentError CuMem.sort_tuning(CuMem.RadixTuning(16, 4, 8, 100, 2, 0, 256, 4, 2))
+        @test_throws ArgumentError CuMem.sort_tuning(CuMem.RadixTuning(24, 2, 8, 100, 2, 0, 512))      # (over 48 KiB)
+        @test CuMem.radix_fit(Int64, 0, CuMem.RadixTuning(20, 2, 8, 100, 2, 0, 384)).items == 15
     finally
         CuMem.sort_tuning(st0)
     end
     err = try CuMem.check_static_smem("the test kernels would", 49153) catch e e end
     @test err isa ArgumentError && occursin("49153 bytes", err.msg) && occursin("48 KiB", err.msg)
     @test CuMem.check_static_smem("fits", 49152) == 49152
-    @test_throws ArgumentError CuMem.sort_tuning(CuMem.RadixTuning(33, 3, 8, 0, 1))
-    @test_throws ArgumentError CuMem.scan_tuning(CuMem.ScanTuning(100, 16, 0, 0))
+    err = try CuMem.sort_tuning(CuMem.RadixTuning(33, 3, 8, 0, 1)) catch e e end
+    @test err isa ArgumentError &&
+          occursin("(items 1-32, blocks_per_sm 0-8, lookback 1-32, sleep_ns 0-10000, match 0-3, early 0-2, " *
+                   "threads 256-1024 in steps of 32, hist 1-32, walk 0-1)", err.msg)
+    err = try CuMem.scan_tuning(CuMem.ScanTuning(100, 16, 0, 0)) catch e e end
+    @test err isa ArgumentError && occursin("(threads 64-256 in steps of 32, items 1-32, blocks_per_sm 0-16, " *
+                                            "sleep_ns 0-10000, spin 0-1, kernel 0-1, window 1-16)", err.msg)
     @test CuMem.sort_tuning() == st0 && CuMem.scan_tuning() == sc0               # unchanged by the errors
-    withenv("CUMEM_SORT_ITEMS" => "lots", "CUMEM_SCAN_THREADS" => "96", "CUMEM_SCAN_ITEMS" => nothing) do
+    withenv("CUMEM_SORT_ITEMS" => "lots", "CUMEM_SCAN_THREADS" => "96",
+            (v => nothing for v in ("CUMEM_SCAN_ITEMS", "CUMEM_SCAN_BLOCKS_PER_SM", "CUMEM_SCAN_SLEEP_NS", "CUMEM_SCAN_SPIN",
+                                    "CUMEM_SCAN_KERNEL", "CUMEM_SCAN_WINDOW"))...) do
         CuMem.SORT_TUNING[] = CuMem.RadixTuning(0, 0, 0, 0, 0); CuMem.SCAN_TUNING[] = CuMem.ScanTuning(0, 0, 0, 0)   # (read again)
-        @test_throws ArgumentError CuMem.sort_tuning()
+        err = try CuMem.sort_tuning() catch e e end
+        @test err isa ArgumentError && err.msg == "CUMEM_SORT_ITEMS=\"lots\": expected an integer from 1 to 32"
         @test CuMem.scan_tuning() == CuMem.ScanTuning(96, 16, CuMem.SCAN_DEFAULT.blocks_per_sm, CuMem.SCAN_DEFAULT.sleep_ns)
+    end
+    # (a variable within its ends but off the step: the tuning's check)
+    withenv("CUMEM_SCAN_THREADS" => "100", "CUMEM_SCAN_KERNEL" => "1", "CUMEM_SORT_EARLY" => "3") do
+        CuMem.SORT_TUNING[] = CuMem.RadixTuning(0, 0, 0, 0, 0); CuMem.SCAN_TUNING[] = CuMem.ScanTuning(0, 0, 0, 0)
+        @test_throws ArgumentError CuMem.scan_tuning()
+        err = try CuMem.sort_tuning() catch e e end
+        @test err isa ArgumentError && err.msg == "CUMEM_SORT_EARLY=\"3\": expected an integer from 0 to 2"
+        @test CuMem.SCAN_TUNING[].threads == 0 && CuMem.SORT_TUNING[].items == 0      # (nothing set)
+    end
+    withenv("CUMEM_SORT_THREADS" => "384", "CUMEM_SORT_HIST" => "16", "CUMEM_SORT_WALK" => "1") do
+        CuMem.SORT_TUNING[] = CuMem.RadixTuning(0, 0, 0, 0, 0)       # (read again)
+        d = CuMem.RADIX_DEFAULT
+        @test CuMem.sort_tuning() == CuMem.RadixTuning(d.items, d.blocks_per_sm, d.lookback, d.sleep_ns, d.match, d.early, 384, 16, 1)
     end
     CuMem.sort_tuning(st0); CuMem.scan_tuning(sc0)
 end
@@ -218,4 +263,7 @@ end
     # wrong elements: sort 9000, sort of 21 tiles (windows of 8), scan of 301 tiles (64-bit status words), of 301 tiles (Int64: flags apart),
     # the vector scan kernel's two
     @test split(read(`$exe`, String)) == ["0", "0", "0", "0", "0", "0"]
+    # the sort's look-back window by bit masks (CUMEM_SORT_WALK=1) through the same aggregates
+    run(`g++ -O1 -std=c++20 -pthread -w -DCUMEM_SORT_WALK=1 -I$dir -I$cuda -o $exe-walk $src`)
+    @test split(read(`$exe-walk`, String))[1:2] == ["0", "0"]
 end

@@ -40,7 +40,7 @@ const N = 3_000_017            # 733 tiles of 4096 keys, not a multiple of the t
         @test Array(cumprod(CuArray(M .% 2 .+ 1); dims = 2)) == cumprod(M .% 2 .+ 1; dims = 2)
     end
     # other tunings (bench/julia/sort_bench.jl's variants): tiles of 256 x 24 keys ranked by
-    # ballots without a look-back pause; scans of 128 threads x 24 elements with a pause
+    # ballots without a look-back pause, and of 384 x 20; scans of 128 threads x 24 elements with a pause
     @testset "other tunings" begin
         st0, sc0 = CuMem.sort_tuning(), CuMem.scan_tuning()
         try
@@ -50,6 +50,15 @@ const N = 3_000_017            # 733 tiles of 4096 keys, not a multiple of the t
                 T === Float32 && (h[1:1000:end] .= NaN32; h[2:1000:end] .= -0f0)
                 @test isequal(Array(sort(CuArray(h))), sort(h))
                 @test Array(sortperm(CuArray(h))) == sortperm(h)
+            end
+            # CUB's shape: blocks of 384 threads (threads 256 and up rank and move keys only) of 20
+            # keys (Int64: 15), early counts, the look-back window by bit masks, 16 histogram keys in flight
+            CuMem.sort_tuning(CuMem.RadixTuning(20, 2, 8, 100, 2, 1, 384, 16, 1))
+            for T in (Float32, Int64)
+                h = T === Float32 ? Float32.(randn(N)) : rand(Int64, N)
+                T === Float32 && (h[1:1000:end] .= NaN32; h[2:1000:end] .= -0f0)
+                @test isequal(Array(sort(CuArray(h))), sort(h))
+                @test Array(sortperm(CuArray(h); rev = true)) == sortperm(h; rev = true)
             end
             CuMem.scan_tuning(CuMem.ScanTuning(128, 24, 0, 200))
             x = rand(-100:100, 10 * N)

@@ -20,6 +20,10 @@ function ptx_smem(ptx)
     return Dict(k => CuMem.smem_layout(v) for (k, v) in bytes)
 end
 
+# Whether every kernel of a PTX text executes griddepcontrol.wait (CUMEM_PDL_ENTRY(),
+# julia/cuda/common.cuh; sm_90 PTX): the text from each `.entry` to the next holds one.
+every_entry_waits(ptx) = (cs = split(ptx, ".entry")[2:end]; !isempty(cs) && all(c -> occursin("griddepcontrol.wait", c), cs))
+
 @testset "sort.cuh and scan.cuh through NVRTC" begin
     if !CuMem.nvrtc_available()
         @test_skip "libnvrtc not found"
@@ -27,11 +31,17 @@ end
         for T in CuMem.RADIX_TYPES, vbytes in (0, 4, 8), wide in (false, true)
             ptx = CuMem.compile_ptx(CuMem.radix_source(T, vbytes, wide); arch = "compute_90")
             @test all(k -> occursin(k, ptx), CuMem.RADIX_KERNELS)
+            @test every_entry_waits(ptx)
         end
         # other tunings (bench/julia/sort_bench.jl's variants): the launch bounds reach the PTX
-        for T in (Float32, Int64), tune in (CuMem.RadixTuning(24, 2, 16, 0, 1), CuMem.RadixTuning(12, 4, 4, 200, 0), CuMem.RadixTuning(16, 0, 8, 0, 2),
-                                            CuMem.RadixTuning(16, 4, 8, 100, 3, 1), CuMem.RadixTuning(16, 4, 8, 100, 2, 2), CuMem.RadixTuning(16, 4, 8, 100, 1, 2))
-            ptx = CuMem.compile_ptx(CuMem.radix_source(T, 4, false, tune); arch = "compute_90")
+        # (blocks of 384 and 512 threads, the look-back by bit masks with windows of 8 and 32: one key type each)
+        for (T, tune) in vcat(vec([(T, tune) for T in (Float32, Int64),
+                                          tune in (CuMem.RadixTuning(24, 2, 16, 0, 1), CuMem.RadixTuning(12, 4, 4, 200, 0), CuMem.RadixTuning(16, 0, 8, 0, 2),
+                                                   CuMem.RadixTuning(16, 4, 8, 100, 3, 1), CuMem.RadixTuning(16, 4, 8, 100, 2, 2), CuMem.RadixTuning(16, 4, 8, 100, 1, 2))]),
+                              [(Int64, CuMem.RadixTuning(20, 2, 8, 100, 2, 0, 384, 16)), (Float32, CuMem.RadixTuning(14, 2, 8, 100, 2, 1, 512, 8)),
+                               (Float32, CuMem.RadixTuning(16, 4, 8, 100, 2, 0, 256, 4, 1)), (Int64, CuMem.RadixTuning(16, 2, 32, 0, 2, 0, 512, 16, 1))])
+            ptx = CuMem.compile_ptx(CuMem.radix_source(T, 4, false, CuMem.radix_fit(T, 4, tune)); arch = "compute_90")
+            @test occursin(".maxntid $(tune.threads), 1, 1", ptx) == (tune.blocks_per_sm > 0)
             @test occursin("cumem_sort_onesweep", ptx)
             @test occursin(".minnctapersm", ptx) == (tune.blocks_per_sm > 0)
             @test occursin("nanosleep", ptx) == (tune.sleep_ns > 0)
@@ -41,16 +51,21 @@ end
             @test occursin("match.any.sync", ptx) == (tune.match == 3 || (tune.early > 0 && tune.match != 1))
         end
         # the shared memory the sort's tunings are checked against (radix_smem) is the PTX's:
-        # Int64 keys with 24 per thread need 59432 bytes (ptxas' 0xe828) and 18 is the most that fits
-        for (T, vbytes, items) in ((Int64, 0, 24), (Int64, 4, 19), (Int64, 8, 18), (Float32, 4, 32), (UInt8, 0, 5), (Float16, 8, 16))
-            sm = ptx_smem(CuMem.compile_ptx(CuMem.radix_source(T, vbytes, false, CuMem.RadixTuning(items, 4, 8, 0, 2)); arch = "compute_90"))
-            want = CuMem.radix_smem(sizeof(T), vbytes, items)
+        # Int64 keys with 24 per thread need 51240 bytes (with the warps' counts beside the keys
+        # 59432, ptxas' 0xe828, refused on the H200) and 22 is the most that fits
+        for (T, vbytes, items, threads) in ((Int64, 0, 24, 256), (Int64, 4, 19, 256), (Int64, 8, 18, 256), (Float32, 4, 32, 256), (UInt8, 0, 5, 256),
+                                            (Float16, 8, 16, 256), (Float32, 0, 20, 384), (Int64, 4, 15, 384), (UInt32, 4, 22, 512))
+            sm = ptx_smem(CuMem.compile_ptx(CuMem.radix_source(T, vbytes, false, CuMem.RadixTuning(items, 4, 8, 0, 2, 0, threads)); arch = "compute_90"))
+            want = CuMem.radix_smem(sizeof(T), vbytes, items, threads)
             @test sm["cumem_sort_hist"] == want.hist && sm["cumem_sort_offsets"] == want.offsets
             @test sm["cumem_sort_onesweep"] == want.onesweep && sm["cumem_sort_small"] == want.small
         end
-        @test CuMem.radix_smem(8, 0, 24).onesweep == 0xe828 && CuMem.radix_smem(8, 0, 24).small == 0xe440   # (ptxas' figures on the H200)
-        @test CuMem.radix_fit(Int64, 0, CuMem.RadixTuning(24, 3, 8, 100, 2)) == CuMem.RadixTuning(18, 3, 8, 100, 2)
-        @test maximum(CuMem.radix_smem(8, 0, 18)) <= CuMem.STATIC_SMEM_LIMIT < maximum(CuMem.radix_smem(8, 0, 19))
+        @test CuMem.radix_smem(8, 0, 24).onesweep == 51240
+        @test CuMem.radix_fit(Int64, 0, CuMem.RadixTuning(24, 3, 8, 100, 2)) == CuMem.RadixTuning(22, 3, 8, 100, 2)
+        @test maximum(CuMem.radix_smem(8, 0, 22)) <= CuMem.STATIC_SMEM_LIMIT < maximum(CuMem.radix_smem(8, 0, 23))
+        # (CUB's onesweep for 8-byte keys on sm_90: 384 threads of 15; 4-byte keys and payload: 512 threads up to 22)
+        @test CuMem.radix_fit(Int64, 0, CuMem.RadixTuning(20, 2, 8, 100, 2, 0, 384)).items == 15
+        @test CuMem.radix_fit(Float32, 4, CuMem.RadixTuning(24, 2, 8, 100, 2, 0, 512)).items == 22
         # the scans: kernel_entry compiles each generated source to PTX on the host device;
         # here again for sm_90, taken from the kernel table
         x = CuArray(rand(Float32, 10))
@@ -62,6 +77,7 @@ end
             k[2] isa Tuple && k[2][1] === :scan1 || continue
             ptx = CuMem.compile_ptx(e.source; arch = "compute_90")
             @test occursin("cumem_scan_onepass", ptx) && occursin("cumem_scan_lines", ptx)
+            @test every_entry_waits(ptx)
             Acc, tune = k[2][4], k[2][end]          # (the accumulator and the tuning: the key's)
             @test ptx_smem(ptx)["cumem_scan_onepass"] == CuMem.scan_smem(Acc, tune.threads, CuMem.scan_items(Acc, tune), tune.spin)
             n += 1

@@ -202,3 +202,86 @@ else
         end
     end
 end
+
+## programmatic dependent launch: every kernel starts with CUMEM_PDL_ENTRY()
+
+# The kernels defined in `src` (`extern "C" __global__` or CUMEM_KERNEL, prototypes left
+# out; also inside #define bodies) whose body does not start with CUMEM_PDL_ENTRY(): the
+# engine would launch them without PDL (src/compute/module.rs looks for the wait in the PTX).
+function pdl_unguarded(src::AbstractString)
+    bad = String[]
+    for m in eachmatch(r"(?:extern \"C\" __global__|CUMEM_KERNEL)\s+void\s+(?:(?:CUMEM_\w+|__launch_bounds__\([^)]*\))\s+)*(\w+)\s*\([^;{]*?\)\s*\{\s*(?:\\\s*)?(\S{0,18})", src)
+        m.captures[2] == "CUMEM_PDL_ENTRY();" || push!(bad, m.captures[1])
+    end
+    return bad
+end
+# The names of the PTX entries whose body executes griddepcontrol.wait, and of all entries
+# (src/compute/module.rs, ptx_grid_waits, does the same).
+function ptx_waits(ptx::AbstractString)
+    all, waits = String[], String[]
+    for m in eachmatch(r"\.entry\s+(\w+)\s*\("s, ptx)
+        push!(all, m.captures[1])
+        i = findnext('{', ptx, m.offset)
+        depth, j = 0, i
+        while j <= lastindex(ptx)
+            c = ptx[j]
+            c == '{' && (depth += 1)
+            c == '}' && (depth -= 1; depth == 0 && break)
+            j = nextind(ptx, j)
+        end
+        occursin("griddepcontrol.wait", SubString(ptx, i, j)) && push!(waits, m.captures[1])
+    end
+    return all, waits
+end
+
+@testset "programmatic dependent launch: CUMEM_PDL_ENTRY() first in every kernel" begin
+    # the checker
+    @test pdl_unguarded("CUMEM_KERNEL void a(int* p) { CUMEM_PDL_ENTRY(); p[0] = 1; }\n" *
+                        "CUMEM_KERNEL void CUMEM_BOUNDS b(int* p);\nCUMEM_KERNEL void CUMEM_BOUNDS b(int* p)\n{\n  p[0] = 1;\n}\n" *
+                        "#define K(S) extern \"C\" __global__ void k_##S(int* p) {                \\\n    CUMEM_PDL_ENTRY(); }\n") == ["b"]
+    # the fixed CUDA C: the kernels of every .cuh file, macros' included
+    nk = 0
+    for f in sort(filter(f -> endswith(f, ".cuh"), readdir(CUDA_DIR)))
+        text = read(joinpath(CUDA_DIR, f), String)
+        nk += length(collect(eachmatch(r"(?:extern \"C\" __global__|CUMEM_KERNEL)\s+void\s[^;{]*\{", text)))
+        @test (f, pdl_unguarded(text)) == (f, String[])
+    end
+    @test nk >= 20
+    # the generated kernels, a source of each generator (no operation run, no compile):
+    # broadcast, reduction with dims, findmax, whole-array reduction, bitonic sort, scan, and
+    # the kernel language's @cuda (the radix sort is sort.cuh, checked above)
+    fdf, odf = CuMem.element_function(identity, Float32), CuMem.element_function(+, Float32, Float32)
+    bdf = CuMem.element_function(CuMem.FindBetter{true}(), Float32, Float32)
+    cdf = CuMem.element_function(CuMem.SortLess(isless, identity, false), Int16, Int16)
+    header = "#define CUMEM_F(x1) " * CuMem.fn_call(fdf, "f", "x1") * "\n#define CUMEM_OP(a, b) " * CuMem.fn_call(odf, "op", "a", "b") * "\n"
+    full = CuMem.full_reduce_source(header, ["float"], "float", 4, "neut"; params = ", float neut",
+                                    unpack = CuMem.fn_local(fdf, "f") * CuMem.fn_local(odf, "op"))
+    k = CuMem.cufunction((a, b) -> (a[1] = b; nothing), Tuple{CuMem.CuDeviceVector{Float32},Float32})
+    srcs = [CuMem.bcast_source(CuMem.device_function(+, (Float32, Float32)), nothing, Float32, true,
+                               [(Float32, true), (Float32, true)], 1, false),
+            CuMem.reduce_source(fdf, odf, nothing, Float32, Float32, Float32, 1, 1, true, true, false),
+            CuMem.findext_source(bdf, Float32, 0, 1, true, false),
+            CuMem.kernel_source(CuMem.unique_fns((fdf, odf))...; body = full),
+            CuMem.bitonic_source(cdf, Int16), k.fun.source]
+    for s in srcs
+        @test pdl_unguarded(s) == String[]
+        @test occursin("CUMEM_PDL_ENTRY();", s)
+    end
+    # the scans' source: the one cumsum builds (the host device keeps it in its kernel table)
+    cumsum(CuArray(Float32[1, 2, 3]))
+    scans = [e.source for (key, e) in CuMem.KERNEL_TABLE if key[2] isa Tuple && key[2][1] === :scan1]
+    @test !isempty(scans) && all(s -> pdl_unguarded(s) == String[] && occursin("CUMEM_PDL_ENTRY();", s), scans)
+    # the switch (no GPU: nothing is launched, but the state is the process's)
+    was = CuMem.pdl!(false)
+    @test CuMem.pdl!(was) == false
+    @test CuMem.pdl!(was) == (was && get(ENV, "CUMEM_PDL", "1") != "0")
+    if CuMem.nvrtc_available()
+        # sm_90: every entry waits; compute_75 (the host device's): none does (sort_ptx_tests.jl
+        # checks the sorts' and scans' sm_90 PTX the same way)
+        for s in (CuMem.SEARCH_SOURCE, CuMem.GEMM_SOURCE, srcs[1], srcs[end])
+            all90, waits90 = ptx_waits(CuMem.compile_ptx(s; arch = "compute_90"))
+            @test !isempty(all90) && waits90 == all90
+        end
+        @test isempty(ptx_waits(CuMem.compile_ptx(CuMem.SEARCH_SOURCE; arch = "compute_75"))[2])
+    end
+end

@@ -275,6 +275,22 @@ end
         j = CuMem.graph_info(chain)
         @test j.nodes == i.nodes && j.depth == j.nodes      # one chain
         @test (i.nodes, i.edges, i.depth) != (j.nodes, j.edges, j.depth)
+        # programmatic dependent launch (sm_90+, docs/graphs.md): edges between CuMem's kernels
+        # are programmatic (their launch overlaps the kernel they wait for); none on the host
+        # device, below sm_90, or with CuMem.pdl!(false) (as CUMEM_PDL=0)
+        pdl = !CuMem.on_host() && CuMem.capability() >= v"9.0" && get(ENV, "CUMEM_PDL", "1") != "0"
+        # (the chain's edges are the stream's order, which a PDL launch makes programmatic; edges
+        # from the data are set as capture dependencies, made programmatic at the capture's end)
+        @test (i.programmatic, j.programmatic) == (pdl ? (i.edges, j.edges) : (0, 0))
+        pdl && @info "programmatic edges: $(i.programmatic) of $(i.edges) (edges from the data), $(j.programmatic) of $(j.edges) (one chain)"
+        was = CuMem.pdl!(false)
+        off = capture(step)
+        @test CuMem.graph_info(off).programmatic == 0
+        @test (CuMem.graph_info(off).edges, CuMem.graph_info(off).depth) == (3, 2)
+        CuMem.pdl!(was)
+        launch(instantiate(off))
+        @test Array(c) == (a0 .+ 1f0) .* (b0 .* 2f0) && Array(d) == b0 .* 2f0 && Array(a) == zeros(Float32, 64)
+        copyto!(a, a0)
         # the host device replays in another order the edges allow: results as in order
         launch(instantiate(g))
         @test Array(c) == (a0 .+ 1f0) .* (b0 .* 2f0) && Array(d) == b0 .* 2f0 && Array(a) == zeros(Float32, 64)
