@@ -356,7 +356,7 @@ function Base.copy(bc::Broadcasted{CuArrayStyle{N}}) where {N}
         T = c === nothing || c.world != world_counter() ? nothing : c.eltype
         r = copy_general(Base.inferencebarrier(bc), size(bc), Base.inferencebarrier(TB), Base.inferencebarrier(T),
                          fast_copy_eligible(bc), !again)
-        r === nothing || return r::CuArray{<:Any,N}
+        r === nothing || return r     # (no `::CuArray{<:Any,N}`: a subtype test, 0.2 µs)
         again = true
     end
 end
