@@ -52,12 +52,16 @@
 //!   calls while its fragmentation stays within the headroom. encoder_infer_varlen did
 //!   not until placement by mapped pieces (above; 18.8 device calls a warm pass → 0.2, 0
 //!   in the last, host device). random_seed1 (sizes log-uniform from 256 B to 64 MiB)
-//!   still does not (about 30 calls a warm pass): its mapped granules lie in runs
-//!   shorter than its requests, and neither the order of the granules given up, nor a
-//!   wider headroom once moves repeat, removes that within its best anchor's memory;
-//!   never moving (PyTorch's policy) would, at 1.1365 × live where the pool holds 1.131,
-//!   but costs encoder_infer_varlen 1.18 (bench/results/host-2026-11-28-exp12,
-//!   host-2026-11-27-memory2, host-2026-11-27-expandable).
+//!   did not (about 33 calls a warm pass at 1.131 × live): its layout cycles through
+//!   more places than the headroom holds, so memory moved away is wanted back where it
+//!   was. Never moving (PyTorch's policy) removes those calls (1.1365 × live, best anchor
+//!   1.143) but costs encoder_infer_varlen 1.18 (best anchor 1.138), whose cold pass
+//!   needs its moves and never wants memory back where it moved it from. So the pool
+//!   moves until a mapping wants memory where one of the last [`MOVED_AWAY`] moves took
+//!   it from, and from then on grows instead ([`ExpandablePool::moves_off`]):
+//!   random_seed1 0 device calls in its last warm pass at 1.1365, every other trace
+//!   unchanged (bench/results/host-2026-11-28-exp12b; exp12, host-2026-11-27-memory2,
+//!   host-2026-11-27-expandable).
 //!
 //! # Why no deferred frees
 //!
@@ -151,6 +155,14 @@ const CHUNK_SHARE: u64 = 64;
 /// 4 granules (8 MiB).
 const MIN_CHUNK: u64 = 4;
 
+/// How many of the last ranges whose memory [`ExpandablePool::map`] moved away or gave up
+/// the pool remembers: a mapping of one of them again means the layout cycles through
+/// more places than the headroom holds, and moving stops ([`ExpandablePool::moves_off`]).
+/// On random_seed1 the first such mapping comes in its cold pass; on encoder_infer_varlen,
+/// whose moves the headroom needs, none comes with the last 64 or 1 024 remembered, nor on
+/// any other trace measured (bench/results/host-2026-11-28-exp12b).
+const MOVED_AWAY: usize = 64;
+
 /// The pool on reserved address ranges with lazily mapped granules.
 pub struct ExpandablePool {
     /// The reserved ranges, in the order they were taken.
@@ -160,11 +172,25 @@ pub struct ExpandablePool {
     /// The most bytes of blocks in use there ever were (`used_bytes`'s peak): what
     /// [`HEADROOM`] is measured against.
     peak_used: u64,
+    /// The last [`MOVED_AWAY`] ranges (address, bytes) whose memory a mapping moved away
+    /// or gave up, oldest first.
+    moved_away: std::collections::VecDeque<(u64, u64)>,
+    /// Set once a mapping wants memory where it was moved away from: from then on the pool
+    /// grows instead of moving (PyTorch's policy), up to the union of the places its
+    /// layout visits; only the device or the limit refusing a mapping, and `reclaim`,
+    /// still unmap idle granules.
+    moves_off: bool,
 }
 
 impl Default for ExpandablePool {
     fn default() -> Self {
-        ExpandablePool { arenas: Vec::new(), used_bytes: 0, peak_used: 0 }
+        ExpandablePool {
+            arenas: Vec::new(),
+            used_bytes: 0,
+            peak_used: 0,
+            moved_away: std::collections::VecDeque::new(),
+            moves_off: false,
+        }
     }
 }
 
@@ -282,7 +308,17 @@ impl ExpandablePool {
         // batch) keeps the granules it keeps coming back to, with no device calls.
         let room = (self.peak_used + self.peak_used / HEADROOM).saturating_sub(self.mapped_bytes());
         let over = up.growth_excess(need);
-        let excess = over.saturating_sub(room);
+        let mut excess = if self.moves_off { 0 } else { over.saturating_sub(room) };
+        // Memory wanted back where a move took it from: the layout cycles through more
+        // places than the headroom holds, and moving would go on at every pass (random_seed1:
+        // about 33 device calls a warm pass at 1.131 × live; never moving: none, at 1.1365,
+        // bench/results/host-2026-11-28-exp12b). Stop moving.
+        if excess > 0
+            && runs.iter().any(|&(a, b)| self.moved_away.iter().any(|&(m, n)| a < m + n && m < a + b))
+        {
+            self.moves_off = true;
+            excess = 0;
+        }
         let mut idle: Vec<(u64, u64)> = Vec::new();
         if excess > 0 {
             self.take_idle(excess, |addr, bytes| idle.push((addr, bytes)));
@@ -300,6 +336,7 @@ impl ExpandablePool {
                     break;
                 };
                 let (from, have) = idle.remove(pos);
+                self.remember_moved(from, have);
                 match up.vm_move(from, at, have) {
                     Ok(()) => self.arenas[k].set_mapped(at, have),
                     // The memory of `from` is gone; `at` is mapped below.
@@ -310,6 +347,7 @@ impl ExpandablePool {
         }
         // Idle allocations that fit nowhere are unmapped.
         for (from, have) in idle {
+            self.remember_moved(from, have);
             up.vm_unmap(from, have);
         }
         let gran = self.arenas[k].granule();
@@ -341,6 +379,15 @@ impl ExpandablePool {
             }
         }
         Ok(())
+    }
+
+    /// Remembers that the memory of `[addr, addr+bytes)` was moved away or given up
+    /// ([`MOVED_AWAY`]).
+    fn remember_moved(&mut self, addr: u64, bytes: u64) {
+        if self.moved_away.len() == MOVED_AWAY {
+            self.moved_away.pop_front();
+        }
+        self.moved_away.push_back((addr, bytes));
     }
 
     /// Places, carves and maps a block of `size` bytes (a multiple of [`MIN_BLOCK`]).

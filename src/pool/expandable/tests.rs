@@ -410,3 +410,45 @@ fn a_failed_move_falls_back_to_a_fresh_mapping() {
     pool.check();
     assert_eq!(up.reserved(), pool.cached_bytes());
 }
+
+/// Memory moved away and then wanted back where it was (the layout cycles through more
+/// places than the headroom holds) stops the moves: from then on the pool grows, as
+/// PyTorch's expandable segments do, rather than moving memory at every pass
+/// (random_seed1's warm device calls).
+#[test]
+fn memory_wanted_back_where_it_was_moved_from_stops_the_moves() {
+    let up = upstream(None);
+    let mut pool = ExpandablePool::default();
+    let a = pool.alloc(64 * MIB, up.shard(0)).unwrap();
+    let keep = pool.alloc(2 * MIB, up.shard(0)).unwrap();
+    pool.free(a.ptr, a.size, up.shard(0));
+    // As in `growth_above_the_peak_moves_idle_granules_first`: a's idle 64 MiB move
+    // under b.
+    let b = pool.alloc(100 * MIB, up.shard(0)).unwrap();
+    assert_eq!((up.reserved(), up.peak_reserved()), (102 * MIB, 102 * MIB));
+    assert!(!pool.moves_off, "a move alone does not stop the moves");
+    // b's place taken again (mapped: a hit), then a block that fits a's old place best
+    // and finds no mapped place: mapped again where memory was moved from.
+    pool.free(b.ptr, b.size, up.shard(0));
+    let d = pool.alloc(100 * MIB, up.shard(0)).unwrap();
+    assert_eq!((d.ptr, d.hit), (b.ptr, true));
+    let c = pool.alloc(64 * MIB, up.shard(0)).unwrap();
+    assert_eq!((c.ptr, c.hit), (a.ptr, false));
+    assert!(pool.moves_off, "the layout came back where memory was moved from");
+    pool.check();
+    // Growth above the headroom with idle memory at hand now maps fresh memory and gives
+    // nothing up (before, the idle 64 MiB would have moved).
+    pool.free(c.ptr, c.size, up.shard(0));
+    let freed = up.stats().counts().1;
+    let e = pool.alloc(130 * MIB, up.shard(0)).unwrap();
+    assert!(!e.hit);
+    assert_eq!(up.stats().counts().1, freed, "no memory given up or moved");
+    assert_eq!(up.reserved(), 166 * MIB + 130 * MIB, "grown by the whole block");
+    pool.check();
+    for blk in [d, e, keep] {
+        pool.free(blk.ptr, blk.size, up.shard(0));
+    }
+    let r = up.reserved();
+    assert_eq!(pool.reclaim(u64::MAX, up.shard(0)), r);
+    assert_eq!(up.reserved(), 0);
+}
