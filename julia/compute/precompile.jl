@@ -11,9 +11,8 @@ using Base.Broadcast: Broadcasted
 precompile(gpu_broadcast!, (AnyCuArray, Broadcasted))
 precompile(bc_eltype, (Broadcasted,))
 # the general path of a type's first broadcast (fastpath.jl), compiled once for all types
-precompile(copy_general, (Any, Any, Bool))
-precompile(general_broadcast!, (Any, Any, Bool))
-precompile(fast_slot_key, (Any, Any))
+precompile(copy_general, (Any, Dims, Any, Any, Bool, Bool))
+precompile(general_broadcast!, (Any, Any, Bool, Any))
 precompile(remember_fast!, (Any, Any, Any))
 # the common first broadcast, whose inference reaches the rest of the path
 precompile(Base.Broadcast.materialize, (Broadcasted{CuArrayStyle{2},Nothing,typeof(+),Tuple{CuArray{Float32,2},Int64}},))

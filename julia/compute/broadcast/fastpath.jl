@@ -120,12 +120,29 @@ has none). For tests; see julia/compute/broadcast/fastpath.jl.
     (DCContext0(kernel_error_address(), UInt64(0)), UInt32(length(dest)), dest.ptr, fast_leaves(bc)...,
      fast_object(bc_object(bc))...)
 
+# Whether the fast path applies to `dest .= bc`'s arguments (its slot aside).
+@inline fast_eligible(dest, bc) = false
+@inline function fast_eligible(dest::CuArray{T}, bc::Broadcasted) where {T}
+    FAST_BROADCAST[] && !MULTI[] || return false
+    n = length(dest)
+    (n == 0 || n >= typemax(Int32) || dest.freed) && return false
+    return fast_ok(bc, dest.dims, dest.ptr, UInt64(n * sizeof(T)))
+end
+# The same for `copy(bc)` into a new array (which overlaps nothing).
+@inline function fast_copy_eligible(bc::Broadcasted)
+    FAST_BROADCAST[] && !MULTI[] || return false
+    sz = size(bc)
+    n = prod(sz)
+    (n == 0 || n >= typemax(Int32)) && return false
+    return fast_ok(bc, sz, UInt64(0), UInt64(0))
+end
+# The slot type of `dest .= bc` when the fast path applies to these arguments, else nothing
+# (a constant of the compiled caller, or nothing).
+@inline fast_slot_key(dest, bc) = fast_eligible(dest, bc) ? Tuple{typeof(dest),typeof(bc)} : nothing
+
 # The slot's entry if it is valid for `dest .= bc` now.
 @inline function fast_entry(dest::CuArray{T}, bc::Broadcasted) where {T}
-    FAST_BROADCAST[] && !MULTI[] || return nothing
-    n = length(dest)
-    (n == 0 || n >= typemax(Int32) || dest.freed) && return nothing
-    fast_ok(bc, dest.dims, dest.ptr, UInt64(n * sizeof(T))) || return nothing
+    fast_eligible(dest, bc) || return nothing
     e = fast_get(Tuple{typeof(dest),typeof(bc)})
     (e === nothing || e.world != world_counter()) && return nothing
     return e
@@ -211,24 +228,25 @@ end
     again = false
     while true
         fast_broadcast!(dest, bc) && return dest
-        general_broadcast!(Base.inferencebarrier(dest), Base.inferencebarrier(bc), !again) || return dest
+        general_broadcast!(Base.inferencebarrier(dest), Base.inferencebarrier(bc), !again,
+                           Base.inferencebarrier(fast_slot_key(dest, bc))) || return dest
         again = true
     end
 end
 
 """
-    CuMem.general_broadcast!(dest, bc, retry::Bool) -> Bool
+    CuMem.general_broadcast!(dest, bc, retry::Bool, K) -> Bool
 
 The general path of `dest .= bc` (compiled once: the arguments are taken as `Any`). When
-the fast path applies to these arguments (`fast_slot_key`) and `retry`, it only fills their
+the fast path applies to these arguments (`K`, their slot type, is not `nothing`: the
+caller's `fast_slot_key`, computed by code compiled for the types) and `retry`, it only fills their
 type's slot, from the kernel index on disk or from the kernel it generates
 (`gpu_broadcast!` without running it), and returns `true`: the caller's fast path then runs
 the broadcast, with the code compiled for the type anyway. Otherwise (and for an element
 function that always throws, whose exception comes at once from the general path) it runs
 the broadcast and returns `false`.
 """
-function general_broadcast!(@nospecialize(dest), @nospecialize(bc), retry::Bool)
-    K = fast_slot_key(dest, bc)
+function general_broadcast!(@nospecialize(dest), @nospecialize(bc), retry::Bool, @nospecialize(K))
     if K !== nothing
         e = fast_get(K)
         if e === nothing || e.world != world_counter()
@@ -252,29 +270,6 @@ function general_broadcast!(@nospecialize(dest), @nospecialize(bc), retry::Bool)
 end
 always_throws(@nospecialize(entry)) = entry isa CachedKernel && entry.extra isa Tuple && !isempty(entry.extra) &&
     entry.extra[1] isa DeviceFunction && entry.extra[1].rettype === Union{}
-
-# The slot type of `dest .= bc`, `Tuple{typeof(dest), typeof(bc)}`, when the fast path
-# applies to these arguments (`fast_entry`'s conditions, checked on values of any type);
-# nothing otherwise.
-function fast_slot_key(@nospecialize(dest), @nospecialize(bc))
-    (FAST_BROADCAST[] && !MULTI[] && dest isa CuArray && bc isa Broadcasted) || return nothing
-    n = length(dest)
-    (0 < n < typemax(Int32) && !dest.freed) || return nothing
-    fast_ok_any(bc, dest.dims, dest.ptr, UInt64(n * sizeof(eltype(dest)))) || return nothing
-    return Tuple{typeof(dest),typeof(bc)}
-end
-# `fast_ok` of a Broadcasted of any type (the same conditions).
-function fast_ok_any(@nospecialize(bc::Broadcasted), @nospecialize(dsz), pd::UInt64, nb::UInt64)
-    fast_scalar_any(bc.f) || return false
-    for a in bc.args
-        ok = a isa Broadcasted ? fast_ok_any(a, dsz, pd, nb) :
-             a isa CuArray ? fast_arg_ok(a, dsz, pd, nb)::Bool :
-             !(a isa Tuple || a isa AbstractArray) && fast_scalar_any(a)
-        ok || return false
-    end
-    return true
-end
-fast_scalar_any(@nospecialize(x)) = isbits(x) || Base.issingletontype(typeof(x)) || x isa Type
 
 # Fills the slot `K` (destination element type `T`) with `entry`, the kernel cache entry of
 # the broadcast just prepared, when its kernel reads no global binding at launch; true
@@ -354,42 +349,53 @@ function Base.copy(bc::Broadcasted{CuArrayStyle{N}}) where {N}
     while true
         r = fast_copy(bc)
         r === nothing || return r
-        r = copy_general(Base.inferencebarrier(bc), Base.inferencebarrier(Broadcast.combine_eltypes(bc.f, bc.args)), !again)
-        r === nothing || return r::CuArray{<:Any,N}
+        # what the code compiled for the type knows cheaply: Base's element type, the element
+        # type of an earlier call (its slot), whether the fast path applies to the arguments
+        TB = Broadcast.combine_eltypes(bc.f, bc.args)
+        c = FAST_BROADCAST[] ? fast_get(Tuple{Val{:copy},typeof(bc)}) : nothing
+        T = c === nothing || c.world != world_counter() ? nothing : c.eltype
+        r = copy_general(Base.inferencebarrier(bc), size(bc), Base.inferencebarrier(TB), Base.inferencebarrier(T),
+                         fast_copy_eligible(bc), !again)
+        r === nothing || return r     # (no `::CuArray{<:Any,N}`: a subtype test, 0.2 µs)
         again = true
     end
 end
 
 """
-    CuMem.copy_general(bc::Broadcasted, TB, retry::Bool) -> Union{CuArray,Nothing}
+    CuMem.copy_general(bc::Broadcasted, sz::Dims, TB, T, eligible::Bool, retry::Bool) -> Union{CuArray,Nothing}
 
-The general path of `copy(bc)` (compiled once: the arguments are taken as `Any`; `TB` is
-the element type Base infers, `combine_eltypes`): the result's element type (the slot of
-an earlier call, the kernel index, or the element function compiled for the leaves), the
-result, and the slot of the element type. `nothing` when `retry` and it only filled the
-slots (`general_broadcast!`): the caller's fast path then runs the broadcast.
+The general path of `copy(bc)` (compiled once: the arguments are taken as `Any`; `sz` is
+`size(bc)`). `TB`:
+the element type Base infers (`combine_eltypes`); `T`: the element type an earlier call
+of this type gave (its slot; `nothing`: none valid); `eligible`: whether the fast path
+applies to the arguments (`fast_copy_eligible`). Finds the result's element type (`T`, the
+kernel index, or the element function compiled for the leaves), makes the result, and
+fills the slot of the element type. `nothing` when `retry` and it only filled the slots
+(`general_broadcast!`): the caller's fast path then runs the broadcast.
 """
-function copy_general(@nospecialize(bc), @nospecialize(TB), retry::Bool)
-    K = Tuple{Val{:copy},typeof(bc)}
-    # a type that ran before (but not on the fast path: e.g. arrays of other sizes)
-    c = FAST_BROADCAST[] ? fast_get(K) : nothing
-    T = c === nothing || c.world != world_counter() ? index_copy_eltype(bc, K, TB) : c.eltype
+function copy_general(@nospecialize(bc), @nospecialize(sz::Dims), @nospecialize(TB), @nospecialize(T), eligible::Bool, retry::Bool)
+    fresh = T === nothing
+    K = fresh ? Tuple{Val{:copy},typeof(bc)} : nothing
+    fresh && (T = index_copy_eltype(bc, K, TB))
     fresh = T === nothing
     if fresh
         T = bc_eltype(bc)
         # a function that always throws (Base's exception comes from the broadcast; an empty
         # result holds `nothing`s)
-        T === Union{} && return general_into!(CuArray{Nothing}(undef, size(bc)), bc, false)
+        T === Union{} && return general_into!(CuArray{Nothing}(undef, sz), bc, false, nothing)
         # GPUArrays.jl's error (CUDA.jl 2.x): no array of a non-concrete element type is made
         isconcretetype(T) || error("GPU broadcast resulted in non-concrete element type $T.\n" *
                                    "This probably means that the function you are broadcasting contains an error or type instability.")
     end
-    dest = CuArray{T}(undef, size(bc))
-    # (the caller's fast path runs it only when its element type is this one)
-    left = general_into!(dest, bc, retry && T === TB && bc_fixed_by_type(typeof(bc))) === nothing
+    fixed = fresh && FAST_BROADCAST[] && T isa DataType && bc_fixed_by_type(typeof(bc))
+    dest = CuArray{T}(undef, sz)
+    # (the caller's fast path runs it only when its element type is this one, and the type
+    # has a copy slot: a valid `T` came from one)
+    retry &= eligible && T === TB && (fresh ? fixed : true)
+    left = general_into!(dest, bc, retry, eligible ? Tuple{typeof(dest),typeof(bc)} : nothing) === nothing
     # the slot of the element type, once per type and world age (copying the table and
     # writing the index on every call cost microseconds per allocating broadcast)
-    if fresh && FAST_BROADCAST[] && T isa DataType && bc_fixed_by_type(typeof(bc))
+    if fixed
         fast_set!(K, FastBroadcast(nothing, world_counter(), T, false))
         index_safe(K) && index_store(index_key(typeof(bc); prefix = "copy "), "eltype", index_key(T))
     end
@@ -398,10 +404,10 @@ function copy_general(@nospecialize(bc), @nospecialize(TB), retry::Bool)
     return nothing
 end
 # `dest .= bc` by the general path (inside a capture, as one operation); nothing when it
-# left the run to the caller's fast path (`retry`).
-function general_into!(@nospecialize(dest), @nospecialize(bc), retry::Bool)
-    CAPTURES[] == 0 || return (captured_op(() -> general_broadcast!(dest, bc, false), bc, dest); dest)
-    return general_broadcast!(dest, bc, retry) ? nothing : dest
+# left the run to the caller's fast path (`retry`). `K`: as general_broadcast!'s.
+function general_into!(@nospecialize(dest), @nospecialize(bc), retry::Bool, @nospecialize(K))
+    CAPTURES[] == 0 || return (captured_op(() -> general_broadcast!(dest, bc, false, K), bc, dest); dest)
+    return general_broadcast!(dest, bc, retry, K) ? nothing : dest
 end
 
 Base.copyto!(dest::AnyCuArray, bc::Broadcasted{Nothing}) = broadcast_into!(dest, bc)

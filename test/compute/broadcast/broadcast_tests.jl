@@ -207,7 +207,7 @@ end
         Base.visit(_ -> (n[] += 1), s)
         return n[]
     end
-    general = (CuMem.general_broadcast!, CuMem.copy_general, CuMem.gpu_broadcast!, CuMem.fast_slot_key,
+    general = (CuMem.general_broadcast!, CuMem.copy_general, CuMem.general_into!, CuMem.gpu_broadcast!,
                CuMem.remember_fast!, CuMem.index_fast!, CuMem.bc_function)
     x, y = CuArray(Float32[1, 2, 3]), CuArray(Float32[4, 5, 6])
     z = similar(x)
