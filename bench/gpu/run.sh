@@ -37,6 +37,10 @@
 #                CUMEM_SORT_VARIANTS / CUMEM_SCAN_VARIANTS: tunings measured in the same call
 #                (sort_bench.jl's header; rows "op@tuning" in sort_table.md; a sort variant's
 #                cell: its ms, its ratio to the default timed interleaved with it, the default's ms)
+#   overhead     bench/julia/host_overhead.jl on this GPU (µs and CPU µs a call of small operations
+#                and of the demo's step), twice, alternating with OVERHEAD_OLD where given: the
+#                folder of an earlier commit's package (its Project.toml, julia/ and demo/, e.g.
+#                `git worktree add`), rows "build": "before" / "after"; overhead.jsonl
 #   hotpath      bench/julia/julia_bench.jl for every caching pool, julia_breakdown.jl, and the
 #                engine's pair (examples hotloop, capi_hotloop, if in the kit)
 #   multigpu     (two GPUs or more) the Rust multidevice tests, test/devices/{multidevice,distributed}
@@ -96,7 +100,7 @@ KIT=${KIT:-.kit}
 for v in TESTS SANITIZE_TESTS SANITIZE_TOOLS RUST_TESTS RUST_PER_TEST REPLAY_SEEDS REPLAY_LENGTHS PROFILE_OPS; do
     [ -n "${!v:-}" ] && export "$v=${!v//,/ }"
 done
-ALL="tests rust-cuda replay compute-bench smallops bandwidth linalg sort hotpath multigpu reliability first-result kernels cudajl graphs fuzz fuzz-campaign sanitize profile"
+ALL="tests rust-cuda replay compute-bench smallops bandwidth linalg sort hotpath overhead multigpu reliability first-result kernels cudajl graphs fuzz fuzz-campaign sanitize profile"
 BENCH="replay compute-bench smallops bandwidth linalg sort first-result kernels cudajl graphs"
 
 budget_of() { # default seconds of a suite (from the old drivers' measured times, with slack)
@@ -105,13 +109,13 @@ budget_of() { # default seconds of a suite (from the old drivers' measured times
     case $1 in
         tests) echo 560 ;; rust-cuda) echo 420 ;; replay) echo 480 ;; compute-bench) echo 240 ;;
         smallops) echo 300 ;; bandwidth) echo 180 ;; linalg) echo 480 ;; sort) echo 360 ;;
-        hotpath) echo 240 ;; multigpu) echo 480 ;; reliability) echo 240 ;; first-result) echo 600 ;;
+        hotpath) echo 240 ;; overhead) echo 420 ;; multigpu) echo 480 ;; reliability) echo 240 ;; first-result) echo 600 ;;
         kernels) echo 560 ;; cudajl) echo 540 ;; graphs) echo 150 ;; fuzz) echo 150 ;; fuzz-campaign) echo 540 ;; sanitize) echo 560 ;; profile) echo 300 ;; *) echo 0 ;;
     esac
 }
 needs_of() {
     case $1 in
-        tests|compute-bench|bandwidth|linalg|sort|first-result|kernels|cudajl|graphs|fuzz|fuzz-campaign|sanitize|profile) echo "engine julia" ;;
+        tests|compute-bench|bandwidth|linalg|sort|first-result|kernels|cudajl|graphs|fuzz|fuzz-campaign|sanitize|profile|overhead) echo "engine julia" ;;
         smallops|hotpath) echo "engine julia bench" ;;
         rust-cuda) echo "engine rust" ;; replay) echo "bench" ;;
         multigpu) echo "engine julia rust" ;; reliability) echo "engine" ;;
@@ -373,6 +377,20 @@ for (op, n), v in sorted(rows.items(), key=lambda kv: (kv[0][1], kv[0][0])):
 PY
 }
 
+suite_overhead() {
+    need_julia && need_lib || return
+    have bench/julia/host_overhead.jl || return 0
+    local r
+    for r in 1 2; do
+        if [ -n "${OVERHEAD_OLD:-}" ]; then
+            step "host_overhead.jl, $OVERHEAD_OLD (before), round $r" "$L/overhead_before_$r.log" \
+                env LD_LIBRARY_PATH="${JL_LDLP-${LD_LIBRARY_PATH-}}" LD_PRELOAD="${JL_PRELOAD-}" BUILD=before \
+                timeout 240 julia --startup-file=no --project="$OVERHEAD_OLD" bench/julia/host_overhead.jl --reps 5
+        fi
+        step "host_overhead.jl (after), round $r" "$L/overhead_after_$r.log" jl 240 BUILD=after bench/julia/host_overhead.jl --reps 5
+    done
+    jsonl "$L"/overhead_*.log > "$D/overhead.jsonl"
+}
 suite_hotpath() {
     need_julia && need_lib || return
     local pool ex run
