@@ -843,10 +843,17 @@ fn cuda_programmatic_dependent_launch() {
         check(k as f32, &format!("eager round {k}"));
     }
     // captured: one programmatic edge (sm_90+), replayed; then updated to another value
-    let capture = |v: f32| {
+    // (`share`: the pool to capture in, 0 a new one; an executable is updated only from a
+    // graph of its own pool)
+    let capture = |v: f32, share: u64| {
         let (mut pool, mut g) = (0, 0);
         // SAFETY: valid out-pointers.
-        assert_eq!(unsafe { cumem_stream_begin_capture(s, 0, &mut pool) }, CUMEM_SUCCESS, "{}", last_error());
+        assert_eq!(
+            unsafe { cumem_stream_begin_capture(s, share, &mut pool) },
+            CUMEM_SUCCESS,
+            "{}",
+            last_error()
+        );
         pdl_pair(s, fill, add, (x, y, n), v, 20_000);
         let mut count = 0;
         // SAFETY: a count query (null nodes, capacity 0).
@@ -856,7 +863,7 @@ fn cuda_programmatic_dependent_launch() {
         assert_eq!(unsafe { cumem_stream_end_capture(s, &mut g) }, CUMEM_SUCCESS, "{}", last_error());
         (pool, g)
     };
-    let (pool, g) = capture(100.0);
+    let (pool, g) = capture(100.0, 0);
     let mut info = cumem::engine::GraphInfo::default();
     // SAFETY: a valid out-pointer.
     assert_eq!(unsafe { cumem_graph_info(g, &mut info) }, CUMEM_SUCCESS, "{}", last_error());
@@ -870,7 +877,8 @@ fn cuda_programmatic_dependent_launch() {
         assert_eq!(cumem_graph_launch_async(exec, s), CUMEM_SUCCESS, "{}", last_error());
     }
     check(100.0, "replay");
-    let (pool2, g2) = capture(200.0);
+    let (pool2, g2) = capture(200.0, pool);
+    assert_eq!(pool2, pool);
     assert_eq!(cumem_graph_exec_update(exec, g2), CUMEM_SUCCESS, "{}", last_error());
     assert_eq!(cumem_graph_launch_async(exec, s), CUMEM_SUCCESS, "{}", last_error());
     check(200.0, "replay after update");
@@ -890,9 +898,7 @@ fn cuda_programmatic_dependent_launch() {
     for h in [g, g2] {
         assert_eq!(cumem_graph_destroy(h), CUMEM_SUCCESS);
     }
-    for p in [pool, pool2] {
-        assert_eq!(cumem_graph_pool_release(p), CUMEM_SUCCESS);
-    }
+    assert_eq!(cumem_graph_pool_release(pool), CUMEM_SUCCESS);
     assert_eq!(cumem_stream_destroy(s), CUMEM_SUCCESS);
     for q in [x, y] {
         assert_eq!(cumem_free(q), CUMEM_SUCCESS);
