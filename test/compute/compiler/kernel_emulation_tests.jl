@@ -19,6 +19,7 @@ const HDR = raw"""
 #define __global__
 #define __device__
 #define __forceinline__ inline
+#define __noinline__ __attribute__((noinline))
 struct dim3_ { unsigned x, y, z; };
 static dim3_ blockIdx = {0,0,0}, threadIdx = {0,0,0}, blockDim = {1,1,1}, gridDim = {1,1,1};
 static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }

@@ -30,6 +30,7 @@ const HDR = raw"""
 #define __global__
 #define __device__
 #define __forceinline__ inline
+#define __noinline__ __attribute__((noinline))
 #define __shared__ static
 #define __align__(n) alignas(n)
 struct dim3_ { unsigned x, y, z; };

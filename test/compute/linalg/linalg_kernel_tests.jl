@@ -17,6 +17,7 @@ const HDR = raw"""
 #define __global__
 #define __device__
 #define __forceinline__ inline
+#define __noinline__ __attribute__((noinline))
 #define __shared__ static
 static inline void __syncthreads() {}
 struct dim3_ { unsigned x, y, z; };
