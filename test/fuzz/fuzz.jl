@@ -7,6 +7,7 @@
 #
 #   julia --project=. test/fuzz/fuzz.jl [--mode host|emu] [--seed S] [--n N] [--len L]
 #                                       [--seconds T] [--out DIR] [--ulps] [--profile] [--partial]
+#                                       [--warmup W]
 #
 # --mode host (default): the device of CUMEM_DEVICE (host: Base runs the elements, every
 #   kernel is still generated and, with libnvrtc, compiled to PTX; cuda: the GPU runs it);
@@ -20,6 +21,9 @@
 #   CPU seconds per function of each part (generating, Base's calls, CuMem's calls);
 #   --partial: also print the summary after every function, marked "partial": true (a
 #   process stopped from outside keeps the counts of the functions it finished);
+# --warmup W: first run W functions of seed S + 1 (their summary printed first), so that
+#   the run's figures (cpu_s, --profile) are those of a process past its first functions
+#   (docs/reliability.md, "Cheaper functions");
 # --ulps: instead, measure each mapped transcendental function alone on this device (max
 #   ulp difference from Base over special and random inputs) and print the table.
 # Prints one JSON line per run: mode, seed, functions, checks, disagreements by kind, the
@@ -53,7 +57,7 @@ let i = 1
         if a in ("--ulps", "--quiet", "--profile", "--partial")
             ARGS_D[a[3:end]] = "1"; i += 1
         else
-            startswith(a, "--") && i < length(ARGS) || error("usage: fuzz.jl [--mode host|emu] [--seed S] [--n N] [--len L] [--seconds T] [--out DIR] [--ulps] [--profile] [--partial]")
+            startswith(a, "--") && i < length(ARGS) || error("usage: fuzz.jl [--mode host|emu] [--seed S] [--n N] [--len L] [--seconds T] [--out DIR] [--ulps] [--profile] [--partial] [--warmup W]")
             ARGS_D[a[3:end]] = ARGS[i+1]; i += 2
         end
     end
@@ -73,6 +77,7 @@ const N = parse(Int, get(ARGS_D, "n", "100"))
 const SECONDS = parse(Float64, get(ARGS_D, "seconds", "Inf"))
 const PARTIAL = get(ARGS_D, "partial", "0") == "1"
 const LEN = parse(Int, get(ARGS_D, "len", "24"))
+const WARMUP = parse(Int, get(ARGS_D, "warmup", "0"))
 const OUTDIR = get(ARGS_D, "out", "fuzz-failures")
 const DEVICE_NAME = MODE == "emu" ? "emu" : CuMem.on_host() ? "host" : "cuda"
 
@@ -298,4 +303,9 @@ function fuzz_main(; seed::Int = SEED[], n::Int = N, seconds::Float64 = SECONDS)
     return bad == 0 ? 0 : 1
 end
 
-abspath(PROGRAM_FILE) == abspath(@__FILE__()) && exit(fuzz_main())
+if abspath(PROGRAM_FILE) == abspath(@__FILE__())
+    let s0 = SEED[]
+        WARMUP > 0 && fuzz_main(seed = s0 + 1, n = WARMUP, seconds = Inf)
+        exit(fuzz_main(seed = s0))
+    end
+end
