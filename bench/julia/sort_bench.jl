@@ -18,8 +18,10 @@
 #                       (the variant's median), "ms_default" (the default's, from the same loop)
 #                       and "ratio" (ms / ms_default; below 1: the variant is faster)
 #   CUMEM_SCAN_VARIANTS="threads,items,blocks_per_sm[,sleep_ns[,spin[,kernel[,window]]]] ..."
-#                       (CuMem.ScanTuning: cumsum and cumsum! at every size; kernel 1: the vector
-#                       kernel, window: its look-back's status words per lane)
+#                       (CuMem.ScanTuning: cumsum and cumsum! at every size, each timed
+#                       interleaved with the default tuning as the sort variants are; kernel 1:
+#                       the vector kernel, 2: the pipelined vector kernel, window: their
+#                       look-back's status words per lane)
 # e.g. CUMEM_SORT_VARIANTS="16,3,8,0,0 16,4,8 20,2,8,100,2,0,384,16" CUMEM_SCAN_VARIANTS="128,24,0 256,16,0,100".
 # The default rows use the tuning of the CUMEM_SORT_* / CUMEM_SCAN_* variables (or the defaults).
 using CuMem, Random, Printf, Statistics
@@ -82,13 +84,14 @@ for n in sizes
 end
 
 # The medians (ms) of `f(setup())` under tuning `tb` and under `ta`, timed alternately in one
-# loop (a warm-up of each first, which also compiles their kernels), each run synchronized.
-function timed_ab(f, setup, ta, tb; rounds = parse(Int, get(ENV, "SORT_AB_ROUNDS", "10")))
+# loop (a warm-up of each first, which also compiles their kernels), each run synchronized;
+# `tuning`: CuMem.sort_tuning or CuMem.scan_tuning (restored after).
+function timed_ab(f, setup, ta, tb; rounds = parse(Int, get(ENV, "SORT_AB_ROUNDS", "10")), tuning = CuMem.sort_tuning)
     ts = (Float64[], Float64[])
-    t0 = CuMem.sort_tuning()
+    t0 = tuning()
     try
         for k in 0:rounds, (i, t) in enumerate((ta, tb))
-            CuMem.sort_tuning(t)
+            tuning(t)
             x = setup()
             CuMem.synchronize()
             c = time_ns()
@@ -98,7 +101,7 @@ function timed_ab(f, setup, ta, tb; rounds = parse(Int, get(ENV, "SORT_AB_ROUNDS
             x isa CuArray && CuMem.unsafe_free!(x)
         end
     finally
-        CuMem.sort_tuning(t0)
+        tuning(t0)
     end
     return median(ts[2]), median(ts[1])
 end
@@ -152,20 +155,25 @@ function sort_rows(n, tag, t0, t)
     end
     flush(stdout)
 end
-# a scan variant's rows at n under tuning t: cumsum ("ok" from exact Int32 sums, and Float32
+# a scan variant's rows at n under tuning t, each timed interleaved with the default tuning t0
+# (timed_ab: "ms", "ms_default", "ratio"): cumsum ("ok" from exact Int32 sums, and Float32
 # sums of small integers, against Base's) and cumsum! (`variant_rows` restores the tuning)
 function scan_rows(n, tag, t0, t)
-    CuMem.scan_tuning(t)
     src = CuMem.rand(Float32, n)
-    ms = timed(x -> CuMem.unsafe_free!(cumsum(x)), () -> copy(src))
+    ms, ms0 = timed_ab(x -> CuMem.unsafe_free!(cumsum(x)), () -> copy(src), t0, t; tuning = CuMem.scan_tuning)
+    CuMem.scan_tuning(t)
     h = rand(Int32(-100):Int32(100), n)
     ok = Array(accumulate(+, CuArray(h))) == accumulate(+, h)
     hf = Float32.(h)
     ok &= Array(cumsum(CuArray(hf))) == cumsum(hf)
-    println("{\"op\": \"cumsum_f32$tag\", \"impl\": \"cumem\", \"n\": $n, \"ms\": $(round(ms; digits = 3)), \"gbps\": $(round(8n / ms / 1e6; digits = 1)), \"ok\": $ok}")
+    CuMem.scan_tuning(t0)
+    scan_row(op, ms, ms0, ok) = println("{\"op\": \"$op\", \"impl\": \"cumem\", \"n\": $n, \"ms\": $(round(ms; digits = 3)), ",
+                                        "\"ms_default\": $(round(ms0; digits = 3)), \"ratio\": $(round(ms / ms0; digits = 3)), ",
+                                        "\"gbps\": $(round(8n / ms / 1e6; digits = 1)), \"ok\": $ok}")
+    scan_row("cumsum_f32$tag", ms, ms0, ok)
     dst = similar(src)
-    ms = timed(x -> cumsum!(dst, x), () -> copy(src))
-    println("{\"op\": \"cumsum!_f32$tag\", \"impl\": \"cumem\", \"n\": $n, \"ms\": $(round(ms; digits = 3)), \"gbps\": $(round(8n / ms / 1e6; digits = 1))}")
+    ms, ms0 = timed_ab(x -> cumsum!(dst, x), () -> copy(src), t0, t; tuning = CuMem.scan_tuning)
+    scan_row("cumsum!_f32$tag", ms, ms0, ok)
     CuMem.unsafe_free!(dst)
     CuMem.unsafe_free!(src)
 end

@@ -112,12 +112,13 @@ every_entry_waits(ptx) = (cs = split(ptx, ".entry")[2:end]; !isempty(cs) && all(
         finally
             CuMem.scan_tuning(t0)
         end
-        # the vector kernel (ScanTuning's kernel 1, cumem_scan_onepass_vec): Float32 in chunks of 4
+        # the vector kernels (ScanTuning's kernel 1, cumem_scan_onepass_vec, and 2, cumem_scan_onepass_pipe, with
+        # launch bounds of 3 blocks per SM): Float32 in chunks of 4
         # (16-byte vector loads and stores), Int8 into Int64 sums (chunks of 2), Float16 (Float32
         # accumulators, chunks of 8); Complex{Int} (16-byte elements) takes kernel 0. No tile in
         # shared memory (a few words: the warps' totals, the tile's); the look-back's shuffles.
         try
-            for tune in (CuMem.ScanTuning(256, 16, 0, 0, 0, 1, 8), CuMem.ScanTuning(128, 24, 4, 100, 0, 1, 1))
+            for tune in (CuMem.ScanTuning(256, 16, 3, 0, 0, 2, 8), CuMem.ScanTuning(256, 16, 0, 0, 0, 1, 8), CuMem.ScanTuning(128, 24, 4, 100, 0, 1, 1))
                 CuMem.scan_tuning(tune)
                 cumsum(x); accumulate(max, x; init = 0.5f0); cumsum(CuArray(rand(Int8, 4, 5)); dims = 2)
                 cumsum(CuArray(rand(Float16, 7))); accumulate(+, CuArray([1 + 2im, 3im]))
