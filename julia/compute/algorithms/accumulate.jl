@@ -69,9 +69,11 @@ with 16-byte vector loads and stores where the line has unit strides and aligned
 scans by warp shuffles, the look-back by one warp without block barriers; 2:
 `cumem_scan_onepass_pipe`, kernel 1's tile in a grid of the blocks resident at once, each
 taking tiles in turn with the next tile's loads in flight while it looks back and stores;
-kernels 1 and 2 for inputs and outputs of 1, 2, 4 or 8 bytes, other element types take
-kernel 0), and the look-back window per lane of kernels 1 and 2 (1 to 16 status words: 32 ×
-`window` tiles per round trip to L2; CUMEM_SCAN_WINDOW). [`CuMem.scan_tuning`](@ref) gives the one in use.
+3: `cumem_scan_onepass_async`, kernel 2 with the next tiles (up to 32 KiB of input) in
+flight into shared memory by `cp.async` instead of registers, where an input chunk is 4, 8
+or 16 bytes (kernel 2 otherwise); kernels 1 to 3 for inputs and outputs of 1, 2, 4 or 8
+bytes, other element types take kernel 0), and the look-back window per lane of kernels 1
+to 3 (1 to 16 status words: 32 × `window` tiles per round trip to L2; CUMEM_SCAN_WINDOW). [`CuMem.scan_tuning`](@ref) gives the one in use.
 """
 struct ScanTuning
     threads::Int
@@ -94,7 +96,7 @@ const SCAN_TUNING = Ref(ScanTuning(0, 0, 0, 0, 0, 0, 0))     # threads 0: not ye
 # each field's variable and values
 const SCAN_VARS = (threads = "CUMEM_SCAN_THREADS" => 64:32:256, items = "CUMEM_SCAN_ITEMS" => 1:32,
                    blocks_per_sm = "CUMEM_SCAN_BLOCKS_PER_SM" => 0:16, sleep_ns = "CUMEM_SCAN_SLEEP_NS" => 0:10000,
-                   spin = "CUMEM_SCAN_SPIN" => 0:1, kernel = "CUMEM_SCAN_KERNEL" => 0:2, window = "CUMEM_SCAN_WINDOW" => 1:16)
+                   spin = "CUMEM_SCAN_SPIN" => 0:1, kernel = "CUMEM_SCAN_KERNEL" => 0:3, window = "CUMEM_SCAN_WINDOW" => 1:16)
 
 """
     CuMem.scan_tuning() -> ScanTuning
@@ -103,7 +105,7 @@ const SCAN_VARS = (threads = "CUMEM_SCAN_THREADS" => 64:32:256, items = "CUMEM_S
 The one-pass scan's tuning in use, read on first use from the environment variables
 `CUMEM_SCAN_THREADS` (64-256, a multiple of 32, default 256), `CUMEM_SCAN_ITEMS` (1-32,
 default 16), `CUMEM_SCAN_BLOCKS_PER_SM` (0-16, default 0), `CUMEM_SCAN_SLEEP_NS` (0-10000,
-default 0), `CUMEM_SCAN_SPIN` (0 or 1, default 0), `CUMEM_SCAN_KERNEL` (0, 1 or 2, default 0) and
+default 0), `CUMEM_SCAN_SPIN` (0 or 1, default 0), `CUMEM_SCAN_KERNEL` (0 to 3, default 0) and
 `CUMEM_SCAN_WINDOW` (1-16, default 8); the second form sets it for the scans that follow (bench/julia/sort_bench.jl
 compares variants in one process). Each tuning compiles its own kernels. Throws
 `ArgumentError` for a value out of range (the tuning is then unchanged).
@@ -149,6 +151,13 @@ function scan_vec(T, Out, Acc, t::ScanTuning = scan_tuning())
     a, b = sizeof(T), sizeof(Out)
     (a in (1, 2, 4, 8) && b in (1, 2, 4, 8) && sizeof(Acc) <= 16) || return 0
     return 16 ÷ max(a, b)
+end
+# Kernel 3's tiles in flight a block (scan.cuh's cumem_scan_onepass_async's D): as many as 32 KiB
+# of input hold (1 to 4), where a chunk of g input elements T is 4, 8 or 16 bytes (cp.async's
+# sizes); 0 otherwise (kernel 2 scans).
+function scan_stages(T, g::Int, tile::Int)
+    (g * sizeof(T) in (4, 8, 16) && tile * sizeof(T) <= 32768) || return 0
+    return clamp(32768 ÷ (tile * sizeof(T)), 1, 4)
 end
 # Elements per thread of the vector kernel: scan_items' rounded down to whole chunks of g (at least one).
 scan_vitems(Acc, g::Int, t::ScanTuning = scan_tuning()) = max(g, scan_items(Acc, t) ÷ g * g)
@@ -202,6 +211,8 @@ function scan_kernels_source(fns, T::Type, Acc::Type, Out::Type, nk::Int, has_in
             body("cumem_scan_onepass<$AC, $(scan_items(Acc, tune)), $has_init>(n, ntiles, $p0, s_op, s_line, s_ld, s_st, s_ld1, s_st1, ist == 1 && ost == 1, flags, aggs, incs, counter);")
         elseif tune.kernel == 1
             body("cumem_scan_onepass_vec<$AC, $(scan_vitems(Acc, g, tune)), $g, $has_init>(n, ntiles, $p0, s_op, s_line, s_ld, s_st, s_vld, s_vst, s_vok, flags, aggs, incs, counter);", g)
+        elseif tune.kernel == 3 && (stages = scan_stages(T, g, tune.threads * scan_vitems(Acc, g, tune))) > 0
+            body("cumem_scan_onepass_async<$AC, $TC, $(scan_vitems(Acc, g, tune)), $g, $stages, $has_init>(n, ntiles, total, $p0, s_op, s_line, s_ld, s_st, src, s_vcv, s_vst, s_vok, flags, aggs, incs, counter);", g)
         else
             body("cumem_scan_onepass_pipe<$AC, $(scan_vitems(Acc, g, tune)), $g, $has_init>(n, ntiles, total, $p0, s_op, s_line, s_ld, s_st, s_vld, s_vst, s_vok, flags, aggs, incs, counter);", g)
         end
@@ -212,7 +223,7 @@ end
 ## planning and launching
 
 # The blocks of the one-pass kernel `k` resident at once on the GPU with `t.threads` threads
-# each (kernel 2's grid): the driver's occupancy (cuOccupancyMaxPotentialBlockSize's smallest
+# each (the grid of kernels 2 and 3): the driver's occupancy (cuOccupancyMaxPotentialBlockSize's smallest
 # grid that fills the GPU, where it chose t.threads), else the SMs times t.blocks_per_sm (its
 # launch bounds' minimum; 0: as many as 2048 threads allow). Kept per kernel and tuning.
 const SCAN_RESIDENT = Dict{Tuple{UInt64,Int,Int},Int}()
@@ -302,8 +313,8 @@ function gpu_accumulate!(op, dst::CuArray, A, d, init)
             # cumem_scan_pack), larger ones: 32-bit flags, then aggregates and prefixes
             total = nlines * ntiles
             k = entry_kernel(entry, "cumem_scan_onepass")
-            # (kernels 0 and 1: a block per tile; kernel 2: the blocks resident at once, each taking tiles in turn)
-            blocks = scan_vec(T, Out, Acc, tune) != 0 && tune.kernel == 2 ? min(total, scan_resident_blocks(k, tune)) : total
+            # (kernels 0 and 1: a block per tile; kernels 2 and 3: the blocks resident at once, each taking tiles in turn)
+            blocks = scan_vec(T, Out, Acc, tune) != 0 && tune.kernel >= 2 ? min(total, scan_resident_blocks(k, tune)) : total
             if scan_packed(Acc)
                 words = CuArray{UInt64}(undef, total + 1)
                 fill!(words, 0x0)
