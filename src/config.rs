@@ -147,8 +147,9 @@ pub struct Config {
     /// reserves (bytes, or a percentage of the machine's memory; default: none).
     pub pinned_limit: Option<Amount>,
     /// `CUMEM_THREAD_CACHE`: `1` (default) puts a per-thread cache of small freed blocks
-    /// in front of the shard lock (every pool but `none`, `CUMEM_DEBUG=0`;
-    /// see `thread_cache`); `0` turns it off, for comparisons.
+    /// in front of the shard lock (the `binned`, `split` and `simple` pools, with
+    /// `CUMEM_DEBUG=0`; `expandable` merges every freed block at once, see
+    /// `Engine::with_device`; see `thread_cache`); `0` turns it off, for comparisons.
     pub thread_cache: bool,
 }
 

@@ -452,10 +452,11 @@ impl Pool for ExpandablePool {
     }
 
     /// Always: every request searches (there are no lists of freed blocks to miss), and
-    /// the blocks a thread cache holds are few and small ([`crate::thread_cache`]: at most
-    /// 4 MiB of blocks up to 1 MiB per thread). Handing them to the pool before each
-    /// request, so that it merges them, cost a fifth of the instructions of a warm replay
-    /// and changed no peak of the traces in `data/`.
+    /// the engine gives this pool no thread caches ([`crate::engine::Engine::with_device`]),
+    /// so no freed block waits elsewhere unmerged. (With thread caches, handing their
+    /// blocks to the pool before each request cost a fifth of the instructions of a warm
+    /// replay, bench/results/host-2026-11-28-exp13: 403 → 457 an event on
+    /// bertlike_infer_varlen_seed101, where no thread caches at all take 386.)
     fn serves_at_once(&self, _bytes: u64) -> bool {
         true
     }
