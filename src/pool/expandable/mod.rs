@@ -428,6 +428,16 @@ impl Pool for ExpandablePool {
             return 0;
         }
         let released = self.unmap_idle(target, up);
+        // Nothing releasable left: the layout whose memory was moved away and wanted back
+        // is gone with it (its places are unmapped, or hold blocks in use), so the pool
+        // forgets the moves and may move again. Otherwise a workload that thrashed once
+        // would grow without moving (up to the union of the places its layout visits:
+        // encoder_infer_varlen 1.18 × live where moving holds it at 1.11) for the rest of
+        // the process, `empty_cache` and new workloads after it included.
+        if released < target {
+            self.moves_off = false;
+            self.moved_away.clear();
+        }
         // An arena left with no block and nothing mapped gives its addresses back.
         self.arenas.retain(|a| {
             let keep = a.mapped_bytes > 0 || !a.is_empty();
