@@ -105,8 +105,10 @@
 //! list on placement's slow path, 503 (bench/results/host-2026-11-27-expandable), 433
 //! without the second address table and with the node slab's bounds checks and `Vec`
 //! upkeep gone (bench/results/host-2026-11-28-exp11: 1.37–1.69 × binned's on the replay
-//! traces), 446 now with the search of mapped pieces, which removes the warm passes'
-//! device calls (bench/results/host-2026-11-28-exp12); binned's 260.
+//! traces), 446 with the search of mapped pieces, which removes the warm passes'
+//! device calls (bench/results/host-2026-11-28-exp12), 435 now without thread caches in
+//! front of the pool and with free lists by quarter octave
+//! (bench/results/host-2026-11-28-exp13); binned's 260.
 
 mod arena;
 mod free_lists;
