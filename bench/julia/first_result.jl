@@ -133,7 +133,9 @@ function run_child(julia, row, dir, cache; quiet = false)
     env["CUMEM_CACHE_DIR"] = dir
     env["FIRST_RESULT_CACHE"] = cache
     if row == "demo"
-        cmd = setenv(`$julia --project=$ROOT $(joinpath(ROOT, "demo", "demo.jl")) --epochs 3`, env)
+        # (three epochs fall short of the demo's accuracy target, so it exits 1: its timings
+        # are still what this row measures)
+        cmd = ignorestatus(setenv(`$julia --project=$ROOT $(joinpath(ROOT, "demo", "demo.jl")) --epochs 3`, env))
         t = @elapsed text = read(pipeline(cmd; stderr = stderr), String)
         quiet && return
         first_ms = match(r"first epoch ([0-9.]+) ms/step", text)

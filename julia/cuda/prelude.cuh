@@ -29,6 +29,18 @@ static __device__ __forceinline__ float jl_f32(uint32_t b) { return __int_as_flo
 static __device__ __forceinline__ double jl_f64(uint64_t b) { return __longlong_as_double((long long)b); }
 template <typename To, typename From> static __device__ __forceinline__ To jl_bitcast(From x) { union { From f; To t; } u; u.f = x; return u.t; }
 template <typename T> static __device__ __forceinline__ bool jl_egal(T a, T b) { return a == b; }
+/* bswap of 16 bits (Julia's bswap_int on Int16/UInt16). LLVM turns shifts and masks into a
+ * byte swap of the zero-extended value, and ptxas of CUDA 13.0 (fixed by 13.5) drops that
+ * zero extension when the value was sign-extended from 8 bits, so bswap(Int16(x::Int8)) of
+ * a negative x gave -1; __byte_perm's selector 0x4401 takes bytes 1 and 0 and zeros, so
+ * the register's upper half never matters. */
+static __device__ __forceinline__ uint16_t jl_bswap16(uint16_t x) {
+#if defined(__CUDA_ARCH__)
+  return (uint16_t)__byte_perm((unsigned)x, 0u, 0x4401u);
+#else
+  return (uint16_t)((uint16_t)(x >> 8) | (uint16_t)(x << 8));
+#endif
+}
 static __device__ __forceinline__ bool jl_egal(float a, float b) { return jl_bits(a) == jl_bits(b); }
 static __device__ __forceinline__ bool jl_egal(double a, double b) { return jl_bits(a) == jl_bits(b); }
 static __device__ __forceinline__ bool jl_egal(jl_ghost_t, jl_ghost_t) { return true; }

@@ -22,6 +22,10 @@ fz_h10(x) = x > 5 ? x : throw(DomainError(div(x + x + x + x + x + x + x + x + x,
 fz_big(x) = x > 0 ? x : throw(DomainError((x, x + 1, x + 2, x + 3, x + 4, x + 5, x + 6, x + 7, x + 8, x + 9), "ten values"))
 fz_sd(x) = trailing_zeros(Base.checked_neg(ifelse(iszero(x), trunc(UInt64, x), UInt64(7)))) % UInt64
 fz_order(x) = x < 0 ? throw(DomainError(x)) : x > 100 ? throw(InexactError(:fz_order, Int, x)) : x
+# (the GPU fuzzer's seed 130007, function 13, cut down) ptxas of CUDA 13.0 dropped the zero
+# extension before the byte swap of a sign-extended Int8 here: -1 for every negative x
+fz_bswap(x::Int8) = (Int16(-x), Base.checked_add(ifelse(iszero(x), x % Int16, Int16(x)), bswap(Int16(x))))[(Int(abs(Int16(x)) & Int16(1)) + 1)]
+fz_bswap2(x::Int8) = (bswap(Int16(x)), bswap(x % UInt16), bswap(Int32(x)), bswap(Int64(x)))
 
 function fuzz_regressions()
     @testset "functions that always throw compile and throw Base's exception" begin
@@ -57,5 +61,11 @@ function fuzz_regressions()
         v[40] = 300
         @test thrown(() -> Array(fz_order.(CuArray(v)))) == thrown(() -> fz_order.(v))
         @test thrown(() -> Array(map(fz_order, CuArray(v)))) == thrown(() -> map(fz_order, v))
+    end
+    @testset "bswap of a sign-extended Int8" begin
+        x = Int8[-2, 16, -97, -1, -7, -108, 126, 2, 3, -128, -127, -39, 15, -83, -65, -12, 0, 127]
+        @test Array(fz_bswap.(CuArray(x))) == fz_bswap.(x)
+        @test Array(fz_bswap2.(CuArray(x))) == fz_bswap2.(x)
+        @test Array(map(x -> bswap(Int16(x)), CuArray(x))) == bswap.(Int16.(x))
     end
 end

@@ -137,11 +137,13 @@ function dc_intrinsic(fn, i::Int, f, args)
         end
         return dc_cast(fn, t, e)
     elseif name === :bswap_int
-        # the bytes reversed, by shifts and masks (plain C: NVRTC and the g++ emulation alike)
+        # the bytes reversed, by shifts and masks (plain C: NVRTC and the g++ emulation alike);
+        # 16 bits through the prelude's jl_bswap16
         t = T(1)
         nb = sizeof(t)
         nb == 1 && return a(1)
         u = dc_uns(nb)
+        nb == 2 && return dc_cast(fn, t, string("jl_bswap16((uint16_t)(", a(1), "))"))   # prelude.cuh: a ptxas 13.0 fault
         x = string("((", u, ")(", a(1), "))")
         e = join((string("((", u, ")((", x, " >> ", 8k, ") & 0xff) << ", 8 * (nb - 1 - k), ")") for k in 0:nb-1), " | ")
         return dc_cast(fn, t, "(" * e * ")")
