@@ -166,6 +166,7 @@ const MIN_CHUNK: u64 = 4;
 const MOVED_AWAY: usize = 64;
 
 /// The pool on reserved address ranges with lazily mapped granules.
+#[derive(Default)]
 pub struct ExpandablePool {
     /// The reserved ranges, in the order they were taken.
     arenas: Vec<Arena>,
@@ -182,18 +183,6 @@ pub struct ExpandablePool {
     /// layout visits; only the device or the limit refusing a mapping, and `reclaim`,
     /// still unmap idle granules.
     moves_off: bool,
-}
-
-impl Default for ExpandablePool {
-    fn default() -> Self {
-        ExpandablePool {
-            arenas: Vec::new(),
-            used_bytes: 0,
-            peak_used: 0,
-            moved_away: std::collections::VecDeque::new(),
-            moves_off: false,
-        }
-    }
 }
 
 impl ExpandablePool {
