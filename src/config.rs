@@ -45,6 +45,10 @@ pub const POOLS: [PoolNames; 5] = [
     PoolNames { kind: PoolKind::None, name: c"none", type_name: c"NoPool" },
 ];
 
+/// Largest block (bytes) a thread cache holds for the `expandable` pool
+/// ([`PoolKind::thread_cache_max_size`]).
+pub const EXPANDABLE_THREAD_CACHE_MAX: u64 = 64 << 10;
+
 impl PoolKind {
     /// All pools, in the order the documentation lists them.
     pub const ALL: [PoolKind; POOLS.len()] = {
@@ -65,6 +69,23 @@ impl PoolKind {
     /// The lower-case name accepted by `JULIA_CUDA_MEMORY_POOL` (`"binned"`, ...).
     pub fn name(self) -> &'static str {
         self.names().name.to_str().expect("ASCII")
+    }
+
+    /// Largest block (bytes) the engine's per-thread caches hold for this pool
+    /// (`crate::thread_cache`; 0: no thread caches). `binned`, `split` and `simple`:
+    /// [`crate::thread_cache::MAX_CACHED_SIZE`] (1 MiB). `none`: 0 (it caches nothing).
+    /// `expandable`: [`EXPANDABLE_THREAD_CACHE_MAX`] (64 KiB) only, because a block
+    /// waiting in a thread cache is not merged with its free neighbours and comes back
+    /// at its old address wherever best fit would put the request, which fragments the
+    /// arena and maps more; blocks this small do not change the peaks of the replayed
+    /// traces (bench/results/host-2026-11-28-exp13b), larger ones do. `CUMEM_THREAD_CACHE=0`
+    /// and `CUMEM_DEBUG` ≥ 1 turn the caches off for every pool.
+    pub fn thread_cache_max_size(self) -> u64 {
+        match self {
+            PoolKind::None => 0,
+            PoolKind::Expandable => EXPANDABLE_THREAD_CACHE_MAX,
+            PoolKind::Binned | PoolKind::Split | PoolKind::Simple => crate::thread_cache::MAX_CACHED_SIZE,
+        }
     }
 
     /// The CUDA.jl type name used by `memory_status` (`"BinnedPool"`, ...).

@@ -452,14 +452,15 @@ impl Pool for ExpandablePool {
         self.mapped_bytes() - releasable - self.used_bytes
     }
 
-    /// Always: every request searches (there are no lists of freed blocks to miss), and
-    /// the engine gives this pool no thread caches ([`crate::engine::Engine::with_device`]),
-    /// so no freed block waits elsewhere unmerged. (With thread caches, handing their
-    /// blocks to the pool before each request cost a fifth of the instructions of a warm
-    /// replay, bench/results/host-2026-11-28-exp13: 403 → 457 an event on
-    /// bertlike_infer_varlen_seed101, where no thread caches at all take 386.)
+    /// Never: every request searches and merges (there are no lists of freed blocks to
+    /// hit), so the engine hands this pool the calling thread's cached blocks (at most
+    /// [`crate::config::EXPANDABLE_THREAD_CACHE_MAX`] each) before every request that
+    /// misses its thread cache: best fit then sees every freed block merged with its
+    /// neighbours, and the replayed traces' peaks are those without thread caches to the
+    /// byte (bench/results/host-2026-11-28-exp13b; a cached block left unmerged while
+    /// the pool maps raised bertlike_infer_varlen_seed101 from 1.0575 to 1.0646 × live).
     fn serves_at_once(&self, _bytes: u64) -> bool {
-        true
+        false
     }
 
     /// Segments are the runs of mapped granules (reserved bytes are mapped bytes); free
