@@ -74,12 +74,13 @@ impl PoolKind {
     /// Largest block (bytes) the engine's per-thread caches hold for this pool
     /// (`crate::thread_cache`; 0: no thread caches). `binned`, `split` and `simple`:
     /// [`crate::thread_cache::MAX_CACHED_SIZE`] (1 MiB). `none`: 0 (it caches nothing).
-    /// `expandable`: [`EXPANDABLE_THREAD_CACHE_MAX`] (64 KiB) only, because a block
-    /// waiting in a thread cache is not merged with its free neighbours and comes back
-    /// at its old address wherever best fit would put the request, which fragments the
-    /// arena and maps more; blocks this small do not change the peaks of the replayed
-    /// traces (bench/results/host-2026-11-28-exp13b), larger ones do. `CUMEM_THREAD_CACHE=0`
-    /// and `CUMEM_DEBUG` ≥ 1 turn the caches off for every pool.
+    /// `expandable`: [`EXPANDABLE_THREAD_CACHE_MAX`] (64 KiB), the sizes of the pair
+    /// benchmarks up to 64 KiB: a block waiting in a thread cache is not merged with its
+    /// free neighbours, so this pool takes the thread's cached blocks back before every
+    /// request that reaches it (`Pool::serves_at_once`), and the limit keeps what it takes
+    /// back small (bench/results/host-2026-11-28-exp13b: every replayed trace's peak is
+    /// the one without thread caches). `CUMEM_THREAD_CACHE=0` and `CUMEM_DEBUG` ≥ 1 turn
+    /// the caches off for every pool.
     pub fn thread_cache_max_size(self) -> u64 {
         match self {
             PoolKind::None => 0,
@@ -168,9 +169,9 @@ pub struct Config {
     /// reserves (bytes, or a percentage of the machine's memory; default: none).
     pub pinned_limit: Option<Amount>,
     /// `CUMEM_THREAD_CACHE`: `1` (default) puts a per-thread cache of small freed blocks
-    /// in front of the shard lock (the `binned`, `split` and `simple` pools, with
-    /// `CUMEM_DEBUG=0`; `expandable` merges every freed block at once, see
-    /// `Engine::with_device`; see `thread_cache`); `0` turns it off, for comparisons.
+    /// in front of the shard lock (every caching pool, with `CUMEM_DEBUG=0`, for blocks up
+    /// to [`PoolKind::thread_cache_max_size`]: 1 MiB, `expandable` 64 KiB; see
+    /// `thread_cache`); `0` turns it off, for comparisons.
     pub thread_cache: bool,
 }
 
