@@ -35,8 +35,10 @@
 #                Rust tests/linalg.rs is in rust-cuda)
 #   sort         bench/julia/sort_bench.jl beside bench/anchors/sort_anchor.py (torch, CuPy);
 #                CUMEM_SORT_VARIANTS / CUMEM_SCAN_VARIANTS: tunings measured in the same call
-#                (sort_bench.jl's header; rows "op@tuning" in sort_table.md; a sort variant's
-#                cell: its ms, its ratio to the default timed interleaved with it, the default's ms)
+#                (sort_bench.jl's header; rows "op@tuning" in sort_table.md; a variant's cell
+#                (sorts and scans): its ms, its ratio to the default timed interleaved with it,
+#                the default's ms; scan and copy cells also "[events ms]": the time between
+#                timing events on the stream, as the anchors time theirs)
 #   overhead     bench/julia/host_overhead.jl on this GPU (µs and CPU µs a call of small operations
 #                and of the demo's step), twice, alternating with OVERHEAD_OLD where given: the
 #                folder of an earlier commit's package (its Project.toml, julia/ and demo/, e.g.
@@ -371,6 +373,8 @@ for f in sys.argv[1:]:
             r = json.loads(line); ms = r.get("ms", "failed")
             if "ratio" in r:   # (a sort variant timed interleaved with the default: its ratio to it)
                 ms = f'{ms} ({r["ratio"]}x default {r["ms_default"]}{"" if r.get("ok", True) else ", WRONG"})'
+            if "ms_events" in r:   # (the scans and the copy: also timed between events on the stream, as the anchors)
+                ms = f'{ms} [events {r["ms_events"]}]'
             rows.setdefault((r["op"], r["n"]), {})[r["impl"]] = ms
             device = r.get("device", device)
 print("| op | n | CuMem ms | torch ms | CuPy ms |\n|---|---|---:|---:|---:|")
