@@ -120,8 +120,11 @@ made from compiled element functions `fns` is reused only while the same ones ar
 compiled and loaded once; on the host device the source is compiled to PTX to check it
 when libnvrtc is available.
 """
-function kernel_entry(make, key, fns::Tuple = ())
-    k = (task_device(), key)
+function kernel_entry(make, @nospecialize(key), fns::Tuple = ())
+    # (`key` and `make` unspecialised: compiled once for every family's key and closure type;
+    # each first kernel of a family otherwise compiled this, the table's hashing of its key
+    # type and the build for itself)
+    k = Pair{Int,Any}(task_device(), key)
     lock(KERNEL_TABLE_LOCK)
     try
         e = get(KERNEL_TABLE, k, nothing)
@@ -146,7 +149,7 @@ function kernel_entry(make, key, fns::Tuple = ())
         unlock(KERNEL_BUILD_LOCK)
     end
 end
-function kernel_build(make, k, fns::Tuple)
+function kernel_build(@nospecialize(make), k::Pair{Int,Any}, fns::Tuple)
     source, names, extra = make()
     names = names isa AbstractString ? [String(names)] : String[n for n in names]
     kernels = Any[]
