@@ -196,7 +196,6 @@ function radix_sort!(::Type{T}, keys::CuArray, vals, rev::Bool; src::CuArray = k
     on_host() && return keys
     n == 0 && return keys
     UK = eltype(keys)
-    npass = sizeof(UK)
     ntiles = cld(n, radix_tile(tune))
     flip = rev ? typemax(UK) : zero(UK)
     null = CuPtr{Nothing}(0)
@@ -205,6 +204,11 @@ function radix_sort!(::Type{T}, keys::CuArray, vals, rev::Bool; src::CuArray = k
             vals === nothing ? null : devaddr(vals), Int64(n), flip, Int32(vals !== nothing), Int32(iota); blocks = 1, threads = tune.threads)
         return keys
     end
+    return radix_passes!(T, Base.inferencebarrier(keys), vals, rev, src, iota, entry, tune, ntiles, flip)  # (compiled when it runs)
+end
+function radix_passes!(::Type{T}, keys::CuArray, vals, rev::Bool, src::CuArray, iota::Bool, entry, tune, ntiles::Int, flip) where {T}
+    n, UK, null = length(keys), eltype(keys), CuPtr{Nothing}(0)
+    npass, wide = sizeof(UK), n >= RADIX_WIDE
     # one zeroed allocation: hist (npass x 256), info (npass + 1), the passes' tile counters
     # (npass), a pad to 8 bytes, the look-back words (npass x ntiles x 256, 4 or 8 bytes)
     ST = wide ? UInt64 : UInt32
