@@ -120,11 +120,8 @@ made from compiled element functions `fns` is reused only while the same ones ar
 compiled and loaded once; on the host device the source is compiled to PTX to check it
 when libnvrtc is available.
 """
-function kernel_entry(make, @nospecialize(key), fns::Tuple = ())
-    # (`key` and `make` unspecialised: compiled once for every family's key and closure type;
-    # each first kernel of a family otherwise compiled this, the table's hashing of its key
-    # type and the build for itself)
-    k = Pair{Int,Any}(task_device(), key)
+function kernel_entry(make, key, fns::Tuple = ())
+    k = (task_device(), key)
     lock(KERNEL_TABLE_LOCK)
     try
         e = get(KERNEL_TABLE, k, nothing)
@@ -135,6 +132,11 @@ function kernel_entry(make, @nospecialize(key), fns::Tuple = ())
     finally
         unlock(KERNEL_TABLE_LOCK)
     end
+    # (a miss behind inference barriers: compiled once for every family's key and closure
+    # type; only the look-up above is compiled for each)
+    return kernel_entry_miss(Base.inferencebarrier(make), Base.inferencebarrier(k), fns)::KernelEntry
+end
+@noinline function kernel_entry_miss(@nospecialize(make), @nospecialize(k), fns::Tuple)
     # One builder at a time: two tasks missing the same key must not both build it (the
     # builders register compiled functions and sites), so the second waits and finds it.
     lock(KERNEL_BUILD_LOCK)
@@ -149,7 +151,7 @@ function kernel_entry(make, @nospecialize(key), fns::Tuple = ())
         unlock(KERNEL_BUILD_LOCK)
     end
 end
-function kernel_build(@nospecialize(make), k::Pair{Int,Any}, fns::Tuple)
+function kernel_build(@nospecialize(make), @nospecialize(k), fns::Tuple)
     source, names, extra = make()
     names = names isa AbstractString ? [String(names)] : String[n for n in names]
     kernels = Any[]
@@ -168,7 +170,7 @@ function kernel_build(@nospecialize(make), k::Pair{Int,Any}, fns::Tuple)
         KERNEL_TABLE_STATS.misses += 1
         KERNEL_TABLE[k] = e
     end
-    return e
+    return e::KernelEntry
 end
 
 # The loaded kernel `name` of an entry (GPU only).
