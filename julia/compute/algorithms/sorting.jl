@@ -371,13 +371,13 @@ function Base.sort!(v::CuArray{T,1}; lt::LT = isless, by::BY = identity, rev::Bo
     return v
 end
 # v sorted through a permutation of it (device_perm), gathered on the device.
-function sort_by_perm!(v::CuArray, lt, by, rev::Bool)
+function sort_by_perm!(v::CuArray, lt::L, by::B, rev::Bool) where {L,B}   # (specialised as sort! is)
     p = device_perm(v, lt, by, rev)
     !on_host() && length(v) > 1 && (s = v[p .+ 1]; copyto!(v, s); unsafe_free!(s))   # a gather
     unsafe_free!(p); return v
 end
 # The host device's answer: Base's stable sort of the memory, as the device sorts.
-host_sort!(v::CuArray, lt, by, rev::Bool) = GC.@preserve v sort!(host_view(v); lt = lt, by = by, rev = rev, alg = Base.Sort.MergeSort)
+host_sort!(v::CuArray, lt::L, by::B, rev::Bool) where {L,B} = GC.@preserve v sort!(host_view(v); lt = lt, by = by, rev = rev, alg = Base.Sort.MergeSort)
 Base.sort(v::AnyCuArray{T,1}; kw...) where {T} = sort!(copy(v); kw...)
 
 # Column id of each element of a contiguous n×m layout (sorted dim first), as UInt32 keys.
