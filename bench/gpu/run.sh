@@ -35,8 +35,10 @@
 #                Rust tests/linalg.rs is in rust-cuda)
 #   sort         bench/julia/sort_bench.jl beside bench/anchors/sort_anchor.py (torch, CuPy);
 #                CUMEM_SORT_VARIANTS / CUMEM_SCAN_VARIANTS: tunings measured in the same call
-#                (sort_bench.jl's header; rows "op@tuning" in sort_table.md; a sort variant's
-#                cell: its ms, its ratio to the default timed interleaved with it, the default's ms)
+#                (sort_bench.jl's header; rows "op@tuning" in sort_table.md; a variant's cell
+#                (sorts and scans): its ms, its ratio to the default timed interleaved with it,
+#                the default's ms; scan and copy cells also "[events ms]": the time between
+#                timing events on the stream, as the anchors time theirs)
 #   overhead     bench/julia/host_overhead.jl on this GPU (µs and CPU µs a call of small operations
 #                and of the demo's step), twice, alternating with OVERHEAD_OLD where given: the
 #                folder of an earlier commit's package (its Project.toml, julia/ and demo/, e.g.
@@ -72,7 +74,9 @@
 #                refused; reproducers in repro/ (the first 200)
 #   profile      Nsight Compute (ncu --set full, PROFILE_SET to change) over one call of each operation
 #                of PROFILE_OPS (default "sort_f32 cumsum_f32"; OP:N for N elements, default 10^8;
-#                bench/julia/profile_ops.jl lists them): ncu_<op>.txt, every kernel's sections as text
+#                bench/julia/profile_ops.jl lists them): ncu_<op>.txt, every kernel's sections as text;
+#                PROFILE_OPTS: more ncu options, commas for spaces (e.g. "--clock-control,none": the GPU's own clocks
+#                rather than ncu's locked base clock)
 #   sanitize     compute-sanitizer over the CUDA suite's kernel-running test files (SANITIZE_SUITE
 #                below; SANITIZE_TESTS="a.jl b.jl" instead), each file under every tool of
 #                SANITIZE_TOOLS (default memcheck racecheck synccheck initcheck) in a process of
@@ -97,7 +101,7 @@ ROOT=$PWD
 KIT=${KIT:-.kit}
 # List-valued settings take commas as well as spaces ("a.jl,b.jl"): a lane's spec splits on
 # spaces, so commas are how a lane passes a list.
-for v in TESTS SANITIZE_TESTS SANITIZE_TOOLS RUST_TESTS RUST_PER_TEST REPLAY_SEEDS REPLAY_LENGTHS PROFILE_OPS; do
+for v in TESTS SANITIZE_TESTS SANITIZE_TOOLS RUST_TESTS RUST_PER_TEST REPLAY_SEEDS REPLAY_LENGTHS PROFILE_OPS PROFILE_OPTS; do
     [ -n "${!v:-}" ] && export "$v=${!v//,/ }"
 done
 ALL="tests rust-cuda replay compute-bench smallops bandwidth linalg sort hotpath overhead multigpu reliability first-result kernels cudajl graphs fuzz fuzz-campaign sanitize profile"
@@ -369,6 +373,8 @@ for f in sys.argv[1:]:
             r = json.loads(line); ms = r.get("ms", "failed")
             if "ratio" in r:   # (a sort variant timed interleaved with the default: its ratio to it)
                 ms = f'{ms} ({r["ratio"]}x default {r["ms_default"]}{"" if r.get("ok", True) else ", WRONG"})'
+            if "ms_events" in r:   # (the scans and the copy: also timed between events on the stream, as the anchors)
+                ms = f'{ms} [events {r["ms_events"]}]'
             rows.setdefault((r["op"], r["n"]), {})[r["impl"]] = ms
             device = r.get("device", device)
 print("| op | n | CuMem ms | torch ms | CuPy ms |\n|---|---|---:|---:|---:|")
@@ -662,7 +668,7 @@ suite_profile() {
     # one ncu process per operation: the report of each is a text file of its own
     for op in ${PROFILE_OPS:-sort_f32 cumsum_f32}; do   # (commas already spaces)
         step "ncu $op" "$L/ncu_${op//:/_}.log" env LD_LIBRARY_PATH="${JL_LDLP-}" LD_PRELOAD="${JL_PRELOAD-}" \
-            timeout 240 "$ncu" --profile-from-start off --set "${PROFILE_SET:-full}" --print-units base \
+            timeout 240 "$ncu" --profile-from-start off --set "${PROFILE_SET:-full}" ${PROFILE_OPTS:-} --print-units base \
             julia --startup-file=no --project=. bench/julia/profile_ops.jl "$op"
         cp "$L/ncu_${op//:/_}.log" "$D/ncu_${op//:/_}.txt"
     done

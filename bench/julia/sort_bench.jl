@@ -18,8 +18,10 @@
 #                       (the variant's median), "ms_default" (the default's, from the same loop)
 #                       and "ratio" (ms / ms_default; below 1: the variant is faster)
 #   CUMEM_SCAN_VARIANTS="threads,items,blocks_per_sm[,sleep_ns[,spin[,kernel[,window]]]] ..."
-#                       (CuMem.ScanTuning: cumsum and cumsum! at every size; kernel 1: the vector
-#                       kernel, window: its look-back's status words per lane)
+#                       (CuMem.ScanTuning: cumsum and cumsum! at every size, each timed
+#                       interleaved with the default tuning as the sort variants are; kernel 1:
+#                       the vector kernel, 2: the pipelined vector kernel, 3: the staged one
+#                       (cp.async), window: their look-back's status words per lane)
 # e.g. CUMEM_SORT_VARIANTS="16,3,8,0,0 16,4,8 20,2,8,100,2,0,384,16" CUMEM_SCAN_VARIANTS="128,24,0 256,16,0,100".
 # The default rows use the tuning of the CUMEM_SORT_* / CUMEM_SCAN_* variables (or the defaults).
 using CuMem, Random, Printf, Statistics
@@ -34,6 +36,23 @@ function timed(f, setup)
         f(x)
         CuMem.synchronize()
         k > 1 && push!(ts, (time_ns() - t) / 1e6)
+        x isa CuArray && CuMem.unsafe_free!(x)
+    end
+    return median(ts)
+end
+
+# The median (ms) of `f(setup())` between two timing events on the task's stream (the GPU's
+# time from the first to the second, the gaps of queuing included; cuEventElapsedTime), 11
+# runs after a warm-up: for the scans, beside `timed`'s host clock (session 12: cumsum 0.834
+# ms by the host clock where Nsight Compute timed its one kernel at 0.417 ms).
+function timed_events(f, setup)
+    ts = Float64[]
+    for k in 1:12
+        x = setup()
+        CuMem.synchronize()
+        s = CuMem.stream()
+        t = CuMem.@elapsed s f(x)
+        k > 1 && push!(ts, t * 1e3)
         x isa CuArray && CuMem.unsafe_free!(x)
     end
     return median(ts)
@@ -69,26 +88,31 @@ for n in sizes
     src = CuMem.rand(Float32, n)
     ms = timed(x -> CuMem.unsafe_free!(sortperm(x)), () -> copy(src))
     println("{\"op\": \"sortperm_f32\", \"impl\": \"cumem\", \"n\": $n, \"ms\": $(round(ms; digits = 3))}")
+    # ("ms_events": the same between timing events on the stream, timed_events)
     ms = timed(x -> CuMem.unsafe_free!(cumsum(x)), () -> copy(src))
-    println("{\"op\": \"cumsum_f32\", \"impl\": \"cumem\", \"n\": $n, \"ms\": $(round(ms; digits = 3)), \"gbps\": $(round(8n / ms / 1e6; digits = 1))}")
+    me = timed_events(x -> CuMem.unsafe_free!(cumsum(x)), () -> copy(src))
+    println("{\"op\": \"cumsum_f32\", \"impl\": \"cumem\", \"n\": $n, \"ms\": $(round(ms; digits = 3)), \"gbps\": $(round(8n / ms / 1e6; digits = 1)), \"ms_events\": $(round(me; digits = 3))}")
     dst = similar(src)
     ms = timed(x -> cumsum!(dst, x), () -> copy(src))
-    println("{\"op\": \"cumsum!_f32\", \"impl\": \"cumem\", \"n\": $n, \"ms\": $(round(ms; digits = 3)), \"gbps\": $(round(8n / ms / 1e6; digits = 1))}")
+    me = timed_events(x -> cumsum!(dst, x), () -> copy(src))
+    println("{\"op\": \"cumsum!_f32\", \"impl\": \"cumem\", \"n\": $n, \"ms\": $(round(ms; digits = 3)), \"gbps\": $(round(8n / ms / 1e6; digits = 1)), \"ms_events\": $(round(me; digits = 3))}")
     ms = timed(x -> copyto!(dst, x), () -> copy(src))
-    println("{\"op\": \"copy_f32\", \"impl\": \"cumem\", \"n\": $n, \"ms\": $(round(ms; digits = 3)), \"gbps\": $(round(8n / ms / 1e6; digits = 1))}")
+    me = timed_events(x -> copyto!(dst, x), () -> copy(src))
+    println("{\"op\": \"copy_f32\", \"impl\": \"cumem\", \"n\": $n, \"ms\": $(round(ms; digits = 3)), \"gbps\": $(round(8n / ms / 1e6; digits = 1)), \"ms_events\": $(round(me; digits = 3))}")
     CuMem.unsafe_free!(dst)
     CuMem.unsafe_free!(src)
     flush(stdout)
 end
 
 # The medians (ms) of `f(setup())` under tuning `tb` and under `ta`, timed alternately in one
-# loop (a warm-up of each first, which also compiles their kernels), each run synchronized.
-function timed_ab(f, setup, ta, tb; rounds = parse(Int, get(ENV, "SORT_AB_ROUNDS", "10")))
+# loop (a warm-up of each first, which also compiles their kernels), each run synchronized;
+# `tuning`: CuMem.sort_tuning or CuMem.scan_tuning (restored after).
+function timed_ab(f, setup, ta, tb; rounds = parse(Int, get(ENV, "SORT_AB_ROUNDS", "10")), tuning = CuMem.sort_tuning)
     ts = (Float64[], Float64[])
-    t0 = CuMem.sort_tuning()
+    t0 = tuning()
     try
         for k in 0:rounds, (i, t) in enumerate((ta, tb))
-            CuMem.sort_tuning(t)
+            tuning(t)
             x = setup()
             CuMem.synchronize()
             c = time_ns()
@@ -98,7 +122,7 @@ function timed_ab(f, setup, ta, tb; rounds = parse(Int, get(ENV, "SORT_AB_ROUNDS
             x isa CuArray && CuMem.unsafe_free!(x)
         end
     finally
-        CuMem.sort_tuning(t0)
+        tuning(t0)
     end
     return median(ts[2]), median(ts[1])
 end
@@ -152,20 +176,27 @@ function sort_rows(n, tag, t0, t)
     end
     flush(stdout)
 end
-# a scan variant's rows at n under tuning t: cumsum ("ok" from exact Int32 sums, and Float32
+# a scan variant's rows at n under tuning t, each timed interleaved with the default tuning t0
+# (timed_ab: "ms", "ms_default", "ratio"): cumsum ("ok" from exact Int32 sums, and Float32
 # sums of small integers, against Base's) and cumsum! (`variant_rows` restores the tuning)
 function scan_rows(n, tag, t0, t)
-    CuMem.scan_tuning(t)
     src = CuMem.rand(Float32, n)
-    ms = timed(x -> CuMem.unsafe_free!(cumsum(x)), () -> copy(src))
+    ms, ms0 = timed_ab(x -> CuMem.unsafe_free!(cumsum(x)), () -> copy(src), t0, t; tuning = CuMem.scan_tuning)
+    CuMem.scan_tuning(t)
     h = rand(Int32(-100):Int32(100), n)
     ok = Array(accumulate(+, CuArray(h))) == accumulate(+, h)
     hf = Float32.(h)
     ok &= Array(cumsum(CuArray(hf))) == cumsum(hf)
-    println("{\"op\": \"cumsum_f32$tag\", \"impl\": \"cumem\", \"n\": $n, \"ms\": $(round(ms; digits = 3)), \"gbps\": $(round(8n / ms / 1e6; digits = 1)), \"ok\": $ok}")
+    CuMem.scan_tuning(t0)
+    # ("ms_events": the variant's time between timing events on the stream, timed_events)
+    events(f) = (CuMem.scan_tuning(t); try timed_events(f, () -> copy(src)) finally CuMem.scan_tuning(t0) end)
+    scan_row(op, ms, ms0, me, ok) = println("{\"op\": \"$op\", \"impl\": \"cumem\", \"n\": $n, \"ms\": $(round(ms; digits = 3)), ",
+                                            "\"ms_default\": $(round(ms0; digits = 3)), \"ratio\": $(round(ms / ms0; digits = 3)), ",
+                                            "\"gbps\": $(round(8n / ms / 1e6; digits = 1)), \"ms_events\": $(round(me; digits = 3)), \"ok\": $ok}")
+    scan_row("cumsum_f32$tag", ms, ms0, events(x -> CuMem.unsafe_free!(cumsum(x))), ok)
     dst = similar(src)
-    ms = timed(x -> cumsum!(dst, x), () -> copy(src))
-    println("{\"op\": \"cumsum!_f32$tag\", \"impl\": \"cumem\", \"n\": $n, \"ms\": $(round(ms; digits = 3)), \"gbps\": $(round(8n / ms / 1e6; digits = 1))}")
+    ms, ms0 = timed_ab(x -> cumsum!(dst, x), () -> copy(src), t0, t; tuning = CuMem.scan_tuning)
+    scan_row("cumsum!_f32$tag", ms, ms0, events(x -> cumsum!(dst, x)), ok)
     CuMem.unsafe_free!(dst)
     CuMem.unsafe_free!(src)
 end

@@ -417,58 +417,59 @@ static __device__ __forceinline__ void cumem_scan_vput(T* p, Conv conv, const A*
   *(cumem_scan_chunk<T, G>*)p = v;
 }
 
-/* The vector kernel's lambdas (after CUMEM_SCAN_LAMBDAS) over src/dst (elements of type TC),
-   G elements a chunk. No generic lambda (`auto` parameter): NVRTC 13.0 takes its call
-   operator for a host function and refuses it in JIT mode (13.5 accepts it). */
+/* The vector kernels' lambdas (after CUMEM_SCAN_LAMBDAS) over src/dst (elements of type TC),
+   G elements a chunk (s_vcv: a chunk at any address, kernel 3's staged chunks). No generic
+   lambda (`auto` parameter): NVRTC 13.0 takes its call operator for a host function and
+   refuses it in JIT mode (13.5 accepts it). */
 #define CUMEM_SCAN_VLAMBDAS(AC, G, TC) \
   auto s_vld = [&](int64_t p, AC* o) { cumem_scan_vget<G>(src + p, [&](const TC e) -> AC { AC r; r = CUMEM_SCAN_LD(e); return r; }, o); }; \
   auto s_vst = [&](int64_t p, const AC* a) { cumem_scan_vput<G>(dst + p, [&](const AC e) { return CUMEM_SCAN_ST(e); }, a); }; \
+  auto s_vcv = [&](const TC* q, AC* o) { cumem_scan_vget<G>(q, [&](const TC e) -> AC { AC r; r = CUMEM_SCAN_LD(e); return r; }, o); }; \
   auto s_vok = [&](int64_t ib, int64_t ob) -> int { \
     return (ist == 1 && jl_aligned(src + ib, G * sizeof(*src)) ? 1 : 0) | (ost == 1 && jl_aligned(dst + ob, G * sizeof(*dst)) ? 2 : 0); };
 
-template <typename Acc, int ITEMS, int G, bool HAS_INIT, typename Op, typename Line, typename Ld, typename St, typename VLd, typename VSt, typename VOk>
-static __device__ __forceinline__ void cumem_scan_onepass_vec(int64_t n, int64_t ntiles, Acc p0, Op op, Line line, Ld ld, St st,
-                                                              VLd vld, VSt vst, VOk vok,
-                                                              uint32_t* flags, Acc* aggs, Acc* incs, uint32_t* counter)
-{
-  static_assert(ITEMS % G == 0, "ITEMS must be a multiple of G");
-  constexpr int TILE = CUMEM_SCAN_THREADS * ITEMS, R = ITEMS / G, WARPS = CUMEM_SCAN_THREADS / 32, K = CUMEM_SCAN_WINDOW;
-  constexpr bool PACK = sizeof(Acc) <= 4;
-  uint64_t* const words = (uint64_t*)flags;
-  __shared__ Acc s_wtot[WARPS];          /* the warps' totals, then their exclusive prefixes (warp 0: none) */
-  __shared__ Acc s_agg, s_excl;
-  __shared__ int s_have;
-  __shared__ int64_t s_id, s_j, s_tile;
-  const int t = threadIdx.x, lane = t & 31, w = t >> 5;
-  if (t == 0) {
-    const int64_t id = (int64_t)atomicAdd(counter, 1u);
-    s_id = id; s_j = id / ntiles; s_tile = id % ntiles;
-  }
-  __syncthreads();
-  const int64_t id = s_id, j = s_j, tile = s_tile;
-  int64_t ib, ob;
-  line(j, &ib, &ob);
-  const int64_t base = tile * TILE;
-  const int cnt = n - base < TILE ? (int)(n - base) : TILE;
-  const bool full = cnt == TILE;
-  const int vk = full ? vok(ib + base, ob + base) : 0;
-  const int e0 = w * 32 * ITEMS + lane * G;          /* the tile's element of (row 0, g 0) */
-  Acc x[R][G];
-  if (vk & 1) {
-    for (int r = 0; r < R; r++) vld(ib + base + e0 + r * 32 * G, x[r]);
+/* The vector kernels' pieces (cumem_scan_onepass_vec and cumem_scan_onepass_pipe below). */
+
+/* A tile: its status index id (line j, tile `tile` of the line), the offsets of its line's
+   first input and output elements (ib, ob), its first element in the line (base), its
+   elements (cnt) and vok's bits for it (0 unless full) */
+struct cumem_scan_tile_t { int64_t id, j, tile, ib, ob, base; int cnt, vk; };
+template <int TILE, typename Line, typename VOk>
+static __device__ __forceinline__ cumem_scan_tile_t cumem_scan_tile_at(int64_t id, int64_t j, int64_t tile, int64_t n, Line line, VOk vok) {
+  cumem_scan_tile_t a;
+  a.id = id; a.j = j; a.tile = tile;
+  line(j, &a.ib, &a.ob);
+  a.base = tile * TILE;
+  a.cnt = n - a.base < TILE ? (int)(n - a.base) : TILE;
+  a.vk = a.cnt == TILE ? vok(a.ib + a.base, a.ob + a.base) : 0;
+  return a;
+}
+
+/* The tile's elements of this lane (e0: the tile's element of row 0, chunk element 0) into x,
+   by vector loads where vok allowed them, else scalar ones with index tests (Acc{} past the end) */
+template <typename Acc, int R, int G, typename Ld, typename VLd>
+static __device__ __forceinline__ void cumem_scan_vtile_load(const cumem_scan_tile_t& a, int e0, Ld ld, VLd vld, Acc (&x)[R][G]) {
+  if (a.vk & 1) {
+    for (int r = 0; r < R; r++) vld(a.ib + a.base + e0 + r * 32 * G, x[r]);
   } else {
     for (int r = 0; r < R; r++)
       for (int g = 0; g < G; g++) {
         const int i = e0 + r * 32 * G + g;
         x[r][g] = Acc{};
-        if (i < cnt) x[r][g] = ld(ib, base + i);
+        if (i < a.cnt) x[r][g] = ld(a.ib, a.base + i);
       }
   }
-  /* each lane's chunks (the partial tile: valid elements only), then rows across the lanes;
-     elements past the end come after every valid one (the row-major order of the tile), so
-     what they add reaches only elements past the end, and the partial tile's total, which no
-     tile reads */
-  Acc v[R], ex[R];
+}
+
+/* The warp's scan of its part of the tile in registers: each lane's chunks (the partial tile:
+   valid elements only), then rows across the lanes; elements past the end come after every
+   valid one (the row-major order of the tile), so what they add reaches only elements past
+   the end, and the partial tile's total, which no tile reads. Leaves in ex[r] the lane's
+   exclusive prefix in row r (lane 0: unused), in v[r] row r's exclusive prefix in the warp
+   (row 0: unused), and the warp's total in s_wtot[w] (lane 0 writes it). */
+template <typename Acc, int R, int G, typename Op>
+static __device__ __forceinline__ void cumem_scan_vtile_scan(Op op, int e0, int cnt, bool full, Acc (&x)[R][G], Acc (&v)[R], Acc (&ex)[R],
+                                                             Acc* s_wtot, int lane, int w) {
   for (int r = 0; r < R; r++) {
     for (int g = 1; g < G; g++)
       if (full || e0 + r * 32 * G + g < cnt) x[r][g] = op(x[r][g - 1], x[r][g]);
@@ -480,7 +481,6 @@ static __device__ __forceinline__ void cumem_scan_onepass_vec(int64_t n, int64_t
       if (lane >= o) v[r] = op(u, v[r]);
     }
   for (int r = 0; r < R; r++) ex[r] = cumem_shfl_up(v[r], 1);       /* (lane 0's: unused) */
-  /* the rows' exclusive prefixes in the warp (row 0: none), kept in v; the warp's total */
   Acc wt = cumem_scan_shfl_idx(v[0], 31);
   for (int r = 1; r < R; r++) {
     const Acc rt = cumem_scan_shfl_idx(v[r], 31);
@@ -488,95 +488,101 @@ static __device__ __forceinline__ void cumem_scan_onepass_vec(int64_t n, int64_t
     wt = op(wt, rt);
   }
   if (lane == 0) s_wtot[w] = wt;
-  __syncthreads();
-  if (t == 0) {
-    Acc agg = s_wtot[0];
-    for (int k = 1; k < WARPS; k++) { const Acc u = s_wtot[k]; s_wtot[k] = agg; agg = op(agg, u); }
-    s_agg = agg;
-    s_have = 0;
-    if (tile == 0) {
-      cumem_scan_publish<PACK>(flags, aggs, incs, id, 2u, HAS_INIT ? op(p0, agg) : agg);
-      if (HAS_INIT) { s_excl = p0; s_have = 1; }
-    } else {
-      cumem_scan_publish<PACK>(flags, aggs, incs, id, 1u, agg);
+}
+
+/* Thread 0, after the warps' totals are in s_wtot: their exclusive prefixes in place (warp
+   0: none), the tile's total returned, and the tile's status published (tile 0 of its line:
+   its prefix, init included) */
+template <bool PACK, bool HAS_INIT, int WARPS, typename Acc, typename Op>
+static __device__ __forceinline__ Acc cumem_scan_vtile_total(Op op, Acc p0, const cumem_scan_tile_t& a, Acc* s_wtot,
+                                                             uint32_t* flags, Acc* aggs, Acc* incs) {
+  Acc agg = s_wtot[0];
+  for (int k = 1; k < WARPS; k++) { const Acc u = s_wtot[k]; s_wtot[k] = agg; agg = op(agg, u); }
+  if (a.tile == 0) cumem_scan_publish<PACK>(flags, aggs, incs, a.id, 2u, HAS_INIT ? op(p0, agg) : agg);
+  else cumem_scan_publish<PACK>(flags, aggs, incs, a.id, 1u, agg);
+  return agg;
+}
+
+/* The look-back of tile `tile` (> 0) of the line whose statuses start at index sb, by one
+   whole warp (as CUB's TilePrefixCallbackOp): lane l reads the status of K =
+   CUMEM_SCAN_WINDOW tiles (its K loads in flight at once: a window of 32 * K tiles per round
+   trip to L2), each lane combines its tiles nearest first up to the first published prefix or
+   unpublished tile, and the lanes combine by shuffles up to the nearest lane that stopped. A
+   window that ends at an unpublished tile is combined, and the next round reads from that tile
+   (after CUMEM_SCAN_SLEEP_NS). Returns the tile's exclusive prefix in lane 0. */
+template <bool PACK, int K, typename Acc, typename Op>
+static __device__ __forceinline__ Acc cumem_scan_warp_lookback(Op op, uint32_t* flags, Acc* aggs, Acc* incs, int64_t sb, int64_t tile, int lane) {
+  uint64_t* const words = (uint64_t*)flags;
+  Acc excl{};
+  bool have = false;                   /* (lane 0's) */
+  int64_t jt = tile - 1;               /* the nearest tile not combined yet */
+  while (true) {
+    /* lane l: tiles jt - l * K - i, i = 0 .. K - 1, nearest first (before tile 0: flag 2,
+       never combined: tile 0's prefix, always published, ends the walk first) */
+    uint32_t f[K];
+    Acc a[K];
+    for (int i = 0; i < K; i++) {
+      const int64_t q = jt - (int64_t)lane * K - i;
+      f[i] = 2u;
+      a[i] = Acc{};
+      if constexpr (PACK) {
+        if (q >= 0) { const uint64_t x = *(volatile uint64_t*)(words + sb + q); f[i] = (uint32_t)(x >> 32); a[i] = cumem_scan_unpack<Acc>(x); }
+      } else {
+        if (q >= 0) f[i] = *(volatile uint32_t*)(flags + sb + q);
+      }
     }
-  }
-  if (tile > 0 && w == 0) {
-    __syncwarp();
-    Acc excl{};
-    bool have = false;                   /* (lane 0's) */
-    const int64_t sb = j * ntiles;
-    int64_t jt = tile - 1;               /* the nearest tile not combined yet */
-    while (true) {
-      /* lane l: tiles jt - l * K - i, i = 0 .. K - 1, nearest first (before tile 0: flag 2,
-         never combined: tile 0's prefix, always published, ends the walk first) */
-      uint32_t f[K];
-      Acc a[K];
+    if constexpr (!PACK) {
+      __threadfence();
       for (int i = 0; i < K; i++) {
         const int64_t q = jt - (int64_t)lane * K - i;
-        f[i] = 2u;
-        a[i] = Acc{};
-        if constexpr (PACK) {
-          if (q >= 0) { const uint64_t x = *(volatile uint64_t*)(words + sb + q); f[i] = (uint32_t)(x >> 32); a[i] = cumem_scan_unpack<Acc>(x); }
-        } else {
-          if (q >= 0) f[i] = *(volatile uint32_t*)(flags + sb + q);
-        }
-      }
-      if constexpr (!PACK) {
-        __threadfence();
-        for (int i = 0; i < K; i++) {
-          const int64_t q = jt - (int64_t)lane * K - i;
-          if (q >= 0 && f[i] != 0u) a[i] = cumem_scan_vload((f[i] == 2u ? incs : aggs) + sb + q);
-        }
-      }
-      /* the lane's tiles up to its first stop: 1 a published prefix (included), 2 an
-         unpublished tile (not included); si: the stop's i */
-      Acc la{};
-      bool lh = false;
-      int stop = 0, si = K;
-      for (int i = 0; i < K; i++) {
-        if (stop == 0) {
-          if (f[i] == 0u) { stop = 2; si = i; }
-          else {
-            la = lh ? op(a[i], la) : a[i];
-            lh = true;
-            if (f[i] == 2u) { stop = 1; si = i; }
-          }
-        }
-      }
-      const uint32_t ms = __ballot_sync(0xffffffffu, stop != 0);
-      const uint32_t mp = __ballot_sync(0xffffffffu, stop == 1);
-      const uint32_t mh = __ballot_sync(0xffffffffu, lh);
-      const int L = ms != 0u ? __ffs((int)ms) - 1 : 31;            /* the nearest lane that stopped */
-      const bool found = ((mp >> L) & 1u) != 0u;
-      const int lmax = ((mh >> L) & 1u) != 0u ? L : L - 1;         /* lanes 0..lmax combine */
-      for (int o = 1; o < 32; o <<= 1) {
-        const Acc u = cumem_shfl_down(la, o);
-        if (lane + o <= lmax) la = op(u, la);
-      }
-      if (lane == 0 && lmax >= 0) { excl = have ? op(la, excl) : la; have = true; }
-      if (found) break;
-      if (ms == 0u) {
-        jt -= 32 * K;
-      } else {
-        jt -= (int64_t)L * K + cumem_scan_shfl_idx(si, L);        /* the unpublished tile */
-#if defined(__CUDACC__) && CUMEM_SCAN_SLEEP_NS > 0
-        __nanosleep(CUMEM_SCAN_SLEEP_NS);
-#endif
+        if (q >= 0 && f[i] != 0u) a[i] = cumem_scan_vload((f[i] == 2u ? incs : aggs) + sb + q);
       }
     }
-    if (lane == 0) {
-      cumem_scan_publish<PACK>(flags, aggs, incs, id, 2u, op(excl, s_agg));
-      s_excl = excl;
-      s_have = 1;
+    /* the lane's tiles up to its first stop: 1 a published prefix (included), 2 an
+       unpublished tile (not included); si: the stop's i */
+    Acc la{};
+    bool lh = false;
+    int stop = 0, si = K;
+    for (int i = 0; i < K; i++) {
+      if (stop == 0) {
+        if (f[i] == 0u) { stop = 2; si = i; }
+        else {
+          la = lh ? op(a[i], la) : a[i];
+          lh = true;
+          if (f[i] == 2u) { stop = 1; si = i; }
+        }
+      }
+    }
+    const uint32_t ms = __ballot_sync(0xffffffffu, stop != 0);
+    const uint32_t mp = __ballot_sync(0xffffffffu, stop == 1);
+    const uint32_t mh = __ballot_sync(0xffffffffu, lh);
+    const int L = ms != 0u ? __ffs((int)ms) - 1 : 31;            /* the nearest lane that stopped */
+    const bool found = ((mp >> L) & 1u) != 0u;
+    const int lmax = ((mh >> L) & 1u) != 0u ? L : L - 1;         /* lanes 0..lmax combine */
+    for (int o = 1; o < 32; o <<= 1) {
+      const Acc u = cumem_shfl_down(la, o);
+      if (lane + o <= lmax) la = op(u, la);
+    }
+    if (lane == 0 && lmax >= 0) { excl = have ? op(la, excl) : la; have = true; }
+    if (found) break;
+    if (ms == 0u) {
+      jt -= 32 * K;
+    } else {
+      jt -= (int64_t)L * K + cumem_scan_shfl_idx(si, L);        /* the unpublished tile */
+#if defined(__CUDACC__) && CUMEM_SCAN_SLEEP_NS > 0
+      __nanosleep(CUMEM_SCAN_SLEEP_NS);
+#endif
     }
   }
-  __syncthreads();
-  /* each chunk's prefix: the tile's, the warp's, the row's, the lane's */
-  bool have = s_have != 0;
-  Acc pre{};
-  if (have) pre = s_excl;
-  if (w > 0) { const Acc u = s_wtot[w]; pre = have ? op(pre, u) : u; have = true; }
+  return excl;
+}
+
+/* The tile's outputs: each chunk's prefix (`pre` where `have`: the tile's and the warp's; the
+   row's, the lane's) applied (full: every element valid), then stored, by vector stores where
+   vok allowed them */
+template <typename Acc, int R, int G, typename Op, typename St, typename VSt>
+static __device__ __forceinline__ void cumem_scan_vtile_store(Op op, const cumem_scan_tile_t& a, bool full, int e0, bool have, Acc pre, Acc (&x)[R][G],
+                                                              const Acc (&v)[R], const Acc (&ex)[R], int lane, St st, VSt vst) {
   for (int r = 0; r < R; r++) {
     bool h = have;
     Acc p = pre;
@@ -584,15 +590,282 @@ static __device__ __forceinline__ void cumem_scan_onepass_vec(int64_t n, int64_t
     if (lane > 0) { p = h ? op(p, ex[r]) : ex[r]; h = true; }
     if (h)
       for (int g = 0; g < G; g++)
-        if (full || e0 + r * 32 * G + g < cnt) x[r][g] = op(p, x[r][g]);
+        if (full || e0 + r * 32 * G + g < a.cnt) x[r][g] = op(p, x[r][g]);
   }
-  if (vk & 2) {
-    for (int r = 0; r < R; r++) vst(ob + base + e0 + r * 32 * G, x[r]);
+  if (a.vk & 2) {
+    for (int r = 0; r < R; r++) vst(a.ob + a.base + e0 + r * 32 * G, x[r]);
   } else {
     for (int r = 0; r < R; r++)
       for (int g = 0; g < G; g++) {
         const int i = e0 + r * 32 * G + g;
-        if (i < cnt) st(ob, base + i, x[r][g]);
+        if (i < a.cnt) st(a.ob, a.base + i, x[r][g]);
       }
   }
+}
+
+/* ---- The vector kernel (ScanTuning's kernel = 1): the tile's elements stay in registers ----
+ * Warp w of the block owns elements [w * 32 * ITEMS, (w + 1) * 32 * ITEMS) of the tile, in
+ * ITEMS / G rows of 32 * G; lane l holds elements l * G .. l * G + G - 1 of each row, G
+ * consecutive elements that one vector instruction loads (and one stores) where the line has
+ * unit strides and its addresses are multiples of the chunk (G elements of the input, G of
+ * the output; vok below) - 16 bytes per lane, a warp's 512 contiguous bytes per instruction,
+ * the layout of a copy. Scalar loads and stores with index tests otherwise (strides, a view's
+ * misaligned start, the partial last tile), in the same layout. The scan: each lane's G
+ * elements in registers, then each row across the lanes by warp shuffles (the rows of a warp
+ * side by side: independent shuffles), the rows' totals (lane 31's) in order in registers,
+ * the warps' totals through shared memory (thread 0), no shared-memory pass over the
+ * elements (the block kernel above moves each element through shared memory twice, with a
+ * __syncthreads each way). The look-back is one warp's (warp 0, cumem_scan_warp_lookback),
+ * without a block barrier per round. The status words, `flags`, `aggs`, `incs` and `counter`
+ * are cumem_scan_onepass's.
+ *   vld(p, Acc o[G])      o = the G input elements at linear offset p (unit stride, aligned)
+ *   vst(p, const Acc a[G]) stores G outputs at linear offset p (unit stride, aligned)
+ *   vok(ib, ob) -> int    bit 0: vld may load at ib + multiples of G; bit 1: vst may store
+ *                         at ob + multiples of G */
+template <typename Acc, int ITEMS, int G, bool HAS_INIT, typename Op, typename Line, typename Ld, typename St, typename VLd, typename VSt, typename VOk>
+static __device__ __forceinline__ void cumem_scan_onepass_vec(int64_t n, int64_t ntiles, Acc p0, Op op, Line line, Ld ld, St st,
+                                                              VLd vld, VSt vst, VOk vok,
+                                                              uint32_t* flags, Acc* aggs, Acc* incs, uint32_t* counter)
+{
+  static_assert(ITEMS % G == 0, "ITEMS must be a multiple of G");
+  constexpr int TILE = CUMEM_SCAN_THREADS * ITEMS, R = ITEMS / G, WARPS = CUMEM_SCAN_THREADS / 32, K = CUMEM_SCAN_WINDOW;
+  constexpr bool PACK = sizeof(Acc) <= 4;
+  __shared__ Acc s_wtot[WARPS];          /* the warps' totals, then their exclusive prefixes (warp 0: none) */
+  __shared__ Acc s_agg, s_excl;
+  __shared__ int s_have;
+  __shared__ int64_t s_id, s_j, s_tile;
+  const int t = threadIdx.x, lane = t & 31, w = t >> 5;
+  if (t == 0) {
+    const int64_t id = (int64_t)atomicAdd(counter, 1u);
+    s_id = id; s_j = id / ntiles; s_tile = id % ntiles;
+  }
+  __syncthreads();
+  const cumem_scan_tile_t a = cumem_scan_tile_at<TILE>(s_id, s_j, s_tile, n, line, vok);
+  const int e0 = w * 32 * ITEMS + lane * G;          /* the tile's element of (row 0, g 0) */
+  Acc x[R][G], v[R], ex[R];
+  cumem_scan_vtile_load(a, e0, ld, vld, x);
+  cumem_scan_vtile_scan(op, e0, a.cnt, a.cnt == TILE, x, v, ex, s_wtot, lane, w);
+  __syncthreads();
+  if (t == 0) {
+    s_agg = cumem_scan_vtile_total<PACK, HAS_INIT, WARPS>(op, p0, a, s_wtot, flags, aggs, incs);
+    s_have = 0;
+    if (HAS_INIT && a.tile == 0) { s_excl = p0; s_have = 1; }
+  }
+  if (a.tile > 0 && w == 0) {
+    __syncwarp();
+    const Acc excl = cumem_scan_warp_lookback<PACK, K>(op, flags, aggs, incs, a.j * ntiles, a.tile, lane);
+    if (lane == 0) {
+      cumem_scan_publish<PACK>(flags, aggs, incs, a.id, 2u, op(excl, s_agg));
+      s_excl = excl;
+      s_have = 1;
+    }
+  }
+  __syncthreads();
+  bool have = s_have != 0;
+  Acc pre{};
+  if (have) pre = s_excl;
+  if (w > 0) { const Acc u = s_wtot[w]; pre = have ? op(pre, u) : u; have = true; }
+  cumem_scan_vtile_store(op, a, a.cnt == TILE, e0, have, pre, x, v, ex, lane, st, vst);
+}
+
+/* ---- The pipelined vector kernel (ScanTuning's kernel = 2) ----
+ * cumem_scan_onepass_vec's tile layout, scan and look-back, in a grid of about as many blocks
+ * as are resident at once (accumulate.jl), each taking tiles from `counter` in turn until
+ * `total` (nlines * ntiles) are taken: while a block scans a tile, looks back and stores it,
+ * the loads of its next tile are in flight (a second set of registers), and the tile after
+ * that is already taken (thread 0's atomicAdd, whose answer is needed only after the look-
+ * back). A block that takes one tile per launch (kernel 1) has loads in flight only until its
+ * tile arrives, then none while it looks back (an L2 round trip or more) and stores: the
+ * loads in flight per SM, and so the bandwidth, fall with the look-back's share of a block's
+ * life. Forward progress: a block holds its tiles in increasing order and waits only in the
+ * look-back of the first of them, on earlier tiles; the earliest tile not done is the first
+ * of its block's, whose earlier tiles are all done. */
+template <typename Acc, int ITEMS, int G, bool HAS_INIT, typename Op, typename Line, typename Ld, typename St, typename VLd, typename VSt, typename VOk>
+static __device__ __forceinline__ void cumem_scan_onepass_pipe(int64_t n, int64_t ntiles, int64_t total, Acc p0, Op op, Line line, Ld ld, St st,
+                                                               VLd vld, VSt vst, VOk vok,
+                                                               uint32_t* flags, Acc* aggs, Acc* incs, uint32_t* counter)
+{
+  static_assert(ITEMS % G == 0, "ITEMS must be a multiple of G");
+  constexpr int TILE = CUMEM_SCAN_THREADS * ITEMS, R = ITEMS / G, WARPS = CUMEM_SCAN_THREADS / 32, K = CUMEM_SCAN_WINDOW;
+  constexpr bool PACK = sizeof(Acc) <= 4;
+  __shared__ Acc s_wtot[WARPS];
+  __shared__ Acc s_agg, s_excl;
+  __shared__ int s_have;
+  __shared__ int64_t s_id[2], s_j[2], s_tile[2];      /* the first two tiles; then [0]: the next one taken */
+  const int t = threadIdx.x, lane = t & 31, w = t >> 5;
+  const int e0 = w * 32 * ITEMS + lane * G;
+  if (t == 0) {
+    for (int k = 0; k < 2; k++) {
+      const int64_t id = k == 0 || s_id[0] < total ? (int64_t)atomicAdd(counter, 1u) : total;
+      s_id[k] = id; s_j[k] = id / ntiles; s_tile[k] = id % ntiles;
+    }
+  }
+  __syncthreads();
+  cumem_scan_tile_t cur = cumem_scan_tile_at<TILE>(s_id[0], s_j[0], s_tile[0], n, line, vok);
+  cumem_scan_tile_t nxt = cumem_scan_tile_at<TILE>(s_id[1], s_j[1], s_tile[1], n, line, vok);
+  Acc xa[R][G], xb[R][G], v[R], ex[R];
+  if (cur.id < total) cumem_scan_vtile_load(cur, e0, ld, vld, xa);
+  /* one tile: loads of nxt into xn, cur (in xc) scanned, looked back and stored; then cur =
+     nxt and nxt the tile taken meanwhile (total: none) */
+  auto step = [&](Acc (&xc)[R][G], Acc (&xn)[R][G]) {
+    if (nxt.id < total) cumem_scan_vtile_load(nxt, e0, ld, vld, xn);
+    uint32_t taken = 0u;
+    if (t == 0 && nxt.id < total) taken = atomicAdd(counter, 1u);
+    cumem_scan_vtile_scan(op, e0, cur.cnt, cur.cnt == TILE, xc, v, ex, s_wtot, lane, w);
+    __syncthreads();
+    if (t == 0) {
+      s_agg = cumem_scan_vtile_total<PACK, HAS_INIT, WARPS>(op, p0, cur, s_wtot, flags, aggs, incs);
+      s_have = 0;
+      if (HAS_INIT && cur.tile == 0) { s_excl = p0; s_have = 1; }
+    }
+    if (cur.tile > 0 && w == 0) {
+      __syncwarp();
+      const Acc excl = cumem_scan_warp_lookback<PACK, K>(op, flags, aggs, incs, cur.j * ntiles, cur.tile, lane);
+      if (lane == 0) {
+        cumem_scan_publish<PACK>(flags, aggs, incs, cur.id, 2u, op(excl, s_agg));
+        s_excl = excl;
+        s_have = 1;
+      }
+    }
+    if (t == 0) {
+      const int64_t id = nxt.id < total && (int64_t)taken < total ? (int64_t)taken : total;
+      s_id[0] = id; s_j[0] = id / ntiles; s_tile[0] = id % ntiles;
+    }
+    __syncthreads();
+    bool have = s_have != 0;
+    Acc pre{};
+    if (have) pre = s_excl;
+    if (w > 0) { const Acc u = s_wtot[w]; pre = have ? op(pre, u) : u; have = true; }
+    cumem_scan_vtile_store(op, cur, cur.cnt == TILE, e0, have, pre, xc, v, ex, lane, st, vst);
+    cur = nxt;
+    nxt = cumem_scan_tile_at<TILE>(s_id[0], s_j[0], s_tile[0], n, line, vok);
+  };
+  /* (two steps a round, the register sets swapping roles: no copy between them) */
+  while (cur.id < total) {
+    step(xa, xb);
+    if (cur.id >= total) break;
+    step(xb, xa);
+  }
+}
+
+/* ---- The staged vector kernel (ScanTuning's kernel = 3) ----
+ * cumem_scan_onepass_pipe's loop, with each block's next D tiles in flight into shared memory
+ * (`cp.async`, sm_80 and later: each lane copies the chunks that it scans, 4, 8 or 16 bytes
+ * each, and later reads back only those, so no barrier guards them) instead of a second set
+ * of registers: D tiles in flight a block where kernel 2 has one, and fewer registers a thread
+ * (more blocks per SM). Before sm_80, and in the g++ emulation, the copies are plain loads and
+ * stores. Tiles that vector loads may not read (strides, a misaligned start, the partial last
+ * tile) are not staged and load when their turn comes. Tile ids are taken from `counter` one
+ * tile ahead of their copies (thread 0; the answer needed a step later), kept with their line
+ * and tile in a ring of D + 1 slots in shared memory (the slot of the tile being scanned takes
+ * the id taken meanwhile, after the block's first barrier of the step, once every thread has
+ * read it). Forward progress as kernel 2's: a block holds its tiles in increasing order and
+ * waits only in the look-back of the first. src: the input (elements TC); vcv(q, Acc o[G]):
+ * the G elements at q (a multiple of the chunk) through ld, into o. */
+template <int B> struct alignas(B) cumem_scan_bytes { unsigned char b[B]; };
+/* B bytes (4, 8 or 16; s and g multiples of B) from global g to shared s: cp.async */
+template <int B> static __device__ __forceinline__ void cumem_scan_cp(void* s, const void* g) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned a = (unsigned)__cvta_generic_to_shared(s);
+  if constexpr (B == 16) asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(a), "l"(g) : "memory");
+  else asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" :: "r"(a), "l"(g), "n"(B) : "memory");
+#else
+  *(cumem_scan_bytes<B>*)s = *(const cumem_scan_bytes<B>*)g;
+#endif
+}
+/* the copies issued since the last commit as one group; waiting until at most N groups are pending */
+static __device__ __forceinline__ void cumem_scan_cp_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+template <int N> static __device__ __forceinline__ void cumem_scan_cp_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory");
+#endif
+}
+
+template <typename Acc, typename TC, int ITEMS, int G, int D, bool HAS_INIT, typename Op, typename Line, typename Ld, typename St, typename VCv, typename VSt, typename VOk>
+static __device__ __forceinline__ void cumem_scan_onepass_async(int64_t n, int64_t ntiles, int64_t total, Acc p0, Op op, Line line, Ld ld, St st,
+                                                                const TC* src, VCv vcv, VSt vst, VOk vok,
+                                                                uint32_t* flags, Acc* aggs, Acc* incs, uint32_t* counter)
+{
+  static_assert(ITEMS % G == 0 && D >= 1, "ITEMS must be a multiple of G, D at least 1");
+  constexpr int TILE = CUMEM_SCAN_THREADS * ITEMS, R = ITEMS / G, WARPS = CUMEM_SCAN_THREADS / 32, K = CUMEM_SCAN_WINDOW;
+  constexpr int CB = G * (int)sizeof(TC);                   /* a chunk's bytes: 4, 8 or 16 */
+  static_assert(CB == 4 || CB == 8 || CB == 16, "chunks of 4, 8 or 16 bytes");
+  constexpr bool PACK = sizeof(Acc) <= 4;
+  __shared__ cumem_scan_bytes<CB> s_stage[D][TILE / G];     /* the tiles in flight, a chunk per entry */
+  __shared__ Acc s_wtot[WARPS];
+  __shared__ Acc s_agg, s_excl;
+  __shared__ int s_have;
+  __shared__ int64_t s_id[D + 1], s_j[D + 1], s_tile[D + 1];
+  const int t = threadIdx.x, lane = t & 31, w = t >> 5;
+  const int e0 = w * 32 * ITEMS + lane * G;
+  if (t == 0) {
+    for (int k = 0; k <= D; k++) {
+      const int64_t id = k == 0 || s_id[k - 1] < total ? (int64_t)atomicAdd(counter, 1u) : total;
+      s_id[k] = id; s_j[k] = id / ntiles; s_tile[k] = id % ntiles;
+    }
+  }
+  __syncthreads();
+  auto at = [&](int slot) { return cumem_scan_tile_at<TILE>(s_id[slot], s_j[slot], s_tile[slot], n, line, vok); };
+  /* tile a's chunks of this lane into stage sg (vector-loadable tiles only), one commit group a tile */
+  auto issue = [&](const cumem_scan_tile_t& a, int sg) {
+    if (a.id < total && (a.vk & 1))
+      for (int r = 0; r < R; r++) cumem_scan_cp<CB>(&s_stage[sg][(e0 + r * 32 * G) / G], src + a.ib + a.base + e0 + r * 32 * G);
+    cumem_scan_cp_commit();
+  };
+  for (int k = 0; k < D; k++) issue(at(k), k);
+  Acc x[R][G], v[R], ex[R];
+  int slot = 0, sg = 0;                  /* step k's ring slot (k mod D + 1) and stage (k mod D) */
+  while (true) {
+    const cumem_scan_tile_t cur = at(slot);
+    if (cur.id >= total) break;
+    cumem_scan_cp_wait<D - 1>();         /* (the groups after this tile's: D - 1) */
+    if (cur.vk & 1) {
+      for (int r = 0; r < R; r++) vcv((const TC*)&s_stage[sg][(e0 + r * 32 * G) / G], x[r]);
+    } else {
+      for (int r = 0; r < R; r++)
+        for (int g = 0; g < G; g++) {
+          const int i = e0 + r * 32 * G + g;
+          x[r][g] = Acc{};
+          if (i < cur.cnt) x[r][g] = ld(cur.ib, cur.base + i);
+        }
+    }
+    const int nslot = slot + D > D ? slot - 1 : slot + D;    /* (slot + D) mod (D + 1): the tile D steps on */
+    const cumem_scan_tile_t nx = at(nslot);
+    issue(nx, sg);
+    uint32_t taken = 0u;
+    if (t == 0 && nx.id < total) taken = atomicAdd(counter, 1u);
+    cumem_scan_vtile_scan(op, e0, cur.cnt, cur.cnt == TILE, x, v, ex, s_wtot, lane, w);
+    __syncthreads();
+    if (t == 0) {
+      s_agg = cumem_scan_vtile_total<PACK, HAS_INIT, WARPS>(op, p0, cur, s_wtot, flags, aggs, incs);
+      s_have = 0;
+      if (HAS_INIT && cur.tile == 0) { s_excl = p0; s_have = 1; }
+    }
+    if (cur.tile > 0 && w == 0) {
+      __syncwarp();
+      const Acc excl = cumem_scan_warp_lookback<PACK, K>(op, flags, aggs, incs, cur.j * ntiles, cur.tile, lane);
+      if (lane == 0) {
+        cumem_scan_publish<PACK>(flags, aggs, incs, cur.id, 2u, op(excl, s_agg));
+        s_excl = excl;
+        s_have = 1;
+      }
+    }
+    if (t == 0) {                         /* the tile D + 1 steps on, in this tile's slot */
+      const int64_t id = nx.id < total && (int64_t)taken < total ? (int64_t)taken : total;
+      s_id[slot] = id; s_j[slot] = id / ntiles; s_tile[slot] = id % ntiles;
+    }
+    __syncthreads();
+    bool have = s_have != 0;
+    Acc pre{};
+    if (have) pre = s_excl;
+    if (w > 0) { const Acc u = s_wtot[w]; pre = have ? op(pre, u) : u; have = true; }
+    cumem_scan_vtile_store(op, cur, cur.cnt == TILE, e0, have, pre, x, v, ex, lane, st, vst);
+    slot = slot == D ? 0 : slot + 1;
+    sg = sg == D - 1 ? 0 : sg + 1;
+  }
+  cumem_scan_cp_wait<0>();
 }
