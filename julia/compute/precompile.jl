@@ -123,3 +123,6 @@ for F in (Tuple{}, Tuple{DeviceFunction}, Tuple{DeviceFunction,DeviceFunction}, 
 end
 precompile_entry(index_dims_slot, (Any, Int, Bool, Any, Any, Any))
 precompile_entry(scan_index_entry, (Any, Any))
+for names in (Tuple{String}, Tuple{String,String})
+    precompile_entry(scan_generate, (Function, Tuple{Symbol,DataType,DataType,DataType,DataType,Int,Bool,ScanTuning}, names, Type))
+end
