@@ -45,6 +45,10 @@ pub const POOLS: [PoolNames; 5] = [
     PoolNames { kind: PoolKind::None, name: c"none", type_name: c"NoPool" },
 ];
 
+/// Largest block (bytes) a thread cache holds for the `expandable` pool
+/// ([`PoolKind::thread_cache_max_size`]).
+pub const EXPANDABLE_THREAD_CACHE_MAX: u64 = 64 << 10;
+
 impl PoolKind {
     /// All pools, in the order the documentation lists them.
     pub const ALL: [PoolKind; POOLS.len()] = {
@@ -65,6 +69,24 @@ impl PoolKind {
     /// The lower-case name accepted by `JULIA_CUDA_MEMORY_POOL` (`"binned"`, ...).
     pub fn name(self) -> &'static str {
         self.names().name.to_str().expect("ASCII")
+    }
+
+    /// Largest block (bytes) the engine's per-thread caches hold for this pool
+    /// (`crate::thread_cache`; 0: no thread caches). `binned`, `split` and `simple`:
+    /// [`crate::thread_cache::MAX_CACHED_SIZE`] (1 MiB). `none`: 0 (it caches nothing).
+    /// `expandable`: [`EXPANDABLE_THREAD_CACHE_MAX`] (64 KiB), the sizes of the pair
+    /// benchmarks up to 64 KiB: a block waiting in a thread cache is not merged with its
+    /// free neighbours, so this pool takes the thread's cached blocks back before every
+    /// request that reaches it (`Pool::serves_at_once`), and the limit keeps what it takes
+    /// back small (bench/results/host-2026-11-28-exp13b: every replayed trace's peak is
+    /// the one without thread caches). `CUMEM_THREAD_CACHE=0` and `CUMEM_DEBUG` ≥ 1 turn
+    /// the caches off for every pool.
+    pub fn thread_cache_max_size(self) -> u64 {
+        match self {
+            PoolKind::None => 0,
+            PoolKind::Expandable => EXPANDABLE_THREAD_CACHE_MAX,
+            PoolKind::Binned | PoolKind::Split | PoolKind::Simple => crate::thread_cache::MAX_CACHED_SIZE,
+        }
     }
 
     /// The CUDA.jl type name used by `memory_status` (`"BinnedPool"`, ...).
@@ -147,8 +169,9 @@ pub struct Config {
     /// reserves (bytes, or a percentage of the machine's memory; default: none).
     pub pinned_limit: Option<Amount>,
     /// `CUMEM_THREAD_CACHE`: `1` (default) puts a per-thread cache of small freed blocks
-    /// in front of the shard lock (every pool but `none`, `CUMEM_DEBUG=0`;
-    /// see `thread_cache`); `0` turns it off, for comparisons.
+    /// in front of the shard lock (every caching pool, with `CUMEM_DEBUG=0`, for blocks up
+    /// to [`PoolKind::thread_cache_max_size`]: 1 MiB, `expandable` 64 KiB; see
+    /// `thread_cache`); `0` turns it off, for comparisons.
     pub thread_cache: bool,
 }
 

@@ -113,10 +113,13 @@ impl TcState {
     }
 
     /// Caches the free block `ptr` of `size` bytes; false (nothing changes) when the size
-    /// is not cached, its slot holds another size, or a bound is reached.
+    /// is above `max` (the engine's pool kind's limit, at most [`MAX_CACHED_SIZE`]:
+    /// `crate::config::PoolKind::thread_cache_max_size`), its slot holds another size, or
+    /// a bound is reached.
     #[inline]
-    pub fn push(&mut self, ptr: u64, size: u64) -> bool {
-        size <= MAX_CACHED_SIZE && self.push_small(ptr, size)
+    pub fn push(&mut self, ptr: u64, size: u64, max: u64) -> bool {
+        debug_assert!(max <= MAX_CACHED_SIZE);
+        size <= max && self.push_small(ptr, size)
     }
 
     /// [`TcState::push`] of a block known to be at most [`MAX_CACHED_SIZE`] (one this
@@ -503,16 +506,19 @@ mod tests {
         let mut s = TcState::new();
         assert_eq!(s.pop(4096), None);
         for i in 0..BLOCKS_PER_SIZE as u64 {
-            assert!(s.push(0x10000 + i * 4096, 4096));
+            assert!(s.push(0x10000 + i * 4096, 4096, MAX_CACHED_SIZE));
         }
-        assert!(!s.push(0x90000, 4096), "more than BLOCKS_PER_SIZE");
-        assert!(!s.push(0x90000, MAX_CACHED_SIZE + 512), "too large");
+        assert!(!s.push(0x90000, 4096, MAX_CACHED_SIZE), "more than BLOCKS_PER_SIZE");
+        assert!(!s.push(0x90000, MAX_CACHED_SIZE + 512, MAX_CACHED_SIZE), "too large");
+        assert!(!s.push(0x90000, 8192, 4096), "above the engine's limit");
+        assert!(s.push(0x90000, 8192, 8192));
+        assert_eq!(s.pop(8192), Some(0x90000));
         assert_eq!(s.held_bytes(), 4096 * BLOCKS_PER_SIZE as u64);
         assert_eq!(s.pop(4096), Some(0x10000 + (BLOCKS_PER_SIZE as u64 - 1) * 4096), "LIFO");
         assert_eq!(s.pop(8192), None);
         let mut big = TcState::new();
         let mut n = 0;
-        while big.push(0x100000 * (n + 1), MAX_CACHED_SIZE - 512 * n) {
+        while big.push(0x100000 * (n + 1), MAX_CACHED_SIZE - 512 * n, MAX_CACHED_SIZE) {
             n += 1;
         }
         assert!(big.held_bytes() <= MAX_CACHED_BYTES);

@@ -1,8 +1,8 @@
 //! Thread caches (`src/thread_cache.rs`): a thread's freed small blocks wait in its own
 //! cache; frees from other threads, thread exit, reclaim and the out-of-memory retry must
 //! reach them, double frees through them must be refused, and the statistics must stay
-//! exact. Each test runs on the three pools with thread caches (binned, split,
-//! expandable), with one shard so that every thread shares one pool unless said.
+//! exact. Each test runs on the pools with thread caches (binned, split, simple), with one
+//! shard so that every thread shares one pool unless said; the expandable pool has none.
 
 mod common;
 
@@ -18,7 +18,53 @@ fn hold(rx: Receiver<()>) {
     let _ = rx.recv();
 }
 
-const POOLS: [PoolKind; 4] = [PoolKind::Binned, PoolKind::Split, PoolKind::Expandable, PoolKind::Simple];
+/// The pools that get thread caches (`expandable` for blocks up to 64 KiB only: see
+/// `expandables_thread_caches_hold_small_blocks_and_merge_them_before_a_search`).
+const POOLS: [PoolKind; 4] = [PoolKind::Binned, PoolKind::Split, PoolKind::Simple, PoolKind::Expandable];
+
+/// The expandable pool's thread caches hold blocks up to
+/// [`PoolKind::thread_cache_max_size`] (64 KiB) only. A larger block freed on a thread
+/// that is still alive is back in the pool at once, so another thread's request of its
+/// size gets it; a small one waits in the thread's cache (another thread's request does
+/// not get it), until the thread's next request that reaches the pool, which first takes
+/// the cached blocks back: two cached neighbours serve one request of both their sizes at
+/// the first one's address, merged.
+#[test]
+fn expandables_thread_caches_hold_small_blocks_and_merge_them_before_a_search() {
+    let max = PoolKind::Expandable.thread_cache_max_size();
+    assert!(max >= 4096 && max < PoolKind::Binned.thread_cache_max_size(), "{max}");
+    for tc in [true, false] {
+        for (size, cached) in [(4096, tc), (max, tc), (2 * max, false)] {
+            let e = engine_with(cfg(PoolKind::Expandable, tc), 1);
+            let (ptx, prx) = channel();
+            let (done, rx) = channel();
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    let p = e.alloc(size).unwrap();
+                    e.free(p).unwrap();
+                    ptx.send(p).unwrap();
+                    hold(rx); // alive, so its cache is not handed back at exit yet
+                });
+                let p = prx.recv().unwrap();
+                let q = e.alloc(size).unwrap();
+                assert_eq!(q == p, !cached, "{size} B, thread cache {tc}: {p:#x} {q:#x}");
+                e.free(q).unwrap();
+                drop(done);
+            });
+            invariants(&e.stats());
+        }
+        let e = engine_with(cfg(PoolKind::Expandable, tc), 1);
+        let a = e.alloc(8192).unwrap();
+        let b = e.alloc(8192).unwrap();
+        assert_eq!(b, a + 8192, "thread cache {tc}");
+        e.free(a).unwrap();
+        e.free(b).unwrap();
+        let c = e.alloc(16384).unwrap();
+        assert_eq!(c, a, "thread cache {tc}: the two freed blocks were not merged");
+        e.free(c).unwrap();
+        invariants(&e.stats());
+    }
+}
 
 fn cfg(pool: PoolKind, thread_cache: bool) -> Config {
     Config { pool, thread_cache, ..Config::default() }
@@ -191,7 +237,9 @@ fn reclaim_drains_other_threads_caches() {
 /// engine's out-of-memory retry, so the request succeeds; `try_alloc` (no retry) fails.
 #[test]
 fn out_of_memory_retry_drains_caches() {
-    for pool in POOLS {
+    // Not expandable, whose thread caches hold no 1 MiB block (the retry is the engine's,
+    // the same for every pool).
+    for pool in POOLS.into_iter().filter(|p| p.thread_cache_max_size() >= MIB) {
         let limit = 4 * MIB;
         let e = engine_with(Config { limit: Some(Amount::Bytes(limit)), ..cfg(pool, true) }, 1);
         let filled = Barrier::new(2);

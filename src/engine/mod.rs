@@ -45,7 +45,7 @@ use crate::pool::{AnyPool, Block, MAX_REQUEST, MAX_SIZE, Pool};
 use crate::snapshot::{BlockInfo, SegmentInfo};
 use crate::stats::{self, Peaks, ShardStats, Stats};
 use crate::sync::ShardMutex;
-use crate::thread_cache::{self, Registry, ThreadCache};
+use crate::thread_cache::{Registry, ThreadCache};
 use crate::tracking::{self, Origin, Outstanding};
 use crate::upstream::Upstream;
 use rustc_hash::FxHashMap;
@@ -115,6 +115,9 @@ pub struct Engine {
     /// The thread caches; None when they are off (`CUMEM_THREAD_CACHE=0`, `CUMEM_DEBUG`
     /// ≥ 1, whose origins they do not record, or the `none` pool, which caches nothing).
     tc: Option<Registry>,
+    /// Largest block the thread caches hold ([`PoolKind::thread_cache_max_size`]; 0 when
+    /// `tc` is None).
+    tc_max: u64,
     /// Cap on cached bytes (`set_cache_limit`); `u64::MAX` when there is none.
     cache_limit: AtomicU64,
     /// `reserved` when trimming the cache to `cache_limit` last released nothing (the
@@ -246,13 +249,13 @@ impl Engine {
                 totals: [AtomicU64::new(0), AtomicU64::new(0)],
             })
             .collect();
-        let tc = (cfg.thread_cache
-            && cfg.debug == 0
-            && matches!(
-                cfg.pool,
-                PoolKind::Binned | PoolKind::Split | PoolKind::Expandable | PoolKind::Simple
-            ))
-        .then(Registry::new);
+        // Per pool kind, the largest block a thread cache holds
+        // ([`PoolKind::thread_cache_max_size`]): 64 KiB for `expandable`, whose pool also
+        // takes the thread's cached blocks back before every request that reaches it
+        // (`Pool::serves_at_once`), so that best fit sees them merged.
+        let tc_max = cfg.pool.thread_cache_max_size();
+        let tc = (cfg.thread_cache && cfg.debug == 0 && tc_max > 0).then(Registry::new);
+        let tc_max = if tc.is_some() { tc_max } else { 0 };
         log::info!(
             "{} pool on {} (device {}), limit {}, {n} shards, thread caches {}",
             cfg.pool.name(),
@@ -273,6 +276,7 @@ impl Engine {
             peaks: Peaks::default(),
             start: Instant::now(),
             tc,
+            tc_max,
             cache_limit: AtomicU64::new(u64::MAX),
             futile_trim: AtomicU64::new(u64::MAX),
             marks: parking_lot::Mutex::new(vec![vec![0; n].into_boxed_slice()]),
@@ -402,7 +406,7 @@ impl Engine {
     #[inline]
     fn alloc_with<S: Sink<Block>>(&self, bytes: u64, retry: bool, out: &mut S) -> Result<u64> {
         // One test for "1 byte to MAX_CACHED_SIZE" (0 wraps around).
-        if bytes.wrapping_sub(1) < thread_cache::MAX_CACHED_SIZE
+        if bytes.wrapping_sub(1) < self.tc_max
             && let Some(tc) = self.thread_cache()
             && let Some(ptr) = self.tc_alloc(tc, bytes, out)
         {
@@ -710,7 +714,7 @@ impl Engine {
         };
         if !s.pins.is_empty() || !s.stream_blocks.is_empty() {
             self.free_maybe_pinned(&mut s, i, ptr, live.size);
-        } else if !owner.as_mut().is_some_and(|o| o.push(ptr, live.size)) {
+        } else if !owner.as_mut().is_some_and(|o| o.push(ptr, live.size, self.tc_max)) {
             s.pool.free(ptr, live.size, self.up.shard(i));
         }
         s.stats.on_free(live.requested, live.size);

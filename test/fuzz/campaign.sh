@@ -16,7 +16,11 @@
 #   FUZZ_LEN (elements per input, default 24), FUZZ_OUT (default fuzz-campaign/): each
 #   process's log proc_<i>.log, reproducers in repro/, campaign.jsonl (one JSON line per
 #   process, then a line "total"), campaign.md (the table). JULIA: the command that runs
-#   Julia (default: julia on PATH, else .julia-local/bin/julia). FUZZ_GRACE (default 240):
+#   Julia (default: julia on PATH, else .julia-local/bin/julia); FUZZ_JULIA_OPTS: Julia's
+#   options for the fuzzer (default -O1, as CI's host jobs: Julia's own code generation is a
+#   quarter of a function's cost at -O2, a good part of it saved at -O1; the kernels are
+#   NVRTC's or g++'s, and Julia's semantics, Base's results, are the same at every level).
+#   FUZZ_GRACE (default 240):
 #   seconds a process may run past FUZZ_SECONDS (loading, the last function) before
 #   `timeout` stops it; FUZZ_DEADLINE (seconds since the epoch): no process runs past it.
 #   A process stopped that way keeps the counts of the functions it finished ("stopped").
@@ -60,7 +64,7 @@ for i in $(seq 1 "$PROCS"); do
     lim=$((SECS + ${FUZZ_GRACE:-240}))
     if [ -n "${FUZZ_DEADLINE:-}" ] && [ $((FUZZ_DEADLINE - $(date +%s))) -lt "$lim" ]; then lim=$((FUZZ_DEADLINE - $(date +%s))); fi
     [ "$lim" -ge 10 ] || lim=10
-    env "${envs[@]}" timeout "$lim" $JULIA --project=. test/fuzz/fuzz.jl --mode "$fmode" \
+    env "${envs[@]}" timeout "$lim" $JULIA ${FUZZ_JULIA_OPTS--O1} --project=. test/fuzz/fuzz.jl --mode "$fmode" \
         --seed $((SEED + i)) --n "${FUZZ_N:-0}" --seconds "$SECS" --len "${FUZZ_LEN:-24}" --quiet --profile --partial \
         --out "$OUTD/repro" > "$OUTD/proc_$i.log" 2>&1 &
     pids+=($!)

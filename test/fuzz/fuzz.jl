@@ -7,6 +7,7 @@
 #
 #   julia --project=. test/fuzz/fuzz.jl [--mode host|emu] [--seed S] [--n N] [--len L]
 #                                       [--seconds T] [--out DIR] [--ulps] [--profile] [--partial]
+#                                       [--warmup W]
 #
 # --mode host (default): the device of CUMEM_DEVICE (host: Base runs the elements, every
 #   kernel is still generated and, with libnvrtc, compiled to PTX; cuda: the GPU runs it);
@@ -20,6 +21,9 @@
 #   CPU seconds per function of each part (generating, Base's calls, CuMem's calls);
 #   --partial: also print the summary after every function, marked "partial": true (a
 #   process stopped from outside keeps the counts of the functions it finished);
+# --warmup W: first run W functions of seed S + 1 (their summary printed first), so that
+#   the run's figures (cpu_s, --profile) are those of a process past its first functions
+#   (docs/reliability.md, "Cheaper functions");
 # --ulps: instead, measure each mapped transcendental function alone on this device (max
 #   ulp difference from Base over special and random inputs) and print the table.
 # Prints one JSON line per run: mode, seed, functions, checks, disagreements by kind, the
@@ -53,7 +57,7 @@ let i = 1
         if a in ("--ulps", "--quiet", "--profile", "--partial")
             ARGS_D[a[3:end]] = "1"; i += 1
         else
-            startswith(a, "--") && i < length(ARGS) || error("usage: fuzz.jl [--mode host|emu] [--seed S] [--n N] [--len L] [--seconds T] [--out DIR] [--ulps] [--profile] [--partial]")
+            startswith(a, "--") && i < length(ARGS) || error("usage: fuzz.jl [--mode host|emu] [--seed S] [--n N] [--len L] [--seconds T] [--out DIR] [--ulps] [--profile] [--partial] [--warmup W]")
             ARGS_D[a[3:end]] = ARGS[i+1]; i += 2
         end
     end
@@ -73,6 +77,7 @@ const N = parse(Int, get(ARGS_D, "n", "100"))
 const SECONDS = parse(Float64, get(ARGS_D, "seconds", "Inf"))
 const PARTIAL = get(ARGS_D, "partial", "0") == "1"
 const LEN = parse(Int, get(ARGS_D, "len", "24"))
+const WARMUP = parse(Int, get(ARGS_D, "warmup", "0"))
 const OUTDIR = get(ARGS_D, "out", "fuzz-failures")
 const DEVICE_NAME = MODE == "emu" ? "emu" : CuMem.on_host() ? "host" : "cuda"
 
@@ -108,6 +113,24 @@ function agree(got, want, tol)
     gs, ws = g isa AbstractArray ? (g, w) : ([g], [w])
     return all(ulps(x, y) <= tol for (x, y) in zip(gs, ws))
 end
+
+# The function as Base's reference calls it: through one dynamic call. Base's broadcast,
+# `map`, `mapreduce` and `sum` then run their own code (the same methods, element order,
+# pairwise reduction and result types) compiled once per element types, instead of once per
+# generated function (each is a new type: Julia inferred and compiled Base's broadcast and
+# reduction anew for every one, about 0.15 CPU s). The one thing Base takes from inference
+# of the function is a broadcast's element type: inferred as a concrete type, it is the type
+# of the values of the type-stable functions that the generator makes, and otherwise (here:
+# `Any`) Base takes the values' types, so the result is the same array; empty inputs, whose
+# result type comes from inference alone, call the function itself (fuzz_tests.jl checks
+# that both references agree).
+struct Dyn <: Function
+    f::Any
+end
+(d::Dyn)(x) = d.f(x)
+(d::Dyn)(x, y) = d.f(x, y)
+(d::Dyn)(x...) = d.f(x...)
+reference_function(f, xs) = any(isempty, xs) ? f : Dyn(f)
 
 show_result(r::Ok) = repr(r.v)
 show_result(r::Err) = "throws " * sprint(showerror, r.e)
@@ -188,24 +211,25 @@ function fuzz_one(rng, k)
     end
     tol = tr === nothing ? 0 : ulp_tolerance(tr, R, DEVICE_NAME)
     cxs = Any[CuArray(x) for x in xs]
-    want = cpu!(() -> Base.invokelatest(() -> run_(() -> f.(xs...))), "Base broadcast")
+    g = reference_function(f, xs)
+    want = cpu!(() -> Base.invokelatest(() -> run_(() -> g.(xs...))), "Base broadcast")
     check!(k, src, xs, "broadcast", want, () -> Base.invokelatest(() -> Array(f.(cxs...))), tol)
-    want = cpu!(() -> Base.invokelatest(() -> run_(() -> map(f, xs...))), "Base map")
+    want = cpu!(() -> Base.invokelatest(() -> run_(() -> map(g, xs...))), "Base map")
     check!(k, src, xs, "map", want, () -> Base.invokelatest(() -> Array(map(f, cxs...))), tol)
     if length(xs) == 1 && R !== ComplexF32
         op = R === Bool ? (|) : R <: Integer ? (+) : max
         opn = R === Bool ? "|" : R <: Integer ? "+" : "max"
-        want = cpu!(() -> Base.invokelatest(() -> run_(() -> mapreduce(f, op, xs[1]))), "Base mapreduce")
+        want = cpu!(() -> Base.invokelatest(() -> run_(() -> mapreduce(g, op, xs[1]))), "Base mapreduce")
         # Base's `max` reduction (Julia 1.5 and later: JuliaLang/julia#45932) mends a result of
         # -0.0 with the first element of the *unmapped* array that is 0.0, so
         # `mapreduce(f, max, x)` can give an element of `x` where every `f(x[i])` is -0.0; the
         # reference there is the reduction of the mapped values
         if op === max && want isa Ok && want.v isa AbstractFloat && iszero(want.v)
-            want = cpu!(() -> Base.invokelatest(() -> run_(() -> reduce(max, map(f, xs[1])))), "Base mapreduce")
+            want = cpu!(() -> Base.invokelatest(() -> run_(() -> reduce(max, map(g, xs[1])))), "Base mapreduce")
         end
         check!(k, src, xs, "mapreduce($(name), $opn, CA)", want, () -> Base.invokelatest(() -> mapreduce(f, op, cxs[1])), tol)
         if R <: Integer
-            want = cpu!(() -> Base.invokelatest(() -> run_(() -> sum(f, xs[1]))), "Base sum")
+            want = cpu!(() -> Base.invokelatest(() -> run_(() -> sum(g, xs[1]))), "Base sum")
             check!(k, src, xs, "sum($name, CA)", want, () -> Base.invokelatest(() -> sum(f, cxs[1])), 0)
         end
     end
@@ -279,4 +303,9 @@ function fuzz_main(; seed::Int = SEED[], n::Int = N, seconds::Float64 = SECONDS)
     return bad == 0 ? 0 : 1
 end
 
-abspath(PROGRAM_FILE) == abspath(@__FILE__()) && exit(fuzz_main())
+if abspath(PROGRAM_FILE) == abspath(@__FILE__())
+    let s0 = SEED[]
+        WARMUP > 0 && fuzz_main(seed = s0 + 1, n = WARMUP, seconds = Inf)
+        exit(fuzz_main(seed = s0))
+    end
+end

@@ -14,7 +14,37 @@ include(joinpath(@__DIR__, "fuzz.jl"))
 include(joinpath(@__DIR__, "regression_cases.jl"))
 
 const FUZZ_N_CI = parse(Int, get(ENV, "FUZZ_N", FUZZ_EMU ? "3" : "10"))
+# Base's reference through `Dyn` (fuzz.jl) is Base's own answer: the same values, result
+# types and exceptions as calling the generated function directly, on the fuzzer's inputs
+function reference_agrees(seed, n)
+    rng = MersenneTwister(seed)
+    for k in 1:n
+        src, ats, R, _ = FuzzGen.gen_function(rng, "fzref$k")
+        M = Module(:FuzzRef)
+        include_string(M, FuzzGen.STRUCT_DEF)
+        f = Core.eval(M, Meta.parse(src))
+        xs = Any[FuzzGen.inputs(rng, T, LEN) for T in ats]
+        g = reference_function(f, xs)
+        g isa Dyn || return false
+        same(a, b) = a isa Err ? (b isa Err && typeof(a.e) === typeof(b.e) && sprint(showerror, a.e) == sprint(showerror, b.e)) :
+                                 (b isa Ok && typeof(a.v) === typeof(b.v) && isequal(a.v, b.v))
+        Base.invokelatest() do
+            same(run_(() -> f.(xs...)), run_(() -> g.(xs...))) || return false
+            same(run_(() -> map(f, xs...)), run_(() -> map(g, xs...))) || return false
+            if length(xs) == 1 && R !== ComplexF32
+                for op in (R === Bool ? (|) : R <: Integer ? (+) : max,)
+                    same(run_(() -> mapreduce(f, op, xs[1])), run_(() -> mapreduce(g, op, xs[1]))) || return false
+                end
+                R <: Integer && !same(run_(() -> sum(f, xs[1])), run_(() -> sum(g, xs[1]))) && return false
+            end
+            true
+        end || (println("fuzz: Base's reference through Dyn differs for\n", src); return false)
+    end
+    return true
+end
+
 @testset "differential fuzzer ($(MODE))" begin
+    @test reference_agrees(20261129, FUZZ_EMU ? 5 : 20)
     fuzz_regressions()
     @test fuzz_main(seed = 20261128, n = FUZZ_N_CI) == 0
     s = Int(time_ns() % 1_000_000_000)

@@ -19,7 +19,7 @@ function dc_compile_sig!(st::DCState, @nospecialize(sig), m::Method, sparams::Co
         ci, rt = code
         name = "jlf_" * dc_sanitize(string(m.name)) * "_" * dc_hash(sig)
         argtypes = dc_va_argtypes(m, sig)
-        fn = DCFn(st, ci, ir_widen(rt), argtypes, sparams, IOBuffer(), falses(0), false, 0, Dict{Any,Any}())
+        fn = DCFn(st, ci, ir_widen(rt), argtypes, sparams, IOBuffer(), falses(0), false, 0, Dict{Any,Any}(), Dict{Int,String}())
         body = dc_function_body(fn)
         io = IOBuffer()
         print(io, "static __device__ ", dc_zero_type(fn), " ", name, "(jl_ctx_t* ctx")
@@ -106,7 +106,7 @@ function dc_function_body(fn::DCFn)
     for i in 1:n
         st = code[i]
         T = dc_ssatype(fn, i)
-        (T === Union{} || dc_is_ghost(T) || fn.errorly[i] || (T === Any && dc_unused(fn, i))) && continue
+        (T === Union{} || dc_is_ghost(T) || fn.errorly[i] || haskey(fn.tables, i) || (T === Any && dc_unused(fn, i))) && continue
         (st isa Expr && st.head in (:call, :invoke, :new, :foreigncall, :boundscheck)) || st isa Core.PhiNode ||
             st isa Core.PiNode || st isa GlobalRef || st isa Core.SSAValue || ir_argument_index(st) > 0 || continue
         ct = dc_ct(fn, T)
@@ -180,7 +180,11 @@ function dc_statement(fn::DCFn, i::Int, @nospecialize(st), phis, starts)
     else
         T = dc_ssatype(fn, i)
         (dc_is_ghost(T) || T === Union{}) && return
-        println(io, "  s", i, " = ", dc_val(fn, st), ";")
+        v = dc_val(fn, st)
+        # a constant table (a global such as Base's Float16 tables): its uses name it, and
+        # no copy of it is made (NVVM took seconds over copies of 512-byte tables into locals)
+        startswith(v, "jlk_") && (fn.tables[i] = v; return)
+        println(io, "  s", i, " = ", v, ";")
     end
 end
 

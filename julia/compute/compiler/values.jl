@@ -28,6 +28,9 @@ mutable struct DCFn
     may_throw::Bool
     payload::Int          # bytes of the error payload used by the current site
     payload_vals::Dict{Any,Any}   # the current site's recorded values: (:ssa | :arg, n) => (:payload, T, off)
+    # SSA values that name a constant table (DC_TABLE_MIN): statement => the table's C name,
+    # used in place of a local copy (no declaration, no assignment)
+    tables::Dict{Int,String}
 end
 
 dc_ct(fn::DCFn, @nospecialize(T)) = dc_ctype!(fn.st.tt, T)
@@ -77,6 +80,8 @@ function dc_val(fn::DCFn, @nospecialize(x))
             v isa Type && return DC_GHOST
         end
         dc_is_ghost(ir_widen(t)) && return DC_GHOST
+        tab = get(fn.tables, x.id, nothing)
+        tab === nothing || return tab
         return "s$(x.id)"
     end
     n = ir_argument_index(x)

@@ -1,6 +1,6 @@
-//! The expandable pool's index of free ranges: per size class (split's classes, 1/8
-//! octave), a doubly linked list threaded through the arena's nodes, with a bitmap of the
-//! non-empty classes (the segregated lists of TLSF).
+//! The expandable pool's index of free ranges: per size class (1/4 octave), a doubly
+//! linked list threaded through the arena's nodes, with a bitmap of the non-empty classes
+//! (the segregated lists of TLSF).
 //!
 //! Why lists and not split's sorted vectors ([`FitIndex`](super::super::split::fit_index::FitIndex)):
 //! this pool merges every freed block at once, so an alloc+free pair inserts and removes
@@ -8,12 +8,31 @@
 //! pays a binary search and a memmove for each; a list pays a few stores. Best fit, which
 //! runs once per allocation, pays instead: it scans the request's class and, if nothing
 //! there fits, the next non-empty one, for the smallest (size, address). A class spans
-//! 1/8 of an octave, so the lists are short (on the traces in `data/`, a few entries).
+//! 1/4 of an octave, so the lists are short (on the traces in `data/`, a few entries).
+//! Why a quarter and not split's eighth: a carve or a merge that moves a range to another
+//! class costs a removal and an insertion, and with classes twice as wide fewer do, for a
+//! few more entries looked at by best fit: warm instructions per event 383.9 → 377.7 on
+//! bertlike_infer_varlen_lognormal_seed102, 442.8 → 435.1 on encoder_infer_varlen (host
+//! device, callgrind; bench/results/host-2026-11-28-exp13). Half an octave saved 2 more on
+//! three traces and lost 2 on random_seed1. The placement is the same: best fit is exact
+//! whatever the classes.
 //!
 //! The result is the same exact best fit by (size, address) as the sorted index gives.
 
 use super::node::{NIL, Node, Nodes};
-use crate::pool::split::fit_index::{CLASSES, class};
+
+/// log2 of the size classes per octave.
+const SUB: usize = 2;
+/// Size classes: 2^SUB per octave from 512 B (2^9) to 2^49 B, rounded up to a multiple
+/// of 64 (the bitmap's words).
+const CLASSES: usize = (40usize << SUB).next_multiple_of(64);
+
+/// The class of a size (≥ 512 bytes): `2^SUB` classes per power of two.
+#[inline(always)]
+fn class(size: u64) -> usize {
+    let lg = 63 - size.leading_zeros() as usize;
+    ((lg - 9) << SUB) + ((size >> (lg - SUB)) as usize & ((1 << SUB) - 1))
+}
 
 /// Free ranges by size class: list heads (node indexes, [`NIL`] when empty) and a bit per
 /// non-empty class. No count of entries or bytes is kept (only the tests' checks ask:

@@ -105,8 +105,10 @@
 //! list on placement's slow path, 503 (bench/results/host-2026-11-27-expandable), 433
 //! without the second address table and with the node slab's bounds checks and `Vec`
 //! upkeep gone (bench/results/host-2026-11-28-exp11: 1.37–1.69 × binned's on the replay
-//! traces), 446 now with the search of mapped pieces, which removes the warm passes'
-//! device calls (bench/results/host-2026-11-28-exp12); binned's 260.
+//! traces), 446 with the search of mapped pieces, which removes the warm passes'
+//! device calls (bench/results/host-2026-11-28-exp12), 435 now without thread caches in
+//! front of the pool and with free lists by quarter octave
+//! (bench/results/host-2026-11-28-exp13); binned's 260.
 
 mod arena;
 mod free_lists;
@@ -164,6 +166,7 @@ const MIN_CHUNK: u64 = 4;
 const MOVED_AWAY: usize = 64;
 
 /// The pool on reserved address ranges with lazily mapped granules.
+#[derive(Default)]
 pub struct ExpandablePool {
     /// The reserved ranges, in the order they were taken.
     arenas: Vec<Arena>,
@@ -180,18 +183,6 @@ pub struct ExpandablePool {
     /// layout visits; only the device or the limit refusing a mapping, and `reclaim`,
     /// still unmap idle granules.
     moves_off: bool,
-}
-
-impl Default for ExpandablePool {
-    fn default() -> Self {
-        ExpandablePool {
-            arenas: Vec::new(),
-            used_bytes: 0,
-            peak_used: 0,
-            moved_away: std::collections::VecDeque::new(),
-            moves_off: false,
-        }
-    }
 }
 
 impl ExpandablePool {
@@ -428,6 +419,16 @@ impl Pool for ExpandablePool {
             return 0;
         }
         let released = self.unmap_idle(target, up);
+        // Nothing releasable left: the layout whose memory was moved away and wanted back
+        // is gone with it (its places are unmapped, or hold blocks in use), so the pool
+        // forgets the moves and may move again. Otherwise a workload that thrashed once
+        // would grow without moving (up to the union of the places its layout visits:
+        // encoder_infer_varlen 1.18 × live where moving holds it at 1.11) for the rest of
+        // the process, `empty_cache` and new workloads after it included.
+        if released < target {
+            self.moves_off = false;
+            self.moved_away.clear();
+        }
         // An arena left with no block and nothing mapped gives its addresses back.
         self.arenas.retain(|a| {
             let keep = a.mapped_bytes > 0 || !a.is_empty();
@@ -451,13 +452,15 @@ impl Pool for ExpandablePool {
         self.mapped_bytes() - releasable - self.used_bytes
     }
 
-    /// Always: every request searches (there are no lists of freed blocks to miss), and
-    /// the blocks a thread cache holds are few and small ([`crate::thread_cache`]: at most
-    /// 4 MiB of blocks up to 1 MiB per thread). Handing them to the pool before each
-    /// request, so that it merges them, cost a fifth of the instructions of a warm replay
-    /// and changed no peak of the traces in `data/`.
+    /// Never: every request searches and merges (there are no lists of freed blocks to
+    /// hit), so the engine hands this pool the calling thread's cached blocks (at most
+    /// [`crate::config::EXPANDABLE_THREAD_CACHE_MAX`] each) before every request that
+    /// misses its thread cache: best fit then sees every freed block merged with its
+    /// neighbours, and the replayed traces' peaks are those without thread caches to the
+    /// byte (bench/results/host-2026-11-28-exp13b; a cached block left unmerged while
+    /// the pool maps raised bertlike_infer_varlen_seed101 from 1.0575 to 1.0646 × live).
     fn serves_at_once(&self, _bytes: u64) -> bool {
-        true
+        false
     }
 
     /// Segments are the runs of mapped granules (reserved bytes are mapped bytes); free

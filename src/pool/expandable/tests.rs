@@ -192,6 +192,51 @@ fn growth_above_the_peak_moves_idle_granules_first() {
     assert_eq!(up.reserved(), 0);
 }
 
+/// A reclaim that leaves nothing releasable forgets the moves (the layout that thrashed is
+/// gone), so the pool moves idle memory again; one that leaves idle memory keeps them.
+#[test]
+fn a_reclaim_of_every_idle_byte_lets_the_pool_move_again() {
+    let up = upstream(None);
+    let mut pool = ExpandablePool::default();
+    // The thrash of `memory_wanted_back_where_it_was_moved_from_stops_the_moves`.
+    let a = pool.alloc(64 * MIB, up.shard(0)).unwrap();
+    let keep = pool.alloc(2 * MIB, up.shard(0)).unwrap();
+    pool.free(a.ptr, a.size, up.shard(0));
+    let b = pool.alloc(100 * MIB, up.shard(0)).unwrap();
+    pool.free(b.ptr, b.size, up.shard(0));
+    let d = pool.alloc(100 * MIB, up.shard(0)).unwrap();
+    let c = pool.alloc(64 * MIB, up.shard(0)).unwrap();
+    assert!(pool.moves_off);
+    // A partial reclaim (a's 64 MiB freed and 2 MiB of it given back) leaves idle memory:
+    // the moves stay off.
+    pool.free(c.ptr, c.size, up.shard(0));
+    assert!(pool.reclaim(2 * MIB, up.shard(0)) >= 2 * MIB);
+    assert!(pool.cached_bytes() > 0);
+    assert!(pool.moves_off, "idle memory left: the layout is still there");
+    // Everything idle given back: forgotten.
+    let r = pool.reclaim(u64::MAX, up.shard(0));
+    assert!(r > 0);
+    assert_eq!(up.reserved(), d.size + keep.size);
+    assert!(!pool.moves_off && pool.moved_away.is_empty());
+    pool.check();
+    // And the pool moves again: 64 MiB mapped fresh below `keep` (back to the peak of
+    // 166 MiB) and freed, then 200 MiB above d would lift mapped memory far past the
+    // peak and the headroom: the idle 64 MiB move under it (with the moves still off,
+    // 200 MiB would be mapped fresh, to 366 MiB).
+    let p = pool.alloc(64 * MIB, up.shard(0)).unwrap();
+    assert_eq!((p.ptr, up.reserved()), (a.ptr, 166 * MIB));
+    pool.free(p.ptr, p.size, up.shard(0));
+    let q = pool.alloc(200 * MIB, up.shard(0)).unwrap();
+    assert!(q.ptr > d.ptr);
+    assert_eq!(up.reserved(), 302 * MIB, "the idle 64 MiB moved");
+    pool.check();
+    for blk in [d, q, keep] {
+        pool.free(blk.ptr, blk.size, up.shard(0));
+    }
+    pool.reclaim(u64::MAX, up.shard(0));
+    assert_eq!(up.reserved(), 0);
+}
+
 #[test]
 fn reclaim_unmaps_idle_granules_and_returns_empty_arenas() {
     let up = upstream(None);

@@ -143,3 +143,28 @@ end
     err = try map(v -> (try; v; catch; 0f0; end), a); nothing; catch e; e; end
     @test err === nothing || err isa CuMem.KernelCompileError
 end
+
+# Constant tables: a tuple of one primitive type and DC_TABLE_MIN or more fields, indexed at
+# run time, is one file-scope constant of the kernel that its uses name (no copy into a
+# local); a table holding a non-finite float is built at its use instead. Base's
+# Float16(::Float32) reads two such tables (Base.shifttable, Base.basetable).
+const TAB16 = ntuple(i -> UInt16((i * 7919) % 65521), 300)
+const TABF = ntuple(i -> i == 5 ? Inf32 : Float32(i) / 7f0, 12)
+const TABD = ntuple(i -> -Float64(i)^3 / 3, 20)
+tab_u16(i) = TAB16[(i % 300) + 1] + TAB16[((i + 1) % 300) + 1]
+tab_f32(i) = TABF[(i % 12) + 1] * TABD[(i % 20) + 1]
+tab_h(x::Float32) = Float16(x) * Float16(3)
+@testset "constant tables" begin
+    i = collect(0:700)
+    @test Array(tab_u16.(CuArray(i))) == tab_u16.(i)
+    @test isequal(Array(tab_f32.(CuArray(i))), tab_f32.(i))
+    x = Float32[0, -0.0, 1, -1, 0.1, 65504, 65520, 7e4, -7e4, 6e-8, 3e-8, 1e-5, NaN, Inf, -Inf, 2.7, 1f-20, 12345.678]
+    @test isequal(Array(Float16.(CuArray(x))), Float16.(x))
+    @test isequal(Array(tab_h.(CuArray(x))), tab_h.(x))
+    src = CuMem.device_function(tab_u16, (Int,)).source
+    @test occursin(r"static __device__ const jlt_\w+ jlk_[0-9a-f]+ = \{ ", src)
+    @test !occursin(r"s\d+ = jlk_", src)          # named where used, never copied
+    src = CuMem.device_function(tab_f32, (Int,)).source
+    @test count("static __device__ const", src) == 1   # TABD; TABF (an Inf) is built where used
+    @test occursin("static __device__ const", CuMem.device_function(tab_h, (Float32,)).source)
+end
