@@ -113,3 +113,16 @@ let kwd(f) = Core.kwfunc(f), D = NamedTuple{(:dims,),Tuple{Int}}
     end
     precompile_entry(findall, (CuArray{Bool,1},))
 end
+
+# What first calls run behind inference barriers, compiled once for all types (their
+# arguments arrive as `Any`): the kernel table's miss and build, the kernel index of
+# reductions over one dimension and of scans; their inference cached here.
+for F in (Tuple{}, Tuple{DeviceFunction}, Tuple{DeviceFunction,DeviceFunction}, Tuple{DeviceFunction,DeviceFunction,DeviceFunction})
+    precompile_entry(kernel_entry_miss, (Any, Any, F))
+    precompile_entry(kernel_build, (Any, Any, F))
+end
+precompile_entry(index_dims_slot, (Any, Int, Bool, Any, Any, Any))
+precompile_entry(scan_index_entry, (Any, Any))
+for names in (Tuple{String}, Tuple{String,String})
+    precompile_entry(scan_generate, (Function, Tuple{Symbol,DataType,DataType,DataType,DataType,Int,Bool,ScanTuning}, names, Type))
+end

@@ -27,12 +27,25 @@ end
 # from the variable vars.f.first (tuning_env) within the ends of the range vars.f.second (lo:hi
 # or lo:step:hi; `check`, which gets the tuning, tests the step), the default's value when
 # unset.
-tuning_from_env(check, default::T, vars::NamedTuple) where {T} =
-    check(T((tuning_env(vars[f].first, getfield(default, f), first(vars[f].second), last(vars[f].second)) for f in fieldnames(T))...))
+# (Loops over the field names: generators over a NamedTuple compiled at each first sort and
+# scan cost more than a process's every tuning read.)
+function tuning_from_env(check, default::T, @nospecialize(vars::NamedTuple)) where {T}
+    v = Int[]
+    for f in fieldnames(T)
+        name, r = vars[f]::Pair
+        push!(v, tuning_env(name::String, getfield(default, f)::Int, first(r)::Int, last(r)::Int))
+    end
+    return check(T(v...))
+end
 
 # Whether each field f of tuning t is in its range vars.f.second; and the ranges as an error
 # message gives them ("threads 64-256 in steps of 32, items 1-32, ...").
-tuning_in_ranges(t, vars::NamedTuple) = all(getfield(t, f) in vars[f].second for f in fieldnames(typeof(t)))
+function tuning_in_ranges(t, @nospecialize(vars::NamedTuple))
+    for f in fieldnames(typeof(t))
+        getfield(t, f) in (vars[f]::Pair).second || return false
+    end
+    return true
+end
 tuning_ranges_text(vars::NamedTuple) =
     join(("$f $(first(v.second))-$(last(v.second))" * (step(v.second) == 1 ? "" : " in steps of $(step(v.second))") for (f, v) in pairs(vars)), ", ")
 
@@ -47,7 +60,13 @@ check_static_smem(what, bytes::Int) = bytes <= STATIC_SMEM_LIMIT ? bytes :
 
 # The bytes of a list of (size, alignment) declarations laid out one after the other, each at
 # its alignment (as ptxas places a kernel's __shared__ variables; a struct's fields likewise).
-smem_layout(decls) = foldl((o, (sz, al)) -> cld(o, al) * al + sz, decls; init = 0)
+function smem_layout(decls)
+    o = 0
+    for (sz, al) in decls
+        o = cld(o, al) * al + sz
+    end
+    return o
+end
 
 """
     CuMem.ScanTuning(threads, items, blocks_per_sm, sleep_ns, spin = 1, kernel = 0, window = 8)
@@ -278,23 +297,24 @@ function gpu_accumulate!(op, dst::CuArray, A, d, init)
     end
     nlines = foldl(*, ksz; init = 1)
     has_init = init !== NOINIT
-    odf, oo = converted_function(Acc, op, Acc, Acc)
-    ldf, lo = converted_function(Acc, identity, T)
-    sdf, so = converted_function(Out, identity, Acc)
-    fns = (odf, ldf, sdf)
     tune = scan_tuning()
     scan_onepass_ok(Acc) &&     # (before any compile: ptxas would refuse it)
         check_static_smem("the one-pass scan of $Acc with $tune would", scan_smem(Acc, tune.threads, scan_items(Acc, tune), tune.spin))
     key = (:scan1, typeof(op), T, Acc, Out, length(ksz), has_init, tune)
     names = scan_onepass_ok(Acc) ? ("cumem_scan_lines", "cumem_scan_onepass") : ("cumem_scan_lines",)
-    entry = kernel_entry(key, fns) do
-        (scan_kernels_source(fns, T, Acc, Out, length(ksz), has_init, tune), names, nothing)
+    # the kernels an earlier process generated for these types (kernel_index.jl), behind an
+    # inference barrier: a fresh process's first scan then runs no code generator
+    entry = has_init || on_host() ? nothing : scan_index_entry(Base.inferencebarrier(key), Base.inferencebarrier(names))
+    if entry === nothing
+        # (the code generator's calls, compiled once for all types: arguments as `Any`)
+        entry, ctx, tail = scan_generate(Base.inferencebarrier(op), Base.inferencebarrier(key),
+                                         Base.inferencebarrier(names), init)::Tuple{KernelEntry,Any,Vector{Any}}
+        (length(dst) == 0 || on_host()) && return dst
+    else
+        length(dst) == 0 && return dst
+        ctx = DCContext0(kernel_error_address(), UInt64(0))
+        tail = Any[]
     end
-    (length(dst) == 0 || on_host()) && return dst
-    ctx = launch_context(unique_fns(fns)...)
-    tail = Any[]
-    has_init && push!(tail, convert(Acc, init))
-    fn_values!(tail, oo, lo, so)
     dims = Any[]
     for k in eachindex(ksz); push!(dims, Int64(ksz[k]), Int64(kst[k]), Int64(okst[k])); end
     srcp = devaddr(b) + UInt64(off * sizeof(T))
@@ -336,6 +356,62 @@ function gpu_accumulate!(op, dst::CuArray, A, d, init)
     return dst
 end
 
+# The kernel index's key of a scan's kernel key (its operator, element, accumulator and
+# result types, kept dimensions and tuning; only without `init`), `nothing` when the types'
+# meaning could change between processes.
+function scan_index_key(@nospecialize(key))
+    K = Tuple{key[2],key[3],key[4],key[5]}
+    index_safe(K) || return nothing
+    t = key[8]
+    return index_key(K; prefix = string("scan ", key[6], ' ', join([getfield(t, i) for i in 1:nfields(t)], ','), ' '))
+end
+scan_index_store(@nospecialize(key), source::String, @nospecialize(names)) =
+    (k = scan_index_key(key); k === nothing || index_store(k, join(names, ' '), source); nothing)
+
+# The scan kernels of `key` (gpu_accumulate!'s) loaded from the kernel index on the task's
+# device, once per process, device and key; `nothing` when not recorded.
+const SCAN_INDEXED = IdDict{Any,Any}()
+const SCAN_INDEX_LOCK = ReentrantLock()
+@noinline function scan_index_entry(@nospecialize(key), @nospecialize(names))
+    k = (task_device(), key)
+    lock(SCAN_INDEX_LOCK)
+    try
+        haskey(SCAN_INDEXED, k) && return SCAN_INDEXED[k]
+        SCAN_INDEXED[k] = nothing
+    finally
+        unlock(SCAN_INDEX_LOCK)
+    end
+    ik = scan_index_key(key)
+    ik === nothing && return nothing
+    r = index_lookup(ik)
+    (r === nothing || r[1] != join(names, ' ')) && return nothing
+    e = KernelEntry(r[2], String[n for n in names], Any[load_kernel(r[2], n) for n in names], nothing, ())
+    lock(() -> SCAN_INDEXED[k] = e, SCAN_INDEX_LOCK)
+    return e
+end
+
+# The kernels of gpu_accumulate!'s `key` generated (the compiled op, load and store), the
+# launch context and the arguments after the dimensions (`init`, function values); their
+# source recorded in the kernel index when nothing in them can differ between processes.
+function scan_generate(op, key, names, init)
+    _, _, T, Acc, Out, nk, has_init, tune = key
+    odf, oo = converted_function(Acc, op, Acc, Acc)
+    ldf, lo = converted_function(Acc, identity, T)
+    sdf, so = converted_function(Out, identity, Acc)
+    fns = (odf, ldf, sdf)
+    entry = kernel_entry(key, fns) do
+        (scan_kernels_source(fns, T, Acc, Out, nk, has_init, tune), names, nothing)
+    end
+    ctx = launch_context(unique_fns(fns)...)
+    tail = Any[]
+    has_init && push!(tail, convert(Acc, init))
+    fn_values!(tail, oo, lo, so)
+    # (a throw site's number belongs to the process that compiled it: none recorded)
+    !on_host() && !has_init && isempty(tail) && all(f -> isempty(f.ctx.globals) && !f.may_throw, fns) &&
+        scan_index_store(key, entry.source, names)
+    return entry, ctx, tail
+end
+
 scan_dims(A, dims) = dims === nothing ? (ndims(A) == 1 ? 1 : nothing) : Int(dims)
 
 # The host device's answer: Base's scan of the memory, behind a barrier specialised on `op`
@@ -345,6 +421,9 @@ function host_accumulate(op::O, h, d, init) where {O}
     return d === nothing ? collect(Iterators.accumulate(op, h; kw...)) : accumulate(op, h; dims = d, kw...)
 end
 
+host_scan!(dst::CuArray, A, op, d, init) =
+    GC.@preserve A dst copyto!(host_view(dst), host_accumulate(op, host_arg(A), d, init))
+
 function cu_accumulate!(op, B::AnyCuArray, A::AnyCuArray, dims, init)
     dims === nothing || dims >= 1 || throw(ArgumentError("dims must be a positive integer, got $dims"))
     size(B) == size(A) || throw(DimensionMismatch("accumulate!: the destination has size $(size(B)), the source $(size(A))"))
@@ -352,11 +431,8 @@ function cu_accumulate!(op, B::AnyCuArray, A::AnyCuArray, dims, init)
     d = scan_dims(A, dims)
     dst = B isa CuArray && !same_memory(B, layout(A)[1]) ? B : CuArray{eltype(B)}(undef, size(B))
     gpu_accumulate!(op, dst, A, d, init)
-    if on_host() && length(A) > 0
-        GC.@preserve A dst begin
-            copyto!(host_view(dst), host_accumulate(op, host_arg(A), d, init))
-        end
-    end
+    # (behind an inference barrier: compiled only on the host device)
+    on_host() && length(A) > 0 && host_scan!(Base.inferencebarrier(dst), A, op, d, init)
     dst === B || copyto!(B, dst)
     return B
 end

@@ -43,11 +43,7 @@ function Base.findall(A::AnyCuArray{Bool})
     kern = search_kernel("cumem_compact")
     incl = CuArray{Int64}(undef, n)
     gpu_accumulate!(Base.add_sum, incl, m, nothing, NOINIT)     # in linear order
-    if on_host()
-        GC.@preserve m r = findall(host_view(m))
-        unsafe_free!(incl)
-        return CuArray(N == 1 ? r : reshape(r, length(r)))
-    end
+    on_host() && return host_findall(Base.inferencebarrier(m), incl, N)   # (compiled on the host device only)
     total = n == 0 ? 0 : Int(Array(view(incl, n:n))[1])
     E = N == 1 ? Int : CartesianIndex{N}
     out = CuArray{E}(undef, total)
@@ -59,6 +55,11 @@ function Base.findall(A::AnyCuArray{Bool})
     end
     unsafe_free!(incl)
     return out
+end
+function host_findall(m::CuArray{Bool}, incl, N::Int)
+    GC.@preserve m r = findall(host_view(m))
+    unsafe_free!(incl)
+    return CuArray(N == 1 ? r : reshape(r, length(r)))
 end
 Base.findall(f::Function, A::AnyCuArray) = findall(map_mask(f, A))
 # `findall(in(collection), A)`: membership in a host collection, tested on the host (one download)

@@ -196,7 +196,6 @@ function radix_sort!(::Type{T}, keys::CuArray, vals, rev::Bool; src::CuArray = k
     on_host() && return keys
     n == 0 && return keys
     UK = eltype(keys)
-    npass = sizeof(UK)
     ntiles = cld(n, radix_tile(tune))
     flip = rev ? typemax(UK) : zero(UK)
     null = CuPtr{Nothing}(0)
@@ -205,6 +204,11 @@ function radix_sort!(::Type{T}, keys::CuArray, vals, rev::Bool; src::CuArray = k
             vals === nothing ? null : devaddr(vals), Int64(n), flip, Int32(vals !== nothing), Int32(iota); blocks = 1, threads = tune.threads)
         return keys
     end
+    return radix_passes!(T, Base.inferencebarrier(keys), vals, rev, src, iota, entry, tune, ntiles, flip)  # (compiled when it runs)
+end
+function radix_passes!(::Type{T}, keys::CuArray, vals, rev::Bool, src::CuArray, iota::Bool, entry, tune, ntiles::Int, flip) where {T}
+    n, UK, null = length(keys), eltype(keys), CuPtr{Nothing}(0)
+    npass, wide = sizeof(UK), n >= RADIX_WIDE
     # one zeroed allocation: hist (npass x 256), info (npass + 1), the passes' tile counters
     # (npass), a pad to 8 bytes, the look-back words (npass x ntiles x 256, 4 or 8 bytes)
     ST = wide ? UInt64 : UInt32
@@ -359,22 +363,21 @@ function Base.sort!(v::CuArray{T,1}; lt::LT = isless, by::BY = identity, rev::Bo
     # Base's host sort included, for abstract functions: seconds in each process)
     check_alive(v)
     lt, by, rev = sort_order(lt, by, rev, order)
-    n = length(v)
-    if radix_path(lt, by, T) && by === identity
-        radix_sort!(T, key_bits(v), nothing, rev)
-    else
-        p = device_perm(v, lt, by, rev)
-        if !on_host() && n > 1
-            s = v[p .+ 1]            # gather (an index vector on the device)
-            copyto!(v, s); unsafe_free!(s)
-        end
-        unsafe_free!(p)
-    end
-    if on_host() && n > 1     # (stable, as the device sorts)
-        GC.@preserve v sort!(host_view(v); lt = lt, by = by, rev = rev, alg = Base.Sort.MergeSort)
-    end
+    # (the other paths behind inference barriers: Julia compiles every branch of a method at
+    # its first call; the radix sort's also compiled the permutation path and the host's sort)
+    radix_path(lt, by, T) && by === identity ? radix_sort!(T, key_bits(v), nothing, rev) :
+                                               sort_by_perm!(Base.inferencebarrier(v), lt, by, rev)
+    on_host() && length(v) > 1 && host_sort!(Base.inferencebarrier(v), lt, by, rev)
     return v
 end
+# v sorted through a permutation of it (device_perm), gathered on the device.
+function sort_by_perm!(v::CuArray, lt::L, by::B, rev::Bool) where {L,B}   # (specialised as sort! is)
+    p = device_perm(v, lt, by, rev)
+    !on_host() && length(v) > 1 && (s = v[p .+ 1]; copyto!(v, s); unsafe_free!(s))   # a gather
+    unsafe_free!(p); return v
+end
+# The host device's answer: Base's stable sort of the memory, as the device sorts.
+host_sort!(v::CuArray, lt::L, by::B, rev::Bool) where {L,B} = GC.@preserve v sort!(host_view(v); lt = lt, by = by, rev = rev, alg = Base.Sort.MergeSort)
 Base.sort(v::AnyCuArray{T,1}; kw...) where {T} = sort!(copy(v); kw...)
 
 # Column id of each element of a contiguous n×m layout (sorted dim first), as UInt32 keys.

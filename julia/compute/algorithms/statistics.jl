@@ -12,8 +12,10 @@ reduced_count(A, dims) = foldl((acc, d) -> acc * size(A, d), normalize_dims(dims
 
 # Statistics' answer (or error) for an empty array of A's shape and type: empty inputs
 # have no device work, and their results (NaN, empty arrays, ArgumentError) are Base's.
-empty_answer(f, A, kw...) = (r = f(Array{eltype(A),ndims(A)}(undef, size(A)); kw...);
-                             r isa AbstractArray ? CuArray(r) : r)
+# (`f` behind an inference barrier: Statistics' methods on host arrays compiled only when an
+# empty array comes, not with every first call)
+empty_answer(f, A, kw...) = empty_answer_run(Base.inferencebarrier(f), Array{eltype(A),ndims(A)}(undef, size(A)), kw...)
+empty_answer_run(f, h, kw...) = (r = f(h; kw...); r isa AbstractArray ? CuArray(r) : r)
 
 """
     mean(A::AnyCuArray; dims=:) / mean(f, A::AnyCuArray; dims=:)

@@ -62,10 +62,15 @@ kernel, same launch shape); a throw in `f` or `op` is raised at the next downloa
     nout = n ÷ nred
     (nred <= 2048 || nout >= 8 * sm_count()) || return nothing      # one block per output
     nk, linear = dims_shape(sz, d)
+    R, Acc = full_types(f, op, T)           # (inferred: concrete types below)
     e = get(DIMS_TABLE[], (Tuple{F,OP,T}, nk, linear), nothing)
+    # (the kernel index on disk once per process and shape class, behind an inference
+    # barrier: compiled once for all types; a process's first reduction of a type that an
+    # earlier one ran then loads its kernel, without generating the source)
+    e === nothing && (e = index_dims_slot(Base.inferencebarrier(Tuple{F,OP,T}), nk, linear, op,
+                                          Base.inferencebarrier(Acc), Base.inferencebarrier(R)))
     e === nothing && return nothing
     e = e::DimsReduce
-    R, Acc = full_types(f, op, T)           # (inferred: concrete types below)
     (e.world == world_counter() && e.acc === Acc && e.out === R) || return nothing
     out = CuArray{R}(undef, ntuple(i -> i == d ? 1 : sz[i], Val(N)))
     k = e.kernel
@@ -127,10 +132,44 @@ flat_pairs(t::Tuple) = (t[1]..., flat_pairs(Base.tail(t))...)
 # Fills the slot after mapreduce.jl ran a one-block-per-output final pass of `kernel` over
 # one dimension of a CuArray, for singleton `f`, `op` and compiled functions that read no
 # global binding (their launch context is the error record's address alone), without `init`.
+# Records the kernel's source in the kernel index (kernel_index.jl) when no compiled function
+# can throw (a throw site's number belongs to the process that compiled it).
 function dims_slot_fill!(f, op, ::Type{T}, nk::Int, linear::Bool, kernel, ::Type{Acc}, ::Type{Out},
-                         neut, fns::Tuple) where {T,Acc,Out}
+                         neut, fns::Tuple, source::String) where {T,Acc,Out}
     (FULL_REDUCE[] && !MULTI[] && full_singletons(f, op) && all(d -> isempty(d.ctx.globals), fns)) || return nothing
-    key = (Tuple{typeof(f),typeof(op),T}, nk, linear)
-    return publish_slot!(DIMS_TABLE, DIMS_LOCK, key, DimsReduce(kernel, Acc, Out, convert(Acc, neut), world_counter(),
-                                                                any(d -> d isa DeviceFunction && d.may_throw, fns)))
+    K = Tuple{typeof(f),typeof(op),T}
+    throws = any(d -> d isa DeviceFunction && d.may_throw, fns)
+    publish_slot!(DIMS_TABLE, DIMS_LOCK, (K, nk, linear), DimsReduce(kernel, Acc, Out, convert(Acc, neut), world_counter(), throws))
+    !throws && index_safe(K) && index_store(dims_index_key(K, nk, linear), dims_index_name(Acc, Out), source)
+    return nothing
+end
+
+# The kernel index's key of a slot, and the name recorded with its source (the types the
+# kernel accumulates in and writes).
+dims_index_key(@nospecialize(K::Type), nk::Int, linear::Bool) = index_key(K; prefix = string("dims ", nk, ' ', linear, ' '))
+dims_index_name(@nospecialize(Acc::Type), @nospecialize(Out::Type)) =
+    string(index_key(Acc; prefix = "cumem_reduce "), ' ', index_key(Out))
+
+# The slot of `(K, nk, linear)` filled from the kernel index, once per process and key, when
+# an earlier process recorded the kernel for the accumulator and result types `Acc`, `Out`
+# (compiled once for all types: every argument arrives as `Any`).
+const DIMS_INDEX_TRIED = IdDict{Any,Any}()
+@noinline function index_dims_slot(@nospecialize(K), nk::Int, linear::Bool, @nospecialize(op),
+                                   @nospecialize(Acc), @nospecialize(Out))
+    key = (K, nk, linear)
+    lock(DIMS_LOCK)
+    try
+        haskey(DIMS_INDEX_TRIED, key) && return nothing
+        DIMS_INDEX_TRIED[key] = nothing
+    finally
+        unlock(DIMS_LOCK)
+    end
+    (K isa DataType && Acc isa DataType && Out isa DataType && index_safe(K)) || return nothing
+    r = index_lookup(dims_index_key(K, nk, linear))
+    (r === nothing || r[1] != dims_index_name(Acc, Out)) && return nothing
+    neut = neutral(op, Acc)
+    neut === nothing && return nothing
+    e = DimsReduce(load_kernel(r[2], "cumem_reduce"), Acc, Out, convert(Acc, neut), world_counter(), false)
+    publish_slot!(DIMS_TABLE, DIMS_LOCK, key, e)
+    return e
 end

@@ -197,7 +197,7 @@ function reduce_pass!(out::CuArray, plan::ReducePlan, T, f, op, Acc, neut, Out, 
     GC.@preserve plan out launch(k, args...; blocks = gx * gy, threads = threads)
     # (a slot's launch passes no function values: only for functions that take none)
     slot && final && gy == 1 && !idx64 && length(args) == nargs && length(plan.rsz) == 1 &&
-        dims_slot_fill!(f, op, T, length(plan.ksz), plan.linear, k, Acc, Out, neut, fns)
+        dims_slot_fill!(f, op, T, length(plan.ksz), plan.linear, k, Acc, Out, neut, fns, entry.source)
     return out
 end
 
@@ -341,18 +341,16 @@ function gpu_mapreduce(f, op, A, dims, init)
     N = ndims(A)
     T = eltype(A)
     rdims = normalize_dims(dims, N)
+    # (Base's reductions of host arrays behind inference barriers here and below: compiled
+    # for a function only when they run, not with every first reduction on a GPU)
     if length(A) == 0 || (dims !== (:) && any(d -> size(A, d) == 0, 1:N))
         # Base's answer (or error) on an empty host array of the same shape
-        kw = init === NOINIT ? (dims = dims,) : (dims = dims, init = init)
-        r = mapreduce(f, op, Array{T,N}(undef, size(A)); kw...)
+        r = base_mapreduce(Base.inferencebarrier(f), op, Array{T,N}(undef, size(A)), dims, init)
         return dims === (:) ? r : CuArray(r)
     end
     R = result_type(f, T)
-    if R === Union{}
-        # f throws on every element: Base's exception (from the first element) on a copy
-        kw = init === NOINIT ? (dims = dims,) : (dims = dims, init = init)
-        return mapreduce(f, op, Array(A); kw...)
-    end
+    # f throws on every element: Base's exception (from the first element) on a copy
+    R === Union{} && return base_mapreduce(Base.inferencebarrier(f), op, Array(A), dims, init)
     if dims === (:)
         CAPTURES[] == 0 || refuse_in_capture("a whole-array reduction (a scalar read-back of its value)")
         Acc = accumulator_type(op, R)
@@ -375,7 +373,7 @@ function gpu_mapreduce(f, op, A, dims, init)
                 v === nothing || return v
             end
             GC.@preserve A begin
-                return host_mapreduce(f, op, host_arg(A), :, init)
+                return host_mapreduce(Base.inferencebarrier(f), op, host_arg(A), :, init)
             end
         end
         check_kernel_errors()             # a throw in f or op: Base's exception, here
@@ -395,17 +393,18 @@ end
 # `out` = the reduction of `A` over `rdims` (the GPU's kernels, or the host's Base call).
 function reduce_dims!(out, A, f, op, rdims, dims, init)
     gpu_reduce!(out, A, f, op, rdims, init; slot = dims isa Int && init === NOINIT)
+    # (the host device's answer inline: a barrier here cost each host-device call a dynamic
+    # dispatch, 0.25 µs of bench/julia/host_overhead.jl's 6 µs `sum(A; dims = 1)`)
     if on_host()
         GC.@preserve A out begin
             hA, hout = host_arg(A), host_view(out)
-            host_run() do
-                copyto!(hout, host_mapreduce(f, op, hA, dims, init))
-                nothing
-            end
+            host_run(() -> (copyto!(hout, host_mapreduce(f, op, hA, dims, init)); nothing))
         end
     end
     return out
 end
+base_mapreduce(f, op, h, dims, init) =
+    init === NOINIT ? mapreduce(f, op, h; dims = dims) : mapreduce(f, op, h; dims = dims, init = init)
 
 function Base.mapreduce(f, op, A::AnyCuArray, B::AnyCuArray, rest::AnyCuArray...; kw...)
     if isempty(rest) && isempty(kw) && A isa CuArray && B isa CuArray && size(A) == size(B)

@@ -132,21 +132,32 @@ function kernel_entry(make, key, fns::Tuple = ())
     finally
         unlock(KERNEL_TABLE_LOCK)
     end
+    # (a miss behind inference barriers: compiled once for every family's key and closure
+    # type; only the look-up above is compiled for each)
+    return kernel_entry_miss(Base.inferencebarrier(make), Base.inferencebarrier(k), fns)::KernelEntry
+end
+@noinline function kernel_entry_miss(@nospecialize(make), @nospecialize(k), fns::Tuple)
     # One builder at a time: two tasks missing the same key must not both build it (the
     # builders register compiled functions and sites), so the second waits and finds it.
+    # (no closures over `k`: each would be compiled for the key's type)
     lock(KERNEL_BUILD_LOCK)
     try
-        e = lock(() -> get(KERNEL_TABLE, k, nothing), KERNEL_TABLE_LOCK)
-        if e !== nothing && e.fns === fns
-            lock(() -> KERNEL_TABLE_STATS.hits += 1, KERNEL_TABLE_LOCK)
-            return e
+        lock(KERNEL_TABLE_LOCK)
+        try
+            e = get(KERNEL_TABLE, k, nothing)
+            if e !== nothing && e.fns === fns
+                KERNEL_TABLE_STATS.hits += 1
+                return e
+            end
+        finally
+            unlock(KERNEL_TABLE_LOCK)
         end
         return kernel_build(make, k, fns)
     finally
         unlock(KERNEL_BUILD_LOCK)
     end
 end
-function kernel_build(make, k, fns::Tuple)
+function kernel_build(@nospecialize(make), @nospecialize(k), fns::Tuple)
     source, names, extra = make()
     names = names isa AbstractString ? [String(names)] : String[n for n in names]
     kernels = Any[]
@@ -161,9 +172,12 @@ function kernel_build(make, k, fns::Tuple)
         end
     end
     e = KernelEntry(source, names, kernels, extra, fns)
-    lock(KERNEL_TABLE_LOCK) do
+    lock(KERNEL_TABLE_LOCK)
+    try
         KERNEL_TABLE_STATS.misses += 1
         KERNEL_TABLE[k] = e
+    finally
+        unlock(KERNEL_TABLE_LOCK)
     end
     return e
 end

@@ -243,7 +243,7 @@ kernel_value(a::AbstractArray) =
 end
 
 dims3(n::Integer, what) = dims3((n,), what)
-function dims3(t::Tuple, what)
+@noinline function dims3(t::Tuple, what)
     1 <= length(t) <= 3 || throw(ArgumentError("$what must be an integer or a tuple of 1 to 3 integers, got $t"))
     for x in t
         (x isa Integer && 1 <= x <= typemax(UInt32)) ||
@@ -275,28 +275,33 @@ geometry the GPU refuses (`CUMEM_ERROR_INVALID_VALUE`) or a failed launch.
 function launch(k::Kernel, args::Vararg{Any,N}; blocks, threads, shmem::Integer = 0) where {N}
     g = dims3(blocks, "blocks")
     b = dims3(threads, "threads")
-    0 <= shmem <= typemax(UInt32) || throw(ArgumentError("shmem must be 0 to 2^32-1 bytes, got $shmem"))
+    0 <= shmem <= typemax(UInt32) || throw_shmem(shmem)
     # All values in one isbits tuple and one tuple of pointers into it: no allocation per
-    # argument (a launch's Julia side costs tens of ns).
+    # argument (a launch's Julia side costs tens of ns). Only this packing is compiled for
+    # each list of argument types; the rest (launch_packed) once.
     vals = map(kernel_value, args)
     k.nparams >= 0 && check_args(k, map(sizeof, vals))
     V = typeof(vals)
     vref = Ref(vals)
-    code = GC.@preserve args vref begin
+    GC.@preserve args vref begin
         base = Ptr{UInt8}(Base.unsafe_convert(Ptr{Cvoid}, vref))
         ptrs = Ref(ntuple(i -> Ptr{Cvoid}(base + fieldoffset(V, i)), Val(N)))
         argp = N == 0 ? Ptr{Ptr{Cvoid}}(C_NULL) : Ptr{Ptr{Cvoid}}(Base.unsafe_convert(Ptr{Cvoid}, ptrs))
-        s = live_handle(stream())
-        GC.@preserve ptrs (s == 0 ? c_kernel_launch(k.handle, g..., b..., UInt32(shmem), argp) :
-                           c_kernel_launch_async(s, k.handle, g..., b..., UInt32(shmem), argp))
+        GC.@preserve ptrs launch_packed(k, g, b, UInt32(shmem), argp)
     end
-    check(code)
+    return nothing
+end
+@noinline throw_shmem(shmem) = throw(ArgumentError("shmem must be 0 to 2^32-1 bytes, got $shmem"))
+# The launch of `k` with its packed arguments on the task's stream.
+@noinline function launch_packed(k::Kernel, g::NTuple{3,UInt32}, b::NTuple{3,UInt32}, shmem::UInt32, argp::Ptr{Ptr{Cvoid}})
+    s = live_handle(stream())
+    check(s == 0 ? c_kernel_launch(k.handle, g..., b..., shmem, argp) : c_kernel_launch_async(s, k.handle, g..., b..., shmem, argp))
     return nothing
 end
 
 # The arguments' sizes against the kernel's parameters (a mismatch would make the GPU
 # read garbage or the driver read past the argument array).
-function check_args(k::Kernel, sizes::NTuple{N,Int}) where {N}
+@noinline function check_args(k::Kernel, sizes::NTuple{N,Int}) where {N}
     if N != k.nparams
         throw(ArgumentError("kernel $(k.name) takes $(k.nparams) arguments, got $N"))
     end

@@ -159,6 +159,17 @@ function reduce_cases()
             ts = [(Int32(i % 5), Float32(i) / 16) for i in 1:40]
             @test red_close(accumulate((s, t) -> (s[1] + t[1], max(s[2], t[2])), CuArray(ts)),
                             accumulate((s, t) -> (s[1] + t[1], max(s[2], t[2])), ts))
+            if !CuMem.on_host() && CuMem.index_dir() !== nothing
+                # a process's first scan of types that an earlier one scanned: its kernels from
+                # the kernel index on disk (no source generated), the same results
+                v = Base.rand(Float32, 5000)
+                @test red_close(cumsum(CuArray(v)), cumsum(v)) && red_close(cumsum(dM; dims = 2), cumsum(M; dims = 2))
+                s = CuMem.kernel_cache_stats()
+                empty!(CuMem.SCAN_INDEXED)
+                @test red_close(cumsum(CuArray(v)), cumsum(v)) && red_close(cumsum(dM; dims = 2), cumsum(M; dims = 2))
+                @test CuMem.kernel_cache_stats() == s
+                @test length(CuMem.SCAN_INDEXED) == 2 && all(e -> e isa CuMem.KernelEntry, values(CuMem.SCAN_INDEXED))
+            end
         end
         @testset "sorts with compiled by and lt" begin
             h = Base.rand(-50:50, 300)
@@ -227,6 +238,16 @@ function dims_slot_cases()
             s = CuMem.kernel_cache_stats()
             @test Array(sum(a; dims = 1)) == Float32[4 6]
             @test CuMem.kernel_cache_stats() == s           # the slot: nothing looked up
+            if CuMem.index_dir() !== nothing
+                # a process's first call of a type that an earlier one reduced: the kernel
+                # index on disk fills the slot (no source generated, the same result)
+                CuMem.DIMS_TABLE[] = IdDict{Any,Any}()
+                empty!(CuMem.DIMS_INDEX_TRIED)
+                @test Array(sum(a; dims = 1)) == Float32[4 6]
+                @test CuMem.kernel_cache_stats() == s
+                @test CuMem.DIMS_TABLE[][key] isa CuMem.DimsReduce
+                @test Array(maximum(CuArray(Float32[1 5; 3 4]); dims = 1)) == Float32[3 5]
+            end
             f = x -> x * 2f0                                 # a new closure type: the general path again
             @test Array(mapreduce(f, +, a; dims = 2)) == reshape(Float32[6, 14], 2, 1)
         else
