@@ -23,6 +23,10 @@ end
 # Whether every kernel of a PTX text executes griddepcontrol.wait (CUMEM_PDL_ENTRY(),
 # julia/cuda/common.cuh; sm_90 PTX): the text from each `.entry` to the next holds one.
 every_entry_waits(ptx) = (cs = split(ptx, ".entry")[2:end]; !isempty(cs) && all(c -> occursin("griddepcontrol.wait", c), cs))
+# The scans' kernel keys and entries of this process: generated (the kernel table) or, on a
+# GPU, loaded from the kernel index that an earlier process filled (CuMem.SCAN_INDEXED)
+scan_entries() = vcat([(k[2], e) for (k, e) in CuMem.KERNEL_TABLE if k[2] isa Tuple && k[2][1] === :scan1],
+                      [(k[2], e) for (k, e) in CuMem.SCAN_INDEXED if e !== nothing])
 
 @testset "sort.cuh and scan.cuh through NVRTC" begin
     if !CuMem.nvrtc_available()
@@ -73,12 +77,11 @@ every_entry_waits(ptx) = (cs = split(ptx, ".entry")[2:end]; !isempty(cs) && all(
         cumsum(CuArray(rand(Int8, 4, 5)); dims = 2); cumsum(CuArray(rand(Float16, 7)))
         accumulate(+, CuArray([1 + 2im, 3im]))
         n = 0
-        for (k, e) in CuMem.KERNEL_TABLE
-            k[2] isa Tuple && k[2][1] === :scan1 || continue
+        for (k, e) in scan_entries()
             ptx = CuMem.compile_ptx(e.source; arch = "compute_90")
             @test occursin("cumem_scan_onepass", ptx) && occursin("cumem_scan_lines", ptx)
             @test every_entry_waits(ptx)
-            Acc, tune = k[2][4], k[2][end]          # (the accumulator and the tuning: the key's)
+            Acc, tune = k[4], k[end]                # (the accumulator and the tuning: the key's)
             @test ptx_smem(ptx)["cumem_scan_onepass"] == CuMem.scan_smem(Acc, tune.threads, CuMem.scan_items(Acc, tune), tune.spin)
             n += 1
         end
@@ -91,7 +94,7 @@ every_entry_waits(ptx) = (cs = split(ptx, ".entry")[2:end]; !isempty(cs) && all(
             @test CuMem.scan_smem(A8, 256, 2) > CuMem.STATIC_SMEM_LIMIT && CuMem.scan_items(A8) == 1
             h = [ntuple(i -> Float64(i * k), 8) for k in 1:50]
             @test Array(accumulate((a, b) -> map(+, a, b), CuArray(h))) == accumulate((a, b) -> map(+, a, b), h)
-            srcs = [(k[2][4], e.source) for (k, e) in CuMem.KERNEL_TABLE if k[2] isa Tuple && k[2][1] === :scan1 && k[2][4] === A8]
+            srcs = [(k[4], e.source) for (k, e) in scan_entries() if k[4] === A8]
             @test length(srcs) == 1
             @test ptx_smem(CuMem.compile_ptx(srcs[1][2]; arch = "compute_90"))["cumem_scan_onepass"] ==
                   CuMem.scan_smem(A8, 256, 1, CuMem.scan_tuning().spin) <= CuMem.STATIC_SMEM_LIMIT
@@ -104,7 +107,7 @@ every_entry_waits(ptx) = (cs = split(ptx, ".entry")[2:end]; !isempty(cs) && all(
         try
             CuMem.scan_tuning(CuMem.ScanTuning(128, 24, 4, 100, 0))
             cumsum(x)
-            srcs = [e.source for (k, e) in CuMem.KERNEL_TABLE if k[2] isa Tuple && k[2][1] === :scan1 && k[2][end] == CuMem.scan_tuning()]
+            srcs = [e.source for (k, e) in scan_entries() if k[end] == CuMem.scan_tuning()]
             @test length(srcs) == 1
             ptx = CuMem.compile_ptx(srcs[1]; arch = "compute_90")
             @test occursin(".maxntid 128", ptx) && occursin(".minnctapersm 4", ptx) && occursin("nanosleep", ptx)
@@ -124,9 +127,9 @@ every_entry_waits(ptx) = (cs = split(ptx, ".entry")[2:end]; !isempty(cs) && all(
                 cumsum(x); accumulate(max, x; init = 0.5f0); cumsum(CuArray(rand(Int8, 4, 5)); dims = 2)
                 cumsum(CuArray(rand(Float16, 7))); accumulate(+, CuArray([1 + 2im, 3im]))
                 kinds = Set{Int}()
-                for (k, e) in CuMem.KERNEL_TABLE
-                    k[2] isa Tuple && k[2][1] === :scan1 && k[2][end] == tune || continue
-                    T, Acc, Out = k[2][3], k[2][4], k[2][5]
+                for (k, e) in scan_entries()
+                    k[end] == tune || continue
+                    T, Acc, Out = k[3], k[4], k[5]
                     g = CuMem.scan_vec(T, Out, Acc, tune)
                     push!(kinds, g)
                     ptx = CuMem.compile_ptx(e.source; arch = "compute_90")
