@@ -49,6 +49,11 @@ pub const POOLS: [PoolNames; 5] = [
 /// ([`PoolKind::thread_cache_max_size`]).
 pub const EXPANDABLE_THREAD_CACHE_MAX: u64 = 64 << 10;
 
+/// Largest block size a thread cache holds (bytes; `crate::thread_cache` re-exports it): the
+/// sizes of the pair benchmarks and of split's small segments; larger blocks go to the
+/// shard's pool at once.
+pub const MAX_CACHED_SIZE: u64 = 1 << 20;
+
 impl PoolKind {
     /// All pools, in the order the documentation lists them.
     pub const ALL: [PoolKind; POOLS.len()] = {
@@ -73,7 +78,7 @@ impl PoolKind {
 
     /// Largest block (bytes) the engine's per-thread caches hold for this pool
     /// (`crate::thread_cache`; 0: no thread caches). `binned`, `split` and `simple`:
-    /// [`crate::thread_cache::MAX_CACHED_SIZE`] (1 MiB). `none`: 0 (it caches nothing).
+    /// [`MAX_CACHED_SIZE`] (1 MiB). `none`: 0 (it caches nothing).
     /// `expandable`: [`EXPANDABLE_THREAD_CACHE_MAX`] (64 KiB), the sizes of the pair
     /// benchmarks up to 64 KiB: a block waiting in a thread cache is not merged with its
     /// free neighbours, so this pool takes the thread's cached blocks back before every
@@ -85,7 +90,7 @@ impl PoolKind {
         match self {
             PoolKind::None => 0,
             PoolKind::Expandable => EXPANDABLE_THREAD_CACHE_MAX,
-            PoolKind::Binned | PoolKind::Split | PoolKind::Simple => crate::thread_cache::MAX_CACHED_SIZE,
+            PoolKind::Binned | PoolKind::Split | PoolKind::Simple => MAX_CACHED_SIZE,
         }
     }
 

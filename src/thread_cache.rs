@@ -43,9 +43,9 @@ use std::cell::{Cell, RefCell, UnsafeCell};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, compiler_fence, fence};
 use std::sync::{Arc, OnceLock};
 
-/// Largest block size a thread cache holds (bytes): the sizes of the pair benchmarks and
-/// of split's small segments; larger blocks go to the shard's pool at once.
-pub const MAX_CACHED_SIZE: u64 = 1 << 20;
+/// Largest block size a thread cache holds (bytes), defined in [`crate::config`] beside
+/// each pool kind's own limit (`PoolKind::thread_cache_max_size`).
+pub use crate::config::MAX_CACHED_SIZE;
 /// Blocks of one size a thread cache holds at most.
 pub const BLOCKS_PER_SIZE: usize = 8;
 /// Bytes a thread cache holds at most (per thread and engine).
