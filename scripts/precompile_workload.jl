@@ -1,6 +1,9 @@
 # What users call first, run on the host device to list the CuMem methods it compiles
 # (scripts/gen-precompile.sh turns the list into julia/compute/precompile_ops.jl):
 #   CUMEM_DEVICE=host julia --project=. --trace-compile=FILE scripts/precompile_workload.jl
+# It is also the default workload of CuMem.create_sysimage (julia/tools/sysimage.jl), run
+# there on the device present, so the last block repeats bench/julia/first_result.jl's
+# ten first operations with its sizes (some operations choose their kernels by size).
 using CuMem, LinearAlgebra, Statistics, Random
 for T in (Float32, Float64, Int64, Int32)
     x = CuArray(rand(T, 256)); y = CuArray(rand(T, 256))
@@ -19,3 +22,11 @@ end
 CuMem.rand(Float32, 16); CuMem.randn(Float32, 16); CuMem.rand(Float64, 4, 4); CuMem.zeros(Float32, 4); CuMem.ones(Float32, 4, 4)
 cu(rand(4)); cu(rand(Float32, 4, 4))
 for b in CuIterator([(rand(Float32, 4), rand(Float32, 4)) for _ in 1:2]); sum(b[1]); end
+# bench/julia/first_result.jl's `ten` row, as it runs them
+let x = CuArray(rand(Float32, 1024)), y = CuArray(rand(Float32, 1024)), A = CuArray(rand(Float32, 64, 64)),
+    b = CuArray(rand(Bool, 1024))
+    x .+ y; sum(x); A * A; sort(x); qr(A); maximum(A; dims = 1); cumsum(x); findall(b)
+    CuMem.rand(Float32, 1024); mean(A; dims = 2); sortperm(x); x .* 2f0 .+ y; sum(A; dims = 1)
+    copy(x); Array(x); CuMem.zeros(Float32, 1024); CuMem.fill(1f0, 1024); CuMem.randn(Float32, 64, 64)
+    CuMem.synchronize()
+end
