@@ -337,26 +337,13 @@ scan_index_store(@nospecialize(key), source::String, @nospecialize(names)) =
     (k = scan_index_key(key); k === nothing || index_store(k, join(names, ' '), source); nothing)
 
 # The scan kernels of `key` (gpu_accumulate!'s) loaded from the kernel index on the task's
-# device, once per process, device and key; `nothing` when not recorded.
-const SCAN_INDEXED = IdDict{Any,Any}()
-const SCAN_INDEX_LOCK = ReentrantLock()
-@noinline function scan_index_entry(@nospecialize(key), @nospecialize(names))
-    k = (task_device(), key)
-    lock(SCAN_INDEX_LOCK)
-    try
-        haskey(SCAN_INDEXED, k) && return SCAN_INDEXED[k]
-        SCAN_INDEXED[k] = nothing
-    finally
-        unlock(SCAN_INDEX_LOCK)
-    end
-    ik = scan_index_key(key)
-    ik === nothing && return nothing
-    r = index_lookup(ik)
-    (r === nothing || r[1] != join(names, ' ')) && return nothing
-    e = KernelEntry(r[2], String[n for n in names], Any[load_kernel(r[2], n) for n in names], nothing, ())
-    lock(() -> SCAN_INDEXED[k] = e, SCAN_INDEX_LOCK)
-    return e
-end
+# device, once per process, device and key (index_entry, which keeps the entry: later scans
+# of the key take it from there); `nothing` when not recorded.
+@noinline scan_index_entry(@nospecialize(key), @nospecialize(names)) =
+    index_entry(scan_index_ikey, scan_index_build, names, key, names, true)
+scan_index_ikey(@nospecialize(key), @nospecialize(names)) = (k = scan_index_key(key); k === nothing ? nothing : (k, join(names, ' ')))
+scan_index_build(@nospecialize(key), @nospecialize(names), text::String, kernels::Vector{Any}) =
+    KernelEntry(text, String[n for n in names], kernels, nothing, ())
 
 # The kernels of gpu_accumulate!'s `key` generated (the compiled op, load and store), the
 # launch context and the arguments after the dimensions (`init`, function values); their

@@ -24,9 +24,9 @@ end
 # julia/cuda/common.cuh; sm_90 PTX): the text from each `.entry` to the next holds one.
 every_entry_waits(ptx) = (cs = split(ptx, ".entry")[2:end]; !isempty(cs) && all(c -> occursin("griddepcontrol.wait", c), cs))
 # The scans' kernel keys and entries of this process: generated (the kernel table) or, on a
-# GPU, loaded from the kernel index that an earlier process filled (CuMem.SCAN_INDEXED)
+# GPU, loaded from the kernel index that an earlier process filled (CuMem.INDEX_TRIED keeps them)
 scan_entries() = vcat([(k[2], e) for (k, e) in CuMem.KERNEL_TABLE if k[2] isa Tuple && k[2][1] === :scan1],
-                      [(k[2], e) for (k, e) in CuMem.SCAN_INDEXED if e !== nothing])
+                      [(k[2], e) for (k, e) in CuMem.INDEX_TRIED if e isa CuMem.KernelEntry])
 
 @testset "sort.cuh and scan.cuh through NVRTC" begin
     if !CuMem.nvrtc_available()
