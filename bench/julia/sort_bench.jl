@@ -229,6 +229,27 @@ variant_rows(sort_rows, CuMem.sort_tuning, "CUMEM_SORT_VARIANTS", CuMem.RADIX_DE
 variant_rows(scan_rows, CuMem.scan_tuning, "CUMEM_SCAN_VARIANTS", CuMem.SCAN_DEFAULT,
              ("threads", "items", "blocks", "sleep", "spin", "kernel", "window"), "cumsum_f32", sizes)
 
+# SORT_PDL_AB=1: cumsum, cumsum! and sort! of Float32 at the largest n timed with programmatic
+# dependent launch off and on (CuMem.pdl!), alternately in one loop as the variants are: rows
+# "<op>@pdl=off" with "ms" (off), "ms_default" (on) and "ratio" (off / on).
+pdl_tuning() = (on = CuMem.pdl!(true); CuMem.pdl!(on); on)
+pdl_tuning(on::Bool) = CuMem.pdl!(on)
+if get(ENV, "SORT_PDL_AB", "0") == "1"
+    n = maximum(sizes)
+    src = CuMem.rand(Float32, n)
+    dst = similar(src)
+    for (op, f) in (("cumsum_f32", x -> CuMem.unsafe_free!(cumsum(x))), ("cumsum!_f32", x -> cumsum!(dst, x)),
+                    ("sort_f32", x -> sort!(x)))
+        guarded(op * "@pdl=off", n) do
+            ms, ms0 = timed_ab(f, () -> copy(src), true, false; tuning = pdl_tuning)
+            @printf("{\"op\": \"%s@pdl=off\", \"impl\": \"cumem\", \"n\": %d, \"ms\": %.3f, \"ms_default\": %.3f, \"ratio\": %.3f}\n",
+                    op, n, ms, ms0, ms / ms0)
+            flush(stdout)
+        end
+    end
+    CuMem.unsafe_free!(dst); CuMem.unsafe_free!(src)
+end
+
 if get(ENV, "CUMEM_SORT_ANCHOR", "0") == "1" && Sys.which("python3") !== nothing
     anchor = joinpath(@__DIR__, "..", "anchors", "sort_anchor.py")
     ok = success(pipeline(`python3 -c "import torch; assert torch.cuda.is_available()"`; stderr = devnull))
