@@ -64,7 +64,7 @@ kernel, same launch shape); a throw in `f` or `op` is raised at the next downloa
     nk, linear = dims_shape(sz, d)
     R, Acc = full_types(f, op, T)           # (inferred: concrete types below)
     e = get(DIMS_TABLE[], (Tuple{F,OP,T}, nk, linear), nothing)
-    # (the kernel index on disk once per process and shape class, behind an inference
+    # (the kernel index on disk once per process, device and shape class, behind an inference
     # barrier: compiled once for all types; a process's first reduction of a type that an
     # earlier one ran then loads its kernel, without generating the source)
     e === nothing && (e = index_dims_slot(Base.inferencebarrier(Tuple{F,OP,T}), nk, linear, op,

@@ -1,5 +1,6 @@
-# The kernels of the typed fast paths (fastpath.jl, reduce_full.jl) indexed on disk by the
-# Julia types that chose them. The engine's cache (kernel_cache.jl) keeps each
+# The kernels of the typed fast paths (fastpath.jl, reduce_full.jl, dims_slot.jl; the scans
+# of accumulate.jl) indexed on disk by the Julia types that chose them. The engine's cache
+# (kernel_cache.jl) keeps each
 # compiled kernel by its source, so a fresh process skips NVRTC; but to have the source it
 # first runs the code generator, whose own compilation by Julia was most of a fresh
 # process's first `x .+ y` (3.6 s on the H100 machine). This index maps the slot's type
