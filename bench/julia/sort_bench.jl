@@ -20,8 +20,8 @@
 #   CUMEM_SCAN_VARIANTS="threads,items,blocks_per_sm[,sleep_ns[,spin[,kernel[,window]]]] ..."
 #                       (CuMem.ScanTuning: cumsum and cumsum! at every size, each timed
 #                       interleaved with the default tuning as the sort variants are; kernel 1:
-#                       the vector kernel, 2: the pipelined vector kernel, 3: the staged one
-#                       (cp.async), window: their look-back's status words per lane)
+#                       the vector kernel (kernels 2 and 3 were removed: such a variant's row has
+#                       "ok": false and the ArgumentError), window: its look-back's status words per lane)
 # e.g. CUMEM_SORT_VARIANTS="16,3,8,0,0 16,4,8 20,2,8,100,2,0,384,16" CUMEM_SCAN_VARIANTS="128,24,0 256,16,0,100".
 # The default rows use the tuning of the CUMEM_SORT_* / CUMEM_SCAN_* variables (or the defaults).
 using CuMem, Random, Printf, Statistics
