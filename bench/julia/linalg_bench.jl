@@ -9,6 +9,9 @@
 #   "svd"          svd(A)                            (gesvdj, thin U, S, Vt)
 #   "svd_gesvd"    svd(A; alg = QRIteration())       (gesvd)
 #   "eigh"         eigen(Symmetric(P))               (syevd with vectors)
+#   "transpose"    CuMem.la_adjoint(A)               (the tiled transpose behind the upper cholesky)
+#   "copy"         copy(A)                           (a device copy of the same bytes: the transpose's floor)
+# --only a,b (or LINALG_ONLY=a,b) runs those operations only.
 # (run operation by operation, the SVDs last; a failure prints {"error": ...} for its line)
 #
 # Float32, n×n with entries in [0, 1) (P = A'A/n + I for cholesky/eigh). Each figure is the
@@ -25,6 +28,7 @@ function option(name, default)
 end
 const SIZES = parse.(Int, split(option("--sizes", QUICK ? "64" : "1024,4096"), ","))
 const REPS = parse(Int, option("--reps", QUICK ? "2" : "5"))
+const ONLY = split(option("--only", get(ENV, "LINALG_ONLY", "")), ",", keepempty = false)
 
 free!(x::CuArray) = unsafe_free!(x)
 free!(x::Union{Tuple,AbstractVector{<:Any}}) = foreach(free!, x)
@@ -68,8 +72,11 @@ const BENCHES = (
     "eigh" => d -> eigen(Symmetric(d.P)),
     "svd_gesvd" => d -> svd(d.A; alg = LinearAlgebra.QRIteration()),
     "svd" => d -> svd(d.A),
+    "transpose" => d -> CuMem.la_adjoint(d.A),
+    "copy" => d -> copy(d.A),
 )
 for (name, f) in BENCHES, n in SIZES
+    isempty(ONLY) || name in ONLY || continue
     d = DATA[n]
     try
         reps = reps_for(name, n)
