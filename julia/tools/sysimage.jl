@@ -111,6 +111,7 @@ end
 
 # Runs `cmd` with its output in `log`; on failure, an error naming the step with the log's end.
 function sysimage_step(cmd::Cmd, log::AbstractString, what::AbstractString)
+    t = time()
     ok = success(pipeline(cmd; stdout = log, stderr = log))
     if !ok
         text = isfile(log) ? read(log, String) : ""
@@ -118,7 +119,7 @@ function sysimage_step(cmd::Cmd, log::AbstractString, what::AbstractString)
         error("CuMem.create_sysimage: $what failed ($(cmd.exec[1]) exited with an error). " *
               "The end of its output:\n", tail)
     end
-    return nothing
+    return time() - t
 end
 
 # The script of step 2 (the `--output-o` process).
@@ -191,8 +192,8 @@ runs on any x86-64 at a longer build (its code is compiled for each target). The
 CuMem's sources or Julia change (a CuMem from a stale image warns at startup; see
 [`CuMem.sysimage_stale`](@ref)); an image only runs with the Julia that built it.
 
-Returns `(path, seconds, bytes, statements, precompiled, trees_kept)`: the image, the
-build's wall seconds, its size in bytes, the statements recorded, how many of them compiled,
+Returns `(path, seconds, step_seconds, bytes, statements, precompiled, trees_kept)`: the
+image, the build's wall seconds and those of each step, its size in bytes, the statements recorded, how many of them compiled,
 and how many of those needed their inferred code kept by hand (Julia 1.5 drops it for
 signatures it would not compile itself, and would then leave them out of the image). Takes minutes
 (step 2 alone compiles Base's and CuMem's code again). Throws an `ErrorException` naming
@@ -220,18 +221,18 @@ function create_sysimage(path::AbstractString; workload::AbstractString = DEFAUL
     try
         trace = joinpath(tmp, "trace.jl")
         # (the same -J as step 2: Julia keys a package's precompiled file by the image's path)
-        sysimage_step(`$julia --startup-file=no -J $base --project=$project --trace-compile=$trace $workload`,
+        t1 = sysimage_step(`$julia --startup-file=no -J $base --project=$project --trace-compile=$trace $workload`,
                       joinpath(tmp, "workload.log"), "step 1 (the workload under --trace-compile)")
         isfile(trace) || error("CuMem.create_sysimage: the workload ran but recorded no compilation")
         script = joinpath(tmp, "output.jl")
         report = joinpath(tmp, "count.txt")
         write(script, sysimage_output_script(trace, package_sources_digest(project), report))
         obj = joinpath(tmp, "cumem.o")
-        sysimage_step(`$julia --startup-file=no --cpu-target=$cpu_target --project=$project -J $base --output-o=$obj $script`,
+        t2 = sysimage_step(`$julia --startup-file=no --cpu-target=$cpu_target --project=$project -J $base --output-o=$obj $script`,
                       joinpath(tmp, "output.log"), "step 2 (compiling the image: julia --output-o)")
         isfile(obj) || error("CuMem.create_sysimage: julia --output-o wrote no object file")
         so = joinpath(tmp, "cumem." * Libdl.dlext)
-        sysimage_step(`$ccpath -shared -o $so -Wl,--whole-archive $obj -Wl,--no-whole-archive
+        t3 = sysimage_step(`$ccpath -shared -o $so -Wl,--whole-archive $obj -Wl,--no-whole-archive
                        -L$(dirname(libjulia)) -l:$(basename(libjulia))`,
                       joinpath(tmp, "link.log"), "step 3 (linking with $cc)")
         ok, n, kept = parse.(Int, split(read(report, String)))
@@ -243,8 +244,8 @@ function create_sysimage(path::AbstractString; workload::AbstractString = DEFAUL
         finally
             rm(part; force = true)
         end
-        return (path = path, seconds = time() - t0, bytes = filesize(path), statements = n, precompiled = ok,
-                trees_kept = kept)
+        return (path = path, seconds = time() - t0, step_seconds = (t1, t2, t3), bytes = filesize(path),
+                statements = n, precompiled = ok, trees_kept = kept)
     finally
         rm(tmp; recursive = true, force = true)
     end

@@ -50,6 +50,7 @@ BUILD && @testset "an image built from a workload" begin
     println("create_sysimage: ", r)
     @test r.path == img && isfile(img) && r.bytes == filesize(img) > 0
     @test r.statements > 0 && 0 < r.precompiled <= r.statements
+    @test length(r.step_seconds) == 3 && all(>(0), r.step_seconds) && sum(r.step_seconds) <= r.seconds
     @test readdir(dir) == ["cumem.so", "workload.jl"]       # no temporary files left
 
     check = """
