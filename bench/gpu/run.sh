@@ -55,7 +55,8 @@
 #                bytes, statements), a check in a process started from it (a broadcast and a sum equal to
 #                Base's), and bench/julia/first_result.jl's rows FR_ROWS (default ten,using) with the kernel
 #                cache warm, REPS processes each (default 2), without the image (beside the build, which
-#                keeps one core busy) and with it (FR_SYSIMAGE); sysimage.md: the medians side by side
+#                keeps one core busy) and with it (FR_SYSIMAGE); sysimage.md: the medians side by side;
+#                SYSIMAGE_BUILD_LIMIT: the build's time limit in seconds (default 290)
 #   kernels      the kernel language: test/compute/device/*_tests.jl, then bench/julia/kernel_bench.jl
 #                (@cuda kernels beside broadcasts and `sum`)
 #   cudajl       bench/julia/cudajl_suite.jl (if present; CUDAJL_ARGS="--kernels" or "--array" for one half)
@@ -506,7 +507,7 @@ suite_sysimage() {
     jl 200 bench/julia/first_result.jl --reps "${REPS:-2}" --cache warm --rows "$rows" > "$L/first_result_package.log" 2>&1 &
     pkg=$!
     # the image (its seconds, each step's: the workload traced, julia --output-o, cc)
-    TAIL=4 step "CuMem.create_sysimage" "$L/create_sysimage.log" jl 290 -e '
+    TAIL=4 step "CuMem.create_sysimage" "$L/create_sysimage.log" jl "${SYSIMAGE_BUILD_LIMIT:-290}" -e '
         using CuMem
         r = CuMem.create_sysimage(ARGS[1])
         println("{\"bench\":\"sysimage_build\",\"seconds\":", round(r.seconds; digits = 1),
