@@ -350,7 +350,7 @@ push!(jobs, Job("README.md's Julia session prints what it shows",
 # process started from the image (CuMem works, the workload's methods need no compilation)
 const SYSIMAGE_BUILD = get(ENV, "CUMEM_TEST_SYSIMAGE", "0") == "1"
 push!(jobs, Job(SYSIMAGE_BUILD ? "system image (create_sysimage, a build and a process from it)" : "system image (create_sysimage's errors)",
-                interpreted(testfile(joinpath("tools", "sysimage_tests.jl"))), passed; cost = SYSIMAGE_BUILD ? 240 : 5))
+                interpreted(testfile(joinpath("tools", "sysimage_tests.jl"))), passed; cost = SYSIMAGE_BUILD ? 170 : 5))
 # The Julia package's structure: include order = dependency order, file sizes, and the
 # bindings (every ccall, constant and record) against include/cumem.h.
 push!(jobs, Job("julia/ layering and the C bindings",
