@@ -151,10 +151,20 @@ impl TcState {
     }
 
     /// Empties the cache, calling `f(address, size)` for each cached block.
-    pub fn take_blocks(&mut self, mut f: impl FnMut(u64, u64)) {
-        if self.held == 0 {
-            return;
+    ///
+    /// The test for an empty cache is inlined at the call (most requests that reach the
+    /// pool find nothing cached: a call for it was 4 instructions a replay event); the
+    /// emptying is not.
+    #[inline(always)]
+    pub fn take_blocks(&mut self, f: impl FnMut(u64, u64)) {
+        if self.held != 0 {
+            self.take_held(f);
         }
+    }
+
+    /// [`TcState::take_blocks`] of a cache that holds blocks.
+    #[inline(never)]
+    fn take_held(&mut self, mut f: impl FnMut(u64, u64)) {
         let mut filled = std::mem::take(&mut self.filled);
         while filled != 0 {
             let b = &mut self.bins[filled.trailing_zeros() as usize];

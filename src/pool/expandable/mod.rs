@@ -382,23 +382,35 @@ impl ExpandablePool {
     }
 
     /// Places, carves and maps a block of `size` bytes (a multiple of [`MIN_BLOCK`]).
+    /// The warm case (the place is mapped: `place` counted no granule to map) touches
+    /// no list of runs: building and dropping an empty `Vec` here was 8 instructions a
+    /// replay event (callgrind, bench/results/host-2026-11-29-exp14).
     #[inline]
     fn alloc_block(&mut self, size: u64, up: ShardUpstream<'_>) -> Result<Block> {
         let large = size > SMALL_SIZE;
         let (k, i, addr, n) = self.place(size, large, up)?;
-        let a = &mut self.arenas[k];
-        let b = a.carve(i, addr, size);
-        // `place` counted the granules to map: none (the common warm case) needs no look.
-        let runs = if n == 0 { Vec::new() } else { a.unmapped_runs(addr, size) };
+        let b = self.arenas[k].carve(i, addr, size);
+        let hit = n == 0 || self.map_block(k, b, addr, size, up)?;
+        self.used_bytes += size;
+        self.peak_used = self.peak_used.max(self.used_bytes);
+        Ok(Block { ptr: addr, size, hit })
+    }
+
+    /// Maps the granules that block `b` (just carved at `addr`, `size` bytes, in arena
+    /// `k`) touches and that are not mapped ([`ExpandablePool::map`]); on error gives
+    /// the block back. Returns whether nothing needed mapping (a hit). Out of line:
+    /// warm passes come here rarely.
+    #[cold]
+    #[inline(never)]
+    fn map_block(&mut self, k: usize, b: u32, addr: u64, size: u64, up: ShardUpstream<'_>) -> Result<bool> {
+        let runs = self.arenas[k].unmapped_runs(addr, size);
         if !runs.is_empty()
             && let Err(e) = self.map(k, &runs, up)
         {
             self.arenas[k].give_back(b);
             return Err(e);
         }
-        self.used_bytes += size;
-        self.peak_used = self.peak_used.max(self.used_bytes);
-        Ok(Block { ptr: addr, size, hit: runs.is_empty() })
+        Ok(runs.is_empty())
     }
 }
 
