@@ -106,9 +106,11 @@
 //! without the second address table and with the node slab's bounds checks and `Vec`
 //! upkeep gone (bench/results/host-2026-11-28-exp11: 1.37–1.69 × binned's on the replay
 //! traces), 446 with the search of mapped pieces, which removes the warm passes'
-//! device calls (bench/results/host-2026-11-28-exp12), 435 now without thread caches in
+//! device calls (bench/results/host-2026-11-28-exp12), 435 without thread caches in
 //! front of the pool and with free lists by quarter octave
-//! (bench/results/host-2026-11-28-exp13); binned's 260.
+//! (bench/results/host-2026-11-28-exp13), 518 with them again (exp13b), 451 now, with
+//! thread caches that bypass themselves while they miss and a lone free range of the
+//! next class taken without a walk (bench/results/host-2026-11-29-exp14); binned's 265.
 
 mod arena;
 mod free_lists;
@@ -471,6 +473,8 @@ impl Pool for ExpandablePool {
     /// neighbours, and the replayed traces' peaks are those without thread caches to the
     /// byte (bench/results/host-2026-11-28-exp13b; a cached block left unmerged while
     /// the pool maps raised bertlike_infer_varlen_seed101 from 1.0575 to 1.0646 × live).
+    /// Where those caches miss most requests (allocation traces), they bypass themselves
+    /// (`crate::thread_cache::ThreadCache::bypassed`; bench/results/host-2026-11-29-exp14).
     fn serves_at_once(&self, _bytes: u64) -> bool {
         false
     }
