@@ -20,8 +20,8 @@
 #   CUMEM_SCAN_VARIANTS="threads,items,blocks_per_sm[,sleep_ns[,spin[,kernel[,window]]]] ..."
 #                       (CuMem.ScanTuning: cumsum and cumsum! at every size, each timed
 #                       interleaved with the default tuning as the sort variants are; kernel 1:
-#                       the vector kernel, 2: the pipelined vector kernel, 3: the staged one
-#                       (cp.async), window: their look-back's status words per lane)
+#                       the vector kernel (kernels 2 and 3 were removed: such a variant's row has
+#                       "ok": false and the ArgumentError), window: its look-back's status words per lane)
 # e.g. CUMEM_SORT_VARIANTS="16,3,8,0,0 16,4,8 20,2,8,100,2,0,384,16" CUMEM_SCAN_VARIANTS="128,24,0 256,16,0,100".
 # The default rows use the tuning of the CUMEM_SORT_* / CUMEM_SCAN_* variables (or the defaults).
 using CuMem, Random, Printf, Statistics
@@ -228,6 +228,51 @@ variant_rows(sort_rows, CuMem.sort_tuning, "CUMEM_SORT_VARIANTS", CuMem.RADIX_DE
 # (the scan variants at every size: the one-pass scan's small sizes are latency-bound, its large ones bandwidth-bound)
 variant_rows(scan_rows, CuMem.scan_tuning, "CUMEM_SCAN_VARIANTS", CuMem.SCAN_DEFAULT,
              ("threads", "items", "blocks", "sleep", "spin", "kernel", "window"), "cumsum_f32", sizes)
+
+# SORT_PDL_AB=1: cumsum, cumsum! and sort! of Float32 at the largest n timed with programmatic
+# dependent launch off and on (CuMem.pdl!), alternately in one loop as the variants are: rows
+# "<op>@pdl=off" with "ms" (off), "ms_default" (on) and "ratio" (off / on).
+pdl_tuning() = (on = CuMem.pdl!(true); CuMem.pdl!(on); on)
+pdl_tuning(on::Bool) = CuMem.pdl!(on)
+if get(ENV, "SORT_PDL_AB", "0") == "1"
+    n = maximum(sizes)
+    src = CuMem.rand(Float32, n)
+    dst = similar(src)
+    for (op, f) in (("cumsum_f32", x -> CuMem.unsafe_free!(cumsum(x))), ("cumsum!_f32", x -> cumsum!(dst, x)),
+                    ("sort_f32", x -> sort!(x)))
+        guarded(op * "@pdl=off", n) do
+            ms, ms0 = timed_ab(f, () -> copy(src), true, false; tuning = pdl_tuning)
+            @printf("{\"op\": \"%s@pdl=off\", \"impl\": \"cumem\", \"n\": %d, \"ms\": %.3f, \"ms_default\": %.3f, \"ratio\": %.3f}\n",
+                    op, n, ms, ms0, ms / ms0)
+            flush(stdout)
+        end
+    end
+    CuMem.unsafe_free!(dst); CuMem.unsafe_free!(src)
+end
+
+# SORT_BURST=1: cumsum! and the copy at the largest n, 20 calls back to back between two timing
+# events (no synchronize between them, so the GPU never idles and keeps its clocks), ms per
+# call, median of 5 ("<op>@burst"; bench/anchors/sort_anchor.py gives PyTorch's the same way)
+function timed_burst(f; reps = 20)
+    ts = Float64[]
+    for k in 1:6
+        CuMem.synchronize()
+        t = CuMem.@elapsed CuMem.stream() (for _ in 1:reps; f(); end)
+        k > 1 && push!(ts, t * 1e3 / reps)
+    end
+    return median(ts)
+end
+if get(ENV, "SORT_BURST", "0") == "1"
+    n = maximum(sizes)
+    src = CuMem.rand(Float32, n)
+    dst = similar(src)
+    for (op, f) in (("cumsum!_f32", () -> cumsum!(dst, src)), ("copy_f32", () -> copyto!(dst, src)))
+        ms = timed_burst(f)
+        println("{\"op\": \"$op@burst\", \"impl\": \"cumem\", \"n\": $n, \"ms\": $(round(ms; digits = 3)), \"gbps\": $(round(8n / ms / 1e6; digits = 1))}")
+        flush(stdout)
+    end
+    CuMem.unsafe_free!(dst); CuMem.unsafe_free!(src)
+end
 
 if get(ENV, "CUMEM_SORT_ANCHOR", "0") == "1" && Sys.which("python3") !== nothing
     anchor = joinpath(@__DIR__, "..", "anchors", "sort_anchor.py")

@@ -60,10 +60,15 @@ precompile(gpu_broadcast!, (CuArray{Float32,1}, Broadcasted{Nothing,Tuple{Base.O
 # type seen before runs instead of the code generator.
 precompile(index_key, (DataType,))
 precompile(index_lookup, (String,))
-precompile(index_kernel, (String,))
 precompile(index_store, (String, String, String))
 precompile(index_safe, (DataType,))
-precompile(index_first_try!, (DataType,))
+precompile(index_entry, (Any, Any, Any, Any, Any, Bool))
+precompile(index_entry_on, (Int, Any, Any, Any, Any, Any, Bool))
+for (ikey, build) in ((fast_index_ikey, fast_slot_build), (copy_index_ikey, copy_eltype_build), (full_index_ikey, full_slot_build),
+                      (dims_index_ikey, dims_slot_build), (scan_index_ikey, scan_index_build))
+    precompile(ikey, (Any, Any))
+    precompile(build, (Any, Any, String, Vector{Any}))
+end
 precompile(load_kernel, (String, String))
 
 # What every `using CuMem` runs: __init__'s steps (Julia caches no inference of them

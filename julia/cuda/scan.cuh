@@ -417,18 +417,17 @@ static __device__ __forceinline__ void cumem_scan_vput(T* p, Conv conv, const A*
   *(cumem_scan_chunk<T, G>*)p = v;
 }
 
-/* The vector kernels' lambdas (after CUMEM_SCAN_LAMBDAS) over src/dst (elements of type TC),
-   G elements a chunk (s_vcv: a chunk at any address, kernel 3's staged chunks). No generic
+/* The vector kernel's lambdas (after CUMEM_SCAN_LAMBDAS) over src/dst (elements of type TC),
+   G elements a chunk. No generic
    lambda (`auto` parameter): NVRTC 13.0 takes its call operator for a host function and
    refuses it in JIT mode (13.5 accepts it). */
 #define CUMEM_SCAN_VLAMBDAS(AC, G, TC) \
   auto s_vld = [&](int64_t p, AC* o) { cumem_scan_vget<G>(src + p, [&](const TC e) -> AC { AC r; r = CUMEM_SCAN_LD(e); return r; }, o); }; \
   auto s_vst = [&](int64_t p, const AC* a) { cumem_scan_vput<G>(dst + p, [&](const AC e) { return CUMEM_SCAN_ST(e); }, a); }; \
-  auto s_vcv = [&](const TC* q, AC* o) { cumem_scan_vget<G>(q, [&](const TC e) -> AC { AC r; r = CUMEM_SCAN_LD(e); return r; }, o); }; \
   auto s_vok = [&](int64_t ib, int64_t ob) -> int { \
     return (ist == 1 && jl_aligned(src + ib, G * sizeof(*src)) ? 1 : 0) | (ost == 1 && jl_aligned(dst + ob, G * sizeof(*dst)) ? 2 : 0); };
 
-/* The vector kernels' pieces (cumem_scan_onepass_vec and cumem_scan_onepass_pipe below). */
+/* The vector kernel's pieces (cumem_scan_onepass_vec below). */
 
 /* A tile: its status index id (line j, tile `tile` of the line), the offsets of its line's
    first input and output elements (ib, ob), its first element in the line (base), its
@@ -666,206 +665,4 @@ static __device__ __forceinline__ void cumem_scan_onepass_vec(int64_t n, int64_t
   if (have) pre = s_excl;
   if (w > 0) { const Acc u = s_wtot[w]; pre = have ? op(pre, u) : u; have = true; }
   cumem_scan_vtile_store(op, a, a.cnt == TILE, e0, have, pre, x, v, ex, lane, st, vst);
-}
-
-/* ---- The pipelined vector kernel (ScanTuning's kernel = 2) ----
- * cumem_scan_onepass_vec's tile layout, scan and look-back, in a grid of about as many blocks
- * as are resident at once (accumulate.jl), each taking tiles from `counter` in turn until
- * `total` (nlines * ntiles) are taken: while a block scans a tile, looks back and stores it,
- * the loads of its next tile are in flight (a second set of registers), and the tile after
- * that is already taken (thread 0's atomicAdd, whose answer is needed only after the look-
- * back). A block that takes one tile per launch (kernel 1) has loads in flight only until its
- * tile arrives, then none while it looks back (an L2 round trip or more) and stores: the
- * loads in flight per SM, and so the bandwidth, fall with the look-back's share of a block's
- * life. Forward progress: a block holds its tiles in increasing order and waits only in the
- * look-back of the first of them, on earlier tiles; the earliest tile not done is the first
- * of its block's, whose earlier tiles are all done. */
-template <typename Acc, int ITEMS, int G, bool HAS_INIT, typename Op, typename Line, typename Ld, typename St, typename VLd, typename VSt, typename VOk>
-static __device__ __forceinline__ void cumem_scan_onepass_pipe(int64_t n, int64_t ntiles, int64_t total, Acc p0, Op op, Line line, Ld ld, St st,
-                                                               VLd vld, VSt vst, VOk vok,
-                                                               uint32_t* flags, Acc* aggs, Acc* incs, uint32_t* counter)
-{
-  static_assert(ITEMS % G == 0, "ITEMS must be a multiple of G");
-  constexpr int TILE = CUMEM_SCAN_THREADS * ITEMS, R = ITEMS / G, WARPS = CUMEM_SCAN_THREADS / 32, K = CUMEM_SCAN_WINDOW;
-  constexpr bool PACK = sizeof(Acc) <= 4;
-  __shared__ Acc s_wtot[WARPS];
-  __shared__ Acc s_agg, s_excl;
-  __shared__ int s_have;
-  __shared__ int64_t s_id[2], s_j[2], s_tile[2];      /* the first two tiles; then [0]: the next one taken */
-  const int t = threadIdx.x, lane = t & 31, w = t >> 5;
-  const int e0 = w * 32 * ITEMS + lane * G;
-  if (t == 0) {
-    for (int k = 0; k < 2; k++) {
-      const int64_t id = k == 0 || s_id[0] < total ? (int64_t)atomicAdd(counter, 1u) : total;
-      s_id[k] = id; s_j[k] = id / ntiles; s_tile[k] = id % ntiles;
-    }
-  }
-  __syncthreads();
-  cumem_scan_tile_t cur = cumem_scan_tile_at<TILE>(s_id[0], s_j[0], s_tile[0], n, line, vok);
-  cumem_scan_tile_t nxt = cumem_scan_tile_at<TILE>(s_id[1], s_j[1], s_tile[1], n, line, vok);
-  Acc xa[R][G], xb[R][G], v[R], ex[R];
-  if (cur.id < total) cumem_scan_vtile_load(cur, e0, ld, vld, xa);
-  /* one tile: loads of nxt into xn, cur (in xc) scanned, looked back and stored; then cur =
-     nxt and nxt the tile taken meanwhile (total: none) */
-  auto step = [&](Acc (&xc)[R][G], Acc (&xn)[R][G]) {
-    if (nxt.id < total) cumem_scan_vtile_load(nxt, e0, ld, vld, xn);
-    uint32_t taken = 0u;
-    if (t == 0 && nxt.id < total) taken = atomicAdd(counter, 1u);
-    cumem_scan_vtile_scan(op, e0, cur.cnt, cur.cnt == TILE, xc, v, ex, s_wtot, lane, w);
-    __syncthreads();
-    if (t == 0) {
-      s_agg = cumem_scan_vtile_total<PACK, HAS_INIT, WARPS>(op, p0, cur, s_wtot, flags, aggs, incs);
-      s_have = 0;
-      if (HAS_INIT && cur.tile == 0) { s_excl = p0; s_have = 1; }
-    }
-    if (cur.tile > 0 && w == 0) {
-      __syncwarp();
-      const Acc excl = cumem_scan_warp_lookback<PACK, K>(op, flags, aggs, incs, cur.j * ntiles, cur.tile, lane);
-      if (lane == 0) {
-        cumem_scan_publish<PACK>(flags, aggs, incs, cur.id, 2u, op(excl, s_agg));
-        s_excl = excl;
-        s_have = 1;
-      }
-    }
-    if (t == 0) {
-      const int64_t id = nxt.id < total && (int64_t)taken < total ? (int64_t)taken : total;
-      s_id[0] = id; s_j[0] = id / ntiles; s_tile[0] = id % ntiles;
-    }
-    __syncthreads();
-    bool have = s_have != 0;
-    Acc pre{};
-    if (have) pre = s_excl;
-    if (w > 0) { const Acc u = s_wtot[w]; pre = have ? op(pre, u) : u; have = true; }
-    cumem_scan_vtile_store(op, cur, cur.cnt == TILE, e0, have, pre, xc, v, ex, lane, st, vst);
-    cur = nxt;
-    nxt = cumem_scan_tile_at<TILE>(s_id[0], s_j[0], s_tile[0], n, line, vok);
-  };
-  /* (two steps a round, the register sets swapping roles: no copy between them) */
-  while (cur.id < total) {
-    step(xa, xb);
-    if (cur.id >= total) break;
-    step(xb, xa);
-  }
-}
-
-/* ---- The staged vector kernel (ScanTuning's kernel = 3) ----
- * cumem_scan_onepass_pipe's loop, with each block's next D tiles in flight into shared memory
- * (`cp.async`, sm_80 and later: each lane copies the chunks that it scans, 4, 8 or 16 bytes
- * each, and later reads back only those, so no barrier guards them) instead of a second set
- * of registers: D tiles in flight a block where kernel 2 has one, and fewer registers a thread
- * (more blocks per SM). Before sm_80, and in the g++ emulation, the copies are plain loads and
- * stores. Tiles that vector loads may not read (strides, a misaligned start, the partial last
- * tile) are not staged and load when their turn comes. Tile ids are taken from `counter` one
- * tile ahead of their copies (thread 0; the answer needed a step later), kept with their line
- * and tile in a ring of D + 1 slots in shared memory (the slot of the tile being scanned takes
- * the id taken meanwhile, after the block's first barrier of the step, once every thread has
- * read it). Forward progress as kernel 2's: a block holds its tiles in increasing order and
- * waits only in the look-back of the first. src: the input (elements TC); vcv(q, Acc o[G]):
- * the G elements at q (a multiple of the chunk) through ld, into o. */
-template <int B> struct alignas(B) cumem_scan_bytes { unsigned char b[B]; };
-/* B bytes (4, 8 or 16; s and g multiples of B) from global g to shared s: cp.async */
-template <int B> static __device__ __forceinline__ void cumem_scan_cp(void* s, const void* g) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const unsigned a = (unsigned)__cvta_generic_to_shared(s);
-  if constexpr (B == 16) asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(a), "l"(g) : "memory");
-  else asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" :: "r"(a), "l"(g), "n"(B) : "memory");
-#else
-  *(cumem_scan_bytes<B>*)s = *(const cumem_scan_bytes<B>*)g;
-#endif
-}
-/* the copies issued since the last commit as one group; waiting until at most N groups are pending */
-static __device__ __forceinline__ void cumem_scan_cp_commit() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-#endif
-}
-template <int N> static __device__ __forceinline__ void cumem_scan_cp_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory");
-#endif
-}
-
-template <typename Acc, typename TC, int ITEMS, int G, int D, bool HAS_INIT, typename Op, typename Line, typename Ld, typename St, typename VCv, typename VSt, typename VOk>
-static __device__ __forceinline__ void cumem_scan_onepass_async(int64_t n, int64_t ntiles, int64_t total, Acc p0, Op op, Line line, Ld ld, St st,
-                                                                const TC* src, VCv vcv, VSt vst, VOk vok,
-                                                                uint32_t* flags, Acc* aggs, Acc* incs, uint32_t* counter)
-{
-  static_assert(ITEMS % G == 0 && D >= 1, "ITEMS must be a multiple of G, D at least 1");
-  constexpr int TILE = CUMEM_SCAN_THREADS * ITEMS, R = ITEMS / G, WARPS = CUMEM_SCAN_THREADS / 32, K = CUMEM_SCAN_WINDOW;
-  constexpr int CB = G * (int)sizeof(TC);                   /* a chunk's bytes: 4, 8 or 16 */
-  static_assert(CB == 4 || CB == 8 || CB == 16, "chunks of 4, 8 or 16 bytes");
-  constexpr bool PACK = sizeof(Acc) <= 4;
-  __shared__ cumem_scan_bytes<CB> s_stage[D][TILE / G];     /* the tiles in flight, a chunk per entry */
-  __shared__ Acc s_wtot[WARPS];
-  __shared__ Acc s_agg, s_excl;
-  __shared__ int s_have;
-  __shared__ int64_t s_id[D + 1], s_j[D + 1], s_tile[D + 1];
-  const int t = threadIdx.x, lane = t & 31, w = t >> 5;
-  const int e0 = w * 32 * ITEMS + lane * G;
-  if (t == 0) {
-    for (int k = 0; k <= D; k++) {
-      const int64_t id = k == 0 || s_id[k - 1] < total ? (int64_t)atomicAdd(counter, 1u) : total;
-      s_id[k] = id; s_j[k] = id / ntiles; s_tile[k] = id % ntiles;
-    }
-  }
-  __syncthreads();
-  auto at = [&](int slot) { return cumem_scan_tile_at<TILE>(s_id[slot], s_j[slot], s_tile[slot], n, line, vok); };
-  /* tile a's chunks of this lane into stage sg (vector-loadable tiles only), one commit group a tile */
-  auto issue = [&](const cumem_scan_tile_t& a, int sg) {
-    if (a.id < total && (a.vk & 1))
-      for (int r = 0; r < R; r++) cumem_scan_cp<CB>(&s_stage[sg][(e0 + r * 32 * G) / G], src + a.ib + a.base + e0 + r * 32 * G);
-    cumem_scan_cp_commit();
-  };
-  for (int k = 0; k < D; k++) issue(at(k), k);
-  Acc x[R][G], v[R], ex[R];
-  int slot = 0, sg = 0;                  /* step k's ring slot (k mod D + 1) and stage (k mod D) */
-  while (true) {
-    const cumem_scan_tile_t cur = at(slot);
-    if (cur.id >= total) break;
-    cumem_scan_cp_wait<D - 1>();         /* (the groups after this tile's: D - 1) */
-    if (cur.vk & 1) {
-      for (int r = 0; r < R; r++) vcv((const TC*)&s_stage[sg][(e0 + r * 32 * G) / G], x[r]);
-    } else {
-      for (int r = 0; r < R; r++)
-        for (int g = 0; g < G; g++) {
-          const int i = e0 + r * 32 * G + g;
-          x[r][g] = Acc{};
-          if (i < cur.cnt) x[r][g] = ld(cur.ib, cur.base + i);
-        }
-    }
-    const int nslot = slot + D > D ? slot - 1 : slot + D;    /* (slot + D) mod (D + 1): the tile D steps on */
-    const cumem_scan_tile_t nx = at(nslot);
-    issue(nx, sg);
-    uint32_t taken = 0u;
-    if (t == 0 && nx.id < total) taken = atomicAdd(counter, 1u);
-    cumem_scan_vtile_scan(op, e0, cur.cnt, cur.cnt == TILE, x, v, ex, s_wtot, lane, w);
-    __syncthreads();
-    if (t == 0) {
-      s_agg = cumem_scan_vtile_total<PACK, HAS_INIT, WARPS>(op, p0, cur, s_wtot, flags, aggs, incs);
-      s_have = 0;
-      if (HAS_INIT && cur.tile == 0) { s_excl = p0; s_have = 1; }
-    }
-    if (cur.tile > 0 && w == 0) {
-      __syncwarp();
-      const Acc excl = cumem_scan_warp_lookback<PACK, K>(op, flags, aggs, incs, cur.j * ntiles, cur.tile, lane);
-      if (lane == 0) {
-        cumem_scan_publish<PACK>(flags, aggs, incs, cur.id, 2u, op(excl, s_agg));
-        s_excl = excl;
-        s_have = 1;
-      }
-    }
-    if (t == 0) {                         /* the tile D + 1 steps on, in this tile's slot */
-      const int64_t id = nx.id < total && (int64_t)taken < total ? (int64_t)taken : total;
-      s_id[slot] = id; s_j[slot] = id / ntiles; s_tile[slot] = id % ntiles;
-    }
-    __syncthreads();
-    bool have = s_have != 0;
-    Acc pre{};
-    if (have) pre = s_excl;
-    if (w > 0) { const Acc u = s_wtot[w]; pre = have ? op(pre, u) : u; have = true; }
-    cumem_scan_vtile_store(op, cur, cur.cnt == TILE, e0, have, pre, x, v, ex, lane, st, vst);
-    slot = slot == D ? 0 : slot + 1;
-    sg = sg == D - 1 ? 0 : sg + 1;
-  }
-  cumem_scan_cp_wait<0>();
 }

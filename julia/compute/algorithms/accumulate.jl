@@ -85,14 +85,11 @@ from the nearest unpublished tile), the kernel (scan.cuh's `cumem_scan_onepass`,
 element through shared memory between coalesced loads and each thread's consecutive elements,
 the block's threads in the look-back; 1: `cumem_scan_onepass_vec`, the elements in registers
 with 16-byte vector loads and stores where the line has unit strides and aligned addresses,
-scans by warp shuffles, the look-back by one warp without block barriers; 2:
-`cumem_scan_onepass_pipe`, kernel 1's tile in a grid of the blocks resident at once, each
-taking tiles in turn with the next tile's loads in flight while it looks back and stores;
-3: `cumem_scan_onepass_async`, kernel 2 with the next tiles (up to 32 KiB of input) in
-flight into shared memory by `cp.async` instead of registers, where an input chunk is 4, 8
-or 16 bytes (kernel 2 otherwise); kernels 1 to 3 for inputs and outputs of 1, 2, 4 or 8
-bytes, other element types take kernel 0), and the look-back window per lane of kernels 1
-to 3 (1 to 16 status words: 32 × `window` tiles per round trip to L2; CUMEM_SCAN_WINDOW). [`CuMem.scan_tuning`](@ref) gives the one in use.
+scans by warp shuffles, the look-back by one warp without block barriers, for inputs and
+outputs of 1, 2, 4 or 8 bytes, other element types take kernel 0; kernels 2 and 3, a
+pipelined and a `cp.async` variant, were measured slower and removed: `ArgumentError`), and
+the look-back window per lane of kernel 1 (1 to 16 status words: 32 × `window` tiles per
+round trip to L2; CUMEM_SCAN_WINDOW). [`CuMem.scan_tuning`](@ref) gives the one in use.
 """
 struct ScanTuning
     threads::Int
@@ -115,7 +112,7 @@ const SCAN_TUNING = Ref(ScanTuning(0, 0, 0, 0, 0, 0, 0))     # threads 0: not ye
 # each field's variable and values
 const SCAN_VARS = (threads = "CUMEM_SCAN_THREADS" => 64:32:256, items = "CUMEM_SCAN_ITEMS" => 1:32,
                    blocks_per_sm = "CUMEM_SCAN_BLOCKS_PER_SM" => 0:16, sleep_ns = "CUMEM_SCAN_SLEEP_NS" => 0:10000,
-                   spin = "CUMEM_SCAN_SPIN" => 0:1, kernel = "CUMEM_SCAN_KERNEL" => 0:3, window = "CUMEM_SCAN_WINDOW" => 1:16)
+                   spin = "CUMEM_SCAN_SPIN" => 0:1, kernel = "CUMEM_SCAN_KERNEL" => 0:1, window = "CUMEM_SCAN_WINDOW" => 1:16)
 
 """
     CuMem.scan_tuning() -> ScanTuning
@@ -124,7 +121,7 @@ const SCAN_VARS = (threads = "CUMEM_SCAN_THREADS" => 64:32:256, items = "CUMEM_S
 The one-pass scan's tuning in use, read on first use from the environment variables
 `CUMEM_SCAN_THREADS` (64-256, a multiple of 32, default 256), `CUMEM_SCAN_ITEMS` (1-32,
 default 16), `CUMEM_SCAN_BLOCKS_PER_SM` (0-16, default 0), `CUMEM_SCAN_SLEEP_NS` (0-10000,
-default 0), `CUMEM_SCAN_SPIN` (0 or 1, default 0), `CUMEM_SCAN_KERNEL` (0 to 3, default 0) and
+default 0), `CUMEM_SCAN_SPIN` (0 or 1, default 0), `CUMEM_SCAN_KERNEL` (0 or 1, default 0) and
 `CUMEM_SCAN_WINDOW` (1-16, default 8); the second form sets it for the scans that follow (bench/julia/sort_bench.jl
 compares variants in one process). Each tuning compiles its own kernels. Throws
 `ArgumentError` for a value out of range (the tuning is then unchanged).
@@ -136,6 +133,9 @@ function scan_tuning()
 end
 scan_tuning(t::ScanTuning) = (SCAN_TUNING[] = scan_tuning_check(t))
 function scan_tuning_check(t::ScanTuning)
+    # (kernels 2 and 3, docs/performance.md: 1.9-4 times the default's time on an H200)
+    t.kernel in (2, 3) && throw(ArgumentError("scan tuning $t: kernel $(t.kernel) (the pipelined and cp.async scan kernels 2 and 3) " *
+                                              "was removed after measuring slower than kernel 0; kernel 0 or 1"))
     tuning_in_ranges(t, SCAN_VARS) || throw(ArgumentError("scan tuning out of range: $t ($(tuning_ranges_text(SCAN_VARS)))"))
     check_static_smem("the one-pass scan of Float32 with $t would", scan_smem(Float32, t.threads, t.items, t.spin))
     return t
@@ -161,22 +161,14 @@ function scan_smem(Acc, threads::Int, items::Int, spin::Int = 1)
                         (4w * spin, 4), (sa * w, al), (8, 8), (8, 8), (8, 8)))
 end
 scan_tile(Acc, t::ScanTuning = scan_tuning()) = t.threads * scan_items(Acc, t)
-# The vector kernels' (ScanTuning's kernels 1 and 2, scan.cuh's cumem_scan_onepass_vec and
-# cumem_scan_onepass_pipe) elements per chunk for input elements T and outputs Out (one 16-byte
+# The vector kernel's (ScanTuning's kernel 1, scan.cuh's cumem_scan_onepass_vec) elements per chunk for input elements T and outputs Out (one 16-byte
 # load of the wider of the two per lane), 0 where kernel 0 scans: kernel 0 tuned, or an element
 # size that is not 1, 2, 4 or 8 bytes, or accumulators over 16 bytes.
 function scan_vec(T, Out, Acc, t::ScanTuning = scan_tuning())
-    t.kernel >= 1 || return 0
+    t.kernel == 1 || return 0
     a, b = sizeof(T), sizeof(Out)
     (a in (1, 2, 4, 8) && b in (1, 2, 4, 8) && sizeof(Acc) <= 16) || return 0
     return 16 ÷ max(a, b)
-end
-# Kernel 3's tiles in flight a block (scan.cuh's cumem_scan_onepass_async's D): as many as 32 KiB
-# of input hold (1 to 4), where a chunk of g input elements T is 4, 8 or 16 bytes (cp.async's
-# sizes); 0 otherwise (kernel 2 scans).
-function scan_stages(T, g::Int, tile::Int)
-    (g * sizeof(T) in (4, 8, 16) && tile * sizeof(T) <= 32768) || return 0
-    return clamp(32768 ÷ (tile * sizeof(T)), 1, 4)
 end
 # Elements per thread of the vector kernel: scan_items' rounded down to whole chunks of g (at least one).
 scan_vitems(Acc, g::Int, t::ScanTuning = scan_tuning()) = max(g, scan_items(Acc, t) ÷ g * g)
@@ -222,42 +214,19 @@ function scan_kernels_source(fns, T::Type, Acc::Type, Out::Type, nk::Int, has_in
     print(io, "CUMEM_KERNEL void cumem_scan_lines(jl_ctx_t ctx, const $TC* src, $OC* dst, int64_t nlines, int64_t n, int64_t ist, int64_t ost", dims, tail)
     body("cumem_scan_serial<$AC, $has_init>(nlines, n, $p0, s_op, s_line, s_ld, s_st);")
     if scan_onepass_ok(Acc)
-        # (total: the tiles of every line, nlines * ntiles; kernel 2's blocks take tiles up to it)
-        print(io, "CUMEM_KERNEL void CUMEM_SCAN_BOUNDS cumem_scan_onepass(jl_ctx_t ctx, const $TC* src, $OC* dst, int64_t n, int64_t ntiles, int64_t total, int64_t ist, int64_t ost",
+        print(io, "CUMEM_KERNEL void CUMEM_SCAN_BOUNDS cumem_scan_onepass(jl_ctx_t ctx, const $TC* src, $OC* dst, int64_t n, int64_t ntiles, int64_t ist, int64_t ost",
               dims, ", uint32_t* flags, $AC* aggs, $AC* incs, uint32_t* counter", tail)
         g = scan_vec(T, Out, Acc, tune)
         if g == 0
             body("cumem_scan_onepass<$AC, $(scan_items(Acc, tune)), $has_init>(n, ntiles, $p0, s_op, s_line, s_ld, s_st, s_ld1, s_st1, ist == 1 && ost == 1, flags, aggs, incs, counter);")
-        elseif tune.kernel == 1
-            body("cumem_scan_onepass_vec<$AC, $(scan_vitems(Acc, g, tune)), $g, $has_init>(n, ntiles, $p0, s_op, s_line, s_ld, s_st, s_vld, s_vst, s_vok, flags, aggs, incs, counter);", g)
-        elseif tune.kernel == 3 && (stages = scan_stages(T, g, tune.threads * scan_vitems(Acc, g, tune))) > 0
-            body("cumem_scan_onepass_async<$AC, $TC, $(scan_vitems(Acc, g, tune)), $g, $stages, $has_init>(n, ntiles, total, $p0, s_op, s_line, s_ld, s_st, src, s_vcv, s_vst, s_vok, flags, aggs, incs, counter);", g)
         else
-            body("cumem_scan_onepass_pipe<$AC, $(scan_vitems(Acc, g, tune)), $g, $has_init>(n, ntiles, total, $p0, s_op, s_line, s_ld, s_st, s_vld, s_vst, s_vok, flags, aggs, incs, counter);", g)
+            body("cumem_scan_onepass_vec<$AC, $(scan_vitems(Acc, g, tune)), $g, $has_init>(n, ntiles, $p0, s_op, s_line, s_ld, s_st, s_vld, s_vst, s_vok, flags, aggs, incs, counter);", g)
         end
     end
     return kernel_source(unique_fns(fns)...; body = String(take!(io)))
 end
 
 ## planning and launching
-
-# The blocks of the one-pass kernel `k` resident at once on the GPU with `t.threads` threads
-# each (the grid of kernels 2 and 3): the driver's occupancy (cuOccupancyMaxPotentialBlockSize's smallest
-# grid that fills the GPU, where it chose t.threads), else the SMs times t.blocks_per_sm (its
-# launch bounds' minimum; 0: as many as 2048 threads allow). Kept per kernel and tuning.
-const SCAN_RESIDENT = Dict{Tuple{UInt64,Int,Int},Int}()
-const SCAN_RESIDENT_LOCK = ReentrantLock()
-function scan_resident_blocks(k, t::ScanTuning)
-    k isa Kernel || return sm_count() * (t.blocks_per_sm > 0 ? t.blocks_per_sm : max(1, 2048 ÷ t.threads))
-    key = (k.handle, t.threads, t.blocks_per_sm)
-    r = lock(() -> get(SCAN_RESIDENT, key, 0), SCAN_RESIDENT_LOCK)
-    r > 0 && return r
-    g, th = Ref{Int32}(0), Ref{Int32}(0)
-    r = c_kernel_occupancy(k.handle, UInt64(0), Int32(t.threads), g, th) == CUMEM_SUCCESS && th[] == t.threads && g[] > 0 ? Int(g[]) :
-        sm_count() * (t.blocks_per_sm > 0 ? t.blocks_per_sm : max(1, 2048 ÷ t.threads))
-    lock(() -> (SCAN_RESIDENT[key] = r), SCAN_RESIDENT_LOCK)
-    return r
-end
 
 # The accumulator type of op over T (init's type joins in), as Base's accumulate promotes.
 function scan_acc_type(op, T, init)
@@ -333,12 +302,11 @@ function gpu_accumulate!(op, dst::CuArray, A, d, init)
             # cumem_scan_pack), larger ones: 32-bit flags, then aggregates and prefixes
             total = nlines * ntiles
             k = entry_kernel(entry, "cumem_scan_onepass")
-            # (kernels 0 and 1: a block per tile; kernels 2 and 3: the blocks resident at once, each taking tiles in turn)
-            blocks = scan_vec(T, Out, Acc, tune) != 0 && tune.kernel >= 2 ? min(total, scan_resident_blocks(k, tune)) : total
+            blocks = total          # (a block per tile)
             if scan_packed(Acc)
                 words = CuArray{UInt64}(undef, total + 1)
                 fill!(words, 0x0)
-                launch(k, ctx, srcp, devaddr(dst), Int64(n), Int64(ntiles), Int64(total), Int64(ist), Int64(ost), dims...,
+                launch(k, ctx, srcp, devaddr(dst), Int64(n), Int64(ntiles), Int64(ist), Int64(ost), dims...,
                        devaddr(words), UInt64(0), UInt64(0), devaddr(words) + 8 * total,
                        tail...; blocks = blocks, threads = tune.threads)
                 unsafe_free!(words)
@@ -346,7 +314,7 @@ function gpu_accumulate!(op, dst::CuArray, A, d, init)
                 flags = CuArray{UInt32}(undef, total + 1)
                 fill!(flags, 0x0)
                 part = CuArray{Acc}(undef, 2 * total)
-                launch(k, ctx, srcp, devaddr(dst), Int64(n), Int64(ntiles), Int64(total), Int64(ist), Int64(ost), dims...,
+                launch(k, ctx, srcp, devaddr(dst), Int64(n), Int64(ntiles), Int64(ist), Int64(ost), dims...,
                        devaddr(flags), devaddr(part), devaddr(part) + total * sizeof(Acc), devaddr(flags) + 4 * total,
                        tail...; blocks = blocks, threads = tune.threads)
                 unsafe_free!(flags); unsafe_free!(part)
@@ -369,26 +337,13 @@ scan_index_store(@nospecialize(key), source::String, @nospecialize(names)) =
     (k = scan_index_key(key); k === nothing || index_store(k, join(names, ' '), source); nothing)
 
 # The scan kernels of `key` (gpu_accumulate!'s) loaded from the kernel index on the task's
-# device, once per process, device and key; `nothing` when not recorded.
-const SCAN_INDEXED = IdDict{Any,Any}()
-const SCAN_INDEX_LOCK = ReentrantLock()
-@noinline function scan_index_entry(@nospecialize(key), @nospecialize(names))
-    k = (task_device(), key)
-    lock(SCAN_INDEX_LOCK)
-    try
-        haskey(SCAN_INDEXED, k) && return SCAN_INDEXED[k]
-        SCAN_INDEXED[k] = nothing
-    finally
-        unlock(SCAN_INDEX_LOCK)
-    end
-    ik = scan_index_key(key)
-    ik === nothing && return nothing
-    r = index_lookup(ik)
-    (r === nothing || r[1] != join(names, ' ')) && return nothing
-    e = KernelEntry(r[2], String[n for n in names], Any[load_kernel(r[2], n) for n in names], nothing, ())
-    lock(() -> SCAN_INDEXED[k] = e, SCAN_INDEX_LOCK)
-    return e
-end
+# device, once per process, device and key (index_entry, which keeps the entry: later scans
+# of the key take it from there); `nothing` when not recorded.
+@noinline scan_index_entry(@nospecialize(key), @nospecialize(names)) =
+    index_entry(scan_index_ikey, scan_index_build, names, key, names, true)
+scan_index_ikey(@nospecialize(key), @nospecialize(names)) = (k = scan_index_key(key); k === nothing ? nothing : (k, join(names, ' ')))
+scan_index_build(@nospecialize(key), @nospecialize(names), text::String, kernels::Vector{Any}) =
+    KernelEntry(text, String[n for n in names], kernels, nothing, ())
 
 # The kernels of gpu_accumulate!'s `key` generated (the compiled op, load and store), the
 # launch context and the arguments after the dimensions (`init`, function values); their

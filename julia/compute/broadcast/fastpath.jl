@@ -286,34 +286,26 @@ end
 
 # A slot filled from the kernel index on disk (kernel_index.jl): the first broadcast of a
 # type that an earlier process ran, without generating its kernel. Each type is looked up
-# once per process.
-const INDEX_TRIED = IdDict{Any,Any}()
+# once per process and device (index_entry); true when the slot was filled.
 function index_fast!(@nospecialize(K), @nospecialize(T))
     (FAST_BROADCAST[] && !MULTI[] && !BCAST_UNROLL[]) || return false
-    index_first_try!(K) || return false
-    k = index_kernel(index_key(K))
-    k === missing && return false
-    fast_set!(K, FastBroadcast(k, world_counter(), T, false))     # (the index holds kernels that cannot throw)
-    return true
+    return index_entry(fast_index_ikey, fast_slot_build, T, K, :recorded, false) !== nothing
 end
-function index_first_try!(@nospecialize(K))
-    lock(FAST_LOCK)
-    try
-        haskey(INDEX_TRIED, K) && return false
-        INDEX_TRIED[K] = nothing
-    finally
-        unlock(FAST_LOCK)
-    end
-    return index_safe(K)
-end
+fast_index_ikey(@nospecialize(K), @nospecialize(T)) = index_safe(K) ? (index_key(K), nothing) : nothing
+# (the index holds kernels that cannot throw)
+fast_slot_build(@nospecialize(K), @nospecialize(T), text::String, kernels::Vector{Any}) =
+    (fast_set!(K, FastBroadcast(kernels[1], world_counter(), T, false)); true)
 
 # The element type `T` (Base's inferred one, a DataType) of `copy(bc)` when an earlier
 # process recorded it in the index for the slot `K`; nothing otherwise.
 function index_copy_eltype(@nospecialize(bc), @nospecialize(K), @nospecialize(T))
     (FAST_BROADCAST[] && T isa DataType) || return nothing
-    index_first_try!(K) || return nothing
-    r = index_lookup(index_key(typeof(bc); prefix = "copy "))
-    (r === nothing || r[2] != index_key(T)) && return nothing
+    return index_entry(copy_index_ikey, copy_eltype_build, (typeof(bc), T), K, nothing, false)
+end
+copy_index_ikey(@nospecialize(K), @nospecialize(a)) = index_safe(K) ? (index_key(a[1]; prefix = "copy "), nothing) : nothing
+function copy_eltype_build(@nospecialize(K), @nospecialize(a), text::String, ::Vector{Any})
+    T = a[2]
+    text == index_key(T) || return nothing
     fast_set!(K, FastBroadcast(nothing, world_counter(), T, false))
     return T
 end

@@ -64,7 +64,7 @@ kernel, same launch shape); a throw in `f` or `op` is raised at the next downloa
     nk, linear = dims_shape(sz, d)
     R, Acc = full_types(f, op, T)           # (inferred: concrete types below)
     e = get(DIMS_TABLE[], (Tuple{F,OP,T}, nk, linear), nothing)
-    # (the kernel index on disk once per process and shape class, behind an inference
+    # (the kernel index on disk once per process, device and shape class, behind an inference
     # barrier: compiled once for all types; a process's first reduction of a type that an
     # earlier one ran then loads its kernel, without generating the source)
     e === nothing && (e = index_dims_slot(Base.inferencebarrier(Tuple{F,OP,T}), nk, linear, op,
@@ -150,26 +150,26 @@ dims_index_key(@nospecialize(K::Type), nk::Int, linear::Bool) = index_key(K; pre
 dims_index_name(@nospecialize(Acc::Type), @nospecialize(Out::Type)) =
     string(index_key(Acc; prefix = "cumem_reduce "), ' ', index_key(Out))
 
-# The slot of `(K, nk, linear)` filled from the kernel index, once per process and key, when
-# an earlier process recorded the kernel for the accumulator and result types `Acc`, `Out`
-# (compiled once for all types: every argument arrives as `Any`).
-const DIMS_INDEX_TRIED = IdDict{Any,Any}()
+# The slot of `(K, nk, linear)` filled from the kernel index (index_entry: once per process,
+# device and key), when an earlier process recorded the kernel for the accumulator and result
+# types `Acc`, `Out` (compiled once for all types: every argument arrives as `Any`).
 @noinline function index_dims_slot(@nospecialize(K), nk::Int, linear::Bool, @nospecialize(op),
                                    @nospecialize(Acc), @nospecialize(Out))
-    key = (K, nk, linear)
-    lock(DIMS_LOCK)
-    try
-        haskey(DIMS_INDEX_TRIED, key) && return nothing
-        DIMS_INDEX_TRIED[key] = nothing
-    finally
-        unlock(DIMS_LOCK)
-    end
+    e = index_entry(dims_index_ikey, dims_slot_build, (op, Acc, Out), (:dims, K, nk, linear), ("cumem_reduce",), false)
+    return e === nothing ? nothing : e::DimsReduce
+end
+function dims_index_ikey(@nospecialize(key), @nospecialize(a))
+    _, K, nk, linear = key
+    _, Acc, Out = a
     (K isa DataType && Acc isa DataType && Out isa DataType && index_safe(K)) || return nothing
-    r = index_lookup(dims_index_key(K, nk, linear))
-    (r === nothing || r[1] != dims_index_name(Acc, Out)) && return nothing
+    return (dims_index_key(K, nk, linear), dims_index_name(Acc, Out))
+end
+function dims_slot_build(@nospecialize(key), @nospecialize(a), text::String, kernels::Vector{Any})
+    _, K, nk, linear = key
+    op, Acc, Out = a
     neut = neutral(op, Acc)
     neut === nothing && return nothing
-    e = DimsReduce(load_kernel(r[2], "cumem_reduce"), Acc, Out, convert(Acc, neut), world_counter(), false)
-    publish_slot!(DIMS_TABLE, DIMS_LOCK, key, e)
+    e = DimsReduce(kernels[1], Acc, Out, convert(Acc, neut), world_counter(), false)
+    publish_slot!(DIMS_TABLE, DIMS_LOCK, (K, nk, linear), e)
     return e
 end

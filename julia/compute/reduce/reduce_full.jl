@@ -257,22 +257,19 @@ function full_slot_fill!(f, op, Ts::Tuple, kernel, ::Type{Acc}, neut, fns::Tuple
     return nothing
 end
 
-# The slot of K = Tuple{F,OP,T...} filled from the kernel index, once per process and type.
-const FULL_INDEX_TRIED = IdDict{Any,Any}()
+# The slot of K = Tuple{F,OP,T...} filled from the kernel index (index_entry: once per
+# process, device and type).
 @noinline function index_full_slot(@nospecialize(K::DataType), op, @nospecialize(Acc::Type))
-    lock(FULL_LOCK)
-    try
-        haskey(FULL_INDEX_TRIED, K) && return nothing
-        FULL_INDEX_TRIED[K] = nothing
-    finally
-        unlock(FULL_LOCK)
-    end
-    index_safe(K) || return nothing
-    r = index_lookup(index_key(K))
-    (r === nothing || r[1] != index_key(Acc; prefix = "cumem_reduce_all ")) && return nothing
+    e = index_entry(full_index_ikey, full_slot_build, (op, Acc), (:full, K), ("cumem_reduce_all",), false)
+    return e === nothing ? nothing : e::FullReduce
+end
+full_index_ikey(@nospecialize(key), @nospecialize(a)) =
+    index_safe(key[2]) ? (index_key(key[2]), index_key(a[2]; prefix = "cumem_reduce_all ")) : nothing
+function full_slot_build(@nospecialize(key), @nospecialize(a), text::String, kernels::Vector{Any})
+    op, Acc = a
     neut = neutral(op, Acc)
     neut === nothing && return nothing
-    e = FullReduce(load_kernel(r[2], "cumem_reduce_all"), Acc, neut, world_counter())
-    full_slot_set!(K, e)
+    e = FullReduce(kernels[1], Acc, neut, world_counter())
+    full_slot_set!(key[2], e)
     return e
 end

@@ -125,10 +125,7 @@ function kernel_entry(make, key, fns::Tuple = ())
     lock(KERNEL_TABLE_LOCK)
     try
         e = get(KERNEL_TABLE, k, nothing)
-        if e !== nothing && e.fns === fns
-            KERNEL_TABLE_STATS.hits += 1
-            return e
-        end
+        kernel_table_hit(e, fns) && return e
     finally
         unlock(KERNEL_TABLE_LOCK)
     end
@@ -136,19 +133,23 @@ function kernel_entry(make, key, fns::Tuple = ())
     # type; only the look-up above is compiled for each)
     return kernel_entry_miss(Base.inferencebarrier(make), Base.inferencebarrier(k), fns)::KernelEntry
 end
+# The look-up's test, kernel_entry's and kernel_entry_miss's again under the build lock
+# (the caller holds KERNEL_TABLE_LOCK): whether `e`, the table's entry of the key or
+# `nothing`, was made from the compiled functions `fns`; a hit is counted. (The table read
+# stays in the callers: a helper returning the entry, a union of `nothing` and an inline
+# struct, cost an allocation per call on Julia 1.5.)
+@inline kernel_table_hit(e, fns::Tuple) = e !== nothing && e.fns === fns && (KERNEL_TABLE_STATS.hits += 1; true)
 @noinline function kernel_entry_miss(@nospecialize(make), @nospecialize(k), fns::Tuple)
     # One builder at a time: two tasks missing the same key must not both build it (the
-    # builders register compiled functions and sites), so the second waits and finds it.
+    # builders register compiled functions and sites), so the second waits and finds it
+    # (the look-up again, under the build lock).
     # (no closures over `k`: each would be compiled for the key's type)
     lock(KERNEL_BUILD_LOCK)
     try
         lock(KERNEL_TABLE_LOCK)
         try
             e = get(KERNEL_TABLE, k, nothing)
-            if e !== nothing && e.fns === fns
-                KERNEL_TABLE_STATS.hits += 1
-                return e
-            end
+            kernel_table_hit(e, fns) && return e
         finally
             unlock(KERNEL_TABLE_LOCK)
         end

@@ -1,5 +1,6 @@
-# The kernels of the typed fast paths (fastpath.jl, reduce_full.jl) indexed on disk by the
-# Julia types that chose them. The engine's cache (kernel_cache.jl) keeps each
+# The kernels of the typed fast paths (fastpath.jl, reduce_full.jl, dims_slot.jl; the scans
+# of accumulate.jl) indexed on disk by the Julia types that chose them. The engine's cache
+# (kernel_cache.jl) keeps each
 # compiled kernel by its source, so a fresh process skips NVRTC; but to have the source it
 # first runs the code generator, whose own compilation by Julia was most of a fresh
 # process's first `x .+ y` (3.6 s on the H100 machine). This index maps the slot's type
@@ -157,11 +158,48 @@ function index_lookup(k::String)
     return (s[ncodeunits(h)+1:prevind(s, i)], s[nextind(s, i):end])
 end
 
-# The kernel recorded for `K` loaded on the task's device (nothing on the host device,
-# where only the entry's existence matters); `missing` when there is none.
-function index_kernel(k::String)
-    r = index_lookup(k)
-    r === nothing && return missing
-    on_host() && return nothing
-    return load_kernel(r[2], r[1])
+## the index read once per process, device and key
+
+# What the typed fast paths (broadcasts, whole-array and one-dimension reductions, scans)
+# found in the index, by `(device ordinal, key)`: the value that `build` made when the caller
+# keeps it here (`keep`: the scans, which have no slot table), else `nothing`, as once tried
+# without a record.
+const INDEX_TRIED = IdDict{Any,Any}()
+const INDEX_TRIED_LOCK = ReentrantLock()
+
+# The kernel index read once per process, device and `key` (a value naming the family and
+# its types, e.g. `(:dims, K, nk, linear)`), on the task's device (`index_entry_on`: on device
+# ordinal `dev`). The first call for `(dev, key)` asks `ikey(key, arg)` for the index key and the
+# name its record must have (`nothing`: types that are not indexed; a name `nothing`: any)
+# and, when the record is there, returns `build(key, arg, text, kernels)`: `text` the recorded
+# text, `kernels` those of the names in `names` loaded from it (`nothing`: none;
+# `:recorded`: the one of the recorded name; each `nothing` on the host device, where nothing
+# is loaded). Later calls for `(dev, key)` return the first call's value when `keep`, else
+# `nothing` (the slot families keep it in their own tables, checked against the world age
+# there). (Compiled once for all keys: every argument arrives as `Any`; `ikey` and `build`
+# functions and `arg` their data, not closures, which would be allocated on each call. The
+# scans call it on every call: a lock and a table read once tried.)
+index_entry(@nospecialize(ikey), @nospecialize(build), @nospecialize(arg), @nospecialize(key), @nospecialize(names), keep::Bool) =
+    index_entry_on(task_device(), ikey, build, arg, key, names, keep)
+@noinline function index_entry_on(dev::Int, @nospecialize(ikey), @nospecialize(build), @nospecialize(arg), @nospecialize(key),
+                                  @nospecialize(names), keep::Bool)
+    k = (dev, key)
+    lock(INDEX_TRIED_LOCK)
+    try
+        haskey(INDEX_TRIED, k) && return INDEX_TRIED[k]
+        INDEX_TRIED[k] = nothing
+    finally
+        unlock(INDEX_TRIED_LOCK)
+    end
+    ikn = ikey(key, arg)
+    ikn === nothing && return nothing
+    ik, name = ikn
+    r = index_lookup(ik::String)
+    (r === nothing || (name !== nothing && r[1] != name)) && return nothing
+    text = r[2]
+    ns = names === :recorded ? (r[1],) : names === nothing ? () : names
+    kernels = Any[on_host() ? nothing : load_kernel(text, n) for n in ns]
+    v = build(key, arg, text, kernels)
+    keep && v !== nothing && lock(() -> INDEX_TRIED[k] = v, INDEX_TRIED_LOCK)
+    return v
 end

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::pool::split::tests::{Rng, upstream};
+use crate::upstream::Upstream;
 use std::collections::BTreeMap;
 
 const MIB: u64 = 1 << 20;
@@ -36,6 +37,28 @@ impl ExpandablePool {
         assert_eq!(in_arenas, blocks.len(), "a block outside the arenas");
         assert_eq!(blocks.values().sum::<u64>(), self.used_bytes);
     }
+}
+
+/// A hole and growth past it: a block `a` of `hole` bytes, `keep` (2 MiB) after it, `a`
+/// freed, then a block `b` of `grow` bytes (more than `hole`: it goes above `keep`, and
+/// the pool may move a's idle granules under it). Returns `(a, keep, b)`; `a` is freed.
+fn hole_then_growth(pool: &mut ExpandablePool, up: &Upstream, hole: u64, grow: u64) -> (Block, Block, Block) {
+    let a = pool.alloc(hole, up.shard(0)).unwrap();
+    let keep = pool.alloc(2 * MIB, up.shard(0)).unwrap();
+    pool.free(a.ptr, a.size, up.shard(0));
+    let b = pool.alloc(grow, up.shard(0)).unwrap();
+    (a, keep, b)
+}
+
+/// Frees `blocks`, then gives every idle byte back: the reclaim returns all that was
+/// reserved, and nothing is left.
+fn free_and_reclaim_all(pool: &mut ExpandablePool, up: &Upstream, blocks: &[Block]) {
+    for blk in blocks {
+        pool.free(blk.ptr, blk.size, up.shard(0));
+    }
+    let r = up.reserved();
+    assert_eq!(pool.reclaim(u64::MAX, up.shard(0)), r);
+    assert_eq!(up.reserved(), 0);
 }
 
 #[test]
@@ -184,12 +207,7 @@ fn growth_above_the_peak_moves_idle_granules_first() {
     assert_eq!((c.ptr, c.hit), (b.ptr, true));
     assert_eq!(up.reserved(), 102 * MIB);
     pool.check();
-    for blk in [c, keep] {
-        pool.free(blk.ptr, blk.size, up.shard(0));
-    }
-    let r = up.reserved();
-    assert_eq!(pool.reclaim(u64::MAX, up.shard(0)), r);
-    assert_eq!(up.reserved(), 0);
+    free_and_reclaim_all(&mut pool, &up, &[c, keep]);
 }
 
 /// A reclaim that leaves nothing releasable forgets the moves (the layout that thrashed is
@@ -199,10 +217,7 @@ fn a_reclaim_of_every_idle_byte_lets_the_pool_move_again() {
     let up = upstream(None);
     let mut pool = ExpandablePool::default();
     // The thrash of `memory_wanted_back_where_it_was_moved_from_stops_the_moves`.
-    let a = pool.alloc(64 * MIB, up.shard(0)).unwrap();
-    let keep = pool.alloc(2 * MIB, up.shard(0)).unwrap();
-    pool.free(a.ptr, a.size, up.shard(0));
-    let b = pool.alloc(100 * MIB, up.shard(0)).unwrap();
+    let (a, keep, b) = hole_then_growth(&mut pool, &up, 64 * MIB, 100 * MIB);
     pool.free(b.ptr, b.size, up.shard(0));
     let d = pool.alloc(100 * MIB, up.shard(0)).unwrap();
     let c = pool.alloc(64 * MIB, up.shard(0)).unwrap();
@@ -230,11 +245,7 @@ fn a_reclaim_of_every_idle_byte_lets_the_pool_move_again() {
     assert!(q.ptr > d.ptr);
     assert_eq!(up.reserved(), 302 * MIB, "the idle 64 MiB moved");
     pool.check();
-    for blk in [d, q, keep] {
-        pool.free(blk.ptr, blk.size, up.shard(0));
-    }
-    pool.reclaim(u64::MAX, up.shard(0));
-    assert_eq!(up.reserved(), 0);
+    free_and_reclaim_all(&mut pool, &up, &[d, q, keep]);
 }
 
 #[test]
@@ -272,12 +283,9 @@ fn reclaim_unmaps_idle_granules_and_returns_empty_arenas() {
 fn the_limit_is_respected() {
     let up = upstream(Some(40 * MIB));
     let mut pool = ExpandablePool::default();
-    let a = pool.alloc(30 * MIB, up.shard(0)).unwrap();
-    let keep = pool.alloc(2 * MIB, up.shard(0)).unwrap();
-    pool.free(a.ptr, a.size, up.shard(0));
     // 36 MiB does not fit in a's 30 MiB: it goes above `keep` and needs 36 MiB more
     // mapped, over the limit unless a's idle granules go first.
-    let b = pool.alloc(36 * MIB, up.shard(0)).unwrap();
+    let (_, keep, b) = hole_then_growth(&mut pool, &up, 30 * MIB, 36 * MIB);
     assert_eq!(b.ptr, keep.ptr + 2 * MIB);
     assert_eq!(up.reserved(), 38 * MIB);
     pool.check();
@@ -286,11 +294,7 @@ fn the_limit_is_respected() {
     assert!(matches!(pool.alloc(4 * MIB, up.shard(0)), Err(Error::OutOfMemory(_))));
     assert_eq!((up.reserved(), pool.cached_bytes(), pool.block_count()), before);
     pool.check();
-    for blk in [keep, b] {
-        pool.free(blk.ptr, blk.size, up.shard(0));
-    }
-    pool.reclaim(u64::MAX, up.shard(0));
-    assert_eq!(up.reserved(), 0);
+    free_and_reclaim_all(&mut pool, &up, &[keep, b]);
 }
 
 #[test]
@@ -435,12 +439,9 @@ fn a_failed_move_falls_back_to_a_fresh_mapping() {
     use crate::device::{FaultSpec, FaultyDevice, HostDevice};
     let spec = FaultSpec { alloc: 0.0, free: 1.0, copy: 0.0, stream: 0.0, seed: 1 };
     let dev = FaultyDevice::new(Box::new(HostDevice::new(Some(1 << 30))), spec);
-    let up = crate::upstream::Upstream::new(Box::new(dev), None);
+    let up = Upstream::new(Box::new(dev), None);
     let mut pool = ExpandablePool::default();
-    let a = pool.alloc(64 * MIB, up.shard(0)).unwrap();
-    let keep = pool.alloc(2 * MIB, up.shard(0)).unwrap();
-    pool.free(a.ptr, a.size, up.shard(0));
-    let b = pool.alloc(100 * MIB, up.shard(0)).unwrap();
+    let (_, keep, b) = hole_then_growth(&mut pool, &up, 64 * MIB, 100 * MIB);
     // The idle 64 MiB were given up (their moves failed: the memory went back to the
     // device) and b's 100 MiB mapped fresh.
     assert_eq!((up.reserved(), up.peak_reserved()), (102 * MIB, 102 * MIB));
@@ -464,12 +465,9 @@ fn a_failed_move_falls_back_to_a_fresh_mapping() {
 fn memory_wanted_back_where_it_was_moved_from_stops_the_moves() {
     let up = upstream(None);
     let mut pool = ExpandablePool::default();
-    let a = pool.alloc(64 * MIB, up.shard(0)).unwrap();
-    let keep = pool.alloc(2 * MIB, up.shard(0)).unwrap();
-    pool.free(a.ptr, a.size, up.shard(0));
     // As in `growth_above_the_peak_moves_idle_granules_first`: a's idle 64 MiB move
     // under b.
-    let b = pool.alloc(100 * MIB, up.shard(0)).unwrap();
+    let (a, keep, b) = hole_then_growth(&mut pool, &up, 64 * MIB, 100 * MIB);
     assert_eq!((up.reserved(), up.peak_reserved()), (102 * MIB, 102 * MIB));
     assert!(!pool.moves_off, "a move alone does not stop the moves");
     // b's place taken again (mapped: a hit), then a block that fits a's old place best
@@ -490,10 +488,5 @@ fn memory_wanted_back_where_it_was_moved_from_stops_the_moves() {
     assert_eq!(up.stats().counts().1, freed, "no memory given up or moved");
     assert_eq!(up.reserved(), 166 * MIB + 130 * MIB, "grown by the whole block");
     pool.check();
-    for blk in [d, e, keep] {
-        pool.free(blk.ptr, blk.size, up.shard(0));
-    }
-    let r = up.reserved();
-    assert_eq!(pool.reclaim(u64::MAX, up.shard(0)), r);
-    assert_eq!(up.reserved(), 0);
+    free_and_reclaim_all(&mut pool, &up, &[d, e, keep]);
 }

@@ -120,59 +120,7 @@ int scan_test_vec(int64_t n) {
   A acc = 5; int bad = 0; for (int64_t i = 0; i < n; i++) { acc += src[i]; if (dst[i] != acc) bad++; }
   return bad;
 }
-/* The pipelined vector kernels (D = 0: cumem_scan_onepass_pipe; D > 0: cumem_scan_onepass_async
-   with D tiles in flight, its cp.async copies plain loads here): the same walk, each tile b by a block
-   that finds the counter at b and `total` b + 1 (so it takes tile b, finds the next past
-   `total` and stops); then the whole scan again by two blocks with `total` every tile (the
-   first block takes them all in turn, its loads of each next tile before the look-back of the
-   one before); vok as scan_test_vec's */
-template <typename A, int ITEMS, int G, int D>
-int scan_test_pipe(int64_t n) {
-  const int64_t TILE = 256 * ITEMS, ntiles = (n + TILE - 1) / TILE;
-  std::vector<A> src(n), dst(n), part(2 * ntiles); std::vector<uint64_t> words(ntiles + 1, 0);
-  for (auto& x: src) x = rand() % 7 - 3;
-  auto op = [&](A a, A b) -> A { return a + b; };
-  auto line = [&](int64_t j, int64_t* ibp, int64_t* obp) { *ibp = 0; *obp = 0; };
-  auto ld = [&](int64_t ib, int64_t k) -> A { return src[ib + k]; };
-  auto st = [&](int64_t ob, int64_t k, A a) { dst[ob + k] = a; };
-  auto vld = [&](int64_t p, A* o) { for (int g = 0; g < G; g++) o[g] = src[p + g]; };
-  auto vst = [&](int64_t p, const A* a) { for (int g = 0; g < G; g++) dst[p + g] = a[g]; };
-  auto vok = [&](int64_t ib, int64_t ob) -> int { return (ib / TILE) % 7 == 0 ? 0 : 3; };
-  constexpr bool PACK = sizeof(A) <= 4;
-  uint32_t* flags = (uint32_t*)words.data();
-  uint32_t* ctr = PACK ? (uint32_t*)(words.data() + ntiles) : flags + ntiles;
-  auto vcv = [&](const A* q, A* o) { for (int g = 0; g < G; g++) o[g] = q[g]; };
-  auto run = [&](unsigned blocks, int64_t total) {
-    emu_grid(blocks,1,1,256,[&]{
-      if constexpr (D == 0) cumem_scan_onepass_pipe<A, ITEMS, G, true>(n, ntiles, total, (A)5, op, line, ld, st, vld, vst, vok, flags, part.data(), part.data() + ntiles, ctr);
-      else cumem_scan_onepass_async<A, A, ITEMS, G, D, true>(n, ntiles, total, (A)5, op, line, ld, st, src.data(), vcv, vst, vok, flags, part.data(), part.data() + ntiles, ctr);
-    });
-  };
-  A prev = 0;
-  for (int64_t b = 0; b < ntiles; b++) {
-    *ctr = (uint32_t)b;
-    run(1, b + 1);
-    if (PACK) {
-      if ((words[b] >> 32) != 2) return -1;
-      const A inc = (A)(uint32_t)words[b];
-      if (b % 10 != 0 || b > 40) words[b] = (1ull << 32) | (uint32_t)(inc - prev);
-      prev = inc;
-    } else {
-      if (flags[b] != 2) return -1;
-      if (b % 10 != 0 || b > 40) flags[b] = 1;
-    }
-    if (b + 1 < ntiles && (PACK ? words[b + 1] : flags[b + 1]) != 0) return -2;     /* (tile b + 1 untouched) */
-  }
-  A acc = 5; int bad = 0; for (int64_t i = 0; i < n; i++) { acc += src[i]; if (dst[i] != acc) bad++; }
-  std::fill(words.begin(), words.end(), 0); std::fill(dst.begin(), dst.end(), (A)0);
-  *ctr = 0;
-  run(2, ntiles);
-  acc = 5; for (int64_t i = 0; i < n; i++) { acc += src[i]; if (dst[i] != acc) bad++; }
-  return bad;
-}
 int main(){
   printf("%d %d %d %d %d %d\n", sort_test(9000), sort_test(20 * 4096 + 3), scan_test(300 * 4096 + 7), scan_test64(300 * 2048 + 5),
          scan_test_vec<int, 16, 4>(300 * 4096 + 7), scan_test_vec<long long, 8, 2>(300 * 2048 + 5));
-  printf("%d %d %d %d %d\n", scan_test_pipe<int, 16, 4, 0>(300 * 4096 + 7), scan_test_pipe<long long, 8, 2, 0>(300 * 2048 + 5),
-         scan_test_pipe<int, 16, 4, 2>(300 * 4096 + 7), scan_test_pipe<long long, 8, 2, 3>(300 * 2048 + 5), scan_test_pipe<int, 4, 4, 1>(100 * 1024 + 9));
 }

@@ -135,13 +135,10 @@ end
         # summed into Int64 (chunks of 2), Int8 (into Int64), Float16 (Float32 accumulators,
         # chunks of 8); full tiles by vector loads and stores, the partial last one, a view's
         # misaligned start and strided lines by scalar ones; 16-byte elements take kernel 0
-        # (kernel 2, the pipelined one, the same: one block takes every tile in turn; kernel 3,
-        # the staged one, with 4 tiles in flight, Int8 into Int64 by kernel 2: chunks of 2 bytes)
-        for (kernel, window) in ((1, 1), (1, 2), (2, 2), (3, 2)), n in (1, 7, 511, 512, 513, 70 * 512 + 9)
-            CuMem.scan_tuning(CuMem.ScanTuning(64, 8, 0, 50, 0, kernel, window))
+        for window in (1, 2), n in (1, 7, 511, 512, 513, 70 * 512 + 9)
+            CuMem.scan_tuning(CuMem.ScanTuning(64, 8, 0, 50, 0, 1, window))
             @test CuMem.scan_tile(Float32, Float32, Float32) == 512 && CuMem.scan_tile(Int64, Int64, Int64) == 256
             @test CuMem.scan_vec(Int32, Int64, Int64) == 2 && CuMem.scan_vec(Float16, Float16, Float32) == 8 && CuMem.scan_vec(ComplexF64, ComplexF64, ComplexF64) == 0
-            @test CuMem.scan_stages(Float32, 4, 512) == 4 && CuMem.scan_stages(Int8, 2, 512) == 0 && CuMem.scan_stages(Float32, 4, 4096) == 2
             f = rand(-9:9, n)
             @test same(cumsum(CuArray(f)), cumsum(f))
             f32 = Float32.(f)
@@ -209,7 +206,12 @@ end
                    "threads 256-1024 in steps of 32, hist 1-32, walk 0-1)", err.msg)
     err = try CuMem.scan_tuning(CuMem.ScanTuning(100, 16, 0, 0)) catch e e end
     @test err isa ArgumentError && occursin("(threads 64-256 in steps of 32, items 1-32, blocks_per_sm 0-16, " *
-                                            "sleep_ns 0-10000, spin 0-1, kernel 0-3, window 1-16)", err.msg)
+                                            "sleep_ns 0-10000, spin 0-1, kernel 0-1, window 1-16)", err.msg)
+    # kernels 2 and 3 (pipelined, cp.async) were removed: a tuning or variable naming them is refused
+    for k in (2, 3)
+        err = try CuMem.scan_tuning(CuMem.ScanTuning(256, 16, 0, 0, 0, k, 8)) catch e e end
+        @test err isa ArgumentError && occursin("kernel $k (the pipelined and cp.async scan kernels 2 and 3) was removed", err.msg)
+    end
     @test CuMem.sort_tuning() == st0 && CuMem.scan_tuning() == sc0               # unchanged by the errors
     withenv("CUMEM_SORT_ITEMS" => "lots", "CUMEM_SCAN_THREADS" => "96",
             (v => nothing for v in ("CUMEM_SCAN_ITEMS", "CUMEM_SCAN_BLOCKS_PER_SM", "CUMEM_SCAN_SLEEP_NS", "CUMEM_SCAN_SPIN",
@@ -226,6 +228,12 @@ end
         err = try CuMem.sort_tuning() catch e e end
         @test err isa ArgumentError && err.msg == "CUMEM_SORT_EARLY=\"3\": expected an integer from 0 to 2"
         @test CuMem.SCAN_TUNING[].threads == 0 && CuMem.SORT_TUNING[].items == 0      # (nothing set)
+    end
+    withenv("CUMEM_SCAN_KERNEL" => "3") do
+        CuMem.SCAN_TUNING[] = CuMem.ScanTuning(0, 0, 0, 0)
+        err = try CuMem.scan_tuning() catch e e end
+        @test err isa ArgumentError && err.msg == "CUMEM_SCAN_KERNEL=\"3\": expected an integer from 0 to 1"
+        @test CuMem.SCAN_TUNING[].threads == 0
     end
     withenv("CUMEM_SORT_THREADS" => "384", "CUMEM_SORT_HIST" => "16", "CUMEM_SORT_WALK" => "1") do
         CuMem.SORT_TUNING[] = CuMem.RadixTuning(0, 0, 0, 0, 0)       # (read again)
@@ -264,8 +272,8 @@ end
     src = joinpath(@__DIR__, "lookback_emulation.cpp")   # (not inside the backticks: there @__DIR__ is the working directory)
     run(`g++ -O1 -std=c++20 -pthread -w -I$dir -I$cuda -o $exe $src`)
     # wrong elements: sort 9000, sort of 21 tiles (windows of 8), scan of 301 tiles (64-bit status words), of 301 tiles (Int64: flags apart),
-    # the vector scan kernel's two, the pipelined kernel's two, the staged kernel's three (2, 3 and 1 tiles in flight)
-    @test split(read(`$exe`, String)) == ["0", "0", "0", "0", "0", "0", "0", "0", "0", "0", "0"]
+    # the vector scan kernel's two
+    @test split(read(`$exe`, String)) == ["0", "0", "0", "0", "0", "0"]
     # the sort's look-back window by bit masks (CUMEM_SORT_WALK=1) through the same aggregates
     run(`g++ -O1 -std=c++20 -pthread -w -DCUMEM_SORT_WALK=1 -I$dir -I$cuda -o $exe-walk $src`)
     @test split(read(`$exe-walk`, String))[1:2] == ["0", "0"]

@@ -103,6 +103,41 @@ const COMPUTE_SCALE = Ref(2.0)
         end
     end
 
+    # The kernel index (kernel_index.jl) read by the typed fast paths once per process, device
+    # and key (index_entry_on): a key tried on device 0 is tried again on device 1 (each
+    # device loads its own kernels), a record under another name is no hit, and `keep` (the
+    # scans) returns the first call's value again.
+    @testset "kernel index read once per device and key" begin
+        withenv("CUMEM_CACHE_DIR" => mktempdir(), "CUMEM_KERNEL_CACHE" => nothing) do
+            ik = "index_entry test $(time_ns())"
+            CuMem.index_store(ik, "the name", "the text")
+            @test CuMem.index_lookup(ik) == ("the name", "the text")
+            builds = Any[]
+            ikey(key, arg) = (arg, "the name")
+            build(key, arg, text, kernels) = (push!(builds, (key, text)); (text, length(kernels)))
+            key = (:test, time_ns())
+            @test CuMem.index_entry_on(0, ikey, build, ik, key, nothing, false) == ("the text", 0)
+            @test CuMem.index_entry_on(0, ikey, build, ik, key, nothing, false) === nothing   # tried: not read again
+            @test CuMem.index_entry_on(1, ikey, build, ik, key, nothing, false) == ("the text", 0)
+            @test CuMem.index_entry_on(1, ikey, build, ik, key, nothing, false) === nothing
+            @test builds == [(key, "the text"), (key, "the text")]
+            key2 = (:test, time_ns())
+            @test CuMem.index_entry_on(0, ikey, build, ik, key2, nothing, true) == ("the text", 0)
+            @test CuMem.index_entry_on(0, ikey, build, ik, key2, nothing, true) == ("the text", 0)  # kept
+            @test length(builds) == 3
+            @test CuMem.index_entry_on(0, (k, a) -> (a, "another name"), build, ik, (:test, time_ns()), nothing, true) === nothing
+            @test CuMem.index_entry_on(0, (k, a) -> nothing, build, ik, (:test, time_ns()), nothing, true) === nothing   # not indexed
+            @test length(builds) == 3
+            # the families' keys hold the task's device: a dims reduction's try on this device
+            # leaves another device's to come
+            K = Tuple{typeof(identity),typeof(Base.add_sum),Float32}
+            @test CuMem.index_dims_slot(K, 1, true, Base.add_sum, Float32, Float32) === nothing   # (no record here)
+            dev = CuMem.task_device()
+            @test haskey(CuMem.INDEX_TRIED, (dev, (:dims, K, 1, true))) && !haskey(CuMem.INDEX_TRIED, (dev + 1, (:dims, K, 1, true)))
+            @test all(k -> k isa Tuple && k[1] isa Int, keys(CuMem.INDEX_TRIED))
+        end
+    end
+
     @testset "NVRTC" begin
         if CuMem.nvrtc_available()
             v = CuMem.nvrtc_version()
