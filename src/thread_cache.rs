@@ -40,7 +40,7 @@ use crate::stats::{PeakWindow, ShardStats};
 use lock_api::RawMutex as _;
 use parking_lot::{Mutex, RawMutex};
 use std::cell::{Cell, RefCell, UnsafeCell};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, compiler_fence, fence};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering, compiler_fence, fence};
 use std::sync::{Arc, OnceLock};
 
 /// Largest block size a thread cache holds (bytes), defined in [`crate::config`] beside
@@ -151,10 +151,20 @@ impl TcState {
     }
 
     /// Empties the cache, calling `f(address, size)` for each cached block.
-    pub fn take_blocks(&mut self, mut f: impl FnMut(u64, u64)) {
-        if self.held == 0 {
-            return;
+    ///
+    /// The test for an empty cache is inlined at the call (most requests that reach the
+    /// pool find nothing cached: a call for it was 4 instructions a replay event); the
+    /// emptying is not.
+    #[inline(always)]
+    pub fn take_blocks(&mut self, f: impl FnMut(u64, u64)) {
+        if self.held != 0 {
+            self.take_held(f);
         }
+    }
+
+    /// [`TcState::take_blocks`] of a cache that holds blocks.
+    #[inline(never)]
+    fn take_held(&mut self, mut f: impl FnMut(u64, u64)) {
         let mut filled = std::mem::take(&mut self.filled);
         while filled != 0 {
             let b = &mut self.bins[filled.trailing_zeros() as usize];
@@ -185,7 +195,20 @@ pub(crate) struct ThreadCache {
     /// Held by a claimer for the whole claim.
     gate: RawMutex,
     state: UnsafeCell<TcState>,
+    /// The adaptive bypass ([`ThreadCache::bypassed`]), its score and the cache's hit
+    /// count at the last request that reached the pool. Written and read by the owner
+    /// only (atomics, relaxed, only so that the cache can be shared: plain moves on x86).
+    bypass: AtomicBool,
+    score: AtomicU32,
+    hits_seen: AtomicU64,
 }
+
+/// The score a cache starts with and returns to when it leaves the bypass: this many
+/// more requests reaching the pool than cache hits send it into the bypass.
+pub const BYPASS_START: u32 = 64;
+/// The score a bypassed cache leaves the bypass at: this many more requests whose size
+/// is the owner's last free (a hit, had the block been cached) than others.
+pub const BYPASS_LEAVE: u32 = 16;
 
 // SAFETY: `state` is accessed only by the owning thread between `enter` and the guard's
 // drop, or by a claimer holding `gate` after the owner was seen inactive with `claimed`
@@ -213,6 +236,14 @@ impl std::ops::DerefMut for Owner<'_> {
     }
 }
 
+impl<'a> Owner<'a> {
+    /// The cache the owner is inside.
+    #[inline(always)]
+    pub fn cache(&self) -> &'a ThreadCache {
+        self.0
+    }
+}
+
 impl Drop for Owner<'_> {
     #[inline]
     fn drop(&mut self) {
@@ -230,7 +261,49 @@ impl ThreadCache {
             owner_fence,
             gate: RawMutex::INIT,
             state: UnsafeCell::new(TcState::new()),
+            bypass: AtomicBool::new(false),
+            score: AtomicU32::new(BYPASS_START),
+            hits_seen: AtomicU64::new(0),
         }
+    }
+
+    /// Whether the owner goes past this cache to the pool: the adaptive bypass of the
+    /// pools that take the cached blocks back before every request that reaches them
+    /// (`expandable`, whose best fit must see freed blocks merged). There a block cached
+    /// at a free waits only until the owner's next request that misses, so the cache hits
+    /// only where a block of a size just freed is asked for again (the pair benchmark:
+    /// every request), and on an allocation trace most requests miss and pay the cache's
+    /// checks, its live table and the hand-back on top of the pool's work
+    /// (bertlike_infer_varlen_lognormal_seed102: 451 warm instructions an event with the
+    /// cache, 379 without; callgrind, bench/results/host-2026-11-29-exp14). So each
+    /// request that reaches the pool past the cache scores the cache's hits since the
+    /// last such request up (to [`BYPASS_START`]) and itself one down
+    /// ([`ThreadCache::score_miss`]: the hits are counted by the cache's statistics, so
+    /// a hit pays nothing for it); at 0 the cache, empty of cached blocks, hands its live
+    /// blocks to the shard and is bypassed: [`Registry::current`] answers None, and
+    /// every path is the engine's path without thread caches. While bypassed, a request
+    /// for the size of the last block freed to the shard's pool scores one up, any other
+    /// one down (not below 0; the engine keeps this score in the shard, under the lock
+    /// its paths hold), and at [`BYPASS_LEAVE`] the cache is used again
+    /// ([`Registry::end_bypass`]).
+    #[inline(always)]
+    pub fn bypassed(&self) -> bool {
+        self.bypass.load(Ordering::Relaxed)
+    }
+
+    /// A request that reached the pool past the (not bypassed) cache `st` (owner only,
+    /// inside it): scores the cache's hits since the last one up and this one down.
+    /// Returns true when the score reached 0 (the caller bypasses the cache:
+    /// [`Registry::start_bypass`]).
+    #[inline(always)]
+    pub fn score_miss(&self, st: &TcState) -> bool {
+        let hits = st.stats.allocations.wrapping_sub(self.hits_seen.load(Ordering::Relaxed));
+        self.hits_seen.store(st.stats.allocations, Ordering::Relaxed);
+        let s =
+            (self.score.load(Ordering::Relaxed) as u64).saturating_add(hits).min(BYPASS_START as u64) as u32;
+        let s = s.saturating_sub(1);
+        self.score.store(s, Ordering::Relaxed);
+        s == 0
     }
 
     /// Enters the cache as its owner (only the owning thread may call this, and never
@@ -296,14 +369,19 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 /// it costs no registration check. Id `u64::MAX` once the thread's caches are gone.
 struct Last {
     id: Cell<u64>,
+    /// Null while the cache is bypassed ([`ThreadCache::bypassed`]).
     tc: Cell<*const ThreadCache>,
+    /// The cache, bypassed or not.
+    real: Cell<*const ThreadCache>,
 }
 
 /// Every cache of this thread, one per engine used.
 struct Caches(RefCell<Vec<(u64, Arc<ThreadCache>, Arc<Shared>)>>);
 
 thread_local! {
-    static LAST: Last = const { Last { id: Cell::new(0), tc: Cell::new(std::ptr::null()) } };
+    static LAST: Last = const {
+        Last { id: Cell::new(0), tc: Cell::new(std::ptr::null()), real: Cell::new(std::ptr::null()) }
+    };
     static CACHES: Caches = const { Caches(RefCell::new(Vec::new())) };
 }
 
@@ -313,6 +391,7 @@ impl Drop for Caches {
         let _ = LAST.try_with(|l| {
             l.id.set(u64::MAX);
             l.tc.set(std::ptr::null());
+            l.real.set(std::ptr::null());
         });
         for (_, tc, shared) in self.0.borrow_mut().drain(..) {
             let g = tc.gate.lock(); // no claim in progress
@@ -361,17 +440,51 @@ impl Registry {
     }
 
     /// The calling thread's cache for this engine, made on first use with `home` as its
-    /// shard; None while the thread is exiting (its caches are gone). Never call it
-    /// while holding a shard lock (a first use takes the registry's lock).
+    /// shard; None while the thread is exiting (its caches are gone) or while the cache
+    /// is bypassed ([`ThreadCache::bypassed`]: a null pointer in the thread's record,
+    /// so the test costs nothing beside the record's). Never call it while holding a
+    /// shard lock (a first use takes the registry's lock).
     #[inline]
     pub fn current(&self, home: impl FnOnce() -> usize) -> Option<&ThreadCache> {
         let hit = LAST.with(|l| (l.id.get() == self.id).then(|| l.tc.get()));
         match hit {
             // SAFETY: LAST points at a cache that this thread's CACHES holds an Arc of
-            // until the thread exits (when LAST is cleared).
-            Some(p) => Some(unsafe { &*p }),
+            // until the thread exits (when LAST is cleared), or is null.
+            Some(p) => unsafe { p.as_ref() },
             None => self.current_slow(home()),
         }
+    }
+
+    /// The calling thread's cache for this engine if it is bypassed (to end the bypass:
+    /// [`Registry::end_bypass`]).
+    #[inline]
+    pub fn bypassed(&self) -> Option<&ThreadCache> {
+        let p = LAST.with(|l| (l.id.get() == self.id && l.tc.get().is_null()).then(|| l.real.get()))?;
+        // SAFETY: as in `current`.
+        unsafe { p.as_ref() }
+    }
+
+    /// Bypasses the calling thread's cache `tc` (owner only, inside it, with no block
+    /// cached and its live blocks handed to the shard).
+    pub fn start_bypass(&self, tc: &ThreadCache, st: &TcState) {
+        debug_assert!(st.held == 0 && st.live.is_empty());
+        tc.bypass.store(true, Ordering::Relaxed);
+        LAST.with(|l| {
+            if l.id.get() == self.id {
+                l.tc.set(std::ptr::null());
+            }
+        });
+    }
+
+    /// Ends the bypass of the calling thread's cache `tc` (owner only).
+    pub fn end_bypass(&self, tc: &ThreadCache) {
+        tc.score.store(BYPASS_START, Ordering::Relaxed);
+        tc.bypass.store(false, Ordering::Relaxed);
+        LAST.with(|l| {
+            if l.id.get() == self.id {
+                l.tc.set(l.real.get());
+            }
+        });
     }
 
     #[cold]
@@ -395,12 +508,14 @@ impl Registry {
                 p
             })
             .ok()?;
+        // SAFETY: as in `current` (p is not null).
+        let tc = unsafe { &*p };
         LAST.with(|l| {
             l.id.set(self.id);
-            l.tc.set(p);
+            l.tc.set(if tc.bypassed() { std::ptr::null() } else { p });
+            l.real.set(p);
         });
-        // SAFETY: as in `current`.
-        Some(unsafe { &*p })
+        (!tc.bypassed()).then_some(tc)
     }
 
     /// Whether the calling thread's cache is the only one (so, with one shard in use,
@@ -429,7 +544,7 @@ impl Registry {
         }
         // Make every owner that may have missed `claimed` visible as active (the
         // caller's own cache and those of exited threads have no owner running).
-        let own = LAST.try_with(|l| l.tc.get()).unwrap_or(std::ptr::null());
+        let own = LAST.try_with(|l| l.real.get()).unwrap_or(std::ptr::null());
         if list.iter().any(|tc| !std::ptr::eq(Arc::as_ptr(tc), own) && !tc.exited.load(Ordering::Acquire)) {
             self.heavy_barrier();
         }

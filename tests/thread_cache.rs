@@ -1,14 +1,15 @@
 //! Thread caches (`src/thread_cache.rs`): a thread's freed small blocks wait in its own
 //! cache; frees from other threads, thread exit, reclaim and the out-of-memory retry must
 //! reach them, double frees through them must be refused, and the statistics must stay
-//! exact. Each test runs on the pools with thread caches (binned, split, simple), with one
-//! shard so that every thread shares one pool unless said; the expandable pool has none.
+//! exact. Each test runs on the pools with thread caches (`POOLS`), with one shard so that
+//! every thread shares one pool unless said; the expandable pool's caches hold blocks up
+//! to 64 KiB and bypass themselves while they miss (the two `expandables_` tests).
 
 mod common;
 
 use common::*;
 use cumem::config::Amount;
-use cumem::{Config, Engine, PoolKind, Stats};
+use cumem::{Config, Engine, PoolKind, Stats, thread_cache};
 use std::sync::Barrier;
 use std::sync::mpsc::{Receiver, channel};
 
@@ -64,6 +65,68 @@ fn expandables_thread_caches_hold_small_blocks_and_merge_them_before_a_search() 
         e.free(c).unwrap();
         invariants(&e.stats());
     }
+}
+
+/// The expandable pool's thread cache bypasses itself while it does not pay
+/// (`ThreadCache::bypassed`): after a run of requests that all miss it (each for another
+/// size than the blocks just freed), a freed block goes to the pool at once (another
+/// thread's request of its size gets it, as without thread caches); after a run of
+/// pairs (each request for the size just freed) the cache holds freed blocks again.
+#[test]
+fn expandables_thread_cache_is_bypassed_while_it_misses() {
+    let e = engine_tc(PoolKind::Expandable);
+    let (ptx, prx) = channel();
+    let (gtx, grx) = channel::<()>();
+    // Main's request of 4 KiB after the thread freed one: whether it got the thread's.
+    // Main keeps its blocks (freed, they would wait in its own cache for its next
+    // request), so that each of its requests reaches the pool.
+    let kept = std::cell::RefCell::new(Vec::new());
+    let got_it = |p: u64| {
+        let q = e.alloc(4096).unwrap();
+        kept.borrow_mut().push(q);
+        q == p
+    };
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // A fresh cache holds the freed block.
+            let p = e.alloc(4096).unwrap();
+            e.free(p).unwrap();
+            ptx.send(p).unwrap();
+            grx.recv().unwrap();
+            // Requests that miss: sizes 512 B to 2.5 KiB in turn, each freed after the
+            // next request (so never a size the cache holds).
+            let mut prev = 0;
+            for i in 0..2 * thread_cache::BYPASS_START {
+                let p = e.alloc(512 * (1 + u64::from(i) % 5)).unwrap();
+                if prev != 0 {
+                    e.free(prev).unwrap();
+                }
+                prev = p;
+            }
+            e.free(prev).unwrap();
+            let p = e.alloc(4096).unwrap();
+            e.free(p).unwrap();
+            ptx.send(p).unwrap();
+            grx.recv().unwrap();
+            // Pairs: the cache comes back.
+            for _ in 0..4 * thread_cache::BYPASS_LEAVE {
+                let p = e.alloc(4096).unwrap();
+                e.free(p).unwrap();
+            }
+            let p = e.alloc(4096).unwrap();
+            e.free(p).unwrap();
+            ptx.send(p).unwrap();
+            hold(grx); // alive, so its cache is not handed back at exit yet
+        });
+        assert!(!got_it(prx.recv().unwrap()), "a fresh cache holds the freed block");
+        gtx.send(()).unwrap();
+        assert!(got_it(prx.recv().unwrap()), "after misses only, the cache is bypassed");
+        gtx.send(()).unwrap();
+        assert!(!got_it(prx.recv().unwrap()), "after pairs, the cache holds freed blocks again");
+        drop(gtx);
+    });
+    kept.into_inner().into_iter().for_each(|q| e.free(q).unwrap());
+    invariants(&e.stats());
 }
 
 fn cfg(pool: PoolKind, thread_cache: bool) -> Config {

@@ -6,7 +6,8 @@ The same operations, sizes, data ranges and timing (median over reps of the wall
 synchronize to one after the call, one warm-up call): torch.linalg.solve(A, b),
 torch.linalg.cholesky(P), torch.linalg.qr(A) (reduced), torch.linalg.svd(A,
 full_matrices=False) with the default driver (svd) and driver="gesvd" (svd_gesvd),
-torch.linalg.eigh(P), A.t().contiguous() (transpose) and A.clone() (copy). No TF32.
+torch.linalg.eigh(P), torch.geqrf(A) and
+torch.linalg.householder_product (qr's two halves), A.t().contiguous() (transpose) and A.clone() (copy). No TF32.
 --only a,b (or LINALG_ONLY=a,b) runs those operations only. One JSON object per line, "impl":"torch".
 """
 import argparse, json, os, time
@@ -45,6 +46,7 @@ for n in sizes:
     b = torch.rand(n, device=dev, dtype=torch.float32)
     Ph = torch.rand(n, n, device=dev, dtype=torch.float32)
     P = Ph.T @ Ph / n + torch.eye(n, device=dev)
+    QRa, QRtau = torch.geqrf(A)
     benches = [
         ("solve", lambda: torch.linalg.solve(A, b)),
         ("cholesky", lambda: torch.linalg.cholesky(P)),
@@ -53,6 +55,8 @@ for n in sizes:
         ("svd", lambda: torch.linalg.svd(A, full_matrices=False)),
         ("svd_gesvd", lambda: torch.linalg.svd(A, full_matrices=False, driver="gesvd")),
         ("eigh", lambda: torch.linalg.eigh(P)),
+        ("geqrf", lambda: torch.geqrf(A)),
+        ("orgqr", lambda: torch.linalg.householder_product(QRa, QRtau)),
         ("transpose", lambda: A.t().contiguous()),
         ("copy", lambda: A.clone()),
     ]

@@ -6,7 +6,7 @@ The keys are those of sort_bench.jl: Float32 uniform in [0, 1), Int64 and 32-bit
 their whole range (every 8-bit digit random; CUB sorts every digit), and "sort_i64_31bit": Int64
 in [0, 2^31), whose four high digits are zero in every key (CUB's onesweep copies a tile whose
 keys share their digit without ranking it; CuMem skips a digit equal over all keys)."""
-import json, statistics, sys
+import json, os, statistics, sys
 import torch
 
 sizes = [int(s) for s in sys.argv[1:]] or [10**6, 10**8]
@@ -24,7 +24,7 @@ def timed(f, setup):
 
 def emit(op, impl, n, ms):
     row = {"op": op, "impl": impl, "n": n, "ms": round(ms, 3)}
-    if op in ("cumsum_f32", "copy_f32"):
+    if op.split("@")[0] in ("cumsum_f32", "cumsum!_f32", "copy_f32"):
         row["gbps"] = round(8 * n / ms / 1e6, 1)
     print(json.dumps(row), flush=True)
 
@@ -60,6 +60,26 @@ for n in sizes:
     emit("copy_f32", "torch", n, timed(lambda x: dst.copy_(x), lambda: src.clone()))
     del dst
     del src
+# SORT_BURST=1: the scan and the copy at the largest size, 20 calls back to back between two
+# events (no synchronize between them: the GPU never idles), ms per call ("<op>@burst")
+def burst(f, reps=20):
+    ts = []
+    for k in range(6):
+        torch.cuda.synchronize()
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        for _ in range(reps):
+            f()
+        b.record(); b.synchronize()
+        if k: ts.append(a.elapsed_time(b) / reps)
+    return statistics.median(ts)
+
+if os.environ.get("SORT_BURST") == "1":
+    n = max(sizes)
+    src = torch.rand(n, device="cuda"); dst = torch.empty_like(src)
+    emit("cumsum!_f32@burst", "torch", n, burst(lambda: torch.cumsum(src, 0, out=dst)))
+    emit("copy_f32@burst", "torch", n, burst(lambda: dst.copy_(src)))
+    del src, dst
 try:
     import cupy as cp
     for n in sizes:

@@ -789,6 +789,9 @@ fi
 # summaries, results and logs are packed into the usual three files under $OUT.
 if [ "${1:-}" = --lanes ]; then
     shift
+    for spec in "$@"; do      # (a spec splits on spaces: quotes would reach the suite as text)
+        case $spec in *\"*|*\'*) echo "lane '$spec': no quotes in a lane; a list takes commas (TESTS=a.jl,b.jl)" >&2; exit 2 ;; esac
+    done
     : "${OUT:?set OUT to the output folder}"
     DEADLINE=${DEADLINE:-570}
     LD=$(mktemp -d /tmp/cumem-lanes.XXXXXX)

@@ -9,6 +9,8 @@
 #   "svd"          svd(A)                            (gesvdj, thin U, S, Vt)
 #   "svd_gesvd"    svd(A; alg = QRIteration())       (gesvd)
 #   "eigh"         eigen(Symmetric(P))               (syevd with vectors)
+#   "geqrf"        CuMem.geqrf!(copy(A), τ)           (qr's factorization alone: torch.geqrf)
+#   "orgqr"        CuMem.orgqr!(copy(F.factors), F.τ) (qr's thin Q alone: torch.linalg.householder_product)
 #   "transpose"    CuMem.la_adjoint(A)               (the tiled transpose behind the upper cholesky)
 #   "copy"         copy(A)                           (a device copy of the same bytes: the transpose's floor)
 # --only a,b (or LINALG_ONLY=a,b) runs those operations only.
@@ -61,7 +63,10 @@ Random.seed!(1)
 const DATA = Dict{Int,Any}()
 for n in SIZES
     Ph = rand(Float32, n, n)
-    DATA[n] = (A = CuArray(rand(Float32, n, n)), b = CuArray(rand(Float32, n)), P = CuArray(Ph' * Ph ./ n + I))
+    A = CuArray(rand(Float32, n, n))
+    F = qr(A)
+    DATA[n] = (A = A, b = CuArray(rand(Float32, n)), P = CuArray(Ph' * Ph ./ n + I),
+               τ = CuVector{Float32}(undef, n), factors = F.factors, τF = F.τ)
 end
 # operation-major, the SVDs last: a fault in one (it poisons the context) spares the others
 const BENCHES = (
@@ -72,6 +77,8 @@ const BENCHES = (
     "eigh" => d -> eigen(Symmetric(d.P)),
     "svd_gesvd" => d -> svd(d.A; alg = LinearAlgebra.QRIteration()),
     "svd" => d -> svd(d.A),
+    "geqrf" => d -> CuMem.geqrf!(copy(d.A), d.τ)[1],
+    "orgqr" => d -> CuMem.orgqr!(copy(d.factors), d.τF),
     "transpose" => d -> CuMem.la_adjoint(d.A),
     "copy" => d -> copy(d.A),
 )

@@ -250,6 +250,30 @@ if get(ENV, "SORT_PDL_AB", "0") == "1"
     CuMem.unsafe_free!(dst); CuMem.unsafe_free!(src)
 end
 
+# SORT_BURST=1: cumsum! and the copy at the largest n, 20 calls back to back between two timing
+# events (no synchronize between them, so the GPU never idles and keeps its clocks), ms per
+# call, median of 5 ("<op>@burst"; bench/anchors/sort_anchor.py gives PyTorch's the same way)
+function timed_burst(f; reps = 20)
+    ts = Float64[]
+    for k in 1:6
+        CuMem.synchronize()
+        t = CuMem.@elapsed CuMem.stream() (for _ in 1:reps; f(); end)
+        k > 1 && push!(ts, t * 1e3 / reps)
+    end
+    return median(ts)
+end
+if get(ENV, "SORT_BURST", "0") == "1"
+    n = maximum(sizes)
+    src = CuMem.rand(Float32, n)
+    dst = similar(src)
+    for (op, f) in (("cumsum!_f32", () -> cumsum!(dst, src)), ("copy_f32", () -> copyto!(dst, src)))
+        ms = timed_burst(f)
+        println("{\"op\": \"$op@burst\", \"impl\": \"cumem\", \"n\": $n, \"ms\": $(round(ms; digits = 3)), \"gbps\": $(round(8n / ms / 1e6; digits = 1))}")
+        flush(stdout)
+    end
+    CuMem.unsafe_free!(dst); CuMem.unsafe_free!(src)
+end
+
 if get(ENV, "CUMEM_SORT_ANCHOR", "0") == "1" && Sys.which("python3") !== nothing
     anchor = joinpath(@__DIR__, "..", "anchors", "sort_anchor.py")
     ok = success(pipeline(`python3 -c "import torch; assert torch.cuda.is_available()"`; stderr = devnull))

@@ -7,7 +7,7 @@ use super::{Engine, Sink};
 use crate::config::PoolKind;
 use crate::live::LiveBlock;
 use crate::pool::{Block, MIN_BLOCK, Pool, round_up};
-use crate::thread_cache::{self, Claimed, Registry, TcState, ThreadCache};
+use crate::thread_cache::{self, Claimed, Owner, Registry, TcState, ThreadCache};
 use std::sync::atomic::Ordering::Relaxed;
 
 /// [`crate::pool::binned_class_size`] of 1 to [`thread_cache::MAX_CACHED_SIZE`] bytes, whose classes
@@ -35,7 +35,23 @@ impl Engine {
     pub(super) fn thread_cache(&self) -> Option<&ThreadCache> {
         // Stream-aware allocation: thread caches serve the default stream only; the check
         // of the stream goes here, the one place where a call chooses its thread cache.
+        // A bypassed cache ([`ThreadCache::bypassed`]; `expandable` only) is none: it
+        // holds no block, cached or live, so every path is the one without thread caches.
         self.tc.as_ref()?.current(|| self.home())
+    }
+
+    /// Ends the bypass of the calling thread's cache, if it is bypassed and its home is
+    /// `home` (its requests to the pool ask for the sizes it just freed:
+    /// [`ThreadCache::bypassed`]). Rare, out of line; takes no lock.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn end_bypass(&self, home: usize) {
+        if let Some(reg) = &self.tc
+            && let Some(tc) = reg.bypassed()
+            && tc.home == home
+        {
+            reg.end_bypass(tc);
+        }
     }
 
     /// The size of the block a thread cache serves `bytes` (1 to
@@ -89,6 +105,28 @@ impl Engine {
         }
         out.put((requested, size));
         true
+    }
+
+    /// Bypasses the calling thread's cache `o` (its score reached 0:
+    /// [`ThreadCache::bypassed`]), inside it and holding its home shard's lock `s`, with
+    /// its cached blocks just handed back: its live blocks move into the shard's table
+    /// (numbered anew, as a claim's migration does), so that their frees find them there
+    /// while the cache is bypassed. Out of line: once per change of the workload's
+    /// pattern.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn bypass_cache(&self, o: &mut Owner<'_>, s: &mut super::ShardState, shard: &super::Shard) {
+        let st: &mut TcState = o;
+        for (p, requested, size) in st.live.drain() {
+            st.stats.transfer_to(&mut s.stats, requested, size);
+            let seq = s.stats.next_seq();
+            s.live.insert(p, LiveBlock { requested, size, seq, origin: None });
+        }
+        shard.publish(s);
+        st.window.close();
+        if let Some(reg) = &self.tc {
+            reg.start_bypass(o.cache(), o);
+        }
     }
 
     /// A thread cache's live bytes left its [`PeakWindow`]: folds them into the

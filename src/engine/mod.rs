@@ -45,7 +45,7 @@ use crate::pool::{AnyPool, Block, MAX_REQUEST, MAX_SIZE, Pool};
 use crate::snapshot::{BlockInfo, SegmentInfo};
 use crate::stats::{self, Peaks, ShardStats, Stats};
 use crate::sync::ShardMutex;
-use crate::thread_cache::{Registry, ThreadCache};
+use crate::thread_cache::{self, Registry, ThreadCache};
 use crate::tracking::{self, Origin, Outstanding};
 use crate::upstream::Upstream;
 use rustc_hash::FxHashMap;
@@ -82,6 +82,14 @@ struct ShardState {
     pending: Vec<PendingFree>,
     /// Completed events of the engine's own (no timing), for reuse.
     spare_events: Vec<u64>,
+    /// The bypass of thread caches that do not pay ([`ThreadCache::bypassed`]), scored
+    /// here while the calling thread's cache is bypassed (a shard is mostly one
+    /// thread's; the score only steers, either state is correct): the size of the last
+    /// block freed to the pool, and how many more requests asked for that size than for
+    /// another. Kept under the lock the paths hold anyway, so that a bypassed request
+    /// pays no thread-local lookup for it.
+    bypass_last_free: u64,
+    bypass_score: u32,
 }
 
 /// One shard, on cache lines of its own so shards do not slow each other down.
@@ -118,6 +126,10 @@ pub struct Engine {
     /// Largest block the thread caches hold ([`PoolKind::thread_cache_max_size`]; 0 when
     /// `tc` is None).
     tc_max: u64,
+    /// The thread caches bypass themselves where they do not pay
+    /// ([`ThreadCache::bypassed`]): `expandable`, whose pool takes cached blocks back
+    /// before every request that reaches it.
+    tc_adaptive: bool,
     /// Cap on cached bytes (`set_cache_limit`); `u64::MAX` when there is none.
     cache_limit: AtomicU64,
     /// `reserved` when trimming the cache to `cache_limit` last released nothing (the
@@ -245,6 +257,8 @@ impl Engine {
                     stream_blocks: FxHashMap::default(),
                     pending: Vec::new(),
                     spare_events: Vec::new(),
+                    bypass_last_free: 0,
+                    bypass_score: 0,
                 }),
                 totals: [AtomicU64::new(0), AtomicU64::new(0)],
             })
@@ -256,6 +270,7 @@ impl Engine {
         let tc_max = cfg.pool.thread_cache_max_size();
         let tc = (cfg.thread_cache && cfg.debug == 0 && tc_max > 0).then(Registry::new);
         let tc_max = if tc.is_some() { tc_max } else { 0 };
+        let tc_adaptive = cfg.pool == PoolKind::Expandable && tc.is_some();
         log::info!(
             "{} pool on {} (device {}), limit {}, {n} shards, thread caches {}",
             cfg.pool.name(),
@@ -277,6 +292,7 @@ impl Engine {
             start: Instant::now(),
             tc,
             tc_max,
+            tc_adaptive,
             cache_limit: AtomicU64::new(u64::MAX),
             futile_trim: AtomicU64::new(u64::MAX),
             marks: parking_lot::Mutex::new(vec![vec![0; n].into_boxed_slice()]),
@@ -453,6 +469,9 @@ impl Engine {
             // cached blocks too, as it would without thread caches.
             let pool = &mut s.pool;
             o.take_blocks(|p, size| pool.free(p, size, self.up.shard(home)));
+            if self.tc_adaptive && o.cache().score_miss(o) {
+                self.bypass_cache(o, &mut s, shard);
+            }
         }
         if !s.pending.is_empty() {
             self.process_pending(&mut s, home, false);
@@ -471,6 +490,20 @@ impl Engine {
         };
         let seq = s.stats.on_alloc(bytes, block.size, block.hit);
         s.live.insert(block.ptr, LiveBlock { requested: bytes, size: block.size, seq, origin });
+        if self.tc_adaptive && stream == 0 && tc.is_none() {
+            // The calling thread's cache is bypassed (or the thread is exiting): a hit,
+            // had the block of the last free been cached, scores up, any other request
+            // down; at BYPASS_LEAVE the caller's cache is used again.
+            if block.size == s.bypass_last_free {
+                s.bypass_score += 1;
+                if s.bypass_score >= thread_cache::BYPASS_LEAVE {
+                    s.bypass_score = 0;
+                    self.end_bypass(home);
+                }
+            } else {
+                s.bypass_score = s.bypass_score.saturating_sub(1);
+            }
+        }
         if stream != 0 {
             s.stream_blocks.insert(block.ptr, StreamUse { stream, uses: Vec::new() });
         }
@@ -716,6 +749,9 @@ impl Engine {
             self.free_maybe_pinned(&mut s, i, ptr, live.size);
         } else if !owner.as_mut().is_some_and(|o| o.push(ptr, live.size, self.tc_max)) {
             s.pool.free(ptr, live.size, self.up.shard(i));
+            if self.tc_adaptive && tc.is_none() {
+                s.bypass_last_free = live.size;
+            }
         }
         s.stats.on_free(live.requested, live.size);
         shard.publish(&s);

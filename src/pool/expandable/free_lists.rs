@@ -137,8 +137,16 @@ impl FreeLists {
         {
             return Some(i);
         }
-        // Every entry of a higher class is larger than any of class c.
+        // Every entry of a higher class is larger than any of class c: the smallest of
+        // the next non-empty class. Most requests come here (their own class is empty:
+        // 79 % on bertlike_infer_varlen_lognormal_seed102), and most lists hold one
+        // range (1.0 a list looked at here, 1.3 in the request's class), so a lone head
+        // is taken without the walk.
         let c = self.next_class(c + 1)?;
+        let head = self.heads[c];
+        if nodes[head as usize].fnext == NIL {
+            return Some(head);
+        }
         self.min_in(nodes, c, 0)
     }
 

@@ -106,9 +106,11 @@
 //! without the second address table and with the node slab's bounds checks and `Vec`
 //! upkeep gone (bench/results/host-2026-11-28-exp11: 1.37–1.69 × binned's on the replay
 //! traces), 446 with the search of mapped pieces, which removes the warm passes'
-//! device calls (bench/results/host-2026-11-28-exp12), 435 now without thread caches in
+//! device calls (bench/results/host-2026-11-28-exp12), 435 without thread caches in
 //! front of the pool and with free lists by quarter octave
-//! (bench/results/host-2026-11-28-exp13); binned's 260.
+//! (bench/results/host-2026-11-28-exp13), 518 with them again (exp13b), 451 now, with
+//! thread caches that bypass themselves while they miss and a lone free range of the
+//! next class taken without a walk (bench/results/host-2026-11-29-exp14); binned's 265.
 
 mod arena;
 mod free_lists;
@@ -382,23 +384,35 @@ impl ExpandablePool {
     }
 
     /// Places, carves and maps a block of `size` bytes (a multiple of [`MIN_BLOCK`]).
+    /// The warm case (the place is mapped: `place` counted no granule to map) touches
+    /// no list of runs: building and dropping an empty `Vec` here was 8 instructions a
+    /// replay event (callgrind, bench/results/host-2026-11-29-exp14).
     #[inline]
     fn alloc_block(&mut self, size: u64, up: ShardUpstream<'_>) -> Result<Block> {
         let large = size > SMALL_SIZE;
         let (k, i, addr, n) = self.place(size, large, up)?;
-        let a = &mut self.arenas[k];
-        let b = a.carve(i, addr, size);
-        // `place` counted the granules to map: none (the common warm case) needs no look.
-        let runs = if n == 0 { Vec::new() } else { a.unmapped_runs(addr, size) };
+        let b = self.arenas[k].carve(i, addr, size);
+        let hit = n == 0 || self.map_block(k, b, addr, size, up)?;
+        self.used_bytes += size;
+        self.peak_used = self.peak_used.max(self.used_bytes);
+        Ok(Block { ptr: addr, size, hit })
+    }
+
+    /// Maps the granules that block `b` (just carved at `addr`, `size` bytes, in arena
+    /// `k`) touches and that are not mapped ([`ExpandablePool::map`]); on error gives
+    /// the block back. Returns whether nothing needed mapping (a hit). Out of line:
+    /// warm passes come here rarely.
+    #[cold]
+    #[inline(never)]
+    fn map_block(&mut self, k: usize, b: u32, addr: u64, size: u64, up: ShardUpstream<'_>) -> Result<bool> {
+        let runs = self.arenas[k].unmapped_runs(addr, size);
         if !runs.is_empty()
             && let Err(e) = self.map(k, &runs, up)
         {
             self.arenas[k].give_back(b);
             return Err(e);
         }
-        self.used_bytes += size;
-        self.peak_used = self.peak_used.max(self.used_bytes);
-        Ok(Block { ptr: addr, size, hit: runs.is_empty() })
+        Ok(runs.is_empty())
     }
 }
 
@@ -459,6 +473,8 @@ impl Pool for ExpandablePool {
     /// neighbours, and the replayed traces' peaks are those without thread caches to the
     /// byte (bench/results/host-2026-11-28-exp13b; a cached block left unmerged while
     /// the pool maps raised bertlike_infer_varlen_seed101 from 1.0575 to 1.0646 × live).
+    /// Where those caches miss most requests (allocation traces), they bypass themselves
+    /// (`crate::thread_cache::ThreadCache::bypassed`; bench/results/host-2026-11-29-exp14).
     fn serves_at_once(&self, _bytes: u64) -> bool {
         false
     }
