@@ -151,7 +151,7 @@ const INIT_TIMES = Pair{Symbol,Float64}[]
 
 function __init__()
     empty!(INIT_TIMES)
-    for (name, step) in ((:init_library, init_library), (:init_kernel_cache, init_kernel_cache),
+    for (name, step) in ((:init_engine_facts, init_engine_facts), (:init_library, init_library), (:init_kernel_cache, init_kernel_cache),
                          (:init_pressure, init_pressure), (:init_tracking, init_tracking),
                          (:init_compiled_tables, init_compiled_tables), (:init_broadcast, init_broadcast),
                          (:init_sysimage, init_sysimage))

@@ -40,6 +40,11 @@ was built from by [`CuMem.create_sysimage`](@ref). `__init__` warns once when it
 """
 sysimage_stale() = SYSIMAGE_SOURCES[] == 0 ? nothing : package_sources_digest() != SYSIMAGE_SOURCES[]
 
+# __init__'s first step: what code caches from the engine on first use (`on_host`,
+# `ndevices`) is this process's to learn; an image holds the values of the process that wrote it.
+init_engine_facts() = (ON_HOST[] = -1; NDEVICES[] = 0; nothing)
+precompile(init_engine_facts, ())
+
 # (__init__'s step: a package loaded as a package returns at once; the check and its warning
 # behind a barrier, compiled only in an image, where they are native code already: inline,
 # the warning's logging code cost every `using CuMem` 0.06 s of compilation)
