@@ -178,6 +178,11 @@ function sysimage_output_script(statements::AbstractString, digest::UInt64, repo
         end
         write($(repr(report)), string(ok, " ", n, " ", kept))
     end
+    # Finalizers run now, not in the collection while Julia writes the image: one run there
+    # needs code the JIT no longer has ("Symbol ccall_cumem_init_... not found", a build of
+    # the test's image)
+    GC.gc(true); GC.gc(true)
+    ccall(:jl_gc_enable_finalizers, Cvoid, (Ptr{Cvoid}, Int32), Core.getptls(), 0)
     """
 end
 
