@@ -144,15 +144,17 @@ include("tools/profile.jl")        # @profile_memory, MemoryProfile, save_memory
 include("tools/info.jl")           # functional, versioninfo
 include("tools/cudanames.jl")      # has_cuda, has_cuda_gpu, capability
 include("tools/driver.jl")         # CUDA.jl's driver API: attribute, warpsize(dev), totalmem, uuid, version, release
+include("tools/sysimage.jl")       # create_sysimage: CuMem and the native code of a workload in a system image
 
 # Seconds each step of the last `__init__` took (bench/julia/first_result.jl prints them).
 const INIT_TIMES = Pair{Symbol,Float64}[]
 
 function __init__()
     empty!(INIT_TIMES)
-    for (name, step) in ((:init_library, init_library), (:init_kernel_cache, init_kernel_cache),
+    for (name, step) in ((:init_engine_facts, init_engine_facts), (:init_library, init_library), (:init_kernel_cache, init_kernel_cache),
                          (:init_pressure, init_pressure), (:init_tracking, init_tracking),
-                         (:init_compiled_tables, init_compiled_tables), (:init_broadcast, init_broadcast))
+                         (:init_compiled_tables, init_compiled_tables), (:init_broadcast, init_broadcast),
+                         (:init_sysimage, init_sysimage))
         t = time_ns()
         step()
         push!(INIT_TIMES, name => (time_ns() - t) / 1e9)

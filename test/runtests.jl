@@ -28,12 +28,14 @@
 #   the demo (an MLP trained on the digits)         demo/demo.jl
 #   include order, file sizes, C bindings            test/layers_tests.jl, test/lib/header_tests.jl
 #   README's Julia session (split pool)             test/tools/readme_tests.jl
+#   create_sysimage (a build: CUMEM_TEST_SYSIMAGE=1)  test/tools/sysimage_tests.jl
 #
 # The processes run in parallel (CUMEM_TEST_JOBS, default: the number of CPU threads).
 # CUMEM_DEVICE defaults to `host` (set it to `cuda` to test on a GPU); CUMEM_TEST_POOLS
 # narrows the pools (e.g. "binned split"); CUMEM_TEST_SKIP_INSTALL=1 skips the install
 # tests; CUMEM_TEST_ONLY=<regex> runs only the jobs whose names it matches;
-# CUMEM_TEST_CPU=1 prints each job's CPU seconds beside its wall time.
+# CUMEM_TEST_CPU=1 prints each job's CPU seconds beside its wall time; CUMEM_TEST_SYSIMAGE=1
+# also builds a system image (test/tools/sysimage_tests.jl, minutes).
 
 using Test
 
@@ -343,6 +345,12 @@ push!(jobs, Job("docs/api.md matches the docstrings",
                 interpreted(joinpath(ROOT, "scripts", "gen-api-docs.jl"), "--check"), passed))
 push!(jobs, Job("README.md's Julia session prints what it shows",
                 interpreted(testfile(joinpath("tools", "readme_tests.jl")); JULIA_CUDA_MEMORY_POOL = "split"), passed; cost = 8))
+# CuMem.create_sysimage: its errors and the staleness check; with CUMEM_TEST_SYSIMAGE=1 also
+# a real build from a small workload (minutes: the build compiles Base's code again) and a
+# process started from the image (CuMem works, the workload's methods need no compilation)
+const SYSIMAGE_BUILD = get(ENV, "CUMEM_TEST_SYSIMAGE", "0") == "1"
+push!(jobs, Job(SYSIMAGE_BUILD ? "system image (create_sysimage, a build and a process from it)" : "system image (create_sysimage's errors)",
+                interpreted(testfile(joinpath("tools", "sysimage_tests.jl"))), passed; cost = SYSIMAGE_BUILD ? 170 : 5))
 # The Julia package's structure: include order = dependency order, file sizes, and the
 # bindings (every ccall, constant and record) against include/cumem.h.
 push!(jobs, Job("julia/ layering and the C bindings",

@@ -50,6 +50,13 @@
 #   reliability  tests/c/capi_stress.c (built here if cc exists) with and without injected faults
 #   first-result bench/julia/first_result.jl (REPS, default 1; FR_ROWS: its rows, default all) beside bench/anchors/first_result_anchor.py,
 #                bench/julia/load_time.jl (LOAD_REPS, default 5), bench/julia/compiler_translate.jl
+#   sysimage     CuMem.create_sysimage on this machine (its default workload, scripts/precompile_workload.jl,
+#                on this GPU) into $KU (outside the tree and $OUT; seconds of the build and of each step,
+#                bytes, statements), a check in a process started from it (a broadcast and a sum equal to
+#                Base's), and bench/julia/first_result.jl's rows FR_ROWS (default ten,using) with the kernel
+#                cache warm, REPS processes each (default 2), without the image (beside the build, which
+#                keeps one core busy) and with it (FR_SYSIMAGE); sysimage.md: the medians side by side;
+#                SYSIMAGE_BUILD_LIMIT: the build's time limit in seconds (default 290)
 #   kernels      the kernel language: test/compute/device/*_tests.jl, then bench/julia/kernel_bench.jl
 #                (@cuda kernels beside broadcasts and `sum`)
 #   cudajl       bench/julia/cudajl_suite.jl (if present; CUDAJL_ARGS="--kernels" or "--array" for one half)
@@ -104,7 +111,7 @@ KIT=${KIT:-.kit}
 for v in TESTS SANITIZE_TESTS SANITIZE_TOOLS RUST_TESTS RUST_PER_TEST REPLAY_SEEDS REPLAY_LENGTHS PROFILE_OPS PROFILE_OPTS; do
     [ -n "${!v:-}" ] && export "$v=${!v//,/ }"
 done
-ALL="tests rust-cuda replay compute-bench smallops bandwidth linalg sort hotpath overhead multigpu reliability first-result kernels cudajl graphs fuzz fuzz-campaign sanitize profile"
+ALL="tests rust-cuda replay compute-bench smallops bandwidth linalg sort hotpath overhead multigpu reliability first-result sysimage kernels cudajl graphs fuzz fuzz-campaign sanitize profile"
 BENCH="replay compute-bench smallops bandwidth linalg sort first-result kernels cudajl graphs"
 
 budget_of() { # default seconds of a suite (from the old drivers' measured times, with slack)
@@ -113,13 +120,13 @@ budget_of() { # default seconds of a suite (from the old drivers' measured times
     case $1 in
         tests) echo 560 ;; rust-cuda) echo 420 ;; replay) echo 480 ;; compute-bench) echo 240 ;;
         smallops) echo 300 ;; bandwidth) echo 180 ;; linalg) echo 480 ;; sort) echo 360 ;;
-        hotpath) echo 240 ;; overhead) echo 420 ;; multigpu) echo 480 ;; reliability) echo 240 ;; first-result) echo 600 ;;
+        hotpath) echo 240 ;; overhead) echo 420 ;; multigpu) echo 480 ;; reliability) echo 240 ;; first-result) echo 600 ;; sysimage) echo 360 ;;
         kernels) echo 560 ;; cudajl) echo 540 ;; graphs) echo 150 ;; fuzz) echo 150 ;; fuzz-campaign) echo 540 ;; sanitize) echo 560 ;; profile) echo 300 ;; *) echo 0 ;;
     esac
 }
 needs_of() {
     case $1 in
-        tests|compute-bench|bandwidth|linalg|sort|first-result|kernels|cudajl|graphs|fuzz|fuzz-campaign|sanitize|profile|overhead) echo "engine julia" ;;
+        tests|compute-bench|bandwidth|linalg|sort|first-result|sysimage|kernels|cudajl|graphs|fuzz|fuzz-campaign|sanitize|profile|overhead) echo "engine julia" ;;
         smallops|hotpath) echo "engine julia bench" ;;
         rust-cuda) echo "engine rust" ;; replay) echo "bench" ;;
         multigpu) echo "engine julia rust" ;; reliability) echo "engine" ;;
@@ -489,6 +496,61 @@ suite_first_result() {
         step "compiler_translate.jl" "$L/compiler_translate.log" jl 120 bench/julia/compiler_translate.jl
         jsonl "$L/compiler_translate.log" > "$D/compiler_translate.jsonl"
     fi
+}
+
+suite_sysimage() {
+    need_julia && need_lib || return
+    have bench/julia/first_result.jl && have julia/tools/sysimage.jl || return 0
+    local img="$KU/cumem_sysimage.so" rows=${FR_ROWS:-ten,using} pkg rc
+    rm -f "$img"
+    # the package's rows meanwhile: they need no image, and the build keeps one core busy
+    jl 200 bench/julia/first_result.jl --reps "${REPS:-2}" --cache warm --rows "$rows" > "$L/first_result_package.log" 2>&1 &
+    pkg=$!
+    # the image (its seconds, each step's: the workload traced, julia --output-o, cc)
+    TAIL=4 step "CuMem.create_sysimage" "$L/create_sysimage.log" jl "${SYSIMAGE_BUILD_LIMIT:-290}" -e '
+        using CuMem
+        r = CuMem.create_sysimage(ARGS[1])
+        println("{\"bench\":\"sysimage_build\",\"seconds\":", round(r.seconds; digits = 1),
+                ",\"workload_s\":", round(r.step_seconds[1]; digits = 1), ",\"output_o_s\":", round(r.step_seconds[2]; digits = 1),
+                ",\"link_s\":", round(r.step_seconds[3]; digits = 1), ",\"bytes\":", r.bytes,
+                ",\"statements\":", r.statements, ",\"precompiled\":", r.precompiled, ",\"trees_kept\":", r.trees_kept,
+                ",\"device\":\"", CuMem.device_name(), "\"}")' "$img"
+    rc=$?
+    wait "$pkg"
+    local prc=$?
+    log "first_result.jl without the image (beside the build): exit $prc"
+    tail -n 4 "$L/first_result_package.log" | sed 's/^/    /' >&2
+    [ $prc -eq 0 ] || status=1
+    [ $rc -eq 0 ] || { jsonl "$L/first_result_package.log" > "$D/first_result_sysimage.jsonl"; return; }
+    jsonl "$L/create_sysimage.log" > "$D/sysimage_build.jsonl"
+    step "a process from the image" "$L/sysimage_check.log" jl 60 -J "$img" -e '
+        t = @elapsed using CuMem
+        x = CuArray(rand(Float32, 1000)); h = Array(x)
+        Array(x .+ x) == h .+ h && sum(x) ≈ sum(h) && maximum(x) == maximum(h) || error("wrong values from the image")
+        println("sysimage check: ok on ", CuMem.device_name(), ", stale: ", CuMem.sysimage_stale(), ", using ", t, " s")'
+    step "first_result.jl with the image" "$L/first_result_image.log" jl 80 FR_SYSIMAGE="$img" bench/julia/first_result.jl \
+        --reps "${REPS:-2}" --cache warm --rows "$rows"
+    jsonl "$L/first_result_package.log" "$L/first_result_image.log" > "$D/first_result_sysimage.jsonl"
+    py 20 - "$D/first_result_sysimage.jsonl" "$D/sysimage_build.jsonl" > "$D/sysimage.md" <<'PYEOF'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+build = [json.loads(l) for l in open(sys.argv[2]) if l.startswith("{")]
+for b in build:
+    print(f"image: {b['bytes'] / 2**20:.0f} MiB, built in {b['seconds']} s on {b['device']} "
+          f"(workload {b['workload_s']} s, julia --output-o {b['output_o_s']} s, cc {b['link_s']} s); "
+          f"{b['precompiled']} of {b['statements']} precompile statements compiled, {b['trees_kept']} trees kept\n")
+keys = ["start_s", "start_cpu_s", "using_s", "total_s", "total_cpu_s", "bcast_s", "sum_s", "matmul_s", "sort_s", "qr_s",
+        "maximum_dims_s", "cumsum_s", "findall_s", "rand_s", "mean_dims_s"]
+print("| row | image | n | " + " | ".join(keys) + " |")
+print("|---|---|---:|" + "---:|" * len(keys))
+for row in sorted({r["row"] for r in rows}):
+    for img in sorted({r["sysimage"] for r in rows}):
+        rs = [r for r in rows if r["row"] == row and r["sysimage"] == img]
+        if not rs:
+            continue
+        cells = [f"{statistics.median(r[k] for r in rs):.3f}" if all(k in r for r in rs) else "" for k in keys]
+        print(f"| {row} | {img} | {len(rs)} | " + " | ".join(cells) + " |")
+PYEOF
 }
 
 suite_kernels() {

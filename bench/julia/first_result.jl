@@ -21,6 +21,12 @@
 #           (`bcast_s`, `bcast_cpu_s`, ...; cold: NVRTC compiles each kernel, warm: the disk cache has them)
 # The device is the environment's (CUMEM_DEVICE); the anchors are
 # bench/anchors/first_result_anchor.py (PyTorch, CuPy).
+#
+# FR_SYSIMAGE=<path>: every process starts with `-J <path>`, a system image built by
+# CuMem.create_sysimage (CuMem is then loaded, and its __init__ run, before `using`; each line
+# says "sysimage": the file's name or "none"). Every line also has `start_s` and `start_cpu_s`:
+# wall seconds from the driver starting the process to `using` done, and the process's CPU
+# seconds by then (Julia's own start, the image's load and __init__ included either way).
 
 const ROOT = get(ENV, "FIRST_RESULT_ROOT", normpath(joinpath(@__DIR__, "..", "..")))   # the checkout to measure
 const SELF = @__FILE__
@@ -38,8 +44,11 @@ cpu_s() = ccall(:clock, Clong, ()) / 1e6
 
 function child(row::String, t_using::Float64, cpu_using::Float64)
     M = getfield(Main, :CuMem)
+    start_s = time() - parse(Float64, get(ENV, "FIRST_RESULT_T0", string(time())))
     out = Pair{String,Any}["bench" => "first_result", "impl" => "CuMem", "row" => row,
-                           "cache" => get(ENV, "FIRST_RESULT_CACHE", "?"), "using_s" => t_using, "using_cpu_s" => cpu_using]
+                           "cache" => get(ENV, "FIRST_RESULT_CACHE", "?"), "using_s" => t_using, "using_cpu_s" => cpu_using,
+                           "start_s" => start_s, "start_cpu_s" => cpu_s(),
+                           "sysimage" => basename(get(ENV, "FR_SYSIMAGE", "none"))]
     if isdefined(M, :INIT_TIMES)
         for (k, v) in M.INIT_TIMES
             push!(out, string("init_", replace(string(k), "init_" => ""), "_s") => v)
@@ -128,6 +137,9 @@ function driver()
     end
 end
 
+# `-J FR_SYSIMAGE` when it is set (an empty command otherwise)
+sysimage_args() = (img = get(ENV, "FR_SYSIMAGE", ""); isempty(img) ? `` : `-J $img`)
+
 function run_child(julia, row, dir, cache; quiet = false)
     env = copy(ENV)
     env["CUMEM_CACHE_DIR"] = dir
@@ -135,7 +147,7 @@ function run_child(julia, row, dir, cache; quiet = false)
     if row == "demo"
         # (three epochs fall short of the demo's accuracy target, so it exits 1: its timings
         # are still what this row measures)
-        cmd = ignorestatus(setenv(`$julia --project=$ROOT $(joinpath(ROOT, "demo", "demo.jl")) --epochs 3`, env))
+        cmd = ignorestatus(setenv(`$julia $(sysimage_args()) --project=$ROOT $(joinpath(ROOT, "demo", "demo.jl")) --epochs 3`, env))
         t = @elapsed text = read(pipeline(cmd; stderr = stderr), String)
         quiet && return
         first_ms = match(r"first epoch ([0-9.]+) ms/step", text)
@@ -147,7 +159,8 @@ function run_child(julia, row, dir, cache; quiet = false)
                                       "first_over_steady" => f / st, "process_s" => t]))
         return
     end
-    cmd = setenv(`$julia --project=$ROOT $SELF --child $row`, env)
+    env["FIRST_RESULT_T0"] = string(time())
+    cmd = setenv(`$julia $(sysimage_args()) --project=$ROOT $SELF --child $row`, env)
     out = read(pipeline(cmd; stderr = stderr), String)
     quiet || for l in split(out, '\n')
         startswith(l, "{") && (println(l); flush(stdout))

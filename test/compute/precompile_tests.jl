@@ -16,8 +16,8 @@ end
 
 @testset "__init__ steps" begin
     steps = first.(CuMem.INIT_TIMES)
-    @test steps == [:init_library, :init_kernel_cache, :init_pressure, :init_tracking,
-                    :init_compiled_tables, :init_broadcast]
+    @test steps == [:init_engine_facts, :init_library, :init_kernel_cache, :init_pressure, :init_tracking,
+                    :init_compiled_tables, :init_broadcast, :init_sysimage]
     @test all(t -> 0 <= t < 60, last.(CuMem.INIT_TIMES))
     # init_pressure's direct read of the engine's record agrees with memory_stats
     g = CuMem.gc_pressure()
