@@ -11,6 +11,9 @@
 #   "eigh"         eigen(Symmetric(P))               (syevd with vectors)
 #   "geqrf"        CuMem.geqrf!(copy(A), τ)           (qr's factorization alone: torch.geqrf)
 #   "orgqr"        CuMem.orgqr!(copy(F.factors), F.τ) (qr's thin Q alone: torch.linalg.householder_product)
+#   "qr_factor"    qr(A)                             (copy + geqrf: qr's first part)
+#   "qr_q"         CuMatrix(F.Q)                     (copy of the reflectors + orgqr)
+#   "qr_r"         F.R                               (the upper triangle copied)
 #   "transpose"    CuMem.la_adjoint(A)               (the tiled transpose behind the upper cholesky)
 #   "copy"         copy(A)                           (a device copy of the same bytes: the transpose's floor)
 # --only a,b (or LINALG_ONLY=a,b) runs those operations only.
@@ -66,7 +69,7 @@ for n in SIZES
     A = CuArray(rand(Float32, n, n))
     F = qr(A)
     DATA[n] = (A = A, b = CuArray(rand(Float32, n)), P = CuArray(Ph' * Ph ./ n + I),
-               τ = CuVector{Float32}(undef, n), factors = F.factors, τF = F.τ)
+               τ = CuVector{Float32}(undef, n), factors = F.factors, τF = F.τ, F = F)
 end
 # operation-major, the SVDs last: a fault in one (it poisons the context) spares the others
 const BENCHES = (
@@ -77,6 +80,9 @@ const BENCHES = (
     "eigh" => d -> eigen(Symmetric(d.P)),
     "svd_gesvd" => d -> svd(d.A; alg = LinearAlgebra.QRIteration()),
     "svd" => d -> svd(d.A),
+    "qr_factor" => d -> (F = qr(d.A); (F.factors, F.τ)),
+    "qr_q" => d -> CuMatrix(d.F.Q),
+    "qr_r" => d -> d.F.R,
     "geqrf" => d -> CuMem.geqrf!(copy(d.A), d.τ)[1],
     "orgqr" => d -> CuMem.orgqr!(copy(d.factors), d.τF),
     "transpose" => d -> CuMem.la_adjoint(d.A),
