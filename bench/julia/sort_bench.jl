@@ -277,6 +277,10 @@ if get(ENV, "SORT_BURST", "0") == "1"
         println("{\"op\": \"$op@samein\", \"impl\": \"cumem\", \"n\": $n, \"ms\": $(round(ms; digits = 3)), \"gbps\": $(round(8n / ms / 1e6; digits = 1)), \"ms_events\": $(round(me; digits = 3))}")
         flush(stdout)
     end
+    # the scan on a fresh input written by a broadcast kernel (`y .= src`) instead of `copy`
+    ms = timed(x -> cumsum!(dst, x), () -> (y = similar(src); y .= src; y))
+    println("{\"op\": \"cumsum!_f32@freshbcast\", \"impl\": \"cumem\", \"n\": $n, \"ms\": $(round(ms; digits = 3))}")
+    flush(stdout)
     CuMem.unsafe_free!(dst); CuMem.unsafe_free!(src)
 end
 
