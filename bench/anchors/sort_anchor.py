@@ -79,6 +79,7 @@ if os.environ.get("SORT_BURST") == "1":
     src = torch.rand(n, device="cuda"); dst = torch.empty_like(src)
     emit("cumsum!_f32@burst", "torch", n, burst(lambda: torch.cumsum(src, 0, out=dst)))
     emit("copy_f32@burst", "torch", n, burst(lambda: dst.copy_(src)))
+    emit("cumsum!_f32@samein", "torch", n, burst(lambda: torch.cumsum(src, 0, out=dst), reps=1))
     del src, dst
 try:
     import cupy as cp

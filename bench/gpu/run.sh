@@ -56,7 +56,8 @@
 #                Base's), and bench/julia/first_result.jl's rows FR_ROWS (default ten,using) with the kernel
 #                cache warm, REPS processes each (default 2), without the image (beside the build, which
 #                keeps one core busy) and with it (FR_SYSIMAGE); sysimage.md: the medians side by side;
-#                SYSIMAGE_BUILD_LIMIT: the build's time limit in seconds (default 290)
+#                SYSIMAGE_BUILD_LIMIT: the build's time limit in seconds (default 420: room for a second
+#                julia --output-o when the first aborts, see julia/tools/sysimage.jl)
 #   kernels      the kernel language: test/compute/device/*_tests.jl, then bench/julia/kernel_bench.jl
 #                (@cuda kernels beside broadcasts and `sum`)
 #   cudajl       bench/julia/cudajl_suite.jl (if present; CUDAJL_ARGS="--kernels" or "--array" for one half)
@@ -120,7 +121,7 @@ budget_of() { # default seconds of a suite (from the old drivers' measured times
     case $1 in
         tests) echo 560 ;; rust-cuda) echo 420 ;; replay) echo 480 ;; compute-bench) echo 240 ;;
         smallops) echo 300 ;; bandwidth) echo 180 ;; linalg) echo 480 ;; sort) echo 360 ;;
-        hotpath) echo 240 ;; overhead) echo 420 ;; multigpu) echo 480 ;; reliability) echo 240 ;; first-result) echo 600 ;; sysimage) echo 360 ;;
+        hotpath) echo 240 ;; overhead) echo 420 ;; multigpu) echo 480 ;; reliability) echo 240 ;; first-result) echo 600 ;; sysimage) echo 480 ;;
         kernels) echo 560 ;; cudajl) echo 540 ;; graphs) echo 150 ;; fuzz) echo 150 ;; fuzz-campaign) echo 540 ;; sanitize) echo 560 ;; profile) echo 300 ;; *) echo 0 ;;
     esac
 }
@@ -507,7 +508,7 @@ suite_sysimage() {
     jl 200 bench/julia/first_result.jl --reps "${REPS:-2}" --cache warm --rows "$rows" > "$L/first_result_package.log" 2>&1 &
     pkg=$!
     # the image (its seconds, each step's: the workload traced, julia --output-o, cc)
-    TAIL=4 step "CuMem.create_sysimage" "$L/create_sysimage.log" jl "${SYSIMAGE_BUILD_LIMIT:-290}" -e '
+    TAIL=4 step "CuMem.create_sysimage" "$L/create_sysimage.log" jl "${SYSIMAGE_BUILD_LIMIT:-420}" -e '
         using CuMem
         r = CuMem.create_sysimage(ARGS[1])
         println("{\"bench\":\"sysimage_build\",\"seconds\":", round(r.seconds; digits = 1),

@@ -252,7 +252,8 @@ end
 
 # SORT_BURST=1: cumsum! and the copy at the largest n, 20 calls back to back between two timing
 # events (no synchronize between them, so the GPU never idles and keeps its clocks), ms per
-# call, median of 5 ("<op>@burst"; bench/anchors/sort_anchor.py gives PyTorch's the same way)
+# call, median of 5 ("<op>@burst"; bench/anchors/sort_anchor.py gives PyTorch's the same way);
+# then the same calls one at a time, synchronized, on that one input ("<op>@samein")
 function timed_burst(f; reps = 20)
     ts = Float64[]
     for k in 1:6
@@ -269,6 +270,11 @@ if get(ENV, "SORT_BURST", "0") == "1"
     for (op, f) in (("cumsum!_f32", () -> cumsum!(dst, src)), ("copy_f32", () -> copyto!(dst, src)))
         ms = timed_burst(f)
         println("{\"op\": \"$op@burst\", \"impl\": \"cumem\", \"n\": $n, \"ms\": $(round(ms; digits = 3)), \"gbps\": $(round(8n / ms / 1e6; digits = 1))}")
+        # one call at a time as `timed` does, but on the same input (no fresh copy written
+        # before each call): tells the cost of a synchronized call from that of a fresh input
+        ms = timed(_ -> f(), () -> nothing)
+        me = timed_events(_ -> f(), () -> nothing)
+        println("{\"op\": \"$op@samein\", \"impl\": \"cumem\", \"n\": $n, \"ms\": $(round(ms; digits = 3)), \"gbps\": $(round(8n / ms / 1e6; digits = 1)), \"ms_events\": $(round(me; digits = 3))}")
         flush(stdout)
     end
     CuMem.unsafe_free!(dst); CuMem.unsafe_free!(src)

@@ -93,19 +93,19 @@ done
 awk -v mode="$MODE" -v procs="$PROCS" -v secs="$SECS" -v seed="$SEED" '
     function num(k,   m) { return match($0, "\"" k "\":[0-9.]+") ? substr($0, RSTART + length(k) + 3, RLENGTH - length(k) - 3) + 0 : 0 }
     { f += num("functions"); c += num("checks"); w += num("wrong_values"); x += num("exception_mismatches")
-      cr += num("crashes"); r += num("refused"); s += num("seconds"); cpu += num("cpu_s"); st += num("startup_s"); sp += num("stopped") }
+      cr += num("crashes"); r += num("refused"); bm += num("base_miscompiled"); s += num("seconds"); cpu += num("cpu_s"); st += num("startup_s"); sp += num("stopped") }
     END {
-        printf "{\"total\":true,\"mode\":\"%s\",\"processes\":%d,\"seeds\":\"%d..%d\",\"seconds_each\":%s,\"functions\":%d,\"checks\":%d,\"wrong_values\":%d,\"exception_mismatches\":%d,\"crashes\":%d,\"refused\":%d,\"stopped\":%d,\"functions_per_s_per_process\":%.3f,\"cpu_s_per_function\":%.2f,\"mean_startup_s\":%.1f}\n",
-            mode, procs, seed + 1, seed + procs, secs, f, c, w, x, cr, r, sp, (s > 0 ? f / s : 0), (f > 0 ? cpu / f : 0), st / NR
+        printf "{\"total\":true,\"mode\":\"%s\",\"processes\":%d,\"seeds\":\"%d..%d\",\"seconds_each\":%s,\"functions\":%d,\"checks\":%d,\"wrong_values\":%d,\"exception_mismatches\":%d,\"crashes\":%d,\"refused\":%d,\"stopped\":%d,\"functions_per_s_per_process\":%.3f,\"cpu_s_per_function\":%.2f,\"mean_startup_s\":%.1f,\"base_miscompiled\":%d}\n",
+            mode, procs, seed + 1, seed + procs, secs, f, c, w, x, cr, r, sp, (s > 0 ? f / s : 0), (f > 0 ? cpu / f : 0), st / NR, bm
     }' "$OUTD/campaign.jsonl" > "$OUTD/total.json"
 cat "$OUTD/total.json" >> "$OUTD/campaign.jsonl"
 {
-    echo "| mode | processes | seeds | functions | checks | wrong values | exception mismatches | crashes | refused | stopped by the limit | functions/s per process | CPU s per function | mean startup (s) |"
-    echo "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    echo "| mode | processes | seeds | functions | checks | wrong values | exception mismatches | crashes | refused | stopped by the limit | functions/s per process | CPU s per function | mean startup (s) | Base miscompiled |"
+    echo "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     awk '{ gsub(/[{}"]/, ""); n = split($0, kv, ","); for (i = 1; i <= n; i++) { split(kv[i], p, ":"); v[p[1]] = p[2] }
-           printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", v["mode"], v["processes"], v["seeds"], v["functions"],
+           printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", v["mode"], v["processes"], v["seeds"], v["functions"],
                v["checks"], v["wrong_values"], v["exception_mismatches"], v["crashes"], v["refused"], v["stopped"], v["functions_per_s_per_process"],
-               v["cpu_s_per_function"], v["mean_startup_s"] }' "$OUTD/total.json"
+               v["cpu_s_per_function"], v["mean_startup_s"], v["base_miscompiled"] }' "$OUTD/total.json"
 } > "$OUTD/campaign.md"
 cat "$OUTD/campaign.md"
 for f in "$OUTD"/repro/inflight_*.jl; do [ -f "$f" ] && echo "a process died while running the function in $f"; done

@@ -28,6 +28,9 @@
 #   ulp difference from Base over special and random inputs) and print the table.
 # Prints one JSON line per run: mode, seed, functions, checks, disagreements by kind, the
 # seconds of fuzzing and of loading before it (startup_s: from the process's start).
+# A wrong value is checked again against Julia's interpreter (`julia --compile=min`): where
+# the interpreter gives CuMem's result, Base's compiled code was wrong ("base_miscompiled",
+# reproducer written, not a failure; see `interpreted_reference`).
 # Exit status 1 when a value, an exception or a crash disagreed.
 
 # When this process started (Linux's /proc/self/stat; elsewhere when this file began to
@@ -135,8 +138,45 @@ reference_function(f, xs) = any(isempty, xs) ? f : Dyn(f)
 show_result(r::Ok) = repr(r.v)
 show_result(r::Err) = "throws " * sprint(showerror, r.e)
 
-const COUNTS = Dict{String,Int}("wrong value" => 0, "exception mismatch" => 0, "crash" => 0, "refused" => 0)
+const COUNTS = Dict{String,Int}("wrong value" => 0, "exception mismatch" => 0, "crash" => 0, "refused" => 0,
+                                "Base miscompiled" => 0)
 const CHECKS = Ref(0)
+
+# Base's and CuMem's call of `what` as source text over inputs named x1, x2, ...
+function call_exprs(src, xs, what)
+    fname = match(r"function (\w+)", src).captures[1]
+    args = join(["x$i" for i in 1:length(xs)], ", ")
+    cargs = join(["CuArray(x$i)" for i in 1:length(xs)], ", ")
+    return what == "broadcast" ? ("$fname.($args)", "Array($fname.($cargs))") :
+           what == "map" ? ("map($fname, $args)", "Array(map($fname, $cargs))") :
+           (replace(what, "CA" => "x1"), replace(what, "CA" => "CuArray(x1)"))
+end
+
+# Base's answer for `what` from Julia's interpreter: a fresh `julia --compile=min` process
+# (no LLVM optimization) defines the function and its inputs and prints `repr` of Base's
+# result, or `nothing` when that process fails. Julia 1.5's compiled code gets some signed
+# zeros wrong where its interpreter and IEEE 754 agree (`-fma(x, x, x)` of x = -0.0f0 is
+# -0.0 interpreted and 0.0 compiled at -O2: LLVM folds the negation into the fma's
+# operands, which is not exact for a zero result); a wrong value whose interpreted
+# reference is CuMem's result is counted as "Base miscompiled", not as CuMem's error.
+function interpreted_reference(src, xs, what)
+    script = tempname() * ".jl"
+    try
+        open(script, "w") do io
+            println(io, FuzzGen.STRUCT_DEF)
+            println(io, src)
+            for (i, x) in enumerate(xs)
+                println(io, "x$i = ", repr(x))
+            end
+            println(io, "print(repr(let r = ", call_exprs(src, xs, what)[1], "; r isa BitArray ? Array(r) : r; end))")
+        end
+        return read(pipeline(`$(Base.julia_cmd()) --startup-file=no --compile=min $script`; stderr = devnull), String)
+    catch
+        return nothing
+    finally
+        rm(script; force = true)
+    end
+end
 
 function write_repro(k, src, xs, what, got, want, kind)
     mkpath(OUTDIR)
@@ -151,12 +191,7 @@ function write_repro(k, src, xs, what, got, want, kind)
         for (i, x) in enumerate(xs)
             println(io, "x$i = ", repr(x))
         end
-        fname = match(r"function (\w+)", src).captures[1]
-        args = join(["x$i" for i in 1:length(xs)], ", ")
-        cargs = join(["CuArray(x$i)" for i in 1:length(xs)], ", ")
-        ex = what == "broadcast" ? ("$fname.($args)", "Array($fname.($cargs))") :
-             what == "map" ? ("map($fname, $args)", "Array(map($fname, $cargs))") :
-             (replace(what, "CA" => "x1"), replace(what, "CA" => "CuArray(x1)"))
+        ex = call_exprs(src, xs, what)
         println(io, "want = try; ", ex[1], "; catch e; e; end")
         println(io, "got = try; ", ex[2], "; catch e; e; end")
         println(io, "println(\"Base:  \", want)\nprintln(\"CuMem: \", got)")
@@ -189,6 +224,8 @@ function check!(k, src, xs, what, want, gotf, tol)
         got isa Err && !(want isa Err) && !(got.e isa Exception) && (kind = "crash")
     else
         kind = "wrong value"
+        ref = cpu!(() -> interpreted_reference(src, xs, what), "interpreter recheck")
+        ref !== nothing && got isa Ok && ref == repr(got.v) && (kind = "Base miscompiled")
     end
     COUNTS[kind] += 1
     p = write_repro(k, src, xs, what, got, want, kind)
@@ -277,9 +314,9 @@ function fuzz_main(; seed::Int = SEED[], n::Int = N, seconds::Float64 = SECONDS)
     t0, c0 = time(), cpu_seconds()
     startup = t0 - STARTED
     done = 0
-    summary(partial) = @printf("{\"mode\":\"%s\",\"device\":\"%s\",\"seed\":%d,\"functions\":%d,\"checks\":%d,\"wrong_values\":%d,\"exception_mismatches\":%d,\"crashes\":%d,\"refused\":%d,\"seconds\":%.1f,\"cpu_s\":%.1f,\"startup_s\":%.1f%s}\n",
+    summary(partial) = @printf("{\"mode\":\"%s\",\"device\":\"%s\",\"seed\":%d,\"functions\":%d,\"checks\":%d,\"wrong_values\":%d,\"exception_mismatches\":%d,\"crashes\":%d,\"refused\":%d,\"base_miscompiled\":%d,\"seconds\":%.1f,\"cpu_s\":%.1f,\"startup_s\":%.1f%s}\n",
                                MODE, DEVICE_NAME, seed, done, CHECKS[], COUNTS["wrong value"], COUNTS["exception mismatch"], COUNTS["crash"],
-                               COUNTS["refused"], time() - t0, cpu_seconds() - c0, startup, partial ? ",\"partial\":true" : "")
+                               COUNTS["refused"], COUNTS["Base miscompiled"], time() - t0, cpu_seconds() - c0, startup, partial ? ",\"partial\":true" : "")
     for k in 1:(n == 0 ? typemax(Int) : n)
         time() - t0 >= seconds && break
         done += 1

@@ -45,6 +45,13 @@ end
 
 @testset "differential fuzzer ($(MODE))" begin
     @test reference_agrees(20261129, FUZZ_EMU ? 5 : 20)
+    # the interpreter's reference for a wrong value (fuzz.jl's interpreted_reference): for
+    # -fma(x, x, x) of -0.0f0 IEEE 754 and Julia's interpreter give -0.0 (Julia 1.5's compiled
+    # code gave 0.0 at -O2: emulation seed 160001, function 2682)
+    src = "function fzm(x::Float32)\n    return -fma(x, x, x)\nend"
+    @test interpreted_reference(src, Any[Float32[-0.0, 1.0]], "broadcast") == "Float32[-0.0, -2.0]"
+    @test interpreted_reference(src, Any[Float32[-0.0]], "mapreduce(fzm, max, CA)") == "-0.0f0"
+    @test interpreted_reference("function fzm(x::Float32)\n    return undefined_name(x)\nend", Any[Float32[1]], "map") === nothing
     fuzz_regressions()
     @test fuzz_main(seed = 20261128, n = FUZZ_N_CI) == 0
     s = Int(time_ns() % 1_000_000_000)
