@@ -61,6 +61,9 @@
 #   kernels      the kernel language: test/compute/device/*_tests.jl, then bench/julia/kernel_bench.jl
 #                (@cuda kernels beside broadcasts and `sum`)
 #   cudajl       bench/julia/cudajl_suite.jl (if present; CUDAJL_ARGS="--kernels" or "--array" for one half)
+#   probe        one-off measurements: each file of PROBE (commas; .jl with julia, .py with python3,
+#                .sh with bash, from the repository root) in turn, its log in probe/, its JSON lines
+#                in probe.jsonl (a .sh gets JL_LDLP/JL_PRELOAD, the Julia bundle's environment)
 #   graphs       CUDA graphs: the demo's MLP step eager and replayed from a graph
 #                (bench/julia/graph_bench.jl) beside PyTorch eager and torch.cuda.graph replay
 #                (bench/anchors/graph_anchor.py): median µs per step, weights equal to eager,
@@ -109,10 +112,10 @@ ROOT=$PWD
 KIT=${KIT:-.kit}
 # List-valued settings take commas as well as spaces ("a.jl,b.jl"): a lane's spec splits on
 # spaces, so commas are how a lane passes a list.
-for v in TESTS SANITIZE_TESTS SANITIZE_TOOLS RUST_TESTS RUST_PER_TEST REPLAY_SEEDS REPLAY_LENGTHS PROFILE_OPS PROFILE_OPTS; do
+for v in PROBE TESTS SANITIZE_TESTS SANITIZE_TOOLS RUST_TESTS RUST_PER_TEST REPLAY_SEEDS REPLAY_LENGTHS PROFILE_OPS PROFILE_OPTS; do
     [ -n "${!v:-}" ] && export "$v=${!v//,/ }"
 done
-ALL="tests rust-cuda replay compute-bench smallops bandwidth linalg sort hotpath overhead multigpu reliability first-result sysimage kernels cudajl graphs fuzz fuzz-campaign sanitize profile"
+ALL="probe tests rust-cuda replay compute-bench smallops bandwidth linalg sort hotpath overhead multigpu reliability first-result sysimage kernels cudajl graphs fuzz fuzz-campaign sanitize profile"
 BENCH="replay compute-bench smallops bandwidth linalg sort first-result kernels cudajl graphs"
 
 budget_of() { # default seconds of a suite (from the old drivers' measured times, with slack)
@@ -122,12 +125,12 @@ budget_of() { # default seconds of a suite (from the old drivers' measured times
         tests) echo 560 ;; rust-cuda) echo 420 ;; replay) echo 480 ;; compute-bench) echo 240 ;;
         smallops) echo 300 ;; bandwidth) echo 180 ;; linalg) echo 480 ;; sort) echo 360 ;;
         hotpath) echo 240 ;; overhead) echo 420 ;; multigpu) echo 480 ;; reliability) echo 240 ;; first-result) echo 600 ;; sysimage) echo 480 ;;
-        kernels) echo 560 ;; cudajl) echo 540 ;; graphs) echo 150 ;; fuzz) echo 150 ;; fuzz-campaign) echo 540 ;; sanitize) echo 560 ;; profile) echo 300 ;; *) echo 0 ;;
+        kernels) echo 560 ;; cudajl) echo 540 ;; graphs) echo 150 ;; fuzz) echo 150 ;; fuzz-campaign) echo 540 ;; sanitize) echo 560 ;; profile) echo 300 ;; probe) echo 300 ;; *) echo 0 ;;
     esac
 }
 needs_of() {
     case $1 in
-        tests|compute-bench|bandwidth|linalg|sort|first-result|sysimage|kernels|cudajl|graphs|fuzz|fuzz-campaign|sanitize|profile|overhead) echo "engine julia" ;;
+        probe|tests|compute-bench|bandwidth|linalg|sort|first-result|sysimage|kernels|cudajl|graphs|fuzz|fuzz-campaign|sanitize|profile|overhead) echo "engine julia" ;;
         smallops|hotpath) echo "engine julia bench" ;;
         rust-cuda) echo "engine rust" ;; replay) echo "bench" ;;
         multigpu) echo "engine julia rust" ;; reliability) echo "engine" ;;
@@ -363,6 +366,22 @@ suite_linalg() {
     step "PyTorch linalg_anchor.py" "$L/linalg_torch.log" py 240 bench/anchors/linalg_anchor.py $(quick)
     jsonl "$L/linalg_torch.log" > "$D/linalg_torch.jsonl"
     py 30 bench/anchors/linalg_table.py "$D/linalg_cumem.jsonl" "$D/linalg_torch.jsonl" > "$D/linalg_table.md" 2>> "$L/run.log"
+}
+
+suite_probe() {
+    need_julia && need_lib || return
+    local f b
+    for f in ${PROBE:-}; do
+        have "$f" || continue
+        b=$(basename "$f"); b=${b%.*}
+        case $f in
+            *.jl) step "probe $f" "$L/$b.log" jl "${PROBE_LIMIT:-240}" "$f" ;;
+            *.py) step "probe $f" "$L/$b.log" py "${PROBE_LIMIT:-240}" "$f" ;;
+            *.sh) step "probe $f" "$L/$b.log" timeout "${PROBE_LIMIT:-240}" bash "$f" ;;
+        esac
+        jsonl "$L/$b.log" >> "$D/probe.jsonl"
+        cp "$L/$b.log" "$D/$b.txt"
+    done
 }
 
 suite_sort() {
