@@ -22,6 +22,7 @@
 #                       interleaved with the default tuning as the sort variants are; kernel 1:
 #                       the vector kernel (kernels 2 and 3 were removed: such a variant's row has
 #                       "ok": false and the ArgumentError), window: its look-back's status words per lane)
+# SORT_VARIANTS_ONLY=1 leaves the default rows out (the variants, each beside the default, only).
 # e.g. CUMEM_SORT_VARIANTS="16,3,8,0,0 16,4,8 20,2,8,100,2,0,384,16" CUMEM_SCAN_VARIANTS="128,24,0 256,16,0,100".
 # The default rows use the tuning of the CUMEM_SORT_* / CUMEM_SCAN_* variables (or the defaults).
 using CuMem, Random, Printf, Statistics
@@ -73,7 +74,8 @@ function guarded(f, op, n)
 end
 
 sizes = isempty(ARGS) ? (10^6, 10^8) : map(s -> parse(Int, s), ARGS)
-for n in sizes
+# SORT_VARIANTS_ONLY=1: no default rows, only the variants (and the optional parts below)
+for n in (get(ENV, "SORT_VARIANTS_ONLY", "0") == "1" ? () : sizes)
     for (name, T) in (("sort_f32", Float32), ("sort_i64", Int64), ("sort_u32", UInt32))
         src = CuMem.rand(T, n)
         ms = timed(x -> sort!(x), () -> copy(src))
