@@ -69,7 +69,7 @@ function smem_layout(decls)
 end
 
 """
-    CuMem.ScanTuning(threads, items, blocks_per_sm, sleep_ns, spin = 1, kernel = 0, window = 8)
+    CuMem.ScanTuning(threads, items, blocks_per_sm, sleep_ns, spin = 0, kernel = 1, window = 2)
 
 The one-pass scan's tuning: threads per block (64 to 256, a multiple of 32; also the tiles
 its look-back reads per round trip; scan.cuh's CUMEM_SCAN_THREADS), elements per thread for
@@ -104,10 +104,13 @@ end
 ScanTuning(threads, items, blocks_per_sm, sleep_ns) = ScanTuning(threads, items, blocks_per_sm, sleep_ns, SCAN_DEFAULT.spin)
 ScanTuning(threads, items, blocks_per_sm, sleep_ns, spin) =
     ScanTuning(threads, items, blocks_per_sm, sleep_ns, spin, SCAN_DEFAULT.kernel, SCAN_DEFAULT.window)
-# The default measured on an H200 (bench/results/h200x2-2026-11-28-session10, call 3, the
-# same call): cumsum of Float32 at 10^6 / 10^8 took 0.041 / 0.67 ms with (256, 16, 0, 0, 0)
-# against 0.051 / 0.80 with (256, 16, 6, 0, 1) and 0.067 / 0.74 with (256, 16, 6, 0, 0).
-const SCAN_DEFAULT = ScanTuning(256, 16, 0, 0, 0, 0, 8)
+# The default: the vector kernel, 128 threads of 32 Float32s (tiles of 4096), a look-back
+# window of 2 status words a lane. Nsight Compute on an H200 (bench/results/h200-2026-11-29-session15,
+# call 2, probes/scan_inst.sh; cumsum! of 10^8 Float32, two calls each): its kernel 292-297 us
+# and 48-50 M instructions, CUB's (PyTorch's cumsum) 305-311 us and 55 M, kernel 0 at the old
+# default (256, 16, 0, 0, 0, 0, 8) 393-401 us and 135 M (56 registers: 4 blocks an SM), the
+# vector kernel at 256 x 16 with a window of 8 516-522 us (of 1: 318; of 2: 323-331).
+const SCAN_DEFAULT = ScanTuning(128, 32, 0, 0, 0, 1, 2)
 const SCAN_TUNING = Ref(ScanTuning(0, 0, 0, 0, 0, 0, 0))     # threads 0: not yet read from ENV
 # each field's variable and values
 const SCAN_VARS = (threads = "CUMEM_SCAN_THREADS" => 64:32:256, items = "CUMEM_SCAN_ITEMS" => 1:32,
@@ -119,10 +122,10 @@ const SCAN_VARS = (threads = "CUMEM_SCAN_THREADS" => 64:32:256, items = "CUMEM_S
     CuMem.scan_tuning(t::ScanTuning) -> t
 
 The one-pass scan's tuning in use, read on first use from the environment variables
-`CUMEM_SCAN_THREADS` (64-256, a multiple of 32, default 256), `CUMEM_SCAN_ITEMS` (1-32,
-default 16), `CUMEM_SCAN_BLOCKS_PER_SM` (0-16, default 0), `CUMEM_SCAN_SLEEP_NS` (0-10000,
-default 0), `CUMEM_SCAN_SPIN` (0 or 1, default 0), `CUMEM_SCAN_KERNEL` (0 or 1, default 0) and
-`CUMEM_SCAN_WINDOW` (1-16, default 8); the second form sets it for the scans that follow (bench/julia/sort_bench.jl
+`CUMEM_SCAN_THREADS` (64-256, a multiple of 32, default 128), `CUMEM_SCAN_ITEMS` (1-32,
+default 32), `CUMEM_SCAN_BLOCKS_PER_SM` (0-16, default 0), `CUMEM_SCAN_SLEEP_NS` (0-10000,
+default 0), `CUMEM_SCAN_SPIN` (0 or 1, default 0), `CUMEM_SCAN_KERNEL` (0 or 1, default 1) and
+`CUMEM_SCAN_WINDOW` (1-16, default 2); the second form sets it for the scans that follow (bench/julia/sort_bench.jl
 compares variants in one process). Each tuning compiles its own kernels. Throws
 `ArgumentError` for a value out of range (the tuning is then unchanged).
 """

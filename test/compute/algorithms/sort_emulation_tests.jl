@@ -122,7 +122,7 @@ end
             @test same(sortperm(CuArray(hs)), sortperm(hs))
         end
         for spin in (1, 0), n in (191, 192, 193, 64 * 192 + 5, 70 * 192)       # (more than 64 tiles: a second look-back window)
-            CuMem.scan_tuning(CuMem.ScanTuning(64, 3, 0, 50, spin))                # (both look-back waits)
+            CuMem.scan_tuning(CuMem.ScanTuning(64, 3, 0, 50, spin, 0, 8))          # (kernel 0; both look-back waits)
             @test CuMem.scan_tile(Float32) == 192 && CuMem.scan_tile(Int64) == 64
             f = rand(-9:9, n)
             @test same(cumsum(CuArray(f)), cumsum(f))
@@ -219,7 +219,7 @@ end
         CuMem.SORT_TUNING[] = CuMem.RadixTuning(0, 0, 0, 0, 0); CuMem.SCAN_TUNING[] = CuMem.ScanTuning(0, 0, 0, 0)   # (read again)
         err = try CuMem.sort_tuning() catch e e end
         @test err isa ArgumentError && err.msg == "CUMEM_SORT_ITEMS=\"lots\": expected an integer from 1 to 32"
-        @test CuMem.scan_tuning() == CuMem.ScanTuning(96, 16, CuMem.SCAN_DEFAULT.blocks_per_sm, CuMem.SCAN_DEFAULT.sleep_ns)
+        @test CuMem.scan_tuning() == CuMem.ScanTuning(96, CuMem.SCAN_DEFAULT.items, CuMem.SCAN_DEFAULT.blocks_per_sm, CuMem.SCAN_DEFAULT.sleep_ns)
     end
     # (a variable within its ends but off the step: the tuning's check)
     withenv("CUMEM_SCAN_THREADS" => "100", "CUMEM_SCAN_KERNEL" => "1", "CUMEM_SORT_EARLY" => "3") do

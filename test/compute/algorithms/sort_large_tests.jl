@@ -60,12 +60,12 @@ const N = 3_000_017            # 733 tiles of 4096 keys, not a multiple of the t
                 @test isequal(Array(sort(CuArray(h))), sort(h))
                 @test Array(sortperm(CuArray(h); rev = true)) == sortperm(h; rev = true)
             end
-            CuMem.scan_tuning(CuMem.ScanTuning(128, 24, 0, 200))
+            CuMem.scan_tuning(CuMem.ScanTuning(128, 24, 0, 200, 0, 0, 8))     # (kernel 0)
             x = rand(-100:100, 10 * N)
             @test Array(cumsum(CuArray(x))) == cumsum(x)
             x32 = rand(Int32(-100):Int32(100), 10 * N)
             @test Array(accumulate(+, CuArray(x32); init = Int32(7))) == accumulate(+, x32; init = Int32(7))
-            # the vector kernel (kernel 1: the tile in registers, one warp's look-back): Int64
+            # the vector kernel (kernel 1, the default, at another shape: 256 threads of 16, a window of 8): Int64
             # (8-byte statuses apart), Int32 with init, Float32 sums of small integers (exact),
             # lines of a matrix (tiles of several lines from one counter), a view's misaligned
             # start (scalar loads)

@@ -81,8 +81,14 @@ scan_entries() = vcat([(k[2], e) for (k, e) in CuMem.KERNEL_TABLE if k[2] isa Tu
             ptx = CuMem.compile_ptx(e.source; arch = "compute_90")
             @test occursin("cumem_scan_onepass", ptx) && occursin("cumem_scan_lines", ptx)
             @test every_entry_waits(ptx)
-            Acc, tune = k[4], k[end]                # (the accumulator and the tuning: the key's)
-            @test ptx_smem(ptx)["cumem_scan_onepass"] == CuMem.scan_smem(Acc, tune.threads, CuMem.scan_items(Acc, tune), tune.spin)
+            T, Acc, Out, tune = k[3], k[4], k[5], k[end]    # (the element, accumulator, result types and the tuning: the key's)
+            # (kernel 0's tile in shared memory; the vector kernel's few words)
+            sm = ptx_smem(ptx)["cumem_scan_onepass"]
+            if CuMem.scan_vec(T, Out, Acc, tune) == 0
+                @test sm == CuMem.scan_smem(Acc, tune.threads, CuMem.scan_items(Acc, tune), tune.spin)
+            else
+                @test sm < 512
+            end
             n += 1
         end
         # 64-byte accumulators under 32 items per thread: 2 per thread (a 32 KiB tile) would need
@@ -102,10 +108,10 @@ scan_entries() = vcat([(k[2], e) for (k, e) in CuMem.KERNEL_TABLE if k[2] isa Tu
             CuMem.scan_tuning(t0)
         end
         @test n >= 6
-        # a scan of another tuning (128 threads, 24 Float32s each, launch bounds of 4 blocks per SM)
+        # a scan of another tuning (kernel 0: 128 threads, 24 Float32s each, launch bounds of 4 blocks per SM)
         t0 = CuMem.scan_tuning()
         try
-            CuMem.scan_tuning(CuMem.ScanTuning(128, 24, 4, 100, 0))
+            CuMem.scan_tuning(CuMem.ScanTuning(128, 24, 4, 100, 0, 0, 8))
             cumsum(x)
             srcs = [e.source for (k, e) in scan_entries() if k[end] == CuMem.scan_tuning()]
             @test length(srcs) == 1
