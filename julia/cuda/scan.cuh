@@ -136,6 +136,20 @@ static __device__ __forceinline__ void cumem_scan_serial(int64_t nlines, int64_t
   }
 }
 
+/* The prefix of warp w's elements in its tile, after the look-back (both kernels): the tile's
+   exclusive prefix (s_excl, where s_have) combined with the earlier warps' total (s_wtot[w],
+   warp 0: none); `have` says whether there is one (the first tile of a line without init:
+   none for warp 0). */
+template <typename Acc, typename Op>
+static __device__ __forceinline__ Acc cumem_scan_warp_prefix(Op op, int s_have, const Acc& s_excl, const Acc* s_wtot, int w, bool* have) {
+  bool h = s_have != 0;
+  Acc pre{};
+  if (h) pre = s_excl;
+  if (w > 0) { const Acc u = s_wtot[w]; pre = h ? op(pre, u) : u; h = true; }
+  *have = h;
+  return pre;
+}
+
 /* One pass over nlines lines of n elements cut in ntiles tiles of CUMEM_SCAN_THREADS * ITEMS.
  * Blocks take tiles in order (line-major) from `counter` (zeroed); `flags` (nlines * ntiles,
  * zeroed): 1 when aggs[tile] (the tile's own total) is published, 2 when incs[tile] (the
@@ -342,10 +356,8 @@ static __device__ __forceinline__ void cumem_scan_onepass(int64_t n, int64_t nti
   }
   __syncthreads();
   /* each thread's prefix: the tile's, its warp's, its lane's */
-  bool have = s_have != 0;
-  Acc pre{};
-  if (have) pre = s_excl;
-  if (w > 0) { const Acc u = s_wtot[w]; pre = have ? op(pre, u) : u; have = true; }
+  bool have;
+  Acc pre = cumem_scan_warp_prefix(op, s_have, s_excl, s_wtot, w, &have);
   if (lane > 0) { const Acc u = s_warp[t - 1]; pre = have ? op(pre, u) : u; have = true; }
   for (int k = 0; k < ITEMS; k++)
     if (fast || k < mine) s_items[CUMEM_SCAN_MINE(k)] = have ? op(pre, x[k]) : x[k];
@@ -660,9 +672,7 @@ static __device__ __forceinline__ void cumem_scan_onepass_vec(int64_t n, int64_t
     }
   }
   __syncthreads();
-  bool have = s_have != 0;
-  Acc pre{};
-  if (have) pre = s_excl;
-  if (w > 0) { const Acc u = s_wtot[w]; pre = have ? op(pre, u) : u; have = true; }
+  bool have;
+  const Acc pre = cumem_scan_warp_prefix(op, s_have, s_excl, s_wtot, w, &have);
   cumem_scan_vtile_store(op, a, a.cnt == TILE, e0, have, pre, x, v, ex, lane, st, vst);
 }
