@@ -16,12 +16,12 @@
 #   fresh_nofree x = copy(src), never freed during the loop (each a different block)
 # Operations: cumsum! into a preallocated dst; copyto!(dst, x); sum(x).
 # JSON lines {"op", "prep", "n", "ms", "ms_enqueue", "ms_events"}. Run on a GPU:
-#   CUMEM_DEVICE=cuda julia --project=. bench/julia/scan_probe.jl [n]
+#   CUMEM_DEVICE=cuda julia --project=. bench/julia/scan_probe.jl [n]     (or SCAN_PROBE_N=n; default 10^8)
 # Under Nsight Compute, SCAN_PROBE_ONLY=<op>:<prep> runs that row's timed calls alone (5 of them).
 using CuMem, Statistics, Printf
 CuMem.allowscalar(false)
 
-n = isempty(ARGS) ? 10^8 : parse(Int, ARGS[1])
+n = parse(Int, isempty(ARGS) ? get(ENV, "SCAN_PROBE_N", "100000000") : ARGS[1])
 reps = parse(Int, get(ENV, "REPS", "15"))
 src = CuMem.rand(Float32, n)
 dst = similar(src)
