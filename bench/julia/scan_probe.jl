@@ -14,6 +14,8 @@
 #   fresh2      x = copy(src), then the operation once untimed, then the timed call (new, read once)
 #   flush       x = copy(src), then 1.6 GB of other copies (L2 and TLB hold other data)
 #   fresh_nofree x = copy(src), never freed during the loop (each a different block)
+#   burst       (no preparation) 100 calls on `src` back to back between two timing events:
+#               "ms_events" a call
 # Operations: cumsum! into a preallocated dst; copyto!(dst, x); sum(x).
 # JSON lines {"op", "prep", "n", "ms", "ms_enqueue", "ms_events"}. Run on a GPU:
 #   CUMEM_DEVICE=cuda julia --project=. bench/julia/scan_probe.jl [n]     (or SCAN_PROBE_N=n; default 10^8)
@@ -70,8 +72,23 @@ function row(opname, f, kind)
     flush(stdout)
 end
 
+# "burst": 100 calls on the same input back to back between two timing events, ms a call
+# (the host queues ahead unless its own share is the larger: then that share)
+function burst_row(opname, f)
+    s = CuMem.stream()
+    f(src); CuMem.synchronize()
+    ts = Float64[]
+    for k in 1:5
+        CuMem.synchronize()
+        push!(ts, CuMem.@elapsed(s, (for _ in 1:100; f(src); end)) * 1e3 / 100)
+    end
+    @printf("{\"op\": \"%s\", \"prep\": \"burst\", \"n\": %d, \"ms_events\": %.4f}\n", opname, n, median(ts))
+    flush(stdout)
+end
+
 only = get(ENV, "SCAN_PROBE_ONLY", "")
 if isempty(only)
+    for (name, f) in pairs(ops); burst_row(string(name), f); end
     for kind in (:same, :fresh, :refill, :fresh2, :flush, :fresh_nofree), (name, f) in pairs(ops)
         kind === :fresh_nofree && name !== :cumsum && continue
         row(string(name), f, kind)
