@@ -15,7 +15,7 @@
 //! allocations among them that reclaim can give back).
 
 use super::free_lists::FreeLists;
-use super::node::{DEAD, NIL, Node, Nodes, USED};
+use super::node::{NIL, Node, Nodes};
 use crate::pool::MIN_BLOCK;
 use crate::pool::split::SMALL_SIZE;
 use crate::snapshot::{BlockState, PoolBlock, PoolSegment};
@@ -107,7 +107,7 @@ impl Arena {
     /// True when no block lies in the arena (it is one free range).
     pub fn is_empty(&self) -> bool {
         let t = &self.nodes[self.tail as usize];
-        t.is_free() && t.addr == self.base
+        t.free && t.addr == self.base
     }
 
     /// True when `addr` lies in the arena's reserved range.
@@ -216,16 +216,17 @@ impl Arena {
     #[inline]
     fn kill(&mut self, i: u32) {
         let n = &mut self.nodes[i as usize];
-        n.fnext = DEAD;
+        n.dead = true;
         n.next = self.dead;
         self.dead = i;
     }
 
     // The address links below are written by selects, as the free lists' are
-    // ([`FreeLists::insert`]): whether a node is the arena's last follows the workload
-    // (`link_after`'s test was mispredicted 0.13 times per event on encoder_infer_varlen,
+    // ([`FreeLists::insert`]): whether a node is the arena's last or first follows the
+    // workload (`link_after`'s test was mispredicted 0.13 times per event on
+    // encoder_infer_varlen, cachegrind's branch simulation,
     // bench/results/host-2026-11-29-exp15). Where there is no neighbour, the link goes
-    // to node `i` itself and is overwritten after, or to `i`, which leaves the list.
+    // to node `i` itself, whose own links are written after or no longer read.
 
     /// Makes node `i` (not linked yet) the next neighbour of `after`.
     #[inline]
@@ -282,7 +283,7 @@ impl Arena {
         let mut v = Vec::new();
         self.free.for_each_fit(&self.nodes, self.granule(), |i| {
             let n = &self.nodes[i as usize];
-            v.push((n.size(), n.addr));
+            v.push((n.size, n.addr));
         });
         v
     }
@@ -382,10 +383,7 @@ impl Arena {
                 let Some(next) = self.free.next_fit(&self.nodes, size, j) else { break };
                 j = next;
             }
-            let (at, have) = {
-                let n = &self.nodes[j as usize];
-                (n.addr, n.size())
-            };
+            let Node { addr: at, size: have, .. } = self.nodes[j as usize];
             if have > TIGHT * size {
                 break;
             }
@@ -424,10 +422,7 @@ impl Arena {
             return None;
         }
         self.free.for_each_fit(&self.nodes, size, |i| {
-            let (a, have) = {
-                let n = &self.nodes[i as usize];
-                (n.addr, n.size())
-            };
+            let Node { addr: a, size: have, .. } = self.nodes[i as usize];
             let b = a + have;
             let g0 = ((a - self.base) >> self.shift) as usize;
             let g1 = (((b - 1 - self.base) >> self.shift) as usize + 1).min(self.top);
@@ -473,10 +468,7 @@ impl Arena {
     /// granules inside it), keeping in `best` the first place that needs the fewest
     /// granules mapped.
     fn place_in(&self, i: u32, size: u64, best: &mut Option<(u32, u64, usize)>) {
-        let (a, have) = {
-            let n = &self.nodes[i as usize];
-            (n.addr, n.size())
-        };
+        let Node { addr: a, size: have, .. } = self.nodes[i as usize];
         for addr in [a, a + have - size] {
             let n = self.unmapped_in(addr, size);
             if best.is_none_or(|b| n < b.2) {
@@ -619,7 +611,7 @@ impl Arena {
         let i = self.block_at[((addr - self.base) >> self.unit) as usize];
         debug_assert!({
             let n = &self.nodes[i as usize];
-            n.addr == addr && n.fnext == USED
+            n.addr == addr && !n.free && !n.dead
         });
         i
     }
@@ -627,20 +619,20 @@ impl Arena {
     /// Whether a block in use starts at `addr` (which lies in the arena).
     pub fn is_block_start(&self, addr: u64) -> bool {
         let Some(&i) = self.block_at.get(((addr - self.base) >> self.unit) as usize) else { return false };
-        self.nodes.get(i as usize).is_some_and(|n| n.addr == addr && n.fnext == USED)
+        self.nodes.get(i as usize).is_some_and(|n| n.addr == addr && !n.free && !n.dead)
     }
 
     /// [`Arena::carve`] but for the block map.
     #[inline(always)]
     fn carve_node(&mut self, i: u32, addr: u64, size: u64) -> u32 {
         let n = self.nodes[i as usize];
-        debug_assert!(n.is_free() && n.addr <= addr && addr + size <= n.addr + n.size());
-        let end = n.addr + n.size();
+        debug_assert!(n.free && !n.dead && n.addr <= addr && addr + size <= n.addr + n.size);
+        let end = n.addr + n.size;
         if addr == n.addr {
             if end == addr + size {
                 // An exact fit: the range becomes the block.
                 self.remove_free(i);
-                self.nodes[i as usize].fnext = USED;
+                self.nodes[i as usize].free = false;
                 return i;
             }
             // The rest, after the block, stays free in `i`.
@@ -668,28 +660,27 @@ impl Arena {
     /// place on its list).
     #[inline(always)]
     pub fn give_back(&mut self, i: u32) {
-        let Node { prev, next, addr, .. } = self.nodes[i as usize];
-        let size = self.nodes[i as usize].size();
-        debug_assert!(self.nodes[i as usize].fnext == USED);
-        let prev_free = prev != NIL && self.nodes[prev as usize].is_free();
-        let next_free = next != NIL && self.nodes[next as usize].is_free();
+        let Node { prev, next, size, addr, .. } = self.nodes[i as usize];
+        debug_assert!(!self.nodes[i as usize].free && !self.nodes[i as usize].dead);
+        let prev_free = prev != NIL && self.nodes[prev as usize].free;
+        let next_free = next != NIL && self.nodes[next as usize].free;
         match (prev_free, next_free) {
             (false, false) => {
-                // Free once indexed (`add_free` sets its list links).
+                self.nodes[i as usize].free = true;
                 self.add_free(i);
                 return;
             }
             (false, true) => {
-                let merged = self.nodes[next as usize].size() + size;
+                let merged = self.nodes[next as usize].size + size;
                 self.nodes[next as usize].addr = addr;
                 self.resize_free(next, merged);
             }
             (true, false) => {
-                let merged = self.nodes[prev as usize].size() + size;
+                let merged = self.nodes[prev as usize].size + size;
                 self.resize_free(prev, merged);
             }
             (true, true) => {
-                let merged = self.nodes[prev as usize].size() + size + self.nodes[next as usize].size();
+                let merged = self.nodes[prev as usize].size + size + self.nodes[next as usize].size;
                 self.remove_free(next);
                 self.unlink(next);
                 self.kill(next);
@@ -823,7 +814,7 @@ impl Arena {
         while i != NIL {
             let n = &self.nodes[i as usize];
             if n.addr <= addr {
-                return (!n.is_free()).then_some(n.addr);
+                return (!n.free).then_some(n.addr);
             }
             i = n.prev;
         }
@@ -859,7 +850,7 @@ impl Arena {
             let mut seg = PoolSegment { addr: ra, size: rb - ra, blocks: Vec::new() };
             while k < order.len() && {
                 let n = &self.nodes[order[k] as usize];
-                n.addr + n.size() <= ra
+                n.addr + n.size <= ra
             } {
                 k += 1;
             }
@@ -867,8 +858,8 @@ impl Arena {
             let mut last_free = false;
             while j < order.len() && self.nodes[order[j] as usize].addr < rb {
                 let n = &self.nodes[order[j] as usize];
-                let (a, b) = (n.addr.max(ra), (n.addr + n.size()).min(rb));
-                if !n.is_free() {
+                let (a, b) = (n.addr.max(ra), (n.addr + n.size).min(rb));
+                if !n.free {
                     seg.blocks.push(PoolBlock { addr: a, size: b - a, state: BlockState::Active });
                     last_free = false;
                 } else {
@@ -878,9 +869,9 @@ impl Arena {
                         let (gs, ge) = (self.granule_addr(gi), self.granule_addr(gi) + gran);
                         // cached: the granule's whole allocation lies in the free range
                         // (releasable); otherwise an inactive split, as the statistics say
-                        let idle = gs >= n.addr && ge <= n.addr + n.size() && {
+                        let idle = gs >= n.addr && ge <= n.addr + n.size && {
                             let (cs, ce) = self.chunk_at(gi);
-                            self.granule_addr(cs) >= n.addr && self.granule_addr(ce) <= n.addr + n.size()
+                            self.granule_addr(cs) >= n.addr && self.granule_addr(ce) <= n.addr + n.size
                         };
                         let state = if idle { BlockState::Cached } else { BlockState::InactiveSplit };
                         let end = ge.min(b);
@@ -907,7 +898,7 @@ impl Arena {
 impl Arena {
     /// Size of the block at node `i`.
     pub fn block_size(&self, i: u32) -> u64 {
-        self.nodes[i as usize].size()
+        self.nodes[i as usize].size
     }
 
     /// The blocks in use, as (address, size), in address order (a walk of the list).
@@ -916,8 +907,8 @@ impl Arena {
         let mut i = self.tail;
         while i != NIL {
             let n = &self.nodes[i as usize];
-            if !n.is_free() {
-                v.push((n.addr, n.size()));
+            if !n.free {
+                v.push((n.addr, n.size));
             }
             i = n.prev;
         }
@@ -940,22 +931,22 @@ impl Arena {
         while i != NIL {
             let n = &self.nodes[i as usize];
             live += 1;
-            assert!(!n.is_dead() && n.size() > 0);
+            assert!(!n.dead && n.size > 0);
             assert_eq!((n.addr, n.prev), (at, prev), "node {i}");
-            if n.is_free() {
+            if n.free {
                 assert!(!prev_free, "two free neighbours at {at:#x}");
                 assert!(self.free.contains(&self.nodes, i), "free range {at:#x} not indexed");
-                free += n.size();
+                free += n.size;
                 nfree += 1;
-                idle += self.idle_in(n.addr, n.size());
+                idle += self.idle_in(n.addr, n.size);
             } else {
-                seen.insert(n.addr, n.size());
+                seen.insert(n.addr, n.size);
                 assert_eq!(self.block_node(n.addr), i, "block {at:#x} not in the block map");
-                let (g0, g1) = self.touched(n.addr, n.size());
+                let (g0, g1) = self.touched(n.addr, n.size);
                 assert!((g0..g1).all(|g| self.is_mapped(g)), "block {at:#x} on an unmapped granule");
             }
-            prev_free = n.is_free();
-            at += n.size();
+            prev_free = n.free;
+            at += n.size;
             prev = i;
             i = n.next;
         }
@@ -964,7 +955,7 @@ impl Arena {
         let mut dead = 0;
         let mut d = self.dead;
         while d != NIL {
-            assert!(self.nodes[d as usize].is_dead());
+            assert!(self.nodes[d as usize].dead);
             dead += 1;
             d = self.nodes[d as usize].next;
         }
@@ -1018,17 +1009,14 @@ mod tests {
     fn place_reference(a: &Arena, size: u64) -> Option<(u32, u64, usize)> {
         let mut fits = Vec::new();
         a.free.for_each_fit(&a.nodes, size, |i| fits.push(i));
-        fits.sort_by_key(|&i| (a.nodes[i as usize].size(), a.nodes[i as usize].addr));
+        fits.sort_by_key(|&i| (a.nodes[i as usize].size, a.nodes[i as usize].addr));
         let &first = fits.first()?;
         let start = a.nodes[first as usize].addr;
         if a.unmapped_in(start, size) == 0 {
             return Some((first, start, 0));
         }
         for &i in fits.iter().take(CANDIDATES) {
-            let (at, have) = {
-                let n = &a.nodes[i as usize];
-                (n.addr, n.size())
-            };
+            let Node { addr: at, size: have, .. } = a.nodes[i as usize];
             if have > TIGHT * size {
                 break;
             }
@@ -1044,10 +1032,7 @@ mod tests {
         }
         let mut piece: Option<(u64, u64, u32)> = None;
         for &i in &fits {
-            let (at, have) = {
-                let n = &a.nodes[i as usize];
-                (n.addr, n.size())
-            };
+            let Node { addr: at, size: have, .. } = a.nodes[i as usize];
             let (g0, g1) = a.touched(at, have);
             let mut g = g0;
             while g < g1 {
@@ -1070,10 +1055,7 @@ mod tests {
         }
         let mut best: Option<(u32, u64, usize)> = None;
         for &i in fits.iter().take(CANDIDATES) {
-            let (at, have) = {
-                let n = &a.nodes[i as usize];
-                (n.addr, n.size())
-            };
+            let Node { addr: at, size: have, .. } = a.nodes[i as usize];
             for addr in [at, at + have - size] {
                 let n = a.unmapped_in(addr, size);
                 if best.is_none_or(|b| n < b.2) {

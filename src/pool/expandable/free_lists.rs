@@ -19,7 +19,7 @@
 //!
 //! The result is the same exact best fit by (size, address) as the sorted index gives.
 
-use super::node::{CLASS_BITS, NIL, Node, Nodes};
+use super::node::{NIL, Node, Nodes};
 use std::hint::select_unpredictable;
 
 /// log2 of the size classes per octave.
@@ -31,16 +31,9 @@ const CLASSES: usize = (40usize << SUB).next_multiple_of(64);
 /// The class of a size (≥ 512 bytes): `2^SUB` classes per power of two.
 #[inline(always)]
 fn class(size: u64) -> usize {
-    // `| 1`: the compiler then knows the operand is not 0 (no test for it).
-    let lg = (size | 1).ilog2() as usize;
-    // The leading SUB + 1 bits are 2^SUB + the sub-class: no mask needed, and the sum
-    // folds into one address computation (((lg − 9) << SUB) + sub-class, 3 instructions
-    // fewer; the class is computed about 1.4 times an event).
-    (size >> (lg - SUB)) as usize + (lg << SUB) - ((9 << SUB) + (1 << SUB))
+    let lg = 63 - size.leading_zeros() as usize;
+    ((lg - 9) << SUB) + ((size >> (lg - SUB)) as usize & ((1 << SUB) - 1))
 }
-
-// The class rides in a node's size's low bits (`Node::size_cls`).
-const _: () = assert!(CLASSES as u64 <= CLASS_BITS + 1);
 
 /// Free ranges by size class: list heads (node indexes, [`NIL`] when empty) and a bit per
 /// non-empty class. No count of entries or bytes is kept (only the tests' checks ask:
@@ -67,28 +60,22 @@ impl FreeLists {
     /// written to node `i` itself, which is then overwritten or leaves the list.
     #[inline]
     pub fn insert(&mut self, nodes: &mut Nodes, i: u32) {
-        let c = class(nodes[i as usize].size());
-        self.insert_in(nodes, i, c);
-    }
-
-    /// [`FreeLists::insert`] into class `c` (node `i`'s size's).
-    #[inline(always)]
-    fn insert_in(&mut self, nodes: &mut Nodes, i: u32, c: usize) {
+        let c = class(nodes[i as usize].size);
         let head = self.heads[c];
         nodes[select_unpredictable(head != NIL, head, i) as usize].fprev = i;
         let n = &mut nodes[i as usize];
         n.fprev = NIL;
         n.fnext = head;
-        n.size_cls = n.size() | c as u64;
+        n.class = c as u16;
         self.heads[c] = i;
         self.bits[c / 64] |= 1 << (c % 64);
     }
 
-    /// Unindexes free node `i` (its own list links and class bits are left stale).
+    /// Unindexes free node `i` (its own list links are left stale).
     #[inline]
     pub fn remove(&mut self, nodes: &mut Nodes, i: u32) {
-        let Node { fprev, fnext, size_cls, .. } = nodes[i as usize];
-        let c = (size_cls & CLASS_BITS) as usize;
+        let Node { fprev, fnext, class: c, .. } = nodes[i as usize];
+        let c = c as usize;
         debug_assert!(fprev != NIL || self.heads[c] == i, "node {i} not indexed");
         nodes[select_unpredictable(fnext != NIL, fnext, i) as usize].fprev = fprev;
         nodes[select_unpredictable(fprev != NIL, fprev, i) as usize].fnext = fnext;
@@ -101,13 +88,12 @@ impl FreeLists {
     /// class only if the class changes (a carve or a merge mostly keeps it).
     #[inline(always)]
     pub fn resize(&mut self, nodes: &mut Nodes, i: u32, size: u64) {
-        let c = class(size);
-        if nodes[i as usize].size_cls & CLASS_BITS == c as u64 {
-            nodes[i as usize].size_cls = size | c as u64;
+        if nodes[i as usize].class as usize == class(size) {
+            nodes[i as usize].size = size;
         } else {
             self.remove(nodes, i);
-            nodes[i as usize].size_cls = size;
-            self.insert_in(nodes, i, c);
+            nodes[i as usize].size = size;
+            self.insert(nodes, i);
         }
     }
 
@@ -135,8 +121,8 @@ impl FreeLists {
         let (mut i, mut best, mut key) = (self.heads[c], NIL, u128::MAX);
         while i != NIL {
             let n = &nodes[i as usize];
-            let k = (n.size_cls as u128) << 64 | n.addr as u128;
-            let better = n.size_cls >= size && k < key;
+            let k = (n.size as u128) << 64 | n.addr as u128;
+            let better = n.size >= size && k < key;
             best = select_unpredictable(better, i, best);
             key = select_unpredictable(better, k, key);
             i = n.fnext;
@@ -175,13 +161,13 @@ impl FreeLists {
     /// with no list gathered or sorted.
     #[inline]
     pub fn next_fit(&self, nodes: &Nodes, size: u64, after: u32) -> Option<u32> {
-        let Node { size_cls: s0, addr: a0, .. } = nodes[after as usize];
-        let c = (s0 & CLASS_BITS) as usize;
+        let Node { size: s0, addr: a0, class: c, .. } = nodes[after as usize];
+        let c = c as usize;
         let (mut i, mut best, mut key) = (self.heads[c], NIL, (u64::MAX, u64::MAX));
         while i != NIL {
             let n = &nodes[i as usize];
-            let k = (n.size_cls, n.addr);
-            if n.size_cls >= size && k > (s0, a0) && k < key {
+            let k = (n.size, n.addr);
+            if n.size >= size && k > (s0, a0) && k < key {
                 (best, key) = (i, k);
             }
             i = n.fnext;
@@ -202,7 +188,7 @@ impl FreeLists {
             let mut i = self.heads[cc];
             while i != NIL {
                 let n = &nodes[i as usize];
-                if n.size_cls >= size {
+                if n.size >= size {
                     f(i);
                 }
                 i = n.fnext;
@@ -220,7 +206,7 @@ impl FreeLists {
             let mut i = head;
             while i != NIL {
                 len += 1;
-                bytes += nodes[i as usize].size();
+                bytes += nodes[i as usize].size;
                 i = nodes[i as usize].fnext;
             }
         }
@@ -230,7 +216,7 @@ impl FreeLists {
     /// Whether node `i` is on its class's list (for the structure checks of the tests).
     #[cfg(test)]
     pub fn contains(&self, nodes: &Nodes, i: u32) -> bool {
-        let mut j = self.heads[(nodes[i as usize].size_cls & CLASS_BITS) as usize];
+        let mut j = self.heads[nodes[i as usize].class as usize];
         while j != NIL {
             if j == i {
                 return true;
@@ -238,29 +224,5 @@ impl FreeLists {
             j = nodes[j as usize].fnext;
         }
         false
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// [`class`] is the quarter octave of the size (`(log2 − 9) · 4 + the next two bits`),
-    /// below [`CLASSES`] and within [`CLASS_BITS`], and never decreases with the size.
-    #[test]
-    fn class_is_the_quarter_octave() {
-        let mut last = 0;
-        for lg in 9..49u32 {
-            for sub in 0..4u64 {
-                for extra in [0, 511, (1u64 << (lg - 2)) - 512] {
-                    let size = (1u64 << lg) + sub * (1u64 << (lg - 2)) + extra.min((1u64 << (lg - 2)) - 512);
-                    let size = size / 512 * 512;
-                    let c = class(size);
-                    assert_eq!(c, ((lg as usize - 9) << SUB) + sub as usize, "size {size}");
-                    assert!(c < CLASSES && c as u64 <= CLASS_BITS && c >= last);
-                    last = c;
-                }
-            }
-        }
     }
 }
