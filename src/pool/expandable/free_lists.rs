@@ -226,3 +226,27 @@ impl FreeLists {
         false
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// [`class`] is the quarter octave of the size (`(log2 − 9) · 4 + the next two bits`),
+    /// below [`CLASSES`], and never decreases with the size.
+    #[test]
+    fn class_is_the_quarter_octave() {
+        let mut last = 0;
+        for lg in 9..49u32 {
+            let quarter = 1u64 << (lg - 2);
+            for sub in 0..4u64 {
+                for extra in [0, quarter / 2, quarter - 1] {
+                    let size = (1u64 << lg) + sub * quarter + extra;
+                    let c = class(size);
+                    assert_eq!(c, ((lg as usize - 9) << SUB) + sub as usize, "size {size}");
+                    assert!(c < CLASSES && c >= last, "size {size}");
+                    last = c;
+                }
+            }
+        }
+    }
+}

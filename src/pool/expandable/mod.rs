@@ -108,9 +108,11 @@
 //! traces), 446 with the search of mapped pieces, which removes the warm passes'
 //! device calls (bench/results/host-2026-11-28-exp12), 435 without thread caches in
 //! front of the pool and with free lists by quarter octave
-//! (bench/results/host-2026-11-28-exp13), 518 with them again (exp13b), 451 now, with
+//! (bench/results/host-2026-11-28-exp13), 518 with them again (exp13b), 451 with
 //! thread caches that bypass themselves while they miss and a lone free range of the
-//! next class taken without a walk (bench/results/host-2026-11-29-exp14); binned's 265.
+//! next class taken without a walk (bench/results/host-2026-11-29-exp14), 449.5 now, with
+//! the address links written by selects (bench/results/host-2026-11-29-exp15); binned's
+//! 261.
 
 mod arena;
 mod free_lists;
