@@ -365,8 +365,11 @@ function scan_generate(op, key, names, init)
     has_init && push!(tail, convert(Acc, init))
     fn_values!(tail, oo, lo, so)
     # (a throw site's number belongs to the process that compiled it: none recorded)
-    !on_host() && !has_init && isempty(tail) && all(f -> isempty(f.ctx.globals) && !f.may_throw, fns) &&
+    if !on_host() && !has_init && isempty(tail) && all(f -> isempty(f.ctx.globals) && !f.may_throw, fns)
         scan_index_store(key, entry.source, names)
+        # (later calls of the key take gpu_accumulate!'s index path: this entry, no generator)
+        scan_index_key(key) === nothing || index_keep!(key, entry)
+    end
     return entry, ctx, tail
 end
 
