@@ -29,9 +29,10 @@
 
 /* Tuning (sorting.jl's radix_source defines them from CuMem.sort_tuning(); these are the
  * defaults): keys per thread of a tile, the onesweep kernel's __launch_bounds__ minimum of
- * resident blocks per SM (0: none; 4: at most 64 registers, which 4-byte keys without payload
- * fit without spilling; the GPU's compile without bounds took 75, 3 blocks of 256 threads per
- * SM, and NVRTC's 93), tiles a digit's look-back reads
+ * resident blocks per SM (0: none; with 256 threads 3: at most 80 registers, 4: at most 64; with
+ * 384 threads 3: at most 56. NVRTC 13's sm_90 compile of 4-byte keys without payload fits 256 x 24
+ * in 64 and 384 x 18 in 56 without spilling; without bounds 256 x 24 takes 72:
+ * bench/results/host-2026-11-29-sort15), tiles a digit's look-back reads
  * per round trip, and its pause in ns (__nanosleep; 0: none) before it reads a tile that was
  * not yet published again (a thread polling L2 in a loop takes issue slots from the warps
  * still ranking keys). */
