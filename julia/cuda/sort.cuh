@@ -254,9 +254,10 @@ static __device__ __forceinline__ void cumem_rank_add(uint32_t* rank, int r, uin
 }
 
 /* The rank of each of a lane's items (warp-striped: item r of the lane is the warp's 32 r + lane;
- * those from wvalid on are not counted, their ranks meaningless; FULL: the whole tile is in range) among the
- * warp's items of the same digit, in item order (packed: cumem_rank_set); whist (the warp's 256 counters, zeroed) ends with the warp's
- * count of each digit. (32-bit positions within the tile: a 64-bit test per item took registers.)
+ * those from wvalid on are not counted, their ranks meaningless; FULL: all are counted) among
+ * the warp's items of the same digit, in item order (packed: cumem_rank_set); whist (the warp's
+ * 256 counters, zeroed) ends with the warp's count of each digit. (32-bit positions within the
+ * tile: a 64-bit test per item took registers.)
  * Equal digits are found (CUMEM_SORT_MATCH, when ATOMIC) by each lane setting its bit in
  * wmatch[digit] (the warp's 256 words, zeroed; left zeroed) with a shared-memory atomicOr, as
  * CUB's WARP_MATCH_ATOMIC_OR: about 15 instructions per key; otherwise by cumem_sort_match's
