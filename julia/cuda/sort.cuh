@@ -29,9 +29,10 @@
 
 /* Tuning (sorting.jl's radix_source defines them from CuMem.sort_tuning(); these are the
  * defaults): keys per thread of a tile, the onesweep kernel's __launch_bounds__ minimum of
- * resident blocks per SM (0: none; 4: at most 64 registers, which 4-byte keys without payload
- * fit without spilling; the GPU's compile without bounds took 75, 3 blocks of 256 threads per
- * SM, and NVRTC's 93), tiles a digit's look-back reads
+ * resident blocks per SM (0: none; with 256 threads 3: at most 80 registers, 4: at most 64; with
+ * 384 threads 3: at most 56. NVRTC 13's sm_90 compile of 4-byte keys without payload fits 256 x 24
+ * in 64 and 384 x 18 in 56 without spilling; without bounds 256 x 24 takes 72:
+ * bench/results/host-2026-11-29-sort15), tiles a digit's look-back reads
  * per round trip, and its pause in ns (__nanosleep; 0: none) before it reads a tile that was
  * not yet published again (a thread polling L2 in a loop takes issue slots from the warps
  * still ranking keys). */
@@ -237,21 +238,39 @@ static __device__ __forceinline__ unsigned cumem_sort_match(unsigned label, int 
   return peers;
 }
 
-/* The rank of each of a lane's items (warp-striped from wbase; those at n or later are not
- * counted; FULL: the whole tile is in range) among the warp's items of the same digit, in item
- * order; whist (the warp's 256 counters, zeroed) ends with the warp's count of each digit.
+/* A thread's ranks, two to a register (16 bits each: a rank within a tile is below
+ * CUMEM_SORT_TILE <= 32768, so adding to one half never carries into the other): the ranks
+ * and the keys are what a thread keeps from the load to the regrouping, and halving the
+ * ranks' registers is what lets a tile of 384 x 18 keys fit 56 registers. */
+#define CUMEM_SORT_RANK_WORDS ((CUMEM_SORT_ITEMS + 1) / 2)
+static __device__ __forceinline__ uint32_t cumem_rank_get(const uint32_t* rank, int r) {
+  return (r & 1) ? rank[r >> 1] >> 16 : rank[r >> 1] & 0xffffu;
+}
+static __device__ __forceinline__ void cumem_rank_set(uint32_t* rank, int r, uint32_t v) {   /* in order r = 0, 1, ... */
+  if (r & 1) rank[r >> 1] |= v << 16; else rank[r >> 1] = v;
+}
+static __device__ __forceinline__ void cumem_rank_add(uint32_t* rank, int r, uint32_t v) {
+  rank[r >> 1] += (r & 1) ? v << 16 : v;
+}
+
+/* The rank of each of a lane's items (warp-striped: item r of the lane is the warp's 32 r + lane;
+ * those from wvalid on are not counted, their ranks meaningless; FULL: all are counted) among
+ * the warp's items of the same digit, in item order (packed: cumem_rank_set); whist (the warp's
+ * 256 counters, zeroed) ends with the warp's count of each digit. (32-bit positions within the
+ * tile: a 64-bit test per item took registers.)
  * Equal digits are found (CUMEM_SORT_MATCH, when ATOMIC) by each lane setting its bit in
  * wmatch[digit] (the warp's 256 words, zeroed; left zeroed) with a shared-memory atomicOr, as
  * CUB's WARP_MATCH_ATOMIC_OR: about 15 instructions per key; otherwise by cumem_sort_match's
  * ballots (8 for a full tile; 9 for a partial one, whose invalid items carry the label 256,
  * equal only to each other): 50 to 60 instructions per key; ANY: by __match_any_sync. */
 template <bool FULL, bool ATOMIC, bool ANY = false>
-static __device__ __forceinline__ void cumem_sort_warp_rank(const cumem_key_t* key, uint32_t* rank, int64_t wbase, int64_t n,
+static __device__ __forceinline__ void cumem_sort_warp_rank(const cumem_key_t* key, uint32_t* rank, int wvalid,
                                                             int pass, uint32_t* whist, uint32_t* wmatch, int lane)
 {
   const unsigned below_mask = (1u << lane) - 1u;
+#pragma unroll
   for (int r = 0; r < CUMEM_SORT_ITEMS; r++) {
-    const bool valid = FULL || wbase + 32 * r + lane < n;
+    const bool valid = FULL || 32 * r + lane < wvalid;
     if (ATOMIC) {
       const unsigned d = cumem_digit(key[r], pass);
       if (valid) atomicOr(&wmatch[d], 1u << lane);
@@ -262,7 +281,7 @@ static __device__ __forceinline__ void cumem_sort_warp_rank(const cumem_key_t* k
       __syncwarp();
       if (valid && below == 0) { whist[d] = b + (uint32_t)__popc(peers); wmatch[d] = 0u; }
       __syncwarp();
-      rank[r] = b + below;
+      cumem_rank_set(rank, r, b + below);
     } else {
       const unsigned d = valid ? cumem_digit(key[r], pass) : 256u;
       const unsigned peers = ANY ? __match_any_sync(0xffffffffu, d) : cumem_sort_match(d, FULL ? 8 : 9);
@@ -271,7 +290,7 @@ static __device__ __forceinline__ void cumem_sort_warp_rank(const cumem_key_t* k
       __syncwarp();
       if (valid && below == 0) whist[d] = b + (uint32_t)__popc(peers);
       __syncwarp();
-      rank[r] = b + below;
+      cumem_rank_set(rank, r, b + below);
     }
   }
 }
@@ -352,8 +371,20 @@ struct cumem_sort_smem_t {
 };
 
 /* Tile `tile` of one pass (s.whist zeroed): FULL when all its CUMEM_SORT_TILE keys are below
- * n, so that no load, rank or store tests its index (fewer instructions and registers on
- * every tile but the last); `atomic`: the warp match by atomicOr, else by ballots. */
+ * n, so that no load or store tests its index (fewer instructions on every tile but the last);
+ * `atomic`: the warp match by atomicOr, else by ballots.
+ * What stays in registers decides the occupancy (the kernel is latency-bound; CUB's onesweep
+ * runs 384 x 18 keys in 56 registers): the keys and their ranks live from the load to the
+ * regrouping in shared memory. So the ranks are 16-bit, two to a register (cumem_rank_get);
+ * the keys are regrouped before the look-back, which the tile's own counts suffice for, so that
+ * no key (and, without payload, no rank) is live across it; positions within the tile are
+ * 32-bit; the payload's global places are recomputed from the digits (a byte each, 4 to a
+ * register) rather than kept, and the payload is loaded 8 keys' worth at a time. The last,
+ * partial tile is ranked as a full one: its keys past n are the largest key (every digit 255),
+ * so they rank after all of the tile's keys and fill its last slots, which are not stored; their
+ * counts (in the digit 255's) go only into this tile's look-back word, which no tile reads (the
+ * tiles after it in the counter's order would; there are none). A separate partial ranking took
+ * registers of its own (tests per key, a ninth ballot) and made the kernel spill. */
 template <bool FULL>
 static __device__ __forceinline__ void cumem_sort_onesweep_tile(cumem_sort_smem_t& s, const cumem_key_t* kin, cumem_key_t* kout,
                                                                 const cumem_val_t* vin, cumem_val_t* vout, const uint32_t* offs,
@@ -364,33 +395,43 @@ static __device__ __forceinline__ void cumem_sort_onesweep_tile(cumem_sort_smem_
   cumem_val_t* s_vals = s.buf.v;
   const int t = threadIdx.x, lane = t & 31, w = t >> 5;
   const int64_t base = (int64_t)tile * CUMEM_SORT_TILE;
-  const int64_t wbase = base + (int64_t)w * 32 * CUMEM_SORT_ITEMS;
+  const int wofs = w * 32 * CUMEM_SORT_ITEMS + lane;      /* item 0 of this lane, within the tile */
+  /* the tile's keys below n (a partial tile: the last, n - base < CUMEM_SORT_TILE), and this
+     lane's: item r is valid when 32 r < lvalid */
+  const int nvalid = FULL ? CUMEM_SORT_TILE : (int)(n - base);
+  const int lvalid = nvalid - wofs;
   const bool owner = t < 256;             /* thread t owns digit t (block-uniform per warp) */
   cumem_status_t* st = status + (int64_t)tile * 256 + (t & 255);
   uint32_t excl = 0;
 
-  /* load (warp-striped: item r of a lane is wbase + 32 r + lane) */
+  /* load (warp-striped: item r of a lane is the tile's wofs + 32 r) */
   cumem_key_t key[CUMEM_SORT_ITEMS];
-  uint32_t rank[CUMEM_SORT_ITEMS];
-  for (int r = 0; r < CUMEM_SORT_ITEMS; r++) {
-    const int64_t i = wbase + 32 * r + lane;
-    cumem_key_t k = (FULL || i < n) ? kin[i] : (cumem_key_t)0;
-    if (first) k = (cumem_key_t)(cumem_to_key(k) ^ flip);
-    key[r] = k;
+  uint32_t rank[CUMEM_SORT_RANK_WORDS];
+  {
+    const cumem_key_t* kl = kin + base + wofs;
+#pragma unroll
+    for (int r = 0; r < CUMEM_SORT_ITEMS; r++) {
+      cumem_key_t k = (cumem_key_t)~(cumem_key_t)0;     /* (past n: the largest key, see above) */
+      if (FULL || 32 * r < lvalid) {
+        k = kl[32 * r];
+        if (first) k = (cumem_key_t)(cumem_to_key(k) ^ flip);
+      }
+      key[r] = k;
+    }
   }
 #if CUMEM_SORT_EARLY
   /* early counts: the tile's count of each digit in s.gbase (zeroed by the kernel; its own
      use comes after the look-back), published at once (tile 0: as its prefix) */
   {
     const unsigned below_mask = (1u << lane) - 1u;
+#pragma unroll
     for (int r = 0; r < CUMEM_SORT_ITEMS; r++) {
-      const bool valid = FULL || wbase + 32 * r + lane < n;
       const unsigned d = cumem_digit(key[r], pass);
       if (atomic) {
-        if (valid) atomicAdd(&s.gbase[d], 1u);
+        atomicAdd(&s.gbase[d], 1u);
       } else {
-        const unsigned peers = __match_any_sync(0xffffffffu, valid ? d : 256u);
-        if (valid && (peers & below_mask) == 0u) atomicAdd(&s.gbase[d], (uint32_t)__popc(peers));
+        const unsigned peers = __match_any_sync(0xffffffffu, d);
+        if ((peers & below_mask) == 0u) atomicAdd(&s.gbase[d], (uint32_t)__popc(peers));
       }
     }
     __syncthreads();
@@ -403,8 +444,8 @@ static __device__ __forceinline__ void cumem_sort_onesweep_tile(cumem_sort_smem_
     }
   }
 #endif
-  if (atomic) cumem_sort_warp_rank<FULL, true>(key, rank, wbase, n, pass, s.buf.r.whist[w], s.buf.r.m[w], lane);
-  else cumem_sort_warp_rank<FULL, false, CUMEM_SORT_MATCH == 3>(key, rank, wbase, n, pass, s.buf.r.whist[w], s.buf.r.m[w], lane);
+  if (atomic) cumem_sort_warp_rank<true, true>(key, rank, 0, pass, s.buf.r.whist[w], s.buf.r.m[w], lane);
+  else cumem_sort_warp_rank<true, false, CUMEM_SORT_MATCH == 3>(key, rank, 0, pass, s.buf.r.whist[w], s.buf.r.m[w], lane);
   __syncthreads();
   /* thread t < 256 owns digit t: the warps' exclusive offsets and the tile's count */
   uint32_t cnt = 0, incl = 0;
@@ -417,58 +458,72 @@ static __device__ __forceinline__ void cumem_sort_onesweep_tile(cumem_sort_smem_
     incl = cnt;
     for (int o = 1; o < 32; o <<= 1) { const uint32_t u = __shfl_up_sync(0xffffffffu, incl, o); if (lane >= o) incl += u; }
     if (lane == 31) s.wsum[w] = incl;
-    /* decoupled look-back: the count of digit t in the tiles before this one */
-#if CUMEM_SORT_EARLY != 2
-    if (tile > 0) excl = cumem_sort_lookback(status, tile, t, cnt, st);
-#endif
   }
   __syncthreads();
   if (owner) {
     uint32_t lstart = incl - cnt;
     for (int k = 0; k < w; k++) lstart += s.wsum[k];
     s.lstart[t] = lstart;
-    s.gbase[t] = offs[pass * 256 + t] + excl - lstart;     /* (mod 2^32) global place of local slot 0 */
   }
   __syncthreads();
   /* the ranks in the tile, then (the counts read: their bytes become the keys') the keys
      regrouped in shared memory by them */
+#pragma unroll
   for (int r = 0; r < CUMEM_SORT_ITEMS; r++) {
-    if (FULL || wbase + 32 * r + lane < n) {
-      const unsigned d = cumem_digit(key[r], pass);
-      rank[r] += s.lstart[d] + s.buf.r.whist[w][d];
-    }
+    const unsigned d = cumem_digit(key[r], pass);
+    cumem_rank_add(rank, r, s.lstart[d] + s.buf.r.whist[w][d]);
   }
   __syncthreads();
+#pragma unroll
   for (int r = 0; r < CUMEM_SORT_ITEMS; r++)
-    if (FULL || wbase + 32 * r + lane < n) s_keys[rank[r]] = key[r];
+    s_keys[cumem_rank_get(rank, r)] = key[r];
+  /* decoupled look-back (the keys are in shared memory): the count of digit t in the tiles
+     before this one, and the global place of the tile's slot 0 of digit t */
+  if (owner) {
+#if CUMEM_SORT_EARLY != 2
+    if (tile > 0) excl = cumem_sort_lookback(status, tile, t, cnt, st);
+#endif
+    s.gbase[t] = offs[pass * 256 + t] + excl - s.lstart[t];     /* (mod 2^32) global place of local slot 0 */
+  }
   __syncthreads();
-  const int64_t left = n - base;
-  const int nvalid = FULL ? CUMEM_SORT_TILE : (left < CUMEM_SORT_TILE ? (int)left : CUMEM_SORT_TILE);
-  uint32_t pos[CUMEM_SORT_ITEMS];
+  /* each slot's key to its place: slot i (thread t's k-th: k * CUMEM_SORT_THREADS + t) at
+     gbase[its digit] + i; the digits kept (a byte each) for the payload's places */
+  uint32_t dig[CUMEM_SORT_HAS_PAYLOAD ? (CUMEM_SORT_ITEMS + 3) / 4 : 1];
+#pragma unroll
   for (int k = 0; k < CUMEM_SORT_ITEMS; k++) {
     const int i = k * CUMEM_SORT_THREADS + t;
     if (FULL || i < nvalid) {
       const cumem_key_t kk = s_keys[i];
-      pos[k] = s.gbase[cumem_digit(kk, pass)] + (uint32_t)i;
-      kout[pos[k]] = last ? cumem_from_key((cumem_key_t)(kk ^ flip)) : kk;
+      const unsigned d = cumem_digit(kk, pass);
+      if (CUMEM_SORT_HAS_PAYLOAD) { if (k % 4 == 0) dig[k / 4] = d; else dig[k / 4] |= d << (8 * (k % 4)); }
+      kout[s.gbase[d] + (uint32_t)i] = last ? cumem_from_key((cumem_key_t)(kk ^ flip)) : kk;
     }
   }
   if (CUMEM_SORT_HAS_PAYLOAD && hasv) {
     __syncthreads();
-    /* the payload into registers first, then into shared memory: a load followed at once by a
-       store to shared memory would wait for each load in turn (the compiler cannot tell that
-       vin does not point into shared memory) */
-    cumem_val_t val[CUMEM_SORT_ITEMS];
-    for (int r = 0; r < CUMEM_SORT_ITEMS; r++) {
-      const int64_t i = wbase + 32 * r + lane;
-      val[r] = (FULL || i < n) ? ((first && iota) ? (cumem_val_t)i : vin[i]) : (cumem_val_t)0;
+    /* the payload into registers (8 keys' worth at a time: their loads in flight together; a
+       load followed at once by a store to shared memory would wait for each load in turn, the
+       compiler cannot tell that vin does not point into shared memory), then regrouped */
+    const cumem_val_t* vl = vin + base + wofs;
+#pragma unroll
+    for (int r0 = 0; r0 < CUMEM_SORT_ITEMS; r0 += 8) {
+      cumem_val_t val[8];
+#pragma unroll
+      for (int u = 0; u < 8 && r0 + u < CUMEM_SORT_ITEMS; u++) {
+        const int r = r0 + u;
+        val[u] = (FULL || 32 * r < lvalid) ? ((first && iota) ? (cumem_val_t)(base + wofs + 32 * r) : vl[32 * r]) : (cumem_val_t)0;
+      }
+#pragma unroll
+      for (int u = 0; u < 8 && r0 + u < CUMEM_SORT_ITEMS; u++) {
+        const int r = r0 + u;
+        s_vals[cumem_rank_get(rank, r)] = val[u];
+      }
     }
-    for (int r = 0; r < CUMEM_SORT_ITEMS; r++)
-      if (FULL || wbase + 32 * r + lane < n) s_vals[rank[r]] = val[r];
     __syncthreads();
+#pragma unroll
     for (int k = 0; k < CUMEM_SORT_ITEMS; k++) {
       const int i = k * CUMEM_SORT_THREADS + t;
-      if (FULL || i < nvalid) vout[pos[k]] = s_vals[i];
+      if (FULL || i < nvalid) vout[s.gbase[(dig[k / 4] >> (8 * (k % 4))) & 255u] + (uint32_t)i] = s_vals[i];
     }
   }
 }
@@ -535,7 +590,7 @@ CUMEM_KERNEL void cumem_sort_small(const cumem_key_t* src, cumem_key_t* keys, cu
   const int64_t wbase = (int64_t)w * 32 * CUMEM_SORT_ITEMS;
   cumem_key_t key[CUMEM_SORT_ITEMS];
   cumem_val_t val[CUMEM_SORT_ITEMS];
-  uint32_t rank[CUMEM_SORT_ITEMS];
+  uint32_t rank[CUMEM_SORT_RANK_WORDS];
   for (int r = 0; r < CUMEM_SORT_ITEMS; r++) {
     const int64_t i = wbase + 32 * r + lane;
     key[r] = i < n ? (cumem_key_t)(cumem_to_key(src[i]) ^ flip) : (cumem_key_t)0;
@@ -545,7 +600,7 @@ CUMEM_KERNEL void cumem_sort_small(const cumem_key_t* src, cumem_key_t* keys, cu
   for (int pass = 0; pass < CUMEM_NPASS; pass++) {
     for (int i = t; i < CUMEM_SORT_WARPS * 256; i += CUMEM_SORT_THREADS) (&s_whist[0][0])[i] = 0;
     __syncthreads();
-    cumem_sort_warp_rank<false, false>(key, rank, wbase, n, pass, s_whist[w], (uint32_t*)0, lane);
+    cumem_sort_warp_rank<false, false>(key, rank, (int)(n - wbase), pass, s_whist[w], (uint32_t*)0, lane);
     __syncthreads();
     uint32_t cnt = 0, incl = 0;
     if (t < 256) {                              /* (thread t owns digit t; whole warps) */
@@ -566,16 +621,16 @@ CUMEM_KERNEL void cumem_sort_small(const cumem_key_t* src, cumem_key_t* keys, cu
     for (int r = 0; r < CUMEM_SORT_ITEMS; r++) {
       if (wbase + 32 * r + lane < n) {
         const unsigned d = cumem_digit(key[r], pass);
-        rank[r] += s_lstart[d] + s_whist[w][d];
+        cumem_rank_add(rank, r, s_lstart[d] + s_whist[w][d]);
       }
     }
     __syncthreads();                            /* (the counts read: their bytes become the keys') */
-    for (int r = 0; r < CUMEM_SORT_ITEMS; r++) if (wbase + 32 * r + lane < n) s_buf.k[rank[r]] = key[r];
+    for (int r = 0; r < CUMEM_SORT_ITEMS; r++) if (wbase + 32 * r + lane < n) s_buf.k[cumem_rank_get(rank, r)] = key[r];
     __syncthreads();
     for (int r = 0; r < CUMEM_SORT_ITEMS; r++) { const int64_t i = wbase + 32 * r + lane; if (i < n) key[r] = s_buf.k[i]; }
     if (hasv) {
       __syncthreads();
-      for (int r = 0; r < CUMEM_SORT_ITEMS; r++) if (wbase + 32 * r + lane < n) s_buf.v[rank[r]] = val[r];
+      for (int r = 0; r < CUMEM_SORT_ITEMS; r++) if (wbase + 32 * r + lane < n) s_buf.v[cumem_rank_get(rank, r)] = val[r];
       __syncthreads();
       for (int r = 0; r < CUMEM_SORT_ITEMS; r++) { const int64_t i = wbase + 32 * r + lane; if (i < n) val[r] = s_buf.v[i]; }
     }

@@ -110,6 +110,21 @@ end
             @test same(sort(CuArray(h); rev = true), sort(h; rev = true))
             @test same(sortperm(CuArray(h)), sortperm(h))
         end
+        # the partial last tile is ranked whole, its keys past n as the largest key (every
+        # digit 255): keys equal to it (typemax, NaN; typemin with rev) must keep their places
+        # and order before those, by atomicOr (1) and by ballots (2: the skewed digits here)
+        for match in (1, 2), n in (1281, 3 * 1280 + 641)
+            CuMem.sort_tuning(CuMem.RadixTuning(5, 0, 3, 50, match))
+            u = rand([0x00000000, 0x000000ff, 0xffffffff, 0xff00ff00], n)
+            @test same(sortperm(CuArray(u)), sortperm(u))
+            @test same(sortperm(CuArray(u); rev = true), sortperm(u; rev = true))
+            f = rand(Float32[NaN, -NaN, Inf, 1, -Inf, -0.0], n)
+            @test same(sortperm(CuArray(f)), sortperm(f))
+            @test same(sort(CuArray(f)), sort(f))
+            i = rand([typemin(Int64), typemax(Int64), 0, -1], n)
+            @test same(sortperm(CuArray(i); rev = true), sortperm(i; rev = true))
+            @test same(sort(CuArray(i); rev = true), sort(i; rev = true))
+        end
         # early counts (1: the tile's digit counts published before its ranking; 2: and its
         # look-back before the ranking), with the warp match by __match_any_sync on skewed passes (3)
         for early in (1, 2), T in (Float32, Int64, UInt8), n in (1281, 9 * 1280 + 7)
