@@ -33,7 +33,7 @@
 #   linalg       test/compute/linalg/linalg{_factor,}_tests.jl, bench/julia/linalg_bench.jl beside
 #                bench/anchors/linalg_anchor.py (LINALG=tests or LINALG=bench: one half; the
 #                Rust tests/linalg.rs is in rust-cuda)
-#   sort         bench/julia/sort_bench.jl beside bench/anchors/sort_anchor.py (torch, CuPy);
+#   sort         bench/julia/sort_bench.jl (SORT_LIMIT seconds, default 270) beside bench/anchors/sort_anchor.py (torch, CuPy);
 #                CUMEM_SORT_VARIANTS / CUMEM_SCAN_VARIANTS: tunings measured in the same call
 #                (sort_bench.jl's header; rows "op@tuning" in sort_table.md; a variant's cell
 #                (sorts and scans): its ms, its ratio to the default timed interleaved with it,
@@ -387,7 +387,7 @@ suite_probe() {
 suite_sort() {
     have bench/julia/sort_bench.jl || return 0
     need_julia && need_lib || return
-    step "CuMem sort_bench.jl" "$L/sort_cumem.log" jl 270 bench/julia/sort_bench.jl
+    step "CuMem sort_bench.jl" "$L/sort_cumem.log" jl "${SORT_LIMIT:-270}" bench/julia/sort_bench.jl
     jsonl "$L/sort_cumem.log" > "$D/sort_cumem.jsonl"
     step "torch/CuPy sort_anchor.py" "$L/sort_anchor.log" py 120 bench/anchors/sort_anchor.py
     jsonl "$L/sort_anchor.log" > "$D/sort_anchor.jsonl"
