@@ -25,8 +25,18 @@ end
 every_entry_waits(ptx) = (cs = split(ptx, ".entry")[2:end]; !isempty(cs) && all(c -> occursin("griddepcontrol.wait", c), cs))
 # The scans' kernel keys and entries of this process: generated (the kernel table) or, on a
 # GPU, loaded from the kernel index that an earlier process filled (CuMem.INDEX_TRIED keeps them)
-scan_entries() = vcat([(k[2], e) for (k, e) in CuMem.KERNEL_TABLE if k[2] isa Tuple && k[2][1] === :scan1],
-                      [(k[2], e) for (k, e) in CuMem.INDEX_TRIED if e isa CuMem.KernelEntry])
+# (a scan generated in this process on a GPU is in both tables: the kernel table's entry is
+# also kept in the index's per-process table, `index_keep!`; one pair per key)
+function scan_entries()
+    d = Dict{Any,Any}()
+    for (k, e) in CuMem.KERNEL_TABLE
+        k[2] isa Tuple && k[2][1] === :scan1 && (d[k[2]] = e)
+    end
+    for (k, e) in CuMem.INDEX_TRIED
+        e isa CuMem.KernelEntry && (d[k[2]] = e)
+    end
+    return [(k, e) for (k, e) in d]
+end
 
 @testset "sort.cuh and scan.cuh through NVRTC" begin
     if !CuMem.nvrtc_available()
