@@ -163,6 +163,26 @@ end
     end
 end
 
+# index_keep!: what a kept family's later index_entry calls return from then on (the scans
+# keep the kernels a process generated and recorded, so that their later calls skip the
+# generator; julia/compute/algorithms/accumulate.jl's scan_generate)
+@testset "index_keep! (compute/runtime/kernel_index.jl)" begin
+    k1, k2 = (:index_keep_test, Float32, 1), (:index_keep_test, Float64, 1)
+    ikey(key, arg) = nothing                           # (never in the index on disk)
+    build(key, arg, text, kernels) = error("build is not called for a key without a record")
+    dev = CuMem.task_device()
+    try
+        @test CuMem.index_entry(ikey, build, nothing, k1, nothing, true) === nothing      # tried: nothing recorded
+        v = Ref(1)
+        @test CuMem.index_keep!(k1, v) === nothing
+        @test CuMem.index_entry(ikey, build, nothing, k1, nothing, true) === v            # the kept value, every call
+        @test CuMem.index_entry(ikey, build, nothing, k1, nothing, true) === v
+        @test CuMem.index_entry(ikey, build, nothing, k2, nothing, true) === nothing      # another key: untouched
+    finally
+        delete!(CuMem.INDEX_TRIED, (dev, k1)); delete!(CuMem.INDEX_TRIED, (dev, k2))
+    end
+end
+
 # The general paths' look-ups by type (CuMem.type_memo): kept per type and world age.
 @testset "compiled functions kept by type (type_memo)" begin
     x = CuArray(Float32[1, 2])
