@@ -32,5 +32,6 @@ for i in 1:n
                   ",\"sources\":\"", sources, "\"}")
     println(line); flush(stdout)
     open(io -> println(io, line), results, "a")
-    ok || m !== nothing || (println(text[max(1, end - 2000):end]); cp(log, results * ".run$i.log"; force = true))
+    # a failed run's log (an abort's backtrace names the compilation that needed the symbol)
+    ok || cp(log, string(results, ".", label, ".", i, ".", round(Int, time()), ".log"); force = true)
 end
