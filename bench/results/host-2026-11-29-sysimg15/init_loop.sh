@@ -6,7 +6,7 @@ for i in $(seq 1 $n); do
     log=$(mktemp)
     s=$(date +%s.%N)
     JULIA_DEPOT_PATH=$depot nice -n 5 "$JULIA" --startup-file=no --cpu-target=native --project="$root" -J "$BASE" \
-        --output-o=/tmp/sysimg15_init_$label.o "$here/init_repro.jl" > "$log" 2>&1
+        --output-o="${TMPDIR:-/tmp}/init_repro_$label.o" "$here/init_repro.jl" > "$log" 2>&1
     rc=$?
     e=$(date +%s.%N)
     sym=$(grep -ao 'Symbol "[^"]*"' "$log" | head -1 | sed 's/Symbol "\(.*\)"/\1/')
