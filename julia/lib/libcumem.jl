@@ -61,7 +61,7 @@ function open_library(path::String)
               ". CUMEM_LIBRARY must name a libcumem.so built by `cargo build --release`.")
     end
     ours = Libdl.dlsym(h, :cumem_init)
-    called = cglobal((:cumem_init, libcumem))      # what ccall resolves the name to
+    called = Libdl.dlsym(Libdl.dlopen(libcumem), :cumem_init)   # what ccall resolves the name to (not cglobal: see c_init)
     if called != ours
         other = Libdl.dlpath(Libdl.dlopen(libcumem))
         error("CuMem: another engine library, $(repr(other)), is already loaded in this " *
@@ -352,8 +352,8 @@ c_syevd_async(s, dt, vectors, uplo, n, A, lda, W, info) =
     (activate(); ccall((:cumem_syevd_async, libcumem), Int32, (UInt64, Int32, Int32, Int32, Int64, UInt64, Int64, UInt64, Ptr{Int32}),
           s, dt, vectors, uplo, n, A, lda, W, info))
 
-# the engine
-c_init() = ccall((:cumem_init, libcumem), Int32, ())
+# the engine (cumem_init through the handle open_library opened, never by name: julia/tools/sysimage.jl, step 2, says why)
+c_init() = ccall(Libdl.dlsym(LIBRARY_HANDLE[], :cumem_init), Int32, ())
 c_version() = ccall((:cumem_version, libcumem), Cstring, ())
 c_log_capture(on::Int32) = ccall((:cumem_log_capture, libcumem), Int32, (Int32,), on)
 c_log_next(level::Base.RefValue{Int32}, buf, len) =

@@ -252,7 +252,14 @@ function create_sysimage(path::AbstractString; workload::AbstractString = DEFAUL
         catch err
             # Julia 1.5's --output-o sometimes aborts at the end ("FATAL ERROR: Symbol
             # \"ccall_cumem_init_...\" not found": code the JIT needs after the image's code
-            # was taken from it; 2 of 6 test builds here): once more
+            # was taken from it; 2 of 6 test builds here): once more.
+            # (Issue 34. In this process Julia 1.5 compiles a by-name `ccall((:f, lib))` or
+            # `cglobal((:f, lib))` through a lazily bound global `ccall_<f>_<N>` that every
+            # function naming `f` shares and the code of one of them defines; the same class as
+            # PyCall.jl issue 850, gone in Julia 1.6. `cumem_init` was the only name reached both
+            # ways, both in `__init__`: `open_library`'s check (a `cglobal`) and `c_init`. Now
+            # neither names it: the check looks the name up with `Libdl.dlsym`, as a ccall does at
+            # run time, and `c_init` calls the pointer found in the handle `open_library` opened.)
             (err isa ErrorException && occursin(r"Symbol \"[^\"]*\" ?not found", err.msg)) || rethrow()
             @warn "CuMem.create_sysimage: julia --output-o aborted (a known intermittent failure of Julia 1.5); running step 2 again"
             rm(obj; force = true)

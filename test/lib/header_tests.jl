@@ -91,8 +91,9 @@ const NO_DEVICE = Set(["cumem_init", "cumem_version", "cumem_log_capture", "cume
                        "cumem_graph_pool_release", "cumem_graph_destroy", "cumem_graph_exec_destroy",
                        "cumem_graph_info", "cumem_set_pdl", "cumem_kernel_uses_pdl"])
 
-# Header functions Julia does not call, each with its reason.
-const UNUSED = Dict("cumem_memory_status" => "cumem_memory_status_ex with flags 0 is the same",
+# Header functions Julia does not call by name, each with its reason.
+const UNUSED = Dict("cumem_init" => "c_init calls it through the handle open_library opened (no by-name ccall: julia/tools/sysimage.jl, step 2)",
+                    "cumem_memory_status" => "cumem_memory_status_ex with flags 0 is the same",
                     "cumem_host_registered" => "the registered ranges are reported by memory_status's text",
                     "cumem_graph_launch" => "the package calls cumem_graph_launch_async with the task's stream",
                     "cumem_stream_is_capturing" => "the package keeps the capture of its tasks itself (CuMem.is_capturing)",
